@@ -1,0 +1,1 @@
+"""gnnplan's autotuner (Optuna study over strategies and knobs), the closed loop, reports and the CLI."""

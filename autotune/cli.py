@@ -1,0 +1,131 @@
+"""The ``gnnplan`` command line (DESIGN.md, "Contracts"): probe, simulate, tune, run, calibrate, loop.
+
+Errors in user input are one line on stderr, exit code 2, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from pydantic import ValidationError
+
+from simulator.errors import SpecError, one_line
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _common_sim(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cluster", required=True, help="cluster preset name or YAML file")
+    p.add_argument("--workload", required=True, help="workload preset name or YAML file")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    from autotune import commands as c
+
+    parser = _Parser(prog="gnnplan", description="Predict, choose and run distributed GNN training.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("probe", help="measure this machine into a cluster file")
+    p.add_argument("-o", "--output", help="cluster YAML to write (default: <gnnplan home>/presets/local.yaml)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes the machine is modelled for")
+    p.add_argument("--quick", action="store_true", help="small sizes, few repeats (seconds, less accurate)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=c.cmd_probe)
+
+    p = sub.add_parser("simulate", help="predict one configuration's epoch time, traffic and memory")
+    _common_sim(p)
+    p.add_argument("--strategy", required=True)
+    p.add_argument("--set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--trace", help="write the predicted timeline as a Chrome trace")
+    p.set_defaults(func=c.cmd_simulate)
+
+    p = sub.add_parser("tune", help="search strategies and knobs with Optuna; write the best plan")
+    _common_sim(p)
+    p.add_argument("--strategies", help="comma-separated strategies (default: all that fit the workload)")
+    p.add_argument("--trials", type=int, default=40)
+    p.add_argument("--storage", help="Optuna storage URL (default: sqlite file in the gnnplan home)")
+    p.add_argument("--study", help="study name (default: derived from cluster, workload and search space)")
+    p.add_argument("--tune-batch-size", action="store_true", help="allow the tuner to change the batch size")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-o", "--output", help="plan YAML to write (default: plan.yaml)", default="plan.yaml")
+    p.set_defaults(func=c.cmd_tune)
+
+    p = sub.add_parser("run", help="train a plan for real with torch.distributed and record a trace")
+    p.add_argument("plan")
+    p.add_argument("--nprocs", type=int, help="worker processes (default: the plan's num_workers)")
+    p.add_argument("--epochs", type=int, help="epochs (default: the workload's num_epochs)")
+    p.add_argument("--trace-dir", default="traces")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=c.cmd_run)
+
+    p = sub.add_parser("calibrate", help="fit a cluster's effective parameters to recorded traces")
+    p.add_argument("traces", nargs="+", metavar="TRACE")
+    p.add_argument("--cluster", required=True)
+    p.add_argument("-o", "--output", help="calibrated cluster YAML (default: <home>/presets/<name>-calibrated.yaml)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=c.cmd_calibrate)
+
+    p = sub.add_parser("loop", help="the main job: tune, run the best plan, calibrate, report prediction error")
+    p.add_argument("--cluster", default="local")
+    p.add_argument("--workload", default="cora-sage")
+    p.add_argument("--trials", type=int, default=30)
+    p.add_argument("--nprocs", type=int, default=2)
+    p.add_argument("--epochs", type=int, help="epochs to run (default: the workload's)")
+    p.add_argument("--storage", help="Optuna storage URL (default: sqlite file in the gnnplan home)")
+    p.add_argument("--out-dir", default="gnnplan-loop", help="folder for plan, trace, calibrated cluster, report")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=c.cmd_loop)
+    return parser
+
+
+def _guard(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    try:
+        return func(args)
+    except SpecError as exc:
+        msg = str(exc)
+    except ValidationError as exc:
+        msg = one_line(exc, args.command)
+    except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+        msg = str(exc) or type(exc).__name__
+    except KeyboardInterrupt:
+        print(f"gnnplan {args.command}: interrupted", file=sys.stderr)
+        return 130
+    print(f"gnnplan {args.command}: error: {msg.splitlines()[0] if msg else 'invalid input'}", file=sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gnnplan`` console script.
+
+    Returns:
+        0 on success, 2 on bad input (one line on stderr), 130 when interrupted.
+    """
+    args = build_parser().parse_args(argv)
+    return _guard(args.func, args)
+
+
+def emit_json(obj: Any) -> None:
+    """Print one JSON object on stdout."""
+    print(json.dumps(obj, indent=1, default=str))
+
+
+def output_path(arg: str | None, default: Path) -> Path:
+    """The path to write: the user's ``-o`` or the default."""
+    return Path(arg) if arg else default
+
+
+if __name__ == "__main__":
+    sys.exit(main())

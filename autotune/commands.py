@@ -1,0 +1,123 @@
+"""The subcommands behind :mod:`autotune.cli`; each returns an exit code and is the only place that prints."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from autotune import report
+from autotune.cli import emit_json, output_path
+from simulator.errors import SpecError
+from simulator.hardware.spec import load_cluster
+from simulator.paths import user_home
+from simulator.workload.spec import load_workload
+
+
+def _positive(name: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise SpecError(f"{name}: must be a positive integer (got {value})")
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    """``gnnplan probe``: measure this machine into a cluster file."""
+    from executor.probe import probe_machine, write_probe
+
+    _positive("--workers", args.workers)
+    dest = output_path(args.output, user_home() / "presets" / "local.yaml")
+    data = probe_machine(num_workers=args.workers, quick=args.quick)
+    write_probe(dest, data)
+    if args.json:
+        emit_json({"output": str(dest), "cluster": data})
+    else:
+        report.console().print(f"wrote {dest} (use it as --cluster local)")
+    return 0
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """``gnnplan simulate``: one configuration."""
+    from simulator.api import parse_knobs, predicted_trace, simulate
+
+    cluster, workload = load_cluster(args.cluster), load_workload(args.workload)
+    knobs = parse_knobs(args.strategy, args.knobs)
+    res = simulate(cluster, workload, args.strategy, knobs)
+    if args.trace:
+        predicted_trace(res, args.trace, {"cluster": cluster.to_yaml_dict(), "workload": workload.to_yaml_dict()})
+    if args.json:
+        emit_json(res.to_json_dict())
+    else:
+        report.console().print(report.simulation_table(res.to_json_dict()))
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """``gnnplan tune``: Optuna search, ranked table, best plan written as YAML."""
+    from autotune.planning import tune_to_plan
+
+    _positive("--trials", args.trials)
+    cluster, workload = load_cluster(args.cluster), load_workload(args.workload)
+    names = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+    out = tune_to_plan(cluster, workload, names, args.trials, args.storage, args.study, args.tune_batch_size,
+                       args.seed, Path(args.output), progress=not args.json)
+    if args.json:
+        emit_json(out)
+    else:
+        con = report.console()
+        con.print(report.ranked_table(out["ranked"]))
+        con.print(f"study {out['study']} ({out['num_trials_total']} trials in {out['storage']}); "
+                  f"best plan written to {out['plan']}")
+        if out.get("note"):
+            con.print(out["note"])
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``gnnplan run PLAN``: real training, traced."""
+    from executor.runner import run_plan
+    from simulator.plan import load_plan
+
+    _positive("--nprocs", args.nprocs)
+    _positive("--epochs", args.epochs)
+    plan = load_plan(args.plan)
+    res = run_plan(plan, nprocs=args.nprocs, epochs=args.epochs, trace_dir=args.trace_dir, progress=not args.json)
+    if args.json:
+        emit_json(res)
+    else:
+        report.console().print(
+            f"epoch time {report.fmt_s(res['epoch_time_s'])} (median), loss {res['loss']:.4f}, "
+            f"val acc {res['val_accuracy']:.4f}, test acc {res['test_accuracy']:.4f}; trace {res['trace']}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``gnnplan calibrate TRACE... --cluster C``: fit, write the calibrated cluster, report errors."""
+    from autotune.planning import calibrate_traces
+
+    cluster = load_cluster(args.cluster)
+    default = user_home() / "presets" / f"{cluster.name}-calibrated.yaml"
+    out = calibrate_traces(args.traces, cluster, output_path(args.output, default))
+    if args.json:
+        emit_json(out)
+    else:
+        con = report.console()
+        con.print(report.error_table([(r["trace"], r["measured_epoch_time_s"], r["predicted_before_s"],
+                                       r["predicted_after_s"]) for r in out["runs"]]))
+        con.print(f"calibrated cluster written to {out['output']} (use it as --cluster {out['output']})")
+    return 0
+
+
+def cmd_loop(args: argparse.Namespace) -> int:
+    """``gnnplan loop``: the main job (tune, run, calibrate, report)."""
+    from autotune.loop import main_job
+
+    for name in ("trials", "nprocs", "epochs"):
+        _positive(f"--{name}", getattr(args, name))
+    con = report.console()
+    out = main_job(args.cluster, args.workload, trials=args.trials, nprocs=args.nprocs, epochs=args.epochs,
+                   storage=args.storage, out_dir=Path(args.out_dir),
+                   say=None if args.json else con.print)
+    if args.json:
+        emit_json(out)
+    else:
+        con.print(report.error_table([("this run", out["measured_epoch_time_s"], out["predicted_before_s"],
+                                       out["predicted_after_s"])]))
+    return 0

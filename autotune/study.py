@@ -1,0 +1,166 @@
+"""An Optuna study over strategies and their knobs; objective = simulated epoch time.
+
+Out-of-GPU/host-memory configurations are rejected through Optuna's constraint mechanism
+(``Trial.set_constraint``: a positive value = memory over budget, in bytes), so the TPE sampler learns the
+feasible region and ``study.best_trial`` only returns feasible trials. The default storage is a SQLite file,
+so a study resumes and several ``gnnplan tune`` processes can share one study; any SQLAlchemy URL
+(``postgresql://...``) works the same way on a cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+
+from simulator.api import simulate
+from simulator.errors import SpecError
+from simulator.hardware.spec import ClusterSpec
+from simulator.paths import user_home
+from simulator.strategies import STRATEGIES, get_strategy
+from simulator.workload.spec import WorkloadSpec
+
+SQLITE_TIMEOUT_S = 120.0
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    """What to tune: the cluster, the workload, the strategies allowed and the search budget."""
+
+    cluster: ClusterSpec
+    workload: WorkloadSpec
+    strategies: tuple[str, ...]
+    num_trials: int = 40
+    storage: str | None = None
+    study_name: str | None = None
+    tune_batch_size: bool = False
+    seed: int = 0
+
+
+def default_storage() -> str:
+    """``sqlite:///<gnnplan home>/studies.db`` (the folder is created)."""
+    home = user_home()
+    home.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{home / 'studies.db'}"
+
+
+def eligible_strategies(workload: WorkloadSpec, requested: list[str] | None) -> tuple[str, ...]:
+    """The strategies that support the workload's training semantics, optionally restricted to ``requested``.
+
+    Raises:
+        SpecError: a requested strategy is unknown or does not support the workload's mode.
+    """
+    mode = workload.training.mode
+    names = requested or sorted(STRATEGIES)
+    out = []
+    for name in names:
+        module = get_strategy(name)
+        if mode in module.SUPPORTS:
+            out.append(name)
+        elif requested:
+            raise SpecError(f"--strategies: {name!r} does not support training.mode {mode!r} "
+                            f"(it supports {', '.join(module.SUPPORTS)})")
+    if not out:
+        raise SpecError(f"--strategies: no strategy supports training.mode {mode!r}")
+    return tuple(out)
+
+
+def study_name_for(req: TuneRequest) -> str:
+    """A stable study name: cluster and workload names plus a hash of everything that defines the search."""
+    key = json.dumps([req.cluster.to_yaml_dict(), req.workload.to_yaml_dict(), list(req.strategies),
+                      req.tune_batch_size], sort_keys=True)
+    return f"{req.cluster.name}/{req.workload.name or req.workload.dataset_name}/" \
+           f"{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+
+
+def open_study(req: TuneRequest) -> optuna.Study:
+    """Create or load the study (safe when several processes race to create it)."""
+    url = req.storage or default_storage()
+    engine_kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}} if url.startswith("sqlite") else {}
+    try:
+        storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+    except Exception as exc:  # SQLAlchemy raises many types for a bad URL
+        raise SpecError(f"--storage: cannot open {url!r}: {str(exc).splitlines()[0]}") from None
+    sampler = optuna.samplers.TPESampler(seed=req.seed, multivariate=True, group=True)
+    name = req.study_name or study_name_for(req)
+    for attempt in range(5):
+        try:
+            return optuna.create_study(study_name=name, storage=storage, sampler=sampler,
+                                       direction="minimize", load_if_exists=True)
+        except optuna.exceptions.DuplicatedStudyError:
+            time.sleep(0.2 * (attempt + 1))
+    return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+
+
+def objective(req: TuneRequest, trial: optuna.Trial) -> float:
+    """Simulate one configuration; record the result as user attributes and memory excess as a constraint.
+
+    Returns:
+        The simulated epoch time in seconds (for an infeasible configuration, a finite stand-in: the
+        largest epoch time seen is not known here, so 1e9 s; the constraint already marks it infeasible).
+    """
+    name = trial.suggest_categorical("strategy", list(req.strategies))
+    knobs = get_strategy(name).suggest(trial, req.workload, req.tune_batch_size)
+    result = simulate(req.cluster, req.workload, name, knobs)
+    trial.set_user_attr("result", result.to_json_dict())
+    trial.set_constraint("memory_excess_bytes", _memory_excess(req.cluster, result.peak_memory_bytes))
+    return result.epoch_time_s if result.feasible else 1e9
+
+
+def _memory_excess(cluster: ClusterSpec, peak: dict[str, float]) -> float:
+    return max(peak.get("gpu", 0.0) - cluster.gpu.memory_bytes, peak.get("host", 0.0) - cluster.host.memory_bytes)
+
+
+def run_study(req: TuneRequest, progress: bool = False) -> optuna.Study:
+    """Run ``req.num_trials`` more trials in this process and return the study.
+
+    Raises:
+        SpecError: bad storage URL or study.
+    """
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = open_study(req)
+    study.optimize(lambda t: objective(req, t), n_trials=req.num_trials, show_progress_bar=progress,
+                   catch=())
+    return study
+
+
+def ranked_trials(study: optuna.Study) -> list[dict[str, Any]]:
+    """Completed trials as rows, feasible first, by simulated epoch time; identical configurations merged.
+
+    Returns:
+        Rows with keys rank, trial, strategy, knobs, feasible, epoch_time_s, iteration_time_s,
+        peak_gpu_memory_bytes, reason.
+    """
+    rows: dict[str, dict[str, Any]] = {}
+    for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
+        res = t.user_attrs.get("result")
+        if not res:
+            continue
+        key = json.dumps([res["strategy"], res["knobs"]], sort_keys=True)
+        if key in rows:
+            continue
+        rows[key] = {"trial": t.number, "strategy": res["strategy"], "knobs": res["knobs"],
+                     "feasible": res["feasible"], "epoch_time_s": res["epoch_time_s"],
+                     "iteration_time_s": res["iteration_time_s"],
+                     "peak_gpu_memory_bytes": res["peak_memory_bytes"]["gpu"], "reason": res["reason"]}
+    ordered = sorted(rows.values(), key=lambda r: (not r["feasible"], r["epoch_time_s"] or float("inf")))
+    for i, row in enumerate(ordered, 1):
+        row["rank"] = i
+    return ordered
+
+
+def best_result(study: optuna.Study) -> dict[str, Any]:
+    """The best feasible trial's simulation result.
+
+    Raises:
+        SpecError: no feasible configuration was found.
+    """
+    try:
+        return dict(study.best_trial.user_attrs["result"])
+    except ValueError:
+        raise SpecError("tune: no feasible configuration found (every trial ran out of memory); "
+                        "use a larger cluster or a smaller model/batch") from None

@@ -1,0 +1,1 @@
+"""Hardware: cluster specs (``spec``), the simpy hardware model (``model``), closed-form collectives."""

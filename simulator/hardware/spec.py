@@ -1,0 +1,151 @@
+"""Cluster specification (pydantic), loaded from YAML; SI units with the unit in every field name.
+
+A cluster is ``num_machines`` identical machines with ``gpus_per_machine`` GPUs each. Links are modelled per
+endpoint and per direction: ``pcie`` and ``nvlink`` per GPU, ``network`` per machine NIC, ``storage`` per
+machine. On a CPU-only machine (``gnnplan probe``) the "GPU" is one worker's share of the host cores and
+``gpu.is_host_cpu`` is true: its compute then shares the cores that sample.
+
+The optional ``efficiency`` block and ``iteration_overhead_s`` are what :mod:`simulator.calibrate` fits; their
+defaults (1.0 and 0 s) mean "the roofline bound" (Williams, Waterman and Patterson, "Roofline", CACM 2009).
+
+Example (DESIGN.md, "Cluster YAML")::
+
+    name: 4x-a100-10gbe
+    num_machines: 4
+    gpus_per_machine: 1
+    gpu: {model: A100-SXM4-40GB, peak_flops_per_s: 19.5e+12, memory_bytes: 40.0e+9,
+          memory_bandwidth_bytes_per_s: 1.555e+12}
+    ...
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from simulator.errors import SpecError, one_line
+from simulator.io import read_yaml
+
+PRESET_DIR = Path(__file__).parent / "presets"
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuSpec(_Spec):
+    """One accelerator (or, with ``is_host_cpu``, one worker's share of the host CPU)."""
+
+    model: str
+    peak_flops_per_s: float = Field(gt=0, description="dense FP32 peak, FLOP/s")
+    memory_bytes: float = Field(gt=0)
+    memory_bandwidth_bytes_per_s: float = Field(gt=0)
+    sparse_flops_per_s: float | None = Field(
+        default=None, gt=0, description="measured SpMM throughput; None = roofline from memory bandwidth")
+    is_host_cpu: bool = Field(default=False, description="compute runs on the host cores (no accelerator)")
+
+
+class HostSpec(_Spec):
+    """A machine's CPU side."""
+
+    num_cores: int = Field(ge=1)
+    memory_bytes: float = Field(gt=0)
+    memory_bandwidth_bytes_per_s: float = Field(gt=0)
+    sampling_edges_per_s_per_core: float = Field(
+        default=2.0e7, gt=0,
+        description="neighbour-sampling throughput of one core, sampled edges per second")
+
+
+class LinkSpec(_Spec):
+    """A point-to-point link: alpha-beta model, time = latency_s + bytes / bandwidth_bytes_per_s."""
+
+    bandwidth_bytes_per_s: float = Field(gt=0)
+    latency_s: float = Field(ge=0)
+
+
+class StorageSpec(LinkSpec):
+    """Per-machine storage (NVMe); ``gpudirect`` = GPUDirect Storage reads bypass host memory."""
+
+    gpudirect: bool = False
+
+
+class EfficiencySpec(_Spec):
+    """Achieved fraction of the roofline bound per phase (fitted by calibration; 1.0 = roofline)."""
+
+    forward_fraction: float = Field(default=1.0, gt=0, le=10)
+    backward_fraction: float = Field(default=1.0, gt=0, le=10)
+    gather_fraction: float = Field(default=1.0, gt=0, le=10)
+
+
+class ClusterSpec(_Spec):
+    """A homogeneous cluster. See the module docstring for units and conventions."""
+
+    name: str
+    num_machines: int = Field(ge=1)
+    gpus_per_machine: int = Field(ge=1)
+    gpu: GpuSpec
+    host: HostSpec
+    pcie: LinkSpec
+    nvlink: LinkSpec | None = None
+    network: LinkSpec
+    storage: StorageSpec
+    efficiency: EfficiencySpec = EfficiencySpec()
+    iteration_overhead_s: float = Field(default=0.0, ge=0, description="fixed framework time per iteration")
+    sources: dict[str, str] = Field(default_factory=dict, description="field path -> where the number comes from")
+
+    @property
+    def num_gpus(self) -> int:
+        """Total GPUs (= workers = ranks)."""
+        return self.num_machines * self.gpus_per_machine
+
+    def to_yaml_dict(self) -> dict[str, Any]:
+        """The spec as a plain mapping, ready for :func:`simulator.io.atomic_write_yaml`."""
+        return self.model_dump(mode="json")
+
+
+def preset_dirs() -> list[Path]:
+    """Folders searched for cluster presets: the user's (``$GNNPLAN_HOME/presets``, default ``~/.gnnplan``)
+    first, so ``gnnplan probe`` can replace ``local``, then the presets shipped with the package."""
+    from simulator.paths import user_home
+
+    return [user_home() / "presets", PRESET_DIR]
+
+
+def preset_names() -> list[str]:
+    """Names of the available cluster presets."""
+    names = {p.stem for d in preset_dirs() if d.is_dir() for p in d.glob("*.yaml")}
+    return sorted(names)
+
+
+def load_cluster(ref: str | Path | ClusterSpec) -> ClusterSpec:
+    """Load a cluster from a preset name or a YAML path.
+
+    Args:
+        ref: preset name (``4x-a100-10gbe``, ``dgx-a100``, ``local``), a YAML file, or a spec (returned as is).
+
+    Returns:
+        The validated spec.
+
+    Raises:
+        SpecError: unknown preset, unreadable file, or a field out of range (message names the field).
+    """
+    if isinstance(ref, ClusterSpec):
+        return ref
+    path = Path(ref)
+    if not path.suffix:
+        found = [d / f"{ref}.yaml" for d in preset_dirs() if (d / f"{ref}.yaml").is_file()]
+        if not found:
+            raise SpecError(f"cluster: unknown preset {str(ref)!r}; allowed: {', '.join(preset_names())} "
+                            "or a YAML file")
+        path = found[0]
+    return cluster_from_dict(read_yaml(path, "cluster"), where=f"cluster {path.name}")
+
+
+def cluster_from_dict(data: dict[str, Any], where: str = "cluster") -> ClusterSpec:
+    """Validate a mapping as a :class:`ClusterSpec`, raising :class:`SpecError` with a one-line message."""
+    try:
+        return ClusterSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(one_line(exc, where)) from None

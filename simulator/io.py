@@ -1,0 +1,80 @@
+"""Safe YAML/JSON reading and atomic writing (temp file + rename), shared by every package.
+
+Nothing half-written is ever left at the destination (DESIGN.md, "Errors and data safety").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simulator.errors import SpecError
+
+
+def read_yaml(path: str | Path, what: str) -> dict[str, Any]:
+    """Read a YAML mapping with ``yaml.safe_load``.
+
+    Args:
+        path: file to read.
+        what: name used in error messages, e.g. ``"cluster"``.
+
+    Returns:
+        The mapping.
+
+    Raises:
+        SpecError: the file is missing, is not valid YAML, or is not a mapping.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"{what}: file {str(p)!r} does not exist")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "malformed YAML"
+        raise SpecError(f"{what}: {p} is not valid YAML{at}: {problem}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{what}: {p} must hold a YAML mapping, got {type(data).__name__}")
+    return data
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically: a temp file in the same folder, fsync, then rename.
+
+    Args:
+        path: destination; its parent folders are created.
+        text: content.
+
+    Returns:
+        The destination path.
+    """
+    dest = Path(path)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return dest
+
+
+def atomic_write_yaml(path: str | Path, data: dict[str, Any]) -> Path:
+    """Write a mapping as YAML atomically (floats in exponent form keep a signed exponent, YAML 1.1-safe)."""
+    return atomic_write_text(path, yaml.safe_dump(data, sort_keys=False))
+
+
+def atomic_write_json(path: str | Path, data: Any) -> Path:
+    """Write JSON atomically."""
+    return atomic_write_text(path, json.dumps(data, indent=1))

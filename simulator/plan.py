@@ -1,0 +1,57 @@
+"""A plan: what to run (cluster, workload, strategy, knobs) and what the simulator predicted for it.
+
+Written by ``gnnplan tune -o PLAN`` and read by ``gnnplan run PLAN``. Cluster and workload are stored inline
+so a plan is self-contained and reproducible.
+
+Example::
+
+    strategy: dp
+    knobs: {cache_fraction: 0.1, partitioner: metis, num_sampler_workers: 0}
+    num_workers: 2
+    cluster: {name: local, ...}
+    workload: {dataset: cora, model: {...}, training: {...}}
+    prediction: {epoch_time_s: 0.41, ...}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from simulator.errors import SpecError, one_line
+from simulator.hardware.spec import ClusterSpec
+from simulator.io import atomic_write_yaml, read_yaml
+from simulator.workload.spec import WorkloadSpec
+
+
+class Plan(BaseModel):
+    """A runnable configuration."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    strategy: str
+    knobs: dict[str, Any] = Field(default_factory=dict)
+    num_workers: int = Field(ge=1, description="worker processes (ranks); the cluster's GPU count by default")
+    cluster: ClusterSpec
+    workload: WorkloadSpec
+    prediction: dict[str, Any] = Field(default_factory=dict)
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read and validate a plan YAML.
+
+    Raises:
+        SpecError: missing file, malformed YAML, or an invalid field.
+    """
+    data = read_yaml(path, "plan")
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(one_line(exc, f"plan {Path(path).name}")) from None
+
+
+def save_plan(path: str | Path, plan: Plan) -> Path:
+    """Write a plan atomically."""
+    return atomic_write_yaml(path, plan.model_dump(mode="json"))

@@ -1,0 +1,50 @@
+"""What a simulation returns: the ``simulate --json`` contract of DESIGN.md, plus the predicted spans.
+
+Keys (all SI units): ``strategy, knobs, feasible, reason, epoch_time_s, iteration_time_s, num_iterations,
+breakdown_s{phase: s}, bytes_per_epoch{pcie, nvlink, network, storage}, peak_memory_bytes{gpu, host},
+sim_wall_s``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.trace import Span
+
+LINKS = ("pcie", "nvlink", "network", "storage")
+
+
+class SimResult(BaseModel):
+    """One simulated configuration.
+
+    ``breakdown_s`` holds, per phase, the busy time of the slowest worker summed over one epoch (phases may
+    overlap, so the parts can add up to more than ``epoch_time_s``). ``bytes_per_epoch`` sums all workers'
+    traffic on each link kind. ``peak_memory_bytes`` is per GPU and per machine's host memory. An infeasible
+    configuration has ``feasible = False``, a ``reason`` and still carries its memory estimate; its times are
+    ``inf``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    strategy: str
+    knobs: dict[str, Any]
+    feasible: bool
+    reason: str = ""
+    epoch_time_s: float
+    iteration_time_s: float
+    num_iterations: int
+    breakdown_s: dict[str, float] = Field(default_factory=dict)
+    bytes_per_epoch: dict[str, float] = Field(default_factory=lambda: {k: 0.0 for k in LINKS})
+    peak_memory_bytes: dict[str, float] = Field(default_factory=lambda: {"gpu": 0.0, "host": 0.0})
+    sim_wall_s: float = 0.0
+    spans: list[Span] = Field(default_factory=list, exclude=True)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The contract object (spans excluded; ``inf`` rendered as ``null``)."""
+        out = self.model_dump(mode="json")
+        for key in ("epoch_time_s", "iteration_time_s"):
+            if out[key] in (float("inf"), "Infinity"):
+                out[key] = None
+        return out

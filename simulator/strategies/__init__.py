@@ -1,0 +1,25 @@
+"""Strategy plug-ins: one module per strategy, registered in ``STRATEGIES`` (DESIGN.md, "A strategy is one plug-in").
+
+Each module provides ``NAME``, a frozen pydantic ``Knobs`` model, ``SUPPORTS`` (training modes / model kinds),
+``suggest(trial, workload, tune_batch_size) -> Knobs`` and ``simulate(ctx, knobs) -> SimResult``.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from simulator.errors import SpecError
+from simulator.strategies import dp
+
+STRATEGIES: dict[str, ModuleType] = {dp.NAME: dp}
+
+
+def get_strategy(name: str) -> ModuleType:
+    """Look up a strategy plug-in by name.
+
+    Raises:
+        SpecError: unknown name (the message lists the known ones).
+    """
+    if name not in STRATEGIES:
+        raise SpecError(f"strategy: unknown strategy {name!r}; allowed: {', '.join(sorted(STRATEGIES))}")
+    return STRATEGIES[name]

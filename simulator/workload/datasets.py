@@ -1,0 +1,216 @@
+"""Datasets: the OGB node-property raw layout loader, the shipped presets, and generated R-MAT graphs.
+
+OGB raw layout (what ``ogb``'s ``NodePropPredDataset`` downloads, and what a user's own folder must hold)::
+
+    <folder>/raw/edge.csv.gz            src,dst per line (directed; both directions listed for undirected)
+    <folder>/raw/node-feat.csv.gz       one row of float features per vertex
+    <folder>/raw/node-label.csv.gz      one class id per vertex (-1 = unlabeled)
+    <folder>/raw/num-node-list.csv.gz   number of vertices
+    <folder>/raw/num-edge-list.csv.gz   number of edges
+    <folder>/split/<name>/{train,valid,test}.csv.gz   vertex ids
+
+Parsed graphs are cached as ``.npz`` under :func:`simulator.paths.cache_dir`, keyed by the files' sizes and
+modification times (or the generator's parameters), so a second load is fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from simulator.errors import SpecError
+from simulator.paths import cache_dir
+from simulator.workload.rmat import rmat_edges
+from simulator.workload.spec import RmatSpec
+
+DATA_DIR = Path(__file__).parent / "data"
+PRESETS = ("cora", "citeseer")
+_RAW = ("edge.csv.gz", "node-feat.csv.gz", "node-label.csv.gz", "num-node-list.csv.gz", "num-edge-list.csv.gz")
+
+
+@dataclass(frozen=True)
+class GraphData:
+    """A node-classification graph held in host memory.
+
+    Shapes:
+        src, dst: (num_edges,) int64, directed edges src -> dst (a message flows from src to dst).
+        features: (num_vertices, feature_dim) float32.
+        labels: (num_vertices,) int64, -1 where unlabeled.
+        train_idx, val_idx, test_idx: (k,) int64 vertex ids.
+    """
+
+    name: str
+    num_vertices: int
+    src: np.ndarray
+    dst: np.ndarray
+    features: np.ndarray
+    labels: np.ndarray
+    train_idx: np.ndarray
+    val_idx: np.ndarray
+    test_idx: np.ndarray
+    num_classes: int
+
+    @property
+    def num_edges(self) -> int:
+        """Directed edges."""
+        return int(self.src.shape[0])
+
+    @property
+    def feature_dim(self) -> int:
+        """Input feature width."""
+        return int(self.features.shape[1])
+
+    def in_degrees(self) -> np.ndarray:
+        """(num_vertices,) int64 in-degree of every vertex."""
+        return np.bincount(self.dst, minlength=self.num_vertices).astype(np.int64)
+
+
+def resolve_dataset(ref: str | RmatSpec) -> str | RmatSpec:
+    """Check that a dataset reference can be loaded, without loading it.
+
+    Raises:
+        SpecError: ``workload.dataset`` names neither a preset nor an existing OGB-layout folder.
+    """
+    if isinstance(ref, RmatSpec) or ref in PRESETS:
+        return ref
+    folder = Path(ref)
+    if not folder.is_dir():
+        raise SpecError(f"workload.dataset: {ref!r} is neither a preset ({', '.join(PRESETS)}) nor an existing "
+                        "folder in the OGB raw layout")
+    missing = [f for f in _RAW if not (folder / "raw" / f).is_file()]
+    if missing:
+        raise SpecError(f"workload.dataset: folder {ref!r} lacks raw/{missing[0]} (OGB raw layout required)")
+    return ref
+
+
+def load_dataset(ref: str | RmatSpec) -> GraphData:
+    """Load a preset (``cora``, ``citeseer``), an OGB-layout folder, or generate an R-MAT graph.
+
+    Args:
+        ref: preset name, folder path, or :class:`RmatSpec`.
+
+    Returns:
+        The graph; cached on disk after the first load.
+
+    Raises:
+        SpecError: missing folder or file, or a corrupt file (the message names the file and line).
+    """
+    ref = resolve_dataset(ref)
+    if isinstance(ref, RmatSpec):
+        key = hashlib.sha1(ref.name.encode()).hexdigest()[:16]
+        return _cached(f"{ref.name}-{key}", lambda: generate_rmat(ref))
+    folder = DATA_DIR / ref if ref in PRESETS else Path(ref)
+    stamp = "".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(folder.rglob("*.csv.gz")))
+    key = hashlib.sha1(f"{folder.resolve()}|{stamp}".encode()).hexdigest()[:16]
+    return _cached(f"{folder.name}-{key}", lambda: read_ogb_folder(folder))
+
+
+def generate_rmat(spec: RmatSpec) -> GraphData:
+    """Generate the graph an :class:`RmatSpec` describes: R-MAT edges, N(0,1) features, uniform labels and a
+    random train/validation/test split (all seeded by ``spec.seed``)."""
+    n = spec.num_vertices
+    src, dst = rmat_edges(n, spec.edge_factor * n, seed=spec.seed)
+    rng = np.random.default_rng(spec.seed + 1)
+    features = rng.standard_normal((n, spec.feature_dim), dtype=np.float32)
+    labels = rng.integers(0, spec.num_classes, n, dtype=np.int64)
+    order = rng.permutation(n)
+    a = int(spec.train_fraction * n)
+    b = a + int(spec.val_fraction * n)
+    c = b + int(spec.test_fraction * n)
+    return GraphData(spec.name, n, src, dst, features, labels, np.sort(order[:a]), np.sort(order[a:b]),
+                     np.sort(order[b:c]), spec.num_classes)
+
+
+def read_ogb_folder(folder: Path) -> GraphData:
+    """Parse an OGB node-property raw folder (see module docstring).
+
+    Raises:
+        SpecError: a file is missing or corrupt; the message names the file.
+    """
+    raw = folder / "raw"
+    n = int(_read_ints(raw / "num-node-list.csv.gz", folder, cols=1)[0, 0])
+    m = int(_read_ints(raw / "num-edge-list.csv.gz", folder, cols=1)[0, 0])
+    edges = _read_ints(raw / "edge.csv.gz", folder, cols=2)
+    if edges.shape[0] != m:
+        raise SpecError(f"dataset {folder.name}: raw/edge.csv.gz has {edges.shape[0]} edges but "
+                        f"raw/num-edge-list.csv.gz says {m}")
+    _check_ids(edges.ravel(), n, folder, "raw/edge.csv.gz")
+    features = _read_floats(raw / "node-feat.csv.gz", folder)
+    labels = _read_ints(raw / "node-label.csv.gz", folder, cols=1)[:, 0]
+    for what, arr in (("raw/node-feat.csv.gz", features), ("raw/node-label.csv.gz", labels)):
+        if arr.shape[0] != n:
+            raise SpecError(f"dataset {folder.name}: {what} has {arr.shape[0]} rows but the graph has {n} vertices")
+    split = _split_folder(folder)
+    idx = {}
+    for part in ("train", "valid", "test"):
+        ids = _read_ints(split / f"{part}.csv.gz", folder, cols=1)[:, 0]
+        _check_ids(ids, n, folder, f"split/{split.name}/{part}.csv.gz")
+        idx[part] = ids
+    num_classes = int(labels.max()) + 1 if labels.size else 0
+    return GraphData(folder.name, n, edges[:, 0].copy(), edges[:, 1].copy(), features, labels,
+                     idx["train"], idx["valid"], idx["test"], num_classes)
+
+
+def _split_folder(folder: Path) -> Path:
+    splits = sorted(p for p in (folder / "split").glob("*") if p.is_dir())
+    if not splits:
+        raise SpecError(f"dataset {folder.name}: no split/<name>/ folder with train/valid/test.csv.gz")
+    return splits[0]
+
+
+def _read_ints(path: Path, folder: Path, cols: int) -> np.ndarray:
+    import pandas as pd
+
+    if not path.is_file():
+        raise SpecError(f"dataset {folder.name}: missing {path.relative_to(folder)}")
+    try:
+        df = pd.read_csv(path, header=None, dtype=np.int64, compression="gzip")
+    except Exception as exc:  # pandas raises several types for corrupt gzip/CSV content
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SpecError(f"dataset {folder.name}: {path.relative_to(folder)} is corrupt: {first}") from None
+    if df.shape[1] != cols:
+        raise SpecError(f"dataset {folder.name}: {path.relative_to(folder)} has {df.shape[1]} columns, "
+                        f"expected {cols}")
+    return df.to_numpy()
+
+
+def _read_floats(path: Path, folder: Path) -> np.ndarray:
+    import pandas as pd
+
+    if not path.is_file():
+        raise SpecError(f"dataset {folder.name}: missing {path.relative_to(folder)}")
+    try:
+        df = pd.read_csv(path, header=None, dtype=np.float32, compression="gzip")
+    except Exception as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SpecError(f"dataset {folder.name}: {path.relative_to(folder)} is corrupt: {first}") from None
+    return np.ascontiguousarray(df.to_numpy(dtype=np.float32))
+
+
+def _check_ids(ids: np.ndarray, n: int, folder: Path, what: str) -> None:
+    if ids.size and (ids.min() < 0 or ids.max() >= n):
+        bad = int(ids[(ids < 0) | (ids >= n)][0])
+        raise SpecError(f"dataset {folder.name}: {what} holds vertex id {bad}, outside [0, {n})")
+
+
+def _cached(stem: str, build) -> GraphData:  # type: ignore[no-untyped-def]
+    path = cache_dir() / "datasets" / f"{stem}.npz"
+    if path.is_file():
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = z["meta"]
+                return GraphData(str(meta[0]), int(meta[1]), z["src"], z["dst"], z["features"], z["labels"],
+                                 z["train_idx"], z["val_idx"], z["test_idx"], int(meta[2]))
+        except (OSError, KeyError, ValueError):
+            pass  # a damaged cache entry is rebuilt below
+    g = build()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
+    np.savez(tmp, meta=np.array([g.name, str(g.num_vertices), str(g.num_classes)]), src=g.src, dst=g.dst,
+             features=g.features, labels=g.labels, train_idx=g.train_idx, val_idx=g.val_idx, test_idx=g.test_idx)
+    os.replace(tmp, path)
+    return g

@@ -1,0 +1,127 @@
+"""Bad input at the CLI: one line on stderr naming the field, exit code 2, no traceback, nothing written."""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autotune.cli import main
+from simulator.hardware.spec import PRESET_DIR as CLUSTER_PRESETS
+from simulator.workload.datasets import DATA_DIR
+
+
+def _cluster(tmp_path: Path, **changes: object) -> Path:
+    data = yaml.safe_load((CLUSTER_PRESETS / "4x-a100-10gbe.yaml").read_text())
+    for dotted, value in changes.items():
+        node = data
+        *parents, leaf = dotted.split("__")
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _workload(tmp_path: Path, dataset: str = "cora", arch: str = "sage", fanouts: list[int] | None = None) -> Path:
+    data = {"dataset": dataset, "model": {"arch": arch, "num_layers": 2, "hidden_dim": 16},
+            "training": {"batch_size": 64, "fanouts": fanouts or [10, 10]}}
+    path = tmp_path / "workload.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _fails(capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str) -> str:
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+def test_malformed_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "w.yaml"
+    bad.write_text("dataset: cora\nmodel: {arch: sage, num_layers: 2\n")
+    trace = tmp_path / "t.json"
+    _fails(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", str(bad), "--strategy", "dp",
+                    "--trace", str(trace)], "workload", "not valid YAML", "line")
+    assert not trace.exists()
+
+
+def test_unknown_strategy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _fails(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "nope"],
+           "strategy", "'nope'", "dp")
+    plan = tmp_path / "plan.yaml"
+    _fails(capsys, ["tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "nope",
+                    "--trials", "1", "--storage", f"sqlite:///{tmp_path / 's.db'}", "-o", str(plan)], "nope")
+    assert not plan.exists()
+
+
+def test_unknown_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _fails(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", str(_workload(tmp_path, arch="mlp")),
+                    "--strategy", "dp"], "model.arch", "'mlp'")
+
+
+def test_negative_bandwidth(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cluster = _cluster(tmp_path, network__bandwidth_bytes_per_s=-1.0)
+    _fails(capsys, ["simulate", "--cluster", str(cluster), "--workload", "cora-sage", "--strategy", "dp"],
+           "network.bandwidth_bytes_per_s", "greater than 0")
+
+
+def test_fanouts_length_differs_from_layers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _fails(capsys, ["simulate", "--cluster", "4x-a100-10gbe",
+                    "--workload", str(_workload(tmp_path, fanouts=[10, 10, 10])), "--strategy", "dp"],
+           "fanouts", "num_layers")
+
+
+def test_missing_dataset_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan = tmp_path / "plan.yaml"
+    w = _workload(tmp_path, dataset=str(tmp_path / "no-such-folder"))
+    _fails(capsys, ["tune", "--cluster", "4x-a100-10gbe", "--workload", str(w), "--trials", "1",
+                    "--storage", f"sqlite:///{tmp_path / 's.db'}", "-o", str(plan)], "workload.dataset")
+    assert not plan.exists()
+
+
+def test_corrupt_edge_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "mygraph"
+    shutil.copytree(DATA_DIR / "cora", folder)
+    with gzip.open(folder / "raw" / "edge.csv.gz", "wt") as fh:
+        fh.write("0,1\n1,zero\n")
+    trace = tmp_path / "t.json"
+    _fails(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", str(_workload(tmp_path, str(folder))),
+                    "--strategy", "dp", "--trace", str(trace)], "edge.csv.gz")
+    assert not trace.exists()
+
+
+def test_unknown_knob_and_bad_value(capsys: pytest.CaptureFixture[str]) -> None:
+    _fails(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp",
+                    "--set", "nosuch=1"], "nosuch")
+    _fails(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp",
+                    "--set", "cache_fraction=2"], "cache_fraction")
+
+
+def test_unknown_presets(capsys: pytest.CaptureFixture[str]) -> None:
+    _fails(capsys, ["simulate", "--cluster", "nosuch", "--workload", "cora-sage", "--strategy", "dp"],
+           "cluster", "'nosuch'", "4x-a100-10gbe")
+    _fails(capsys, ["simulate", "--cluster", "dgx-a100", "--workload", "nosuch", "--strategy", "dp"],
+           "workload", "'nosuch'", "cora-sage")
+
+
+def test_console_script_exit_code_and_no_traceback(tmp_path: Path) -> None:
+    cluster = _cluster(tmp_path, pcie__latency_s=-5.0)
+    proc = subprocess.run([sys.executable, "-m", "autotune.cli", "simulate", "--cluster", str(cluster),
+                           "--workload", "cora-sage", "--strategy", "dp", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and "pcie.latency_s" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,74 @@
+"""The tuner: constrained Optuna study over strategies and knobs, shared SQLite storage, plan output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import yaml
+
+from autotune.cli import main
+from autotune.study import TuneRequest, ranked_trials, run_study
+from simulator.hardware.spec import load_cluster
+from simulator.plan import load_plan
+from simulator.workload.spec import load_workload
+
+
+def test_two_tune_processes_share_one_sqlite_study(tmp_path: Path) -> None:
+    storage = f"sqlite:///{tmp_path / 'study.db'}"
+    env = {**os.environ, "DGLBACKEND": "pytorch"}
+    # Measure graph statistics once so both processes race only on the study, not on the cache.
+    assert main(["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp",
+                 "--json"]) == 0
+    cmd = [sys.executable, "-m", "autotune.cli", "tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage",
+           "--trials", "6", "--storage", storage, "--study", "shared", "--json"]
+    procs = [subprocess.Popen([*cmd, "--seed", str(i), "-o", str(tmp_path / f"plan{i}.yaml")], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+    study = optuna.load_study(study_name="shared", storage=storage)
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(complete) == 12
+    assert len({t.number for t in complete}) == 12
+    for i in range(2):
+        assert load_plan(tmp_path / f"plan{i}.yaml").strategy == "dp"
+
+
+def test_out_of_memory_configurations_are_constrained_out(tmp_path: Path) -> None:
+    base = yaml.safe_load(Path(load_cluster.__code__.co_filename).with_name("presets").joinpath(
+        "4x-a100-10gbe.yaml").read_text())
+    # A GPU so small that large feature caches cannot fit: Cora's features are 2708 x 1433 x 4 B = 15.5 MB.
+    base["gpu"]["memory_bytes"] = 8.0e6
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(base))
+    req = TuneRequest(load_cluster(path), load_workload("cora-sage"), ("dp",), num_trials=25,
+                      storage=f"sqlite:///{tmp_path / 's.db'}", study_name="oom")
+    study = run_study(req)
+    rows = ranked_trials(study)
+    infeasible = [r for r in rows if not r["feasible"]]
+    assert infeasible, "the search space must reach configurations that do not fit"
+    for t in study.trials:
+        over = t.constraints["memory_excess_bytes"] > 0
+        assert over == (not t.user_attrs["result"]["feasible"])
+    best = study.best_trial.user_attrs["result"]
+    assert best["feasible"] and best["peak_memory_bytes"]["gpu"] <= 8.0e6
+    assert rows[0]["feasible"] and all(r["feasible"] for r in rows[: len(rows) - len(infeasible)])
+
+
+def test_tune_writes_plan_and_resumes(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    plan = tmp_path / "plan.yaml"
+    argv = ["tune", "--cluster", "dgx-a100", "--workload", "cora-sage", "--trials", "4", "--storage", storage,
+            "-o", str(plan), "--json"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    assert main(argv) == 0
+    second = capsys.readouterr().out
+    assert '"num_trials_total": 4' in first and '"num_trials_total": 8' in second
+    p = load_plan(plan)
+    assert p.num_workers == 8 and p.strategy == "dp"
+    assert p.prediction["feasible"] and p.prediction["epoch_time_s"] > 0
