@@ -25,6 +25,7 @@ from simulator.strategies import STRATEGIES, get_strategy
 from simulator.workload.spec import WorkloadSpec
 
 SQLITE_TIMEOUT_S = 120.0
+STORAGE_RETRIES = 8
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,7 @@ def study_name_for(req: TuneRequest) -> str:
 
 def open_study(req: TuneRequest) -> optuna.Study:
     """Create or load the study (safe when several processes race to create it)."""
-    url = req.storage or default_storage()
-    engine_kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}} if url.startswith("sqlite") else {}
-    try:
-        storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
-    except Exception as exc:  # SQLAlchemy raises many types for a bad URL
-        raise SpecError(f"--storage: cannot open {url!r}: {str(exc).splitlines()[0]}") from None
+    storage = open_storage(req.storage or default_storage())
     sampler = optuna.samplers.TPESampler(seed=req.seed, multivariate=True, group=True)
     name = req.study_name or study_name_for(req)
     for attempt in range(5):
@@ -94,6 +90,28 @@ def open_study(req: TuneRequest) -> optuna.Study:
         except optuna.exceptions.DuplicatedStudyError:
             time.sleep(0.2 * (attempt + 1))
     return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+
+
+def open_storage(url: str) -> optuna.storages.RDBStorage:
+    """Open (creating if needed) an Optuna RDB storage.
+
+    Two processes that open a new SQLite file at once race to create Optuna's schema, and the loser fails with
+    ``table ... already exists``; it retries, and on the retry the schema is there.
+
+    Raises:
+        SpecError: the URL cannot be opened after the retries (message names ``--storage``).
+    """
+    engine_kwargs = {"connect_args": {"timeout": SQLITE_TIMEOUT_S}} if url.startswith("sqlite") else {}
+    attempt = 0
+    while True:
+        try:
+            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+        except Exception as exc:  # SQLAlchemy raises many types for a bad URL
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            attempt += 1
+            if "already exists" not in message or attempt >= STORAGE_RETRIES:
+                raise SpecError(f"--storage: cannot open {url!r}: {message}") from None
+            time.sleep(0.2 * attempt)
 
 
 def objective(req: TuneRequest, trial: optuna.Trial) -> float:

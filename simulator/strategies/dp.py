@@ -10,15 +10,67 @@ Per iteration, every worker (GPU) takes its share of the global mini-batch (seed
 3. runs forward and backward;
 4. all-reduces the gradients (ring all-reduce, DDP).
 
-With ``num_sampler_workers > 0`` sampling (and the host-side gather) of the next iterations runs ahead of
-compute in separate processes, as DGL's DataLoader prefetches; with 0 it runs inline.
+With ``num_sampler_workers > 0`` sampling of the next iterations runs ahead of compute in separate
+processes, as DGL's DataLoader prefetches; with 0 it runs inline. Feature loading stays in the training loop
+(DistDGL's ``load_subtensor`` in examples/distributed/graphsage/node_classification.py).
+
+Simulation (``simulate``), per worker and iteration, on :class:`~simulator.hardware.model.HardwareModel`:
+
+* ``sample``: ``sum(num_edges)`` sampled edges on one host core of the worker's machine (a flow on the
+  machine's cores, so samplers of co-located workers and, on a CPU-only cluster, compute compete for cores).
+  With k sampler processes, iteration i is dispatched when the trainer takes batch ``i - 2k``: PyTorch
+  DataLoader's default ``prefetch_factor=2`` per worker process (torch.utils.data.DataLoader docs), which
+  DGL 1.1's ``dgl.dataloading.DataLoader`` inherits; sampler j handles iterations j, j+k, ...
+* ``load``: local misses are gathered from host memory while remote misses are pulled (``fetch``: an int64 id
+  request to each other machine, then the rows back, each a flow through the sender's and receiver's NICs,
+  owners equally loaded); then all misses cross PCIe host-to-device; cache hits are gathered on the GPU.
+* ``forward``, ``backward``: roofline time of the model's kernels (:mod:`simulator.workload.model_cost`)
+  divided by ``efficiency.forward_fraction`` / ``backward_fraction``.
+* ``all_reduce``: waits for every worker (synchronous DDP), then the hierarchical ring all-reduce of the
+  gradients as flows: reduce-scatter over NVLink (PCIe without it), ring across machines on each GPU's shard,
+  all-gather; its time without contention equals :func:`~simulator.hardware.collectives.hierarchical_all_reduce_time`.
+* ``optimizer`` (Adam, roofline, not scaled by an efficiency), then ``iteration_overhead_s``.
+
+Memory model (``memory_model``): per GPU = framework reserve + parameters, gradients and Adam state + the
+batch's input features + activations and block structure + the feature cache; per machine host = graph
+structure (every machine holds the whole graph: sampling needs every vertex's neighbours) + the machine's
+feature partition and labels + per worker a process reserve and sampler buffers (one batch per batch in flight);
+on a CPU-only cluster the "GPU" part lives in host memory too.
 """
 
 from __future__ import annotations
 
+import math
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.engine import Engine
+from simulator.errors import SpecError
+from simulator.hardware.collectives import all_reduce_link_bytes
+from simulator.hardware.model import (
+    CUDA_CONTEXT_BYTES,
+    FLOAT_BYTES,
+    HOST_PROCESS_BYTES,
+    HardwareModel,
+    compute_time,
+    gather_time,
+)
+from simulator.result import LINKS, SimResult
+from simulator.strategies.base import (
+    IterationPlan,
+    SimContext,
+    iteration_plan,
+    phase_breakdown,
+    place_window,
+    steady_period,
+)
+from simulator.trace import Span
+from simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost, model_cost, model_state_bytes
+from simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
 
 NAME = "dp"
 SUPPORTS = ("mini-batch",)
@@ -62,3 +114,288 @@ def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
         choices = sorted({max(1, base // 4), max(1, base // 2), base, base * 2, base * 4})
         knobs["batch_size"] = trial.suggest_categorical(f"{NAME}.batch_size", choices)
     return Knobs(**knobs)
+
+
+# ---------------------------------------------------------------------------------------------- simulation
+
+PREFETCH_FACTOR = 2
+"""Batches in flight per sampler process: ``prefetch_factor`` default of torch.utils.data.DataLoader (PyTorch
+docs), used by DGL 1.1's ``dgl.dataloading.DataLoader``."""
+PHASES = ("sample", "load", "fetch", "forward", "backward", "all_reduce", "optimizer")
+
+
+@dataclass(frozen=True)
+class IterationWork:
+    """What one worker does in one iteration: counts, bytes, FLOPs and uncontended compute seconds."""
+
+    num_input_vertices: float
+    num_sampled_edges: float
+    hit_bytes: float
+    local_bytes: float
+    remote_bytes: float
+    num_remote_vertices: float
+    request_bytes: float
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+    forward_flops: float
+    backward_flops: float
+    optimizer_flops: float
+    gradient_bytes: float
+
+
+def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[IterationWork, ModelCost]:
+    """One worker's work in an iteration whose seeds are ``scale`` times a full batch.
+
+    Returns:
+        (the work, the model's kernels and memory sizes for this batch).
+    """
+    st, cl = ctx.stats, ctx.cluster
+    blocks = [Block(s, d, e).scaled(scale)
+              for s, d, e in zip(st.num_src_vertices, st.num_dst_vertices, st.num_edges)]
+    cost = model_cost(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
+    hit, local, remote = st.access(knobs.cache_fraction)
+    if cl.num_machines == 1:
+        local, remote = local + remote, 0.0
+    n_in = blocks[0].num_src
+    row = ctx.summary.feature_dim * FLOAT_BYTES
+    eff = cl.efficiency
+    work = IterationWork(
+        num_input_vertices=n_in, num_sampled_edges=sum(b.num_edges for b in blocks),
+        hit_bytes=hit * n_in * row, local_bytes=local * n_in * row, remote_bytes=remote * n_in * row,
+        num_remote_vertices=remote * n_in, request_bytes=remote * n_in * INDEX_BYTES,
+        forward_s=compute_time(cost.forward, cl.gpu, eff.forward_fraction),
+        backward_s=compute_time(cost.backward, cl.gpu, eff.backward_fraction),
+        optimizer_s=compute_time(cost.optimizer, cl.gpu, 1.0),
+        forward_flops=cost.forward_flops, backward_flops=cost.backward_flops,
+        optimizer_flops=sum(k.flops for k in cost.optimizer), gradient_bytes=float(FLOAT_BYTES * cost.num_params))
+    return work, cost
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Peak memory per GPU and per machine's host, by part, and whether it fits."""
+
+    gpu_parts: dict[str, float]
+    host_parts: dict[str, float]
+    feasible: bool
+    reason: str
+
+    @property
+    def gpu_bytes(self) -> float:
+        """Peak bytes on one GPU."""
+        return sum(self.gpu_parts.values())
+
+    @property
+    def host_bytes(self) -> float:
+        """Peak bytes in one machine's host memory."""
+        return sum(self.host_parts.values())
+
+
+def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstimate:
+    """Peak memory of a ``dp`` configuration (module docstring) and whether it fits the cluster."""
+    cl, sm = ctx.cluster, ctx.summary
+    row = sm.feature_dim * FLOAT_BYTES
+    n_in = ctx.stats.num_src_vertices[0]
+    cached = math.floor(knobs.cache_fraction * sm.num_vertices + 1e-9)
+    gpu = {"framework reserve": 0.0 if cl.gpu.is_host_cpu else CUDA_CONTEXT_BYTES,
+           "parameters, gradients and Adam state": model_state_bytes(cost.num_params),
+           "input features": n_in * row, "activations": cost.activation_bytes, "blocks": cost.block_bytes,
+           "feature cache": cached * row}
+    in_flight = PREFETCH_FACTOR * knobs.num_sampler_workers if knobs.num_sampler_workers else 1
+    per_worker = HOST_PROCESS_BYTES + in_flight * (cost.block_bytes + n_in * row)
+    host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
+            "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
+            "worker processes and sampler buffers": cl.gpus_per_machine * per_worker}
+    if cl.gpu.is_host_cpu:
+        host["workers' model memory (CPU-only)"] = cl.gpus_per_machine * sum(gpu.values())
+    reasons = []
+    for what, parts, budget in (("GPU", gpu, cl.gpu.memory_bytes), ("host", host, cl.host.memory_bytes)):
+        need = sum(parts.values())
+        if need > budget:
+            top = sorted(parts, key=lambda k: -parts[k])[:3]
+            reasons.append(f"out of {what} memory: needs {_gb(need)} of {_gb(budget)} (over by {_gb(need - budget)}; "
+                           f"largest parts: {', '.join(f'{k} {_gb(parts[k])}' for k in top)})")
+    return MemoryEstimate(gpu, host, not reasons, "; ".join(reasons))
+
+
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / 1e9:.3g} GB"
+
+
+def link_bytes_per_epoch(ctx: SimContext, plan: IterationPlan, full: IterationWork,
+                         last: IterationWork) -> dict[str, float]:
+    """Bytes all workers send over each link kind in one epoch (features, id requests and all-reduce)."""
+    out = {k: 0.0 for k in LINKS}
+    collective = all_reduce_link_bytes(full.gradient_bytes, ctx.cluster)
+    for work, count in ((full, plan.num_iterations - 1), (last, 1)):
+        out["pcie"] += count * (work.local_bytes + work.remote_bytes)
+        out["network"] += count * (work.remote_bytes + work.request_bytes)
+        for kind, nbytes in collective.items():
+            out[kind] += count * nbytes
+    return {k: v * ctx.num_workers for k, v in out.items()}
+
+
+def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
+    """Simulate one epoch of ``dp`` (module docstring) and return the ``simulate --json`` result with spans.
+
+    Args:
+        ctx: cluster, workload and measured statistics.
+        knobs: this strategy's knobs.
+
+    Returns:
+        The result; an infeasible configuration has ``feasible=False``, a reason, and infinite times.
+
+    Raises:
+        SpecError: a workload this strategy cannot run (not mini-batch, or a model without message passing).
+    """
+    started = time.perf_counter()
+    check_workload(ctx.workload)
+    plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
+    full, cost = iteration_work(ctx, knobs)
+    last, _ = iteration_work(ctx, knobs, plan.last_fraction)
+    memory = memory_model(ctx, knobs, cost)
+    common: dict[str, Any] = {
+        "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
+        "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, full, last),
+        "peak_memory_bytes": {"gpu": memory.gpu_bytes, "host": memory.host_bytes}}
+    if not memory.feasible:
+        return SimResult(feasible=False, reason=memory.reason, epoch_time_s=math.inf, iteration_time_s=math.inf,
+                         sim_wall_s=time.perf_counter() - started, **common)
+    run = _Run(ctx, knobs, plan, full, last)
+    run.execute()
+    ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(plan.window))]
+    period = steady_period(ends, plan)
+    epoch = ends[-1] + plan.extrapolated * period
+    breakdown = phase_breakdown(run.spans, plan, PHASES)
+    breakdown["overhead"] = plan.num_iterations * ctx.cluster.iteration_overhead_s
+    return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / plan.num_iterations,
+                     breakdown_s=breakdown, spans=place_window(run.spans, plan, period),
+                     sim_wall_s=time.perf_counter() - started, **common)
+
+
+def check_workload(workload: WorkloadSpec) -> None:
+    """Reject workloads ``dp`` cannot run.
+
+    Raises:
+        SpecError: training.mode is not mini-batch, or model.arch has no message passing (sgc, sign).
+    """
+    mode, arch = workload.training.mode, workload.model.arch
+    if mode not in SUPPORTS:
+        raise SpecError(f"training.mode: strategy {NAME} supports {', '.join(SUPPORTS)}, got {mode!r}")
+    if arch not in MESSAGE_PASSING_ARCHS:
+        raise SpecError(f"model.arch: strategy {NAME} supports {', '.join(MESSAGE_PASSING_ARCHS)}, got {arch!r}")
+
+
+class _Run:
+    """One simulated epoch window of ``dp``: a trainer process per worker plus its sampler processes."""
+
+    def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: IterationWork,
+                 last: IterationWork) -> None:
+        self.ctx, self.knobs, self.plan = ctx, knobs, plan
+        self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
+        self.engine = Engine(ctx.seed)
+        self.hw = HardwareModel(ctx.cluster, self.engine)
+        num_workers, k = ctx.num_workers, len(plan.window)
+        self.spans: list[Span] = []
+        self.ends = [[0.0] * k for _ in range(num_workers)]
+        self.arrived = [0] * k
+        self.all_arrived = [self.engine.event() for _ in range(k)]
+        self.ready = [[self.engine.event() for _ in range(k)] for _ in range(num_workers)]
+        self.taken = [[self.engine.event() for _ in range(k)] for _ in range(num_workers)]
+
+    def execute(self) -> None:
+        """Run every worker's processes to the end of the window."""
+        for rank in range(self.ctx.num_workers):
+            self.engine.process(self._trainer(rank))
+            for j in range(self.knobs.num_sampler_workers):
+                self.engine.process(self._sampler(rank, j))
+        self.engine.run()
+
+    def _span(self, rank: int, phase: str, start: float, stream: str, pos: int, nbytes: float = 0.0,
+              flops: float = 0.0, **args: Any) -> None:
+        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0,
+                               self.plan.window[pos], args))
+
+    def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
+        work, start = self.works[pos], self.engine.now
+        host = self.ctx.cluster.host
+        yield self.hw.host_work(self.hw.machine_of(rank), work.num_sampled_edges / host.sampling_edges_per_s_per_core)
+        self._span(rank, "sample", start, "sampler", pos, num_input_vertices=work.num_input_vertices,
+                   num_sampled_edges=work.num_sampled_edges)
+
+    def _sampler(self, rank: int, j: int) -> Generator[Any, Any, None]:
+        k = self.knobs.num_sampler_workers
+        depth = PREFETCH_FACTOR * k
+        for pos in range(j, len(self.plan.window), k):
+            if pos >= depth:
+                yield self.taken[rank][pos - depth]
+            yield from self._sample(rank, pos)
+            self.ready[rank][pos].succeed()
+
+    def _trainer(self, rank: int) -> Generator[Any, Any, None]:
+        hw, cl = self.hw, self.ctx.cluster
+        for pos, work in enumerate(self.works):
+            start = self.engine.now
+            if self.knobs.num_sampler_workers:
+                yield self.ready[rank][pos]
+                self.taken[rank][pos].succeed()
+            else:
+                yield from self._sample(rank, pos)
+            yield from self._load(rank, pos, work)
+            for phase, seconds, flops in (("forward", work.forward_s, work.forward_flops),
+                                          ("backward", work.backward_s, work.backward_flops)):
+                t0 = self.engine.now
+                yield from hw.compute(rank, seconds)
+                self._span(rank, phase, t0, "compute", pos, flops=flops)
+            yield from self._all_reduce(rank, pos, work.gradient_bytes)
+            t0 = self.engine.now
+            yield from hw.compute(rank, work.optimizer_s)
+            self._span(rank, "optimizer", t0, "compute", pos, flops=work.optimizer_flops)
+            yield self.engine.timeout(cl.iteration_overhead_s)
+            self._span(rank, "iteration", start, "host", pos)
+            self.ends[rank][pos] = self.engine.now
+        self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0))
+
+    def _load(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
+        hw, cl, start = self.hw, self.ctx.cluster, self.engine.now
+        gather = cl.efficiency.gather_fraction
+        parts = [self.engine.timeout(gather_time(work.local_bytes, cl.host.memory_bandwidth_bytes_per_s, gather))]
+        if work.remote_bytes > 0:
+            parts.append(self.engine.process(self._fetch(rank, pos, work)))
+        yield self.engine.all_of(parts)
+        yield hw.host_to_gpu(rank, work.local_bytes + work.remote_bytes)
+        yield from hw.compute(rank, gather_time(work.hit_bytes, cl.gpu.memory_bandwidth_bytes_per_s, gather))
+        self._span(rank, "load", start, "pcie", pos, nbytes=work.local_bytes + work.remote_bytes,
+                   hit_bytes=work.hit_bytes, local_bytes=work.local_bytes, remote_bytes=work.remote_bytes,
+                   num_input_vertices=work.num_input_vertices)
+
+    def _fetch(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
+        start, me = self.engine.now, self.hw.machine_of(rank)
+        owners = [m for m in range(self.ctx.cluster.num_machines) if m != me]
+        share = 1.0 / len(owners)
+        yield self.engine.all_of(self.engine.process(self._pull(me, o, work.request_bytes * share,
+                                                                work.remote_bytes * share)) for o in owners)
+        self._span(rank, "fetch", start, "network", pos, nbytes=work.remote_bytes + work.request_bytes,
+                   num_remote_vertices=work.num_remote_vertices)
+
+    def _pull(self, me: int, owner: int, request_bytes: float, reply_bytes: float) -> Generator[Any, Any, None]:
+        yield self.hw.network(me, owner, request_bytes)
+        yield self.hw.network(owner, me, reply_bytes)
+
+    def _all_reduce(self, rank: int, pos: int, nbytes: float) -> Generator[Any, Any, None]:
+        start, cl, hw = self.engine.now, self.ctx.cluster, self.hw
+        self.arrived[pos] += 1
+        if self.arrived[pos] == self.ctx.num_workers:
+            self.all_arrived[pos].succeed()
+        yield self.all_arrived[pos]
+        g, m = cl.gpus_per_machine, cl.num_machines
+        machine, local = divmod(rank, g)
+        peer = machine * g + (local + 1) % g
+        if g > 1:
+            yield hw.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
+        if m > 1:
+            yield hw.network(machine, (machine + 1) % m, 2.0 * (m - 1) / m * nbytes / g, num_messages=2 * (m - 1))
+        if g > 1:
+            yield hw.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
+        self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes)

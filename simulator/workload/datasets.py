@@ -100,13 +100,39 @@ def load_dataset(ref: str | RmatSpec) -> GraphData:
         SpecError: missing folder or file, or a corrupt file (the message names the file and line).
     """
     ref = resolve_dataset(ref)
+    key = dataset_key(ref)
     if isinstance(ref, RmatSpec):
-        key = hashlib.sha1(ref.name.encode()).hexdigest()[:16]
-        return _cached(f"{ref.name}-{key}", lambda: generate_rmat(ref))
-    folder = DATA_DIR / ref if ref in PRESETS else Path(ref)
+        spec = ref
+        return _cached(key, lambda: generate_rmat(spec))
+    folder = _folder(ref)
+    return _cached(key, lambda: read_ogb_folder(folder))
+
+
+def dataset_key(ref: str | RmatSpec) -> str:
+    """A stable cache key of a dataset, computed without loading it (milliseconds).
+
+    A generated graph is keyed by its generator parameters; a folder (or preset) by its resolved path and the
+    sizes and modification times of its ``.csv.gz`` files, so editing a file invalidates every cache entry.
+
+    Args:
+        ref: preset name, folder path, or :class:`RmatSpec`.
+
+    Returns:
+        ``<name>-<16 hex digits>``, usable as a file name.
+
+    Raises:
+        SpecError: see :func:`resolve_dataset`.
+    """
+    ref = resolve_dataset(ref)
+    if isinstance(ref, RmatSpec):
+        return f"{ref.name}-{hashlib.sha1(ref.name.encode()).hexdigest()[:16]}"
+    folder = _folder(ref)
     stamp = "".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(folder.rglob("*.csv.gz")))
-    key = hashlib.sha1(f"{folder.resolve()}|{stamp}".encode()).hexdigest()[:16]
-    return _cached(f"{folder.name}-{key}", lambda: read_ogb_folder(folder))
+    return f"{folder.name}-{hashlib.sha1(f'{folder.resolve()}|{stamp}'.encode()).hexdigest()[:16]}"
+
+
+def _folder(ref: str) -> Path:
+    return DATA_DIR / ref if ref in PRESETS else Path(ref)
 
 
 def generate_rmat(spec: RmatSpec) -> GraphData:

@@ -41,8 +41,9 @@ def test_two_tune_processes_share_one_sqlite_study(tmp_path: Path) -> None:
 def test_out_of_memory_configurations_are_constrained_out(tmp_path: Path) -> None:
     base = yaml.safe_load(Path(load_cluster.__code__.co_filename).with_name("presets").joinpath(
         "4x-a100-10gbe.yaml").read_text())
-    # A GPU so small that large feature caches cannot fit: Cora's features are 2708 x 1433 x 4 B = 15.5 MB.
-    base["gpu"]["memory_bytes"] = 8.0e6
+    # A GPU so small that large feature caches cannot fit: the model charges an 800 MB CUDA context plus ~4 MB
+    # for a Cora batch, and Cora's features are 2708 x 1433 x 4 B = 15.5 MB, so caches above ~35% overflow.
+    base["gpu"]["memory_bytes"] = 8.1e8
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(base))
     req = TuneRequest(load_cluster(path), load_workload("cora-sage"), ("dp",), num_trials=25,
@@ -55,7 +56,7 @@ def test_out_of_memory_configurations_are_constrained_out(tmp_path: Path) -> Non
         over = t.constraints["memory_excess_bytes"] > 0
         assert over == (not t.user_attrs["result"]["feasible"])
     best = study.best_trial.user_attrs["result"]
-    assert best["feasible"] and best["peak_memory_bytes"]["gpu"] <= 8.0e6
+    assert best["feasible"] and best["peak_memory_bytes"]["gpu"] <= 8.1e8
     assert rows[0]["feasible"] and all(r["feasible"] for r in rows[: len(rows) - len(infeasible)])
 
 

@@ -1,0 +1,89 @@
+"""Assemble what one rank holds for training: graph structure, labels, splits, owners and the feature store.
+
+Rank 0 loads (and on a cold cache parses, generates or partitions) first while the others wait at a barrier,
+then the others read the cached dataset and partition, so a cold start does not run METIS once per process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+
+from executor import comm
+from executor.data import PARTITION_SEED, Topology, build_graph, input_features
+from executor.features import FeatureStore
+from simulator.workload.datasets import GraphData, load_dataset
+from simulator.workload.graphstats import partition_owners
+from simulator.workload.partition import cached_vertices
+from simulator.workload.spec import WorkloadSpec
+
+T = TypeVar("T")
+
+
+@dataclass
+class TrainingData:
+    """A rank's data.
+
+    Attributes:
+        name: dataset name.
+        graph: the DGL graph sampled from (with self-loops for gcn/gat).
+        edge_weight: GCN's per-edge weights (None for other models).
+        labels: (n,) int64 on the CPU.
+        train_idx, val_idx, test_idx: vertex ids.
+        owner: (n,) int64 owner machine of every vertex.
+        store: this worker's feature store (partition, cache, remote fetch).
+        feature_dim, num_classes: model widths.
+    """
+
+    name: str
+    graph: Any
+    edge_weight: torch.Tensor | None
+    labels: torch.Tensor
+    train_idx: np.ndarray
+    val_idx: np.ndarray
+    test_idx: np.ndarray
+    owner: np.ndarray
+    store: FeatureStore
+    feature_dim: int
+    num_classes: int
+
+
+def rank0_first(fn: Callable[[], T]) -> T:
+    """Run ``fn`` on rank 0, then (after a barrier) on the other ranks."""
+    if comm.rank() == 0:
+        out = fn()
+        comm.barrier()
+        return out
+    comm.barrier()
+    return fn()
+
+
+def load_training_data(workload: WorkloadSpec, partitioner: str, cache_fraction: float,
+                       topo: Topology) -> TrainingData:
+    """Load the dataset, partition it over the machines, and build this worker's feature store (collective).
+
+    Args:
+        workload: dataset and model (the model decides self-loops and edge weights).
+        partitioner: ``metis`` or ``random``.
+        cache_fraction: fraction of vertices in the device feature cache.
+        topo: this worker's place.
+
+    Returns:
+        The rank's :class:`TrainingData`.
+    """
+
+    def load() -> tuple[GraphData, np.ndarray]:
+        graph = load_dataset(workload.dataset)
+        owner = partition_owners(workload.dataset, topo.num_machines, partitioner, PARTITION_SEED, graph=graph)
+        return graph, owner
+
+    graph, owner = rank0_first(load)
+    g, weights = build_graph(graph, workload.model.arch)
+    cache = cached_vertices(graph.in_degrees(), cache_fraction)
+    store = FeatureStore(input_features(graph, workload.dataset), owner, topo, cache)
+    return TrainingData(graph.name, g, weights, torch.from_numpy(graph.labels), graph.train_idx, graph.val_idx,
+                        graph.test_idx, owner, store, graph.feature_dim, graph.num_classes)

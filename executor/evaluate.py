@@ -1,0 +1,102 @@
+"""Distributed full-neighbour inference, layer by layer over the whole graph: validation and test accuracy.
+
+Layer-wise inference as in DGL's and DistDGL's GraphSAGE examples (examples/pytorch/graphsage,
+``SAGE.inference``): layer l is computed for every vertex from layer l-1 of all its in-neighbours, so each
+vertex's embedding is computed once per layer instead of once per mini-batch that reaches it. Work is spread
+over the ranks: each machine's vertices are split evenly among its workers; a worker computes its vertices'
+rows in chunks of :data:`CHUNK_VERTICES`, reading layer-0 inputs from the feature store and deeper inputs from
+the other ranks' previous-layer rows (:meth:`~executor.features.RowStore.pull`). Every rank runs the same
+number of chunks (collectives inside). Dropout is off; accuracy counts are per rank (sum them over ranks).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from executor.assemble import TrainingData
+from executor.data import Topology, positions_in_owner
+from executor.features import RowStore
+from executor.models import GNN, attach_edge_weights
+from executor.sampling import TimedSampler
+
+CHUNK_VERTICES = 16384
+"""Destination vertices per inference block (bounds the memory of one block's input rows)."""
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """Correct predictions and vertex counts of the validation and test sets (one rank's share)."""
+
+    val_correct: int
+    val_total: int
+    test_correct: int
+    test_total: int
+
+
+def inference_owners(owner: np.ndarray, topo: Topology) -> np.ndarray:
+    """The rank computing each vertex: machine m's vertices (in id order) split evenly among its workers.
+
+    Shapes:
+        owner: (n,) int64 machines -> (n,) int64 ranks.
+    """
+    g = topo.gpus_per_machine
+    out = owner * g
+    if g > 1:
+        for machine in range(topo.num_machines):
+            for local, part in enumerate(np.array_split(np.flatnonzero(owner == machine), g)):
+                out[part] = machine * g + local
+    return out
+
+
+class Evaluator:
+    """Layer-wise inference of a model on this rank's share of the vertices.
+
+    Args:
+        data: the rank's training data (graph, feature store, labels, splits, owners).
+        topo: this worker's place.
+        chunk_vertices: destination vertices per block.
+    """
+
+    def __init__(self, data: TrainingData, topo: Topology, chunk_vertices: int = CHUNK_VERTICES) -> None:
+        self.data, self.topo, self.chunk = data, topo, chunk_vertices
+        rank_of = inference_owners(data.owner, topo)
+        self.rank_of = torch.from_numpy(rank_of)
+        self.position = torch.from_numpy(positions_in_owner(rank_of))
+        self.mine = np.flatnonzero(rank_of == topo.rank)
+        counts = np.bincount(rank_of, minlength=topo.world_size)
+        self.num_chunks = max(1, math.ceil(int(counts.max()) / chunk_vertices))
+        self.sampler = TimedSampler([-1])
+        self.val_mask = np.isin(self.mine, data.val_idx)
+        self.test_mask = np.isin(self.mine, data.test_idx)
+
+    @torch.no_grad()
+    def run(self, model: GNN) -> Accuracy:
+        """Accuracy of ``model`` on this rank's validation and test vertices (collective)."""
+        was_training = model.training
+        model.eval()
+        rows: RowStore | None = None
+        for layer in range(len(model.layers)):
+            outs = [self._chunk(model, layer, c, rows) for c in range(self.num_chunks)]
+            rows = RowStore(torch.cat(outs), self.position)
+        model.train(was_training)
+        assert rows is not None  # at least one layer (ModelSpec.num_layers >= 1)
+        correct = (rows.rows.argmax(1) == self.data.labels[torch.from_numpy(self.mine)]).numpy()
+        return Accuracy(int(correct[self.val_mask].sum()), int(self.val_mask.sum()),
+                        int(correct[self.test_mask].sum()), int(self.test_mask.sum()))
+
+    def _chunk(self, model: GNN, layer: int, index: int, rows: RowStore | None) -> torch.Tensor:
+        dst = torch.from_numpy(np.ascontiguousarray(self.mine[index * self.chunk:(index + 1) * self.chunk]))
+        src, _, blocks, _ = self.sampler.sample(self.data.graph, dst)
+        attach_edge_weights(blocks, self.data.edge_weight)
+        if rows is None:
+            h = self.data.store.load(src)[0]
+        elif self.topo.world_size == 1:
+            h = rows.gather(src)
+        else:
+            h = rows.pull(src, self.rank_of[src])[0]
+        dev = self.topo.device
+        return model.apply_layer(layer, blocks[0].to(dev), h.to(dev)).cpu()

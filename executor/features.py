@@ -1,0 +1,190 @@
+"""The distributed feature store: per-machine feature partitions, the device feature cache, remote fetch.
+
+Loading the features of a mini-batch's input vertices (:meth:`FeatureStore.load`, see :mod:`executor.data`
+for the layout): a cached vertex is read from the worker's device cache (hit), a vertex owned by the worker's
+machine from the machine's partition in host memory (local miss), any other vertex from its owner machine
+(remote miss) with :meth:`RowStore.pull`: an ``all_to_all_single`` of the number of ids asked of each rank,
+then of the ids (int64), then of the rows back (DistDGL's KVStore pull, Zheng et al., IA3 2020, §3.2). When
+the cluster has more than one machine every rank takes part in every pull, also with nothing to ask for, so
+all ranks must call :meth:`FeatureStore.load` the same number of times. Misses are copied to the device
+(host-to-device bytes = local + remote miss bytes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from executor import comm
+from executor.data import INDEX_BYTES, Topology, positions_in_owner
+from executor.trace import now
+
+
+@dataclass
+class PullStats:
+    """One :meth:`RowStore.pull` seen from the requesting rank.
+
+    Attributes:
+        num_rows: rows requested from other ranks.
+        request_bytes: bytes sent in the request phase (one int64 count per other rank plus the int64 ids).
+        reply_bytes: row bytes received from other ranks.
+        start_s, end_s: ``perf_counter()`` at the start and end of the exchange.
+    """
+
+    num_rows: int = 0
+    request_bytes: int = 0
+    reply_bytes: int = 0
+    start_s: float = 0.0
+    end_s: float = 0.0
+
+
+class RowStore:
+    """Rows of a matrix sharded over ranks, each rank holding some vertices' rows.
+
+    Args:
+        rows: this rank's rows.
+        position: for every vertex, its row within the rank that holds it; None = the identity (one rank
+            holds everything in id order).
+
+    Shapes:
+        rows: (k, d); position: (n,) int64.
+    """
+
+    def __init__(self, rows: torch.Tensor, position: torch.Tensor | None) -> None:
+        self.rows = rows
+        self.position = position
+
+    def gather(self, ids: torch.Tensor) -> torch.Tensor:
+        """Rows of vertices this rank holds. Shapes: ids (k,) int64 -> (k, d)."""
+        return self.rows[ids if self.position is None else self.position[ids]]
+
+    def pull(self, ids: torch.Tensor, dest: torch.Tensor) -> tuple[torch.Tensor, PullStats]:
+        """Rows of ``ids`` from the ranks ``dest`` that hold them (collective: every rank must call it).
+
+        Shapes:
+            ids, dest: (k,) int64 on the CPU -> rows (k, d) on the CPU.
+        """
+        world, me, dev = comm.world_size(), comm.rank(), comm.device()
+        start = now()
+        order = torch.argsort(dest, stable=True)
+        send_counts = torch.bincount(dest, minlength=world)
+        ones = [1] * world
+        recv_counts = comm.all_to_all_single(torch.empty_like(send_counts, device=dev), send_counts.to(dev),
+                                             ones, ones)
+        sc, rc = send_counts.tolist(), recv_counts.tolist()
+        asked = comm.all_to_all_single(torch.empty(sum(rc), dtype=ids.dtype, device=dev), ids[order].to(dev),
+                                       rc, sc)
+        served = self.gather(asked.cpu()).to(dev)
+        width = self.rows.shape[1]
+        got = comm.all_to_all_single(torch.empty((sum(sc), width), dtype=self.rows.dtype, device=dev),
+                                     served, sc, rc).cpu()
+        out = torch.empty_like(got)
+        out[order] = got
+        remote = sum(sc) - sc[me]
+        return out, PullStats(remote, INDEX_BYTES * (world - 1 + remote),
+                              remote * width * self.rows.element_size(), start, now())
+
+
+@dataclass
+class LoadStats:
+    """What one :meth:`FeatureStore.load` did.
+
+    Attributes:
+        num_input_vertices: rows asked for.
+        num_hit, num_local, num_remote: cache hits, local misses, remote misses.
+        row_bytes: bytes of one feature row.
+        fetch: the remote pull (None on a one-machine cluster, where nothing is remote).
+    """
+
+    num_input_vertices: int
+    num_hit: int
+    num_local: int
+    num_remote: int
+    row_bytes: int
+    fetch: PullStats | None
+
+    @property
+    def host_to_device_bytes(self) -> int:
+        """Bytes copied to the device: local and remote misses."""
+        return (self.num_local + self.num_remote) * self.row_bytes
+
+
+class FeatureStore:
+    """A worker's view of the vertex features: its machine's partition, its device cache, the other machines.
+
+    Construction is collective when there is more than one machine (the cache is filled with a pull).
+
+    Args:
+        features: the full feature matrix; only the machine's rows are kept (copied).
+        owner: owner machine of every vertex.
+        topo: this worker's place.
+        cache_ids: vertices whose rows the device cache holds (the same on every worker).
+
+    Shapes:
+        features: (n, d) float32; owner: (n,) int64; cache_ids: (c,) int64.
+    """
+
+    def __init__(self, features: np.ndarray, owner: np.ndarray, topo: Topology, cache_ids: np.ndarray) -> None:
+        self.topo = topo
+        self.dim = int(features.shape[1])
+        self.row_bytes = self.dim * 4
+        multi = topo.num_machines > 1
+        rows = torch.from_numpy(np.ascontiguousarray(features[owner == topo.machine] if multi else features))
+        self.store = RowStore(rows, torch.from_numpy(positions_in_owner(owner)) if multi else None)
+        self.owner = torch.from_numpy(owner)
+        self.cache_slot: torch.Tensor | None = None
+        self.cache_rows = torch.empty((0, self.dim), device=topo.device)
+        if len(cache_ids):
+            ids = torch.from_numpy(np.ascontiguousarray(cache_ids, dtype=np.int64))
+            self.cache_rows = self.load(ids)[0]
+            slot = torch.full((len(owner),), -1, dtype=torch.int64)
+            slot[ids] = torch.arange(len(ids))
+            self.cache_slot = slot
+
+    @property
+    def num_cached(self) -> int:
+        """Rows in the device cache."""
+        return int(self.cache_rows.shape[0])
+
+    def load(self, ids: torch.Tensor) -> tuple[torch.Tensor, LoadStats]:
+        """Feature rows of ``ids`` on the device (collective on a multi-machine cluster).
+
+        Shapes:
+            ids: (k,) int64 on the CPU -> (k, d) float32 on ``topo.device``.
+        """
+        dev, k = self.topo.device, len(ids)
+        if self.cache_slot is None and self.topo.num_machines == 1:
+            return self.store.gather(ids).to(dev), LoadStats(k, 0, k, 0, self.row_bytes, None)
+        x = torch.empty((k, self.dim), device=dev)
+        pos, miss_ids, num_hit = None, ids, 0
+        if self.cache_slot is not None:
+            slot = self.cache_slot[ids]
+            hit = slot >= 0
+            x[hit.to(dev)] = self.cache_rows[slot[hit].to(dev)]
+            pos = torch.nonzero(~hit).squeeze(1)
+            miss_ids = ids[pos]
+            num_hit = k - len(pos)
+        if self.topo.num_machines == 1:
+            x[_at(pos, dev)] = self.store.gather(miss_ids).to(dev)
+            return x, LoadStats(k, num_hit, k - num_hit, 0, self.row_bytes, None)
+        return self._load_misses(x, pos, miss_ids, num_hit)
+
+    def _load_misses(self, x: torch.Tensor, pos: torch.Tensor | None, miss_ids: torch.Tensor,
+                     num_hit: int) -> tuple[torch.Tensor, LoadStats]:
+        """Fill the rows of misses: local ones from the partition, remote ones pulled from their owners."""
+        topo, dev = self.topo, self.topo.device
+        pos = torch.arange(len(miss_ids)) if pos is None else pos
+        own = self.owner[miss_ids]
+        local = own == topo.machine
+        x[pos[local].to(dev)] = self.store.gather(miss_ids[local]).to(dev)
+        remote = ~local
+        rows, pulled = self.store.pull(miss_ids[remote], own[remote] * topo.gpus_per_machine + topo.local_rank)
+        x[pos[remote].to(dev)] = rows.to(dev)
+        num_remote = pulled.num_rows
+        return x, LoadStats(len(x), num_hit, len(miss_ids) - num_remote, num_remote, self.row_bytes, pulled)
+
+
+def _at(pos: torch.Tensor | None, dev: torch.device) -> torch.Tensor | slice:
+    return slice(None) if pos is None else pos.to(dev)

@@ -1,0 +1,200 @@
+"""Process start-up: N local worker processes on 127.0.0.1, one in-process worker, or ``torchrun``.
+
+Local runs spawn ``nprocs`` processes with ``torch.multiprocessing`` (start method ``spawn``), each joining a
+process group on 127.0.0.1 at a free port; rank 0's return value comes back to the caller and messages the
+workers emit (per-epoch progress) are handed to a callback in the caller's process while they run.
+
+Real clusters use ``torchrun``, one process per GPU::
+
+    torchrun --nnodes M --nproc-per-node G --rdzv-endpoint HOST:PORT -m executor.launch PLAN [--epochs E]
+
+which reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``
+from the environment (torchrun sets them). The device is ``cuda:LOCAL_RANK`` when CUDA is available, else the
+CPU, chosen at run time, with backend NCCL or gloo accordingly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from executor import comm
+from executor.data import Topology
+
+Emit = Callable[[Any], None]
+WorkerFn = Callable[..., Any]
+"""``fn(topo, emit, *args)``: the program every rank runs; rank 0's return value is the job's result."""
+
+
+class WorkerError(RuntimeError):
+    """A worker process failed; the message holds its exception and traceback."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_count() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def set_threads(num_threads: int) -> int:
+    """Set torch's and DGL's intra-op thread counts; returns torch's previous count."""
+    from dgl.utils import set_num_threads
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(num_threads)
+    set_num_threads(num_threads)
+    return previous
+
+
+def local_device(local_rank: int) -> torch.device:
+    """``cuda:local_rank`` when CUDA is available, else the CPU."""
+    return torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def run_in_process(fn: WorkerFn, args: tuple[Any, ...], on_message: Emit | None = None) -> Any:
+    """Run ``fn`` as the only rank of a one-process group in this process (no spawn), restoring the thread
+    count afterwards."""
+    previous = set_threads(max(1, cpu_count()))
+    comm.init_process_group(0, 1, "127.0.0.1", free_port())
+    try:
+        topo = Topology(0, 1, 1, local_device(0))
+        return fn(topo, on_message or (lambda _m: None), *args)
+    finally:
+        comm.destroy()
+        set_threads(previous)
+
+
+def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | None = None) -> Any:
+    """Run ``fn`` on ``nprocs`` local processes (one machine each: ``gpus_per_machine`` = 1).
+
+    Args:
+        fn: module-level function ``fn(topo, emit, *args)`` (picklable by reference).
+        nprocs: worker processes.
+        args: further arguments (picklable).
+        on_message: called in this process with every object a worker passes to ``emit``.
+
+    Returns:
+        Rank 0's return value.
+
+    Raises:
+        WorkerError: a worker raised or died (the first failure's traceback is in the message).
+        ValueError: a worker raised ``ValueError`` (e.g. a SpecError): re-raised here with its message.
+    """
+    import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import ProcessException
+
+    queue = mp.get_context("spawn").SimpleQueue()
+    threads = max(1, cpu_count() // nprocs)
+    ctx = mp.start_processes(_worker, args=(nprocs, free_port(), threads, fn, args, queue), nprocs=nprocs,
+                             join=False, start_method="spawn")
+    box: dict[str, Any] = {}
+    try:
+        done = False
+        while not done:
+            done = ctx.join(timeout=0.05)
+            _drain(queue, box, on_message)
+    except ProcessException as exc:
+        _drain(queue, box, on_message)
+        if "value_error" in box:
+            raise ValueError(box["value_error"]) from None
+        raise WorkerError(box.get("error", str(exc))) from None
+    return box.get("result")
+
+
+def _drain(queue: Any, box: dict[str, Any], on_message: Emit | None) -> None:
+    while not queue.empty():
+        kind, payload = queue.get()
+        if kind == "message" and on_message is not None:
+            on_message(payload)
+        elif kind != "message":
+            box.setdefault(kind, payload)
+
+
+def _worker(index: int, nprocs: int, port: int, threads: int, fn: WorkerFn, args: tuple[Any, ...],
+            queue: Any) -> None:
+    os.environ.setdefault("DGLBACKEND", "pytorch")
+    set_threads(threads)
+    gpu = index % max(1, torch.cuda.device_count())
+    comm.init_process_group(index, nprocs, "127.0.0.1", port, local_rank=gpu)
+    try:
+        topo = Topology(index, nprocs, 1, local_device(gpu))
+        out = fn(topo, lambda m: queue.put(("message", m)), *args)
+        if index == 0:
+            queue.put(("result", out))
+    except ValueError as exc:
+        queue.put(("value_error", str(exc)))
+        raise
+    except BaseException:
+        queue.put(("error", f"worker {index} failed:\n{traceback.format_exc()}"))
+        raise
+    finally:
+        comm.destroy()
+
+
+def torchrun_topology() -> Topology:
+    """This process's place from torchrun's environment; joins the process group.
+
+    Raises:
+        ValueError: a variable is missing or ``WORLD_SIZE`` is not a multiple of ``LOCAL_WORLD_SIZE``.
+    """
+    try:
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        per_machine = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"torchrun environment: missing or bad variable {exc} (RANK, WORLD_SIZE, LOCAL_RANK, "
+                         "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT)") from None
+    if world % per_machine:
+        raise ValueError(f"LOCAL_WORLD_SIZE: {per_machine} does not divide WORLD_SIZE {world}")
+    set_threads(max(1, cpu_count() // per_machine))
+    comm.init_process_group(rank, world, addr, port, local_rank=local_rank)
+    return Topology(rank, world, per_machine, local_device(local_rank))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m executor.launch PLAN [--epochs E] [--trace-dir DIR]`` under torchrun; rank 0 prints the
+    ``run --json`` object on stdout and the progress on stderr."""
+    from executor.runner import progress_printer, rank_main, resolved_plan
+    from simulator.plan import load_plan
+
+    parser = argparse.ArgumentParser(prog="python -m executor.launch", description=main.__doc__)
+    parser.add_argument("plan")
+    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--trace-dir", default="traces")
+    parser.add_argument("--no-progress", action="store_true")
+    ns = parser.parse_args(argv)
+    topo = torchrun_topology()
+    say = None
+    try:
+        plan = resolved_plan(load_plan(ns.plan), topo.num_machines, topo.gpus_per_machine, ns.epochs)
+        say = progress_printer(plan) if topo.rank == 0 and not ns.no_progress else None
+        result = rank_main(topo, say or (lambda _m: None), plan, ns.trace_dir)
+    finally:
+        if say is not None:
+            say.close()
+        comm.destroy()
+    if topo.rank == 0:
+        sys.stdout.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,448 @@
+"""``gnnplan probe``: measure this machine into a cluster file (the ``local`` preset).
+
+The machine is modelled as in common.md: ``num_machines`` = the number of worker processes W, one "GPU" per
+modelled machine with ``gpu.is_host_cpu`` = true, and each modelled machine is ONE WORKER'S SHARE of this
+machine. So shared resources are split W ways: cores (``cores // W``), memory (``memory / W``), memory
+bandwidth (measured on all cores, / W) and storage bandwidth (/ W). Compute throughputs are measured on the
+worker's own threads (``cores // W``); the feature-gather path (``pcie``) too. ``network`` is gloo over
+loopback between two spawned processes; latencies are not divided.
+
+Measurements (medians of repeats, :data:`FULL` or, for tests, :data:`QUICK` sizes):
+
+* dense FP32 throughput: ``torch.mm`` of two n x n matrices, 2 n^3 FLOP.
+* SpMM throughput: ``torch.sparse.mm`` of a random CSR matrix with a dense matrix, 2 nnz cols FLOP.
+* copy bandwidth: ``Tensor.copy_`` of a large tensor, bytes read + written (the STREAM "Copy" convention,
+  McCalpin, "Memory bandwidth and machine balance", IEEE TCCA Newsletter, 1995), the convention of the
+  roofline kernels' ``nbytes`` in :mod:`simulator.workload.model_cost`.
+* sampling: DGL ``NeighborSampler`` on one thread on an R-MAT graph (:mod:`simulator.workload.rmat`).
+* feature gather, network and storage: alpha-beta fits ``time = latency_s + bytes / bandwidth_bytes_per_s``
+  (Hockney, Parallel Computing 20(3), 1994) by :func:`fit_latency_bandwidth`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import platform
+import tempfile
+import textwrap
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.optimize
+import torch
+import yaml
+
+from executor.launch import cpu_count as num_cores
+from simulator.errors import SpecError
+from simulator.hardware.spec import cluster_from_dict
+from simulator.io import atomic_write_text
+from simulator.paths import cache_dir
+
+MiB = 2 ** 20
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Problem sizes and repeats of one probe."""
+
+    repeats: int
+    matmul_dim: int
+    spmm_rows: int
+    spmm_degree: int
+    spmm_cols: int
+    copy_bytes: int
+    gather_row_dim: int
+    gather_table_rows: int
+    gather_row_counts: tuple[int, ...]
+    rmat_vertices: int
+    rmat_edge_factor: int
+    sampling_fanouts: tuple[int, ...]
+    sampling_batch_size: int
+    sampling_batches: int
+    message_sizes: tuple[int, ...]
+    message_repeats: int
+    storage_file_bytes: int
+    storage_block_bytes: int
+    storage_small_reads: int
+
+
+FULL = Sizes(repeats=7, matmul_dim=2048, spmm_rows=100_000, spmm_degree=16, spmm_cols=128, copy_bytes=256 * MiB,
+             gather_row_dim=128, gather_table_rows=500_000, gather_row_counts=(16, 64, 256, 1024, 4096, 16384, 32768),
+             rmat_vertices=100_000, rmat_edge_factor=16, sampling_fanouts=(10, 10), sampling_batch_size=512,
+             sampling_batches=30, message_sizes=(8, 64, 512, 4096, 32768, 262144, 2 * MiB, 16 * MiB, 64 * MiB),
+             message_repeats=21, storage_file_bytes=256 * MiB, storage_block_bytes=4 * MiB, storage_small_reads=64)
+"""The sizes of ``gnnplan probe`` (under a minute on 2 cores). The R-MAT graph, fanouts and batch size are those
+of the ``rmat100k-sage`` workload (512 = its 1024 global seeds over 2 workers). The largest gather (16 MiB) stays
+below glibc's largest dynamic mmap threshold (32 MiB, mallopt(3) M_MMAP_THRESHOLD), above which every new tensor
+is a fresh mmap paying page faults; the gather table (256 MB) and copy tensor exceed the CPU caches."""
+
+QUICK = Sizes(repeats=3, matmul_dim=384, spmm_rows=20_000, spmm_degree=8, spmm_cols=64, copy_bytes=16 * MiB,
+              gather_row_dim=128, gather_table_rows=20_000, gather_row_counts=(16, 64, 256, 1024, 4096),
+              rmat_vertices=5_000, rmat_edge_factor=8, sampling_fanouts=(5, 5), sampling_batch_size=64,
+              sampling_batches=5, message_sizes=(8, 512, 32768, MiB, 8 * MiB), message_repeats=5,
+              storage_file_bytes=8 * MiB, storage_block_bytes=MiB, storage_small_reads=8)
+"""Small sizes for tests and ``gnnplan probe --quick`` (seconds, less accurate)."""
+
+
+def fit_latency_bandwidth(sizes_bytes: Sequence[float], times_s: Sequence[float]) -> tuple[float, float]:
+    """Fit the alpha-beta model ``t = latency_s + bytes / bandwidth_bytes_per_s`` to timings.
+
+    Least squares on RELATIVE residuals ``(latency + bytes * inv_bw - t) / t`` (sizes span orders of
+    magnitude, so plain residuals would ignore the small sizes that determine the latency), with both
+    coefficients constrained to be non-negative (``scipy.optimize.nnls``).
+
+    Source: Hockney, "The communication challenge for MPP", Parallel Computing 20(3), 1994 (the model).
+
+    Args:
+        sizes_bytes: message / transfer sizes, at least two distinct.
+        times_s: measured time of each size, all positive.
+
+    Returns:
+        (latency_s, bandwidth_bytes_per_s).
+
+    Raises:
+        ValueError: mismatched or too few points, non-positive times, or times that do not grow with size.
+    """
+    x, t = np.asarray(sizes_bytes, dtype=float), np.asarray(times_s, dtype=float)
+    if x.shape != t.shape or x.ndim != 1 or np.unique(x).size < 2:
+        raise ValueError("fit_latency_bandwidth: need equally many sizes and times, at least two distinct sizes")
+    if np.any(t <= 0) or np.any(x < 0):
+        raise ValueError("fit_latency_bandwidth: times must be positive and sizes non-negative")
+    design = np.stack([np.ones_like(x), x], axis=1) / t[:, None]
+    (latency, inv_bw), _ = scipy.optimize.nnls(design, np.ones_like(t))
+    if inv_bw <= 0:
+        raise ValueError("fit_latency_bandwidth: times do not grow with size; no bandwidth can be fitted")
+    return float(latency), float(1.0 / inv_bw)
+
+
+def median_time(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
+    """Median wall time (``time.perf_counter``) of ``repeats`` calls of ``fn`` after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+@contextlib.contextmanager
+def torch_threads(num_threads: int) -> Iterator[None]:
+    """Run the body with ``torch.set_num_threads(num_threads)``, restoring the previous count."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(num_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def host_memory_bytes() -> float:
+    """Physical memory of this machine (``sysconf``: pages x page size)."""
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def cpu_model() -> str:
+    """The CPU's model name from ``/proc/cpuinfo`` (Linux), else ``platform.processor()`` or the architecture."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and ":" in line:
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def dense_flops_per_s(threads: int, n: int, repeats: int) -> float:
+    """FP32 ``torch.mm`` throughput of two n x n matrices (2 n^3 FLOP) on ``threads`` threads."""
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.rand(n, n, generator=gen), torch.rand(n, n, generator=gen)
+    with torch_threads(threads):
+        return 2.0 * n ** 3 / median_time(lambda: torch.mm(a, b), repeats)
+
+
+def spmm_flops_per_s(threads: int, rows: int, degree: int, cols: int, repeats: int) -> float:
+    """``torch.sparse.mm`` throughput of a random rows x rows CSR matrix (``degree`` uniformly random nonzeros
+    per row) times a dense rows x cols matrix: 2 nnz cols FLOP (one multiply-add per nonzero and column)."""
+    rng = np.random.default_rng(0)
+    col = np.sort(rng.integers(0, rows, size=(rows, degree)), axis=1).reshape(-1)
+    crow = torch.arange(0, rows * degree + 1, degree, dtype=torch.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+        a = torch.sparse_csr_tensor(crow, torch.from_numpy(col), torch.rand(rows * degree), (rows, rows))
+        x = torch.rand(rows, cols)
+        with torch_threads(threads):
+            return 2.0 * rows * degree * cols / median_time(lambda: torch.sparse.mm(a, x), repeats)
+
+
+def copy_bytes_per_s(threads: int, nbytes: int, repeats: int) -> float:
+    """``Tensor.copy_`` bandwidth of an ``nbytes`` float32 tensor, counting bytes read + written (STREAM Copy)."""
+    src = torch.rand(nbytes // 4)
+    dst = torch.empty_like(src)
+    with torch_threads(threads):
+        return 2.0 * src.numel() * 4 / median_time(lambda: dst.copy_(src), repeats)
+
+
+def gather_latency_bandwidth(threads: int, row_dim: int, table_rows: int, row_counts: Sequence[int],
+                             repeats: int) -> tuple[float, float]:
+    """The feature-gather path of a CPU worker: ``torch.index_select`` of k random float32 rows of width
+    ``row_dim`` from a ``table_rows``-row table into a new tensor, for each k in ``row_counts``.
+
+    Every call gathers a fresh random index set (repeating one would time rows left in the CPU caches by the
+    previous call), so with a table larger than the caches this is the DRAM gather the executor does.
+
+    Returns:
+        (latency_s, bandwidth_bytes_per_s) fitted over the gathered (output) bytes.
+    """
+    gen = torch.Generator().manual_seed(0)
+    table = torch.rand(table_rows, row_dim, generator=gen)
+    times = []
+    with torch_threads(threads):
+        for k in row_counts:
+            batches = [torch.randint(0, table_rows, (k,), generator=gen) for _ in range(repeats + 1)]
+            times.append(_index_select_time(table, batches, repeats))
+    return fit_latency_bandwidth([k * row_dim * 4 for k in row_counts], times)
+
+
+def _index_select_time(table: torch.Tensor, batches: list[torch.Tensor], repeats: int) -> float:
+    """Median time of ``index_select`` of ``batches[1:]`` after a warm-up with ``batches[0]``."""
+    it = iter(batches)
+    return median_time(lambda: torch.index_select(table, 0, next(it)), repeats)
+
+
+def sampling_edges_per_s(sizes: Sizes) -> float:
+    """Median per-batch throughput (sampled edges / s) of DGL's ``NeighborSampler`` on one thread, as the
+    executor samples (:class:`executor.sampling.TimedSampler`), on an R-MAT graph."""
+    import dgl
+
+    from executor.sampling import TimedSampler
+    from simulator.workload.rmat import rmat_edges
+
+    n = sizes.rmat_vertices
+    src, dst = rmat_edges(n, sizes.rmat_edge_factor * n, seed=0)
+    g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n)
+    sampler, rng = TimedSampler(list(sizes.sampling_fanouts)), np.random.default_rng(0)
+    rates = []
+    with torch_threads(1):
+        dgl.seed(0)
+        for i in range(sizes.sampling_batches + 1):  # the first batch builds the CSC format: warm-up
+            seeds = torch.from_numpy(rng.choice(n, sizes.sampling_batch_size, replace=False))
+            start = time.perf_counter()
+            _, _, blocks, _ = sampler.sample(g, seeds)
+            elapsed = time.perf_counter() - start
+            if i:
+                rates.append(sum(int(b.num_edges()) for b in blocks) / elapsed)
+    return float(np.median(rates))
+
+
+def _ping_pong(topo: Any, emit: Any, sizes: Sequence[int], repeats: int) -> list[float]:
+    """Rank program of :func:`network_latency_bandwidth`: median one-way time (round trip / 2) per size.
+
+    Sizes are interleaved (every repeat runs all sizes), so a burst of load from other processes spoils one
+    sample of several sizes, which the medians reject, rather than every sample of one size."""
+    from executor import comm
+
+    first, second = (comm.send, comm.recv) if topo.rank == 0 else (comm.recv, comm.send)
+    bufs = [torch.zeros(size, dtype=torch.uint8) for size in sizes]
+    times: list[list[float]] = [[] for _ in sizes]
+    comm.barrier()
+    for i in range(repeats + 1):  # the first round is a warm-up
+        for buf, samples in zip(bufs, times):
+            start = time.perf_counter()
+            first(buf, 1 - topo.rank)
+            second(buf, 1 - topo.rank)
+            if i:
+                samples.append((time.perf_counter() - start) / 2)
+    return [float(np.median(samples)) for samples in times]
+
+
+def network_latency_bandwidth(sizes: Sequence[int], repeats: int) -> tuple[float, float]:
+    """gloo send/recv ping-pong between two spawned local processes over 127.0.0.1.
+
+    Returns:
+        (latency_s, bandwidth_bytes_per_s) fitted to the one-way times.
+    """
+    from executor.launch import spawn
+
+    times = spawn(_ping_pong, 2, (list(sizes), repeats))
+    return fit_latency_bandwidth(sizes, times)
+
+
+def _drop_cache(fd: int) -> bool:
+    """Ask the kernel to drop the file's clean pages; False where ``posix_fadvise`` does not exist."""
+    if not hasattr(os, "posix_fadvise"):
+        return False
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    return True
+
+
+def storage_bandwidth_latency(folder: Path, sizes: Sizes) -> tuple[float, float, bool]:
+    """Sequential read bandwidth and small-read latency of a temp file in ``folder``.
+
+    The file is written, fsync'ed and its pages dropped from the page cache before each pass; bandwidth is the
+    median over ``repeats`` sequential passes in ``storage_block_bytes`` reads; latency is the median of random
+    4 KiB ``pread``s at distinct offsets (readahead off) minus 4 KiB / bandwidth.
+
+    Returns:
+        (bandwidth_bytes_per_s, latency_s, whether the page cache could be dropped).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    block = np.random.default_rng(0).integers(0, 256, sizes.storage_block_bytes, dtype=np.uint8).tobytes()
+    buf = bytearray(sizes.storage_block_bytes)
+    with tempfile.TemporaryFile(dir=folder) as fh:
+        for _ in range(sizes.storage_file_bytes // len(block)):
+            fh.write(block)
+        fh.flush()
+        os.fsync(fh.fileno())
+        fd, passes, dropped = fh.fileno(), [], True
+        for _ in range(sizes.repeats):
+            dropped = _drop_cache(fd) and dropped
+            start, offset = time.perf_counter(), 0
+            while (got := os.preadv(fd, [buf], offset)) > 0:
+                offset += got
+            passes.append(offset / (time.perf_counter() - start))
+        bandwidth = float(np.median(passes))
+        _drop_cache(fd)
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        pages = sizes.storage_file_bytes // 4096
+        small = []
+        for page in np.random.default_rng(1).choice(pages, min(pages, sizes.storage_small_reads), replace=False):
+            start = time.perf_counter()
+            os.pread(fd, 4096, int(page) * 4096)
+            small.append(time.perf_counter() - start)
+    return bandwidth, max(0.0, float(np.median(small)) - 4096 / bandwidth), dropped
+
+
+def _sig(x: float) -> float:
+    """Round to 4 significant digits (the measurements are not more precise)."""
+    return float(f"{x:.4g}")
+
+
+def probe_machine(num_workers: int = 2, quick: bool = False) -> dict[str, Any]:
+    """Measure this machine into a cluster mapping named ``local`` (module docstring: what and how).
+
+    Args:
+        num_workers: worker processes the machine is modelled for (= num_machines).
+        quick: small sizes and few repeats (seconds; for tests), else :data:`FULL`.
+
+    Returns:
+        A mapping valid for :func:`simulator.hardware.spec.cluster_from_dict`, with a ``sources`` entry
+        "measured by gnnplan probe on <ISO date>: <method>" for every field.
+
+    Raises:
+        SpecError: ``num_workers`` < 1.
+    """
+    if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
+        raise SpecError(f"--workers: must be a positive integer (got {num_workers!r})")
+    s, w, cores, folder = QUICK if quick else FULL, num_workers, num_cores(), cache_dir()
+    threads, memory = max(1, cores // w), host_memory_bytes()
+    copy = _sig(copy_bytes_per_s(cores, s.copy_bytes, s.repeats) / w)
+    gather = gather_latency_bandwidth(threads, s.gather_row_dim, s.gather_table_rows, s.gather_row_counts, s.repeats)
+    network = network_latency_bandwidth(s.message_sizes, s.message_repeats)
+    disk_bw, disk_latency, dropped = storage_bandwidth_latency(folder, s)
+    data = {
+        "name": "local", "num_machines": w, "gpus_per_machine": 1,
+        "gpu": {"model": cpu_model(), "peak_flops_per_s": _sig(dense_flops_per_s(threads, s.matmul_dim, s.repeats)),
+                "memory_bytes": _sig(memory / w), "memory_bandwidth_bytes_per_s": copy,
+                "sparse_flops_per_s": _sig(spmm_flops_per_s(threads, s.spmm_rows, s.spmm_degree, s.spmm_cols,
+                                                            s.repeats)), "is_host_cpu": True},
+        "host": {"num_cores": threads, "memory_bytes": _sig(memory / w), "memory_bandwidth_bytes_per_s": copy,
+                 "sampling_edges_per_s_per_core": _sig(sampling_edges_per_s(s))},
+        "pcie": {"bandwidth_bytes_per_s": _sig(gather[1]), "latency_s": _sig(gather[0])},
+        "nvlink": None,
+        "network": {"bandwidth_bytes_per_s": _sig(network[1]), "latency_s": _sig(network[0])},
+        "storage": {"bandwidth_bytes_per_s": _sig(disk_bw / w), "latency_s": _sig(disk_latency), "gpudirect": False},
+        "sources": _sources(s, w, cores, memory, folder, dropped),
+    }
+    cluster_from_dict(data, where="probe")
+    return data
+
+
+def _sources(s: Sizes, w: int, cores: int, memory: float, folder: Path, dropped: bool) -> dict[str, str]:
+    """The ``sources`` mapping: "measured by gnnplan probe on <date>: <method>" for every field."""
+    on = f"{max(1, cores // w)} thread(s) = {cores} cores // {w} workers"
+    fit = "latency + bytes / bandwidth fitted by non-negative least squares on relative residuals"
+    cache = "page cache dropped with posix_fadvise(DONTNEED)" if dropped else "page cache NOT dropped (no fadvise)"
+    methods = {  # "field field ...": method
+        "num_machines": f"one modelled machine per worker process ({w} workers)",
+        "gpus_per_machine": "one worker per modelled machine", "gpu.model": "CPU model name (/proc/cpuinfo)",
+        "gpu.peak_flops_per_s": f"median of {s.repeats} torch.mm of two {s.matmul_dim}x{s.matmul_dim} float32 "
+                                f"matrices (2 n^3 FLOP) on {on}",
+        "gpu.sparse_flops_per_s": f"median of {s.repeats} torch.sparse.mm of a random {s.spmm_rows}-row CSR matrix "
+                                  f"({s.spmm_degree} nonzeros per row) with a {s.spmm_cols}-column float32 matrix "
+                                  f"(2 nnz cols FLOP) on {on}",
+        "gpu.memory_bytes host.memory_bytes": f"host memory {memory:.4g} B (sysconf) / {w} workers",
+        "gpu.memory_bandwidth_bytes_per_s host.memory_bandwidth_bytes_per_s": (
+            f"median of {s.repeats} Tensor.copy_ of a {s.copy_bytes // MiB} MiB float32 tensor on all {cores} "
+            f"cores, bytes read + written (STREAM Copy), divided by {w} workers"),
+        "gpu.is_host_cpu": "no accelerator: each worker computes on its share of the host cores",
+        "host.num_cores": on,
+        "host.sampling_edges_per_s_per_core": (
+            f"median over {s.sampling_batches} batches of {s.sampling_batch_size} random seeds of DGL "
+            f"NeighborSampler(fanouts {list(s.sampling_fanouts)}) on one thread (executor.sampling.TimedSampler), "
+            f"R-MAT graph of {s.rmat_vertices} vertices, edge factor {s.rmat_edge_factor} "
+            "(simulator.workload.rmat): sampled edges / s"),
+        "pcie.bandwidth_bytes_per_s pcie.latency_s": (
+            f"feature gather on a CPU: torch.index_select of k random {s.gather_row_dim}-float32 rows of a "
+            f"{s.gather_table_rows}-row table into a new tensor, k = {', '.join(map(str, s.gather_row_counts))}, "
+            f"median of {s.repeats} calls with fresh random rows per k, on {on}; {fit} (bytes = gathered bytes)"),
+        "nvlink": "none: CPU worker processes have no NVLink",
+        "network.bandwidth_bytes_per_s network.latency_s": (
+            f"gloo send/recv ping-pong between 2 spawned local processes over 127.0.0.1, sizes "
+            f"{', '.join(map(str, s.message_sizes))} B, median of {s.message_repeats} interleaved round trips / 2 "
+            f"per size; {fit}"),
+        "storage.bandwidth_bytes_per_s": (
+            f"median of {s.repeats} sequential passes of {s.storage_block_bytes // MiB} MiB preads over a "
+            f"{s.storage_file_bytes // MiB} MiB fsync'ed temp file in {folder} ({cache}), divided by {w} workers "
+            "sharing the disk"),
+        "storage.latency_s": (f"median of {s.storage_small_reads} random 4 KiB preads of the same file ({cache}, "
+                              "readahead off) minus 4 KiB / bandwidth"),
+        "storage.gpudirect": "no GPU: reads go through host memory",
+    }
+    date = datetime.date.today().isoformat()
+    return {k: f"measured by gnnplan probe on {date}: {v}" for ks, v in methods.items() for k in ks.split()}
+
+
+def write_probe(path: str | Path, data: dict[str, Any], header: str | None = None) -> Path:
+    """Validate a probe result and write it as cluster YAML atomically (nothing is written if it is invalid).
+
+    Args:
+        path: destination (parent folders are created).
+        data: a :func:`probe_machine` mapping.
+        header: comment lines put at the top (without ``#``); default: what the file is and where its
+            methods are.
+
+    Returns:
+        The destination.
+
+    Raises:
+        SpecError: ``data`` is not a valid cluster.
+    """
+    spec = cluster_from_dict(data, where="probe")
+    if header is None:
+        header = (f"This machine ({spec.gpu.model}) as {spec.num_machines} worker processes, one per modelled "
+                  "machine, measured by `gnnplan probe`; each number's date and method are in `sources`.")
+    lines = [part for line in header.splitlines() for part in textwrap.wrap(line, 116) or [""]]
+    comment = "".join(f"# {line}\n" for line in lines)
+    return atomic_write_text(path, comment + yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120))
+
+
+class _Dumper(yaml.SafeDumper):
+    """``yaml.SafeDumper`` writing finite floats as ``3.917e+10``: a dot and a signed exponent, which YAML 1.1
+    loaders (PyYAML) read as floats (DESIGN.md, "Cluster YAML")."""
+
+
+def _represent_float(dumper: yaml.SafeDumper, value: float) -> yaml.ScalarNode:
+    if not np.isfinite(value):
+        return dumper.represent_float(value)
+    return dumper.represent_scalar("tag:yaml.org,2002:float", f"{value:.3e}")
+
+
+_Dumper.add_representer(float, _represent_float)

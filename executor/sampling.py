@@ -1,0 +1,170 @@
+"""Mini-batch sampling with DGL's ``NeighborSampler``: inline, or ahead of the trainer in sampler processes.
+
+With ``num_sampler_workers = 0`` every batch is sampled in the trainer when it is needed. With k > 0, k
+persistent sampler processes (a PyTorch ``DataLoader`` over DGL sampling, as DGL's own ``DataLoader`` is)
+sample ahead of the trainer, ``prefetch_factor`` = 2 batches each (PyTorch's default, the simulator's
+``PREFETCH_FACTOR``). They live for the whole run: each is told an (epoch, iteration) and computes that
+iteration's seeds itself from the deterministic schedule, so no process is started per epoch. Either way a
+batch carries the ``perf_counter()`` readings taken around its sampling (in the sampler process when there is
+one; CLOCK_MONOTONIC is shared by the processes of one machine), so the trace shows when sampling really ran.
+
+Sampling runs on one thread (DGL's OpenMP pool is set to 1 around each call and restored): DGL's
+multi-threaded sampling is not reproducible even with ``dgl.seed`` (the order of sampled edges, and with it
+float summation order, changes from run to run), DGL's DataLoader workers sample on one thread too
+(``WorkerInitWrapper``), and the simulator models a sampler as one core (:mod:`simulator.strategies.dp`).
+Sampler process j is seeded with ``dgl.seed(seed + j + 1)``; the trainer's inline sampling with ``seed``.
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import dgl
+import numpy as np
+import torch
+
+from executor.trace import now
+
+Schedule = Callable[[int], list[np.ndarray]]
+"""``schedule(epoch)`` -> this worker's seed batches of that epoch (module-level or a partial: picklable)."""
+
+
+@dataclass
+class Batch:
+    """One sampled mini-batch of one worker.
+
+    Attributes:
+        seeds: (b,) int64 output vertices (may be empty).
+        input_nodes: (k,) int64 input vertices (``blocks[0].srcdata[dgl.NID]``).
+        blocks: one DGL block per layer, input side first.
+        start_s, end_s: ``perf_counter()`` around the sampling.
+    """
+
+    seeds: torch.Tensor
+    input_nodes: torch.Tensor
+    blocks: list[Any]
+    start_s: float
+    end_s: float
+
+    @property
+    def num_sampled_edges(self) -> int:
+        """Edges over all blocks."""
+        return sum(int(b.num_edges()) for b in self.blocks)
+
+
+class TimedSampler(dgl.dataloading.Sampler):  # type: ignore[misc]
+    """DGL's ``NeighborSampler`` on one thread, whose output also carries when its sampling ran.
+
+    Args:
+        fanouts: per layer, input side first; -1 = all in-neighbours.
+    """
+
+    def __init__(self, fanouts: list[int]) -> None:
+        super().__init__()
+        self.inner = dgl.dataloading.NeighborSampler(list(fanouts))
+
+    def sample(self, g: Any, seeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[Any], torch.Tensor]:
+        """Sample blocks for ``seeds``; returns (input nodes, seeds, blocks, [start_s, end_s] float64)."""
+        start = now()
+        threads = dgl.utils.get_num_threads()
+        dgl.utils.set_num_threads(1)
+        try:
+            input_nodes, output_nodes, blocks = self.inner.sample_blocks(g, seeds)
+        finally:
+            dgl.utils.set_num_threads(threads)
+        return input_nodes, output_nodes, blocks, torch.tensor([start, now()], dtype=torch.float64)
+
+
+def sample_inline(g: Any, sampler: TimedSampler, seeds: np.ndarray) -> Batch:
+    """Sample one batch in this process."""
+    return _batch(sampler.sample(g, torch.from_numpy(np.ascontiguousarray(seeds, dtype=np.int64))))
+
+
+class BatchStream:
+    """The sampled batches of every epoch, inline or from persistent sampler processes.
+
+    Args:
+        g: the graph.
+        sampler: the sampler.
+        schedule: this worker's seed batches per epoch (every epoch has ``num_iterations`` of them).
+        num_iterations: iterations per epoch.
+        num_workers: sampler processes (0 = inline).
+        seed: RNG seed of the sampler processes (module docstring).
+    """
+
+    def __init__(self, g: Any, sampler: TimedSampler, schedule: Schedule, num_iterations: int, num_workers: int,
+                 seed: int = 0) -> None:
+        self.g, self.sampler, self.schedule = g, sampler, schedule
+        self.keys = _EpochKeys(num_iterations)
+        self.loader = None
+        if num_workers > 0:
+            self.loader = torch.utils.data.DataLoader(
+                _ScheduledBatches(g, sampler, schedule), sampler=self.keys, batch_size=None, collate_fn=_identity,
+                num_workers=num_workers, persistent_workers=True, prefetch_factor=2,
+                worker_init_fn=functools.partial(_init_worker, seed), multiprocessing_context=_worker_context())
+
+    def epoch(self, epoch: int) -> Iterator[Batch]:
+        """The batches of ``epoch`` in iteration order."""
+        if self.loader is None:
+            for seeds in self.schedule(epoch):
+                yield sample_inline(self.g, self.sampler, seeds)
+            return
+        self.keys.epoch = epoch
+        for item in self.loader:
+            yield _batch(item)
+
+    def close(self) -> None:
+        """Stop the sampler processes."""
+        self.loader = None
+
+
+class _EpochKeys(torch.utils.data.Sampler):  # type: ignore[type-arg]
+    """Yields (epoch, iteration) keys of the current epoch (set by the trainer before iterating)."""
+
+    def __init__(self, num_iterations: int) -> None:
+        self.epoch, self.num_iterations = 0, num_iterations
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        return iter([(self.epoch, i) for i in range(self.num_iterations)])
+
+    def __len__(self) -> int:
+        return self.num_iterations
+
+
+class _ScheduledBatches(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """Samples the batch of an (epoch, iteration) key, computing (and caching) the epoch's schedule."""
+
+    def __init__(self, g: Any, sampler: TimedSampler, schedule: Schedule) -> None:
+        self.g, self.sampler, self.schedule = g, sampler, schedule
+        self._epoch, self._batches = -1, []  # type: ignore[var-annotated]
+
+    def __getitem__(self, key: tuple[int, int]) -> tuple[Any, ...]:
+        epoch, it = key
+        if epoch != self._epoch:
+            self._epoch, self._batches = epoch, self.schedule(epoch)
+        seeds = np.ascontiguousarray(self._batches[it], dtype=np.int64)
+        return self.sampler.sample(self.g, torch.from_numpy(seeds))
+
+
+def _identity(item: Any) -> Any:
+    return item
+
+
+def _init_worker(seed: int, worker_id: int) -> None:
+    dgl.seed(seed + worker_id + 1)
+
+
+def _worker_context() -> str | None:
+    """``fork`` where available: a trainer started by ``spawn`` would otherwise start its sampler processes
+    with ``spawn`` too (multiprocessing passes the start method on), re-importing torch and DGL."""
+    return "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+
+
+def _batch(item: tuple[Any, ...]) -> Batch:
+    input_nodes, seeds, blocks, times = item
+    start, end = times.tolist()
+    return Batch(seeds, input_nodes, blocks, start, end)

@@ -1,0 +1,26 @@
+"""Executor strategies: one module per strategy, named like the simulator plug-in, with the same ``Knobs``.
+
+Only ``dp`` (data-parallel mini-batch) has a real implementation so far; the other simulated strategies
+cannot be run (``gnnplan run`` says so).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from simulator.errors import SpecError
+
+EXECUTORS = {"dp": "executor.strategies.dp"}
+"""Strategy name -> module implementing it for real."""
+
+
+def get_executor(name: str) -> ModuleType:
+    """The executor module of a strategy.
+
+    Raises:
+        SpecError: the strategy has no executor.
+    """
+    if name not in EXECUTORS:
+        raise SpecError(f"strategy: {name!r} cannot be run by the executor; runnable: {', '.join(EXECUTORS)}")
+    return importlib.import_module(EXECUTORS[name])

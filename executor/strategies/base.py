@@ -1,0 +1,59 @@
+"""What every executor strategy's trainer reports per epoch, and the interface the runner drives.
+
+A strategy module ``executor/strategies/<name>.py`` has the simulator plug-in's ``NAME`` and ``Knobs`` and a
+``Trainer(topo, plan, recorder)`` with ``train_epoch(epoch) -> EpochStats`` and ``evaluate() -> Accuracy``,
+both collective (every rank calls them in the same order), and ``close()`` to release its processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Protocol
+
+from executor.evaluate import Accuracy
+
+
+@dataclass
+class EpochStats:
+    """One rank's epoch.
+
+    Attributes:
+        epoch_s: wall time of the epoch's iterations (evaluation excluded).
+        loss_sum: summed cross-entropy of this rank's seeds.
+        num_seeds: seeds this rank trained on.
+        num_iterations: iterations (the same on every rank).
+        hit_bytes, local_bytes, remote_bytes: feature bytes read from the cache, the machine's partition,
+            and other machines.
+        network_bytes: bytes this rank sent to other ranks (feature requests and replies, gradients).
+    """
+
+    epoch_s: float = 0.0
+    loss_sum: float = 0.0
+    num_seeds: int = 0
+    num_iterations: int = 0
+    hit_bytes: int = 0
+    local_bytes: int = 0
+    remote_bytes: int = 0
+    network_bytes: int = 0
+
+    @property
+    def pcie_bytes(self) -> int:
+        """Bytes copied host-to-device: local and remote misses."""
+        return self.local_bytes + self.remote_bytes
+
+    def as_list(self) -> list[float]:
+        """Field values in declaration order (for a collective)."""
+        return [float(getattr(self, f.name)) for f in fields(self)]
+
+
+class Trainer(Protocol):
+    """What :mod:`executor.runner` needs of a strategy's trainer."""
+
+    def train_epoch(self, epoch: int) -> EpochStats:
+        """Train one epoch (collective)."""
+
+    def evaluate(self) -> Accuracy:
+        """Validation / test accuracy counts of this rank's share (collective)."""
+
+    def close(self) -> None:
+        """Release sampler processes and the like."""

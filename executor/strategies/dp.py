@@ -1,0 +1,201 @@
+"""Data-parallel mini-batch training (``dp``) for real: DGL sampling, distributed feature store, DDP.
+
+The same strategy as :mod:`simulator.strategies.dp` (same ``NAME`` and ``Knobs``). Per epoch the training
+vertices are shuffled with ``(training.seed, epoch)`` and split among workers (:func:`executor.data.worker_seeds`);
+every worker takes ``batch_size // W`` seeds per iteration and all workers run the same number of iterations
+(padding with empty batches). Per iteration a worker
+
+1. samples blocks with DGL's ``NeighborSampler(fanouts)`` (inline, or ahead in ``num_sampler_workers``
+   processes) — span ``sample``;
+2. loads the input vertices' features from its cache, its machine's partition and remote owners — ``load``
+   with the remote part ``fetch`` nested in it;
+3. runs the model — ``forward``; the loss is ``sum(cross-entropy of its seeds) * W / B`` with ``B`` the global
+   number of seeds of the iteration, so DDP's gradient averaging (divide by W) yields exactly the gradient of
+   the global batch's mean loss even when workers hold different numbers of seeds;
+4. backward — ``backward``, then DDP's gradient all-reduce — ``all_reduce`` (``nbytes`` = gradient bytes); the
+   model's gradients form one DDP bucket (``bucket_cap_mb`` = :data:`BUCKET_CAP_MB`), so the all-reduce starts
+   when backward ends, the order the simulator models. With one worker there is nothing to reduce: the model
+   runs without the DDP wrapper (whose reducer costs ~10% of a small model's iteration) and the
+   ``all_reduce`` span has zero length;
+5. Adam (``lr``, ``weight_decay``) — ``optimizer``.
+
+FLOPs on ``forward``/``backward``/``optimizer`` spans come from :func:`simulator.workload.model_cost.model_cost`
+on the iteration's real block sizes, so calibration compares like with like.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import dgl
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+
+from executor import comm
+from executor.assemble import load_training_data
+from executor.data import Topology, iteration_batches, rank_batches, split_batch, worker_seeds
+from executor.evaluate import Accuracy, Evaluator
+from executor.features import LoadStats
+from executor.models import GNN, attach_edge_weights, num_params
+from executor.sampling import Batch, BatchStream, TimedSampler, sample_inline
+from executor.strategies.base import EpochStats
+from executor.trace import Recorder, now
+from simulator.plan import Plan
+from simulator.strategies.dp import NAME, Knobs
+from simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
+
+__all__ = ["BUCKET_CAP_MB", "NAME", "Knobs", "Trainer"]
+
+BUCKET_CAP_MB = 4096
+"""DDP bucket size limit in MiB: large enough that the gradients of the models here form one bucket."""
+
+
+class Trainer:
+    """One rank of a ``dp`` run (construction is collective).
+
+    Args:
+        topo: this worker's place.
+        plan: strategy ``dp``, its knobs and the workload.
+        recorder: receives the spans.
+    """
+
+    def __init__(self, topo: Topology, plan: Plan, recorder: Recorder) -> None:
+        self.topo, self.rec = topo, recorder
+        self.workload = wl = plan.workload
+        self.knobs = Knobs.model_validate(plan.knobs)
+        self.per_iteration = (self.knobs.batch_size or wl.training.batch_size) // topo.world_size
+        self.data = load_training_data(wl, self.knobs.partitioner, self.knobs.cache_fraction, topo)
+        torch.manual_seed(wl.training.seed)
+        dgl.seed(wl.training.seed)
+        self.model = GNN(wl.model, self.data.feature_dim, self.data.num_classes).to(topo.device)
+        self.hook = comm.GradientHook()
+        self.net: torch.nn.Module = self.model
+        if topo.world_size > 1:
+            self.net = DistributedDataParallel(self.model, device_ids=[topo.device] if topo.device.type == "cuda"
+                                               else None, bucket_cap_mb=BUCKET_CAP_MB)
+            self.hook.register(self.net)
+        self.gradient_bytes = 4 * num_params(self.model)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
+                                          weight_decay=wl.training.weight_decay)
+        self.optimizer_flops = ADAM_FLOPS_PER_PARAM * num_params(self.model)
+        self.sampler = TimedSampler(wl.training.fanouts)
+        d, seed = self.data, wl.training.seed
+        schedule = functools.partial(rank_batches, d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine,
+                                     seed, self.per_iteration, topo.rank)
+        self.stream = BatchStream(d.graph, self.sampler, schedule, len(self.schedule(0)[1]),
+                                  self.knobs.num_sampler_workers, seed)
+        self.evaluator = Evaluator(self.data, topo)
+        torch.manual_seed(wl.training.seed * 7919 + topo.rank)  # dropout masks differ between ranks
+
+    def schedule(self, epoch: int) -> tuple[list[np.ndarray], list[int]]:
+        """This rank's seed batches of an epoch and every iteration's global number of seeds."""
+        topo, d = self.topo, self.data
+        seeds = worker_seeds(d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine,
+                             self.workload.training.seed, epoch)
+        mine, sizes = iteration_batches(seeds, self.per_iteration)
+        return mine[topo.rank], sizes
+
+    def train_epoch(self, epoch: int) -> EpochStats:
+        """Train one epoch, recording spans (collective)."""
+        sizes = self.schedule(epoch)[1]
+        stream = self.stream.epoch(epoch)
+        stats = EpochStats(num_iterations=len(sizes))
+        sent, start = comm.bytes_sent(), now()
+        loss_sum = torch.zeros((), dtype=torch.float64, device=self.topo.device)
+        for it, size in enumerate(sizes):
+            t0 = now()
+            batch = next(stream)
+            self.rec.add("sample", batch.start_s, batch.end_s, "sampler", epoch, it,
+                         num_input_vertices=len(batch.input_nodes), num_sampled_edges=batch.num_sampled_edges)
+            loss_sum += self.step(batch, size, epoch, it, stats)
+            t1 = now()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+            t2 = now()
+            self.rec.add("optimizer", t1, t2, "compute", epoch, it, flops=self.optimizer_flops)
+            self.rec.add("iteration", t0, t2, "host", epoch, it)
+        end = now()
+        self.rec.add("epoch", start, end, "host", epoch)
+        stats.epoch_s, stats.loss_sum = end - start, float(loss_sum)
+        stats.network_bytes = comm.bytes_sent() - sent
+        return stats
+
+    def step(self, batch: Batch, global_size: int, epoch: int = -1, it: int = -1,
+             stats: EpochStats | None = None) -> torch.Tensor:
+        """Load, forward, backward and gradient all-reduce of one batch (collective); no optimizer step.
+
+        Args:
+            batch: this rank's sampled batch (may have no seeds).
+            global_size: seeds of this iteration summed over all ranks (> 0).
+            epoch, it: span labels.
+            stats: accumulates feature bytes and seeds if given.
+
+        Returns:
+            The summed cross-entropy of this rank's seeds (a detached scalar).
+        """
+        t0 = now()
+        dev = self.topo.device
+        x, loaded = self.data.store.load(batch.input_nodes)
+        attach_edge_weights(batch.blocks, self.data.edge_weight)
+        blocks = [b.to(dev) for b in batch.blocks] if dev.type != "cpu" else batch.blocks
+        y = self.data.labels[batch.seeds].to(dev)
+        t1 = now()
+        self._record_load(loaded, t0, t1, epoch, it, stats, len(batch.seeds))
+        cost = model_cost(self.workload.model, self.data.feature_dim, self.data.num_classes,
+                          [Block(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks])
+        self.hook.reset()
+        ce = F.cross_entropy(self.net(blocks, x), y, reduction="sum")
+        t2 = now()
+        self.rec.add("forward", t1, t2, "compute", epoch, it, flops=cost.forward_flops)
+        (ce * (self.topo.world_size / global_size)).backward()
+        t3 = now()
+        launched = self.hook.first_launch_s or t3
+        self.rec.add("backward", t2, launched, "compute", epoch, it, flops=cost.backward_flops)
+        self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=self.gradient_bytes)
+        return ce.detach()
+
+    def _record_load(self, loaded: LoadStats, t0: float, t1: float, epoch: int, it: int, stats: EpochStats | None,
+                     num_seeds: int) -> None:
+        row = loaded.row_bytes
+        hit, local, remote = loaded.num_hit * row, loaded.num_local * row, loaded.num_remote * row
+        self.rec.add("load", t0, t1, "pcie", epoch, it, nbytes=local + remote, hit_bytes=hit, local_bytes=local,
+                     remote_bytes=remote, num_input_vertices=loaded.num_input_vertices)
+        if loaded.fetch is not None:
+            f = loaded.fetch
+            self.rec.add("fetch", f.start_s, f.end_s, "network", epoch, it, nbytes=f.reply_bytes + f.request_bytes,
+                         num_remote_vertices=f.num_rows)
+        if stats is not None:
+            stats.hit_bytes += hit
+            stats.local_bytes += local
+            stats.remote_bytes += remote
+            stats.num_seeds += num_seeds
+
+    def gradient(self, seeds: np.ndarray) -> dict[str, torch.Tensor]:
+        """The averaged gradient of one global mini-batch with explicit seeds, by the training code path
+        (collective; every rank passes the same ``seeds``, each takes its split of them).
+
+        Args:
+            seeds: (B,) int64 global batch, split among workers like an epoch's seeds (:func:`split_batch`).
+
+        Returns:
+            Parameter name -> gradient (CPU copies), identical on every rank.
+        """
+        topo = self.topo
+        mine = split_batch(np.asarray(seeds, dtype=np.int64), self.data.owner, topo.num_machines,
+                           topo.gpus_per_machine)[topo.rank]
+        batch = sample_inline(self.data.graph, self.sampler, mine)
+        self.optimizer.zero_grad()
+        self.step(batch, len(seeds))
+        grads = {n: p.grad.detach().cpu().clone() for n, p in self.model.named_parameters() if p.grad is not None}
+        self.optimizer.zero_grad()
+        return grads
+
+    def evaluate(self) -> Accuracy:
+        """Validation / test accuracy counts of this rank's vertices (collective)."""
+        return self.evaluator.run(self.model)
+
+    def close(self) -> None:
+        """Stop the sampler processes."""
+        self.stream.close()

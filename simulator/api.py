@@ -1,0 +1,203 @@
+"""The simulator's entry points for the CLI and the tuner: simulate a configuration, parse ``--set`` knobs, write
+the predicted timeline as a Chrome trace.
+
+``simulate`` loads the graph statistics the strategy needs (measured once per dataset, fanouts, per-worker batch
+size, cluster shape and partitioner, then cached on disk by :mod:`simulator.workload.graphstats`) and runs the
+strategy's ``simulate(ctx, knobs)``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+import simulator
+from simulator.errors import SpecError
+from simulator.hardware.spec import ClusterSpec, load_cluster
+from simulator.plan import Plan
+from simulator.result import SimResult
+from simulator.strategies import get_strategy
+from simulator.strategies.base import SimContext
+from simulator.trace import write_trace
+from simulator.workload import graphstats
+from simulator.workload.spec import WorkloadSpec, load_workload
+
+_NONE_WORDS = ("none", "null")
+
+
+def coerce_knobs(strategy: str, knobs: Mapping[str, Any] | BaseModel | None) -> BaseModel:
+    """Validate knobs as the strategy's ``Knobs`` model.
+
+    Args:
+        strategy: strategy name.
+        knobs: a mapping (validated), an instance of the strategy's ``Knobs`` (returned as is) or None (defaults).
+
+    Raises:
+        SpecError: unknown strategy, unknown knob, or a value out of range (one line naming the allowed values).
+    """
+    module = get_strategy(strategy)
+    model: type[BaseModel] = module.Knobs
+    if isinstance(knobs, model):
+        return knobs
+    data = dict(knobs.model_dump() if isinstance(knobs, BaseModel) else (knobs or {}))
+    unknown = sorted(set(data) - set(model.model_fields))
+    if unknown:
+        raise SpecError(f"knobs: unknown knob {unknown[0]!r} for strategy {strategy}; allowed: "
+                        f"{', '.join(model.model_fields)}")
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        name = str(exc.errors()[0]["loc"][0])
+        raise SpecError(f"knobs: {name}={data.get(name)!r} is invalid for strategy {strategy}; "
+                        f"{name} must be {allowed_values(model, name)}") from None
+
+
+def allowed_values(model: type[BaseModel], name: str) -> str:
+    """A short description of what a knob accepts, from its JSON schema (e.g. ``a number in [0, 1]``)."""
+    prop = model.model_json_schema()["properties"][name]
+    options = prop.get("anyOf", [prop])
+    words = []
+    for opt in options:
+        kind = opt.get("type")
+        if "enum" in opt or "const" in opt:
+            words.append("one of " + ", ".join(str(v) for v in opt.get("enum", [opt.get("const")])))
+        elif kind in ("number", "integer"):
+            noun = "an integer" if kind == "integer" else "a number"
+            lo, hi = opt.get("minimum", opt.get("exclusiveMinimum")), opt.get("maximum", opt.get("exclusiveMaximum"))
+            words.append(f"{noun} in [{lo}, {hi}]" if lo is not None and hi is not None else
+                         f"{noun} >= {lo}" if lo is not None else f"{noun} <= {hi}" if hi is not None else noun)
+        elif kind == "null":
+            words.append("none")
+        elif kind == "boolean":
+            words.append("true or false")
+        else:
+            words.append(str(kind or "a value"))
+    return " or ".join(words)
+
+
+def parse_knobs(strategy: str, assignments: list[str]) -> dict[str, Any]:
+    """Parse ``--set KNOB=VALUE`` strings into typed knob values (later assignments win).
+
+    Args:
+        strategy: strategy name.
+        assignments: e.g. ``["cache_fraction=0.2", "partitioner=random"]``; ``none`` / ``null`` set an
+            optional knob to None.
+
+    Returns:
+        ``{knob: value}`` for the knobs given, coerced by the strategy's ``Knobs`` model.
+
+    Raises:
+        SpecError: malformed assignment, unknown strategy or knob, or a bad value; one line naming the allowed
+            knobs or values.
+    """
+    model: type[BaseModel] = get_strategy(strategy).Knobs
+    raw: dict[str, Any] = {}
+    for item in assignments:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise SpecError(f"--set: {item!r} is not KNOB=VALUE")
+        if name not in model.model_fields:
+            raise SpecError(f"--set: unknown knob {name!r} for strategy {strategy}; allowed: "
+                            f"{', '.join(model.model_fields)}")
+        value = value.strip()
+        raw[name] = None if value.lower() in _NONE_WORDS else value
+    out = {}
+    for name, value in raw.items():
+        try:
+            out[name] = getattr(model.model_validate({name: value}), name)
+        except ValidationError:
+            raise SpecError(f"--set {name}={value if value is not None else 'none'}: {name} must be "
+                            f"{allowed_values(model, name)}") from None
+    return out
+
+
+def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, strategy: str,
+                 knobs: Mapping[str, Any] | BaseModel | None = None, *,
+                 stats_seed: int = 0) -> tuple[ModuleType, BaseModel, SimContext]:
+    """Resolve everything a simulation needs, measuring (or reading cached) graph statistics.
+
+    Returns:
+        (strategy module, validated knobs, context).
+
+    Raises:
+        SpecError: unknown preset or strategy, bad knobs, a workload the strategy does not support, or a
+            batch smaller than the number of workers.
+    """
+    cl, wl = load_cluster(cluster), load_workload(workload)
+    module = get_strategy(strategy)
+    kn = coerce_knobs(strategy, knobs)
+    if wl.training.mode not in module.SUPPORTS:
+        raise SpecError(f"training.mode: strategy {strategy} supports {', '.join(module.SUPPORTS)}, "
+                        f"got {wl.training.mode!r}")
+    check = getattr(module, "check_workload", None)
+    if check is not None:
+        check(wl)
+    batch = getattr(kn, "batch_size", None) or wl.training.batch_size
+    if batch < cl.num_gpus:
+        raise SpecError(f"training.batch_size: {batch} is smaller than the {cl.num_gpus} workers of cluster "
+                        f"{cl.name}; use at least {cl.num_gpus}")
+    summary = graphstats.dataset_summary(wl.dataset)
+    stats = graphstats.sample_stats(wl.dataset, tuple(wl.training.fanouts), batch // cl.num_gpus,
+                                    cl.num_machines, cl.gpus_per_machine, getattr(kn, "partitioner", "metis"),
+                                    seed=stats_seed)
+    return module, kn, SimContext(cl, wl, stats, summary, batch, seed=stats_seed)
+
+
+def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, strategy: str,
+             knobs: Mapping[str, Any] | BaseModel | None = None, *, stats_seed: int = 0) -> SimResult:
+    """Simulate one epoch of ``strategy`` with ``knobs`` on ``cluster`` for ``workload``.
+
+    Args:
+        cluster: preset name, YAML path or spec.
+        workload: preset name, YAML path or spec.
+        strategy: strategy name (``dp``, ...).
+        knobs: knob values (mapping or the strategy's ``Knobs``); missing ones take their defaults.
+        stats_seed: seed of the sampled batches the graph statistics are measured on.
+
+    Returns:
+        The result; ``sim_wall_s`` is the wall time of this call (statistics from cache + simulation).
+
+    Raises:
+        SpecError: see :func:`load_context`.
+    """
+    started = time.perf_counter()
+    module, kn, ctx = load_context(cluster, workload, strategy, knobs, stats_seed=stats_seed)
+    result: SimResult = module.simulate(ctx, kn)
+    result.sim_wall_s = time.perf_counter() - started
+    return result
+
+
+def trace_metadata(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, strategy: str,
+                   result: SimResult) -> dict[str, Any]:
+    """Metadata of a predicted trace, shaped like the executor's: ``plan`` (a :class:`~simulator.plan.Plan`
+    dict), ``results`` (predicted ``epoch_time_s`` / ``epoch_times_s``), ``prediction`` (the JSON result),
+    ``source`` = ``"simulator"`` and ``versions``."""
+    cl, wl = load_cluster(cluster), load_workload(workload)
+    plan = Plan(strategy=strategy, knobs=result.knobs, num_workers=cl.num_gpus, cluster=cl, workload=wl,
+                prediction=result.to_json_dict())
+    return {"plan": plan.model_dump(mode="json"), "source": "simulator",
+            "results": {"epoch_time_s": result.epoch_time_s, "epoch_times_s": [result.epoch_time_s]},
+            "prediction": result.to_json_dict(), "versions": {"gnnplan": simulator.__version__}}
+
+
+def predicted_trace(result: SimResult, path: str | Path, metadata: Mapping[str, Any] | None = None) -> Path:
+    """Write a simulation's predicted timeline as a Chrome trace (same format as the executor's).
+
+    Args:
+        result: a simulation result (its ``spans``).
+        path: output file (written atomically).
+        metadata: extra metadata (e.g. :func:`trace_metadata`); ``strategy``, ``knobs`` and ``prediction``
+            are added when missing.
+
+    Returns:
+        The path written.
+    """
+    meta = {"strategy": result.strategy, "knobs": result.knobs, "prediction": result.to_json_dict(),
+            **dict(metadata or {})}
+    return write_trace(path, result.spans, meta)

@@ -1,0 +1,203 @@
+"""The hardware model: priced operations (pure functions) and the cluster's simpy resources.
+
+Priced operations turn work into seconds; :mod:`simulator.calibrate` reuses them to fit a cluster's effective
+parameters, so the simulator and the calibration agree by construction:
+
+* compute: roofline bound per kernel, ``max(flops / peak_flops_per_s, bytes / memory_bandwidth)``, summed over
+  kernels and divided by the phase's achieved fraction of that bound (``efficiency.forward_fraction`` ...).
+  Sparse kernels (aggregations) use ``gpu.sparse_flops_per_s`` when it is measured. Source: Williams, Waterman
+  and Patterson, "Roofline: an insightful visual performance model", CACM 52(4), 2009.
+* transfer: alpha-beta, ``latency_s + bytes / bandwidth_bytes_per_s``. Source: Hockney, "The communication
+  challenge for MPP", Parallel Computing 20(3), 1994.
+* gather of feature rows from a memory: ``bytes / (memory_bandwidth * efficiency.gather_fraction)`` (a
+  memory-bound index_select; the fraction absorbs irregular access).
+* sampling: ``edges / (sampling_edges_per_s_per_core * cores)``.
+
+:class:`HardwareModel` holds the resources of one cluster on an :class:`~simulator.engine.Engine`: per GPU a
+compute unit (``simpy.Resource``, one kernel stream), PCIe host-to-device and device-to-host, NVLink send and
+receive; per machine the NIC's send and receive sides, the storage device and the host cores. Links and cores
+are :class:`~simulator.engine.FluidResource` objects, so concurrent transfers share bandwidth max-min fairly
+(two equal transfers on one link each take twice as long). On a CPU-only cluster (``gpu.is_host_cpu``) a
+worker's compute is a flow on its machine's host cores, capped at the worker's share of the cores, so compute
+and sampler processes compete for the same cores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Iterable
+from typing import Any, Protocol
+
+import simpy
+
+from simulator.engine import Engine, FluidResource
+from simulator.hardware.spec import ClusterSpec, GpuSpec, LinkSpec
+
+FLOAT_BYTES = 4
+"""float32 width. Source: IEEE 754-2008 binary32."""
+
+CUDA_CONTEXT_BYTES = 8.0e8
+"""GPU memory taken by a PyTorch process before any tensor: CUDA context + kernels, ~781 MB measured with
+nvidia-smi in pytorch/pytorch issue #34323 ("PyTorch GPU memory allocation"), rounded up to 800 MB."""
+
+HOST_PROCESS_BYTES = 3.0e8
+"""Host memory of one worker process after ``import torch, dgl``: 277 MB resident set measured on the
+development machine (torch 2.13 CPU, DGL 1.1.3, /proc/self/status VmRSS), rounded up to 300 MB."""
+
+
+class Kernel(Protocol):
+    """One unit of device work (see :class:`simulator.workload.model_cost.Kernel`)."""
+
+    @property
+    def flops(self) -> float: ...
+
+    @property
+    def nbytes(self) -> float: ...
+
+    @property
+    def sparse(self) -> bool: ...
+
+
+def roofline_time(flops: float, nbytes: float, peak_flops_per_s: float, memory_bandwidth_bytes_per_s: float) -> float:
+    """Roofline lower bound of a kernel's time.
+
+    Source: Williams, Waterman and Patterson, "Roofline", CACM 2009, eq. (1): attainable FLOP/s =
+    min(peak, intensity x bandwidth), i.e. time = max(flops / peak, bytes / bandwidth).
+    """
+    return max(flops / peak_flops_per_s, nbytes / memory_bandwidth_bytes_per_s)
+
+
+def kernel_time(kernel: Kernel, gpu: GpuSpec) -> float:
+    """Roofline time of one kernel on ``gpu``; sparse kernels use ``gpu.sparse_flops_per_s`` when set."""
+    if kernel.sparse and gpu.sparse_flops_per_s is not None:
+        return kernel.flops / gpu.sparse_flops_per_s
+    return roofline_time(kernel.flops, kernel.nbytes, gpu.peak_flops_per_s, gpu.memory_bandwidth_bytes_per_s)
+
+
+def compute_time(kernels: Iterable[Kernel], gpu: GpuSpec, efficiency_fraction: float) -> float:
+    """Time of a sequence of kernels: the sum of their roofline times divided by the achieved fraction.
+
+    Args:
+        kernels: the phase's kernels.
+        gpu: the device.
+        efficiency_fraction: achieved fraction of the roofline bound (``cluster.efficiency.*_fraction``).
+    """
+    return sum(kernel_time(k, gpu) for k in kernels) / efficiency_fraction
+
+
+def transfer_time(nbytes: float, link: LinkSpec) -> float:
+    """Alpha-beta time of one message: ``latency_s + nbytes / bandwidth_bytes_per_s`` (0 for no bytes).
+
+    Source: Hockney, Parallel Computing 20(3), 1994 (the alpha-beta / (r_inf, n_1/2) model).
+    """
+    return 0.0 if nbytes <= 0 else link.latency_s + nbytes / link.bandwidth_bytes_per_s
+
+
+def gather_time(nbytes: float, memory_bandwidth_bytes_per_s: float, gather_fraction: float) -> float:
+    """Time to gather ``nbytes`` of feature rows (index_select) from a memory: memory-bound."""
+    return nbytes / (memory_bandwidth_bytes_per_s * gather_fraction)
+
+
+def sampling_time(num_edges: float, edges_per_s_per_core: float, num_cores: float) -> float:
+    """Time to sample ``num_edges`` neighbour edges on ``num_cores`` cores."""
+    return num_edges / (edges_per_s_per_core * num_cores)
+
+
+def worker_cores(cluster: ClusterSpec) -> int:
+    """Host cores of one worker's compute when ``gpu.is_host_cpu``: the machine's cores split among its workers."""
+    return max(1, cluster.host.num_cores // cluster.gpus_per_machine)
+
+
+class HardwareModel:
+    """The simpy resources of a cluster (see module docstring).
+
+    Args:
+        cluster: the cluster.
+        engine: the event engine.
+    """
+
+    def __init__(self, cluster: ClusterSpec, engine: Engine) -> None:
+        self.cluster = cluster
+        self.engine = engine
+        num_gpus, num_machines = cluster.num_gpus, cluster.num_machines
+        pcie_bw = cluster.pcie.bandwidth_bytes_per_s
+        self.pcie_h2d = [FluidResource(f"gpu{g}.pcie.h2d", pcie_bw) for g in range(num_gpus)]
+        self.pcie_d2h = [FluidResource(f"gpu{g}.pcie.d2h", pcie_bw) for g in range(num_gpus)]
+        nv_bw = cluster.nvlink.bandwidth_bytes_per_s if cluster.nvlink else 0.0
+        self.nvlink_tx = [FluidResource(f"gpu{g}.nvlink.tx", nv_bw) for g in range(num_gpus)] if nv_bw else []
+        self.nvlink_rx = [FluidResource(f"gpu{g}.nvlink.rx", nv_bw) for g in range(num_gpus)] if nv_bw else []
+        net_bw = cluster.network.bandwidth_bytes_per_s
+        self.nic_tx = [FluidResource(f"m{m}.nic.tx", net_bw) for m in range(num_machines)]
+        self.nic_rx = [FluidResource(f"m{m}.nic.rx", net_bw) for m in range(num_machines)]
+        self.storage = [FluidResource(f"m{m}.storage", cluster.storage.bandwidth_bytes_per_s)
+                        for m in range(num_machines)]
+        self.host_cores = [FluidResource(f"m{m}.cores", float(cluster.host.num_cores)) for m in range(num_machines)]
+        self.gpu_compute = [simpy.Resource(engine.env, capacity=1) for _ in range(num_gpus)]
+
+    def machine_of(self, rank: int) -> int:
+        """The machine of worker ``rank`` (ranks m*g .. m*g+g-1 live on machine m)."""
+        return rank // self.cluster.gpus_per_machine
+
+    def transfer(self, resources: Iterable[FluidResource], nbytes: float, latency_s: float) -> simpy.Event:
+        """Move ``nbytes`` across ``resources`` after ``latency_s``; bandwidth is shared with concurrent flows.
+
+        Returns:
+            An event fired when the last byte has arrived.
+        """
+        done = self.engine.event()
+        if nbytes <= 0:
+            done.succeed()
+            return done
+        res = tuple(resources)
+
+        def _finish(_ev: Any) -> None:
+            done.succeed()
+
+        def _start(_ev: Any = None) -> None:
+            self.engine.fluid.start(res, nbytes).callbacks.append(_finish)
+
+        if latency_s > 0:
+            self.engine.timeout(latency_s).callbacks.append(_start)
+        else:
+            _start()
+        return done
+
+    def host_to_gpu(self, rank: int, nbytes: float) -> simpy.Event:
+        """Copy host memory to worker ``rank``'s GPU over its PCIe link (host-to-device direction)."""
+        return self.transfer((self.pcie_h2d[rank],), nbytes, self.cluster.pcie.latency_s)
+
+    def gpu_to_gpu(self, src: int, dst: int, nbytes: float, num_messages: int = 1) -> simpy.Event:
+        """Copy between two GPUs of one machine: NVLink if present, else PCIe through the host.
+
+        ``num_messages`` back-to-back messages pay the latency that many times (e.g. the steps of a ring).
+        """
+        nvlink = self.cluster.nvlink
+        if nvlink is not None:
+            return self.transfer((self.nvlink_tx[src], self.nvlink_rx[dst]), nbytes, num_messages * nvlink.latency_s)
+        return self.transfer((self.pcie_d2h[src], self.pcie_h2d[dst]), nbytes,
+                             num_messages * self.cluster.pcie.latency_s)
+
+    def network(self, src_machine: int, dst_machine: int, nbytes: float, num_messages: int = 1) -> simpy.Event:
+        """Send over the network from one machine's NIC to another's (``num_messages`` latencies)."""
+        return self.transfer((self.nic_tx[src_machine], self.nic_rx[dst_machine]), nbytes,
+                             num_messages * self.cluster.network.latency_s)
+
+    def host_work(self, machine: int, core_seconds: float, max_cores: float = 1.0) -> simpy.Event:
+        """Run ``core_seconds`` of CPU work on a machine's cores, using at most ``max_cores`` at a time."""
+        return self.engine.fluid.start((self.host_cores[machine],), core_seconds, cap=max_cores)
+
+    def compute(self, rank: int, seconds: float) -> Generator[simpy.Event, Any, None]:
+        """Occupy worker ``rank``'s compute for ``seconds`` (its uncontended time); use with ``yield from``.
+
+        On a GPU the kernels queue on the GPU's single stream. With ``gpu.is_host_cpu`` the work is a flow of
+        ``seconds * worker_cores`` core-seconds on the machine's cores, capped at ``worker_cores``, so it slows
+        down while sampler processes use the same cores.
+        """
+        if seconds <= 0:
+            return
+        if self.cluster.gpu.is_host_cpu:
+            cores = worker_cores(self.cluster)
+            yield self.host_work(self.machine_of(rank), seconds * cores, max_cores=cores)
+            return
+        with self.gpu_compute[rank].request() as req:
+            yield req
+            yield self.engine.timeout(seconds)

@@ -1,0 +1,146 @@
+"""What every strategy's ``simulate(ctx, knobs)`` receives, and helpers shared by the mini-batch strategies.
+
+Windowed simulation: an epoch of ``n`` iterations is simulated in full when ``n <= MAX_WINDOW_ITERATIONS``.
+Otherwise the first ``MAX_WINDOW_ITERATIONS - 1`` iterations and the (possibly partial) last one are simulated,
+and the ``n - MAX_WINDOW_ITERATIONS`` iterations in between are extrapolated at the steady-state period, measured
+as the mean spacing of iteration ends over the last ``STEADY_ITERATIONS`` full iterations of the window. The
+pipeline (prefetching samplers, synchronous all-reduce) reaches its periodic regime within a few iterations
+because every full iteration does the same work, so the window's tail is the steady state.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, replace
+
+from simulator.errors import SpecError
+from simulator.hardware.spec import ClusterSpec
+from simulator.trace import Span
+from simulator.workload.graphstats import DatasetSummary, SampleStats
+from simulator.workload.spec import WorkloadSpec
+
+MAX_WINDOW_ITERATIONS = 16
+STEADY_ITERATIONS = 8
+
+
+@dataclass(frozen=True)
+class SimContext:
+    """Inputs of one simulation.
+
+    Attributes:
+        cluster: the hardware.
+        workload: dataset, model and training settings.
+        stats: per-worker mini-batch statistics measured for this cluster shape and partitioner.
+        summary: dataset sizes.
+        batch_size: global seeds per iteration actually used (a strategy knob may override the workload's).
+        seed: seed of the engine's RNG.
+    """
+
+    cluster: ClusterSpec
+    workload: WorkloadSpec
+    stats: SampleStats
+    summary: DatasetSummary
+    batch_size: int
+    seed: int = 0
+
+    @property
+    def num_workers(self) -> int:
+        """W = machines x GPUs per machine."""
+        return self.cluster.num_gpus
+
+
+@dataclass(frozen=True)
+class IterationPlan:
+    """The iterations of one epoch and the ones simulated.
+
+    Attributes:
+        num_iterations: iterations per epoch.
+        seeds_per_worker: seeds of one worker in a full iteration (``batch_size // W``).
+        last_fraction: seeds of the last iteration relative to a full one (0 < f <= 1).
+        window: iteration indices simulated, in order.
+    """
+
+    num_iterations: int
+    seeds_per_worker: int
+    last_fraction: float
+    window: tuple[int, ...]
+
+    def scale(self, iteration: int) -> float:
+        """Work of ``iteration`` relative to a full iteration (block sizes scale linearly with seeds)."""
+        return self.last_fraction if iteration == self.num_iterations - 1 else 1.0
+
+    @property
+    def extrapolated(self) -> int:
+        """Iterations not simulated (estimated at the steady-state period)."""
+        return self.num_iterations - len(self.window)
+
+
+def iteration_plan(num_train: int, batch_size: int, num_workers: int) -> IterationPlan:
+    """Iterations of an epoch when each of W workers takes ``batch_size // W`` of its ``ceil(num_train / W)``
+    seeds per iteration (common.md: seeds split evenly among workers; the last batch may be smaller).
+
+    Raises:
+        SpecError: batch_size < W (a worker would get no seed) or no training vertices.
+    """
+    per_iter = batch_size // num_workers
+    if per_iter < 1:
+        raise SpecError(f"training.batch_size: {batch_size} is smaller than the {num_workers} workers; "
+                        f"use at least {num_workers}")
+    if num_train < 1:
+        raise SpecError("workload.dataset: no training vertices")
+    per_worker = math.ceil(num_train / num_workers)
+    n = math.ceil(per_worker / per_iter)
+    last = per_worker - (n - 1) * per_iter
+    window = tuple(range(n)) if n <= MAX_WINDOW_ITERATIONS else \
+        tuple(range(MAX_WINDOW_ITERATIONS - 1)) + (n - 1,)
+    return IterationPlan(n, per_iter, last / per_iter, window)
+
+
+def steady_period(iteration_ends: list[float], plan: IterationPlan) -> float:
+    """Steady-state seconds per iteration from the window's iteration end times (slowest worker).
+
+    Args:
+        iteration_ends: end time of each window position (max over workers).
+        plan: the plan; the last position (the partial iteration) is excluded.
+    """
+    full = len(iteration_ends) - 1
+    if full < 2:
+        return iteration_ends[0]
+    k = min(STEADY_ITERATIONS, full - 1)
+    return (iteration_ends[full - 1] - iteration_ends[full - 1 - k]) / k
+
+
+def phase_breakdown(spans: list[Span], plan: IterationPlan, phases: tuple[str, ...]) -> dict[str, float]:
+    """Per phase, the busiest worker's total time over the epoch: simulated window plus extrapolated iterations
+    at the mean per-iteration time of the window's last ``STEADY_ITERATIONS`` full iterations."""
+    steady = set(plan.window[:-1][-STEADY_ITERATIONS:]) or set(plan.window)
+    total: dict[tuple[int, str], float] = defaultdict(float)
+    tail: dict[tuple[int, str], float] = defaultdict(float)
+    for s in spans:
+        if s.phase in phases:
+            total[(s.rank, s.phase)] += s.dur_s
+            if s.iteration in steady:
+                tail[(s.rank, s.phase)] += s.dur_s
+    out = {p: 0.0 for p in phases}
+    for (rank, phase), t in total.items():
+        t += plan.extrapolated * tail[(rank, phase)] / len(steady)
+        out[phase] = max(out[phase], t)
+    return out
+
+
+def place_window(spans: list[Span], plan: IterationPlan, period_s: float) -> list[Span]:
+    """Lay the simulated window out on the epoch's time line: spans of the last iteration move later by the
+    extrapolated iterations' time, and each rank's ``epoch`` span covers the whole predicted epoch (its args
+    say how many iterations were simulated and extrapolated)."""
+    offset = plan.extrapolated * period_s
+    last = plan.num_iterations - 1
+    out = []
+    for s in spans:
+        if s.phase == "epoch":
+            args = {**s.args, "simulated_iterations": len(plan.window), "extrapolated_iterations": plan.extrapolated}
+            s = replace(s, dur_s=s.dur_s + offset, args=args)
+        elif s.iteration == last and offset:
+            s = replace(s, start_s=s.start_s + offset)
+        out.append(s)
+    return out

@@ -1,0 +1,287 @@
+"""Pre-propagation GNNs with optimised data loading (``ppgnn``): SGC and SIGN trained on stored hop matrices.
+
+Mechanism: Yue, Deng and Zhang, "Graph Learning at Scale: Characterizing and Optimizing Pre-Propagation GNNs",
+MLSys 2025 (brief /work/shared/papers/ppgnn.md). Aggregation happens once, before training: R sparse-dense
+products ``X_r = B X_{r-1}`` store the labelled rows of X, BX, .., B^R X. Training is data-parallel
+mini-batch SGD over independent rows; each step first *loads* the batch's rows of the M matrices it reads
+(M = 1 for SGC, R + 1 for SIGN), then runs a dense model, then all-reduces gradients (several workers).
+
+Notation: ``R`` = ``hops``; ``M`` matrices per row; ``s = 4 F`` bytes per row and matrix; ``b`` rows of one
+worker's batch; ``B_b = b M s``; a *chunk* is ``chunk_size`` rows contiguous in storage (SGD-CR, brief
+§1.4(d)) and a *run* a maximal contiguous stretch of a batch; ``n_r`` runs per batch: ``b`` under random
+reshuffling, ``1 + (b - 1) / chunk_size`` expected under chunk reshuffling (a chunk boundary falls between two
+consecutive positions with probability 1 / chunk_size).
+
+Per-batch loading work and memory: :mod:`simulator.strategies.ppgnn_work` (brief §2.4, §1.5).
+
+Compute: roofline time of :mod:`simulator.workload.ppgnn_cost`'s kernels / efficiency fractions; all_reduce:
+synchronous hierarchical ring of the gradients (as ``dp``); then Adam and ``iteration_overhead_s``.
+Pre-propagation (one-off, ``breakdown_s["preprocess"]``, not in the epoch time): R SpMMs on one GPU if the
+CSR matrix and two (n, F) matrices fit its memory, else on the host (memory-bound at host bandwidth).
+
+The paper's placement rule (§1.5): GPU if the input fits, else host memory, else SSD; ``placement=None``
+applies it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Generator
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.engine import Engine, FluidResource
+from simulator.errors import SpecError
+from simulator.hardware.model import HardwareModel, gather_time
+from simulator.result import SimResult
+from simulator.strategies.base import (
+    MAX_WINDOW_ITERATIONS,
+    IterationPlan,
+    SimContext,
+    phase_breakdown,
+    place_window,
+    steady_period,
+)
+from simulator.strategies.ppgnn_work import (
+    BASELINE_WORKERS,
+    PLACEMENT_ORDER,
+    PREFETCH_FACTOR,
+    LoadWork,
+    StepWork,
+    batch_rows,
+    link_bytes_per_epoch,
+    memory_model,
+    preprocess_time,
+    resolved_placement,
+    step_work,
+)
+from simulator.trace import Span
+from simulator.workload import ppgnn_cost
+from simulator.workload.spec import WorkloadSpec
+
+NAME = "ppgnn"
+SUPPORTS = ("mini-batch",)
+NEEDS_SAMPLE_STATS = False
+"""This strategy uses no sampled-block statistics (only the dataset summary)."""
+PHASES = ("load", "forward", "backward", "all_reduce", "optimizer")
+class Knobs(BaseModel):
+    """The ``ppgnn`` strategy's knobs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    hops: int = Field(default=2, ge=0, le=16, description="R: propagation hops (SGC reads hop R, SIGN hops 0..R)")
+    placement: Literal["gpu", "host", "ssd"] | None = Field(
+        default=None, description="where the hop matrices live; none = the paper's rule (GPU, else host, else SSD)")
+    loader: Literal["baseline", "fused", "double_buffer"] = Field(
+        default="double_buffer", description="per-row DataLoader, one index op per matrix, or fused + prefetch")
+    reshuffle: Literal["random", "chunk"] = Field(
+        default="random", description="per-row permutation (SGD-RR) or permutation of contiguous chunks (SGD-CR)")
+    chunk_size: int | None = Field(
+        default=None, ge=1, description="rows per chunk under chunk reshuffling; none = the global batch size")
+    batch_size: int | None = Field(
+        default=None, ge=1, description="overrides training.batch_size (global rows per iteration) if set")
+
+
+def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
+    """The Optuna search space of ``ppgnn`` (parameter names ``ppgnn.<knob>``). ``hops`` is not searched: it
+    changes the model (and its accuracy), so it stays at the default unless set by the user."""
+    knobs: dict[str, Any] = {
+        "placement": trial.suggest_categorical(f"{NAME}.placement", list(PLACEMENT_ORDER)),
+        "loader": trial.suggest_categorical(f"{NAME}.loader", ["baseline", "fused", "double_buffer"]),
+        "reshuffle": trial.suggest_categorical(f"{NAME}.reshuffle", ["random", "chunk"]),
+    }
+    if tune_batch_size:
+        base = workload.training.batch_size
+        choices = sorted({max(1, base // 4), max(1, base // 2), base, base * 2, base * 4})
+        knobs["batch_size"] = trial.suggest_categorical(f"{NAME}.batch_size", choices)
+    return Knobs(**knobs)
+
+
+def check_workload(workload: WorkloadSpec) -> None:
+    """Reject workloads ``ppgnn`` cannot run.
+
+    Raises:
+        SpecError: training.mode is not mini-batch, or model.arch is not sgc or sign.
+    """
+    mode, arch = workload.training.mode, workload.model.arch
+    if mode not in SUPPORTS:
+        raise SpecError(f"training.mode: strategy {NAME} supports {', '.join(SUPPORTS)}, got {mode!r}")
+    if arch not in ppgnn_cost.PP_ARCHS:
+        raise SpecError(f"model.arch: strategy {NAME} supports {', '.join(ppgnn_cost.PP_ARCHS)}, got {arch!r}")
+
+
+# ---------------------------------------------------------------------------------------------- simulation
+
+def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
+    """Simulate one epoch of ``ppgnn`` (module docstring) and return the ``simulate --json`` result with spans.
+
+    ``breakdown_s`` also holds ``preprocess`` (the one-off pre-propagation, not part of ``epoch_time_s``).
+
+    Raises:
+        SpecError: a workload this strategy cannot run (see :func:`check_workload`).
+    """
+    started = time.perf_counter()
+    check_workload(ctx.workload)
+    placement = resolved_placement(ctx, knobs)
+    full_rows, last_rows, num = batch_rows(ctx, knobs)
+    window = tuple(range(num)) if num <= MAX_WINDOW_ITERATIONS else tuple(range(MAX_WINDOW_ITERATIONS - 1)) + (num - 1,)
+    plan = IterationPlan(num, max(1, ctx.batch_size // ctx.num_workers), last_rows / full_rows, window)
+    full, last = step_work(ctx, knobs, placement, full_rows), step_work(ctx, knobs, placement, last_rows)
+    gpu, host, fits, reason = memory_model(ctx, knobs, placement)
+    common: dict[str, Any] = {
+        "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": num,
+        "bytes_per_epoch": link_bytes_per_epoch(ctx, num, full, last),
+        "peak_memory_bytes": {"gpu": sum(gpu.values()), "host": sum(host.values())}}
+    if not fits:
+        return SimResult(feasible=False, reason=reason, epoch_time_s=math.inf, iteration_time_s=math.inf,
+                         sim_wall_s=time.perf_counter() - started, **common)
+    run = _Run(ctx, knobs, plan, full, last)
+    run.execute()
+    ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(window))]
+    period = steady_period(ends, plan)
+    epoch = ends[-1] + plan.extrapolated * period
+    breakdown = phase_breakdown(run.spans, plan, PHASES)
+    breakdown["overhead"] = num * ctx.cluster.iteration_overhead_s
+    breakdown["preprocess"] = preprocess_time(ctx, knobs.hops)
+    return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / num, breakdown_s=breakdown,
+                     spans=place_window(run.spans, plan, period), sim_wall_s=time.perf_counter() - started,
+                     **common)
+
+
+class _Run:
+    """One simulated epoch window: per worker a trainer and, depending on the loader, producer processes."""
+
+    def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: StepWork, last: StepWork) -> None:
+        self.ctx, self.knobs, self.plan = ctx, knobs, plan
+        self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
+        self.engine = Engine(ctx.seed)
+        self.hw = HardwareModel(ctx.cluster, self.engine)
+        cl = ctx.cluster
+        self.host_memory = [FluidResource(f"m{m}.host_memory", cl.host.memory_bandwidth_bytes_per_s *
+                                          cl.efficiency.gather_fraction) for m in range(cl.num_machines)]
+        k, n = len(plan.window), ctx.num_workers
+        self.spans: list[Span] = []
+        self.ends = [[0.0] * k for _ in range(n)]
+        self.arrived = [0] * k
+        self.all_arrived = [self.engine.event() for _ in range(k)]
+        self.ready = [[self.engine.event() for _ in range(k)] for _ in range(n)]
+        self.asked = [[self.engine.event() for _ in range(k)] for _ in range(n)]
+
+    def execute(self) -> None:
+        """Run every worker's processes to the end of the window."""
+        background = self.knobs.loader == "double_buffer" or (
+            self.knobs.loader == "baseline" and resolved_placement(self.ctx, self.knobs) != "gpu")
+        for rank in range(self.ctx.num_workers):
+            self.engine.process(self._trainer(rank, background))
+            if self.knobs.loader == "double_buffer":
+                self.engine.process(self._prefetcher(rank))
+            elif background:
+                for j in range(BASELINE_WORKERS):
+                    self.engine.process(self._row_worker(rank, j))
+        self.engine.run()
+
+    def _span(self, rank: int, phase: str, start: float, stream: str, pos: int, nbytes: float = 0.0,
+              flops: float = 0.0, **args: Any) -> None:
+        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0,
+                               self.plan.window[pos], args))
+
+    def _row_worker(self, rank: int, j: int) -> Generator[Any, Any, None]:
+        """A baseline DataLoader worker process: per-row indexing (and storage reads) of its batches."""
+        depth = PREFETCH_FACTOR * BASELINE_WORKERS
+        for pos in range(j, len(self.plan.window), BASELINE_WORKERS):
+            if pos >= depth:
+                yield self.asked[rank][pos - depth]
+            work = self.works[pos].load
+            yield self.hw.host_work(self.hw.machine_of(rank), work.row_index_core_s)
+            yield from self._storage(rank, work)
+            self.ready[rank][pos].succeed()
+
+    def _prefetcher(self, rank: int) -> Generator[Any, Any, None]:
+        """The double buffer's producer: loads batch i into slot i % 2 once batch i - 2's slot is free."""
+        for pos in range(len(self.plan.window)):
+            if pos >= 2:
+                yield self.asked[rank][pos - 1]
+            yield from self._load(rank, pos, self.engine.now)
+            self.ready[rank][pos].succeed()
+
+    def _storage(self, rank: int, work: LoadWork) -> Generator[Any, Any, None]:
+        if work.storage_bytes <= 0:
+            return
+        hw, machine = self.hw, self.hw.machine_of(rank)
+        links = (hw.storage[machine], hw.pcie_h2d[rank]) if work.storage_direct else (hw.storage[machine],)
+        yield hw.transfer(links, work.storage_bytes, work.storage_latency_s)
+
+    def _load(self, rank: int, pos: int, start: float, inline: bool = True) -> Generator[Any, Any, None]:
+        """The loading path run by the trainer (or the prefetcher): per-row indexing and storage reads unless
+        DataLoader workers did them (``inline=False``), host gather, PCIe copy, device gather; records the
+        ``load`` span from ``start``."""
+        hw, cl, work = self.hw, self.ctx.cluster, self.works[pos].load
+        machine = hw.machine_of(rank)
+        if inline:
+            if work.row_index_core_s:
+                yield hw.host_work(machine, work.row_index_core_s)
+            yield from self._storage(rank, work)
+        gather_s = gather_time(work.host_gather_bytes, cl.host.memory_bandwidth_bytes_per_s,
+                               cl.efficiency.gather_fraction)
+        if cl.gpu.is_host_cpu:  # gather and "device" copy are torch ops on the worker's threads, like compute
+            copy_s = work.pcie_latency_s + work.pcie_bytes / cl.pcie.bandwidth_bytes_per_s if work.pcie_bytes else 0.0
+            yield from hw.compute(rank, gather_s + copy_s)
+        else:
+            if work.host_gather_bytes:
+                yield self.engine.fluid.start((self.host_memory[machine],), work.host_gather_bytes)
+            yield hw.transfer((hw.pcie_h2d[rank],), work.pcie_bytes, work.pcie_latency_s)
+        if work.gpu_gather_bytes:
+            yield from hw.compute(rank, gather_time(work.gpu_gather_bytes, cl.gpu.memory_bandwidth_bytes_per_s,
+                                                    cl.efficiency.gather_fraction))
+        on_device = work.gpu_gather_bytes > 0
+        self._span(rank, "load", start, "pcie", pos, nbytes=0.0 if on_device else work.nbytes,
+                   hit_bytes=work.nbytes if on_device else 0.0, local_bytes=0.0 if on_device else work.nbytes,
+                   remote_bytes=0.0, storage_bytes=work.storage_bytes, num_requests=work.num_requests,
+                   num_input_vertices=work.rows)
+
+    def _trainer(self, rank: int, background: bool) -> Generator[Any, Any, None]:
+        hw, cl = self.hw, self.ctx.cluster
+        for pos, work in enumerate(self.works):
+            start = self.engine.now
+            self.asked[rank][pos].succeed()
+            if self.knobs.loader == "double_buffer":
+                yield self.ready[rank][pos]
+            else:
+                if background:
+                    yield self.ready[rank][pos]
+                yield from self._load(rank, pos, start, inline=not background)
+            for phase, seconds, flops in (("forward", work.forward_s, work.forward_flops),
+                                          ("backward", work.backward_s, work.backward_flops)):
+                t0 = self.engine.now
+                yield from hw.compute(rank, seconds)
+                self._span(rank, phase, t0, "compute", pos, flops=flops)
+            yield from self._all_reduce(rank, pos, work.gradient_bytes)
+            t0 = self.engine.now
+            yield from hw.compute(rank, work.optimizer_s)
+            self._span(rank, "optimizer", t0, "compute", pos, flops=work.optimizer_flops)
+            yield self.engine.timeout(cl.iteration_overhead_s)
+            self._span(rank, "iteration", start, "host", pos)
+            self.ends[rank][pos] = self.engine.now
+        self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0))
+
+    def _all_reduce(self, rank: int, pos: int, nbytes: float) -> Generator[Any, Any, None]:
+        """Synchronous hierarchical ring all-reduce of the gradients (as ``dp``)."""
+        start, cl, hw = self.engine.now, self.ctx.cluster, self.hw
+        if self.ctx.num_workers > 1:
+            self.arrived[pos] += 1
+            if self.arrived[pos] == self.ctx.num_workers:
+                self.all_arrived[pos].succeed()
+            yield self.all_arrived[pos]
+            g, m = cl.gpus_per_machine, cl.num_machines
+            machine, local = divmod(rank, g)
+            peer = machine * g + (local + 1) % g
+            if g > 1:
+                yield hw.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
+            if m > 1:
+                yield hw.network(machine, (machine + 1) % m, 2.0 * (m - 1) / m * nbytes / g,
+                                 num_messages=2 * (m - 1))
+            if g > 1:
+                yield hw.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
+        self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes if self.ctx.num_workers > 1 else 0.0)

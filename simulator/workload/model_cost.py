@@ -1,0 +1,256 @@
+"""FLOPs, bytes, parameters and activation memory of the message-passing GNNs, per layer, from block sizes.
+
+A mini-batch is a list of blocks, input side first (DGL's ``NeighborSampler``): block l has ``num_src``
+source vertices, ``num_dst`` destination vertices and ``num_edges`` sampled edges. The models are the DGL layers
+the executor builds; for layer l of L, ``in_dim = feature_dim`` if l == 0 else ``hidden_dim`` (x ``num_heads``
+for gat), ``out_dim = num_classes`` if l == L-1 else ``hidden_dim``; GAT hidden layers have ``num_heads``
+heads concatenated, the last layer one head. ReLU and dropout follow every layer but the last, as in DGL's
+GraphSAGE example (examples/pytorch/graphsage/node_classification.py); the loss is cross-entropy.
+
+Parameter counts (checked against DGL 1.1.3's source, dgl/nn/pytorch/conv/):
+
+* gcn, ``GraphConv(i, o)`` (norm="both"): weight i*o + bias o.
+* sage, ``SAGEConv(i, o, "mean")``: fc_neigh i*o (no bias) + fc_self i*o + o (its bias) = 2*i*o + o.
+* gat, ``GATConv(i, o, h)``: fc i*h*o (no bias) + attn_l h*o + attn_r h*o + bias h*o.
+* gin, ``GINConv(MLP, "sum", learn_eps=False)`` with MLP = Linear(i, o) -> ReLU -> Linear(o, o):
+  (i*o + o) + (o*o + o). ASSUMPTION shared with the executor (its models.py builds this MLP).
+
+Each layer is a sequence of :class:`Kernel` objects following DGL's forward code (GraphConv and SAGEConv apply
+the dense transform before aggregating when ``in_dim > out_dim``). Dense kernels: ``2 * rows * in * out``
+FLOPs. Aggregations: one add per edge and feature, reading a gathered source row per edge plus an int64 index.
+Backward: a dense kernel costs twice its forward (input and weight gradients), an elementwise or sparse kernel
+once (its transpose); in layer 0 kernels acting on the raw features need no input gradient (dense: weight
+gradient only, others: nothing). Source: Kaplan et al., "Scaling laws for neural language models",
+arXiv:2001.08361, 2020, §2.1 (backward = 2 x forward for matmuls); PyTorch autograd skips inputs with
+``requires_grad=False`` (PyTorch docs, "Autograd mechanics: locally disabling gradient computation").
+Activation memory: every kernel's output is kept for backward (float32) plus a one-byte dropout mask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from simulator.workload.spec import ModelSpec
+
+FLOAT_BYTES = 4
+"""float32. Source: IEEE 754-2008 binary32."""
+INDEX_BYTES = 8
+"""int64 vertex / edge ids, DGL's default idtype (dgl.DGLGraph idtype docs)."""
+ADAM_FLOPS_PER_PARAM = 14.0
+"""Adam with L2 weight decay: ~14 FLOPs per parameter (Kingma and Ba, ICLR 2015, Algorithm 1: two moment
+updates, bias corrections, sqrt, divide, update; plus the decay term)."""
+ADAM_BYTES_PER_PARAM = 7 * FLOAT_BYTES
+"""Adam reads parameter, gradient, m, v and writes parameter, m, v (float32 each)."""
+ADAM_STATE_FACTOR = 2
+"""Adam keeps two float32 moments per parameter (Kingma and Ba, ICLR 2015, Algorithm 1)."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """One sampled block (means over the measured batches, so counts may be fractional)."""
+
+    num_src: float
+    num_dst: float
+    num_edges: float
+
+    def scaled(self, factor: float) -> Block:
+        """The block with every count multiplied by ``factor`` (a partial last batch)."""
+        return Block(self.num_src * factor, self.num_dst * factor, self.num_edges * factor)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One unit of device work.
+
+    Attributes:
+        name: what it computes (``"sage0.fc_self"``).
+        flops: floating-point operations.
+        nbytes: bytes read plus written in device memory.
+        sparse: an irregular gather/scatter kernel (aggregation), priced by ``gpu.sparse_flops_per_s`` if set.
+        gemm: a dense matrix multiply (backward = 2 x forward).
+        out_elems: float32 elements of the output, kept for backward.
+        input_grad: whether the kernel's input requires a gradient in layer 0.
+    """
+
+    name: str
+    flops: float
+    nbytes: float
+    sparse: bool = False
+    gemm: bool = False
+    out_elems: float = 0.0
+    input_grad: bool = True
+
+
+@dataclass(frozen=True)
+class LayerDims:
+    """Widths of one layer: input width, output width per head, heads."""
+
+    in_dim: int
+    out_dim: int
+    num_heads: int = 1
+
+    @property
+    def out_total(self) -> int:
+        """Output width after concatenating heads."""
+        return self.out_dim * self.num_heads
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """Per-iteration compute of one worker: kernels of forward, backward and optimizer, and memory sizes."""
+
+    forward: tuple[Kernel, ...]
+    backward: tuple[Kernel, ...]
+    optimizer: tuple[Kernel, ...]
+    num_params: int
+    activation_bytes: float
+    block_bytes: float
+
+    @property
+    def forward_flops(self) -> float:
+        """FLOPs of the forward pass (the executor records the same number on ``forward`` spans)."""
+        return sum(k.flops for k in self.forward)
+
+    @property
+    def backward_flops(self) -> float:
+        """FLOPs of the backward pass."""
+        return sum(k.flops for k in self.backward)
+
+
+def layer_dims(model: ModelSpec, feature_dim: int, num_classes: int) -> list[LayerDims]:
+    """Widths of every layer (see module docstring)."""
+    heads = model.num_heads if model.arch == "gat" else 1
+    dims = []
+    for layer in range(model.num_layers):
+        in_dim = feature_dim if layer == 0 else model.hidden_dim * heads
+        last = layer == model.num_layers - 1
+        dims.append(LayerDims(in_dim, num_classes if last else model.hidden_dim, 1 if last else heads))
+    return dims
+
+
+def layer_param_count(arch: str, d: LayerDims) -> int:
+    """Trainable parameters of one DGL layer (see module docstring for each architecture)."""
+    i, o, h = d.in_dim, d.out_dim, d.num_heads
+    counts = {"gcn": i * o + o, "sage": 2 * i * o + o, "gat": i * h * o + 3 * h * o,
+              "gin": (i * o + o) + (o * o + o)}
+    if arch not in counts:
+        raise ValueError(f"model.arch: {arch!r} is not a message-passing model; allowed: {', '.join(counts)}")
+    return counts[arch]
+
+
+def param_count(model: ModelSpec, feature_dim: int, num_classes: int) -> int:
+    """Trainable parameters of the whole model (equals ``sum(p.numel())`` of the executor's DGL model)."""
+    return sum(layer_param_count(model.arch, d) for d in layer_dims(model, feature_dim, num_classes))
+
+
+def _gemm(name: str, rows: float, i: int, o: int, bias: bool, grad: bool) -> Kernel:
+    flops = 2.0 * rows * i * o + (rows * o if bias else 0.0)
+    nbytes = FLOAT_BYTES * (rows * i + i * o + rows * o + (o if bias else 0))
+    return Kernel(name, flops, nbytes, gemm=True, out_elems=rows * o, input_grad=grad)
+
+
+def _aggregate(name: str, edges: float, dst: float, width: int, grad: bool) -> Kernel:
+    flops = edges * width
+    nbytes = FLOAT_BYTES * (edges * width + dst * width) + INDEX_BYTES * edges
+    return Kernel(name, flops, nbytes, sparse=True, out_elems=dst * width, input_grad=grad)
+
+
+def _elementwise(name: str, n: float, grad: bool, flops_per: float = 1.0, reads: int = 1) -> Kernel:
+    return Kernel(name, n * flops_per, FLOAT_BYTES * n * (reads + 1), out_elems=n, input_grad=grad)
+
+
+def layer_kernels(arch: str, d: LayerDims, b: Block, tag: str) -> list[Kernel]:
+    """Forward kernels of one layer on one block, following DGL 1.1.3's layer code (module docstring)."""
+    i, o, h = d.in_dim, d.out_dim, d.num_heads
+    s, t, e = b.num_src, b.num_dst, b.num_edges
+    if arch == "gcn":
+        first = [_elementwise(f"{tag}.norm_src", s * i, False)]
+        if i > o:
+            first += [_gemm(f"{tag}.weight", s, i, o, False, False), _aggregate(f"{tag}.sum", e, t, o, True)]
+        else:
+            first += [_aggregate(f"{tag}.sum", e, t, i, False), _gemm(f"{tag}.weight", t, i, o, False, False)]
+        return first + [_elementwise(f"{tag}.norm_dst", t * o, True), _elementwise(f"{tag}.bias", t * o, True)]
+    if arch == "sage":
+        if i > o:
+            neigh = [_gemm(f"{tag}.fc_neigh", s, i, o, False, False), _aggregate(f"{tag}.mean", e, t, o, True),
+                     _elementwise(f"{tag}.mean_div", t * o, True)]
+        else:
+            neigh = [_aggregate(f"{tag}.mean", e, t, i, False), _elementwise(f"{tag}.mean_div", t * i, False),
+                     _gemm(f"{tag}.fc_neigh", t, i, o, False, False)]
+        return neigh + [_gemm(f"{tag}.fc_self", t, i, o, True, False), _elementwise(f"{tag}.add", t * o, True, 1, 2)]
+    if arch == "gat":
+        ho = h * o
+        message = Kernel(f"{tag}.u_mul_e_sum", 2.0 * e * ho,
+                         FLOAT_BYTES * (e * ho + e * h + t * ho) + INDEX_BYTES * e, sparse=True, out_elems=t * ho)
+        return [_gemm(f"{tag}.fc", s, i, ho, False, False), _elementwise(f"{tag}.el", s * ho, True, 2),
+                _elementwise(f"{tag}.er", t * ho, True, 2),
+                Kernel(f"{tag}.edge_score", 3.0 * e * h, FLOAT_BYTES * 3 * e * h + INDEX_BYTES * 2 * e,
+                       sparse=True, out_elems=e * h),
+                Kernel(f"{tag}.edge_softmax", 5.0 * e * h, FLOAT_BYTES * 4 * e * h + INDEX_BYTES * e,
+                       sparse=True, out_elems=e * h),
+                message, _elementwise(f"{tag}.bias", t * ho, True)]
+    if arch == "gin":
+        return [_aggregate(f"{tag}.sum", e, t, i, False), _elementwise(f"{tag}.self_add", t * i, False, 2, 2),
+                _gemm(f"{tag}.mlp0", t, i, o, True, False), _elementwise(f"{tag}.mlp_relu", t * o, True),
+                _gemm(f"{tag}.mlp1", t, o, o, True, True)]
+    raise ValueError(f"model.arch: {arch!r} is not a message-passing model; allowed: gcn, sage, gat, gin")
+
+
+def _backward(kernel: Kernel, layer: int) -> Kernel | None:
+    needs_input = layer > 0 or kernel.input_grad
+    if kernel.gemm:
+        factor = 2.0 if needs_input else 1.0
+    elif needs_input:
+        factor = 1.0
+    else:
+        return None
+    return replace(kernel, name=f"{kernel.name}.grad", flops=kernel.flops * factor, nbytes=kernel.nbytes * factor,
+                   out_elems=0.0)
+
+
+def model_cost(model: ModelSpec, feature_dim: int, num_classes: int, blocks: Sequence[Block]) -> ModelCost:
+    """Kernels, parameters and memory of one training iteration on one worker.
+
+    Args:
+        model: architecture and widths.
+        feature_dim: input feature width.
+        num_classes: output width.
+        blocks: one block per layer, input side first.
+
+    Returns:
+        The iteration's :class:`ModelCost`.
+
+    Raises:
+        ValueError: ``len(blocks) != model.num_layers`` or an architecture without message passing.
+    """
+    if len(blocks) != model.num_layers:
+        raise ValueError(f"model_cost: {len(blocks)} blocks for {model.num_layers} layers")
+    forward: list[Kernel] = []
+    backward: list[Kernel] = []
+    activation = 0.0
+    dims = layer_dims(model, feature_dim, num_classes)
+    for layer, (d, b) in enumerate(zip(dims, blocks)):
+        kernels = layer_kernels(model.arch, d, b, f"{model.arch}{layer}")
+        if layer < model.num_layers - 1:
+            n = b.num_dst * d.out_total
+            kernels += [_elementwise(f"{model.arch}{layer}.relu", n, True),
+                        _elementwise(f"{model.arch}{layer}.dropout", n, True, 2)]
+            activation += n  # one-byte dropout mask
+        forward += kernels
+        backward += [k for k in (_backward(k, layer) for k in reversed(kernels)) if k is not None]
+        activation += FLOAT_BYTES * sum(k.out_elems for k in kernels)
+    seeds = blocks[-1].num_dst
+    loss = _elementwise("loss.cross_entropy", seeds * num_classes, True, 4)
+    forward.append(loss)
+    backward.insert(0, replace(loss, name="loss.grad", out_elems=0.0))
+    activation += FLOAT_BYTES * loss.out_elems
+    num_params = param_count(model, feature_dim, num_classes)
+    optimizer = (Kernel("adam", ADAM_FLOPS_PER_PARAM * num_params, ADAM_BYTES_PER_PARAM * num_params),)
+    block_bytes = sum(INDEX_BYTES * (2 * b.num_edges + b.num_src) for b in blocks)
+    return ModelCost(tuple(forward), tuple(backward), optimizer, num_params, activation, block_bytes)
+
+
+def model_state_bytes(num_params: int) -> float:
+    """Device bytes of parameters, gradients and Adam's two moments (float32): 4 x 4 bytes per parameter."""
+    return float(FLOAT_BYTES * num_params * (2 + ADAM_STATE_FACTOR))

@@ -1,0 +1,81 @@
+"""Programs the executor tests run on every rank (module-level so spawned workers can import them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from executor import comm
+from executor.data import Topology
+from executor.strategies.dp import Trainer
+from executor.trace import Recorder
+from simulator.hardware.spec import load_cluster
+from simulator.plan import Plan
+from simulator.workload.spec import load_workload, workload_from_dict
+
+
+def make_plan(arch: str, num_workers: int, knobs: dict[str, Any], fanouts: list[int] | None = None,
+              dropout: float = 0.0, preset: str = "cora-sage", **model: Any) -> Plan:
+    """A plan on Cora with the given architecture, cluster shape ``num_workers`` machines x 1 worker."""
+    data = load_workload(preset).model_dump(mode="json")
+    data["model"].update(arch=arch, dropout=dropout, **model)
+    if fanouts is not None:
+        data["training"]["fanouts"] = fanouts
+    cluster = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": num_workers})
+    return Plan(strategy="dp", knobs=knobs, num_workers=num_workers, cluster=cluster,
+                workload=workload_from_dict(data))
+
+
+def fetch_check(topo: Topology, emit: Any, knobs: dict[str, Any], ids: np.ndarray) -> dict[str, Any]:
+    """Load the features of ``ids`` through the feature store; return what was loaded and counted."""
+    trainer = Trainer(topo, make_plan("sage", topo.world_size, knobs), Recorder(topo.rank, 0.0))
+    store = trainer.data.store
+    sent, received = comm.bytes_sent(), comm.bytes_received()
+    x, stats = store.load(torch.from_numpy(ids))
+    out = {"x": x.numpy(), "num_hit": stats.num_hit, "num_local": stats.num_local,
+           "num_remote": stats.num_remote, "row_bytes": stats.row_bytes, "owner": trainer.data.owner,
+           "sent": comm.bytes_sent() - sent, "received": comm.bytes_received() - received,
+           "request_bytes": stats.fetch.request_bytes if stats.fetch else 0,
+           "reply_bytes": stats.fetch.reply_bytes if stats.fetch else 0,
+           "num_cached": store.num_cached}
+    everyone = comm.gather_object(out)
+    return {"ranks": everyone} if everyone is not None else {}
+
+
+def gradients(topo: Topology, emit: Any, cases: list[tuple[str, dict[str, Any], list[int]]]) -> list[dict]:
+    """For each (arch, model overrides, seeds): the averaged gradient of that global batch with fanouts -1."""
+    out = []
+    for arch, model, seeds in cases:
+        plan = make_plan(arch, topo.world_size, {"cache_fraction": 0.1, "partitioner": "metis"},
+                         fanouts=[-1, -1], **model)
+        trainer = Trainer(topo, plan, Recorder(topo.rank, 0.0))
+        grads = trainer.gradient(np.asarray(seeds, dtype=np.int64))
+        out.append({k: v.numpy() for k, v in grads.items()})
+    return out
+
+
+def uneven_epochs(topo: Topology, emit: Any, num_sampler_workers: int) -> dict[str, Any]:
+    """Two epochs on a small R-MAT graph with 101 training vertices and 25 seeds per worker and iteration, so
+    the last iteration of one worker is empty; returns every rank's epoch statistics."""
+    data = load_workload("cora-sage").model_dump(mode="json")
+    data["dataset"] = {"generator": "rmat", "num_vertices": 1000, "edge_factor": 4, "feature_dim": 8,
+                       "num_classes": 4, "train_fraction": 0.101, "seed": 0}
+    data["training"].update(batch_size=50, fanouts=[3, 3])
+    cluster = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": topo.world_size})
+    plan = Plan(strategy="dp", knobs={"cache_fraction": 0.05, "num_sampler_workers": num_sampler_workers},
+                num_workers=topo.world_size, cluster=cluster, workload=workload_from_dict(data))
+    trainer = Trainer(topo, plan, Recorder(topo.rank, 0.0))
+    try:
+        stats = [trainer.train_epoch(e) for e in range(2)]
+        batches = [len(b) for b in trainer.schedule(0)[0]]
+    finally:
+        trainer.close()
+    everyone = comm.gather_object({"stats": stats, "batch_sizes": batches})
+    return {"ranks": everyone} if everyone is not None else {}
+
+
+def several(topo: Topology, emit: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+    """Run several of this module's programs in one process group (saves starting processes)."""
+    return [globals()[name](topo, emit, *args) for name, args in calls]

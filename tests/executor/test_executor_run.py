@@ -1,0 +1,123 @@
+"""End-to-end runs: accuracy on Cora, a traced two-worker run, the torchrun entry, and plan errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from executor_workers import make_plan
+
+from executor.launch import free_port
+from executor.runner import run_plan
+from simulator.errors import SpecError
+from simulator.hardware.spec import load_cluster
+from simulator.plan import Plan, save_plan
+from simulator.trace import read_trace
+from simulator.workload.spec import load_workload
+
+RUN_KEYS = {"epoch_time_s", "epoch_times_s", "loss", "val_accuracy", "test_accuracy", "bytes_per_epoch", "trace"}
+ITERATION_PHASES = {"sample", "load", "fetch", "forward", "backward", "all_reduce", "optimizer", "iteration"}
+
+
+def plan_for(workload: str, num_workers: int, knobs: dict | None = None) -> Plan:
+    cluster = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": num_workers})
+    return Plan(strategy="dp", knobs=knobs or {}, num_workers=num_workers, cluster=cluster,
+                workload=load_workload(workload))
+
+
+def test_gcn_on_cora_reaches_kipf_accuracy(tmp_path: Path) -> None:
+    seen: list[dict] = []
+    res = run_plan(plan_for("cora-gcn", 1), trace_dir=tmp_path, progress=False, on_epoch=seen.append)
+    assert RUN_KEYS <= set(res)
+    assert res["num_epochs"] == len(res["epoch_times_s"]) == len(seen) == 200
+    assert [r["epoch"] for r in seen] == list(range(200))
+    assert res["num_iterations"] == 1
+    assert res["test_accuracy"] >= 0.80
+    assert res["val_accuracy"] >= 0.75
+    assert res["loss"] < seen[0]["loss"]
+    # one machine: every feature is a local miss, nothing crosses the network
+    assert res["bytes_per_epoch"]["network"] == 0
+    assert res["bytes_per_epoch"]["pcie"] > 0
+    assert Path(res["trace"]).is_file()
+
+
+def test_two_worker_run_writes_one_trace(tmp_path: Path) -> None:
+    knobs = {"cache_fraction": 0.1, "partitioner": "metis", "num_sampler_workers": 1}
+    res = run_plan(plan_for("cora-sage", 2, knobs), epochs=3, trace_dir=tmp_path, progress=False)
+    path = Path(res["trace"])
+    assert path.parent == tmp_path and path.name.startswith("cora-sage-dp-")
+    assert list(tmp_path.glob("*.json")) == [path]
+    spans, meta = read_trace(path)
+    assert meta["num_workers"] == 2
+    assert meta["plan"]["cluster"]["num_machines"] == 2 and meta["plan"]["workload"]["training"]["num_epochs"] == 3
+    assert Plan.model_validate(meta["plan"]).knobs["cache_fraction"] == 0.1
+    assert set(meta["versions"]) == {"torch", "dgl", "gnnplan"}
+    assert meta["results"]["epoch_time_s"] == res["epoch_time_s"]
+    assert res["measured_epochs"] == [1, 2]
+    counts = Counter((s.rank, s.phase) for s in spans)
+    iterations = res["num_iterations"] * 3
+    for rank in (0, 1):
+        assert counts[(rank, "epoch")] == 3
+        for phase in ITERATION_PHASES:
+            assert counts[(rank, phase)] == iterations, (rank, phase)
+    streams = {s.phase: s.stream for s in spans}
+    assert streams == {"sample": "sampler", "load": "pcie", "fetch": "network", "forward": "compute",
+                       "backward": "compute", "all_reduce": "network", "optimizer": "compute",
+                       "iteration": "host", "epoch": "host"}
+    by_key = {(s.rank, s.epoch, s.iteration, s.phase): s for s in spans}
+    for s in spans:
+        if s.phase == "fetch":
+            load = by_key[(s.rank, s.epoch, s.iteration, "load")]
+            assert load.start_s <= s.start_s and s.end_s <= load.end_s + 1e-9
+            assert s.nbytes == s.args["num_remote_vertices"] * 1433 * 4 + 8 * (1 + s.args["num_remote_vertices"])
+        if s.phase == "load":
+            assert s.nbytes == s.args["local_bytes"] + s.args["remote_bytes"]
+            assert s.args["hit_bytes"] + s.nbytes == s.args["num_input_vertices"] * 1433 * 4
+        if s.phase in ("forward", "backward", "optimizer"):
+            assert s.flops > 0
+        if s.phase == "all_reduce":
+            assert s.nbytes == 4 * (2 * 1433 * 64 + 64 + 2 * 64 * 7 + 7)
+    measured = [s for s in spans if s.epoch in (1, 2)]
+    pcie = sum(s.nbytes for s in measured if s.phase == "load") / 2
+    assert res["bytes_per_epoch"]["pcie"] == pytest.approx(pcie)
+    assert res["bytes_per_epoch"]["network"] > 0
+
+
+def test_torchrun_entry(tmp_path: Path) -> None:
+    plan_path = save_plan(tmp_path / "plan.yaml", plan_for("cora-sage", 1))
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "DGLBACKEND": "pytorch"}
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-m", "executor.launch", str(plan_path), "--epochs", "1",
+                          "--trace-dir", str(tmp_path / "traces"), "--no-progress"],
+                         cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert RUN_KEYS <= set(res) and res["num_epochs"] == 1
+    assert Path(res["trace"]).is_file()
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"strategy": "hongtu"}, "cannot be run by the executor"),
+    ({"knobs": {"cache_fraction": 2.0}}, "plan.knobs"),
+    ({"knobs": {"cache": 0.1}}, "plan.knobs"),
+])
+def test_plan_errors_are_spec_errors(change: dict, message: str, tmp_path: Path) -> None:
+    plan = make_plan("sage", 2, {}).model_copy(update=change)
+    with pytest.raises(SpecError, match=message):
+        run_plan(plan, trace_dir=tmp_path, progress=False)
+
+
+def test_batch_smaller_than_workers_and_bad_counts(tmp_path: Path) -> None:
+    plan = make_plan("sage", 2, {"batch_size": 1})
+    with pytest.raises(SpecError, match="training.batch_size"):
+        run_plan(plan, trace_dir=tmp_path, progress=False)
+    with pytest.raises(SpecError, match="--nprocs"):
+        run_plan(plan, nprocs=0, trace_dir=tmp_path, progress=False)
+    with pytest.raises(SpecError, match="--epochs"):
+        run_plan(make_plan("sage", 1, {}), epochs=0, trace_dir=tmp_path, progress=False)

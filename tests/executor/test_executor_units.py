@@ -1,0 +1,185 @@
+"""Executor building blocks on one process: models, GCN normalisation, seed schedule, feature store, trace."""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+
+import dgl
+import numpy as np
+import pytest
+import torch
+from executor_workers import make_plan
+
+from executor import comm
+from executor.data import (
+    Topology,
+    build_graph,
+    input_features,
+    iteration_batches,
+    positions_in_owner,
+    row_normalised,
+    split_batch,
+    worker_seeds,
+)
+from executor.evaluate import inference_owners
+from executor.features import FeatureStore
+from executor.launch import run_in_process
+from executor.models import GNN, attach_edge_weights, num_params
+from executor.sampling import BatchStream, TimedSampler
+from executor.trace import Recorder, save, trace_path
+from simulator.strategies.base import iteration_plan
+from simulator.trace import read_trace
+from simulator.workload.datasets import load_dataset
+from simulator.workload.model_cost import param_count
+from simulator.workload.partition import cached_vertices, partition
+from simulator.workload.spec import ModelSpec
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def cora():  # type: ignore[no-untyped-def]
+    return load_dataset("cora")
+
+
+@pytest.mark.parametrize("arch, layers, hidden, heads", [
+    ("gcn", 2, 16, 1), ("sage", 3, 64, 1), ("gat", 3, 8, 4), ("gat", 1, 8, 4), ("gin", 2, 32, 1)])
+def test_parameter_counts_match_the_simulator(arch: str, layers: int, hidden: int, heads: int) -> None:
+    spec = ModelSpec(arch=arch, num_layers=layers, hidden_dim=hidden, num_heads=heads)
+    assert num_params(GNN(spec, 1433, 7)) == param_count(spec, 1433, 7)
+
+
+def test_gcn_blocks_compute_kipf_full_graph_gcn(cora) -> None:  # type: ignore[no-untyped-def]
+    torch.manual_seed(0)
+    model = GNN(ModelSpec(arch="gcn", num_layers=2, hidden_dim=16, dropout=0.5), 1433, 7).eval()
+    x = torch.from_numpy(input_features(cora, "cora"))
+    n = cora.num_vertices
+    a = np.zeros((n, n))
+    a[cora.dst, cora.src] = 1.0
+    a += np.eye(n)
+    d = a.sum(1) ** -0.5
+    a_hat = torch.from_numpy(d[:, None] * a * d[None, :]).float()
+    w1, w2 = model.layers[0].weight, model.layers[1].weight
+    dense = a_hat @ torch.relu(a_hat @ x @ w1 + model.layers[0].bias) @ w2 + model.layers[1].bias
+    g, weights = build_graph(cora, "gcn")
+    seeds = torch.from_numpy(cora.test_idx)
+    inputs, _, blocks, _ = TimedSampler([-1, -1]).sample(g, seeds)
+    attach_edge_weights(blocks, weights)
+    with torch.no_grad():
+        out = model(blocks, x[inputs])
+        torch.testing.assert_close(out, dense[seeds].detach(), rtol=0, atol=1e-5)
+
+
+def test_row_normalisation_only_for_planetoid(cora) -> None:  # type: ignore[no-untyped-def]
+    f = np.array([[1.0, 3.0], [0.0, 0.0]], dtype=np.float32)
+    np.testing.assert_array_equal(row_normalised(f), [[0.25, 0.75], [0.0, 0.0]])
+    np.testing.assert_allclose(input_features(cora, "cora").sum(1), 1.0, rtol=1e-6)
+    assert input_features(cora, "some/ogb/folder") is cora.features
+
+
+def test_epoch_schedule_matches_the_simulator(cora) -> None:  # type: ignore[no-untyped-def]
+    owner = partition(cora.src, cora.dst, cora.num_vertices, 3, "metis", 0)
+    seeds = worker_seeds(cora.train_idx, owner, 3, 2, seed=5, epoch=1)
+    assert len(seeds) == 6
+    assert sorted(np.concatenate(seeds).tolist()) == sorted(cora.train_idx.tolist())
+    assert max(map(len, seeds)) - min(map(len, seeds)) <= 1
+    np.testing.assert_array_equal(seeds[0], worker_seeds(cora.train_idx, owner, 3, 2, seed=5, epoch=1)[0])
+    assert not np.array_equal(seeds[0], worker_seeds(cora.train_idx, owner, 3, 2, seed=5, epoch=2)[0])
+    per_iteration = 64 // 6
+    mine, sizes = iteration_batches(seeds, per_iteration)
+    expected = iteration_plan(len(cora.train_idx), 64, 6)
+    assert len(sizes) == expected.num_iterations and sum(sizes) == len(cora.train_idx)
+    assert all(len(b) == len(sizes) for b in mine)
+    assert sizes[-1] == sum(len(s) - (len(sizes) - 1) * per_iteration for s in seeds)
+
+
+def test_uneven_batches_are_padded_with_empty_ones() -> None:
+    mine, sizes = iteration_batches([np.arange(5), np.arange(3)], 2)
+    assert [len(b) for b in mine[0]] == [2, 2, 1] and [len(b) for b in mine[1]] == [2, 1, 0]
+    assert sizes == [4, 3, 1]
+    parts = split_batch(np.array([7]), np.zeros(10, dtype=np.int64), 2, 1)
+    assert [p.tolist() for p in parts] == [[7], []]
+
+
+def test_positions_and_inference_owners() -> None:
+    owner = np.array([1, 0, 1, 1, 0, 1])
+    np.testing.assert_array_equal(positions_in_owner(owner), [0, 0, 1, 2, 1, 3])
+    topo = Topology(0, 4, 2, CPU)
+    np.testing.assert_array_equal(inference_owners(owner, topo), [2, 0, 2, 3, 1, 3])
+
+
+def test_single_machine_store_with_cache_equals_indexing(cora) -> None:  # type: ignore[no-untyped-def]
+    feats = input_features(cora, "cora")
+    cache = cached_vertices(cora.in_degrees(), 0.2)
+    store = FeatureStore(feats, np.zeros(cora.num_vertices, dtype=np.int64), Topology(0, 1, 1, CPU), cache)
+    ids = torch.from_numpy(np.random.default_rng(0).choice(cora.num_vertices, 500, replace=False))
+    x, stats = store.load(ids)
+    np.testing.assert_array_equal(x.numpy(), feats[ids.numpy()])
+    hits = int(np.isin(ids.numpy(), cache).sum())
+    assert (stats.num_hit, stats.num_local, stats.num_remote) == (hits, 500 - hits, 0) and hits > 0
+    assert stats.fetch is None and stats.host_to_device_bytes == (500 - hits) * 1433 * 4
+
+
+def _schedule(batches: list[np.ndarray], epoch: int) -> list[np.ndarray]:
+    return batches[epoch:] + batches[:epoch]
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_batch_streams_are_reproducible(cora, num_workers: int) -> None:  # type: ignore[no-untyped-def]
+    g, _ = build_graph(cora, "sage")
+    seed_batches = [cora.train_idx[:64], cora.train_idx[64:100], cora.train_idx[:0]]
+    schedule = functools.partial(_schedule, seed_batches)
+    runs = []
+    for _ in range(2):
+        dgl.seed(3)
+        stream = BatchStream(g, TimedSampler([5, 5]), schedule, 3, num_workers, seed=3)
+        runs.append([list(stream.epoch(e)) for e in range(2)])
+        stream.close()
+    for epoch in range(2):
+        for a, b, seeds in zip(runs[0][epoch], runs[1][epoch], schedule(epoch)):
+            np.testing.assert_array_equal(a.seeds.numpy(), seeds)
+            assert torch.equal(a.input_nodes, b.input_nodes)
+            assert a.start_s <= a.end_s
+    assert [len(b.seeds) for b in runs[0][0]] == [64, 36, 0] and runs[0][0][2].num_sampled_edges == 0
+
+
+def test_recorder_and_trace_file(tmp_path: Path) -> None:
+    rec = Recorder(3, origin_s=10.0)
+    rec.add("load", 10.5, 10.75, "pcie", epoch=1, iteration=2, nbytes=64, hit_bytes=8)
+    rec.add("epoch", 10.0, 11.0, "host", epoch=1)
+    load, _ = rec.spans()
+    assert (load.rank, load.start_s, load.dur_s, load.nbytes, load.args) == (3, 0.5, 0.25, 64.0, {"hit_bytes": 8})
+    path = trace_path(tmp_path, "cora-sage", "dp")
+    save(path, rec.spans(), {"x": 1})
+    assert trace_path(tmp_path, "cora-sage", "dp") != path
+    spans, meta = read_trace(path)
+    assert meta == {"x": 1} and {s.phase for s in spans} == {"load", "epoch"}
+
+
+def test_ring_bytes() -> None:
+    assert comm.ring_bytes(100.0, 1) == 0.0
+    assert comm.ring_bytes(100.0, 4) == 150.0
+
+
+def _evaluate(topo: Topology, emit, arch: str) -> tuple:  # type: ignore[no-untyped-def]
+    from executor.strategies.dp import Trainer
+
+    trainer = Trainer(topo, make_plan(arch, 1, {"cache_fraction": 0.05}, fanouts=[-1, -1]), Recorder(0, 0.0))
+    acc = trainer.evaluate()
+    data = trainer.data
+    ids = torch.from_numpy(data.test_idx)
+    inputs, _, blocks, _ = TimedSampler([-1, -1]).sample(data.graph, ids)
+    attach_edge_weights(blocks, data.edge_weight)
+    trainer.model.eval()
+    with torch.no_grad():
+        pred = trainer.model(blocks, data.store.load(inputs)[0]).argmax(1)
+    return acc, int((pred == data.labels[ids]).sum()), len(ids), len(data.val_idx)
+
+
+@pytest.mark.parametrize("arch", ["sage", "gcn"])
+def test_layerwise_inference_equals_minibatch_inference(arch: str) -> None:
+    acc, correct, total, num_val = run_in_process(_evaluate, (arch,))
+    assert (acc.test_correct, acc.test_total, acc.val_total) == (correct, total, num_val)
+    assert math.isfinite(acc.val_correct / acc.val_total)

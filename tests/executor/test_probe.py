@@ -1,0 +1,119 @@
+"""Tests of :mod:`executor.probe` (``gnnplan probe``): the alpha-beta fit, a quick probe, atomic writing."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from executor import probe
+from simulator.errors import SpecError
+from simulator.hardware.spec import cluster_from_dict, load_cluster
+
+
+def _leaves(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            out.update(_leaves(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+@pytest.fixture(scope="module")
+def quick() -> dict[str, Any]:
+    """One quick probe of this machine as 2 workers (about 15 s)."""
+    return probe.probe_machine(num_workers=2, quick=True)
+
+
+@pytest.mark.parametrize(("latency_s", "bandwidth"), [(5.0e-6, 2.5e9), (1.0e-4, 1.25e9), (0.0, 8.0e9)])
+def test_fit_recovers_known_latency_and_bandwidth(latency_s: float, bandwidth: float) -> None:
+    sizes = np.array([8, 512, 4096, 2 ** 20, 64 * 2 ** 20], dtype=float)
+    lat, bw = probe.fit_latency_bandwidth(sizes, latency_s + sizes / bandwidth)
+    assert lat == pytest.approx(latency_s, rel=1e-9, abs=1e-15)
+    assert bw == pytest.approx(bandwidth, rel=1e-9)
+
+
+@pytest.mark.parametrize(("sizes", "times"), [([8, 8], [1e-6, 2e-6]), ([8], [1e-6]), ([8, 64], [1e-6]),
+                                              ([8, 64], [0.0, 1e-6]), ([8, 64], [2e-6, 1e-6])])
+def test_fit_rejects_unusable_timings(sizes: list[float], times: list[float]) -> None:
+    with pytest.raises(ValueError, match="fit_latency_bandwidth"):
+        probe.fit_latency_bandwidth(sizes, times)
+
+
+def test_quick_probe_is_a_valid_local_cluster(quick: dict[str, Any]) -> None:
+    spec = cluster_from_dict(quick)
+    cores = probe.num_cores()
+    assert (spec.name, spec.num_machines, spec.gpus_per_machine) == ("local", 2, 1)
+    assert spec.gpu.is_host_cpu and not spec.storage.gpudirect and spec.nvlink is None
+    assert spec.gpu.model == probe.cpu_model() != ""
+    assert spec.host.num_cores == max(1, cores // 2)
+    assert spec.gpu.memory_bytes == spec.host.memory_bytes == pytest.approx(probe.host_memory_bytes() / 2, rel=1e-3)
+    assert spec.gpu.memory_bandwidth_bytes_per_s == spec.host.memory_bandwidth_bytes_per_s
+    assert spec.gpu.sparse_flops_per_s is not None and spec.pcie.latency_s >= 0
+
+
+def test_quick_probe_numbers_are_positive_and_sourced(quick: dict[str, Any]) -> None:
+    leaves = _leaves({k: v for k, v in quick.items() if k != "sources"})
+    numeric = {k: v for k, v in leaves.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    assert len(numeric) == 16
+    for key, value in numeric.items():
+        assert value > 0 or key.endswith("latency_s") and value >= 0, key
+    today = datetime.date.today().isoformat()
+    for key in set(leaves) - {"name"}:
+        assert quick["sources"][key].startswith(f"measured by gnnplan probe on {today}: "), key
+    assert set(quick["sources"]) == set(leaves) - {"name"}
+
+
+def test_written_probe_is_found_as_local_preset(quick: dict[str, Any], tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path))
+    dest = probe.write_probe(tmp_path / "presets" / "local.yaml", quick, header="line one\nline two")
+    text = dest.read_text()
+    assert text.startswith("# line one\n# line two\n")
+    assert load_cluster("local") == cluster_from_dict(quick)
+    assert yaml.safe_load(text) == quick
+    assert f"peak_flops_per_s: {quick['gpu']['peak_flops_per_s']:.3e}" in text
+
+
+def test_default_header_names_the_machine(quick: dict[str, Any], tmp_path: Path) -> None:
+    text = probe.write_probe(tmp_path / "local.yaml", quick).read_text()
+    assert text.startswith(f"# This machine ({quick['gpu']['model']}) as 2 worker processes")
+
+
+def test_invalid_probe_writes_nothing_and_keeps_the_old_file(quick: dict[str, Any], tmp_path: Path) -> None:
+    bad = {**quick, "gpu": {**quick["gpu"], "peak_flops_per_s": -1.0}}
+    with pytest.raises(SpecError, match="peak_flops_per_s"):
+        probe.write_probe(tmp_path / "new.yaml", bad)
+    assert os.listdir(tmp_path) == []
+    old = probe.write_probe(tmp_path / "old.yaml", quick).read_text()
+    with pytest.raises(SpecError):
+        probe.write_probe(tmp_path / "old.yaml", bad)
+    assert (tmp_path / "old.yaml").read_text() == old
+    assert os.listdir(tmp_path) == ["old.yaml"]
+
+
+def test_failed_write_leaves_no_file(quick: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(src: str, dst: str) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        probe.write_probe(tmp_path / "local.yaml", quick)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("workers", [0, -2, True, 1.5])
+def test_probe_rejects_bad_worker_counts(workers: Any) -> None:
+    with pytest.raises(SpecError, match="--workers"):
+        probe.probe_machine(num_workers=workers, quick=True)
+
+
+def test_cpu_facts_are_sane() -> None:
+    assert probe.num_cores() >= 1 and probe.host_memory_bytes() > 0 and probe.cpu_model().strip()

@@ -1,0 +1,31 @@
+"""Constructed graph statistics shared by the simulator tests (no graph is measured)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.workload.graphstats import CACHE_GRID, DatasetSummary, SampleStats
+
+RMAT_SUMMARY = DatasetSummary("rmat-test", num_vertices=100_000, num_edges=3_200_000, feature_dim=128,
+                              num_classes=16, num_train=10_000, num_val=5_000, num_test=10_000)
+
+
+def make_stats(num_machines: int = 4, gpus_per_machine: int = 1, batch_size_per_worker: int = 256,
+               partitioner: str = "metis", fanouts: tuple[int, ...] = (10, 10)) -> SampleStats:
+    """Plausible per-worker statistics of a 2-layer [10, 10] batch on a power-law graph.
+
+    Hit rate grows as sqrt(cache fraction) (reaching 1 at 1); of the misses, a share (M-1)/M * 0.8 is remote
+    (0 on one machine), the rest local.
+    """
+    grid = np.array(CACHE_GRID)
+    hit = np.sqrt(grid)
+    remote_share = 0.8 * (num_machines - 1) / num_machines
+    remote = (1.0 - hit) * remote_share
+    local = 1.0 - hit - remote
+    seeds = float(batch_size_per_worker)
+    return SampleStats(
+        fanouts=tuple(fanouts), batch_size_per_worker=batch_size_per_worker, num_machines=num_machines,
+        gpus_per_machine=gpus_per_machine, partitioner=partitioner,
+        num_src_vertices=(60.0 * seeds, 9.0 * seeds), num_dst_vertices=(9.0 * seeds, seeds),
+        num_edges=(80.0 * seeds, 9.5 * seeds), cache_fractions=tuple(CACHE_GRID), hit_fraction=tuple(hit),
+        local_miss_fraction=tuple(local), remote_miss_fraction=tuple(remote), edge_cut_fraction=0.35)
