@@ -122,6 +122,9 @@ def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | Workl
                  stats_seed: int = 0) -> tuple[ModuleType, BaseModel, SimContext]:
     """Resolve everything a simulation needs, measuring (or reading cached) graph statistics.
 
+    Mini-batch sampling statistics are measured only for strategies that use them (a plug-in that does not
+    sets ``NEEDS_SAMPLE_STATS = False``; its context then has ``stats=None`` and it measures what it needs).
+
     Returns:
         (strategy module, validated knobs, context).
 
@@ -143,9 +146,11 @@ def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | Workl
         raise SpecError(f"training.batch_size: {batch} is smaller than the {cl.num_gpus} workers of cluster "
                         f"{cl.name}; use at least {cl.num_gpus}")
     summary = graphstats.dataset_summary(wl.dataset)
-    stats = graphstats.sample_stats(wl.dataset, tuple(wl.training.fanouts), batch // cl.num_gpus,
-                                    cl.num_machines, cl.gpus_per_machine, getattr(kn, "partitioner", "metis"),
-                                    seed=stats_seed)
+    stats = None
+    if getattr(module, "NEEDS_SAMPLE_STATS", True):
+        stats = graphstats.sample_stats(wl.dataset, tuple(wl.training.fanouts), batch // cl.num_gpus,
+                                        cl.num_machines, cl.gpus_per_machine, getattr(kn, "partitioner", "metis"),
+                                        seed=stats_seed)
     return module, kn, SimContext(cl, wl, stats, summary, batch, seed=stats_seed)
 
 

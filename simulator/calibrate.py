@@ -107,7 +107,7 @@ def _seconds_per_flop(trace: _Trace) -> dict[str, float]:
 
     plan = trace.plan
     _, _, ctx = load_context(trace.shape, plan.workload, plan.strategy, plan.knobs)
-    st = ctx.stats
+    st = ctx.sample
     blocks = [Block(s, d, e) for s, d, e in zip(st.num_src_vertices, st.num_dst_vertices, st.num_edges)]
     cost = model_cost(plan.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
     gpu = trace.shape.gpu

@@ -31,7 +31,8 @@ class SimContext:
     Attributes:
         cluster: the hardware.
         workload: dataset, model and training settings.
-        stats: per-worker mini-batch statistics measured for this cluster shape and partitioner.
+        stats: per-worker mini-batch statistics measured for this cluster shape and partitioner; None for a
+            strategy with ``NEEDS_SAMPLE_STATS = False`` (full-graph and pre-propagation strategies).
         summary: dataset sizes.
         batch_size: global seeds per iteration actually used (a strategy knob may override the workload's).
         seed: seed of the engine's RNG.
@@ -39,7 +40,7 @@ class SimContext:
 
     cluster: ClusterSpec
     workload: WorkloadSpec
-    stats: SampleStats
+    stats: SampleStats | None
     summary: DatasetSummary
     batch_size: int
     seed: int = 0
@@ -48,6 +49,17 @@ class SimContext:
     def num_workers(self) -> int:
         """W = machines x GPUs per machine."""
         return self.cluster.num_gpus
+
+    @property
+    def sample(self) -> SampleStats:
+        """The mini-batch statistics, for strategies that declared they need them.
+
+        Raises:
+            SpecError: the context was built without them (``NEEDS_SAMPLE_STATS = False``).
+        """
+        if self.stats is None:
+            raise SpecError("workload: this strategy needs mini-batch sampling statistics, which were not measured")
+        return self.stats
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,7 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
     Returns:
         (the work, the model's kernels and memory sizes for this batch).
     """
-    st, cl = ctx.stats, ctx.cluster
+    st, cl = ctx.sample, ctx.cluster
     blocks = [Block(s, d, e).scaled(scale)
               for s, d, e in zip(st.num_src_vertices, st.num_dst_vertices, st.num_edges)]
     cost = model_cost(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
@@ -196,7 +196,7 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstima
     """Peak memory of a ``dp`` configuration (module docstring) and whether it fits the cluster."""
     cl, sm = ctx.cluster, ctx.summary
     row = sm.feature_dim * FLOAT_BYTES
-    n_in = ctx.stats.num_src_vertices[0]
+    n_in = ctx.sample.num_src_vertices[0]
     cached = math.floor(knobs.cache_fraction * sm.num_vertices + 1e-9)
     gpu = {"framework reserve": 0.0 if cl.gpu.is_host_cpu else CUDA_CONTEXT_BYTES,
            "parameters, gradients and Adam state": model_state_bytes(cost.num_params),
