@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", help="Optuna storage URL (default: sqlite file in the gnnplan home)")
     p.add_argument("--study", help="study name (default: derived from cluster, workload and search space)")
     p.add_argument("--tune-batch-size", action="store_true", help="allow the tuner to change the batch size")
+    p.add_argument("--allow-model-change", action="store_true",
+                   help="also compare strategies that train a different model (SGC/SIGN vs message passing)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     p.add_argument("-o", "--output", help="plan YAML to write (default: plan.yaml)", default="plan.yaml")

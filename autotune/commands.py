@@ -57,7 +57,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     cluster, workload = load_cluster(args.cluster), load_workload(args.workload)
     names = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
     out = tune_to_plan(cluster, workload, names, args.trials, args.storage, args.study, args.tune_batch_size,
-                       args.seed, Path(args.output), progress=not args.json)
+                       args.seed, Path(args.output), progress=not args.json,
+                       allow_model_change=args.allow_model_change)
     if args.json:
         emit_json(out)
     else:

@@ -15,7 +15,7 @@ from simulator.workload.spec import WorkloadSpec
 
 def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[str] | None, trials: int,
                  storage: str | None, study_name: str | None, tune_batch_size: bool, seed: int,
-                 output: Path, progress: bool = False) -> dict[str, Any]:
+                 output: Path, progress: bool = False, allow_model_change: bool = False) -> dict[str, Any]:
     """Run a study, rank its configurations and write the best as a plan.
 
     Args:
@@ -28,6 +28,8 @@ def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[
         seed: sampler seed.
         output: plan YAML path (written atomically, only after the study succeeded).
         progress: show Optuna's progress bar.
+        allow_model_change: also compare the workload with its model swapped between message passing and
+            pre-propagation (:mod:`autotune.candidates`); the plan then carries the chosen model.
 
     Returns:
         ``{study, storage, num_trials_total, best, ranked, plan, note}``.
@@ -36,17 +38,30 @@ def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[
         SpecError: bad strategies, storage, dataset, or no feasible configuration.
     """
     resolve_dataset(workload.dataset)
-    names = eligible_strategies(workload, strategies)
-    req = TuneRequest(cluster, workload, names, trials, storage, study_name, tune_batch_size, seed)
+    names = eligible_strategies(workload, strategies, allow_model_change)
+    req = TuneRequest(cluster, workload, names, trials, storage, study_name, tune_batch_size, seed,
+                      allow_model_change)
     study = run_study(req, progress=progress)
-    best = best_result(study)
+    best, chosen = best_result(study, workload)
     plan = Plan(strategy=best["strategy"], knobs=best["knobs"], num_workers=cluster.num_gpus, cluster=cluster,
-                workload=workload, prediction=best)
+                workload=chosen, prediction=best)
     save_plan(output, plan)
     return {"study": study.study_name, "storage": storage or default_storage(), "num_trials_total": len(study.trials),
             "best": best, "ranked": ranked_trials(study), "plan": str(output),
-            "note": f"compared {', '.join(names)} for {workload.training.mode} training "
-                    "(strategies with other training semantics are not compared)"}
+            "model_changed": chosen.model.arch != workload.model.arch, "note": _note(req, workload, chosen)}
+
+
+def _note(req: TuneRequest, workload: WorkloadSpec, chosen: WorkloadSpec) -> str:
+    """What was compared, and whether the plan trains a different model than the workload named."""
+    labels = ", ".join(req.candidates())
+    if not req.allow_model_change:
+        return (f"compared {labels} for {workload.training.mode} training of {workload.model.arch} (strategies "
+                "with other training semantics are not compared; --allow-model-change compares them)")
+    note = f"compared {labels} (model changes allowed)"
+    if chosen.model.arch != workload.model.arch:
+        note += (f"; the plan trains {chosen.model.arch} instead of {workload.model.arch}: a different model, "
+                 "whose accuracy differs")
+    return note
 
 
 def calibrate_traces(traces: list[str], cluster: ClusterSpec, output: Path) -> dict[str, Any]:

@@ -48,10 +48,10 @@ def simulation_table(res: dict[str, Any]) -> Table:
 def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:
     """The tuner's ranked configurations."""
     t = Table(title="configurations by simulated epoch time")
-    for col in ("rank", "strategy", "knobs", "epoch time", "iteration", "peak GPU memory", "note"):
+    for col in ("rank", "strategy", "model", "knobs", "epoch time", "iteration", "peak GPU memory", "note"):
         t.add_column(col)
     for r in rows[:limit]:
-        t.add_row(str(r["rank"]), r["strategy"], knobs_text(r["knobs"]), fmt_s(r["epoch_time_s"]),
+        t.add_row(str(r["rank"]), r["strategy"], r.get("model", ""), knobs_text(r["knobs"]), fmt_s(r["epoch_time_s"]),
                   fmt_s(r["iteration_time_s"]), fmt_bytes(r["peak_gpu_memory_bytes"]),
                   "" if r["feasible"] else f"infeasible: {r['reason']}")
     return t

@@ -5,6 +5,10 @@ Out-of-GPU/host-memory configurations are rejected through Optuna's constraint m
 feasible region and ``study.best_trial`` only returns feasible trials. The default storage is a SQLite file,
 so a study resumes and several ``gnnplan tune`` processes can share one study; any SQLAlchemy URL
 (``postgresql://...``) works the same way on a cluster.
+
+The trial's ``strategy`` parameter ranges over :func:`autotune.candidates.candidates`: the strategies that run
+the workload as given and, with ``allow_model_change``, ``ppgnn/sgc``-style candidates whose model differs
+(recorded on the trial as the ``workload`` user attribute).
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from typing import Any
 
 import optuna
 
+from autotune.candidates import Candidate, candidates
 from simulator.api import simulate
 from simulator.errors import SpecError
 from simulator.hardware.spec import ClusterSpec
 from simulator.paths import user_home
-from simulator.strategies import STRATEGIES, get_strategy
+from simulator.strategies import get_strategy
 from simulator.workload.spec import WorkloadSpec
 
 SQLITE_TIMEOUT_S = 120.0
@@ -40,6 +45,11 @@ class TuneRequest:
     study_name: str | None = None
     tune_batch_size: bool = False
     seed: int = 0
+    allow_model_change: bool = False
+
+    def candidates(self) -> dict[str, Candidate]:
+        """Label -> candidate (see :mod:`autotune.candidates`)."""
+        return {c.label: c for c in candidates(self.workload, list(self.strategies), self.allow_model_change)}
 
 
 def default_storage() -> str:
@@ -49,31 +59,22 @@ def default_storage() -> str:
     return f"sqlite:///{home / 'studies.db'}"
 
 
-def eligible_strategies(workload: WorkloadSpec, requested: list[str] | None) -> tuple[str, ...]:
-    """The strategies that support the workload's training semantics, optionally restricted to ``requested``.
+def eligible_strategies(workload: WorkloadSpec, requested: list[str] | None,
+                        allow_model_change: bool = False) -> tuple[str, ...]:
+    """The strategies that can run the workload (or, when allowed, a model swap of it), optionally restricted
+    to ``requested``.
 
     Raises:
-        SpecError: a requested strategy is unknown or does not support the workload's mode.
+        SpecError: a requested strategy is unknown or cannot run the workload.
     """
-    mode = workload.training.mode
-    names = requested or sorted(STRATEGIES)
-    out = []
-    for name in names:
-        module = get_strategy(name)
-        if mode in module.SUPPORTS:
-            out.append(name)
-        elif requested:
-            raise SpecError(f"--strategies: {name!r} does not support training.mode {mode!r} "
-                            f"(it supports {', '.join(module.SUPPORTS)})")
-    if not out:
-        raise SpecError(f"--strategies: no strategy supports training.mode {mode!r}")
-    return tuple(out)
+    found = candidates(workload, requested, allow_model_change)
+    return tuple(dict.fromkeys(c.strategy for c in found))
 
 
 def study_name_for(req: TuneRequest) -> str:
     """A stable study name: cluster and workload names plus a hash of everything that defines the search."""
     key = json.dumps([req.cluster.to_yaml_dict(), req.workload.to_yaml_dict(), list(req.strategies),
-                      req.tune_batch_size], sort_keys=True)
+                      req.tune_batch_size] + ([True] if req.allow_model_change else []), sort_keys=True)
     return f"{req.cluster.name}/{req.workload.name or req.workload.dataset_name}/" \
            f"{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
@@ -114,17 +115,28 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
             time.sleep(0.2 * attempt)
 
 
-def objective(req: TuneRequest, trial: optuna.Trial) -> float:
+def objective(req: TuneRequest, trial: optuna.Trial, choices: dict[str, Candidate] | None = None) -> float:
     """Simulate one configuration; record the result as user attributes and memory excess as a constraint.
+
+    Args:
+        req: the request.
+        trial: the Optuna trial.
+        choices: ``req.candidates()``, computed once per study (None = compute here).
 
     Returns:
         The simulated epoch time in seconds (for an infeasible configuration, a finite stand-in: the
         largest epoch time seen is not known here, so 1e9 s; the constraint already marks it infeasible).
     """
-    name = trial.suggest_categorical("strategy", list(req.strategies))
-    knobs = get_strategy(name).suggest(trial, req.workload, req.tune_batch_size)
-    result = simulate(req.cluster, req.workload, name, knobs)
+    choices = choices or req.candidates()
+    chosen = choices[trial.suggest_categorical("strategy", list(choices))]
+    knobs = get_strategy(chosen.strategy).suggest(trial, chosen.workload, req.tune_batch_size)
+    if chosen.fixed_knobs:
+        knobs = knobs.model_copy(update=chosen.fixed_knobs)
+    result = simulate(req.cluster, chosen.workload, chosen.strategy, knobs)
     trial.set_user_attr("result", result.to_json_dict())
+    trial.set_user_attr("model", chosen.workload.model.arch)
+    if chosen.model_changed:
+        trial.set_user_attr("workload", chosen.workload.to_yaml_dict())
     trial.set_constraint("memory_excess_bytes", _memory_excess(req.cluster, result.peak_memory_bytes))
     return result.epoch_time_s if result.feasible else 1e9
 
@@ -141,7 +153,8 @@ def run_study(req: TuneRequest, progress: bool = False) -> optuna.Study:
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     study = open_study(req)
-    study.optimize(lambda t: objective(req, t), n_trials=req.num_trials, show_progress_bar=progress,
+    choices = req.candidates()
+    study.optimize(lambda t: objective(req, t, choices), n_trials=req.num_trials, show_progress_bar=progress,
                    catch=())
     return study
 
@@ -150,18 +163,19 @@ def ranked_trials(study: optuna.Study) -> list[dict[str, Any]]:
     """Completed trials as rows, feasible first, by simulated epoch time; identical configurations merged.
 
     Returns:
-        Rows with keys rank, trial, strategy, knobs, feasible, epoch_time_s, iteration_time_s,
-        peak_gpu_memory_bytes, reason.
+        Rows with keys rank, trial, strategy, model (the model's arch), knobs, feasible, epoch_time_s,
+        iteration_time_s, peak_gpu_memory_bytes, reason.
     """
     rows: dict[str, dict[str, Any]] = {}
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         res = t.user_attrs.get("result")
         if not res:
             continue
-        key = json.dumps([res["strategy"], res["knobs"]], sort_keys=True)
+        model = t.user_attrs.get("model", "")
+        key = json.dumps([res["strategy"], model, res["knobs"]], sort_keys=True)
         if key in rows:
             continue
-        rows[key] = {"trial": t.number, "strategy": res["strategy"], "knobs": res["knobs"],
+        rows[key] = {"trial": t.number, "strategy": res["strategy"], "model": model, "knobs": res["knobs"],
                      "feasible": res["feasible"], "epoch_time_s": res["epoch_time_s"],
                      "iteration_time_s": res["iteration_time_s"],
                      "peak_gpu_memory_bytes": res["peak_memory_bytes"]["gpu"], "reason": res["reason"]}
@@ -171,14 +185,25 @@ def ranked_trials(study: optuna.Study) -> list[dict[str, Any]]:
     return ordered
 
 
-def best_result(study: optuna.Study) -> dict[str, Any]:
-    """The best feasible trial's simulation result.
+def best_result(study: optuna.Study, workload: WorkloadSpec) -> tuple[dict[str, Any], WorkloadSpec]:
+    """The best feasible trial's simulation result and the workload it ran.
+
+    Args:
+        study: the study.
+        workload: the user's workload (returned when the best trial kept the model).
+
+    Returns:
+        (result, workload): the workload with the model swapped when the best candidate changed it.
 
     Raises:
         SpecError: no feasible configuration was found.
     """
+    from simulator.workload.spec import workload_from_dict
+
     try:
-        return dict(study.best_trial.user_attrs["result"])
+        best = study.best_trial
+        changed = best.user_attrs.get("workload")
+        return dict(best.user_attrs["result"]), workload_from_dict(changed) if changed else workload
     except ValueError:
         raise SpecError("tune: no feasible configuration found (every trial ran out of memory); "
                         "use a larger cluster or a smaller model/batch") from None

@@ -138,6 +138,9 @@ def _worker(index: int, nprocs: int, port: int, threads: int, fn: WorkerFn, args
         out = fn(topo, lambda m: queue.put(("message", m)), *args)
         if index == 0:
             queue.put(("result", out))
+        # no rank tears its gloo pairs down while a peer may still be in the last collective (rank 0 writes
+        # the trace after gather_object; an early exit of rank 1 aborted it now and then with SIGABRT)
+        comm.barrier()
     except ValueError as exc:
         queue.put(("value_error", str(exc)))
         raise

@@ -4,24 +4,32 @@ Each span kind constrains some parameters through the same priced operations the
 (:mod:`simulator.hardware.model`, :mod:`simulator.hardware.collectives`); for a trace recorded on ``m``
 machines with ``g`` workers each:
 
-* ``fetch``: ``2 * network.latency_s + g * nbytes / network.bandwidth_bytes_per_s`` (an id request and the
-  rows back; the ``g`` workers of a machine fetch at once and share its NIC).
+* ``fetch``: ``3 * network.latency_s + g * nbytes / network.bandwidth_bytes_per_s`` (a count exchange, the
+  ids and the rows back, as ``dp``'s pull; the ``g`` workers of a machine fetch at once and share its NIC).
 * ``all_reduce``: hierarchical ring all-reduce of ``nbytes`` (the fastest rank of each iteration, so waiting
   for stragglers is excluded).
 * ``load``: ``max(local gather, measured fetch) + pcie.latency_s + (local + remote bytes) / pcie bandwidth
   + hit bytes / (GPU memory bandwidth * gather_fraction)``; local gather = local bytes / (host memory
   bandwidth * gather_fraction).
-* ``forward`` / ``backward``: ``flops * r / efficiency`` where ``r`` is the roofline seconds per FLOP of the
-  trace's model on its mean mini-batch (:mod:`simulator.workload.model_cost`).
+* ``forward`` / ``backward`` / ``optimizer``: ``flops * r / efficiency`` where ``r`` is the roofline seconds per
+  FLOP of the trace's model on its mean mini-batch (:mod:`simulator.workload.model_cost`).
 * ``sample``: ``num_sampled_edges / host.sampling_edges_per_s_per_core`` (one core per sampler).
 * ``iteration``: ``iteration_overhead_s`` = iteration time minus its phases on the trainer's path (load,
   forward, backward, all_reduce, optimizer, inline sample, and the wait for a prefetched sample).
 
-All residuals are relative ((predicted - measured) / measured); each span kind has equal total weight, the
-loss is soft-L1 (robust to warm-up outliers), and a small ridge on the log change of each parameter keeps
-parameters that the traces do not determine where they were. Parameters whose data Jacobian column is zero
-(no span informs them) are not changed. Source: ``scipy.optimize.least_squares`` (trust-region reflective,
-bounded; Branch, Coleman and Li, SIAM J. Sci. Comput. 21(1), 1999).
+Residuals are ``(predicted - measured) / mean measured duration of the span kind``, so the fit matches each
+kind's *mean* duration: an epoch is a sum of spans, and on a busy machine span times are skewed, so a
+per-span relative or robust loss (which tracks the typical, median-like span) underpredicts sums. Each span
+kind has equal total weight, the loss is plain least squares, and a small ridge on the log change of each
+parameter keeps parameters that the traces do not determine where they were. Parameters whose data Jacobian
+column is zero (no span informs them) are not changed. Source: ``scipy.optimize.least_squares`` (trust-region
+reflective, bounded; Branch, Coleman and Li, SIAM J. Sci. Comput. 21(1), 1999).
+
+Closure: the spans do not cover everything an iteration spends (Python between phases, waiting for a
+prefetching sampler process, stragglers at a collective). After the span fit, ``iteration_overhead_s`` is
+solved (Brent's method, ``scipy.optimize.brentq``) so that the calibrated simulator reproduces the measured
+epoch times of the calibration traces (mean relative error 0; overhead >= 0); the per-phase parameters then
+carry what changes between configurations, the overhead what does not.
 """
 
 from __future__ import annotations
@@ -34,28 +42,30 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares
+from scipy.optimize import brentq, least_squares
 
 from simulator.errors import SpecError
 from simulator.hardware.collectives import hierarchical_all_reduce_time
 from simulator.hardware.model import compute_time
 from simulator.hardware.spec import ClusterSpec, cluster_from_dict, load_cluster
 from simulator.plan import Plan
+from simulator.strategies.dp import FETCH_REQUEST_MESSAGES
 from simulator.result import SimResult
 from simulator.trace import Span, read_trace
 from simulator.workload.model_cost import Block, model_cost
 
 PARAMS = ("network.bandwidth_bytes_per_s", "network.latency_s", "pcie.bandwidth_bytes_per_s", "pcie.latency_s",
           "efficiency.gather_fraction", "efficiency.forward_fraction", "efficiency.backward_fraction",
-          "host.sampling_edges_per_s_per_core", "iteration_overhead_s")
+          "efficiency.optimizer_fraction", "host.sampling_edges_per_s_per_core", "iteration_overhead_s")
 _LINEAR = {"iteration_overhead_s": 1e-3}  # fitted directly, in units of 1 ms; the others in log space
 _UPPER = {"efficiency.gather_fraction": 10.0, "efficiency.forward_fraction": 10.0,
-          "efficiency.backward_fraction": 10.0}  # ClusterSpec's le=10
+          "efficiency.backward_fraction": 10.0, "efficiency.optimizer_fraction": 10.0}  # ClusterSpec's le=10
 _LOG_RANGE = math.log(1e4)
 _RIDGE = 1e-5
 _MIN_START = 1e-7
 _START_INSET = 0.1  # 0.1 ms for the overhead; log-space starts are interior already
 _TRAINER_PHASES = ("load", "forward", "backward", "all_reduce", "optimizer")
+_COMPUTE_PHASES = ("forward", "backward", "optimizer")
 
 SimulateFn = Callable[[ClusterSpec, Plan], SimResult]
 
@@ -102,7 +112,7 @@ def _default_simulate(cluster: ClusterSpec, plan: Plan) -> SimResult:
 
 
 def _seconds_per_flop(trace: _Trace) -> dict[str, float]:
-    """Roofline seconds per FLOP (efficiency 1) of the trace's forward and backward on its mean batch."""
+    """Roofline seconds per FLOP (efficiency 1) of the trace's forward, backward and optimizer on its mean batch."""
     from simulator.api import load_context
 
     plan = trace.plan
@@ -111,8 +121,10 @@ def _seconds_per_flop(trace: _Trace) -> dict[str, float]:
     blocks = [Block(s, d, e) for s, d, e in zip(st.num_src_vertices, st.num_dst_vertices, st.num_edges)]
     cost = model_cost(plan.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
     gpu = trace.shape.gpu
+    optimizer_flops = sum(k.flops for k in cost.optimizer)
     return {"forward": compute_time(cost.forward, gpu, 1.0) / max(cost.forward_flops, 1.0),
-            "backward": compute_time(cost.backward, gpu, 1.0) / max(cost.backward_flops, 1.0)}
+            "backward": compute_time(cost.backward, gpu, 1.0) / max(cost.backward_flops, 1.0),
+            "optimizer": compute_time(cost.optimizer, gpu, 1.0) / max(optimizer_flops, 1.0)}
 
 
 def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: ClusterSpec) -> _Trace:
@@ -154,7 +166,7 @@ class _Model:
                 self.rows["fetch"].append((t, s, {}))
             for s in phases.get("load", []):
                 self.rows["load"].append((t, s, {"fetch_s": fetch}))
-            for phase in ("forward", "backward"):
+            for phase in _COMPUTE_PHASES:
                 for s in phases.get(phase, []):
                     self.rows[phase].append((t, s, {}))
             for s in phases.get("sample", []):
@@ -173,7 +185,7 @@ class _Model:
                 self.rows["iteration"].append((t, s, {"gap_s": gap}))
         for s in fastest_all_reduce.values():
             self.rows["all_reduce"].append((t, s, {}))
-        if any(self.rows[p] for p in ("forward", "backward")) and not t.seconds_per_flop:
+        if any(self.rows[p] for p in _COMPUTE_PHASES) and not t.seconds_per_flop:
             t.seconds_per_flop = _seconds_per_flop(t)
 
     def values(self, x: np.ndarray) -> dict[str, float]:
@@ -199,12 +211,11 @@ class _Model:
         for kind, rows in self.rows.items():
             if not rows:
                 continue
+            scale = max(float(np.mean([s.dur_s for _, s, _ in rows])), 1e-12)
             weight = 1.0 / math.sqrt(len(rows))
             for t, s, extra in rows:
-                pred = self._predict(kind, v, t, s, extra)
-                meas = s.dur_s if kind != "iteration" else max(s.dur_s, 1e-9)
                 target = extra["gap_s"] if kind == "iteration" else s.dur_s
-                out.append(weight * (pred - target) / max(meas, 1e-12))
+                out.append(weight * (self._predict(kind, v, t, s, extra) - target) / scale)
         return np.array(out)
 
     def residuals(self, x: np.ndarray) -> np.ndarray:
@@ -214,7 +225,8 @@ class _Model:
     def _predict(self, kind: str, v: dict[str, float], t: _Trace, s: Span, extra: dict[str, float]) -> float:
         shape = t.shape
         if kind == "fetch":
-            return 2 * v["network.latency_s"] + shape.gpus_per_machine * s.nbytes / v["network.bandwidth_bytes_per_s"]
+            return (FETCH_REQUEST_MESSAGES + 1) * v["network.latency_s"] + \
+                shape.gpus_per_machine * s.nbytes / v["network.bandwidth_bytes_per_s"]
         if kind == "all_reduce":
             cl = shape.model_copy(update={"network": shape.network.model_copy(update={
                 "bandwidth_bytes_per_s": v["network.bandwidth_bytes_per_s"], "latency_s": v["network.latency_s"]}),
@@ -228,7 +240,7 @@ class _Model:
             copy = (v["pcie.latency_s"] + (local + remote) / v["pcie.bandwidth_bytes_per_s"]) if local + remote > 0 \
                 else 0.0
             return max(host, extra["fetch_s"]) + copy + hit / (shape.gpu.memory_bandwidth_bytes_per_s * g)
-        if kind in ("forward", "backward"):
+        if kind in _COMPUTE_PHASES:
             return s.flops * t.seconds_per_flop[kind] / v[f"efficiency.{kind}_fraction"]
         if kind == "sample":
             return float(s.args.get("num_sampled_edges", 0.0)) / v["host.sampling_edges_per_s_per_core"]
@@ -265,6 +277,10 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
     after, constrained, fit_info = _fit(model)
     names = ", ".join(t.name for t in traces)
     calibrated = with_params(base, {p: v for p, v in after.items() if constrained[p]})
+    if constrained["iteration_overhead_s"]:
+        after["iteration_overhead_s"] = _close_overhead(traces, calibrated, simulate_fn or _default_simulate)
+        calibrated = with_params(calibrated, {"iteration_overhead_s": after["iteration_overhead_s"]})
+        fit_info["closure"] = "iteration_overhead_s solved so the calibration traces' epoch times are reproduced"
     sources = dict(base.sources)
     sources.update({p: f"calibrated from {names}" for p in PARAMS if constrained[p]})
     name = base.name if base.name.endswith("-calibrated") else f"{base.name}-calibrated"
@@ -289,7 +305,7 @@ def _fit(model: _Model) -> tuple[dict[str, float], dict[str, bool], dict[str, An
     lo, hi = model.bounds()
     # start strictly inside the bounds (trust-region reflective stalls on a start at a bound, e.g. 0 overhead)
     x0 = np.clip(model.x0(), lo + _START_INSET, hi)
-    fit = least_squares(model.residuals, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.1, x_scale=1.0)
+    fit = least_squares(model.residuals, x0, bounds=(lo, hi), loss="linear", x_scale=1.0)
     jac = fit.jac[: len(model.data_residuals(fit.x))]
     norms = np.linalg.norm(jac, axis=0) if jac.size else np.zeros(len(PARAMS))
     informed = norms > 1e-8 * max(float(norms.max(initial=0.0)), 1e-300)
@@ -321,7 +337,31 @@ _INFORMS = {"fetch": ("network.bandwidth_bytes_per_s", "network.latency_s"),
                            "pcie.latency_s"),
             "load": ("pcie.bandwidth_bytes_per_s", "pcie.latency_s", "efficiency.gather_fraction"),
             "forward": ("efficiency.forward_fraction",), "backward": ("efficiency.backward_fraction",),
+            "optimizer": ("efficiency.optimizer_fraction",),
             "sample": ("host.sampling_edges_per_s_per_core",), "iteration": ("iteration_overhead_s",)}
+
+
+def _close_overhead(traces: list[_Trace], cluster: ClusterSpec, simulate_fn: SimulateFn) -> float:
+    """The ``iteration_overhead_s`` at which the simulated epoch times of ``traces`` have mean relative error 0
+    (module docstring, "Closure"); 0 when the simulator is already slower than measured without overhead.
+
+    Source: Brent's root finder (``scipy.optimize.brentq``; Brent, "Algorithms for Minimization without
+    Derivatives", 1973, ch. 4); the epoch time is non-decreasing in the overhead, so the root is unique.
+    """
+    measured = [t for t in traces if math.isfinite(t.measured_epoch_s) and t.measured_epoch_s > 0]
+    if not measured:
+        return cluster.iteration_overhead_s
+
+    def error(overhead_s: float) -> float:
+        cl = with_params(cluster, {"iteration_overhead_s": overhead_s})
+        return float(np.mean([simulate_fn(cl, t.plan).epoch_time_s / t.measured_epoch_s - 1.0 for t in measured]))
+
+    if error(0.0) >= 0.0:
+        return 0.0
+    high = max(t.measured_epoch_s for t in measured)  # one iteration's overhead cannot exceed a whole epoch
+    while error(high) < 0.0:
+        high *= 2.0
+    return float(brentq(error, 0.0, high, xtol=1e-7, rtol=1e-6))
 
 
 def _span_counts(model: _Model) -> dict[str, int]:

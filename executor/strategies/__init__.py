@@ -11,7 +11,7 @@ from types import ModuleType
 
 from simulator.errors import SpecError
 
-EXECUTORS = {"dp": "executor.strategies.dp"}
+EXECUTORS = {"dp": "executor.strategies.dp", "ppgnn": "executor.strategies.ppgnn"}
 """Strategy name -> module implementing it for real."""
 
 

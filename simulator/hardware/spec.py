@@ -77,6 +77,7 @@ class EfficiencySpec(_Spec):
     forward_fraction: float = Field(default=1.0, gt=0, le=10)
     backward_fraction: float = Field(default=1.0, gt=0, le=10)
     gather_fraction: float = Field(default=1.0, gt=0, le=10)
+    optimizer_fraction: float = Field(default=1.0, gt=0, le=10)
 
 
 class ClusterSpec(_Spec):

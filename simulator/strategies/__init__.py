@@ -9,9 +9,9 @@ from __future__ import annotations
 from types import ModuleType
 
 from simulator.errors import SpecError
-from simulator.strategies import dp
+from simulator.strategies import dp, ppgnn
 
-STRATEGIES: dict[str, ModuleType] = {dp.NAME: dp}
+STRATEGIES: dict[str, ModuleType] = {dp.NAME: dp, ppgnn.NAME: ppgnn}
 
 
 def get_strategy(name: str) -> ModuleType:

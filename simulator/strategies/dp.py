@@ -21,15 +21,16 @@ Simulation (``simulate``), per worker and iteration, on :class:`~simulator.hardw
   With k sampler processes, iteration i is dispatched when the trainer takes batch ``i - 2k``: PyTorch
   DataLoader's default ``prefetch_factor=2`` per worker process (torch.utils.data.DataLoader docs), which
   DGL 1.1's ``dgl.dataloading.DataLoader`` inherits; sampler j handles iterations j, j+k, ...
-* ``load``: local misses are gathered from host memory while remote misses are pulled (``fetch``: an int64 id
-  request to each other machine, then the rows back, each a flow through the sender's and receiver's NICs,
-  owners equally loaded); then all misses cross PCIe host-to-device; cache hits are gathered on the GPU.
+* ``load``: local misses are gathered from host memory while remote misses are pulled (``fetch``, as the
+  executor's ``RowStore.pull``: a count exchange and the int64 ids to each other machine, then the rows back,
+  i.e. three messages, each a flow through the sender's and receiver's NICs, owners equally loaded); then all
+  misses cross PCIe host-to-device; cache hits are gathered on the GPU.
 * ``forward``, ``backward``: roofline time of the model's kernels (:mod:`simulator.workload.model_cost`)
   divided by ``efficiency.forward_fraction`` / ``backward_fraction``.
 * ``all_reduce``: waits for every worker (synchronous DDP), then the hierarchical ring all-reduce of the
   gradients as flows: reduce-scatter over NVLink (PCIe without it), ring across machines on each GPU's shard,
   all-gather; its time without contention equals :func:`~simulator.hardware.collectives.hierarchical_all_reduce_time`.
-* ``optimizer`` (Adam, roofline, not scaled by an efficiency), then ``iteration_overhead_s``.
+* ``optimizer`` (Adam, roofline / ``efficiency.optimizer_fraction``), then ``iteration_overhead_s``.
 
 Memory model (``memory_model``): per GPU = framework reserve + parameters, gradients and Adam state + the
 batch's input features + activations and block structure + the feature cache; per machine host = graph
@@ -121,6 +122,10 @@ def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
 PREFETCH_FACTOR = 2
 """Batches in flight per sampler process: ``prefetch_factor`` default of torch.utils.data.DataLoader (PyTorch
 docs), used by DGL 1.1's ``dgl.dataloading.DataLoader``."""
+FETCH_REQUEST_MESSAGES = 2
+"""Messages before the rows come back in a pull: the count exchange and the ids (executor/features.py
+``RowStore.pull``: three ``all_to_all_single`` calls in all; DistDGL's KVStore pull, Zheng et al., IA3 2020,
+§3.2, sends the ids in one request)."""
 PHASES = ("sample", "load", "fetch", "forward", "backward", "all_reduce", "optimizer")
 
 
@@ -166,7 +171,7 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
         num_remote_vertices=remote * n_in, request_bytes=remote * n_in * INDEX_BYTES,
         forward_s=compute_time(cost.forward, cl.gpu, eff.forward_fraction),
         backward_s=compute_time(cost.backward, cl.gpu, eff.backward_fraction),
-        optimizer_s=compute_time(cost.optimizer, cl.gpu, 1.0),
+        optimizer_s=compute_time(cost.optimizer, cl.gpu, eff.optimizer_fraction),
         forward_flops=cost.forward_flops, backward_flops=cost.backward_flops,
         optimizer_flops=sum(k.flops for k in cost.optimizer), gradient_bytes=float(FLOAT_BYTES * cost.num_params))
     return work, cost
@@ -380,7 +385,7 @@ class _Run:
                    num_remote_vertices=work.num_remote_vertices)
 
     def _pull(self, me: int, owner: int, request_bytes: float, reply_bytes: float) -> Generator[Any, Any, None]:
-        yield self.hw.network(me, owner, request_bytes)
+        yield self.hw.network(me, owner, request_bytes, num_messages=FETCH_REQUEST_MESSAGES)
         yield self.hw.network(owner, me, reply_bytes)
 
     def _all_reduce(self, rank: int, pos: int, nbytes: float) -> Generator[Any, Any, None]:

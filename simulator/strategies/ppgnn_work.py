@@ -210,7 +210,7 @@ def step_work(ctx: SimContext, knobs: Knobs, placement: str, rows: float) -> Ste
     return StepWork(load_work(ctx, knobs, placement, rows),
                     compute_time(cost.forward, cl.gpu, eff.forward_fraction),
                     compute_time(cost.backward, cl.gpu, eff.backward_fraction),
-                    compute_time(cost.optimizer, cl.gpu, 1.0), cost.forward_flops, cost.backward_flops,
+                    compute_time(cost.optimizer, cl.gpu, eff.optimizer_fraction), cost.forward_flops, cost.backward_flops,
                     cost.optimizer_flops, float(FLOAT_BYTES * cost.num_params))
 
 

@@ -24,7 +24,7 @@ def test_two_tune_processes_share_one_sqlite_study(tmp_path: Path) -> None:
     assert main(["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp",
                  "--json"]) == 0
     cmd = [sys.executable, "-m", "autotune.cli", "tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage",
-           "--trials", "6", "--storage", storage, "--study", "shared", "--json"]
+           "--strategies", "dp", "--trials", "6", "--storage", storage, "--study", "shared", "--json"]
     procs = [subprocess.Popen([*cmd, "--seed", str(i), "-o", str(tmp_path / f"plan{i}.yaml")], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
@@ -63,7 +63,8 @@ def test_out_of_memory_configurations_are_constrained_out(tmp_path: Path) -> Non
 def test_tune_writes_plan_and_resumes(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     storage = f"sqlite:///{tmp_path / 's.db'}"
     plan = tmp_path / "plan.yaml"
-    argv = ["tune", "--cluster", "dgx-a100", "--workload", "cora-sage", "--trials", "4", "--storage", storage,
+    argv = ["tune", "--cluster", "dgx-a100", "--workload", "cora-sage", "--strategies", "dp", "--trials", "4",
+            "--storage", storage,
             "-o", str(plan), "--json"]
     assert main(argv) == 0
     first = capsys.readouterr().out

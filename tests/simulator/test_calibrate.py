@@ -14,7 +14,8 @@ from simulator.hardware.spec import load_cluster
 
 TRUE = {"network.bandwidth_bytes_per_s": 0.8e9, "network.latency_s": 5e-5, "pcie.bandwidth_bytes_per_s": 12e9,
         "pcie.latency_s": 1e-5, "efficiency.gather_fraction": 0.5, "efficiency.forward_fraction": 0.3,
-        "efficiency.backward_fraction": 0.25, "host.sampling_edges_per_s_per_core": 1e7,
+        "efficiency.backward_fraction": 0.25, "efficiency.optimizer_fraction": 0.2,
+        "host.sampling_edges_per_s_per_core": 1e7,
         "iteration_overhead_s": 2e-3}
 
 

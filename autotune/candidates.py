@@ -1,0 +1,128 @@
+"""What the tuner may run for a workload: (strategy, model) candidates.
+
+Training semantics differ between strategies (DESIGN.md, "A strategy is one plug-in"): ``dp``, ``hopgnn`` and
+``gsplit`` compute the same mini-batch gradient, ``hongtu`` and ``neutronstar`` the same full-graph gradient,
+and ``ppgnn`` trains a different model (SGC or SIGN on pre-propagated features). The tuner compares the
+strategies that accept the workload as given (its ``SUPPORTS`` training mode and its ``check_workload``).
+When the user allows a model change it also compares the workload with its model swapped between message
+passing and pre-propagation at the same depth: an L-layer message-passing GNN becomes SGC and SIGN with
+R = L hops (``ppgnn``'s ``hops`` knob fixed to L), and an SGC / SIGN workload also runs as the other
+pre-propagation model and as an L-layer GraphSAGE with its fanouts (10 per layer when it has none for every
+layer). Such candidates are labelled ``<strategy>/<arch>`` and the tuner's output says the model changed.
+
+Source of the depth correspondence: Wu et al., "Simplifying Graph Convolutional Networks" (SGC), ICML 2019, §3
+(K-step propagation replaces K GCN layers); Frasca et al., "SIGN", 2020, §3 (r hops ~ an r-layer receptive field).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from simulator.errors import SpecError
+from simulator.strategies import STRATEGIES, get_strategy
+from simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
+
+PRE_PROPAGATION_ARCHS = ("sgc", "sign")
+DEFAULT_FANOUT = 10
+"""Fanout per layer of the GraphSAGE alternative to an SGC / SIGN workload: the value of the shipped
+workload presets (GraphSAGE's paper uses 25 and 10; Hamilton et al., NeurIPS 2017, §4.1)."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One thing the tuner may choose.
+
+    Attributes:
+        label: the value of the trial's ``strategy`` parameter (``dp``, or ``ppgnn/sgc`` with a changed model).
+        strategy: the strategy plug-in's name.
+        workload: the workload this candidate runs (the user's, or the one with the model swapped).
+        fixed_knobs: knob values the model swap implies (``ppgnn``'s ``hops``), applied over the suggestion.
+    """
+
+    label: str
+    strategy: str
+    workload: WorkloadSpec
+    fixed_knobs: dict[str, Any] = field(default_factory=dict)
+    model_changed: bool = False
+
+
+def accepts(strategy: str, workload: WorkloadSpec) -> bool:
+    """Whether a strategy can run a workload: its training mode is supported and ``check_workload`` passes."""
+    module = get_strategy(strategy)
+    if workload.training.mode not in module.SUPPORTS:
+        return False
+    check = getattr(module, "check_workload", None)
+    try:
+        if check is not None:
+            check(workload)
+    except SpecError:
+        return False
+    return True
+
+
+def model_variants(workload: WorkloadSpec) -> list[tuple[WorkloadSpec, dict[str, Any]]]:
+    """The workload with its model swapped (module docstring), each with the knobs the swap implies."""
+    model, training = workload.model, workload.training
+    out: list[tuple[WorkloadSpec, dict[str, Any]]] = []
+    if model.arch in MESSAGE_PASSING_ARCHS:
+        for arch in PRE_PROPAGATION_ARCHS:
+            out.append((_with_model(workload, arch=arch), {"hops": model.num_layers}))
+    else:
+        other = [a for a in PRE_PROPAGATION_ARCHS if a != model.arch]
+        out.extend((_with_model(workload, arch=a), {}) for a in other)
+        fanouts = training.fanouts if len(training.fanouts) == model.num_layers else \
+            [DEFAULT_FANOUT] * model.num_layers
+        sage = _with_model(workload, arch="sage").model_copy(
+            update={"training": training.model_copy(update={"fanouts": fanouts})})
+        out.append((sage, {}))
+    return out
+
+
+def _with_model(workload: WorkloadSpec, **changes: Any) -> WorkloadSpec:
+    return workload.model_copy(update={"model": workload.model.model_copy(update=changes)})
+
+
+def candidates(workload: WorkloadSpec, requested: list[str] | None = None,
+               allow_model_change: bool = False) -> tuple[Candidate, ...]:
+    """Every (strategy, model) the tuner may choose for ``workload``.
+
+    Args:
+        workload: the user's workload.
+        requested: strategy names to restrict to (None = all registered).
+        allow_model_change: also consider the model swaps of :func:`model_variants`.
+
+    Returns:
+        Candidates, the user's model first.
+
+    Raises:
+        SpecError: an unknown requested strategy, one that can run neither the workload nor (when allowed) a
+            model swap of it, or no candidate at all.
+    """
+    names = requested or sorted(STRATEGIES)
+    variants = [(workload, {})] + (model_variants(workload) if allow_model_change else [])
+    out: list[Candidate] = []
+    for name in names:
+        found = False
+        for i, (wl, fixed) in enumerate(variants):
+            if accepts(name, wl):
+                label = name if i == 0 else f"{name}/{wl.model.arch}"
+                out.append(Candidate(label, name, wl, fixed, model_changed=i > 0))
+                found = True
+        if requested and not found:
+            raise SpecError(_rejection(name, workload, allow_model_change))
+    if not out:
+        raise SpecError(f"--strategies: no strategy runs training.mode {workload.training.mode!r} with "
+                        f"model.arch {workload.model.arch!r}")
+    out.sort(key=lambda c: c.model_changed)
+    return tuple(out)
+
+
+def _rejection(name: str, workload: WorkloadSpec, allow_model_change: bool) -> str:
+    module = get_strategy(name)
+    mode = workload.training.mode
+    if mode not in module.SUPPORTS:
+        return f"--strategies: {name!r} does not support training.mode {mode!r} (it supports " \
+               f"{', '.join(module.SUPPORTS)})"
+    hint = "" if allow_model_change else " (add --allow-model-change to let the tuner swap the model)"
+    return f"--strategies: {name!r} cannot train model.arch {workload.model.arch!r}{hint}"
