@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -74,6 +75,11 @@ def pct(pred: float | None, meas: float) -> str:
     return f"{(pred - meas) / meas * 100:+.1f}%"
 
 
+PIPE_WIDTH = 160
+"""Columns of reports written to a file or pipe (rich would otherwise assume 80 and squeeze the knob column)."""
+
+
 def console(stderr: bool = False) -> Console:
-    """The console reports go to."""
-    return Console(stderr=stderr, soft_wrap=True)
+    """The console reports go to: the terminal's width, or :data:`PIPE_WIDTH` when not a terminal."""
+    stream = sys.stderr if stderr else sys.stdout
+    return Console(stderr=stderr, soft_wrap=True, width=None if stream.isatty() else PIPE_WIDTH)

@@ -49,8 +49,8 @@ from simulator.hardware.collectives import hierarchical_all_reduce_time
 from simulator.hardware.model import compute_time
 from simulator.hardware.spec import ClusterSpec, cluster_from_dict, load_cluster
 from simulator.plan import Plan
-from simulator.strategies.dp import FETCH_REQUEST_MESSAGES
 from simulator.result import SimResult
+from simulator.strategies.dp import FETCH_REQUEST_MESSAGES
 from simulator.trace import Span, read_trace
 from simulator.workload.model_cost import Block, model_cost
 

@@ -67,6 +67,29 @@ class Engine:
         self.env.run(until=until)
 
 
+class Rendezvous:
+    """Named all-party barriers: ``wait(key)`` returns an event that fires once ``num_parties`` processes have
+    called ``wait`` with that key (a synchronous collective waits for its slowest participant).
+
+    Args:
+        engine: the engine.
+        num_parties: processes that meet at every key.
+    """
+
+    def __init__(self, engine: Engine, num_parties: int) -> None:
+        self.engine, self.num_parties = engine, num_parties
+        self._count: dict[Any, int] = {}
+        self._events: dict[Any, simpy.Event] = {}
+
+    def wait(self, key: Any) -> simpy.Event:
+        """Arrive at ``key``; the returned event fires when the last party has arrived."""
+        event = self._events.setdefault(key, self.engine.event())
+        self._count[key] = self._count.get(key, 0) + 1
+        if self._count[key] == self.num_parties:
+            event.succeed()
+        return event
+
+
 @dataclass(eq=False)
 class FluidResource:
     """A divisible capacity shared by flows (a link direction in bytes/s, or host cores in cores).

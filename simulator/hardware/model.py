@@ -181,6 +181,27 @@ class HardwareModel:
         return self.transfer((self.nic_tx[src_machine], self.nic_rx[dst_machine]), nbytes,
                              num_messages * self.cluster.network.latency_s)
 
+    def all_reduce(self, rank: int, nbytes: float) -> Generator[simpy.Event, Any, None]:
+        """Worker ``rank``'s part of a hierarchical ring all-reduce of ``nbytes``; use with ``yield from`` once
+        every worker has arrived (e.g. at a :class:`~simulator.engine.Rendezvous`).
+
+        Reduce-scatter inside the machine (NVLink, else PCIe through the host: ``(g-1)/g * nbytes`` in ``g-1``
+        steps), ring all-reduce across machines of this GPU's ``1/g`` shard (``2 (m-1)/m * nbytes / g`` over the
+        NIC in ``2 (m-1)`` steps), all-gather inside the machine. Uncontended, its time equals
+        :func:`~simulator.hardware.collectives.hierarchical_all_reduce_time`. Source: Patarasuk and Yuan,
+        "Bandwidth optimal all-reduce algorithms", JPDC 69(2), 2009 (ring); the hierarchical form is NCCL's
+        tree/ring across nodes (Jeaugey, GTC 2017).
+        """
+        g, m = self.cluster.gpus_per_machine, self.cluster.num_machines
+        machine, local = divmod(rank, g)
+        peer = machine * g + (local + 1) % g
+        if g > 1:
+            yield self.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
+        if m > 1:
+            yield self.network(machine, (machine + 1) % m, 2.0 * (m - 1) / m * nbytes / g, num_messages=2 * (m - 1))
+        if g > 1:
+            yield self.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
+
     def host_work(self, machine: int, core_seconds: float, max_cores: float = 1.0) -> simpy.Event:
         """Run ``core_seconds`` of CPU work on a machine's cores, using at most ``max_cores`` at a time."""
         return self.engine.fluid.start((self.host_cores[machine],), core_seconds, cap=max_cores)

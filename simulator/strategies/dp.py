@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.engine import Engine
+from simulator.engine import Engine, Rendezvous
 from simulator.errors import SpecError
 from simulator.hardware.collectives import all_reduce_link_bytes
 from simulator.hardware.model import (
@@ -304,8 +304,7 @@ class _Run:
         num_workers, k = ctx.num_workers, len(plan.window)
         self.spans: list[Span] = []
         self.ends = [[0.0] * k for _ in range(num_workers)]
-        self.arrived = [0] * k
-        self.all_arrived = [self.engine.event() for _ in range(k)]
+        self.rendezvous = Rendezvous(self.engine, num_workers)
         self.ready = [[self.engine.event() for _ in range(k)] for _ in range(num_workers)]
         self.taken = [[self.engine.event() for _ in range(k)] for _ in range(num_workers)]
 
@@ -389,18 +388,7 @@ class _Run:
         yield self.hw.network(owner, me, reply_bytes)
 
     def _all_reduce(self, rank: int, pos: int, nbytes: float) -> Generator[Any, Any, None]:
-        start, cl, hw = self.engine.now, self.ctx.cluster, self.hw
-        self.arrived[pos] += 1
-        if self.arrived[pos] == self.ctx.num_workers:
-            self.all_arrived[pos].succeed()
-        yield self.all_arrived[pos]
-        g, m = cl.gpus_per_machine, cl.num_machines
-        machine, local = divmod(rank, g)
-        peer = machine * g + (local + 1) % g
-        if g > 1:
-            yield hw.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
-        if m > 1:
-            yield hw.network(machine, (machine + 1) % m, 2.0 * (m - 1) / m * nbytes / g, num_messages=2 * (m - 1))
-        if g > 1:
-            yield hw.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
+        start = self.engine.now
+        yield self.rendezvous.wait(pos)
+        yield from self.hw.all_reduce(rank, nbytes)
         self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes)

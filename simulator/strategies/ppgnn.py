@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.engine import Engine, FluidResource
+from simulator.engine import Engine, FluidResource, Rendezvous
 from simulator.errors import SpecError
 from simulator.hardware.model import HardwareModel, gather_time
 from simulator.result import SimResult
@@ -164,8 +164,7 @@ class _Run:
         k, n = len(plan.window), ctx.num_workers
         self.spans: list[Span] = []
         self.ends = [[0.0] * k for _ in range(n)]
-        self.arrived = [0] * k
-        self.all_arrived = [self.engine.event() for _ in range(k)]
+        self.rendezvous = Rendezvous(self.engine, ctx.num_workers)
         self.ready = [[self.engine.event() for _ in range(k)] for _ in range(n)]
         self.asked = [[self.engine.event() for _ in range(k)] for _ in range(n)]
 
@@ -268,20 +267,8 @@ class _Run:
 
     def _all_reduce(self, rank: int, pos: int, nbytes: float) -> Generator[Any, Any, None]:
         """Synchronous hierarchical ring all-reduce of the gradients (as ``dp``)."""
-        start, cl, hw = self.engine.now, self.ctx.cluster, self.hw
+        start = self.engine.now
         if self.ctx.num_workers > 1:
-            self.arrived[pos] += 1
-            if self.arrived[pos] == self.ctx.num_workers:
-                self.all_arrived[pos].succeed()
-            yield self.all_arrived[pos]
-            g, m = cl.gpus_per_machine, cl.num_machines
-            machine, local = divmod(rank, g)
-            peer = machine * g + (local + 1) % g
-            if g > 1:
-                yield hw.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
-            if m > 1:
-                yield hw.network(machine, (machine + 1) % m, 2.0 * (m - 1) / m * nbytes / g,
-                                 num_messages=2 * (m - 1))
-            if g > 1:
-                yield hw.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
+            yield self.rendezvous.wait(pos)
+            yield from self.hw.all_reduce(rank, nbytes)
         self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes if self.ctx.num_workers > 1 else 0.0)

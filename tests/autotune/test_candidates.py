@@ -33,7 +33,7 @@ def test_model_change_swaps_message_passing_and_pre_propagation_at_equal_depth()
         assert c.model_changed and c.workload.model.arch == arch
         assert c.fixed_knobs == {"hops": SAGE.model.num_layers}
         assert c.workload.training == SAGE.training and c.workload.dataset == SAGE.dataset
-    assert list(found)[0] == "dp"  # the user's model first
+    assert next(iter(found)) == "dp"  # the user's model first
     back = {c.label: c for c in candidates(SGC, allow_model_change=True)}
     assert back["ppgnn"].workload == SGC and back["ppgnn/sign"].workload.model.arch == "sign"
     assert back["dp/sage"].workload.model.arch == "sage"
