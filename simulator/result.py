@@ -7,6 +7,7 @@ sim_wall_s``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,6 +41,11 @@ class SimResult(BaseModel):
     peak_memory_bytes: dict[str, float] = Field(default_factory=lambda: {"gpu": 0.0, "host": 0.0})
     sim_wall_s: float = 0.0
     spans: list[Span] = Field(default_factory=list, exclude=True)
+
+    @classmethod
+    def infeasible(cls, reason: str, **fields: Any) -> SimResult:
+        """A configuration that does not fit: infinite times, the reason, and the other ``fields``."""
+        return cls(feasible=False, reason=reason, epoch_time_s=math.inf, iteration_time_s=math.inf, **fields)
 
     def to_json_dict(self) -> dict[str, Any]:
         """The contract object (spans excluded; ``inf`` rendered as ``null``)."""

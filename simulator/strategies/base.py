@@ -63,6 +63,63 @@ class SimContext:
 
 
 @dataclass(frozen=True)
+class MemoryEstimate:
+    """Peak memory per GPU and per machine's host, by part, and whether it fits the cluster."""
+
+    gpu_parts: dict[str, float]
+    host_parts: dict[str, float]
+    feasible: bool
+    reason: str
+
+    @property
+    def gpu_bytes(self) -> float:
+        """Peak bytes on one GPU."""
+        return sum(self.gpu_parts.values())
+
+    @property
+    def host_bytes(self) -> float:
+        """Peak bytes in one machine's host memory."""
+        return sum(self.host_parts.values())
+
+    @property
+    def peak_memory_bytes(self) -> dict[str, float]:
+        """The ``simulate --json`` ``peak_memory_bytes`` object."""
+        return {"gpu": self.gpu_bytes, "host": self.host_bytes}
+
+
+def memory_estimate(cluster: ClusterSpec, gpu_parts: dict[str, float], host_parts: dict[str, float],
+                    context: str = "") -> MemoryEstimate:
+    """Compare a configuration's memory parts with one GPU's and one host's capacity.
+
+    On a CPU-only cluster (``gpu.is_host_cpu``) the workers' "GPU" memory lives in host memory, so it is added
+    to the host parts (once per worker of the machine).
+
+    Args:
+        cluster: the cluster (``gpu.memory_bytes``, ``host.memory_bytes``).
+        gpu_parts, host_parts: bytes by part, per GPU and per machine.
+        context: prefix of the reason (e.g. ``"host placement: "``).
+
+    Returns:
+        The estimate; ``reason`` names each memory that overflows, by how much and its three largest parts.
+    """
+    host = dict(host_parts)
+    if cluster.gpu.is_host_cpu:
+        host["workers' model memory (CPU-only)"] = cluster.gpus_per_machine * sum(gpu_parts.values())
+    reasons = []
+    for what, parts, budget in (("GPU", gpu_parts, cluster.gpu.memory_bytes), ("host", host, cluster.host.memory_bytes)):
+        need = sum(parts.values())
+        if need > budget:
+            top = sorted(parts, key=lambda k: -parts[k])[:3]
+            reasons.append(f"{context}out of {what} memory: needs {_gb(need)} of {_gb(budget)} (over by "
+                           f"{_gb(need - budget)}; largest parts: {', '.join(f'{k} {_gb(parts[k])}' for k in top)})")
+    return MemoryEstimate(dict(gpu_parts), host, not reasons, "; ".join(reasons))
+
+
+def _gb(nbytes: float) -> str:
+    return f"{nbytes / 1e9:.3g} GB"
+
+
+@dataclass(frozen=True)
 class IterationPlan:
     """The iterations of one epoch and the ones simulated.
 

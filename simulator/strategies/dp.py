@@ -63,8 +63,10 @@ from simulator.hardware.model import (
 from simulator.result import LINKS, SimResult
 from simulator.strategies.base import (
     IterationPlan,
+    MemoryEstimate,
     SimContext,
     iteration_plan,
+    memory_estimate,
     phase_breakdown,
     place_window,
     steady_period,
@@ -177,26 +179,6 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
     return work, cost
 
 
-@dataclass(frozen=True)
-class MemoryEstimate:
-    """Peak memory per GPU and per machine's host, by part, and whether it fits."""
-
-    gpu_parts: dict[str, float]
-    host_parts: dict[str, float]
-    feasible: bool
-    reason: str
-
-    @property
-    def gpu_bytes(self) -> float:
-        """Peak bytes on one GPU."""
-        return sum(self.gpu_parts.values())
-
-    @property
-    def host_bytes(self) -> float:
-        """Peak bytes in one machine's host memory."""
-        return sum(self.host_parts.values())
-
-
 def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstimate:
     """Peak memory of a ``dp`` configuration (module docstring) and whether it fits the cluster."""
     cl, sm = ctx.cluster, ctx.summary
@@ -212,20 +194,7 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstima
     host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
             "worker processes and sampler buffers": cl.gpus_per_machine * per_worker}
-    if cl.gpu.is_host_cpu:
-        host["workers' model memory (CPU-only)"] = cl.gpus_per_machine * sum(gpu.values())
-    reasons = []
-    for what, parts, budget in (("GPU", gpu, cl.gpu.memory_bytes), ("host", host, cl.host.memory_bytes)):
-        need = sum(parts.values())
-        if need > budget:
-            top = sorted(parts, key=lambda k: -parts[k])[:3]
-            reasons.append(f"out of {what} memory: needs {_gb(need)} of {_gb(budget)} (over by {_gb(need - budget)}; "
-                           f"largest parts: {', '.join(f'{k} {_gb(parts[k])}' for k in top)})")
-    return MemoryEstimate(gpu, host, not reasons, "; ".join(reasons))
-
-
-def _gb(nbytes: float) -> str:
-    return f"{nbytes / 1e9:.3g} GB"
+    return memory_estimate(cl, gpu, host)
 
 
 def link_bytes_per_epoch(ctx: SimContext, plan: IterationPlan, full: IterationWork,
@@ -263,10 +232,9 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, full, last),
-        "peak_memory_bytes": {"gpu": memory.gpu_bytes, "host": memory.host_bytes}}
+        "peak_memory_bytes": memory.peak_memory_bytes}
     if not memory.feasible:
-        return SimResult(feasible=False, reason=memory.reason, epoch_time_s=math.inf, iteration_time_s=math.inf,
-                         sim_wall_s=time.perf_counter() - started, **common)
+        return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
     run = _Run(ctx, knobs, plan, full, last)
     run.execute()
     ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(plan.window))]

@@ -25,7 +25,6 @@ applies it.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Generator
 from typing import Any, Literal
@@ -129,14 +128,12 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     window = tuple(range(num)) if num <= MAX_WINDOW_ITERATIONS else tuple(range(MAX_WINDOW_ITERATIONS - 1)) + (num - 1,)
     plan = IterationPlan(num, max(1, ctx.batch_size // ctx.num_workers), last_rows / full_rows, window)
     full, last = step_work(ctx, knobs, placement, full_rows), step_work(ctx, knobs, placement, last_rows)
-    gpu, host, fits, reason = memory_model(ctx, knobs, placement)
+    memory = memory_model(ctx, knobs, placement)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": num,
-        "bytes_per_epoch": link_bytes_per_epoch(ctx, num, full, last),
-        "peak_memory_bytes": {"gpu": sum(gpu.values()), "host": sum(host.values())}}
-    if not fits:
-        return SimResult(feasible=False, reason=reason, epoch_time_s=math.inf, iteration_time_s=math.inf,
-                         sim_wall_s=time.perf_counter() - started, **common)
+        "bytes_per_epoch": link_bytes_per_epoch(ctx, num, full, last), "peak_memory_bytes": memory.peak_memory_bytes}
+    if not memory.feasible:
+        return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
     run = _Run(ctx, knobs, plan, full, last)
     run.execute()
     ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(window))]

@@ -46,7 +46,7 @@ from simulator.errors import SpecError
 from simulator.hardware.collectives import all_reduce_link_bytes
 from simulator.hardware.model import CUDA_CONTEXT_BYTES, HOST_PROCESS_BYTES, compute_time, gather_time
 from simulator.result import LINKS
-from simulator.strategies.base import SimContext
+from simulator.strategies.base import MemoryEstimate, SimContext, memory_estimate
 from simulator.workload import ppgnn_cost
 from simulator.workload.model_cost import FLOAT_BYTES, model_state_bytes
 
@@ -97,7 +97,7 @@ def resolved_placement(ctx: SimContext, knobs: Knobs) -> str:
     if knobs.placement is not None:
         return knobs.placement
     for placement in PLACEMENT_ORDER[:-1]:
-        if memory_model(ctx, knobs, placement)[2]:
+        if memory_model(ctx, knobs, placement).feasible:
             return placement
     return PLACEMENT_ORDER[-1]
 
@@ -140,13 +140,8 @@ def load_work(ctx: SimContext, knobs: Knobs, placement: str, rows: float) -> Loa
     return LoadWork(rows, nbytes, requests, index_s, storage, storage_latency, direct, gather, pcie, pcie_latency, 0.0)
 
 
-def memory_model(ctx: SimContext, knobs: Knobs, placement: str) -> tuple[dict[str, float], dict[str, float], bool,
-                                                                          str]:
-    """Peak bytes per GPU and per machine's host memory, by part (module docstring).
-
-    Returns:
-        (GPU parts, host parts, fits, reason when it does not).
-    """
+def memory_model(ctx: SimContext, knobs: Knobs, placement: str) -> MemoryEstimate:
+    """Peak bytes per GPU and per machine's host memory, by part (module docstring), and whether they fit."""
     cl, sm, wl = ctx.cluster, ctx.summary, ctx.workload
     rows, _, _ = batch_rows(ctx, knobs)
     m = ppgnn_cost.num_matrices(wl.model.arch, knobs.hops)
@@ -163,16 +158,7 @@ def memory_model(ctx: SimContext, knobs: Knobs, placement: str) -> tuple[dict[st
     per_worker = HOST_PROCESS_BYTES + (0.0 if placement == "gpu" else in_flight * batch)
     host = {"worker processes and staging buffers": cl.gpus_per_machine * per_worker,
             "stored hop matrices": stored if placement == "host" else 0.0}
-    if cl.gpu.is_host_cpu:
-        host["workers' model memory (CPU-only)"] = cl.gpus_per_machine * sum(gpu.values())
-    reasons = []
-    for what, parts, budget in (("GPU", gpu, cl.gpu.memory_bytes), ("host", host, cl.host.memory_bytes)):
-        need = sum(parts.values())
-        if need > budget:
-            top = sorted(parts, key=lambda k: -parts[k])[:2]
-            reasons.append(f"{placement} placement: out of {what} memory: needs {need / 1e9:.3g} GB of "
-                           f"{budget / 1e9:.3g} GB (largest: {', '.join(f'{k} {parts[k] / 1e9:.3g} GB' for k in top)})")
-    return gpu, host, not reasons, "; ".join(reasons)
+    return memory_estimate(cl, gpu, host, context=f"{placement} placement: ")
 
 
 def preprocess_time(ctx: SimContext, hops: int) -> float:
