@@ -100,7 +100,9 @@ def candidates(workload: WorkloadSpec, requested: list[str] | None = None,
             model swap of it, or no candidate at all.
     """
     names = requested or sorted(STRATEGIES)
-    variants = [(workload, {})] + (model_variants(workload) if allow_model_change else [])
+    variants: list[tuple[WorkloadSpec, dict[str, Any]]] = [(workload, {})]
+    if allow_model_change:
+        variants += model_variants(workload)
     out: list[Candidate] = []
     for name in names:
         found = False

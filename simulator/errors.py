@@ -25,7 +25,7 @@ def one_line(err: ValidationError, where: str) -> str:
     Returns:
         One line without newlines.
     """
-    first: dict[str, Any] = err.errors()[0]
+    first: dict[str, Any] = dict(err.errors()[0])
     loc = ".".join(str(p) for p in first.get("loc", ()) if not str(p).startswith("function-"))
     msg = str(first.get("msg", "invalid")).replace("Value error, ", "")
     got = first.get("input")
