@@ -11,8 +11,10 @@ machines with ``g`` workers each:
 * ``load``: ``max(local gather, measured fetch) + pcie.latency_s + (local + remote bytes) / pcie bandwidth
   + hit bytes / (GPU memory bandwidth * gather_fraction)``; local gather = local bytes / (host memory
   bandwidth * gather_fraction).
-* ``forward`` / ``backward`` / ``optimizer``: ``flops * r / efficiency`` where ``r`` is the roofline seconds per
-  FLOP of the trace's model on its mean mini-batch (:mod:`simulator.workload.model_cost`).
+* ``forward`` / ``backward`` / ``optimizer``: ``flops * r / efficiency + k * gpu.kernel_overhead_s`` where ``r``
+  is the roofline seconds per FLOP and ``k`` the number of kernels of the trace's model on its mean mini-batch
+  (:mod:`simulator.workload.model_cost`). The per-kernel overhead is not fitted: within one run the FLOPs
+  barely vary, so it and the efficiency cannot be told apart; ``gnnplan probe`` measures it directly.
 * ``sample``: ``num_sampled_edges / host.sampling_edges_per_s_per_core`` (one core per sampler).
 * ``iteration``: ``iteration_overhead_s`` = iteration time minus its phases on the trainer's path (load,
   forward, backward, all_reduce, optimizer, inline sample, and the wait for a prefetched sample).
@@ -46,7 +48,7 @@ from scipy.optimize import brentq, least_squares
 
 from simulator.errors import SpecError
 from simulator.hardware.collectives import hierarchical_all_reduce_time
-from simulator.hardware.model import compute_time
+from simulator.hardware.model import roofline_seconds
 from simulator.hardware.spec import ClusterSpec, cluster_from_dict, load_cluster
 from simulator.plan import Plan
 from simulator.result import SimResult
@@ -78,6 +80,7 @@ class _Trace:
     shape: ClusterSpec
     spans: list[Span]
     seconds_per_flop: dict[str, float] = field(default_factory=dict)
+    num_kernels: dict[str, int] = field(default_factory=dict)
 
 
 def get_param(cluster: ClusterSpec, path: str) -> float:
@@ -111,8 +114,9 @@ def _default_simulate(cluster: ClusterSpec, plan: Plan) -> SimResult:
     return simulate(_reshaped(cluster, plan), plan.workload, plan.strategy, plan.knobs)
 
 
-def _seconds_per_flop(trace: _Trace) -> dict[str, float]:
-    """Roofline seconds per FLOP (efficiency 1) of the trace's forward, backward and optimizer on its mean batch."""
+def _compute_shape(trace: _Trace) -> tuple[dict[str, float], dict[str, int]]:
+    """Roofline seconds per FLOP and kernel counts of the trace's forward, backward and optimizer on its mean
+    batch."""
     from simulator.api import load_context
 
     plan = trace.plan
@@ -121,10 +125,9 @@ def _seconds_per_flop(trace: _Trace) -> dict[str, float]:
     blocks = [Block(s, d, e) for s, d, e in zip(st.num_src_vertices, st.num_dst_vertices, st.num_edges)]
     cost = model_cost(plan.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
     gpu = trace.shape.gpu
-    optimizer_flops = sum(k.flops for k in cost.optimizer)
-    return {"forward": compute_time(cost.forward, gpu, 1.0) / max(cost.forward_flops, 1.0),
-            "backward": compute_time(cost.backward, gpu, 1.0) / max(cost.backward_flops, 1.0),
-            "optimizer": compute_time(cost.optimizer, gpu, 1.0) / max(optimizer_flops, 1.0)}
+    phases = {"forward": cost.forward, "backward": cost.backward, "optimizer": cost.optimizer}
+    per_flop = {p: roofline_seconds(ks, gpu) / max(sum(k.flops for k in ks), 1.0) for p, ks in phases.items()}
+    return per_flop, {p: len(ks) for p, ks in phases.items()}
 
 
 def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: ClusterSpec) -> _Trace:
@@ -186,7 +189,7 @@ class _Model:
         for s in fastest_all_reduce.values():
             self.rows["all_reduce"].append((t, s, {}))
         if any(self.rows[p] for p in _COMPUTE_PHASES) and not t.seconds_per_flop:
-            t.seconds_per_flop = _seconds_per_flop(t)
+            t.seconds_per_flop, t.num_kernels = _compute_shape(t)
 
     def values(self, x: np.ndarray) -> dict[str, float]:
         """Parameter values for the fitting variables ``x``."""
@@ -241,7 +244,8 @@ class _Model:
                 else 0.0
             return max(host, extra["fetch_s"]) + copy + hit / (shape.gpu.memory_bandwidth_bytes_per_s * g)
         if kind in _COMPUTE_PHASES:
-            return s.flops * t.seconds_per_flop[kind] / v[f"efficiency.{kind}_fraction"]
+            return s.flops * t.seconds_per_flop[kind] / v[f"efficiency.{kind}_fraction"] + \
+                t.num_kernels[kind] * shape.gpu.kernel_overhead_s
         if kind == "sample":
             return float(s.args.get("num_sampled_edges", 0.0)) / v["host.sampling_edges_per_s_per_core"]
         return v["iteration_overhead_s"]

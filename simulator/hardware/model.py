@@ -4,9 +4,12 @@ Priced operations turn work into seconds; :mod:`simulator.calibrate` reuses them
 parameters, so the simulator and the calibration agree by construction:
 
 * compute: roofline bound per kernel, ``max(flops / peak_flops_per_s, bytes / memory_bandwidth)``, summed over
-  kernels and divided by the phase's achieved fraction of that bound (``efficiency.forward_fraction`` ...).
-  Sparse kernels (aggregations) use ``gpu.sparse_flops_per_s`` when it is measured. Source: Williams, Waterman
-  and Patterson, "Roofline: an insightful visual performance model", CACM 52(4), 2009.
+  kernels and divided by the phase's achieved fraction of that bound (``efficiency.forward_fraction`` ...),
+  plus ``gpu.kernel_overhead_s`` per kernel: the fixed launch / framework-dispatch cost that dominates small
+  mini-batches and does not scale with their size. Sparse kernels (aggregations) use ``gpu.sparse_flops_per_s``
+  when it is measured. Source: Williams, Waterman and Patterson, "Roofline: an insightful visual performance
+  model", CACM 52(4), 2009 (the bound ignores fixed per-kernel costs; the overhead term is gnnplan's, its value
+  measured by ``gnnplan probe`` on the executor's own models, see :mod:`executor.probe`).
 * transfer: alpha-beta, ``latency_s + bytes / bandwidth_bytes_per_s``. Source: Hockney, "The communication
   challenge for MPP", Parallel Computing 20(3), 1994.
 * gather of feature rows from a memory: ``bytes / (memory_bandwidth * efficiency.gather_fraction)`` (a
@@ -73,15 +76,22 @@ def kernel_time(kernel: Kernel, gpu: GpuSpec) -> float:
     return roofline_time(kernel.flops, kernel.nbytes, gpu.peak_flops_per_s, gpu.memory_bandwidth_bytes_per_s)
 
 
+def roofline_seconds(kernels: Iterable[Kernel], gpu: GpuSpec) -> float:
+    """Sum of the kernels' roofline times on ``gpu`` (no efficiency, no per-kernel overhead)."""
+    return sum(kernel_time(k, gpu) for k in kernels)
+
+
 def compute_time(kernels: Iterable[Kernel], gpu: GpuSpec, efficiency_fraction: float) -> float:
-    """Time of a sequence of kernels: the sum of their roofline times divided by the achieved fraction.
+    """Time of a sequence of kernels: the sum of their roofline times divided by the achieved fraction, plus
+    ``gpu.kernel_overhead_s`` per kernel (module docstring).
 
     Args:
         kernels: the phase's kernels.
         gpu: the device.
         efficiency_fraction: achieved fraction of the roofline bound (``cluster.efficiency.*_fraction``).
     """
-    return sum(kernel_time(k, gpu) for k in kernels) / efficiency_fraction
+    ks = tuple(kernels)
+    return roofline_seconds(ks, gpu) / efficiency_fraction + len(ks) * gpu.kernel_overhead_s
 
 
 def transfer_time(nbytes: float, link: LinkSpec) -> float:

@@ -45,6 +45,10 @@ class GpuSpec(_Spec):
     sparse_flops_per_s: float | None = Field(
         default=None, gt=0, description="measured SpMM throughput; None = roofline from memory bandwidth")
     is_host_cpu: bool = Field(default=False, description="compute runs on the host cores (no accelerator)")
+    kernel_overhead_s: float = Field(
+        default=0.0, ge=0,
+        description="fixed time per kernel (launch and framework dispatch), added to its roofline time; "
+                    "measured by gnnplan probe, 0 = not modelled")
 
 
 class HostSpec(_Spec):

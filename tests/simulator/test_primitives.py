@@ -11,7 +11,15 @@ from simulator.hardware.collectives import (
     ring_all_reduce_bytes,
     ring_all_reduce_time,
 )
-from simulator.hardware.model import compute_time, gather_time, kernel_time, roofline_time, sampling_time, transfer_time
+from simulator.hardware.model import (
+    compute_time,
+    gather_time,
+    kernel_time,
+    roofline_seconds,
+    roofline_time,
+    sampling_time,
+    transfer_time,
+)
 from simulator.hardware.spec import GpuSpec, LinkSpec, load_cluster
 from simulator.workload.model_cost import Kernel
 
@@ -27,6 +35,15 @@ def test_compute_time_sums_kernels_and_divides_by_efficiency() -> None:
     kernels = [Kernel("a", 1e12, 0.0), Kernel("b", 0.0, 1e11, sparse=True)]
     assert compute_time(kernels, GPU, 1.0) == pytest.approx(2.0, rel=1e-15)
     assert compute_time(kernels, GPU, 0.5) == pytest.approx(4.0, rel=1e-15)
+
+
+def test_kernel_overhead_is_added_per_kernel_and_not_scaled_by_efficiency() -> None:
+    gpu = GPU.model_copy(update={"kernel_overhead_s": 0.25})
+    kernels = (Kernel("a", 1e12, 0.0), Kernel("b", 0.0, 1e11, sparse=True), Kernel("c", 0.0, 0.0))
+    assert roofline_seconds(kernels, gpu) == pytest.approx(2.0, rel=1e-15)
+    assert compute_time(kernels, gpu, 0.5) == pytest.approx(2.0 / 0.5 + 3 * 0.25, rel=1e-15)
+    assert compute_time(iter(kernels), gpu, 1.0) == pytest.approx(2.75, rel=1e-15)  # any iterable, read once
+    assert compute_time((), gpu, 1.0) == 0.0
 
 
 def test_sparse_kernels_use_measured_spmm_throughput() -> None:
