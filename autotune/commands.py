@@ -35,13 +35,14 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``gnnplan simulate``: one configuration."""
-    from simulator.api import parse_knobs, predicted_trace, simulate
+    from simulator.api import parse_knobs, predicted_trace, simulate, trace_metadata
 
     cluster, workload = load_cluster(args.cluster), load_workload(args.workload)
     knobs = parse_knobs(args.strategy, args.knobs)
     res = simulate(cluster, workload, args.strategy, knobs)
     if args.trace:
-        predicted_trace(res, args.trace, {"cluster": cluster.to_yaml_dict(), "workload": workload.to_yaml_dict()})
+        predicted_trace(res, args.trace, {**trace_metadata(cluster, workload, args.strategy, res),
+                                          "cluster": cluster.to_yaml_dict(), "workload": workload.to_yaml_dict()})
     if args.json:
         emit_json(res.to_json_dict())
     else:

@@ -80,4 +80,7 @@ def calibrate_traces(traces: list[str], cluster: ClusterSpec, output: Path) -> d
     loaded = {str(t): read_trace(t) for t in traces}
     calibrated, rep = calibrate(loaded, cluster)
     atomic_write_yaml(output, calibrated.to_yaml_dict())
-    return {"output": str(output), **rep}
+    runs = [{"trace": name, "measured_epoch_time_s": r["measured_epoch_time_s"],
+             "predicted_before_s": r["predicted_epoch_time_s_before"],
+             "predicted_after_s": r["predicted_epoch_time_s_after"]} for name, r in rep["traces"].items()]
+    return {"output": str(output), **rep, "runs": runs}

@@ -8,7 +8,7 @@ Every collective adds the bytes this process sends to and receives from OTHER ra
   all-reduce (Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms", JPDC 69(2), 2009; the same
   formula as :func:`simulator.hardware.collectives.ring_all_reduce_bytes`). The backend may pick another
   algorithm; the count is the ring's, so measured and predicted link bytes use one convention.
-* ``all_gather``: ``(p-1) * nbytes`` each way; ``send``/``recv``: the tensor's bytes.
+* ``all_gather``: ``(p-1) * nbytes`` each way; ``send``/``recv``/``shift``/``isend``/``irecv``: the tensors' bytes.
 * object collectives (``gather_object``, ``broadcast_object``): the pickled size, sent once per receiver.
 
 Backend: ``nccl`` when CUDA is available, else ``gloo`` (CPU). With NCCL, tensors passed to collectives must
@@ -193,6 +193,33 @@ def recv(t: torch.Tensor, src: int) -> torch.Tensor:
     COUNTER.add(0, _nbytes(t))
     dist.recv(t, src)
     return t
+
+
+def shift(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: int) -> torch.Tensor:
+    """Send ``send_t`` to rank ``dst`` while receiving ``recv_t`` from rank ``src`` (one step of a ring shift:
+    both transfers are posted before either is waited on, so a ring of these cannot deadlock); returns
+    ``recv_t``. With ``dst == src ==`` this rank it is a local copy (not counted)."""
+    if dst == rank() and src == rank():
+        return recv_t.copy_(send_t)
+    COUNTER.add(_nbytes(send_t), _nbytes(recv_t))
+    requests = [dist.isend(send_t, dst), dist.irecv(recv_t, src)]
+    for request in requests:
+        if request is not None:  # None only for a rank outside the group
+            request.wait()
+    return recv_t
+
+
+def isend(t: torch.Tensor, dst: int) -> Any:
+    """Start sending ``t`` to rank ``dst``; returns the request (``.wait()`` it). Counts ``t``'s bytes as sent."""
+    COUNTER.add(_nbytes(t), 0)
+    return dist.isend(t, dst)
+
+
+def irecv(t: torch.Tensor, src: int) -> Any:
+    """Start receiving into ``t`` from rank ``src``; returns the request (``.wait()`` it). Counts ``t``'s bytes as
+    received."""
+    COUNTER.add(0, _nbytes(t))
+    return dist.irecv(t, src)
 
 
 def gather_object(obj: Any, dst: int = 0) -> list[Any] | None:

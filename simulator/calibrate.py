@@ -11,10 +11,19 @@ machines with ``g`` workers each:
 * ``load``: ``max(local gather, measured fetch) + pcie.latency_s + (local + remote bytes) / pcie bandwidth
   + hit bytes / (GPU memory bandwidth * gather_fraction)``; local gather = local bytes / (host memory
   bandwidth * gather_fraction).
-* ``forward`` / ``backward`` / ``optimizer``: ``flops * r / efficiency + k * gpu.kernel_overhead_s`` where ``r``
-  is the roofline seconds per FLOP and ``k`` the number of kernels of the trace's model on its mean mini-batch
-  (:mod:`simulator.workload.model_cost`). The per-kernel overhead is not fitted: within one run the FLOPs
-  barely vary, so it and the efficiency cannot be told apart; ``gnnplan probe`` measures it directly.
+* ``forward`` / ``backward`` / ``optimizer``, summed per worker and iteration (a full-graph strategy runs
+  several blocks of different shape per phase): ``flops * r / efficiency + n * k * gpu.kernel_overhead_s`` for
+  ``n`` spans, where ``r`` is the roofline seconds per FLOP and ``k`` the kernels per span of the phase over an
+  epoch, from the strategy plug-in's
+  ``compute_profile(ctx, knobs)`` (a mini-batch strategy without one computes ``dp``'s mini-batch model, so
+  ``dp``'s profile serves; otherwise the compute spans are not used). The per-kernel overhead is not fitted:
+  within one run the FLOPs barely vary, so it and the efficiency cannot be told apart.
+* ``exchange`` (representations or gradients exchanged between machines, e.g. ``neutronstar``):
+  ``steps * (network.latency_s + 2 pcie.latency_s) + max(sent, received) * (1 / network bandwidth + 2 / pcie
+  bandwidth)``: every message crosses PCIe out, the network and PCIe in, as the strategy's simulation sends it;
+  ``steps`` = W - 1 sequential ring steps when the plan's ``ring`` knob is on, else 1 (all peers at once).
+  Only the network parameters are fitted to these spans (the PCIe legs are priced with the cluster's values):
+  one span cannot tell its legs apart, and PCIe is determined by ``load`` spans.
 * ``sample``: ``num_sampled_edges / host.sampling_edges_per_s_per_core`` (one core per sampler).
 * ``iteration``: ``iteration_overhead_s`` = iteration time minus its phases on the trainer's path (load,
   forward, backward, all_reduce, optimizer, inline sample, and the wait for a prefetched sample).
@@ -48,13 +57,12 @@ from scipy.optimize import brentq, least_squares
 
 from simulator.errors import SpecError
 from simulator.hardware.collectives import hierarchical_all_reduce_time
-from simulator.hardware.model import roofline_seconds
 from simulator.hardware.spec import ClusterSpec, cluster_from_dict, load_cluster
 from simulator.plan import Plan
 from simulator.result import SimResult
+from simulator.strategies.base import PhaseProfile
 from simulator.strategies.dp import FETCH_REQUEST_MESSAGES
 from simulator.trace import Span, read_trace
-from simulator.workload.model_cost import Block, model_cost
 
 PARAMS = ("network.bandwidth_bytes_per_s", "network.latency_s", "pcie.bandwidth_bytes_per_s", "pcie.latency_s",
           "efficiency.gather_fraction", "efficiency.forward_fraction", "efficiency.backward_fraction",
@@ -66,7 +74,7 @@ _LOG_RANGE = math.log(1e4)
 _RIDGE = 1e-5
 _MIN_START = 1e-7
 _START_INSET = 0.1  # 0.1 ms for the overhead; log-space starts are interior already
-_TRAINER_PHASES = ("load", "forward", "backward", "all_reduce", "optimizer")
+_TRAINER_PHASES = ("load", "forward", "backward", "all_reduce", "optimizer", "exchange")
 _COMPUTE_PHASES = ("forward", "backward", "optimizer")
 
 SimulateFn = Callable[[ClusterSpec, Plan], SimResult]
@@ -79,8 +87,7 @@ class _Trace:
     measured_epoch_s: float
     shape: ClusterSpec
     spans: list[Span]
-    seconds_per_flop: dict[str, float] = field(default_factory=dict)
-    num_kernels: dict[str, int] = field(default_factory=dict)
+    profile: dict[str, PhaseProfile] = field(default_factory=dict)
 
 
 def get_param(cluster: ClusterSpec, path: str) -> float:
@@ -114,20 +121,18 @@ def _default_simulate(cluster: ClusterSpec, plan: Plan) -> SimResult:
     return simulate(_reshaped(cluster, plan), plan.workload, plan.strategy, plan.knobs)
 
 
-def _compute_shape(trace: _Trace) -> tuple[dict[str, float], dict[str, int]]:
-    """Roofline seconds per FLOP and kernel counts of the trace's forward, backward and optimizer on its mean
-    batch."""
+def _profile(trace: _Trace) -> dict[str, PhaseProfile]:
+    """The compute profile of the trace's strategy on the trace's cluster shape (module docstring)."""
     from simulator.api import load_context
+    from simulator.strategies import dp
 
     plan = trace.plan
-    _, _, ctx = load_context(trace.shape, plan.workload, plan.strategy, plan.knobs)
-    st = ctx.sample
-    blocks = [Block(s, d, e) for s, d, e in zip(st.num_src_vertices, st.num_dst_vertices, st.num_edges)]
-    cost = model_cost(plan.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
-    gpu = trace.shape.gpu
-    phases = {"forward": cost.forward, "backward": cost.backward, "optimizer": cost.optimizer}
-    per_flop = {p: roofline_seconds(ks, gpu) / max(sum(k.flops for k in ks), 1.0) for p, ks in phases.items()}
-    return per_flop, {p: len(ks) for p, ks in phases.items()}
+    module, knobs, ctx = load_context(trace.shape, plan.workload, plan.strategy, plan.knobs)
+    if hasattr(module, "compute_profile"):
+        return dict(module.compute_profile(ctx, knobs))
+    if ctx.stats is not None and plan.workload.training.mode == "mini-batch":
+        return dp.compute_profile(ctx, dp.Knobs())
+    return {}
 
 
 def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: ClusterSpec) -> _Trace:
@@ -167,11 +172,16 @@ class _Model:
             phases = {p: [s for s in spans if s.dur_s > 0] for p, spans in phases.items()}
             for s in phases.get("fetch", []):
                 self.rows["fetch"].append((t, s, {}))
+            for s in phases.get("exchange", []) if t.shape.num_machines > 1 else []:
+                self.rows["exchange"].append((t, s, {}))
             for s in phases.get("load", []):
                 self.rows["load"].append((t, s, {"fetch_s": fetch}))
             for phase in _COMPUTE_PHASES:
-                for s in phases.get(phase, []):
-                    self.rows[phase].append((t, s, {}))
+                spans = phases.get(phase, [])
+                if spans:  # one row per iteration: the phase's spans may differ in seconds per FLOP
+                    total = Span(rank, phase, spans[0].start_s, sum(x.dur_s for x in spans), epoch=epoch,
+                                 iteration=it, flops=sum(x.flops for x in spans))
+                    self.rows[phase].append((t, total, {"num_spans": float(len(spans))}))
             for s in phases.get("sample", []):
                 self.rows["sample"].append((t, s, {}))
             for s in phases.get("all_reduce", []) if multi else []:
@@ -188,8 +198,11 @@ class _Model:
                 self.rows["iteration"].append((t, s, {"gap_s": gap}))
         for s in fastest_all_reduce.values():
             self.rows["all_reduce"].append((t, s, {}))
-        if any(self.rows[p] for p in _COMPUTE_PHASES) and not t.seconds_per_flop:
-            t.seconds_per_flop, t.num_kernels = _compute_shape(t)
+        if any(self.rows[p] for p in _COMPUTE_PHASES):
+            t.profile = _profile(t)
+            for p in _COMPUTE_PHASES:
+                if p not in t.profile:
+                    self.rows[p] = [row for row in self.rows[p] if row[0] is not t]
 
     def values(self, x: np.ndarray) -> dict[str, float]:
         """Parameter values for the fitting variables ``x``."""
@@ -244,8 +257,14 @@ class _Model:
                 else 0.0
             return max(host, extra["fetch_s"]) + copy + hit / (shape.gpu.memory_bandwidth_bytes_per_s * g)
         if kind in _COMPUTE_PHASES:
-            return s.flops * t.seconds_per_flop[kind] / v[f"efficiency.{kind}_fraction"] + \
-                t.num_kernels[kind] * shape.gpu.kernel_overhead_s
+            prof = t.profile[kind]
+            return s.flops * prof.seconds_per_flop / v[f"efficiency.{kind}_fraction"] + \
+                extra["num_spans"] * prof.kernels_per_span * shape.gpu.kernel_overhead_s
+        if kind == "exchange":
+            steps = shape.num_gpus - 1 if t.plan.knobs.get("ring") else 1
+            nbytes = max(s.nbytes, float(s.args.get("received_bytes", 0.0)))
+            return steps * (v["network.latency_s"] + 2 * shape.pcie.latency_s) + \
+                nbytes * (1 / v["network.bandwidth_bytes_per_s"] + 2 / shape.pcie.bandwidth_bytes_per_s)
         if kind == "sample":
             return float(s.args.get("num_sampled_edges", 0.0)) / v["host.sampling_edges_per_s_per_core"]
         return v["iteration_overhead_s"]
@@ -342,6 +361,7 @@ _INFORMS = {"fetch": ("network.bandwidth_bytes_per_s", "network.latency_s"),
             "load": ("pcie.bandwidth_bytes_per_s", "pcie.latency_s", "efficiency.gather_fraction"),
             "forward": ("efficiency.forward_fraction",), "backward": ("efficiency.backward_fraction",),
             "optimizer": ("efficiency.optimizer_fraction",),
+            "exchange": ("network.bandwidth_bytes_per_s", "network.latency_s"),
             "sample": ("host.sampling_edges_per_s_per_core",), "iteration": ("iteration_overhead_s",)}
 
 

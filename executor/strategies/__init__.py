@@ -1,7 +1,6 @@
 """Executor strategies: one module per strategy, named like the simulator plug-in, with the same ``Knobs``.
 
-Only ``dp`` (data-parallel mini-batch) has a real implementation so far; the other simulated strategies
-cannot be run (``gnnplan run`` says so).
+Every simulated strategy has one (tests/strategies/test_conformance.py checks it).
 """
 
 from __future__ import annotations
@@ -11,7 +10,8 @@ from types import ModuleType
 
 from simulator.errors import SpecError
 
-EXECUTORS = {"dp": "executor.strategies.dp", "ppgnn": "executor.strategies.ppgnn"}
+EXECUTORS = {"dp": "executor.strategies.dp", "neutronstar": "executor.strategies.neutronstar",
+             "ppgnn": "executor.strategies.ppgnn"}
 """Strategy name -> module implementing it for real."""
 
 

@@ -1,7 +1,8 @@
 """Strategy plug-ins: one module per strategy, registered in ``STRATEGIES`` (DESIGN.md, "A strategy is one plug-in").
 
 Each module provides ``NAME``, a frozen pydantic ``Knobs`` model, ``SUPPORTS`` (training modes / model kinds),
-``suggest(trial, workload, tune_batch_size) -> Knobs`` and ``simulate(ctx, knobs) -> SimResult``.
+``suggest(trial, workload, tune_batch_size) -> Knobs`` and ``simulate(ctx, knobs) -> SimResult``; optionally
+``check_workload(workload)``, ``NEEDS_SAMPLE_STATS = False`` and ``compute_profile(ctx, knobs)`` (calibration).
 """
 
 from __future__ import annotations
@@ -9,9 +10,9 @@ from __future__ import annotations
 from types import ModuleType
 
 from simulator.errors import SpecError
-from simulator.strategies import dp, ppgnn
+from simulator.strategies import dp, neutronstar, ppgnn
 
-STRATEGIES: dict[str, ModuleType] = {dp.NAME: dp, ppgnn.NAME: ppgnn}
+STRATEGIES: dict[str, ModuleType] = {m.NAME: m for m in (dp, neutronstar, ppgnn)}
 
 
 def get_strategy(name: str) -> ModuleType:

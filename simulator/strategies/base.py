@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from simulator.errors import SpecError
-from simulator.hardware.spec import ClusterSpec
+from simulator.hardware.model import Kernel, roofline_seconds
+from simulator.hardware.spec import ClusterSpec, GpuSpec
 from simulator.trace import Span
 from simulator.workload.graphstats import DatasetSummary, SampleStats
 from simulator.workload.spec import WorkloadSpec
@@ -60,6 +62,27 @@ class SimContext:
         if self.stats is None:
             raise SpecError("workload: this strategy needs mini-batch sampling statistics, which were not measured")
         return self.stats
+
+
+@dataclass(frozen=True)
+class PhaseProfile:
+    """How one compute phase's span time depends on the cluster (used by :mod:`simulator.calibrate`):
+    ``span seconds = flops * seconds_per_flop / efficiency + kernels_per_span * gpu.kernel_overhead_s``.
+
+    Attributes:
+        seconds_per_flop: roofline seconds per FLOP of the phase's kernels (efficiency 1, no overhead).
+        kernels_per_span: kernels one span of the phase runs (mean over the phase's spans).
+    """
+
+    seconds_per_flop: float
+    kernels_per_span: float
+
+
+def kernel_profile(spans: Sequence[Sequence[Kernel]], gpu: GpuSpec) -> PhaseProfile:
+    """The :class:`PhaseProfile` of a phase whose spans run the given kernel lists (one list per span)."""
+    flops = sum(k.flops for ks in spans for k in ks)
+    seconds = sum(roofline_seconds(ks, gpu) for ks in spans)
+    return PhaseProfile(seconds / max(flops, 1.0), sum(len(ks) for ks in spans) / max(len(spans), 1))
 
 
 @dataclass(frozen=True)

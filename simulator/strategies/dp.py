@@ -64,8 +64,10 @@ from simulator.result import LINKS, SimResult
 from simulator.strategies.base import (
     IterationPlan,
     MemoryEstimate,
+    PhaseProfile,
     SimContext,
     iteration_plan,
+    kernel_profile,
     memory_estimate,
     phase_breakdown,
     place_window,
@@ -245,6 +247,14 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / plan.num_iterations,
                      breakdown_s=breakdown, spans=place_window(run.spans, plan, period),
                      sim_wall_s=time.perf_counter() - started, **common)
+
+
+def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
+    """Forward, backward and optimizer of the mean mini-batch, one span each per iteration (for calibration)."""
+    _, cost = iteration_work(ctx, knobs)
+    gpu = ctx.cluster.gpu
+    return {"forward": kernel_profile([cost.forward], gpu), "backward": kernel_profile([cost.backward], gpu),
+            "optimizer": kernel_profile([cost.optimizer], gpu)}
 
 
 def check_workload(workload: WorkloadSpec) -> None:

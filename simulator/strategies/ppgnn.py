@@ -38,7 +38,9 @@ from simulator.result import SimResult
 from simulator.strategies.base import (
     MAX_WINDOW_ITERATIONS,
     IterationPlan,
+    PhaseProfile,
     SimContext,
+    kernel_profile,
     phase_breakdown,
     place_window,
     steady_period,
@@ -96,6 +98,15 @@ def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
         choices = sorted({max(1, base // 4), max(1, base // 2), base, base * 2, base * 4})
         knobs["batch_size"] = trial.suggest_categorical(f"{NAME}.batch_size", choices)
     return Knobs(**knobs)
+
+
+def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
+    """Forward, backward and optimizer of a full batch, one span each per iteration (for calibration)."""
+    rows, _, _ = batch_rows(ctx, knobs)
+    sm, gpu = ctx.summary, ctx.cluster.gpu
+    cost = ppgnn_cost.model_cost(ctx.workload.model, sm.feature_dim, sm.num_classes, knobs.hops, rows)
+    return {"forward": kernel_profile([cost.forward], gpu), "backward": kernel_profile([cost.backward], gpu),
+            "optimizer": kernel_profile([cost.optimizer], gpu)}
 
 
 def check_workload(workload: WorkloadSpec) -> None:

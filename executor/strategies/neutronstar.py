@@ -1,0 +1,225 @@
+"""Full-graph training with hybrid dependency management (``neutronstar``) for real, on N gloo workers.
+
+The same strategy as :mod:`simulator.strategies.neutronstar` (same ``NAME`` and ``Knobs``; the dependency split
+is computed by the simulator's own :func:`~simulator.strategies.neutronstar.worker_sets` with the plan's cluster,
+so Hybrid follows the split the cost model chose). Every rank loads the graph, computes every worker's split
+(deterministic) and builds its blocks (:mod:`executor.neutronstar_blocks`); that preprocessing is not part of an
+epoch. One epoch = one full-graph step:
+
+1. forward, l = 1..L: the owners send the rows of h^(l-1) their dependants communicate (raw features at l = 1
+   when they are not cached) — span ``exchange`` (``nbytes`` = bytes this rank sent); the replica block runs
+   meanwhile when ``overlap`` is on (the exchange runs in a thread), then the master block — spans ``forward``
+   (``layer``, ``part``);
+2. loss = sum of the cross-entropy of the owned training vertices / |all training vertices|;
+3. backward, l = L..1, layer by layer: autograd through the master block stops at the received rows (leaves);
+   their gradients go back to the owners (l >= 2, span ``exchange``), who add them to the gradients of their
+   own rows of h^(l-1) (master-mirror, Wang et al., SIGMOD 2022, §1.4 / §4.2) before continuing with layer l-1;
+   the replica block's backward overlaps with that exchange when ``overlap`` is on — spans ``backward``;
+4. ``all_reduce`` (sum) of the flattened weight gradients, then Adam — ``optimizer``.
+
+After the all-reduce every rank holds exactly the single-process full-graph gradient (up to float summation
+order): replicas back-propagate their own consumers' share, communicated rows return theirs to the owner.
+FLOPs on compute spans come from :func:`simulator.strategies.neutronstar_work.worker_work` on this rank's sets.
+Evaluation runs the same forward without gradients (dropout off) and counts the owned vertices' predictions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from executor import comm
+from executor.assemble import rank0_first
+from executor.data import Topology, build_graph, input_features
+from executor.evaluate import Accuracy
+from executor.models import GNN
+from executor.neutronstar_blocks import ExchangeTiming, LayerPlan, exchange, launch, layer_plans
+from executor.strategies.base import EpochStats
+from executor.trace import Recorder, now
+from simulator.plan import Plan
+from simulator.strategies.neutronstar import NAME, Knobs, check_workload, load_structure, worker_sets
+from simulator.strategies.neutronstar_work import worker_work
+from simulator.workload.dependencies import worker_counts
+
+__all__ = ["NAME", "Knobs", "Trainer"]
+
+
+class Trainer:
+    """One rank of a ``neutronstar`` run (construction is collective).
+
+    Args:
+        topo: this worker's place (one worker per modelled machine).
+        plan: strategy ``neutronstar``, its knobs, the cluster (for Hybrid's cost model) and the workload.
+        recorder: receives the spans.
+    """
+
+    def __init__(self, topo: Topology, plan: Plan, recorder: Recorder) -> None:
+        self.topo, self.rec, self.workload = topo, recorder, plan.workload
+        wl, self.knobs = plan.workload, Knobs.model_validate(plan.knobs)
+        check_workload(wl)
+        world = topo.world_size
+        graph, in_graph, owner = rank0_first(lambda: load_structure(wl, world, self.knobs.partitioner))
+        g, weight = build_graph(graph, wl.model.arch)
+        self.all_sets = [worker_sets(plan.cluster, wl, self.knobs, in_graph, owner, r, graph.feature_dim,
+                                     graph.num_classes) for r in range(world)]
+        mine = self.all_sets[topo.rank]
+        self.layers: list[LayerPlan] = [lp.to(topo.device) for lp in layer_plans(g, weight, self.all_sets, owner,
+                                                                                  topo.rank)]
+        self.active = [any(len(s.communicated[i]) for s in self.all_sets) for i in range(len(self.layers))]
+        features, dev = torch.from_numpy(input_features(graph, wl.dataset)), topo.device
+        self.owned_features = features[torch.from_numpy(mine.owned)].to(dev)
+        self.x0 = torch.cat([self.owned_features, features[torch.from_numpy(mine.replicated[0])].to(dev)])
+        self.num_owned = len(mine.owned)
+        self.labels = torch.from_numpy(graph.labels[mine.owned]).to(dev)
+        self.split = {name: torch.from_numpy(np.flatnonzero(np.isin(mine.owned, idx))).to(dev)
+                      for name, idx in (("train", graph.train_idx), ("val", graph.val_idx), ("test", graph.test_idx))}
+        self.num_train = max(len(graph.train_idx), 1)
+        counts = worker_counts(in_graph, owner, mine, world)
+        self.work = worker_work(plan.cluster, wl.model, graph.feature_dim, graph.num_classes, counts)
+        torch.manual_seed(wl.training.seed)
+        self.model = GNN(wl.model, graph.feature_dim, graph.num_classes).to(topo.device)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.gradient_bytes = 4 * sum(p.numel() for p in self.params)
+        self.optimizer = torch.optim.Adam(self.params, lr=wl.training.lr, weight_decay=wl.training.weight_decay)
+        self.optimizer_flops = self.work.optimizer_flops
+        torch.manual_seed(wl.training.seed * 7919 + topo.rank)  # dropout masks differ between ranks
+
+    # ------------------------------------------------------------------------------------------ one step
+
+    def _exchange(self, index: int, rows: list[torch.Tensor], width: int, backward: bool, epoch: int) -> list:
+        """Exchange for layer ``index + 1``: forward sends ``rows`` (per rank) and returns the received rows per
+        rank; backward sends ``rows`` (gradients per owner) and returns the gradients for ``send_rows``."""
+        lp = self.layers[index]
+        sizes = [int(t.shape[0]) for t in lp.send_rows] if backward else lp.recv_counts
+        incoming = [torch.empty(n, width, device=self.topo.device) for n in sizes]
+        timing: ExchangeTiming = exchange(rows, incoming, self.knobs.ring) if self.active[index] else \
+            ExchangeTiming(now(), now(), 0, 0)
+        self.rec.add("exchange", timing.start_s, timing.end_s, "network", epoch, 0, nbytes=timing.sent_bytes,
+                     layer=index + 1, direction="backward" if backward else "forward",
+                     received_bytes=timing.received_bytes)
+        return incoming
+
+    def _compute(self, phase: str, part: str, index: int, fn, epoch: int):  # type: ignore[no-untyped-def]
+        t0 = now()
+        out = fn()
+        slot = (0 if part == "master" else 2) + (0 if phase == "forward" else 1)
+        self.rec.add(phase, t0, now(), "compute", epoch, 0, flops=self.work.layers[index].flops[slot],
+                     layer=index + 1, part=part)
+        return out
+
+    def forward(self, epoch: int = -1) -> tuple[torch.Tensor, list[tuple]]:
+        """The owned vertices' logits, and per layer (X, received rows, master output, replica output).
+
+        Shapes:
+            logits: (|V_i|, num_classes).
+        """
+        state: list[tuple] = []
+        grad = torch.is_grad_enabled()
+        x = self.x0
+        for index, lp in enumerate(self.layers):
+            source = self.owned_features if index == 0 else x[: self.num_owned].detach()
+            outgoing = [source[rows] for rows in lp.send_rows]
+            wait = launch(lambda i=index, o=outgoing, w=source.shape[1]: self._exchange(i, o, w, False, epoch),
+                          self.knobs.overlap and self.active[index])
+            replica = None
+            if lp.replica is not None:
+                replica = self._compute("forward", "replica", index,
+                                        lambda: self.model.apply_layer(index, lp.replica, x[lp.replica_rows]), epoch)
+            recv = torch.cat(wait())
+            if index > 0 and grad:
+                recv.requires_grad_()
+            table = torch.cat([x, recv])
+            master = self._compute("forward", "master", index,
+                                   lambda: self.model.apply_layer(index, lp.master, table[lp.master_rows]), epoch)
+            state.append((x, recv, master, replica))
+            if index + 1 < len(self.layers):
+                x = torch.cat([master, replica]) if replica is not None else master
+                x = x.detach().requires_grad_(grad)
+        return state[-1][2], state
+
+    def backward(self, loss: torch.Tensor, state: list[tuple], epoch: int = -1) -> None:
+        """Layer-by-layer backward with the gradient return of received rows (module docstring, step 3)."""
+        grad_out = None
+        for index in range(len(self.layers) - 1, -1, -1):
+            lp, (x, recv, master, replica) = self.layers[index], state[index]
+            if grad_out is None:
+                self._compute("backward", "master", index, lambda: loss.backward(), epoch)
+            else:
+                self._compute("backward", "master", index,
+                              lambda: master.backward(grad_out[: self.num_owned]), epoch)
+            wait = None
+            if index > 0:
+                pieces = list(torch.split(recv.grad if recv.grad is not None else torch.zeros_like(recv),
+                                          lp.recv_counts))
+                wait = launch(lambda i=index, p=pieces, w=recv.shape[1]: self._exchange(i, p, w, True, epoch),
+                              self.knobs.overlap and self.active[index])
+            if replica is not None:
+                self._compute("backward", "replica", index,
+                              lambda: replica.backward(grad_out[self.num_owned:]), epoch)
+            if wait is not None:
+                grad_x = x.grad if x.grad is not None else torch.zeros_like(x)
+                for rows, g in zip(lp.send_rows, wait()):
+                    grad_x.index_add_(0, rows, g)
+                grad_out = grad_x
+
+    def step(self, epoch: int = -1) -> tuple[float, float]:
+        """Forward, backward and gradient all-reduce (collective); no optimizer step.
+
+        Returns:
+            (sum of the owned training vertices' cross-entropy, this rank's loss contribution).
+        """
+        logits, state = self.forward(epoch)
+        train = self.split["train"]
+        ce = F.cross_entropy(logits[train], self.labels[train], reduction="sum")
+        loss = ce / self.num_train
+        self.backward(loss, state, epoch)
+        t0 = now()
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in self.params])
+        if self.topo.world_size > 1:
+            comm.all_reduce_(flat)
+        offset = 0
+        for p in self.params:
+            p.grad = flat[offset: offset + p.numel()].view_as(p).clone()
+            offset += p.numel()
+        self.rec.add("all_reduce", t0, now(), "network", epoch, 0, nbytes=self.gradient_bytes)
+        return float(ce.detach()), float(loss.detach())
+
+    # --------------------------------------------------------------------------------------- the protocol
+
+    def train_epoch(self, epoch: int) -> EpochStats:
+        """One full-graph step, traced (collective)."""
+        sent, start = comm.bytes_sent(), now()
+        self.optimizer.zero_grad()
+        ce, _ = self.step(epoch)
+        t1 = now()
+        self.optimizer.step()
+        end = now()
+        self.rec.add("optimizer", t1, end, "compute", epoch, 0, flops=self.optimizer_flops)
+        self.rec.add("iteration", start, end, "host", epoch, 0)
+        self.rec.add("epoch", start, end, "host", epoch)
+        return EpochStats(epoch_s=end - start, loss_sum=ce, num_seeds=len(self.split["train"]), num_iterations=1,
+                          network_bytes=comm.bytes_sent() - sent)
+
+    def gradient(self) -> tuple[float, dict[str, torch.Tensor]]:
+        """(this rank's loss contribution, the all-reduced full-graph gradient by parameter name) (collective)."""
+        self.optimizer.zero_grad()
+        _, loss = self.step()
+        grads = {n: p.grad.detach().clone() for n, p in self.model.named_parameters() if p.grad is not None}
+        self.optimizer.zero_grad()
+        return loss, grads
+
+    def evaluate(self) -> Accuracy:
+        """Validation / test accuracy counts of the owned vertices (collective: the forward exchanges rows)."""
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                logits, _ = self.forward()
+        finally:
+            self.model.train()
+        pred = logits.argmax(1)
+        counts = [int((pred[idx] == self.labels[idx]).sum()) for idx in (self.split["val"], self.split["test"])]
+        return Accuracy(counts[0], len(self.split["val"]), counts[1], len(self.split["test"]))
+
+    def close(self) -> None:
+        """Nothing to release."""

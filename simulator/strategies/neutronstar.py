@@ -1,0 +1,339 @@
+"""Full-graph distributed training with hybrid dependency management (``neutronstar``).
+
+Mechanism: Wang et al., "NeutronStar: Distributed GNN Training with Hybrid Dependency Management", SIGMOD 2022
+(brief ../shared/papers/neutronstar.md). Every epoch is one full-graph step: each of W workers owns a vertex
+range and all its in-edges and computes every layer for its vertices; a vertex's remote in-neighbours (its
+*dependencies*) are resolved in one of two ways:
+
+* **DepCache** (``mode=depcache``, §1.3): the worker replicates its whole L-hop in-neighbourhood and recomputes
+  it every epoch (redundant compute, no per-layer communication);
+* **DepComm** (``mode=depcomm``, §1.4): at every layer the owner sends each dependency's representation once
+  per (vertex, worker) pair (master-mirror) and, in the backward pass, the worker returns the summed gradient
+  (not at layer 1: raw features need none);
+* **Hybrid** (``mode=hybrid``, §3, Algorithm 4): per dependency and layer, cache it (recompute its subtree) or
+  communicate it, chosen once by a greedy on a cost model whose per-vertex, per-edge and per-byte costs come
+  from this cluster's hardware model, within ``cache_budget_bytes``
+  (:mod:`simulator.strategies.neutronstar_split`).
+
+Notation: paper D_i^l -> remote in-neighbours; R_i^l / C_i^l -> cached / communicated dependencies of layer l
+(``WorkerSets.replicated`` / ``communicated``); V_i^l (DepCache closure) -> ``replicated[l]`` plus V_i;
+mirror -> a received row; ring slot -> ``s``.
+
+Per epoch and worker (simulation on :class:`~simulator.hardware.model.HardwareModel`, costs in
+:mod:`simulator.strategies.neutronstar_work`):
+
+1. forward, l = 1..L: ``exchange`` of h^(l-1) rows. With ``ring`` (§4.3) slot s = 0..W-2 sends to worker
+   (i+s+1) mod W and receives from (i-s-1) mod W, one slot after the other, so no two senders share a receiver;
+   without it all messages start at once and share the receivers' NICs (incast). A message crosses the
+   sender's PCIe (device-to-host), the network and the receiver's PCIe (host-to-device); between GPUs of one
+   machine, NVLink or PCIe. Empty messages are not sent. With ``overlap`` (§4.3, "pipelining") the replica
+   block (the cached subtrees, which need no received row) is computed while the exchange is in flight; then
+   the master block.
+2. backward, l = L..1: master block backward, then the gradients of the received rows go back to their owners
+   (l >= 2; ``exchange``), overlapped with the replica block's backward when ``overlap`` is on.
+3. ``all_reduce`` of the weight gradients (synchronous ring, hierarchical on multi-GPU machines, as ``dp``),
+   ``optimizer`` (Adam), then ``iteration_overhead_s``.
+
+Memory: :func:`simulator.strategies.neutronstar_work.memory_model`; DepCache runs out of GPU memory when the
+replicated closure does not fit (a result, not an error).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.engine import Engine, Rendezvous
+from simulator.errors import SpecError
+from simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link
+from simulator.hardware.model import HardwareModel
+from simulator.hardware.spec import ClusterSpec
+from simulator.result import LINKS, SimResult
+from simulator.strategies.base import PhaseProfile, SimContext, kernel_profile
+from simulator.strategies.neutronstar_split import hybrid_sets, layer_widths, split_costs
+from simulator.strategies.neutronstar_work import WorkerWork, layer_kernels, memory_model, worker_work
+from simulator.trace import Span
+from simulator.workload import dependencies as deps
+from simulator.workload.datasets import GraphData, load_dataset
+from simulator.workload.model_cost import Kernel
+from simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
+
+NAME = "neutronstar"
+SUPPORTS = ("full-graph",)
+NEEDS_SAMPLE_STATS = False
+"""Full-graph: no sampled mini-batches; the dependency statistics are measured here."""
+PHASES = ("forward", "backward", "exchange", "all_reduce", "optimizer")
+MODES = ("depcache", "depcomm", "hybrid")
+
+
+class Knobs(BaseModel):
+    """The ``neutronstar`` strategy's knobs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["depcache", "depcomm", "hybrid"] = Field(
+        default="hybrid", description="replicate every dependency, communicate every one, or Algorithm 4's split")
+    ring: bool = Field(default=True, description="ring-scheduled exchange (slot s: send to i+s+1) or all at once")
+    overlap: bool = Field(default=True, description="compute the cached part while the exchange is in flight")
+    cache_budget_bytes: float | None = Field(
+        default=None, gt=0, description="memory cap S for cached dependencies per worker; none = unlimited")
+    partitioner: Literal["chunk", "metis"] = Field(
+        default="chunk", description="contiguous vertex-id ranges balanced on degree (chunk) or METIS")
+
+
+def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
+    """The Optuna search space of ``neutronstar`` (parameter names ``neutronstar.<knob>``); the budget is
+    searched only for Hybrid. ``tune_batch_size`` is ignored (full-graph: one step per epoch)."""
+    mode = trial.suggest_categorical(f"{NAME}.mode", list(MODES))
+    knobs: dict[str, Any] = {
+        "mode": mode,
+        "ring": trial.suggest_categorical(f"{NAME}.ring", [True, False]),
+        "overlap": trial.suggest_categorical(f"{NAME}.overlap", [True, False]),
+        "partitioner": trial.suggest_categorical(f"{NAME}.partitioner", ["chunk", "metis"]),
+    }
+    if mode == "hybrid":
+        knobs["cache_budget_bytes"] = trial.suggest_categorical(f"{NAME}.cache_budget_bytes",
+                                                                [None, 1.0e6, 1.0e7, 1.0e8, 1.0e9])
+    return Knobs(**knobs)
+
+
+def check_workload(workload: WorkloadSpec) -> None:
+    """Reject workloads ``neutronstar`` cannot run.
+
+    Raises:
+        SpecError: training.mode is not full-graph, or model.arch has no message passing.
+    """
+    mode, arch = workload.training.mode, workload.model.arch
+    if mode not in SUPPORTS:
+        raise SpecError(f"training.mode: strategy {NAME} supports {', '.join(SUPPORTS)}, got {mode!r}")
+    if arch not in MESSAGE_PASSING_ARCHS:
+        raise SpecError(f"model.arch: strategy {NAME} supports {', '.join(MESSAGE_PASSING_ARCHS)}, got {arch!r}")
+
+
+# ------------------------------------------------------------------------------------- dependency split
+
+def load_structure(workload: WorkloadSpec, num_workers: int,
+                   partitioner: str) -> tuple[GraphData, deps.InGraph, np.ndarray]:
+    """(dataset, training graph's in-neighbour CSR, owner worker of every vertex)."""
+    graph = load_dataset(workload.dataset)
+    in_graph = deps.training_graph(graph, workload.model.arch)
+    return graph, in_graph, deps.owners(workload.dataset, graph, in_graph, num_workers, partitioner)
+
+
+def worker_sets(cluster: ClusterSpec, workload: WorkloadSpec, knobs: Knobs, in_graph: deps.InGraph,
+                owner: np.ndarray, rank: int, feature_dim: int, num_classes: int) -> deps.WorkerSets:
+    """Worker ``rank``'s dependency split for ``knobs.mode`` (the executor calls this too)."""
+    num_layers = workload.model.num_layers
+    if knobs.mode == "depcomm":
+        return deps.depcomm_sets(in_graph, owner, rank, num_layers)
+    if knobs.mode == "depcache":
+        return deps.depcache_sets(in_graph, owner, rank, num_layers)
+    costs = split_costs(cluster, workload.model, feature_dim, num_classes)
+    return hybrid_sets(in_graph, owner, rank, num_layers, costs, knobs.cache_budget_bytes)
+
+
+def dependency_counts(ctx: SimContext, knobs: Knobs) -> list[deps.WorkerCounts]:
+    """Every worker's set sizes, cached on disk (:func:`simulator.workload.dependencies.cached_counts`)."""
+    wl, cl, sm = ctx.workload, ctx.cluster, ctx.summary
+    params: dict[str, Any] = {"self_loops": wl.model.arch in deps.SELF_LOOP_ARCHS, "num_layers": wl.model.num_layers,
+                              "num_workers": ctx.num_workers, "partitioner": knobs.partitioner, "mode": knobs.mode}
+    if knobs.mode == "hybrid":
+        params["costs"] = split_costs(cl, wl.model, sm.feature_dim, sm.num_classes).rounded()
+        params["budget_bytes"] = knobs.cache_budget_bytes
+
+    def build() -> list[deps.WorkerCounts]:
+        _, in_graph, owner = load_structure(wl, ctx.num_workers, knobs.partitioner)
+        return [deps.worker_counts(in_graph, owner, worker_sets(cl, wl, knobs, in_graph, owner, r, sm.feature_dim,
+                                                                sm.num_classes), ctx.num_workers)
+                for r in range(ctx.num_workers)]
+
+    return deps.cached_counts(wl.dataset, params, build)
+
+
+# ---------------------------------------------------------------------------------------------- simulation
+
+def link_bytes_per_epoch(cluster: ClusterSpec, works: list[WorkerWork]) -> dict[str, float]:
+    """Bytes all workers send over each link kind in one epoch: the exchanges (forward rows, backward
+    gradients for l >= 2; across machines each also crosses PCIe twice) and the gradient all-reduce."""
+    out = {k: 0.0 for k in LINKS}
+    g = cluster.gpus_per_machine
+    _, intra = intra_machine_link(cluster)
+    for rank, work in enumerate(works):
+        for i, layer in enumerate(work.layers):
+            for owner, rows in enumerate(layer.received_rows):
+                if owner == rank or not rows:
+                    continue
+                nbytes = rows * layer.row_bytes * (2 if i else 1)
+                if owner // g == rank // g:
+                    out[intra] += nbytes
+                else:
+                    out["network"] += nbytes
+                    out["pcie"] += 2 * nbytes
+        for kind, nbytes in all_reduce_link_bytes(work.gradient_bytes, cluster).items():
+            out[kind] += nbytes
+    return out
+
+
+def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
+    """Per phase, the kernels of every (worker, layer, block) compute span of an epoch and the optimizer's (for
+    calibration; blocks without work record no span, as in the simulation)."""
+    wl, sm, gpu = ctx.workload, ctx.summary, ctx.cluster.gpu
+    spans: dict[str, list[list[Kernel]]] = {"forward": [], "backward": []}
+    works = [worker_work(ctx.cluster, wl.model, sm.feature_dim, sm.num_classes, c)
+             for c in dependency_counts(ctx, knobs)]
+    for w in works:
+        for i in range(wl.model.num_layers):
+            for part, cost in (("master", w.master), ("replica", w.replica)):
+                fwd, bwd = layer_kernels(cost, wl.model.arch, i, part == "master" and i == wl.model.num_layers - 1)
+                spans["forward"] += [fwd] if any(k.flops or k.nbytes for k in fwd) else []
+                spans["backward"] += [bwd] if any(k.flops or k.nbytes for k in bwd) else []
+    return {**{p: kernel_profile(ks, gpu) for p, ks in spans.items()},
+            "optimizer": kernel_profile([list(w.master.optimizer) for w in works], gpu)}
+
+
+def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
+    """Simulate one full-graph epoch of ``neutronstar`` (module docstring).
+
+    Returns:
+        The result (one iteration per epoch); infeasible (out of memory, or DepCache over the cache budget)
+        with a reason and infinite times.
+
+    Raises:
+        SpecError: a workload this strategy cannot run.
+    """
+    started = time.perf_counter()
+    check_workload(ctx.workload)
+    cl, wl, sm = ctx.cluster, ctx.workload, ctx.summary
+    counts = dependency_counts(ctx, knobs)
+    works = [worker_work(cl, wl.model, sm.feature_dim, sm.num_classes, c) for c in counts]
+    widths = layer_widths(wl.model, sm.feature_dim, sm.num_classes)
+    memory, _ = memory_model(cl, widths, counts, works, knobs.cache_budget_bytes, knobs.mode)
+    common: dict[str, Any] = {
+        "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": 1,
+        "bytes_per_epoch": link_bytes_per_epoch(cl, works), "peak_memory_bytes": memory.peak_memory_bytes}
+    if not memory.feasible:
+        return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
+    run = _Run(ctx, knobs, works)
+    run.execute()
+    epoch = max(run.ends)
+    breakdown = {p: max(sum(s.dur_s for s in run.spans if s.rank == r and s.phase == p) for r in range(len(works)))
+                 for p in PHASES}
+    breakdown["overhead"] = cl.iteration_overhead_s
+    return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch, breakdown_s=breakdown,
+                     spans=run.spans, sim_wall_s=time.perf_counter() - started, **common)
+
+
+class _Run:
+    """One simulated epoch: a process per worker."""
+
+    def __init__(self, ctx: SimContext, knobs: Knobs, works: list[WorkerWork]) -> None:
+        self.ctx, self.knobs, self.works = ctx, knobs, works
+        self.engine = Engine(ctx.seed)
+        self.hw = HardwareModel(ctx.cluster, self.engine)
+        self.num_workers = len(works)
+        self.spans: list[Span] = []
+        self.ends = [0.0] * self.num_workers
+        self.events: dict[tuple[Any, ...], Any] = {}
+        self.rendezvous = Rendezvous(self.engine, self.num_workers)
+
+    def execute(self) -> None:
+        """Run every worker to the end of the epoch."""
+        for rank in range(self.num_workers):
+            self.engine.process(self._worker(rank))
+        self.engine.run()
+
+    def _event(self, key: tuple[Any, ...]) -> Any:
+        if key not in self.events:
+            self.events[key] = self.engine.event()
+        return self.events[key]
+
+    def _span(self, rank: int, phase: str, start: float, stream: str, nbytes: float = 0.0, flops: float = 0.0,
+              **args: Any) -> None:
+        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0, 0, args))
+
+    def _worker(self, rank: int) -> Generator[Any, Any, None]:
+        num_layers = len(self.works[rank].layers)
+        for layer in range(1, num_layers + 1):
+            yield from self._layer(rank, layer, "forward")
+        for layer in range(num_layers, 0, -1):
+            yield from self._layer(rank, layer, "backward")
+        yield from self._all_reduce(rank)
+        work, t0 = self.works[rank], self.engine.now
+        yield from self.hw.compute(rank, work.optimizer_s)
+        self._span(rank, "optimizer", t0, "compute", flops=work.optimizer_flops)
+        yield self.engine.timeout(self.ctx.cluster.iteration_overhead_s)
+        self._span(rank, "iteration", 0.0, "host")
+        self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0))
+        self.ends[rank] = self.engine.now
+
+    def _compute(self, rank: int, layer: int, phase: str, part: str) -> Generator[Any, Any, None]:
+        lw = self.works[rank].layers[layer - 1]
+        index = (0 if part == "master" else 2) + (0 if phase == "forward" else 1)
+        if lw.seconds[index] <= 0:
+            return
+        t0 = self.engine.now
+        yield from self.hw.compute(rank, lw.seconds[index])
+        self._span(rank, phase, t0, "compute", flops=lw.flops[index], layer=layer, part=part)
+
+    def _layer(self, rank: int, layer: int, phase: str) -> Generator[Any, Any, None]:
+        if phase == "backward":
+            yield from self._compute(rank, layer, phase, "master")
+        exchange = None
+        if phase == "forward" or layer >= 2:
+            exchange = self.engine.process(self._exchange(rank, layer, phase))
+        if exchange is not None and not self.knobs.overlap:
+            yield exchange
+        yield from self._compute(rank, layer, phase, "replica")
+        if exchange is not None:
+            yield exchange
+        if phase == "forward":
+            yield from self._compute(rank, layer, phase, "master")
+
+    def _sizes(self, rank: int, layer: int, phase: str) -> tuple[list[float], list[float]]:
+        """(bytes sent to each worker, bytes received from each) in one exchange."""
+        row = self.works[rank].layers[layer - 1].row_bytes
+        need = [[w.layers[layer - 1].received_rows[o] * row for o in range(self.num_workers)] for w in self.works]
+        mine_in = [need[rank][p] for p in range(self.num_workers)]
+        mine_out = [need[p][rank] for p in range(self.num_workers)]
+        return (mine_out, mine_in) if phase == "forward" else (mine_in, mine_out)
+
+    def _exchange(self, rank: int, layer: int, phase: str) -> Generator[Any, Any, None]:
+        send, recv = self._sizes(rank, layer, phase)
+        t0, w = self.engine.now, self.num_workers
+        key = (layer, phase)
+        if self.knobs.ring:
+            for s in range(w - 1):
+                dst, src = (rank + s + 1) % w, (rank - s - 1) % w
+                waits = [self.engine.process(self._message(key, rank, dst, send[dst]))]
+                if recv[src] > 0:
+                    waits.append(self._event(key + (src, rank)))
+                yield self.engine.all_of(waits)
+        else:
+            waits = [self.engine.process(self._message(key, rank, p, send[p])) for p in range(w) if p != rank]
+            waits += [self._event(key + (p, rank)) for p in range(w) if p != rank and recv[p] > 0]
+            yield self.engine.all_of(waits)
+        sent = sum(b for p, b in enumerate(send) if p != rank)
+        received = sum(b for p, b in enumerate(recv) if p != rank)
+        self._span(rank, "exchange", t0, "network", nbytes=sent, layer=layer, direction=phase,
+                   received_bytes=received)
+
+    def _message(self, key: tuple[Any, ...], src: int, dst: int, nbytes: float) -> Generator[Any, Any, None]:
+        hw, cl = self.hw, self.ctx.cluster
+        if nbytes > 0:
+            if hw.machine_of(src) == hw.machine_of(dst):
+                yield hw.gpu_to_gpu(src, dst, nbytes)
+            else:
+                yield hw.transfer((hw.pcie_d2h[src],), nbytes, cl.pcie.latency_s)
+                yield hw.network(hw.machine_of(src), hw.machine_of(dst), nbytes)
+                yield hw.transfer((hw.pcie_h2d[dst],), nbytes, cl.pcie.latency_s)
+        self._event(key + (src, dst)).succeed()
+
+    def _all_reduce(self, rank: int) -> Generator[Any, Any, None]:
+        start, nbytes = self.engine.now, self.works[rank].gradient_bytes
+        yield self.rendezvous.wait("all_reduce")
+        yield from self.hw.all_reduce(rank, nbytes)
+        self._span(rank, "all_reduce", start, "network", nbytes=nbytes)

@@ -1,0 +1,29 @@
+"""``gnnplan simulate --trace`` writes a trace that ``gnnplan calibrate`` reads, with and without ``--json``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from autotune.cli import main
+from simulator.hardware.spec import load_cluster
+
+
+@pytest.mark.parametrize("strategy, workload", [("dp", "cora-sage"), ("neutronstar", "cora-gcn-full")])
+def test_calibrate_a_predicted_trace(strategy: str, workload: str, tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    trace, out = tmp_path / "t.json", tmp_path / "cal.yaml"
+    assert main(["simulate", "--cluster", "4x-a100-10gbe", "--workload", workload, "--strategy", strategy,
+                 "--trace", str(trace), "--json"]) == 0
+    predicted = json.loads(capsys.readouterr().out)["epoch_time_s"]
+    assert main(["calibrate", str(trace), "--cluster", "4x-a100-10gbe", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "t.json" in text and "calibrated cluster written to" in text and "+0.0%" in text
+    assert load_cluster(out).name == "4x-a100-10gbe-calibrated"
+    assert main(["calibrate", str(trace), "--cluster", "4x-a100-10gbe", "-o", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (run,) = report["runs"]
+    assert run["measured_epoch_time_s"] == pytest.approx(predicted, rel=1e-9)
+    assert run["predicted_after_s"] == pytest.approx(predicted, rel=1e-3)

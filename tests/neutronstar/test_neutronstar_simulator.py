@@ -1,0 +1,147 @@
+"""The neutronstar simulator: dependency sets, Algorithm 4, the memory model, the mode flip under a bandwidth
+sweep, input errors, and golden numbers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from neutronstar_workers import make_workload
+
+from executor.data import SELF_LOOP_ARCHS
+from simulator.api import load_context, parse_knobs, simulate
+from simulator.errors import SpecError
+from simulator.hardware.spec import load_cluster
+from simulator.strategies import neutronstar as ns
+from simulator.strategies.neutronstar_split import EDGE_BYTES, SplitCosts, hybrid_sets, split_costs
+from simulator.workload import dependencies as deps
+from simulator.workload.datasets import load_dataset
+from simulator.workload.spec import load_workload
+
+RMAT = {"generator": "rmat", "num_vertices": 20000, "edge_factor": 16, "feature_dim": 128, "num_classes": 8,
+        "seed": 0}
+
+
+def cluster(name: str = "4x-a100-10gbe", machines: int = 2, **network):  # type: ignore[no-untyped-def]
+    cl = load_cluster(name)
+    return cl.model_copy(update={"num_machines": machines, "network": cl.network.model_copy(update=network)})
+
+
+@pytest.fixture(scope="module")
+def cora_structure():  # type: ignore[no-untyped-def]
+    graph = load_dataset("cora")
+    g = deps.training_graph(graph, "gcn")
+    return graph, g, deps.owners("cora", graph, g, 4, "chunk")
+
+
+def test_self_loop_rule_matches_the_executor() -> None:
+    assert deps.SELF_LOOP_ARCHS == SELF_LOOP_ARCHS
+
+
+def test_chunk_partition_is_contiguous_and_balanced(cora_structure) -> None:  # type: ignore[no-untyped-def]
+    _, g, owner = cora_structure
+    assert (np.diff(owner) >= 0).all() and set(owner.tolist()) == {0, 1, 2, 3}
+    load = np.bincount(owner, weights=g.in_degrees + 12.0 * 5)
+    assert load.max() / load.min() < 1.01
+
+
+def test_depcache_and_depcomm_sets(cora_structure) -> None:  # type: ignore[no-untyped-def]
+    _, g, owner = cora_structure
+    mine = owner == 1
+    one_hop, two_hop = g.expand(mine), g.expand(g.expand(mine))
+    cache, comm = deps.depcache_sets(g, owner, 1, 2), deps.depcomm_sets(g, owner, 1, 2)
+    np.testing.assert_array_equal(cache.remote, np.flatnonzero(one_hop & ~mine))
+    np.testing.assert_array_equal(cache.replicated[1], cache.remote)
+    np.testing.assert_array_equal(cache.replicated[0], np.flatnonzero(two_hop & ~mine))
+    assert all(len(c) == 0 for c in cache.communicated)
+    assert all(len(r) == 0 for r in comm.replicated)
+    assert all(sorted(c.tolist()) == cache.remote.tolist() for c in comm.communicated)
+    assert (np.diff(owner[comm.communicated[0]]) >= 0).all()  # grouped by owner
+
+
+def test_hybrid_is_algorithm_4(cora_structure) -> None:  # type: ignore[no-untyped-def]
+    graph, g, owner = cora_structure
+    # hand-set rates, as the paper's Fig. 11 sweep: T_v = 1, T_e = 0.25, T_c = 2 at layer 2
+    costs = SplitCosts(vertex_s=(1.0,), edge_s=(0.25,), comm_s=(1.0, 2.0), row_bytes=(5732.0, 64.0))
+    sets = hybrid_sets(g, owner, 2, 2, costs, None)
+    # layer 1: raw features cost no compute, so every dependency's features are cached (no budget)
+    assert len(sets.communicated[0]) == 0 and set(sets.remote) <= set(sets.replicated[0])
+    # layer 2 (L = 2): cache u iff T_v + in_degree(u) T_e < T_c, a per-vertex in-degree threshold (brief §1.5)
+    deg = g.in_degrees[sets.remote]
+    cached = np.isin(sets.remote, sets.replicated[1])
+    np.testing.assert_array_equal(cached, deg < 4)
+    assert 0 < cached.sum() < len(cached)
+    np.testing.assert_array_equal(np.sort(sets.communicated[1]), sets.remote[~cached])
+    # the leaves of the cached subtrees are replicated too
+    assert set(g.indices[np.isin(g.edge_dst, sets.replicated[1])]) - set(sets.owned) <= set(sets.replicated[0])
+    # with a budget the greedy stops, and the cached bytes stay within it
+    budget = 2.0e6
+    small = hybrid_sets(g, owner, 2, 2, costs, budget)
+    used = sum(len(r) * costs.row_bytes[k] for k, r in enumerate(small.replicated)) + \
+        EDGE_BYTES * g.in_degrees[small.replicated[1]].sum()
+    assert 0 < used <= budget and len(small.communicated[0]) > 0 and len(small.replicated[1]) == 0
+
+
+def test_cluster_rates_cache_less_on_a_faster_network(cora_structure) -> None:  # type: ignore[no-untyped-def]
+    graph, g, owner = cora_structure
+    wl = make_workload("gin")
+    cached = []
+    for bandwidth in (1.0e8, 1.0e9, 1.0e10):
+        cl = cluster(bandwidth_bytes_per_s=bandwidth)
+        costs = split_costs(cl, wl.model, graph.feature_dim, graph.num_classes)
+        assert costs.comm_s[1] == pytest.approx(2 * 64 * (2 / cl.pcie.bandwidth_bytes_per_s + 1 / bandwidth))
+        sets = ns.worker_sets(cl, wl, ns.Knobs(mode="hybrid"), g, owner, 2, graph.feature_dim, graph.num_classes)
+        cached.append(len(sets.replicated[1]))
+    assert cached[0] >= cached[1] >= cached[2] and cached[0] > cached[2]
+
+
+def test_preferred_pure_mode_flips_with_network_bandwidth() -> None:
+    wl = make_workload("gcn", dataset=RMAT, hidden_dim=128)
+    winners = []
+    for bandwidth in (1.0e8, 1.0e9, 1.0e10):
+        cl = cluster("local", machines=4, bandwidth_bytes_per_s=bandwidth)
+        t = {m: simulate(cl, wl, "neutronstar", {"mode": m}).epoch_time_s for m in ("depcache", "depcomm")}
+        winners.append(min(t, key=t.get))
+    assert winners[0] == "depcache" and winners[-1] == "depcomm"
+
+
+def test_depcache_runs_out_of_gpu_memory_where_depcomm_fits() -> None:
+    wl = make_workload("gcn", dataset=RMAT, hidden_dim=128)
+    base = cluster(machines=4)
+    need = {m: simulate(base, wl, "neutronstar", {"mode": m}).peak_memory_bytes["gpu"] for m in ("depcache", "depcomm")}
+    assert need["depcache"] > need["depcomm"] + 20e6  # the replicated 2-hop closure (features, activations)
+    middle = (need["depcache"] + need["depcomm"]) / 2
+    small = base.model_copy(update={"gpu": base.gpu.model_copy(update={"memory_bytes": middle})})
+    cache, comm = (simulate(small, wl, "neutronstar", {"mode": m}) for m in ("depcache", "depcomm"))
+    assert not cache.feasible and cache.reason.startswith("out of GPU memory") and cache.epoch_time_s == float("inf")
+    assert comm.feasible and comm.peak_memory_bytes["gpu"] < small.gpu.memory_bytes < cache.peak_memory_bytes["gpu"]
+    capped = simulate(base, wl, "neutronstar", {"mode": "depcache", "cache_budget_bytes": 1.0e6})
+    assert not capped.feasible and "cache_budget_bytes" in capped.reason
+
+
+def test_golden_cora(cora_structure) -> None:  # type: ignore[no-untyped-def]
+    _, g, owner = cora_structure  # 4 chunk partitions, as the 4x-a100-10gbe preset
+    r = {m: simulate("4x-a100-10gbe", "cora-gcn-full", "neutronstar", {"mode": m}) for m in ns.MODES}
+    params = 1433 * 16 + 16 + 16 * 7 + 7
+    all_reduce = 4 * 2 * 3 / 4 * 4 * params  # 4 ranks, ring all-reduce of float32 gradients
+    remote = sum(len(deps.depcomm_sets(g, owner, rank, 2).remote) for rank in range(4))
+    # DepComm: raw features (1433 floats) forward at layer 1; hidden rows (16 floats) forward and back at layer 2
+    assert r["depcomm"].bytes_per_epoch["network"] == remote * 4 * (1433 + 2 * 16) + all_reduce
+    assert r["depcomm"].bytes_per_epoch["pcie"] == 2 * remote * 4 * (1433 + 2 * 16)
+    assert r["depcache"].bytes_per_epoch["network"] == all_reduce
+    assert r["depcomm"].epoch_time_s == pytest.approx(0.006486040640000003, rel=1e-9)
+    assert r["depcache"].epoch_time_s == pytest.approx(0.00029738891575562703, rel=1e-9)
+    assert r["hybrid"].epoch_time_s == r["depcache"].epoch_time_s  # A100s: recomputing Cora's 2 hops is cheap
+    assert {"forward", "backward", "exchange", "all_reduce", "optimizer"} <= set(r["depcomm"].breakdown_s)
+    assert r["depcomm"].num_iterations == 1 and r["depcomm"].breakdown_s["exchange"] > 0
+    assert r["depcache"].breakdown_s["exchange"] == 0
+
+
+def test_bad_input_is_one_line() -> None:
+    with pytest.raises(SpecError, match=r"^--set mode=fast: mode must be one of depcache, depcomm, hybrid$"):
+        parse_knobs("neutronstar", ["mode=fast"])
+    with pytest.raises(SpecError, match="partitioner"):
+        simulate("4x-a100-10gbe", "cora-gcn-full", "neutronstar", {"partitioner": "random"})
+    with pytest.raises(SpecError, match="^training.mode: strategy neutronstar supports full-graph"):
+        load_context("4x-a100-10gbe", load_workload("cora-gcn"), "neutronstar")
+    assert parse_knobs("neutronstar", ["ring=false", "cache_budget_bytes=none"]) == \
+        {"ring": False, "cache_budget_bytes": None}
