@@ -31,6 +31,8 @@ from simulator.workload.spec import WorkloadSpec
 
 SQLITE_TIMEOUT_S = 120.0
 STORAGE_RETRIES = 8
+SCHEMA_RACE = ("already exists", "UNIQUE constraint failed", "database is locked")
+"""Messages of the errors a process gets when another one creates the same new study database at once."""
 
 
 @dataclass(frozen=True)
@@ -96,8 +98,10 @@ def open_study(req: TuneRequest) -> optuna.Study:
 def open_storage(url: str) -> optuna.storages.RDBStorage:
     """Open (creating if needed) an Optuna RDB storage.
 
-    Two processes that open a new SQLite file at once race to create Optuna's schema, and the loser fails with
-    ``table ... already exists``; it retries, and on the retry the schema is there.
+    Two processes that open a new SQLite file at once race to create Optuna's schema; the loser fails with
+    ``table ... already exists``, ``UNIQUE constraint failed: alembic_version...`` or ``database is locked``
+    (:data:`SCHEMA_RACE`). It retries, and on the retry the schema is there. Other errors (a bad URL, a folder
+    that does not exist) fail at once.
 
     Raises:
         SpecError: the URL cannot be opened after the retries (message names ``--storage``).
@@ -110,7 +114,7 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
         except Exception as exc:  # SQLAlchemy raises many types for a bad URL
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             attempt += 1
-            if "already exists" not in message or attempt >= STORAGE_RETRIES:
+            if not any(m in message for m in SCHEMA_RACE) or attempt >= STORAGE_RETRIES:
                 raise SpecError(f"--storage: cannot open {url!r}: {message}") from None
             time.sleep(0.2 * attempt)
 
