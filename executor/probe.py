@@ -15,6 +15,10 @@ Measurements (medians of repeats, :data:`FULL` or, for tests, :data:`QUICK` size
   McCalpin, "Memory bandwidth and machine balance", IEEE TCCA Newsletter, 1995), the convention of the
   roofline kernels' ``nbytes`` in :mod:`simulator.workload.model_cost`.
 * sampling: DGL ``NeighborSampler`` on one thread on an R-MAT graph (:mod:`simulator.workload.rmat`).
+* per-kernel overhead: forward + backward of the executor's own 2-layer models (gcn, sage, gat, gin) on a
+  mini-batch so small that every kernel's roofline time is negligible, divided by the number of kernels
+  :mod:`simulator.workload.model_cost` lists for it (so the simulator's kernel count and this measurement
+  agree by construction); the median over the architectures.
 * feature gather, network and storage: alpha-beta fits ``time = latency_s + bytes / bandwidth_bytes_per_s``
   (Hockney, Parallel Computing 20(3), 1994) by :func:`fit_latency_bandwidth`.
 """
@@ -216,6 +220,53 @@ def _index_select_time(table: torch.Tensor, batches: list[torch.Tensor], repeats
     return median_time(lambda: torch.index_select(table, 0, next(it)), repeats)
 
 
+OVERHEAD_ARCHS = ("gcn", "sage", "gat", "gin")
+OVERHEAD_GRAPH = (64, 4, (2, 2), 4, 8, 4)
+"""Tiny batch of the kernel-overhead measurement: (R-MAT vertices, edge factor, fanouts, seeds, feature width,
+hidden width); its kernels' roofline times are nanoseconds on any machine."""
+
+
+def kernel_overhead_s(threads: int, repeats: int) -> float:
+    """Fixed seconds per modelled kernel of the executor's models (module docstring).
+
+    Args:
+        threads: torch threads of one worker.
+        repeats: timed forward + backward passes per architecture.
+
+    Returns:
+        Median over :data:`OVERHEAD_ARCHS` of (median pass time) / (forward + backward kernels listed by
+        :func:`simulator.workload.model_cost.model_cost` for the pass's blocks).
+    """
+    from types import SimpleNamespace
+
+    import dgl
+
+    from executor.data import build_graph
+    from executor.models import GNN, attach_edge_weights
+    from executor.sampling import TimedSampler, sample_inline
+    from simulator.workload.model_cost import Block, model_cost
+    from simulator.workload.rmat import rmat_edges
+    from simulator.workload.spec import ModelSpec
+
+    n, factor, fanouts, seeds, width, hidden = OVERHEAD_GRAPH
+    src, dst = rmat_edges(n, factor * n, seed=0)
+    per_kernel = []
+    with torch_threads(threads):
+        for arch in OVERHEAD_ARCHS:
+            g, weight = build_graph(SimpleNamespace(src=src, dst=dst, num_vertices=n), arch)
+            dgl.seed(0)
+            batch = sample_inline(g, TimedSampler(list(fanouts)), np.arange(seeds))
+            attach_edge_weights(batch.blocks, weight)
+            spec = ModelSpec(arch=arch, num_layers=len(fanouts), hidden_dim=hidden)
+            torch.manual_seed(0)
+            model, x = GNN(spec, width, 2), torch.randn(len(batch.input_nodes), width)
+            seconds = median_time(lambda m=model, b=batch.blocks: m(b, x).sum().backward(), repeats, warmup=3)
+            blocks = [Block(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in batch.blocks]
+            cost = model_cost(spec, width, 2, blocks)
+            per_kernel.append(seconds / (len(cost.forward) + len(cost.backward)))
+    return float(np.median(per_kernel))
+
+
 def sampling_edges_per_s(sizes: Sizes) -> float:
     """Median per-batch throughput (sampled edges / s) of DGL's ``NeighborSampler`` on one thread, as the
     executor samples (:class:`executor.sampling.TimedSampler`), on an R-MAT graph."""
@@ -352,7 +403,8 @@ def probe_machine(num_workers: int = 2, quick: bool = False) -> dict[str, Any]:
         "gpu": {"model": cpu_model(), "peak_flops_per_s": _sig(dense_flops_per_s(threads, s.matmul_dim, s.repeats)),
                 "memory_bytes": _sig(memory / w), "memory_bandwidth_bytes_per_s": copy,
                 "sparse_flops_per_s": _sig(spmm_flops_per_s(threads, s.spmm_rows, s.spmm_degree, s.spmm_cols,
-                                                            s.repeats)), "is_host_cpu": True},
+                                                            s.repeats)), "is_host_cpu": True,
+                "kernel_overhead_s": _sig(kernel_overhead_s(threads, 10 * s.repeats))},
         "host": {"num_cores": threads, "memory_bytes": _sig(memory / w), "memory_bandwidth_bytes_per_s": copy,
                  "sampling_edges_per_s_per_core": _sig(sampling_edges_per_s(s))},
         "pcie": {"bandwidth_bytes_per_s": _sig(gather[1]), "latency_s": _sig(gather[0])},
@@ -383,6 +435,12 @@ def _sources(s: Sizes, w: int, cores: int, memory: float, folder: Path, dropped:
             f"median of {s.repeats} Tensor.copy_ of a {s.copy_bytes // MiB} MiB float32 tensor on all {cores} "
             f"cores, bytes read + written (STREAM Copy), divided by {w} workers"),
         "gpu.is_host_cpu": "no accelerator: each worker computes on its share of the host cores",
+        "gpu.kernel_overhead_s": (
+            f"median over {', '.join(OVERHEAD_ARCHS)} of the median of {10 * s.repeats} forward + backward passes of "
+            f"the executor's 2-layer model (hidden {OVERHEAD_GRAPH[5]}, {OVERHEAD_GRAPH[4]} features) on "
+            f"{OVERHEAD_GRAPH[3]} seeds with fanouts {list(OVERHEAD_GRAPH[2])} of a {OVERHEAD_GRAPH[0]}-vertex "
+            f"R-MAT graph, divided by the forward + backward kernels simulator.workload.model_cost lists for it, "
+            f"on {on}"),
         "host.num_cores": on,
         "host.sampling_edges_per_s_per_core": (
             f"median over {s.sampling_batches} batches of {s.sampling_batch_size} random seeds of DGL "
