@@ -138,9 +138,7 @@ def _worker(index: int, nprocs: int, port: int, threads: int, fn: WorkerFn, args
         out = fn(topo, lambda m: queue.put(("message", m)), *args)
         if index == 0:
             queue.put(("result", out))
-        # no rank tears its gloo pairs down while a peer may still be in the last collective (rank 0 writes
-        # the trace after gather_object; an early exit of rank 1 aborted it now and then with SIGABRT)
-        comm.barrier()
+        comm.barrier()  # no rank leaves while a peer may still be in the last collective
     except ValueError as exc:
         queue.put(("value_error", str(exc)))
         raise
@@ -149,6 +147,21 @@ def _worker(index: int, nprocs: int, port: int, threads: int, fn: WorkerFn, args
         raise
     finally:
         comm.destroy()
+    _leave_without_teardown()
+
+
+def _leave_without_teardown() -> None:
+    """End a worker that finished its work, skipping the interpreter's teardown.
+
+    Now and then a worker died with SIGABRT ("terminate called without an active exception") while the
+    interpreter finalised native libraries after the work was done (LIBXSMM, loaded by DGL, printed its exit
+    statistics next to it): a joinable C++ thread destroyed at exit. Nothing is left to finalise here: the
+    result went through the queue (``SimpleQueue.put`` writes to the pipe before returning), traces are
+    written atomically, and the process group is destroyed, so the worker flushes its streams and exits 0.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def torchrun_topology() -> Topology:

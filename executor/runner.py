@@ -57,6 +57,9 @@ def resolved_plan(plan: Plan, num_machines: int, gpus_per_machine: int, epochs: 
     check = getattr(get_strategy(plan.strategy), "check_workload", None)
     if check is not None:
         check(plan.workload)
+    runnable = getattr(module, "check_knobs", None)  # knobs the simulator accepts but the executor cannot run
+    if runnable is not None:
+        runnable(knobs)
     workers = num_machines * gpus_per_machine
     batch = getattr(knobs, "batch_size", None) or plan.workload.training.batch_size
     if batch < workers:

@@ -10,8 +10,7 @@ from types import ModuleType
 
 from simulator.errors import SpecError
 
-EXECUTORS = {"dp": "executor.strategies.dp", "neutronstar": "executor.strategies.neutronstar",
-             "ppgnn": "executor.strategies.ppgnn"}
+EXECUTORS = {name: f"executor.strategies.{name}" for name in ("dp", "hopgnn", "neutronstar", "ppgnn")}
 """Strategy name -> module implementing it for real."""
 
 

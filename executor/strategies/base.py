@@ -2,7 +2,8 @@
 
 A strategy module ``executor/strategies/<name>.py`` has the simulator plug-in's ``NAME`` and ``Knobs`` and a
 ``Trainer(topo, plan, recorder)`` with ``train_epoch(epoch) -> EpochStats`` and ``evaluate() -> Accuracy``,
-both collective (every rank calls them in the same order), and ``close()`` to release its processes.
+both collective (every rank calls them in the same order), and ``close()`` to release its processes; optionally
+``check_knobs(knobs)``, raising SpecError for knobs that are simulated but cannot be run.
 """
 
 from __future__ import annotations

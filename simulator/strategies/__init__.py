@@ -10,9 +10,9 @@ from __future__ import annotations
 from types import ModuleType
 
 from simulator.errors import SpecError
-from simulator.strategies import dp, neutronstar, ppgnn
+from simulator.strategies import dp, hopgnn, neutronstar, ppgnn
 
-STRATEGIES: dict[str, ModuleType] = {m.NAME: m for m in (dp, neutronstar, ppgnn)}
+STRATEGIES: dict[str, ModuleType] = {m.NAME: m for m in (dp, hopgnn, neutronstar, ppgnn)}
 
 
 def get_strategy(name: str) -> ModuleType:

@@ -31,7 +31,7 @@ from simulator.workload.datasets import GraphData, dataset_key, load_dataset
 from simulator.workload.partition import cached_vertices, partition, split_seeds
 from simulator.workload.spec import RmatSpec
 
-STATS_FORMAT = 1
+STATS_FORMAT = 2
 """Version of the measurement; part of every cache key, so changing how statistics are measured means bumping it."""
 DEFAULT_NUM_BATCHES = 32
 """Mini-batches sampled per worker by :func:`sample_stats` (more epochs' shuffles are drawn when one epoch has
@@ -237,14 +237,16 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Sam
         cached[i, cached_vertices(in_degrees, float(fraction))] = True
     sizes = np.zeros((len(params["fanouts"]), 3), dtype=np.float64)  # per layer: src, dst, edges
     counts = np.zeros((3, len(grid)), dtype=np.float64)              # hit, local, remote per grid point
-    num_batches = 0
+    full = max(len(b) for worker in batches for b in worker)         # seeds of a full batch
+    num_full = 0
     for worker, block_sizes, inputs in _sample_batches(graph, params["fanouts"], batches, params["seed"]):
         hit = cached[:, inputs]
         mine = owner[inputs] == worker // gpus
         counts += [hit.sum(1), (~hit & mine).sum(1), (~hit & ~mine).sum(1)]
-        sizes += block_sizes
-        num_batches += 1
-    sizes /= num_batches
+        if block_sizes[-1, 1] == full:  # block sizes of full batches; the simulator scales a partial last one
+            sizes += block_sizes
+            num_full += 1
+    sizes /= num_full
     access = counts / counts[:, 0].sum()
     cut = float(np.mean(owner[graph.src] != owner[graph.dst])) if graph.num_edges else 0.0
     return SampleStats(tuple(params["fanouts"]), params["batch_size_per_worker"], params["num_machines"], gpus,
@@ -254,8 +256,14 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Sam
 
 
 def _worker_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int,
-                    batch_size: int, seed: int, num_batches: int) -> list[list[np.ndarray]]:
-    """Seed batches of every worker: ``num_batches`` each, from as many epochs' shuffles as needed.
+                    batch_size: int, seed: int, num_batches: int, partial: bool = True) -> list[list[np.ndarray]]:
+    """Seed batches of every worker: ``num_batches`` each, from as many epochs' shuffles as needed, in epoch order.
+
+    With ``partial`` each epoch's partial last batch is included (a worker whose share is smaller than a batch
+    always gets its whole share as one batch). The split balances workers by giving a machine with too few seeds
+    some of another machine's (:func:`simulator.workload.partition.split_seeds`), and those land in the last
+    batch, so leaving it out understates remote inputs; :func:`_measure` therefore counts inputs over every batch
+    but averages block sizes over full ones only.
 
     Returns:
         One list per worker (rank order) of (batch,) int64 seed arrays; empty for a worker without seeds.
@@ -266,7 +274,8 @@ def _worker_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int,
         for m, machine_seeds in enumerate(split_seeds(shuffled, owner, num_machines)):
             for g, seeds in enumerate(np.array_split(machine_seeds, gpus_per_machine)):
                 have = out[m * gpus_per_machine + g]
-                starts = list(range(0, max(len(seeds) - batch_size, 0) + 1, batch_size)) if len(seeds) else []
+                last = len(seeds) if partial else max(len(seeds) - batch_size, 0) + 1
+                starts = list(range(0, last, batch_size)) if len(seeds) else []
                 have.extend(seeds[i: i + batch_size] for i in starts[: num_batches - len(have)])
         if all(len(b) >= num_batches or not b for b in out):
             break

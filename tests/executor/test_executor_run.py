@@ -106,6 +106,7 @@ def test_torchrun_entry(tmp_path: Path) -> None:
     ({"strategy": "hongtu"}, "cannot be run by the executor"),
     ({"knobs": {"cache_fraction": 2.0}}, "plan.knobs"),
     ({"knobs": {"cache": 0.1}}, "plan.knobs"),
+    ({"strategy": "hopgnn", "knobs": {"micrograph": False}}, "knobs.micrograph: .* simulated only"),
 ])
 def test_plan_errors_are_spec_errors(change: dict, message: str, tmp_path: Path) -> None:
     plan = make_plan("sage", 2, {}).model_copy(update=change)

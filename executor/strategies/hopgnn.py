@@ -1,0 +1,267 @@
+"""HopGNN (``hopgnn``) for real: models migrate through a ring of workers to the features of their micrographs.
+
+The same strategy as :mod:`simulator.strategies.hopgnn` (same ``NAME`` and ``Knobs``; terms defined there and in
+:mod:`simulator.workload.micrographs`). Built on the ``dp`` pipeline: the same shuffled seeds, per-worker split
+(:func:`executor.data.worker_seeds`) and DGL sampler stream, so worker d samples exactly the blocks ``dp``'s
+worker d samples. Per iteration worker s
+
+1. samples its own mini-batch B_s (model s) — span ``sample``; with ``seed_split = random`` the models' batches
+   are instead even cuts of the shuffled seeds (the paper's globally random mini-batches), so they differ from
+   ``dp``'s per-worker batches (the global batch, and its gradient in expectation, are the same);
+2. groups every model's seeds by home machine (all ranks know every B_d from the shared seed schedule, so this
+   needs no communication), merges steps (:class:`~executor.hopgnn_exchange.MergeController`), cuts its
+   batch's blocks into micrograph groups and sends each group's edge ids to the worker that trains it, which
+   rebuilds the blocks — ``redistribute`` (``nbytes`` = bytes sent);
+3. with ``pregather``, pulls the distinct remote input rows of all groups it trains once — ``pregather``
+   (``nbytes`` = requests and rows received);
+4. for each step: takes the rows of its group (buffer, or a per-step ``fetch`` pull without pre-gathering) —
+   ``load``; forward and backward with loss ``sum(cross-entropy) / B`` (B = global seeds of the iteration) added
+   to the hosted model's accumulated gradient — ``forward``, ``backward``; then, except after the last step,
+   sends parameters and accumulated gradients to the worker hosting the model at the next step and takes over
+   the model arriving — ``migrate`` (``nbytes`` = bytes sent; includes waiting for the partner);
+5. sums the gradients over workers — ``all_reduce`` — which gives exactly ``dp``'s averaged gradient of the
+   global mini-batch, and runs Adam — ``optimizer``.
+
+The naive variant (``micrograph = false``) is simulated only.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import dgl
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from executor import comm
+from executor.assemble import load_training_data
+from executor.data import Topology, iteration_batches, rank_batches, split_batch, worker_seeds
+from executor.evaluate import Accuracy, Evaluator
+from executor.hopgnn_exchange import (
+    Buffer,
+    Hosted,
+    MergeController,
+    migrate,
+    pregather,
+    random_rank_batches,
+    redistribute,
+)
+from executor.models import GNN, attach_edge_weights, num_params
+from executor.sampling import Batch, BatchStream, TimedSampler, sample_inline
+from executor.strategies.base import EpochStats
+from executor.trace import Recorder, now
+from simulator.errors import SpecError
+from simulator.plan import Plan
+from simulator.strategies.hopgnn import NAME, Knobs
+from simulator.workload.micrographs import home_groups, host_worker, merge_groups, random_split
+from simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
+
+__all__ = ["NAME", "Knobs", "Trainer"]
+
+
+def check_knobs(knobs: Knobs) -> None:
+    """Reject knobs the executor cannot run (called by :func:`executor.runner.resolved_plan` before spawning).
+
+    Raises:
+        SpecError: ``micrograph = false`` (the naive variant is simulated only).
+    """
+    if not knobs.micrograph:
+        raise SpecError("knobs.micrograph: the executor runs micrograph training only; micrograph=false "
+                        "(the naive variant) is simulated only")
+
+
+class Trainer:
+    """One rank of a ``hopgnn`` run (construction is collective).
+
+    Args:
+        topo: this worker's place.
+        plan: strategy ``hopgnn``, its knobs and the workload.
+        recorder: receives the spans.
+
+    Raises:
+        SpecError: ``micrograph = false`` (the naive variant has no executor).
+    """
+
+    def __init__(self, topo: Topology, plan: Plan, recorder: Recorder) -> None:
+        self.topo, self.rec = topo, recorder
+        self.workload = wl = plan.workload
+        self.knobs = Knobs.model_validate(plan.knobs)
+        check_knobs(self.knobs)
+        self.per_iteration = (self.knobs.batch_size or wl.training.batch_size) // topo.world_size
+        self.data = load_training_data(wl, self.knobs.partitioner, 0.0, topo)
+        torch.manual_seed(wl.training.seed)
+        dgl.seed(wl.training.seed)
+        self.model = GNN(wl.model, self.data.feature_dim, self.data.num_classes).to(topo.device)
+        self.params = list(self.model.parameters())
+        self.optimizer = torch.optim.Adam(self.params, lr=wl.training.lr, weight_decay=wl.training.weight_decay)
+        self.optimizer_flops = ADAM_FLOPS_PER_PARAM * num_params(self.model)
+        self.sampler = TimedSampler(wl.training.fanouts)
+        d, seed = self.data, wl.training.seed
+        if self.knobs.seed_split == "random":
+            schedule = functools.partial(random_rank_batches, d.train_idx, topo.world_size, seed, self.per_iteration,
+                                         topo.rank)
+        else:
+            schedule = functools.partial(rank_batches, d.train_idx, d.owner, topo.num_machines,
+                                         topo.gpus_per_machine, seed, self.per_iteration, topo.rank)
+        self.stream = BatchStream(d.graph, self.sampler, schedule, len(self.schedule(0)[1]),
+                                  self.knobs.num_sampler_workers, seed)
+        self.evaluator = Evaluator(self.data, topo)
+        self.controller = MergeController(topo.num_machines, self.knobs.num_steps, self.knobs.merge_revert,
+                                          self.knobs.controller_warmup_epochs)
+        torch.manual_seed(wl.training.seed * 7919 + topo.rank)  # dropout masks differ between ranks
+
+    def schedule(self, epoch: int) -> tuple[list[list[np.ndarray]], list[int]]:
+        """Every worker's seed batches of an epoch (``[worker][iteration]``) and each iteration's global size."""
+        topo, d, seed = self.topo, self.data, self.workload.training.seed
+        if self.knobs.seed_split == "random":
+            seeds = random_split(np.random.default_rng((seed, epoch)).permutation(d.train_idx), topo.world_size)
+        else:
+            seeds = worker_seeds(d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine, seed, epoch)
+        return iteration_batches(seeds, self.per_iteration)
+
+    def train_epoch(self, epoch: int) -> EpochStats:
+        """Train one epoch with the controller's step count, recording spans (collective)."""
+        batches, sizes = self.schedule(epoch)
+        stream = self.stream.epoch(epoch)
+        stats = EpochStats(num_iterations=len(sizes))
+        merges = self.controller.merges
+        sent, start = comm.bytes_sent(), now()
+        loss_sum = torch.zeros((), dtype=torch.float64)
+        for it, size in enumerate(sizes):
+            t0 = now()
+            batch = next(stream)
+            self.rec.add("sample", batch.start_s, batch.end_s, "sampler", epoch, it,
+                         num_input_vertices=len(batch.input_nodes), num_sampled_edges=batch.num_sampled_edges)
+            loss_sum += self.iteration([b[it] for b in batches], batch, size, merges, epoch, it, stats)
+            t1 = now()
+            self.optimizer.step()
+            t2 = now()
+            self.rec.add("optimizer", t1, t2, "compute", epoch, it, flops=self.optimizer_flops)
+            self.rec.add("iteration", t0, t2, "host", epoch, it)
+        end = now()
+        self.rec.add("epoch", start, end, "host", epoch, num_steps=self.topo.num_machines - merges)
+        stats.epoch_s, stats.loss_sum = end - start, float(loss_sum)
+        stats.network_bytes = comm.bytes_sent() - sent
+        slowest = comm.all_reduce_(torch.tensor([stats.epoch_s], dtype=torch.float64), "max")
+        self.controller.update(float(slowest[0]))
+        return stats
+
+    def iteration(self, seeds: list[np.ndarray], batch: Batch, global_size: int, merges: int, epoch: int = -1,
+                  it: int = -1, stats: EpochStats | None = None) -> torch.Tensor:
+        """Redistribute, pre-gather, the steps with migrations, and the gradient all-reduce of one iteration
+        (collective); no optimizer step. Returns the summed cross-entropy of the seeds trained here."""
+        topo, L = self.topo, len(self.workload.training.fanouts)
+        for p in self.params:
+            p.grad = torch.zeros_like(p)
+        t0 = now()
+        steps, merged = merge_groups(home_groups(seeds, self.data.owner, topo.num_machines, topo.gpus_per_machine),
+                                     merges)
+        red = redistribute(topo, self.data.graph, batch.blocks, batch.seeds.numpy(), steps, merged, L)
+        t1 = now()
+        self.rec.add("redistribute", t0, t1, "network", epoch, it, nbytes=8 * red.sent_edges,
+                     sent_edges=red.sent_edges, received_edges=red.received_edges)
+        buffer = None
+        if self.knobs.pregather:
+            buffer = pregather(self.data.store, topo, red.hosted)
+            t2 = now()
+            pulled = buffer.pull
+            nbytes = 0 if pulled is None else pulled.reply_bytes + pulled.request_bytes
+            self.rec.add("pregather", t1, t2, "network", epoch, it, nbytes=nbytes,
+                         num_remote_vertices=0 if pulled is None else pulled.num_rows, num_local_vertices=buffer.num_local)
+            if stats is not None and pulled is not None:
+                stats.remote_bytes += pulled.reply_bytes
+                stats.local_bytes -= pulled.reply_bytes  # the steps count every input row as copied to the device
+        loss = torch.zeros((), dtype=torch.float64)
+        for k, t in enumerate(steps):
+            loss += self._step(k, red.hosted.get(k), buffer, global_size, epoch, it, stats)
+            if k < len(steps) - 1:
+                self._migrate(k, t, steps[k + 1], epoch, it)
+        t3 = now()
+        flat = comm.all_reduce_(torch.cat([p.grad.reshape(-1) for p in self.params]))
+        offset = 0
+        for p in self.params:
+            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
+            offset += p.numel()
+        self.rec.add("all_reduce", t3, now(), "network", epoch, it, nbytes=flat.numel() * 4)
+        return loss
+
+    def _step(self, k: int, group: Hosted | None, buffer: Buffer | None, global_size: int, epoch: int, it: int,
+              stats: EpochStats | None) -> torch.Tensor:
+        """Load, forward and backward of the group hosted at step k (an idle slot if None; without
+        pre-gathering the per-step pull is collective, so it runs on every rank)."""
+        t0 = now()
+        store, row = self.data.store, self.data.store.row_bytes
+        nodes = group.input_nodes if group is not None else torch.empty(0, dtype=torch.int64)
+        if buffer is not None:
+            x, remote = buffer.lookup(nodes), 0
+        else:
+            x, loaded = store.load(nodes)
+            remote = loaded.num_remote * row
+            if loaded.fetch is not None:
+                f = loaded.fetch
+                self.rec.add("fetch", f.start_s, f.end_s, "network", epoch, it, nbytes=f.reply_bytes + f.request_bytes,
+                             num_remote_vertices=f.num_rows)
+        t1 = now()
+        self.rec.add("load", t0, t1, "pcie", epoch, it, nbytes=len(nodes) * row, local_bytes=len(nodes) * row - remote,
+                     remote_bytes=remote, num_input_vertices=len(nodes), step=k)
+        if stats is not None:
+            stats.remote_bytes += remote
+            stats.local_bytes += len(nodes) * row - (remote if buffer is None else 0)
+        if group is None:
+            return torch.zeros((), dtype=torch.float64)
+        if stats is not None:
+            stats.num_seeds += len(group.seeds)
+        return self._train_group(group, x, global_size, epoch, it, t1)
+
+    def _train_group(self, group: Hosted, x: torch.Tensor, global_size: int, epoch: int, it: int,
+                     t1: float) -> torch.Tensor:
+        """Forward and backward of one micrograph group; gradients add to the hosted model's."""
+        attach_edge_weights(group.blocks, self.data.edge_weight)
+        blocks = group.blocks
+        cost = model_cost(self.workload.model, self.data.feature_dim, self.data.num_classes,
+                          [Block(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks])
+        y = self.data.labels[torch.from_numpy(group.seeds)]
+        ce = F.cross_entropy(self.model(blocks, x), y, reduction="sum")
+        t2 = now()
+        self.rec.add("forward", t1, t2, "compute", epoch, it, flops=cost.forward_flops, num_seeds=len(group.seeds))
+        (ce / global_size).backward()
+        self.rec.add("backward", t2, now(), "compute", epoch, it, flops=cost.backward_flops)
+        return ce.detach().double()
+
+    def _migrate(self, k: int, step: int, next_step: int, epoch: int, it: int) -> None:
+        """Ring shift from step ``step`` to ``next_step``: the model here moves on, the next one arrives."""
+        topo = self.topo
+        m, g = topo.num_machines, topo.gpus_per_machine
+        here = ((topo.machine - step) % m) * g + topo.local_rank          # model hosted now
+        coming = ((topo.machine - next_step) % m) * g + topo.local_rank   # model hosted at the next step
+        t0 = now()
+        nbytes = migrate(self.params, self.knobs.migrate_parameters, host_worker(here, next_step, m, g),
+                         host_worker(coming, step, m, g))
+        self.rec.add("migrate", t0, now(), "network", epoch, it, nbytes=nbytes, step=k)
+
+    def gradient(self, seeds: np.ndarray) -> dict[str, torch.Tensor]:
+        """The summed gradient of one global mini-batch with explicit seeds by the training code path (collective;
+        every rank passes the same ``seeds``), with the knobs' fixed step count (M without ``num_steps``).
+
+        Returns:
+            Parameter name -> gradient (CPU copies), identical on every rank.
+        """
+        topo = self.topo
+        seeds = np.asarray(seeds, dtype=np.int64)
+        batches = random_split(seeds, topo.world_size) if self.knobs.seed_split == "random" else \
+            split_batch(seeds, self.data.owner, topo.num_machines, topo.gpus_per_machine)
+        batch = sample_inline(self.data.graph, self.sampler, batches[topo.rank])
+        self.iteration(batches, batch, len(seeds), self.controller.merges)
+        grads = {n: p.grad.detach().cpu().clone() for n, p in self.model.named_parameters()}
+        for p in self.params:
+            p.grad = None
+        return grads
+
+    def evaluate(self) -> Accuracy:
+        """Validation / test accuracy counts of this rank's vertices (collective)."""
+        return self.evaluator.run(self.model)
+
+    def close(self) -> None:
+        """Stop the sampler processes."""
+        self.stream.close()

@@ -1,0 +1,271 @@
+"""HopGNN (``hopgnn``): feature-centric mini-batch training that moves the model to the features.
+
+Source: Chen, He, Qu and Zhang, "HopGNN: Boosting Distributed GNN Training Efficiency via Feature-Centric Model
+Migration", 2024 (mechanism brief ../shared/papers/hopgnn.md). Builds on the ``dp`` pipeline: the same global
+mini-batches, the same sampler, all-reduce and optimizer. Knob ``seed_split``: ``owner`` gives model d exactly
+``dp``'s worker-d batch (DistDGL's node_split prefers seeds owned by the worker's machine, so most of them are
+already at home); ``random`` gives the paper's globally random per-model mini-batches (§5.1).
+
+Terms (paper-private): a *micrograph* is the sampled L-hop computation graph of one seed vertex, cut out of its
+mini-batch's blocks; a seed's *home* is the machine owning its features; model d (the replica that starts on
+worker d) visits the machines in *time steps* t = 0..M-1, at step t training the micrographs of its seeds homed
+on machine ``(m_d + t) mod M``; *pre-gathering* fetches, once per iteration, the deduplicated remote input
+features of all micrographs a worker hosts; *merging* removes steps (their seeds join the same model's other
+steps and run away from home). Notation: N servers -> M machines (``num_machines``), S -> ``num_steps``,
+mg_d^s -> a micrograph group, R_micro / m_mg / |R_s| -> :class:`~simulator.workload.micrographs.MicrographStats`.
+
+Per iteration and worker (simulated on :class:`~simulator.hardware.model.HardwareModel`):
+
+1. ``sample``: the worker's own mini-batch, as ``dp`` (host core; inline or in sampler processes).
+2. ``redistribute``: the micrographs are cut per home machine and every group's edge ids (int64) go to the
+   machine that trains it (an all-to-all after all workers arrive); cutting and rebuilding the blocks is host
+   work at the sampling rate (``dgl.to_block`` as in sampling). [inferred: the paper samples at home; cutting
+   the batch's own sample keeps the gradient equal to ``dp``'s for the same mini-batch, brief §1.4.]
+3. ``pregather`` (knob ``pregather``): the distinct remote input rows of all hosted groups are pulled once
+   (ids to each owner, rows back) while the local rows are gathered from host memory (§5.2).
+4. S steps: ``load`` (the group's rows: from the pre-gather buffer, or local gather + remote ``fetch`` per step
+   without pre-gathering; then host-to-device), ``forward``, ``backward`` (their kernels' launch cost
+   ``gpu.kernel_overhead_s`` is paid per step, the per-step launches of §5.3), the framework's fixed cost
+   ``iteration_overhead_s`` per step ([inferred]: each step is one forward/backward pass of the training loop),
+   then, except after the last step, ``migrate``: a barrier over all workers (§5.1 idle slots) and a
+   ring shift of parameters and accumulated gradients (``2 P b_p`` bytes, ``P b_p`` without parameters).
+5. ``all_reduce`` of the gradients, ``optimizer`` (as ``dp``).
+
+With ``micrograph = false`` the naive feature-centric variant is simulated instead
+(:func:`~simulator.strategies.hopgnn_work.naive_work`). ``num_steps = None`` predicts the merge controller's
+steady state: the epoch time of every S is simulated and the hill climb of §5.3 (start at M, merge while the
+epoch time falls) is followed; ``merge_revert`` keeps the best S seen, else the first S that did not improve.
+The controller's exploration epochs are not charged. ``controller_warmup_epochs`` only affects the executor.
+
+Memory: ``dp``'s model without a feature cache, plus the migration buffer (GPU) and the pre-gather buffer (host).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.errors import SpecError
+from simulator.hardware.collectives import all_reduce_link_bytes
+from simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES, HOST_PROCESS_BYTES
+from simulator.result import LINKS, SimResult
+from simulator.strategies import dp
+from simulator.strategies.base import (
+    IterationPlan,
+    SimContext,
+    iteration_plan,
+    phase_breakdown,
+    place_window,
+    steady_period,
+)
+from simulator.strategies.hopgnn_run import PHASES, HopRun
+from simulator.strategies.hopgnn_work import HopWork, hop_work, model_costs, naive_work
+from simulator.workload import micrographs
+from simulator.workload.micrographs import MicrographStats
+from simulator.workload.model_cost import INDEX_BYTES, model_state_bytes
+
+NAME = "hopgnn"
+SUPPORTS = ("mini-batch",)
+
+
+class Knobs(BaseModel):
+    """The ``hopgnn`` strategy's knobs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    micrograph: bool = Field(
+        default=True, description="micrograph training; false = the naive feature-centric variant (paper §3.2)")
+    pregather: bool = Field(
+        default=True, description="fetch each iteration's remote features once, deduplicated (paper §5.2)")
+    num_steps: int | None = Field(
+        default=None, ge=1, le=1024,
+        description="time steps per iteration after merging (capped at the machines); None = merge controller")
+    merge_revert: bool = Field(
+        default=True, description="controller: go back to the best step count after an unprofitable merge")
+    controller_warmup_epochs: int = Field(
+        default=1, ge=0, le=100,
+        description="controller: epochs at M steps before the reference epoch (0 = the paper: epoch 0 is it)")
+    migrate_parameters: bool = Field(
+        default=True, description="a migration carries parameters and gradients (paper); false = gradients only")
+    seed_split: Literal["owner", "random"] = Field(
+        default="owner", description="models' mini-batches: owner = dp's split (same per-worker batches and "
+        "samples as dp); random = the paper's globally random mini-batches")
+    partitioner: Literal["metis", "random"] = Field(
+        default="metis", description="how vertices (and their features) are assigned to machines")
+    num_sampler_workers: int = Field(
+        default=0, ge=0, le=64, description="sampler processes per worker; 0 samples inline without overlap")
+    batch_size: int | None = Field(
+        default=None, ge=1, description="overrides training.batch_size (global seeds per iteration) if set")
+
+
+def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
+    """The Optuna search space of ``hopgnn`` (parameter names ``hopgnn.<knob>``). ``micrograph`` stays on: the
+    naive feature-centric variant is the paper's ablation baseline, simulated for what-if studies
+    (``--set micrograph=false``) but not run by the executor, so the tuner does not plan it.
+
+    Args:
+        trial: an ``optuna.Trial``.
+        workload: the workload; its batch size centres the batch-size range when ``tune_batch_size``.
+        tune_batch_size: whether the user allows changing the batch size.
+    """
+    knobs: dict[str, Any] = {
+        "pregather": trial.suggest_categorical(f"{NAME}.pregather", [True, False]),
+        "num_steps": trial.suggest_categorical(f"{NAME}.num_steps", [None, 1, 2, 4, 8]),
+        "migrate_parameters": trial.suggest_categorical(f"{NAME}.migrate_parameters", [True, False]),
+        "seed_split": trial.suggest_categorical(f"{NAME}.seed_split", ["owner", "random"]),
+        "partitioner": trial.suggest_categorical(f"{NAME}.partitioner", ["metis", "random"]),
+        "num_sampler_workers": trial.suggest_int(f"{NAME}.num_sampler_workers", 0, 4),
+    }
+    if tune_batch_size:
+        base = workload.training.batch_size
+        choices = sorted({max(1, base // 4), max(1, base // 2), base, base * 2, base * 4})
+        knobs["batch_size"] = trial.suggest_categorical(f"{NAME}.batch_size", choices)
+    return Knobs(**knobs)
+
+
+def check_workload(workload: Any) -> None:
+    """Reject workloads ``hopgnn`` cannot run (as ``dp``: mini-batch, message-passing models).
+
+    Raises:
+        SpecError: training.mode or model.arch not supported.
+    """
+    try:
+        dp.check_workload(workload)
+    except SpecError as exc:
+        raise SpecError(str(exc).replace(f"strategy {dp.NAME}", f"strategy {NAME}")) from None
+
+
+def micrograph_stats(ctx: SimContext, knobs: Knobs) -> MicrographStats:
+    """The measured micrograph statistics of this context (cached on disk)."""
+    st = ctx.sample
+    return micrographs.micrograph_stats(ctx.workload.dataset, st.fanouts, st.batch_size_per_worker,
+                                        ctx.cluster.num_machines, ctx.cluster.gpus_per_machine, knobs.partitioner,
+                                        seed=ctx.seed, seed_split=knobs.seed_split)
+
+
+def iteration_works(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, plan: IterationPlan,
+                    num_steps: int) -> tuple[list[HopWork], list[HopWork]]:
+    """Every worker's work in a full iteration and in the (possibly partial) last one."""
+    out = []
+    for scale in (1.0, plan.last_fraction):
+        if not knobs.micrograph:
+            out.append([naive_work(ctx, r, scale) for r in range(ctx.num_workers)])
+        else:
+            assert mg is not None
+            out.append([hop_work(ctx, mg, r, num_steps, knobs.migrate_parameters, scale)
+                        for r in range(ctx.num_workers)])
+    return out[0], out[1]
+
+
+def link_bytes_per_epoch(ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: list[HopWork],
+                         last: list[HopWork]) -> dict[str, float]:
+    """Bytes all workers send over each link kind in one epoch: redistribution, pre-gather (or per-step fetch),
+    migrations, all-reduce on the network; every group's input rows over PCIe."""
+    out = {k: 0.0 for k in LINKS}
+    multi = ctx.cluster.num_machines > 1
+    for works, count in ((full, plan.num_iterations - 1), (last, 1)):
+        for w in works:
+            remote = w.pregather_remote_rows if knobs.pregather else sum(s.remote_bytes for s in w.steps) / w.row_bytes
+            migrations = len(w.steps) - 1 if knobs.micrograph else w.extra.get("naive_migrations", 0.0)
+            net = w.sent_index_bytes + remote * (w.row_bytes + INDEX_BYTES) + migrations * w.migration_bytes
+            out["network"] += count * (net if multi else 0.0)
+            out["pcie"] += count * sum(s.input_bytes for s in w.steps)
+            for kind, nbytes in all_reduce_link_bytes(w.gradient_bytes, ctx.cluster).items():
+                out[kind] += count * nbytes
+    return out
+
+
+def memory_bytes(ctx: SimContext, knobs: Knobs, full: list[HopWork]) -> tuple[dict[str, float], dict[str, float]]:
+    """Peak (GPU, host) memory parts of the busiest worker."""
+    cl, sm = ctx.cluster, ctx.summary
+    cost = model_costs(ctx)
+    row = sm.feature_dim * FLOAT_BYTES
+    biggest = max((s.input_bytes for w in full for s in w.steps), default=0.0)
+    gpu = {"framework reserve": 0.0 if cl.gpu.is_host_cpu else CUDA_CONTEXT_BYTES,
+           "parameters, gradients and Adam state": model_state_bytes(cost.num_params),
+           "migration buffer": full[0].migration_bytes, "input features": biggest,
+           "activations": cost.activation_bytes, "blocks": cost.block_bytes}
+    buffer = max((w.pregather_remote_rows + w.pregather_local_rows) * row for w in full) if knobs.pregather else 0.0
+    per_worker = HOST_PROCESS_BYTES + cost.block_bytes + buffer
+    host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
+            "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
+            "worker processes and pre-gather buffers": cl.gpus_per_machine * per_worker}
+    if cl.gpu.is_host_cpu:
+        host["workers' model memory (CPU-only)"] = cl.gpus_per_machine * sum(gpu.values())
+    return gpu, host
+
+
+def _infeasible(ctx: SimContext, gpu: dict[str, float], host: dict[str, float]) -> str:
+    cl, reasons = ctx.cluster, []
+    for what, parts, budget in (("GPU", gpu, cl.gpu.memory_bytes), ("host", host, cl.host.memory_bytes)):
+        need = sum(parts.values())
+        if need > budget:
+            top = max(parts, key=lambda k: parts[k])
+            reasons.append(f"out of {what} memory: needs {need / 1e9:.3g} GB of {budget / 1e9:.3g} GB "
+                           f"(largest part: {top} {parts[top] / 1e9:.3g} GB)")
+    return "; ".join(reasons)
+
+
+def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, num_steps: int) -> SimResult:
+    """Simulate one epoch with a fixed number of steps (``num_steps`` <= M; ignored by the naive variant)."""
+    started = time.perf_counter()
+    plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
+    full, last = iteration_works(ctx, knobs, mg, plan, num_steps)
+    gpu, host = memory_bytes(ctx, knobs, full)
+    common: dict[str, Any] = {
+        "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
+        "bytes_per_epoch": link_bytes_per_epoch(ctx, knobs, plan, full, last),
+        "peak_memory_bytes": {"gpu": sum(gpu.values()), "host": sum(host.values())}}
+    reason = _infeasible(ctx, gpu, host)
+    if reason:
+        return SimResult(feasible=False, reason=reason, epoch_time_s=math.inf, iteration_time_s=math.inf,
+                         sim_wall_s=time.perf_counter() - started, **common)
+    run = HopRun(ctx, knobs.num_sampler_workers, knobs.pregather or not knobs.micrograph, plan, full, last)
+    run.execute()
+    ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(plan.window))]
+    period = steady_period(ends, plan)
+    epoch = ends[-1] + plan.extrapolated * period
+    breakdown = phase_breakdown(run.spans, plan, PHASES)
+    breakdown["overhead"] = plan.num_iterations * ctx.cluster.iteration_overhead_s * full[0].num_steps
+    return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / plan.num_iterations,
+                     breakdown_s=breakdown, spans=place_window(run.spans, plan, period),
+                     sim_wall_s=time.perf_counter() - started, **common)
+
+
+def controller_steps(times: dict[int, float], num_machines: int, revert: bool) -> int:
+    """The step count the merge controller settles on given each S's epoch time (§5.3 hill climbing).
+
+    Args:
+        times: epoch time per S in 1..M.
+        num_machines: M (the controller starts there).
+        revert: after an unprofitable merge, go back to the best S (else keep the unprofitable one).
+    """
+    s = num_machines
+    while s > 1 and times[s - 1] < times[s]:
+        s -= 1
+    return s if revert or s == 1 else s - 1
+
+
+def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
+    """Simulate one epoch of ``hopgnn`` (module docstring) and return the ``simulate --json`` result.
+
+    Raises:
+        SpecError: a workload this strategy cannot run.
+    """
+    started = time.perf_counter()
+    check_workload(ctx.workload)
+    m = ctx.cluster.num_machines
+    if not knobs.micrograph:
+        return simulate_steps(ctx, knobs, None, m)
+    mg = micrograph_stats(ctx, knobs)
+    if knobs.num_steps is not None:
+        result = simulate_steps(ctx, knobs, mg, min(knobs.num_steps, m))
+    else:
+        results = {s: simulate_steps(ctx, knobs, mg, s) for s in range(1, m + 1)}
+        chosen = controller_steps({s: r.epoch_time_s for s, r in results.items()}, m, knobs.merge_revert)
+        result = results[chosen]
+    result.sim_wall_s = time.perf_counter() - started
+    return result

@@ -1,0 +1,197 @@
+"""The simulated epoch window of ``hopgnn``: one trainer process per worker (plus sampler processes), steps with
+barriers and ring migrations (mechanism and terms: :mod:`simulator.strategies.hopgnn`).
+
+Notation: S (time steps) -> ``len(work.steps)``, M -> ``num_machines``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from simulator.engine import Engine
+from simulator.hardware.model import HardwareModel, gather_time
+from simulator.strategies.base import IterationPlan, SimContext
+from simulator.strategies.dp import PREFETCH_FACTOR
+from simulator.strategies.hopgnn_work import HopWork, StepWork
+from simulator.trace import Span
+from simulator.workload.model_cost import INDEX_BYTES
+
+PHASES = ("sample", "redistribute", "pregather", "load", "fetch", "forward", "backward", "migrate", "all_reduce",
+          "optimizer")
+
+
+class _Barrier:
+    """Named all-worker barriers: ``wait(key)`` fires when every worker has arrived at ``key``."""
+
+    def __init__(self, engine: Engine, num_workers: int) -> None:
+        self.engine, self.num_workers = engine, num_workers
+        self.count: dict[Any, int] = {}
+        self.events: dict[Any, Any] = {}
+
+    def wait(self, key: Any) -> Any:
+        ev = self.events.setdefault(key, self.engine.event())
+        self.count[key] = self.count.get(key, 0) + 1
+        if self.count[key] == self.num_workers:
+            ev.succeed()
+        return ev
+
+
+class HopRun:
+    """One simulated epoch window.
+
+    Args:
+        ctx: the context.
+        num_sampler_workers: sampler processes per worker (0 = inline).
+        pregather: pre-gather once per iteration (else fetch per step).
+        plan: the epoch's iterations.
+        full, last: every worker's work in a full and in the last iteration.
+    """
+
+    def __init__(self, ctx: SimContext, num_sampler_workers: int, pregather: bool, plan: IterationPlan,
+                 full: list[HopWork], last: list[HopWork]) -> None:
+        self.ctx, self.plan, self.pregather, self.k = ctx, plan, pregather, num_sampler_workers
+        self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
+        self.engine = Engine(ctx.seed)
+        self.hw = HardwareModel(ctx.cluster, self.engine)
+        n, w = len(plan.window), ctx.num_workers
+        self.spans: list[Span] = []
+        self.ends = [[0.0] * n for _ in range(w)]
+        self.barrier = _Barrier(self.engine, w)
+        self.ready = [[self.engine.event() for _ in range(n)] for _ in range(w)]
+        self.taken = [[self.engine.event() for _ in range(n)] for _ in range(w)]
+
+    def execute(self) -> None:
+        """Run every worker's processes to the end of the window."""
+        for rank in range(self.ctx.num_workers):
+            self.engine.process(self._trainer(rank))
+            for j in range(self.k):
+                self.engine.process(self._sampler(rank, j))
+        self.engine.run()
+
+    def _span(self, rank: int, phase: str, start: float, stream: str, pos: int, nbytes: float = 0.0,
+              flops: float = 0.0, **args: Any) -> None:
+        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0,
+                               self.plan.window[pos], args))
+
+    def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
+        work, start, host = self.works[pos][rank], self.engine.now, self.ctx.cluster.host
+        yield self.hw.host_work(self.hw.machine_of(rank), work.num_sampled_edges / host.sampling_edges_per_s_per_core)
+        self._span(rank, "sample", start, "sampler", pos, num_sampled_edges=work.num_sampled_edges)
+
+    def _sampler(self, rank: int, j: int) -> Generator[Any, Any, None]:
+        depth = PREFETCH_FACTOR * self.k
+        for pos in range(j, len(self.plan.window), self.k):
+            if pos >= depth:
+                yield self.taken[rank][pos - depth]
+            yield from self._sample(rank, pos)
+            self.ready[rank][pos].succeed()
+
+    def _trainer(self, rank: int) -> Generator[Any, Any, None]:
+        for pos in range(len(self.plan.window)):
+            work, start = self.works[pos][rank], self.engine.now
+            if self.k:
+                yield self.ready[rank][pos]
+                self.taken[rank][pos].succeed()
+            else:
+                yield from self._sample(rank, pos)
+            yield from self._redistribute(rank, pos, work)
+            if self.pregather:
+                yield from self._pregather(rank, pos, work)
+            for k, step in enumerate(work.steps):
+                yield from self._step(rank, pos, work, step)
+                if k < len(work.steps) - 1:
+                    yield from self._migrate(rank, pos, k, work)
+            yield from self._all_reduce(rank, pos, work.gradient_bytes)
+            t0 = self.engine.now
+            yield from self.hw.compute(rank, work.optimizer_s)
+            self._span(rank, "optimizer", t0, "compute", pos, flops=work.optimizer_flops)
+            self._span(rank, "iteration", start, "host", pos)
+            self.ends[rank][pos] = self.engine.now
+        self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0))
+
+    def _others(self, me: int) -> list[int]:
+        return [m for m in range(self.ctx.cluster.num_machines) if m != me]
+
+    def _redistribute(self, rank: int, pos: int, work: HopWork) -> Generator[Any, Any, None]:
+        start, me, hw = self.engine.now, self.hw.machine_of(rank), self.hw
+        others = self._others(me)
+        if others:
+            yield self.barrier.wait(("redistribute", pos))
+            share = work.sent_index_bytes / len(others)
+            yield self.engine.all_of([hw.network(me, o, share + INDEX_BYTES) for o in others])
+        rebuild = work.rebuilt_edges / self.ctx.cluster.host.sampling_edges_per_s_per_core
+        yield hw.host_work(me, rebuild)
+        self._span(rank, "redistribute", start, "network", pos, nbytes=work.sent_index_bytes)
+
+    def _pull(self, me: int, rows: float, row_bytes: float) -> Generator[Any, Any, None]:
+        """Pull ``rows`` rows from the other machines (equal shares): ids there, rows back."""
+        others = self._others(me)
+        share = rows / len(others)
+
+        def one(o: int) -> Generator[Any, Any, None]:
+            yield self.hw.network(me, o, share * INDEX_BYTES + INDEX_BYTES)
+            yield self.hw.network(o, me, share * row_bytes)
+
+        yield self.engine.all_of([self.engine.process(one(o)) for o in others])
+
+    def _pregather(self, rank: int, pos: int, work: HopWork) -> Generator[Any, Any, None]:
+        start, me, cl = self.engine.now, self.hw.machine_of(rank), self.ctx.cluster
+        local = gather_time(work.pregather_local_rows * work.row_bytes, cl.host.memory_bandwidth_bytes_per_s,
+                            cl.efficiency.gather_fraction)
+        parts = [self.engine.timeout(local)]
+        if work.pregather_remote_rows > 0 and self._others(me):
+            parts.append(self.engine.process(self._pull(me, work.pregather_remote_rows, work.row_bytes)))
+        yield self.engine.all_of(parts)
+        nbytes = work.pregather_remote_rows * (work.row_bytes + INDEX_BYTES)
+        self._span(rank, "pregather", start, "network", pos, nbytes=nbytes,
+                   num_remote_vertices=work.pregather_remote_rows)
+
+    def _step(self, rank: int, pos: int, work: HopWork, step: StepWork) -> Generator[Any, Any, None]:
+        hw, cl, start = self.hw, self.ctx.cluster, self.engine.now
+        host_bw, frac = cl.host.memory_bandwidth_bytes_per_s, cl.efficiency.gather_fraction
+        if self.pregather:
+            yield self.engine.timeout(gather_time(step.input_bytes, host_bw, frac))
+        else:
+            parts = [self.engine.timeout(gather_time(step.local_bytes, host_bw, frac))]
+            if step.remote_bytes > 0:
+                parts.append(self.engine.process(self._fetch(rank, pos, step, work.row_bytes)))
+            yield self.engine.all_of(parts)
+        yield hw.host_to_gpu(rank, step.input_bytes)
+        self._span(rank, "load", start, "pcie", pos, nbytes=step.input_bytes, local_bytes=step.local_bytes,
+                   remote_bytes=step.remote_bytes, num_seeds=step.num_seeds)
+        for phase, seconds, flops in (("forward", step.forward_s, step.forward_flops),
+                                      ("backward", step.backward_s, step.backward_flops)):
+            t0 = self.engine.now
+            yield from hw.compute(rank, seconds)
+            self._span(rank, phase, t0, "compute", pos, flops=flops)
+        yield self.engine.timeout(cl.iteration_overhead_s)
+
+    def _fetch(self, rank: int, pos: int, step: StepWork, row_bytes: float) -> Generator[Any, Any, None]:
+        start, me = self.engine.now, self.hw.machine_of(rank)
+        rows = step.remote_bytes / row_bytes
+        yield from self._pull(me, rows, row_bytes)
+        self._span(rank, "fetch", start, "network", pos, nbytes=rows * (row_bytes + INDEX_BYTES),
+                   num_remote_vertices=rows)
+
+    def _migrate(self, rank: int, pos: int, k: int, work: HopWork) -> Generator[Any, Any, None]:
+        start, m = self.engine.now, self.ctx.cluster.num_machines
+        yield self.barrier.wait(("step", pos, k))
+        me = self.hw.machine_of(rank)
+        if m > 1:
+            yield self.hw.network(me, (me + 1) % m, work.migration_bytes)
+        self._span(rank, "migrate", start, "network", pos, nbytes=work.migration_bytes if m > 1 else 0.0, step=k)
+
+    def _all_reduce(self, rank: int, pos: int, nbytes: float) -> Generator[Any, Any, None]:
+        start, cl, hw = self.engine.now, self.ctx.cluster, self.hw
+        yield self.barrier.wait(("all_reduce", pos))
+        g, m = cl.gpus_per_machine, cl.num_machines
+        machine, local = divmod(rank, g)
+        peer = machine * g + (local + 1) % g
+        if g > 1:
+            yield hw.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
+        if m > 1:
+            yield hw.network(machine, (machine + 1) % m, 2.0 * (m - 1) / m * nbytes / g, num_messages=2 * (m - 1))
+        if g > 1:
+            yield hw.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
+        self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes)

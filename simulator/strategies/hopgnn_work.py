@@ -1,0 +1,158 @@
+"""Work of one ``hopgnn`` iteration per worker, from the measured micrograph statistics (see
+:mod:`simulator.strategies.hopgnn` for the mechanism and the paper-private terms).
+
+Notation: S -> ``num_steps``, P -> ``num_params``, b_p = b_f = ``FLOAT_BYTES``, D -> ``feature_dim``,
+|R_s| -> ``pregather_remote_rows``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simulator.hardware.model import FLOAT_BYTES, compute_time
+from simulator.strategies.base import SimContext
+from simulator.workload.micrographs import MicrographStats
+from simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost, model_cost
+
+
+@dataclass(frozen=True)
+class StepWork:
+    """One worker's share of one time step.
+
+    Attributes:
+        num_seeds: seeds of the micrograph group trained.
+        input_bytes: feature bytes of the group's input vertices (all cross host-to-device).
+        local_bytes, remote_bytes: of those, owned by the host's machine / by another machine.
+        forward_s, backward_s: uncontended compute seconds; ``*_flops`` the FLOPs.
+        blocks: the group's (cut) block sizes, input side first.
+    """
+
+    num_seeds: float
+    input_bytes: float
+    local_bytes: float
+    remote_bytes: float
+    forward_s: float
+    backward_s: float
+    forward_flops: float
+    backward_flops: float
+    blocks: tuple[Block, ...]
+
+
+@dataclass(frozen=True)
+class HopWork:
+    """One worker's work in one iteration of ``hopgnn`` with S steps.
+
+    Attributes:
+        steps: the S time steps in order.
+        num_sampled_edges: edges of the worker's own mini-batch (sampled where ``dp`` samples it).
+        sent_index_bytes, received_index_bytes: edge ids of micrograph groups exchanged in the redistribution.
+        rebuilt_edges: edges of the micrograph groups cut out of the sampled batch (sender) plus those rebuilt into
+            blocks (receiver), both for every group including the worker's own; host work priced like sampling
+            (in the mean a worker cuts as many edges as it rebuilds, so this is twice its groups' edges).
+        pregather_remote_rows, pregather_local_rows: distinct remote / local input rows of all the worker's
+            groups (|R_s| and its local counterpart).
+        migration_bytes: bytes one migration moves (parameters and accumulated gradients).
+        gradient_bytes: bytes of the gradient all-reduce.
+        optimizer_s, optimizer_flops: Adam.
+        row_bytes: one feature row.
+    """
+
+    steps: tuple[StepWork, ...]
+    num_sampled_edges: float
+    sent_index_bytes: float
+    received_index_bytes: float
+    rebuilt_edges: float
+    pregather_remote_rows: float
+    pregather_local_rows: float
+    migration_bytes: float
+    gradient_bytes: float
+    optimizer_s: float
+    optimizer_flops: float
+    row_bytes: float
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def num_steps(self) -> int:
+        """S."""
+        return len(self.steps)
+
+
+def step_work(ctx: SimContext, blocks: list[Block], num_seeds: float, local_rows: float,
+              remote_rows: float) -> StepWork:
+    """Price one group: its kernels on the cluster's device and its feature bytes."""
+    cl, row = ctx.cluster, ctx.summary.feature_dim * FLOAT_BYTES
+    if num_seeds <= 0:
+        return StepWork(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, tuple(blocks))
+    cost = model_cost(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
+    eff = cl.efficiency
+    return StepWork(num_seeds, (local_rows + remote_rows) * row, local_rows * row, remote_rows * row,
+                    compute_time(cost.forward, cl.gpu, eff.forward_fraction),
+                    compute_time(cost.backward, cl.gpu, eff.backward_fraction),
+                    cost.forward_flops, cost.backward_flops, tuple(blocks))
+
+
+def model_costs(ctx: SimContext) -> ModelCost:
+    """The model's kernels on one worker's whole mini-batch (sizes of ``dp``'s statistics)."""
+    st = ctx.sample
+    blocks = [Block(s, d, e) for s, d, e in zip(st.num_src_vertices, st.num_dst_vertices, st.num_edges)]
+    return model_cost(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
+
+
+def hop_work(ctx: SimContext, mg: MicrographStats, rank: int, num_steps: int, migrate_parameters: bool,
+             scale: float = 1.0) -> HopWork:
+    """Worker ``rank``'s work in an iteration with ``num_steps`` steps whose seeds are ``scale`` x a full batch.
+
+    Source: brief ../shared/papers/hopgnn.md §2.2 (derived cost model: redistribution, one pre-gather of |R_s|
+    rows, S steps of host-to-device copy + forward + backward, S - 1 migrations of 2 P b_p bytes, all-reduce).
+    """
+    i, cl = num_steps - 1, ctx.cluster
+    cost = model_costs(ctx)
+    steps = []
+    for k in range(num_steps):
+        blocks = [Block(s * scale, d * scale, e * scale) for s, d, e in
+                  zip(mg.step_src[i][rank][k], mg.step_dst[i][rank][k], mg.step_edges[i][rank][k])]
+        steps.append(step_work(ctx, blocks, mg.step_seeds[i][rank][k] * scale,
+                               mg.step_local_inputs[i][rank][k] * scale, mg.step_remote_inputs[i][rank][k] * scale))
+    grad = float(FLOAT_BYTES * cost.num_params)
+    return HopWork(
+        steps=tuple(steps), num_sampled_edges=sum(ctx.sample.num_edges) * scale,
+        sent_index_bytes=mg.sent_edges[i][rank] * scale * INDEX_BYTES,
+        received_index_bytes=mg.received_edges[i][rank] * scale * INDEX_BYTES,
+        rebuilt_edges=2.0 * sum(b.num_edges for w in steps for b in w.blocks),
+        pregather_remote_rows=mg.pregather_remote[i][rank] * scale,
+        pregather_local_rows=mg.pregather_local[i][rank] * scale,
+        migration_bytes=grad * (2.0 if migrate_parameters else 1.0), gradient_bytes=grad,
+        optimizer_s=compute_time(cost.optimizer, cl.gpu, 1.0),
+        optimizer_flops=sum(k.flops for k in cost.optimizer), row_bytes=float(ctx.summary.feature_dim * FLOAT_BYTES))
+
+
+def naive_work(ctx: SimContext, rank: int, scale: float = 1.0) -> HopWork:
+    """Worker ``rank``'s work in an iteration of the naive feature-centric variant (micrograph training off).
+
+    [inferred] from the brief §1.2 (paper §3.2, Fig 6): model d tours all M machines with its whole mini-batch
+    subgraph; at each stop it reads the input features stored there (local reads only) and computes the partial
+    layer-1 aggregations, then migrates carrying its parameters, the partial aggregates and the destination
+    features of block 0 (2 x dst_0 x D floats) and the subgraph's topology (two int64 ids per sampled edge);
+    after the tour it is back home (M migrations) and runs the rest of forward and the backward pass (an
+    extra, load-free step).
+    """
+    st, cl = ctx.sample, ctx.cluster
+    m = cl.num_machines
+    cost = model_costs(ctx)
+    row = float(ctx.summary.feature_dim * FLOAT_BYTES)
+    inputs = st.num_src_vertices[0] * scale
+    local_share = 1.0 - st.remote_miss_fraction[0]
+    shares = [local_share] + [(1.0 - local_share) / max(m - 1, 1)] * (m - 1)
+    eff = cl.efficiency
+    steps = [StepWork(0.0, inputs * f * row, inputs * f * row, 0.0, 0.0, 0.0, 0.0, 0.0, ()) for f in shares]
+    blocks = [Block(s, d, e).scaled(scale) for s, d, e in zip(st.num_src_vertices, st.num_dst_vertices, st.num_edges)]
+    full = model_cost(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
+    steps.append(StepWork(st.num_dst_vertices[-1] * scale, 0.0, 0.0, 0.0,
+                          compute_time(full.forward, cl.gpu, eff.forward_fraction),
+                          compute_time(full.backward, cl.gpu, eff.backward_fraction),
+                          full.forward_flops, full.backward_flops, tuple(blocks)))
+    grad = float(FLOAT_BYTES * cost.num_params)
+    carried = grad + 2.0 * st.num_dst_vertices[0] * scale * row + 2.0 * INDEX_BYTES * sum(st.num_edges) * scale
+    return HopWork(tuple(steps), sum(st.num_edges) * scale, 0.0, 0.0, 0.0, 0.0, 0.0, carried, grad,
+                   compute_time(cost.optimizer, cl.gpu, 1.0), sum(k.flops for k in cost.optimizer), row,
+                   {"naive_migrations": float(m)})

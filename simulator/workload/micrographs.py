@@ -1,0 +1,399 @@
+"""HopGNN's micrographs: the schedule (grouping by home machine, merging) and their locality, measured on the graph.
+
+Terms (paper-private, HopGNN: Chen, He, Qu and Zhang, "HopGNN: Boosting Distributed GNN Training Efficiency via
+Feature-Centric Model Migration", 2024; brief ../shared/papers/hopgnn.md):
+
+* micrograph: the L-hop sampled computation graph of ONE seed (root) vertex of a mini-batch (§4). Here it is cut
+  out of the blocks DGL's ``NeighborSampler`` drew for the whole batch, so the union of a batch's micrographs is
+  exactly the batch's blocks (:func:`cut_blocks`).
+* home machine of a seed: the machine owning its features (its partition).
+* model d: the replica that starts an iteration on worker d and trains worker d's mini-batch B_d.
+* time step t: in step t model d runs on machine ``(m_d + t) mod M`` (``m_d`` = d's machine) on the seeds of B_d
+  homed there, ``G[d][t]`` (§5.1, Fig 9). A worker hosts exactly one model per step.
+* merging: removing a step t* = argmin_t sum_d |G[d][t]|, dealing its seeds round-robin onto the same model's
+  other steps, smallest first (§5.3, Fig 10; recipe of brief §1.9 step 5).
+
+Notation: N (servers) -> ``num_machines`` M (one ring over machines; a machine's g workers are g lanes), B_d ->
+``batches[d]``, mg_d^i / G[d][t] -> ``groups[d][t]``, S -> ``num_steps``, m (merges) -> ``num_merges``,
+R_micro -> ``micrograph_local_fraction``, m_mg -> ``1 - group_local_fraction``, m_dgl -> ``dp_remote_fraction``,
+|R_s| -> ``pregather_remote``.
+
+:func:`micrograph_stats` measures, for every step count S = 1..M, what every worker does per step (seeds,
+block sizes, local and remote input vertices), the deduplicated remote vertices of its pre-gather, and the edge
+ids it redistributes, on the same partitions, shuffles and per-worker batches as
+:func:`simulator.workload.graphstats.sample_stats` (so ``dp`` and ``hopgnn`` predictions refer to the same
+mini-batches). Results are cached under ``<cache>/stats/<dataset>/micrograph-<digest>.json``. DGL is imported
+lazily.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from simulator.errors import SpecError
+from simulator.io import atomic_write_json
+from simulator.paths import cache_dir
+from simulator.workload import graphstats
+from simulator.workload.datasets import GraphData, load_dataset
+from simulator.workload.spec import RmatSpec
+
+MICROGRAPH_FORMAT = 1
+"""Version of the measurement (part of the cache key)."""
+DEFAULT_NUM_ITERATIONS = 16
+"""Iterations (N mini-batches each) measured by :func:`micrograph_stats`. Measured on Cora (32 seeds per worker)
+and a 20k-vertex R-MAT graph (128 seeds per worker), 4 METIS parts, random split: from 16 to 32 iterations the
+group locality moves by < 0.1% and the pre-gathered rows by < 0.4%, at half the measuring time."""
+
+
+# ------------------------------------------------------------------------------------------------ schedule
+
+def home_groups(batches: Sequence[np.ndarray], owner: np.ndarray, num_machines: int,
+                gpus_per_machine: int = 1) -> list[list[np.ndarray]]:
+    """Group every model's seeds by the step that visits their home machine (§5.1 step 1).
+
+    Args:
+        batches: per model (worker) d, its seeds B_d.
+        owner: (n,) int64 owner machine of every vertex.
+        num_machines: M.
+        gpus_per_machine: g; model d starts on machine d // g.
+
+    Returns:
+        ``groups[d][t]``: seeds of B_d owned by machine ``(d // g + t) mod M``, in batch order.
+    """
+    out = []
+    for d, seeds in enumerate(batches):
+        seeds = np.asarray(seeds, dtype=np.int64)
+        step = (owner[seeds] - d // gpus_per_machine) % num_machines
+        out.append([seeds[step == t] for t in range(num_machines)])
+    return out
+
+
+def merge_groups(groups: list[list[np.ndarray]], num_merges: int) -> tuple[list[int], list[list[np.ndarray]]]:
+    """Remove ``num_merges`` steps (§5.3): each time the step with the fewest seeds over all models (ties: the
+    lowest index) goes, and each model deals its seeds there round-robin onto its remaining steps ordered by
+    size, smallest first (ties: lower index).
+
+    Args:
+        groups: ``groups[d][t]`` from :func:`home_groups` (M steps).
+        num_merges: in [0, M - 1].
+
+    Returns:
+        (remaining original step indices, ascending; ``merged[d][k]`` = seeds model d trains at the k-th of them).
+
+    Raises:
+        ValueError: num_merges outside [0, M - 1].
+    """
+    num_steps = len(groups[0]) if groups else 1
+    if not 0 <= num_merges < max(num_steps, 1):
+        raise ValueError(f"num_merges: must be in [0, {num_steps - 1}], got {num_merges}")
+    work = [[list(g) for g in row] for row in groups]
+    steps = list(range(num_steps))
+    for _ in range(num_merges):
+        victim = min(steps, key=lambda t: (sum(len(row[t]) for row in work), t))
+        steps.remove(victim)
+        for row in work:
+            order = sorted(steps, key=lambda t: (len(row[t]), t))
+            for i, seed in enumerate(row[victim]):
+                row[order[i % len(order)]].append(seed)
+            row[victim] = []
+    merged = [[np.asarray(row[t], dtype=np.int64) for t in steps] for row in work]
+    return steps, merged
+
+
+def host_worker(model: int, step: int, num_machines: int, gpus_per_machine: int = 1) -> int:
+    """The worker hosting ``model`` at original step ``step``: same lane on machine ``(m_d + step) mod M``."""
+    machine = (model // gpus_per_machine + step) % num_machines
+    return machine * gpus_per_machine + model % gpus_per_machine
+
+
+SEED_SPLITS = ("owner", "random")
+"""How an iteration's global mini-batch is split among the models: ``owner`` = DistDGL's ``node_split`` as ``dp``
+(:func:`~simulator.workload.partition.split_seeds`: a worker prefers seeds its machine owns); ``random`` = the
+paper's globally random mini-batches (§5.1: "each model d is given a random mini-batch"), an even cut of the
+shuffled seeds."""
+
+
+def random_split(seeds: np.ndarray, num_workers: int) -> list[np.ndarray]:
+    """The ``random`` seed split: ``seeds`` (already shuffled) cut into ``num_workers`` even, consecutive parts."""
+    return [np.asarray(p, dtype=np.int64) for p in np.array_split(np.asarray(seeds, dtype=np.int64), num_workers)]
+
+
+def random_worker_batches(train_idx: np.ndarray, num_workers: int, batch_size: int, seed: int,
+                          num_batches: int) -> list[list[np.ndarray]]:
+    """Like :func:`simulator.workload.graphstats._worker_batches` with the ``random`` split: each epoch's
+    ``numpy.random.default_rng((seed, epoch))`` shuffle is cut evenly among workers, then into full batches."""
+    out: list[list[np.ndarray]] = [[] for _ in range(num_workers)]
+    for epoch in range(num_batches):
+        shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
+        for w, seeds in enumerate(random_split(shuffled, num_workers)):
+            starts = list(range(0, max(len(seeds) - batch_size, 0) + 1, batch_size)) if len(seeds) else []
+            out[w].extend(seeds[i: i + batch_size] for i in starts[: num_batches - len(out[w])])
+        if all(len(b) >= num_batches or not b for b in out):
+            break
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ cut / build
+
+def cut_blocks(blocks: list[Any], positions: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, list[tuple[int, int, int]]]:
+    """The micrographs of some seeds of a sampled batch: every edge of the batch's blocks that reaches them.
+
+    A destination vertex kept in block l keeps ALL its in-edges of block l, so each kept seed's output is
+    computed from exactly the neighbours DGL sampled for the batch.
+
+    Args:
+        blocks: the batch's DGL blocks, input side first (``dgl.NID`` / ``dgl.EID`` set, as NeighborSampler does).
+        positions: (k,) indices of the seeds among ``blocks[-1]``'s destination vertices.
+
+    Returns:
+        (per layer, input side first, the (e_l,) int64 graph edge ids kept; the (v,) int64 input vertices;
+        per layer (num_src, num_dst, num_edges) of the cut blocks).
+    """
+    import dgl
+    import torch
+
+    need = np.unique(np.asarray(positions, dtype=np.int64))
+    eids: list[np.ndarray] = []
+    sizes: list[tuple[int, int, int]] = []
+    for block in reversed(blocks):
+        local = block.in_edges(torch.from_numpy(need), form="eid")
+        src, _ = block.find_edges(local)
+        src_need = np.union1d(need, src.numpy())
+        eids.insert(0, block.edata[dgl.EID][local].numpy().astype(np.int64))
+        sizes.insert(0, (len(src_need), len(need), len(local)))
+        need = src_need
+    return eids, blocks[0].srcdata[dgl.NID].numpy()[need], sizes
+
+
+def build_blocks(g: Any, seeds: np.ndarray, eids: Sequence[np.ndarray]) -> list[Any]:
+    """Rebuild the blocks of a micrograph group from its seeds and edge ids, as ``NeighborSampler`` builds them
+    (``dgl.to_block`` of each layer's frontier, ``dgl.EID`` = graph edge ids).
+
+    Shapes:
+        seeds: (k,) int64; eids: per layer, input side first, (e_l,) int64.
+    """
+    import dgl
+    import torch
+
+    dst = torch.from_numpy(np.ascontiguousarray(seeds, dtype=np.int64))
+    blocks: list[Any] = []
+    for layer_eids in reversed(eids):
+        e = torch.from_numpy(np.ascontiguousarray(layer_eids, dtype=np.int64))
+        u, v = g.find_edges(e)
+        frontier = dgl.graph((u, v), num_nodes=g.num_nodes())
+        block = dgl.to_block(frontier, dst)
+        block.edata[dgl.EID] = e
+        dst = block.srcdata[dgl.NID]
+        blocks.insert(0, block)
+    return blocks
+
+
+def seed_positions(batch: np.ndarray, seeds: np.ndarray) -> np.ndarray:
+    """Indices of ``seeds`` within ``batch`` (all seeds must occur in the batch, which has no repeats)."""
+    order = np.argsort(batch, kind="stable")
+    return order[np.searchsorted(batch, seeds, sorter=order)]
+
+
+# ------------------------------------------------------------------------------------------------ statistics
+
+@dataclass(frozen=True)
+class MicrographStats:
+    """What every worker does in a mean iteration of ``hopgnn``, for every step count S = 1..M.
+
+    Index ``[S - 1][w][k]`` = worker w (the host) at the k-th remaining step (k < S), means over the measured
+    iterations (0 where a worker hosts nothing). Per-layer lists are input side first, like DGL's blocks.
+
+    Attributes:
+        step_seeds: seeds trained.
+        step_src, step_dst, step_edges: ``[S-1][w][k][l]`` sizes of the cut blocks (micrograph group).
+        step_local_inputs, step_remote_inputs: input vertices owned by the host's machine / by another machine.
+        pregather_remote, pregather_local: ``[S-1][w]`` distinct input vertices over all of w's groups of the
+            iteration owned by another machine (the pre-gather's rows, |R_s|) / by w's machine.
+        sent_edges, received_edges: ``[S-1][w]`` edge ids of micrograph groups model w sends to other machines /
+            host w receives from other machines in the redistribution.
+        dp_input_vertices: ``[w]`` input vertices of w's whole mini-batch (what ``dp`` loads).
+        dp_remote_fraction: share of the input vertices of each model's whole mini-batch owned by another machine
+            than the model's (model-centric training of the same batches, m_dgl; ``dp``'s with the owner split).
+        group_local_fraction: share of micrograph-group input vertices (S = M) owned by the host's machine
+            (1 - m_mg).
+        micrograph_local_fraction: the paper's R_micro, mean over seeds of (co-located non-root vertices) /
+            (all vertices of the seed's micrograph) (§4).
+        num_iterations: iterations measured.
+    """
+
+    fanouts: tuple[int, ...]
+    batch_size_per_worker: int
+    num_machines: int
+    gpus_per_machine: int
+    partitioner: str
+    step_seeds: list[Any]
+    step_src: list[Any]
+    step_dst: list[Any]
+    step_edges: list[Any]
+    step_local_inputs: list[Any]
+    step_remote_inputs: list[Any]
+    pregather_remote: list[Any]
+    pregather_local: list[Any]
+    sent_edges: list[Any]
+    received_edges: list[Any]
+    dp_input_vertices: list[float]
+    dp_remote_fraction: float
+    group_local_fraction: float
+    micrograph_local_fraction: float
+    num_iterations: int
+
+
+def micrograph_stats(ref: str | RmatSpec, fanouts: Sequence[int], batch_size_per_worker: int, num_machines: int,
+                     gpus_per_machine: int, partitioner: str, seed: int = 0,
+                     num_iterations: int = DEFAULT_NUM_ITERATIONS, seed_split: str = "owner") -> MicrographStats:
+    """Micrograph statistics (class docstring), read from the cache or measured once and cached.
+
+    Measurement: the batches of :func:`simulator.workload.graphstats.sample_stats` (same partition and
+    shuffles; seed split ``owner`` as there, or ``random``: :data:`SEED_SPLITS`); each iteration takes every worker's next batch, samples it with DGL's
+    ``NeighborSampler(fanouts)`` (one thread, ``dgl.seed(seed)``), groups seeds by home machine, merges to
+    every S and cuts each group's micrographs out of the batch's blocks.
+
+    Raises:
+        SpecError: invalid arguments or a dataset that cannot be loaded (as ``sample_stats``).
+    """
+    params = graphstats._sample_params(ref, fanouts, batch_size_per_worker, num_machines, gpus_per_machine,
+                                       partitioner, seed, num_iterations)
+    if seed_split not in SEED_SPLITS:
+        raise SpecError(f"seed_split: {seed_split!r} is not one of {', '.join(SEED_SPLITS)}")
+    params.update(format=MICROGRAPH_FORMAT, seed_split=seed_split)
+    path = cache_dir() / "stats" / params["dataset"] / f"micrograph-{graphstats._digest(params)}.json"
+    data = graphstats._read_json(path)
+    if data is not None and data.get("params") == params:
+        try:
+            fields: dict[str, Any] = {k: tuple(v) if k == "fanouts" else v for k, v in data["stats"].items()}
+            return MicrographStats(**fields)
+        except TypeError:
+            pass  # a damaged entry is measured again
+    graph = load_dataset(ref)
+    owner = graphstats.partition_owners(ref, num_machines, partitioner, seed, graph=graph)
+    stats = _measure(graph, owner, params)
+    atomic_write_json(path, {"params": params, "stats": asdict(stats)})
+    return stats
+
+
+class _Totals:
+    """Running sums of :class:`MicrographStats`' fields."""
+
+    def __init__(self, num_machines: int, gpus: int, num_layers: int) -> None:
+        w = num_machines * gpus
+        self.step = {s: np.zeros((w, s, 3 + 3 * num_layers)) for s in range(1, num_machines + 1)}
+        self.worker = {s: np.zeros((w, 4)) for s in range(1, num_machines + 1)}  # pg remote, pg local, sent, recv
+        self.dp = np.zeros((w, 2))                                                 # inputs, remote inputs
+        self.group = np.zeros(2)                                                   # local inputs, inputs (S = M)
+        self.micro = np.zeros(2)                                                   # sum of R_micro, seeds
+
+
+def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> MicrographStats:
+    """Sample the iterations and accumulate every step count's schedule (module docstring)."""
+    m, gpus, fan = params["num_machines"], params["gpus_per_machine"], params["fanouts"]
+    if params["seed_split"] == "random":
+        batches = random_worker_batches(graph.train_idx, m * gpus, params["batch_size_per_worker"], params["seed"],
+                                        params["num_batches"])
+    else:
+        batches = graphstats._worker_batches(graph.train_idx, owner, m, gpus, params["batch_size_per_worker"],
+                                             params["seed"], params["num_batches"], partial=False)
+    num_it = min((len(b) for b in batches if b), default=0)
+    tot = _Totals(m, gpus, len(fan))
+    for batch_list, blocks in _sampled_iterations(graph, fan, batches, num_it, params["seed"]):
+        for d, seeds in enumerate(batch_list):
+            if len(seeds):
+                inputs = blocks[d][0].srcdata["_ID"].numpy()
+                tot.dp[d] += (len(inputs), int((owner[inputs] != d // gpus).sum()))
+                tot.micro += (_micrograph_locality(blocks[d], seeds, owner), len(seeds))
+        groups = home_groups(batch_list, owner, m, gpus)
+        for s in range(1, m + 1):
+            _account(tot, s, groups, batch_list, blocks, owner, m, gpus)
+    return _finish(tot, params, max(num_it, 1))
+
+
+def _sampled_iterations(graph: GraphData, fanouts: list[int], batches: list[list[np.ndarray]], num_it: int,
+                        seed: int) -> Iterator[tuple[list[np.ndarray], list[Any]]]:
+    """Every iteration's batches (one per worker; empty for a worker without seeds) and their DGL blocks."""
+    os.environ.setdefault("DGLBACKEND", "pytorch")
+    import dgl
+    import torch
+    from dgl.utils import get_num_threads, set_num_threads
+
+    g = dgl.graph((torch.from_numpy(graph.src), torch.from_numpy(graph.dst)), num_nodes=graph.num_vertices)
+    sampler = dgl.dataloading.NeighborSampler(list(fanouts))
+    threads = get_num_threads()
+    set_num_threads(1)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            dgl.seed(seed)
+            for it in range(num_it):
+                batch_list = [b[it] if it < len(b) else np.empty(0, np.int64) for b in batches]
+                blocks = [sampler.sample_blocks(g, torch.from_numpy(np.ascontiguousarray(s)))[2] if len(s) else None
+                          for s in batch_list]
+                yield batch_list, blocks
+    finally:
+        set_num_threads(threads)
+
+
+def _micrograph_locality(blocks: list[Any], seeds: np.ndarray, owner: np.ndarray) -> float:
+    """Sum over the batch's seeds of R_micro = (inputs on the seed's machine, seed excluded) / inputs (§4)."""
+    total = 0.0
+    for pos, seed in enumerate(seeds):
+        _, inputs, _ = cut_blocks(blocks, np.array([pos]))
+        total += (int((owner[inputs] == owner[seed]).sum()) - 1) / len(inputs)
+    return total
+
+
+def _account(tot: _Totals, s: int, groups: list[list[np.ndarray]], batch_list: list[np.ndarray],
+             blocks: list[Any], owner: np.ndarray, m: int, gpus: int) -> None:
+    """Add one iteration's schedule with S = ``s`` steps to the totals."""
+    steps, merged = merge_groups(groups, m - s)
+    remote: list[list[np.ndarray]] = [[] for _ in range(m * gpus)]
+    local: list[list[np.ndarray]] = [[] for _ in range(m * gpus)]
+    for d, row in enumerate(merged):
+        for k, (t, seeds) in enumerate(zip(steps, row)):
+            if not len(seeds):
+                continue
+            host = host_worker(d, t, m, gpus)
+            eids, inputs, sizes = cut_blocks(blocks[d], seed_positions(batch_list[d], seeds))
+            mine = owner[inputs] == host // gpus
+            tot.step[s][host, k] += [len(seeds), mine.sum(), (~mine).sum(), *np.ravel(sizes)]
+            remote[host].append(inputs[~mine])
+            local[host].append(inputs[mine])
+            if host // gpus != d // gpus:
+                n_e = sum(len(e) for e in eids)
+                tot.worker[s][d, 2] += n_e
+                tot.worker[s][host, 3] += n_e
+            if s == m:
+                tot.group += (mine.sum(), len(inputs))
+    for h in range(m * gpus):
+        tot.worker[s][h, 0] += len(np.unique(np.concatenate(remote[h]))) if remote[h] else 0
+        tot.worker[s][h, 1] += len(np.unique(np.concatenate(local[h]))) if local[h] else 0
+
+
+def _finish(tot: _Totals, params: dict[str, Any], num_it: int) -> MicrographStats:
+    """Means over iterations, as nested lists."""
+    m = params["num_machines"]
+    steps = {s: tot.step[s] / num_it for s in range(1, m + 1)}
+    workers = {s: tot.worker[s] / num_it for s in range(1, m + 1)}
+
+    def layer(s: int, j: int) -> list[Any]:
+        return steps[s][:, :, 3 + j::3].tolist()
+
+    ss = range(1, m + 1)
+    dp = tot.dp / num_it
+    return MicrographStats(
+        tuple(params["fanouts"]), params["batch_size_per_worker"], m, params["gpus_per_machine"],
+        params["partitioner"], [steps[s][:, :, 0].tolist() for s in ss], [layer(s, 0) for s in ss],
+        [layer(s, 1) for s in ss], [layer(s, 2) for s in ss], [steps[s][:, :, 1].tolist() for s in ss],
+        [steps[s][:, :, 2].tolist() for s in ss], [workers[s][:, 0].tolist() for s in ss],
+        [workers[s][:, 1].tolist() for s in ss], [workers[s][:, 2].tolist() for s in ss],
+        [workers[s][:, 3].tolist() for s in ss], dp[:, 0].tolist(),
+        float(dp[:, 1].sum() / max(dp[:, 0].sum(), 1)), float(tot.group[0] / max(tot.group[1], 1)),
+        float(tot.micro[0] / max(tot.micro[1], 1)), num_it)

@@ -1,0 +1,64 @@
+"""Programs the hopgnn tests run on every rank (module-level so spawned workers can import them)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from executor import comm
+from executor.data import Topology
+from executor.strategies import dp, hopgnn
+from executor.trace import Recorder
+from simulator.hardware.spec import load_cluster
+from simulator.plan import Plan
+from simulator.workload.spec import load_workload, workload_from_dict
+
+
+def make_plan(strategy: str, arch: str, num_workers: int, knobs: dict[str, Any], fanouts: list[int] | None = None,
+              dropout: float = 0.0, preset: str = "cora-sage", **model: Any) -> Plan:
+    """A plan on ``preset`` with the given architecture and ``num_workers`` machines x 1 worker."""
+    data = load_workload(preset).model_dump(mode="json")
+    data["model"].update(arch=arch, dropout=dropout, **model)
+    if fanouts is not None:
+        data["training"]["fanouts"] = fanouts
+    cluster = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": num_workers})
+    return Plan(strategy=strategy, knobs=knobs, num_workers=num_workers, cluster=cluster,
+                workload=workload_from_dict(data))
+
+
+def gradients(topo: Topology, emit: Any, cases: list[tuple[str, str, dict[str, Any], dict[str, Any], list[int]]],
+              fanouts: list[int]) -> list[dict[str, np.ndarray]]:
+    """For each (strategy, arch, knobs, model overrides, seeds): the gradient of that global batch, computed by a
+    fresh trainer (so ``dp`` and ``hopgnn`` sample with the same DGL RNG state)."""
+    out = []
+    for strategy, arch, knobs, model, seeds, *fan in cases:  # an optional 6th item overrides the fanouts
+        module = hopgnn if strategy == "hopgnn" else dp
+        plan = make_plan(strategy, arch, topo.world_size, knobs, fanouts=fan[0] if fan else fanouts, **model)
+        trainer = module.Trainer(topo, plan, Recorder(topo.rank, 0.0))
+        grads = trainer.gradient(np.asarray(seeds, dtype=np.int64))
+        out.append({k: v.numpy() for k, v in grads.items()})
+        trainer.close()
+    return out
+
+
+def epochs(topo: Topology, emit: Any, knobs: dict[str, Any], num_epochs: int, preset: str = "cora-sage",
+           dataset: Any = None, batch_size: int | None = None) -> dict[str, Any]:
+    """Train ``num_epochs`` epochs of hopgnn; returns every rank's epoch statistics, the controller's history and
+    the spans."""
+    data = load_workload(preset).model_dump(mode="json")
+    if dataset is not None:
+        data["dataset"] = dataset
+    if batch_size is not None:
+        data["training"]["batch_size"] = batch_size
+    cluster = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": topo.world_size})
+    plan = Plan(strategy="hopgnn", knobs=knobs, num_workers=topo.world_size, cluster=cluster,
+                workload=workload_from_dict(data))
+    rec = Recorder(topo.rank, 0.0)
+    trainer = hopgnn.Trainer(topo, plan, rec)
+    try:
+        stats = [trainer.train_epoch(e) for e in range(num_epochs)]
+    finally:
+        trainer.close()
+    everyone = comm.gather_object({"stats": stats, "history": trainer.controller.history, "spans": rec.spans()})
+    return {"ranks": everyone} if everyone is not None else {}

@@ -1,0 +1,118 @@
+"""The ``hopgnn`` simulator plug-in: registration, knobs, measured micrograph statistics, predicted work."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from autotune.study import eligible_strategies
+from executor.strategies import EXECUTORS
+from simulator.api import load_context, parse_knobs, simulate
+from simulator.errors import SpecError
+from simulator.hardware.spec import load_cluster
+from simulator.strategies import STRATEGIES, hopgnn
+from simulator.workload.micrographs import micrograph_stats
+from simulator.workload.spec import load_workload, workload_from_dict
+
+
+def cluster(num_machines: int):  # type: ignore[no-untyped-def]
+    return load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": num_machines})
+
+
+def test_registered_and_offered_for_mini_batch_workloads() -> None:
+    assert STRATEGIES["hopgnn"] is hopgnn and EXECUTORS["hopgnn"] == "executor.strategies.hopgnn"
+    offered = eligible_strategies(load_workload("cora-sage"), None)
+    assert {"dp", "hopgnn"} <= set(offered)
+    data = load_workload("cora-sage").model_dump(mode="json")
+    data["training"]["mode"] = "full-graph"
+    assert "hopgnn" not in eligible_strategies(workload_from_dict(data), None)
+
+
+def test_knobs_validate() -> None:
+    assert parse_knobs("hopgnn", ["num_steps=2", "pregather=false", "partitioner=random"]) == \
+        {"num_steps": 2, "pregather": False, "partitioner": "random"}
+    assert parse_knobs("hopgnn", ["num_steps=none"]) == {"num_steps": None}
+    with pytest.raises(SpecError, match="num_steps"):
+        parse_knobs("hopgnn", ["num_steps=0"])
+    with pytest.raises(SpecError, match="cache_fraction"):
+        parse_knobs("hopgnn", ["cache_fraction=0.1"])
+    data = load_workload("cora-sage").model_dump(mode="json")
+    data["model"]["arch"] = "sgc"
+    with pytest.raises(SpecError, match="model.arch: strategy hopgnn"):
+        hopgnn.check_workload(workload_from_dict(data))
+
+
+def test_controller_follows_the_hill_climb() -> None:
+    assert hopgnn.controller_steps({1: 3.0, 2: 2.0, 3: 2.5, 4: 4.0}, 4, revert=True) == 2
+    assert hopgnn.controller_steps({1: 3.0, 2: 2.0, 3: 2.5, 4: 4.0}, 4, revert=False) == 1
+    # a hill climb stops at the first unprofitable merge, even if a smaller S would be faster
+    assert hopgnn.controller_steps({1: 1.0, 2: 3.0, 3: 2.5, 4: 4.0}, 4, revert=True) == 3
+    assert hopgnn.controller_steps({1: 1.0, 2: 2.0, 3: 2.5, 4: 4.0}, 4, revert=True) == 1
+    assert hopgnn.controller_steps({1: 6.0, 2: 5.0}, 2, revert=True) == 2
+
+
+@pytest.fixture(scope="module")
+def stats():  # type: ignore[no-untyped-def]
+    return {p: micrograph_stats("cora", [10, 10], 32, 4, 1, p) for p in ("metis", "random")}
+
+
+def test_statistics_conserve_seeds_and_measure_locality(stats) -> None:  # type: ignore[no-untyped-def]
+    for st in stats.values():
+        totals = [sum(sum(row) for row in st.step_seeds[s]) for s in range(4)]
+        assert np.allclose(totals, totals[0]) and totals[0] > 0
+        for s in range(4):
+            seeds = np.asarray(st.step_seeds[s])
+            assert seeds.shape == (4, s + 1)
+            inputs = np.asarray(st.step_local_inputs[s]) + np.asarray(st.step_remote_inputs[s])
+            assert np.allclose(inputs, np.asarray(st.step_src[s])[:, :, 0])
+            # the pre-gather deduplicates: never more rows than the steps' remote reads
+            assert (np.asarray(st.pregather_remote[s]) <= np.asarray(st.step_remote_inputs[s]).sum(1) + 1e-9).all()
+        assert np.isclose(sum(st.sent_edges[3]), sum(st.received_edges[3]))
+    metis, rand = stats["metis"], stats["random"]
+    assert metis.group_local_fraction > 0.75 > rand.group_local_fraction
+    assert metis.micrograph_local_fraction > rand.micrograph_local_fraction
+    assert 1 - rand.group_local_fraction > 0.6   # ~ (M-1)/M of a random partition's reads are remote
+    assert metis.group_local_fraction > 1 - metis.dp_remote_fraction
+
+
+def spans_per_iteration(result, phase: str) -> Counter:  # type: ignore[no-untyped-def]
+    return Counter((s.rank, s.iteration) for s in result.spans if s.phase == phase)
+
+
+def test_steps_migrations_and_bytes() -> None:
+    cl = cluster(4)
+    res = {s: simulate(cl, "cora-sage", "hopgnn", {"num_steps": s}) for s in (1, 2, 4)}
+    _, _, ctx = load_context(cl, "cora-sage", "hopgnn")
+    params = hopgnn.model_costs(ctx).num_params
+    for s, r in res.items():
+        assert r.feasible and r.epoch_time_s > 0
+        migrations = spans_per_iteration(r, "migrate")
+        assert set(migrations.values()) == ({s - 1} if s > 1 else set())
+        assert all(x.nbytes == 8 * params for x in r.spans if x.phase == "migrate")
+        assert set(spans_per_iteration(r, "forward").values()) == {s}
+    # merging moves seeds away from home: fewer steps read more remote rows, S = M the fewest
+    assert res[4].breakdown_s["pregather"] < res[1].breakdown_s["pregather"]
+    no_pg = simulate(cl, "cora-sage", "hopgnn", {"num_steps": 4, "pregather": False})
+    assert no_pg.bytes_per_epoch["network"] >= res[4].bytes_per_epoch["network"]
+    assert no_pg.breakdown_s["fetch"] > 0 and no_pg.breakdown_s["pregather"] == 0
+    rand = simulate(cl, "cora-sage", "hopgnn", {"num_steps": 4, "partitioner": "random"})
+    assert rand.bytes_per_epoch["network"] > res[4].bytes_per_epoch["network"]
+    auto = simulate(cl, "cora-sage", "hopgnn", {})
+    chosen = hopgnn.controller_steps({s: simulate(cl, "cora-sage", "hopgnn", {"num_steps": s}).epoch_time_s
+                                      for s in (1, 2, 3, 4)}, 4, True)
+    assert auto.epoch_time_s == simulate(cl, "cora-sage", "hopgnn", {"num_steps": chosen}).epoch_time_s
+
+
+def test_naive_variant_tours_every_machine() -> None:
+    r = simulate(cluster(4), "cora-sage", "hopgnn", {"micrograph": False})
+    assert r.feasible
+    assert set(spans_per_iteration(r, "migrate").values()) == {4}
+    assert r.breakdown_s["pregather"] == 0 and r.breakdown_s["redistribute"] >= 0
+
+
+def test_one_machine_has_nothing_to_move() -> None:
+    r = simulate(load_cluster("dgx-a100"), "cora-sage", "hopgnn", {})
+    assert r.feasible and r.bytes_per_epoch["network"] == 0
+    assert not any(s.phase == "migrate" for s in r.spans)
