@@ -19,8 +19,6 @@ dataset's cache key and the operator, and recomputes it when more hops are neede
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +27,7 @@ import numpy as np
 import torch
 
 from executor.data import input_features
-from simulator.io import atomic_write_json
+from simulator.io import atomic_save_npy, atomic_write_json
 from simulator.paths import cache_dir
 from simulator.workload.datasets import GraphData, dataset_key, load_dataset
 from simulator.workload.spec import RmatSpec
@@ -148,21 +146,6 @@ def labelled_rows(graph: GraphData) -> np.ndarray:
     return np.concatenate([graph.train_idx, graph.val_idx, graph.test_idx]).astype(np.int64)
 
 
-def _save_npy(path: Path, array: np.ndarray) -> None:
-    """``np.save`` to a temporary file in the same folder, fsync, rename."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def preprocess(graph: GraphData, features: np.ndarray, hops: int, folder: str | Path,
                undirected: bool = True) -> HopFiles:
     """Propagate ``features`` ``hops`` times over ``graph`` and write the labelled rows of every hop.
@@ -194,8 +177,8 @@ def preprocess(graph: GraphData, features: np.ndarray, hops: int, folder: str | 
     for r in range(hops + 1):
         if r:
             x = torch.sparse.mm(adjacency, x)
-        _save_npy(out / hop_file(r), x.index_select(0, rows).numpy())
-    _save_npy(out / LABELS_FILE, graph.labels[rows.numpy()].astype(np.int64))
+        atomic_save_npy(out / hop_file(r), x.index_select(0, rows).numpy())
+    atomic_save_npy(out / LABELS_FILE, graph.labels[rows.numpy()].astype(np.int64))
     files = HopFiles(out, hops, len(graph.train_idx), len(graph.val_idx), len(graph.test_idx),
                      int(features.shape[1]), int(graph.num_classes), undirected)
     atomic_write_json(out / META_FILE, {"format": FORMAT, "hops": hops, "num_train": files.num_train,

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import os
 import platform
 import tempfile
@@ -36,7 +37,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.optimize
@@ -253,18 +254,23 @@ def kernel_overhead_s(threads: int, repeats: int) -> float:
     per_kernel = []
     with torch_threads(threads):
         for arch in OVERHEAD_ARCHS:
-            g, weight = build_graph(SimpleNamespace(src=src, dst=dst, num_vertices=n), arch)
+            g, weight = build_graph(cast(Any, SimpleNamespace(src=src, dst=dst, num_vertices=n)), arch)
             dgl.seed(0)
             batch = sample_inline(g, TimedSampler(list(fanouts)), np.arange(seeds))
             attach_edge_weights(batch.blocks, weight)
-            spec = ModelSpec(arch=arch, num_layers=len(fanouts), hidden_dim=hidden)
+            spec = ModelSpec.model_validate({"arch": arch, "num_layers": len(fanouts), "hidden_dim": hidden})
             torch.manual_seed(0)
             model, x = GNN(spec, width, 2), torch.randn(len(batch.input_nodes), width)
-            seconds = median_time(lambda m=model, b=batch.blocks: m(b, x).sum().backward(), repeats, warmup=3)
+            seconds = median_time(functools.partial(_pass, model, batch.blocks, x), repeats, warmup=3)
             blocks = [Block(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in batch.blocks]
             cost = model_cost(spec, width, 2, blocks)
             per_kernel.append(seconds / (len(cost.forward) + len(cost.backward)))
     return float(np.median(per_kernel))
+
+
+def _pass(model: torch.nn.Module, blocks: list[Any], x: torch.Tensor) -> None:
+    """One forward + backward pass (the unit :func:`kernel_overhead_s` times)."""
+    model(blocks, x).sum().backward()
 
 
 def sampling_edges_per_s(sizes: Sizes) -> float:

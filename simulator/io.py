@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -44,12 +45,13 @@ def read_yaml(path: str | Path, what: str) -> dict[str, Any]:
     return data
 
 
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically: a temp file in the same folder, fsync, then rename.
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], object]) -> Path:
+    """Write ``path`` atomically: ``write(fh)`` into a temp file in the same folder, fsync, then rename; on any
+    error the temp file is removed and ``path`` is untouched (DESIGN.md, "Errors and data safety").
 
     Args:
         path: destination; its parent folders are created.
-        text: content.
+        write: fills the binary file handle it is given.
 
     Returns:
         The destination path.
@@ -58,8 +60,8 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
     try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, dest)
@@ -68,6 +70,18 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
             os.unlink(tmp)
         raise
     return dest
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_write`)."""
+    return atomic_write(path, lambda fh: fh.write(text.encode()))
+
+
+def atomic_save_npy(path: str | Path, array: Any) -> Path:
+    """``numpy.save`` an array to ``path`` atomically (:func:`atomic_write`), without pickling."""
+    import numpy as np
+
+    return atomic_write(path, lambda fh: np.save(fh, np.ascontiguousarray(array), allow_pickle=False))
 
 
 def atomic_write_yaml(path: str | Path, data: dict[str, Any]) -> Path:

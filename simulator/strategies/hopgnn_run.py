@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from simulator.engine import Engine
+from simulator.engine import Engine, Rendezvous
 from simulator.hardware.model import HardwareModel, gather_time
 from simulator.strategies.base import IterationPlan, SimContext
 from simulator.strategies.dp import PREFETCH_FACTOR
@@ -19,22 +19,6 @@ from simulator.workload.model_cost import INDEX_BYTES
 
 PHASES = ("sample", "redistribute", "pregather", "load", "fetch", "forward", "backward", "migrate", "all_reduce",
           "optimizer")
-
-
-class _Barrier:
-    """Named all-worker barriers: ``wait(key)`` fires when every worker has arrived at ``key``."""
-
-    def __init__(self, engine: Engine, num_workers: int) -> None:
-        self.engine, self.num_workers = engine, num_workers
-        self.count: dict[Any, int] = {}
-        self.events: dict[Any, Any] = {}
-
-    def wait(self, key: Any) -> Any:
-        ev = self.events.setdefault(key, self.engine.event())
-        self.count[key] = self.count.get(key, 0) + 1
-        if self.count[key] == self.num_workers:
-            ev.succeed()
-        return ev
 
 
 class HopRun:
@@ -57,7 +41,7 @@ class HopRun:
         n, w = len(plan.window), ctx.num_workers
         self.spans: list[Span] = []
         self.ends = [[0.0] * n for _ in range(w)]
-        self.barrier = _Barrier(self.engine, w)
+        self.barrier = Rendezvous(self.engine, w)
         self.ready = [[self.engine.event() for _ in range(n)] for _ in range(w)]
         self.taken = [[self.engine.event() for _ in range(n)] for _ in range(w)]
 
@@ -183,15 +167,7 @@ class HopRun:
         self._span(rank, "migrate", start, "network", pos, nbytes=work.migration_bytes if m > 1 else 0.0, step=k)
 
     def _all_reduce(self, rank: int, pos: int, nbytes: float) -> Generator[Any, Any, None]:
-        start, cl, hw = self.engine.now, self.ctx.cluster, self.hw
+        start = self.engine.now
         yield self.barrier.wait(("all_reduce", pos))
-        g, m = cl.gpus_per_machine, cl.num_machines
-        machine, local = divmod(rank, g)
-        peer = machine * g + (local + 1) % g
-        if g > 1:
-            yield hw.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
-        if m > 1:
-            yield hw.network(machine, (machine + 1) % m, 2.0 * (m - 1) / m * nbytes / g, num_messages=2 * (m - 1))
-        if g > 1:
-            yield hw.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
+        yield from self.hw.all_reduce(rank, nbytes)
         self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes)

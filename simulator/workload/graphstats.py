@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import SpecError
-from simulator.io import atomic_write_json
+from simulator.io import atomic_save_npy, atomic_write_json
 from simulator.paths import cache_dir
 from simulator.workload.datasets import GraphData, dataset_key, load_dataset
 from simulator.workload.partition import cached_vertices, partition, split_seeds
@@ -204,7 +203,7 @@ def partition_owners(ref: str | RmatSpec, num_parts: int, partitioner: str, seed
     g = graph if graph is not None else load_dataset(ref)
     owner = partition(g.src, g.dst, g.num_vertices, num_parts, partitioner, seed)  # type: ignore[arg-type]
     if num_parts > 1:
-        _atomic_save_npy(path, owner)
+        atomic_save_npy(path, owner)
     return owner
 
 
@@ -349,19 +348,3 @@ def _load_owner(path: Path, num_parts: int, num_vertices: int | None) -> np.ndar
     ok = (owner.ndim == 1 and owner.dtype == np.int64 and (num_vertices is None or len(owner) == num_vertices)
           and (len(owner) == 0 or (owner.min() >= 0 and owner.max() < num_parts)))
     return owner if ok else None
-
-
-def _atomic_save_npy(path: Path, array: np.ndarray) -> None:
-    """``np.save`` to a temp file in the same folder, then rename (DESIGN.md, "Errors and data safety")."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.save(fh, array)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
