@@ -15,7 +15,9 @@ Steps (2 gloo worker processes on this machine = 2 modelled machines of the ``lo
    that the calibrated simulator reproduces the measured DepComm epoch;
 3. train ``mode=hybrid`` ``--rounds`` times with the calibrated cluster in its plan, so Algorithm 4 splits with
    calibrated costs; keep the fastest run;
-4. print measured and predicted epoch times of the three modes, the ranks, and Hybrid / best pure mode.
+4. print measured and predicted epoch times of the three modes, the ranks, and Hybrid / best pure mode; beside
+   this benchmark's own fit, the prediction of the product's calibration (``gnnplan calibrate``, i.e.
+   :func:`simulator.calibrate.calibrate_files`) on the same DepComm trace.
 
 The default graph has wide raw features (2048) and a narrow hidden layer (16): DepComm ships every remote
 vertex's raw features each epoch, DepCache recomputes the 2-hop closure's first layer, and Hybrid (raw features
@@ -133,13 +135,16 @@ def ranks(times: dict[str, float]) -> list[str]:
 
 
 def measure(args: argparse.Namespace, wl: WorkloadSpec,
-            base: ClusterSpec) -> tuple[ClusterSpec, dict[str, dict[str, Any]]]:
+            base: ClusterSpec) -> tuple[ClusterSpec, ClusterSpec, dict[str, dict[str, Any]]]:
     """Steps 1-4 of the module docstring.
 
     Returns:
-        (calibrated cluster, per mode the run with the lowest median epoch time: other processes only ever add
-        time, so the fastest of several runs is the least disturbed one).
+        (cluster calibrated here, cluster calibrated by ``gnnplan calibrate``, per mode the run with the lowest
+        median epoch time: other processes only ever add time, so the fastest of several runs is the least
+        disturbed one).
     """
+    from simulator.calibrate import calibrate_files
+
     best: dict[str, dict[str, Any]] = {}
 
     def keep(mode: str, result: dict[str, Any]) -> None:
@@ -151,17 +156,19 @@ def measure(args: argparse.Namespace, wl: WorkloadSpec,
             for mode in ("depcomm", "depcache"):
                 keep(mode, run(base, wl, mode, trace_dir))
         calibrated = calibrate_on(base, wl, best["depcomm"])
+        product, _ = calibrate_files([best["depcomm"]["trace"]], base)
         for _ in range(args.rounds):
             keep("hybrid", run(calibrated, wl, "hybrid", trace_dir))
-    return calibrated, best
+    return calibrated, product, best
 
 
 def report(args: argparse.Namespace, wl: WorkloadSpec, base: ClusterSpec, calibrated: ClusterSpec,
-           results: dict[str, dict[str, Any]]) -> None:
+           product: ClusterSpec, results: dict[str, dict[str, Any]]) -> None:
     """Print measured and predicted times, the orders and Hybrid / best pure mode."""
     measured = {m: results[m]["epoch_time_s"] for m in MODES}
     before = {m: simulate(base, wl, "neutronstar", {"mode": m}).epoch_time_s for m in MODES}
     after = {m: simulate(calibrated, wl, "neutronstar", {"mode": m}).epoch_time_s for m in MODES}
+    fitted = {m: simulate(product, wl, "neutronstar", {"mode": m}).epoch_time_s for m in MODES}
     print(f"workload {wl.name}: R-MAT {args.vertices} vertices, edge factor {args.edge_factor}, features "
           f"{args.feature_dim}, GCN hidden {args.hidden_dim}; 2 workers, {args.epochs} epochs (median after the "
           f"first), fastest of {args.rounds} runs per mode")
@@ -169,16 +176,18 @@ def report(args: argparse.Namespace, wl: WorkloadSpec, base: ClusterSpec, calibr
         f"{p}={get_param(calibrated, p):.4g}" for p in ("efficiency.forward_fraction", "efficiency.backward_fraction",
                                                          *EXCHANGE_PER_BYTE, *EXCHANGE_LATENCY,
                                                          "iteration_overhead_s")))
-    print(f"{'mode':<10}{'measured s':>12}{'predicted s':>13}{'uncalibrated s':>16}{'network B/epoch':>17}"
-          "   epochs s")
+    print(f"{'mode':<10}{'measured s':>12}{'predicted s':>13}{'gnnplan calibrate s':>21}{'uncalibrated s':>16}"
+          f"{'network B/epoch':>17}   epochs s")
     for m in MODES:
         times = " ".join(f"{t:.3f}" for t in results[m]["epoch_times_s"])
-        print(f"{m:<10}{measured[m]:>12.4f}{after[m]:>13.4f}{before[m]:>16.4f}"
+        print(f"{m:<10}{measured[m]:>12.4f}{after[m]:>13.4f}{fitted[m]:>21.4f}{before[m]:>16.4f}"
               f"{results[m]['bytes_per_epoch']['network']:>17.0f}   {times}")
     best_pure = min(measured["depcache"], measured["depcomm"])
     print(f"measured order:  {' < '.join(ranks(measured))}")
     same = "same" if ranks(measured) == ranks(after) else "DIFFERENT"
     print(f"predicted order: {' < '.join(ranks(after))}  ({same} as measured)")
+    same = "same" if ranks(measured) == ranks(fitted) else "DIFFERENT"
+    print(f"gnnplan calibrate order: {' < '.join(ranks(fitted))}  ({same} as measured)")
     print(f"hybrid / best pure mode (measured): {measured['hybrid'] / best_pure:.3f}  (target <= 1.1)")
     print(f"pure modes differ by {max(measured['depcache'], measured['depcomm']) / best_pure:.2f}x (measured)")
 
@@ -195,8 +204,8 @@ def main() -> None:
     args = parser.parse_args()
     wl = workload(args)
     base = load_cluster(args.cluster).model_copy(update={"num_machines": 2, "gpus_per_machine": 1})
-    calibrated, results = measure(args, wl, base)
-    report(args, wl, base, calibrated, results)
+    calibrated, product, results = measure(args, wl, base)
+    report(args, wl, base, calibrated, product, results)
 
 
 if __name__ == "__main__":
