@@ -47,7 +47,8 @@ def read_yaml(path: str | Path, what: str) -> dict[str, Any]:
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], object]) -> Path:
     """Write ``path`` atomically: ``write(fh)`` into a temp file in the same folder, fsync, then rename; on any
-    error the temp file is removed and ``path`` is untouched (DESIGN.md, "Errors and data safety").
+    error the temp file is removed and ``path`` is untouched (DESIGN.md, "Errors and data safety"). The file
+    gets the permissions ``open()`` would give it (0666 less the umask), not ``mkstemp``'s private 0600.
 
     Args:
         path: destination; its parent folders are created.
@@ -64,12 +65,20 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], object]) -> Path
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, dest)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return dest
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and restoring it at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
