@@ -26,14 +26,17 @@ machines with ``g`` workers each:
   one span cannot tell its legs apart, and PCIe is determined by ``load`` spans.
 * ``sample``: ``num_sampled_edges / host.sampling_edges_per_s_per_core`` (one core per sampler).
 * ``iteration``: ``iteration_overhead_s`` = iteration time minus its phases on the trainer's path (load,
-  forward, backward, all_reduce, optimizer, inline sample, and the wait for a prefetched sample).
+  forward, backward, all_reduce, optimizer, exchange, inline sample, and the wait for a prefetched sample);
+  the starting point of the closure below.
 
 Residuals are ``(predicted - measured) / mean measured duration of the span kind``, so the fit matches each
 kind's *mean* duration: an epoch is a sum of spans, and on a busy machine span times are skewed, so a
 per-span relative or robust loss (which tracks the typical, median-like span) underpredicts sums. Each span
 kind has equal total weight, the loss is plain least squares, and a small ridge on the log change of each
 parameter keeps parameters that the traces do not determine where they were. Parameters whose data Jacobian
-column is zero (no span informs them) are not changed. Source: ``scipy.optimize.least_squares`` (trust-region
+column is zero (no span informs them) are not changed; one the traces inform only weakly can still move far,
+up to its bound (1e4 x its start), e.g. the network bandwidth of a latency-bound run: the report's ``after``
+values show it. Source: ``scipy.optimize.least_squares`` (trust-region
 reflective, bounded; Branch, Coleman and Li, SIAM J. Sci. Comput. 21(1), 1999).
 
 Closure: the spans do not cover everything an iteration spends (Python between phases, waiting for a
