@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
+from simulator.engine import Engine, Rendezvous
 from simulator.errors import SpecError
-from simulator.hardware.model import Kernel, roofline_seconds
+from simulator.hardware.model import FLOAT_BYTES, HardwareModel, Kernel, compute_time, roofline_seconds
 from simulator.hardware.spec import ClusterSpec, GpuSpec
 from simulator.trace import Span
 from simulator.workload.graphstats import DatasetSummary, SampleStats
@@ -236,3 +238,102 @@ def place_window(spans: list[Span], plan: IterationPlan, period_s: float) -> lis
             s = replace(s, start_s=s.start_s + offset)
         out.append(s)
     return out
+
+
+class PhaseKernels(Protocol):
+    """A model's kernels and size per training step (:class:`simulator.workload.model_cost.ModelCost`,
+    :class:`simulator.workload.ppgnn_cost.ModelCost`)."""
+
+    @property
+    def forward(self) -> Sequence[Kernel]: ...
+
+    @property
+    def backward(self) -> Sequence[Kernel]: ...
+
+    @property
+    def optimizer(self) -> Sequence[Kernel]: ...
+
+    @property
+    def num_params(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class StepCompute:
+    """The compute of one worker's data-parallel training step: uncontended seconds and FLOPs of forward,
+    backward and the optimizer, and the bytes of the gradients it all-reduces (float32)."""
+
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+    forward_flops: float
+    backward_flops: float
+    optimizer_flops: float
+    gradient_bytes: float
+
+    @classmethod
+    def of(cls, cost: PhaseKernels, cluster: ClusterSpec) -> StepCompute:
+        """Price a model's kernels on ``cluster`` (:func:`simulator.hardware.model.compute_time` with the
+        efficiency fraction of each phase)."""
+        eff, gpu = cluster.efficiency, cluster.gpu
+        return cls(compute_time(cost.forward, gpu, eff.forward_fraction),
+                   compute_time(cost.backward, gpu, eff.backward_fraction),
+                   compute_time(cost.optimizer, gpu, eff.optimizer_fraction),
+                   sum(k.flops for k in cost.forward), sum(k.flops for k in cost.backward),
+                   sum(k.flops for k in cost.optimizer), float(FLOAT_BYTES * cost.num_params))
+
+
+class WindowRun:
+    """The simulated epoch window of a data-parallel strategy (``dp``, ``ppgnn``): the engine, the hardware
+    model, the spans, every worker's iteration end times, and the step every such strategy ends its iteration
+    with (:meth:`_step`). Subclasses add how a worker gets its batch.
+
+    Args:
+        ctx: the simulation's inputs.
+        plan: the epoch's iterations and the simulated window.
+    """
+
+    def __init__(self, ctx: SimContext, plan: IterationPlan) -> None:
+        self.ctx, self.plan = ctx, plan
+        self.engine = Engine(ctx.seed)
+        self.hw = HardwareModel(ctx.cluster, self.engine)
+        self.spans: list[Span] = []
+        self.ends = [[0.0] * len(plan.window) for _ in range(ctx.num_workers)]
+        self.rendezvous = Rendezvous(self.engine, ctx.num_workers)
+
+    def _events(self) -> list[list[Any]]:
+        """One fresh event per worker and window position."""
+        return [[self.engine.event() for _ in self.plan.window] for _ in range(self.ctx.num_workers)]
+
+    def _span(self, rank: int, phase: str, start: float, stream: str, pos: int, nbytes: float = 0.0,
+              flops: float = 0.0, **args: Any) -> None:
+        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0,
+                               self.plan.window[pos], args))
+
+    def _step(self, rank: int, pos: int, work: StepCompute, start: float) -> Generator[Any, Any, None]:
+        """Forward, backward, the synchronous gradient all-reduce, the optimizer and ``iteration_overhead_s`` of
+        iteration ``pos`` (which began at ``start``); records the spans and the iteration's end."""
+        for phase, seconds, flops in (("forward", work.forward_s, work.forward_flops),
+                                      ("backward", work.backward_s, work.backward_flops)):
+            t0 = self.engine.now
+            yield from self.hw.compute(rank, seconds)
+            self._span(rank, phase, t0, "compute", pos, flops=flops)
+        yield from self._all_reduce(rank, pos, work.gradient_bytes)
+        t0 = self.engine.now
+        yield from self.hw.compute(rank, work.optimizer_s)
+        self._span(rank, "optimizer", t0, "compute", pos, flops=work.optimizer_flops)
+        yield self.engine.timeout(self.ctx.cluster.iteration_overhead_s)
+        self._span(rank, "iteration", start, "host", pos)
+        self.ends[rank][pos] = self.engine.now
+
+    def _all_reduce(self, rank: int, pos: int, nbytes: float) -> Generator[Any, Any, None]:
+        """Wait for every worker (synchronous DDP), then the hierarchical ring all-reduce of ``nbytes``; nothing
+        to reduce with one worker."""
+        start, many = self.engine.now, self.ctx.num_workers > 1
+        if many:
+            yield self.rendezvous.wait(pos)
+            yield from self.hw.all_reduce(rank, nbytes)
+        self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes if many else 0.0)
+
+    def _end_epoch(self, rank: int) -> None:
+        """Record worker ``rank``'s ``epoch`` span (the window; :func:`place_window` stretches it)."""
+        self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0))

@@ -49,15 +49,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.engine import Engine, Rendezvous
 from simulator.errors import SpecError
 from simulator.hardware.collectives import all_reduce_link_bytes
 from simulator.hardware.model import (
     CUDA_CONTEXT_BYTES,
     FLOAT_BYTES,
     HOST_PROCESS_BYTES,
-    HardwareModel,
-    compute_time,
     gather_time,
 )
 from simulator.result import LINKS, SimResult
@@ -66,6 +63,8 @@ from simulator.strategies.base import (
     MemoryEstimate,
     PhaseProfile,
     SimContext,
+    StepCompute,
+    WindowRun,
     iteration_plan,
     kernel_profile,
     memory_estimate,
@@ -73,7 +72,6 @@ from simulator.strategies.base import (
     place_window,
     steady_period,
 )
-from simulator.trace import Span
 from simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost, model_cost, model_state_bytes
 from simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
 
@@ -144,13 +142,7 @@ class IterationWork:
     remote_bytes: float
     num_remote_vertices: float
     request_bytes: float
-    forward_s: float
-    backward_s: float
-    optimizer_s: float
-    forward_flops: float
-    backward_flops: float
-    optimizer_flops: float
-    gradient_bytes: float
+    compute: StepCompute
 
 
 def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[IterationWork, ModelCost]:
@@ -168,16 +160,11 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
         local, remote = local + remote, 0.0
     n_in = blocks[0].num_src
     row = ctx.summary.feature_dim * FLOAT_BYTES
-    eff = cl.efficiency
     work = IterationWork(
         num_input_vertices=n_in, num_sampled_edges=sum(b.num_edges for b in blocks),
         hit_bytes=hit * n_in * row, local_bytes=local * n_in * row, remote_bytes=remote * n_in * row,
         num_remote_vertices=remote * n_in, request_bytes=remote * n_in * INDEX_BYTES,
-        forward_s=compute_time(cost.forward, cl.gpu, eff.forward_fraction),
-        backward_s=compute_time(cost.backward, cl.gpu, eff.backward_fraction),
-        optimizer_s=compute_time(cost.optimizer, cl.gpu, eff.optimizer_fraction),
-        forward_flops=cost.forward_flops, backward_flops=cost.backward_flops,
-        optimizer_flops=sum(k.flops for k in cost.optimizer), gradient_bytes=float(FLOAT_BYTES * cost.num_params))
+        compute=StepCompute.of(cost, cl))
     return work, cost
 
 
@@ -203,7 +190,7 @@ def link_bytes_per_epoch(ctx: SimContext, plan: IterationPlan, full: IterationWo
                          last: IterationWork) -> dict[str, float]:
     """Bytes all workers send over each link kind in one epoch (features, id requests and all-reduce)."""
     out = {k: 0.0 for k in LINKS}
-    collective = all_reduce_link_bytes(full.gradient_bytes, ctx.cluster)
+    collective = all_reduce_link_bytes(full.compute.gradient_bytes, ctx.cluster)
     for work, count in ((full, plan.num_iterations - 1), (last, 1)):
         out["pcie"] += count * (work.local_bytes + work.remote_bytes)
         out["network"] += count * (work.remote_bytes + work.request_bytes)
@@ -270,21 +257,15 @@ def check_workload(workload: WorkloadSpec) -> None:
         raise SpecError(f"model.arch: strategy {NAME} supports {', '.join(MESSAGE_PASSING_ARCHS)}, got {arch!r}")
 
 
-class _Run:
+class _Run(WindowRun):
     """One simulated epoch window of ``dp``: a trainer process per worker plus its sampler processes."""
 
     def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: IterationWork,
                  last: IterationWork) -> None:
-        self.ctx, self.knobs, self.plan = ctx, knobs, plan
+        super().__init__(ctx, plan)
+        self.knobs = knobs
         self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
-        self.engine = Engine(ctx.seed)
-        self.hw = HardwareModel(ctx.cluster, self.engine)
-        num_workers, k = ctx.num_workers, len(plan.window)
-        self.spans: list[Span] = []
-        self.ends = [[0.0] * k for _ in range(num_workers)]
-        self.rendezvous = Rendezvous(self.engine, num_workers)
-        self.ready = [[self.engine.event() for _ in range(k)] for _ in range(num_workers)]
-        self.taken = [[self.engine.event() for _ in range(k)] for _ in range(num_workers)]
+        self.ready, self.taken = self._events(), self._events()
 
     def execute(self) -> None:
         """Run every worker's processes to the end of the window."""
@@ -293,11 +274,6 @@ class _Run:
             for j in range(self.knobs.num_sampler_workers):
                 self.engine.process(self._sampler(rank, j))
         self.engine.run()
-
-    def _span(self, rank: int, phase: str, start: float, stream: str, pos: int, nbytes: float = 0.0,
-              flops: float = 0.0, **args: Any) -> None:
-        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0,
-                               self.plan.window[pos], args))
 
     def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
         work, start = self.works[pos], self.engine.now
@@ -316,7 +292,6 @@ class _Run:
             self.ready[rank][pos].succeed()
 
     def _trainer(self, rank: int) -> Generator[Any, Any, None]:
-        hw, cl = self.hw, self.ctx.cluster
         for pos, work in enumerate(self.works):
             start = self.engine.now
             if self.knobs.num_sampler_workers:
@@ -325,19 +300,8 @@ class _Run:
             else:
                 yield from self._sample(rank, pos)
             yield from self._load(rank, pos, work)
-            for phase, seconds, flops in (("forward", work.forward_s, work.forward_flops),
-                                          ("backward", work.backward_s, work.backward_flops)):
-                t0 = self.engine.now
-                yield from hw.compute(rank, seconds)
-                self._span(rank, phase, t0, "compute", pos, flops=flops)
-            yield from self._all_reduce(rank, pos, work.gradient_bytes)
-            t0 = self.engine.now
-            yield from hw.compute(rank, work.optimizer_s)
-            self._span(rank, "optimizer", t0, "compute", pos, flops=work.optimizer_flops)
-            yield self.engine.timeout(cl.iteration_overhead_s)
-            self._span(rank, "iteration", start, "host", pos)
-            self.ends[rank][pos] = self.engine.now
-        self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0))
+            yield from self._step(rank, pos, work.compute, start)
+        self._end_epoch(rank)
 
     def _load(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
         hw, cl, start = self.hw, self.ctx.cluster, self.engine.now
@@ -364,9 +328,3 @@ class _Run:
     def _pull(self, me: int, owner: int, request_bytes: float, reply_bytes: float) -> Generator[Any, Any, None]:
         yield self.hw.network(me, owner, request_bytes, num_messages=FETCH_REQUEST_MESSAGES)
         yield self.hw.network(owner, me, reply_bytes)
-
-    def _all_reduce(self, rank: int, pos: int, nbytes: float) -> Generator[Any, Any, None]:
-        start = self.engine.now
-        yield self.rendezvous.wait(pos)
-        yield from self.hw.all_reduce(rank, nbytes)
-        self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes)

@@ -31,15 +31,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.engine import Engine, FluidResource, Rendezvous
+from simulator.engine import FluidResource
 from simulator.errors import SpecError
-from simulator.hardware.model import HardwareModel, gather_time
+from simulator.hardware.model import gather_time
 from simulator.result import SimResult
 from simulator.strategies.base import (
     MAX_WINDOW_ITERATIONS,
     IterationPlan,
     PhaseProfile,
     SimContext,
+    WindowRun,
     kernel_profile,
     phase_breakdown,
     place_window,
@@ -58,7 +59,6 @@ from simulator.strategies.ppgnn_work import (
     resolved_placement,
     step_work,
 )
-from simulator.trace import Span
 from simulator.workload import ppgnn_cost
 from simulator.workload.spec import WorkloadSpec
 
@@ -158,23 +158,17 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
                      **common)
 
 
-class _Run:
+class _Run(WindowRun):
     """One simulated epoch window: per worker a trainer and, depending on the loader, producer processes."""
 
     def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: StepWork, last: StepWork) -> None:
-        self.ctx, self.knobs, self.plan = ctx, knobs, plan
+        super().__init__(ctx, plan)
+        self.knobs = knobs
         self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
-        self.engine = Engine(ctx.seed)
-        self.hw = HardwareModel(ctx.cluster, self.engine)
         cl = ctx.cluster
         self.host_memory = [FluidResource(f"m{m}.host_memory", cl.host.memory_bandwidth_bytes_per_s *
                                           cl.efficiency.gather_fraction) for m in range(cl.num_machines)]
-        k, n = len(plan.window), ctx.num_workers
-        self.spans: list[Span] = []
-        self.ends = [[0.0] * k for _ in range(n)]
-        self.rendezvous = Rendezvous(self.engine, ctx.num_workers)
-        self.ready = [[self.engine.event() for _ in range(k)] for _ in range(n)]
-        self.asked = [[self.engine.event() for _ in range(k)] for _ in range(n)]
+        self.ready, self.asked = self._events(), self._events()
 
     def execute(self) -> None:
         """Run every worker's processes to the end of the window."""
@@ -188,11 +182,6 @@ class _Run:
                 for j in range(BASELINE_WORKERS):
                     self.engine.process(self._row_worker(rank, j))
         self.engine.run()
-
-    def _span(self, rank: int, phase: str, start: float, stream: str, pos: int, nbytes: float = 0.0,
-              flops: float = 0.0, **args: Any) -> None:
-        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0,
-                               self.plan.window[pos], args))
 
     def _row_worker(self, rank: int, j: int) -> Generator[Any, Any, None]:
         """A baseline DataLoader worker process: per-row indexing (and storage reads) of its batches."""
@@ -249,7 +238,6 @@ class _Run:
                    num_input_vertices=work.rows)
 
     def _trainer(self, rank: int, background: bool) -> Generator[Any, Any, None]:
-        hw, cl = self.hw, self.ctx.cluster
         for pos, work in enumerate(self.works):
             start = self.engine.now
             self.asked[rank][pos].succeed()
@@ -259,24 +247,5 @@ class _Run:
                 if background:
                     yield self.ready[rank][pos]
                 yield from self._load(rank, pos, start, inline=not background)
-            for phase, seconds, flops in (("forward", work.forward_s, work.forward_flops),
-                                          ("backward", work.backward_s, work.backward_flops)):
-                t0 = self.engine.now
-                yield from hw.compute(rank, seconds)
-                self._span(rank, phase, t0, "compute", pos, flops=flops)
-            yield from self._all_reduce(rank, pos, work.gradient_bytes)
-            t0 = self.engine.now
-            yield from hw.compute(rank, work.optimizer_s)
-            self._span(rank, "optimizer", t0, "compute", pos, flops=work.optimizer_flops)
-            yield self.engine.timeout(cl.iteration_overhead_s)
-            self._span(rank, "iteration", start, "host", pos)
-            self.ends[rank][pos] = self.engine.now
-        self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0))
-
-    def _all_reduce(self, rank: int, pos: int, nbytes: float) -> Generator[Any, Any, None]:
-        """Synchronous hierarchical ring all-reduce of the gradients (as ``dp``)."""
-        start = self.engine.now
-        if self.ctx.num_workers > 1:
-            yield self.rendezvous.wait(pos)
-            yield from self.hw.all_reduce(rank, nbytes)
-        self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes if self.ctx.num_workers > 1 else 0.0)
+            yield from self._step(rank, pos, work.compute, start)
+        self._end_epoch(rank)

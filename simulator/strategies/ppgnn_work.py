@@ -46,7 +46,7 @@ from simulator.errors import SpecError
 from simulator.hardware.collectives import all_reduce_link_bytes
 from simulator.hardware.model import CUDA_CONTEXT_BYTES, HOST_PROCESS_BYTES, compute_time, gather_time
 from simulator.result import LINKS
-from simulator.strategies.base import MemoryEstimate, SimContext, memory_estimate
+from simulator.strategies.base import MemoryEstimate, SimContext, StepCompute, memory_estimate
 from simulator.workload import ppgnn_cost
 from simulator.workload.model_cost import FLOAT_BYTES, model_state_bytes
 
@@ -179,31 +179,20 @@ class StepWork:
     """One worker's iteration: loading, and compute seconds / FLOPs of the dense model."""
 
     load: LoadWork
-    forward_s: float
-    backward_s: float
-    optimizer_s: float
-    forward_flops: float
-    backward_flops: float
-    optimizer_flops: float
-    gradient_bytes: float
+    compute: StepCompute
 
 
 def step_work(ctx: SimContext, knobs: Knobs, placement: str, rows: float) -> StepWork:
     """Loading and compute of one worker's batch of ``rows`` rows."""
     cl, sm, wl = ctx.cluster, ctx.summary, ctx.workload
     cost = ppgnn_cost.model_cost(wl.model, sm.feature_dim, sm.num_classes, knobs.hops, rows)
-    eff = cl.efficiency
-    return StepWork(load_work(ctx, knobs, placement, rows),
-                    compute_time(cost.forward, cl.gpu, eff.forward_fraction),
-                    compute_time(cost.backward, cl.gpu, eff.backward_fraction),
-                    compute_time(cost.optimizer, cl.gpu, eff.optimizer_fraction), cost.forward_flops, cost.backward_flops,
-                    cost.optimizer_flops, float(FLOAT_BYTES * cost.num_params))
+    return StepWork(load_work(ctx, knobs, placement, rows), StepCompute.of(cost, cl))
 
 
 def link_bytes_per_epoch(ctx: SimContext, num_iterations: int, full: StepWork, last: StepWork) -> dict[str, float]:
     """Bytes all workers move over each link kind in one epoch (rows to the device, storage reads, all-reduce)."""
     out = {k: 0.0 for k in LINKS}
-    collective = all_reduce_link_bytes(full.gradient_bytes, ctx.cluster)
+    collective = all_reduce_link_bytes(full.compute.gradient_bytes, ctx.cluster)
     for work, count in ((full, num_iterations - 1), (last, 1)):
         out["pcie"] += count * (work.load.pcie_bytes + (work.load.nbytes if work.load.storage_direct else 0))
         out["storage"] += count * work.load.storage_bytes

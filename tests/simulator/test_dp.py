@@ -44,7 +44,7 @@ def test_single_gpu_inline_epoch_is_the_sum_of_its_phases() -> None:
                      + gather_time(w.local_bytes, cl.host.memory_bandwidth_bytes_per_s, 1.0)
                      + transfer_time(w.local_bytes, cl.pcie)
                      + gather_time(w.hit_bytes, cl.gpu.memory_bandwidth_bytes_per_s, 1.0)
-                     + w.forward_s + w.backward_s + w.optimizer_s + 1e-3)
+                     + w.compute.forward_s + w.compute.backward_s + w.compute.optimizer_s + 1e-3)
     result = dp.simulate(ctx, knobs)
     assert result.num_iterations == plan.num_iterations == 10
     assert result.epoch_time_s == pytest.approx(expected, rel=1e-12)
