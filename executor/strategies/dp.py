@@ -13,7 +13,7 @@ every worker takes ``batch_size // W`` seeds per iteration and all workers run t
    number of seeds of the iteration, so DDP's gradient averaging (divide by W) yields exactly the gradient of
    the global batch's mean loss even when workers hold different numbers of seeds;
 4. backward — ``backward``, then DDP's gradient all-reduce — ``all_reduce`` (``nbytes`` = gradient bytes); the
-   model's gradients form one DDP bucket (``bucket_cap_mb`` = :data:`BUCKET_CAP_MB`), so the all-reduce starts
+   model's gradients form one DDP bucket (``bucket_cap_mb`` = :data:`executor.comm.BUCKET_CAP_MB`), so the all-reduce starts
    when backward ends, the order the simulator models. With one worker there is nothing to reduce: the model
    runs without the DDP wrapper (whose reducer costs ~10% of a small model's iteration) and the
    ``all_reduce`` span has zero length;
@@ -31,7 +31,6 @@ import dgl
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
 
 from executor import comm
 from executor.assemble import load_training_data
@@ -46,10 +45,8 @@ from simulator.plan import Plan
 from simulator.strategies.dp import NAME, Knobs
 from simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
 
-__all__ = ["BUCKET_CAP_MB", "NAME", "Knobs", "Trainer"]
+__all__ = ["NAME", "Knobs", "Trainer"]
 
-BUCKET_CAP_MB = 4096
-"""DDP bucket size limit in MiB: large enough that the gradients of the models here form one bucket."""
 
 
 class Trainer:
@@ -70,12 +67,7 @@ class Trainer:
         torch.manual_seed(wl.training.seed)
         dgl.seed(wl.training.seed)
         self.model = GNN(wl.model, self.data.feature_dim, self.data.num_classes).to(topo.device)
-        self.hook = comm.GradientHook()
-        self.net: torch.nn.Module = self.model
-        if topo.world_size > 1:
-            self.net = DistributedDataParallel(self.model, device_ids=[topo.device] if topo.device.type == "cuda"
-                                               else None, bucket_cap_mb=BUCKET_CAP_MB)
-            self.hook.register(self.net)
+        self.net, self.hook = comm.data_parallel(self.model)
         self.gradient_bytes = 4 * num_params(self.model)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
                                           weight_decay=wl.training.weight_decay)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch.nn.parallel import DistributedDataParallel
 
 from executor import comm
 from executor.assemble import rank0_first
@@ -46,8 +45,6 @@ from simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM
 
 __all__ = ["EVAL_ROWS", "NAME", "Knobs", "Trainer"]
 
-BUCKET_CAP_MB = 4096
-"""DDP bucket size limit in MiB: the gradients of these models form one bucket."""
 EVAL_ROWS = 65536
 """Rows predicted at once during evaluation."""
 
@@ -87,12 +84,7 @@ class Trainer:
         self.labels = torch.from_numpy(self.files.labels())
         torch.manual_seed(wl.training.seed)
         self.model = build_model(wl.model, self.files.feature_dim, self.files.num_classes, knobs.hops).to(topo.device)
-        self.hook = comm.GradientHook()
-        self.net: torch.nn.Module = self.model
-        if topo.world_size > 1:
-            self.net = DistributedDataParallel(self.model, device_ids=[topo.device] if topo.device.type == "cuda"
-                                               else None, bucket_cap_mb=BUCKET_CAP_MB)
-            self.hook.register(self.net)
+        self.net, self.hook = comm.data_parallel(self.model)
         self.num_params = sum(p.numel() for p in self.model.parameters())
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
                                           weight_decay=wl.training.weight_decay)
