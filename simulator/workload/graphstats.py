@@ -13,10 +13,11 @@ batch size or fanouts). Damaged entries are measured again; every file is writte
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -290,6 +291,23 @@ def _sample_batches(graph: GraphData, fanouts: list[int], batches: list[list[np.
         (worker, block sizes, input vertices): block sizes (num_layers, 3) = (num_src, num_dst, num_edges) per
         block, input side first; input vertices (k,) int64 = ``blocks[0].srcdata[dgl.NID]``.
     """
+    with seeded_sampler(graph, fanouts, seed) as sample:
+        for worker, seeds_list in enumerate(batches):
+            for seeds in seeds_list:
+                blocks = sample(seeds)
+                sizes = np.array([(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks])
+                yield worker, sizes, blocks[0].srcdata["_ID"].numpy()  # "_ID" = dgl.NID
+
+
+@contextlib.contextmanager
+def seeded_sampler(graph: GraphData, fanouts: Sequence[int], seed: int) -> Iterator[Callable[[np.ndarray], Any]]:
+    """DGL's ``NeighborSampler(fanouts)`` on ``graph``, on one thread with DGL and torch seeded (DGL's
+    multi-threaded sampling is not reproducible); the caller's torch RNG state and DGL's thread count are
+    restored on exit.
+
+    Yields:
+        ``sample(seeds) -> blocks``: seeds (k,) int64 -> DGL's block list, input side first.
+    """
     os.environ.setdefault("DGLBACKEND", "pytorch")
     import dgl
     import torch
@@ -303,11 +321,7 @@ def _sample_batches(graph: GraphData, fanouts: list[int], batches: list[list[np.
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             dgl.seed(seed)
-            for worker, seeds_list in enumerate(batches):
-                for seeds in seeds_list:
-                    _, _, blocks = sampler.sample_blocks(g, torch.from_numpy(np.ascontiguousarray(seeds)))
-                    sizes = np.array([(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks])
-                    yield worker, sizes, blocks[0].srcdata[dgl.NID].numpy()
+            yield lambda seeds: sampler.sample_blocks(g, torch.from_numpy(np.ascontiguousarray(seeds)))[2]
     finally:
         set_num_threads(threads)
 

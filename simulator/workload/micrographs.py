@@ -28,7 +28,6 @@ lazily.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -319,26 +318,10 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Mic
 def _sampled_iterations(graph: GraphData, fanouts: list[int], batches: list[list[np.ndarray]], num_it: int,
                         seed: int) -> Iterator[tuple[list[np.ndarray], list[Any]]]:
     """Every iteration's batches (one per worker; empty for a worker without seeds) and their DGL blocks."""
-    os.environ.setdefault("DGLBACKEND", "pytorch")
-    import dgl
-    import torch
-    from dgl.utils import get_num_threads, set_num_threads
-
-    g = dgl.graph((torch.from_numpy(graph.src), torch.from_numpy(graph.dst)), num_nodes=graph.num_vertices)
-    sampler = dgl.dataloading.NeighborSampler(list(fanouts))
-    threads = get_num_threads()
-    set_num_threads(1)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            dgl.seed(seed)
-            for it in range(num_it):
-                batch_list = [b[it] if it < len(b) else np.empty(0, np.int64) for b in batches]
-                blocks = [sampler.sample_blocks(g, torch.from_numpy(np.ascontiguousarray(s)))[2] if len(s) else None
-                          for s in batch_list]
-                yield batch_list, blocks
-    finally:
-        set_num_threads(threads)
+    with graphstats.seeded_sampler(graph, fanouts, seed) as sample:
+        for it in range(num_it):
+            batch_list = [b[it] if it < len(b) else np.empty(0, np.int64) for b in batches]
+            yield batch_list, [sample(s) if len(s) else None for s in batch_list]
 
 
 def _micrograph_locality(blocks: list[Any], seeds: np.ndarray, owner: np.ndarray) -> float:
