@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from simulator.errors import SpecError
-from simulator.strategies import STRATEGIES, get_strategy
-from simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.strategies import STRATEGIES, get_strategy
+from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
 
 PRE_PROPAGATION_ARCHS = ("sgc", "sign")
 DEFAULT_FANOUT = 10

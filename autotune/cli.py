@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
-from simulator.errors import SpecError, one_line
+from gnnplan.simulator.errors import SpecError, one_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,9 +31,12 @@ def _common_sim(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    from autotune import commands as c
+    from gnnplan.autotune import commands as c
+
+    from gnnplan.simulator import __version__
 
     parser = _Parser(prog="gnnplan", description="Predict, choose and run distributed GNN training.")
+    parser.add_argument("--version", action="version", version=f"gnnplan {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("probe", help="measure this machine into a cluster file")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from autotune import report
-from autotune.cli import emit_json, output_path
-from simulator.errors import SpecError
-from simulator.hardware.spec import load_cluster
-from simulator.paths import user_home
-from simulator.workload.spec import load_workload
+from gnnplan.autotune import report
+from gnnplan.autotune.cli import emit_json, output_path
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.paths import user_home
+from gnnplan.simulator.workload.spec import load_workload
 
 
 def _positive(name: str, value: int | None) -> None:
@@ -20,7 +20,7 @@ def _positive(name: str, value: int | None) -> None:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     """``gnnplan probe``: measure this machine into a cluster file."""
-    from executor.probe import probe_machine, write_probe
+    from gnnplan.executor.probe import probe_machine, write_probe
 
     _positive("--workers", args.workers)
     dest = output_path(args.output, user_home() / "presets" / "local.yaml")
@@ -35,7 +35,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``gnnplan simulate``: one configuration."""
-    from simulator.api import parse_knobs, predicted_trace, simulate, trace_metadata
+    from gnnplan.simulator.api import parse_knobs, predicted_trace, simulate, trace_metadata
 
     cluster, workload = load_cluster(args.cluster), load_workload(args.workload)
     knobs = parse_knobs(args.strategy, args.knobs)
@@ -52,7 +52,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """``gnnplan tune``: Optuna search, ranked table, best plan written as YAML."""
-    from autotune.planning import tune_to_plan
+    from gnnplan.autotune.planning import tune_to_plan
 
     _positive("--trials", args.trials)
     cluster, workload = load_cluster(args.cluster), load_workload(args.workload)
@@ -74,8 +74,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``gnnplan run PLAN``: real training, traced."""
-    from executor.runner import run_plan
-    from simulator.plan import load_plan
+    from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.plan import load_plan
 
     _positive("--nprocs", args.nprocs)
     _positive("--epochs", args.epochs)
@@ -92,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``gnnplan calibrate TRACE... --cluster C``: fit, write the calibrated cluster, report errors."""
-    from autotune.planning import calibrate_traces
+    from gnnplan.autotune.planning import calibrate_traces
 
     cluster = load_cluster(args.cluster)
     default = user_home() / "presets" / f"{cluster.name}-calibrated.yaml"
@@ -109,7 +109,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_loop(args: argparse.Namespace) -> int:
     """``gnnplan loop``: the main job (tune, run, calibrate, report)."""
-    from autotune.loop import main_job
+    from gnnplan.autotune.loop import main_job
 
     for name in ("trials", "nprocs", "epochs"):
         _positive(f"--{name}", getattr(args, name))

@@ -7,12 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from autotune.planning import calibrate_traces, tune_to_plan
-from simulator.errors import SpecError
-from simulator.hardware.spec import load_cluster
-from simulator.io import atomic_write_json
-from simulator.plan import load_plan
-from simulator.workload.spec import load_workload
+from gnnplan.autotune.planning import calibrate_traces, tune_to_plan
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.io import atomic_write_json
+from gnnplan.simulator.plan import load_plan
+from gnnplan.simulator.workload.spec import load_workload
 
 
 def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epochs: int | None,
@@ -35,8 +35,8 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
     Raises:
         SpecError: bad input, or nprocs inconsistent with the cluster.
     """
-    from executor.runner import run_plan
-    from simulator.api import simulate
+    from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.api import simulate
 
     tell = say or (lambda _msg: None)
     cluster, workload = load_cluster(cluster_ref), load_workload(workload_ref)

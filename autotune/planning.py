@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from autotune.study import TuneRequest, best_result, default_storage, eligible_strategies, ranked_trials, run_study
-from simulator.hardware.spec import ClusterSpec
-from simulator.io import atomic_write_yaml
-from simulator.plan import Plan, save_plan
-from simulator.workload.datasets import resolve_dataset
-from simulator.workload.spec import WorkloadSpec
+from gnnplan.autotune.study import TuneRequest, best_result, default_storage, eligible_strategies, ranked_trials, run_study
+from gnnplan.simulator.hardware.spec import ClusterSpec
+from gnnplan.simulator.io import atomic_write_yaml
+from gnnplan.simulator.plan import Plan, save_plan
+from gnnplan.simulator.workload.datasets import resolve_dataset
+from gnnplan.simulator.workload.spec import WorkloadSpec
 
 
 def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[str] | None, trials: int,
@@ -74,8 +74,8 @@ def calibrate_traces(traces: list[str], cluster: ClusterSpec, output: Path) -> d
     Raises:
         SpecError: a trace is missing or malformed.
     """
-    from simulator.calibrate import calibrate
-    from simulator.trace import read_trace
+    from gnnplan.simulator.calibrate import calibrate
+    from gnnplan.simulator.trace import read_trace
 
     loaded = {str(t): read_trace(t) for t in traces}
     calibrated, rep = calibrate(loaded, cluster)

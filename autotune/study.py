@@ -21,13 +21,13 @@ from typing import Any
 
 import optuna
 
-from autotune.candidates import Candidate, candidates
-from simulator.api import simulate
-from simulator.errors import SpecError
-from simulator.hardware.spec import ClusterSpec
-from simulator.paths import user_home
-from simulator.strategies import get_strategy
-from simulator.workload.spec import WorkloadSpec
+from gnnplan.autotune.candidates import Candidate, candidates
+from gnnplan.simulator.api import simulate
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import ClusterSpec
+from gnnplan.simulator.paths import user_home
+from gnnplan.simulator.strategies import get_strategy
+from gnnplan.simulator.workload.spec import WorkloadSpec
 
 SQLITE_TIMEOUT_S = 120.0
 STORAGE_RETRIES = 8
@@ -202,7 +202,7 @@ def best_result(study: optuna.Study, workload: WorkloadSpec) -> tuple[dict[str, 
     Raises:
         SpecError: no feasible configuration was found.
     """
-    from simulator.workload.spec import workload_from_dict
+    from gnnplan.simulator.workload.spec import workload_from_dict
 
     try:
         best = study.best_trial

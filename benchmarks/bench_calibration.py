@@ -41,12 +41,12 @@ def knobs_from(text: str) -> dict[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the process exit code (0 also when the goal is missed: it reports)."""
-    from executor.runner import run_plan
-    from simulator.api import parse_knobs, simulate
-    from simulator.calibrate import calibrate_files
-    from simulator.hardware.spec import load_cluster
-    from simulator.plan import Plan
-    from simulator.workload.spec import load_workload
+    from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.api import parse_knobs, simulate
+    from gnnplan.simulator.calibrate import calibrate_files
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.plan import Plan
+    from gnnplan.simulator.workload.spec import load_workload
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cluster", default="local")

@@ -37,7 +37,7 @@ def baseline_epochs(workload, epochs: int, sampling_threads: int | None) -> list
     import torch.nn.functional as F
     from dgl.nn.pytorch import SAGEConv
 
-    from simulator.workload.datasets import load_dataset  # the same graph; training below is plain DGL
+    from gnnplan.simulator.workload.datasets import load_dataset  # the same graph; training below is plain DGL
 
     data = load_dataset(workload.dataset)
     g = dgl.graph((torch.from_numpy(data.src), torch.from_numpy(data.dst)), num_nodes=data.num_vertices)
@@ -87,9 +87,9 @@ def _timed_threads(loader, sampling_threads: int | None, previous: int):  # type
 
 def executor_epochs(workload, epochs: int, trace_dir: str) -> tuple[list[float], int]:  # type: ignore[no-untyped-def]
     """Seconds per epoch of ``gnnplan run`` on one worker (in this process) and seeds per epoch."""
-    from executor.runner import run_plan
-    from simulator.hardware.spec import load_cluster
-    from simulator.plan import Plan
+    from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.plan import Plan
 
     cluster = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 1})
     plan = Plan(strategy="dp", knobs={}, num_workers=1, cluster=cluster, workload=workload)
@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=6, help="epochs per round (the first is warm-up)")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
-    from simulator.workload.datasets import load_dataset
-    from simulator.workload.spec import load_workload
+    from gnnplan.simulator.workload.datasets import load_dataset
+    from gnnplan.simulator.workload.spec import load_workload
 
     workload = load_workload(args.workload)
     if workload.model.arch != "sage":

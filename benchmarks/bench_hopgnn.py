@@ -48,7 +48,7 @@ every batch is full."""
 
 def workload(dataset: Any, batch_size: int, fanouts: list[int], epochs: int) -> Any:
     """A GraphSAGE (2 layers, hidden 64) mini-batch workload on ``dataset``."""
-    from simulator.workload.spec import workload_from_dict
+    from gnnplan.simulator.workload.spec import workload_from_dict
 
     return workload_from_dict({"dataset": dataset, "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 64},
                                "training": {"mode": "mini-batch", "batch_size": batch_size, "fanouts": fanouts,
@@ -57,9 +57,9 @@ def workload(dataset: Any, batch_size: int, fanouts: list[int], epochs: int) -> 
 
 def run(strategy: str, wl: Any, workers: int, knobs: dict[str, Any], trace_dir: str) -> dict[str, Any]:
     """Train with the executor on ``workers`` local processes; returns ``run --json``'s result."""
-    from executor.runner import run_plan
-    from simulator.hardware.spec import load_cluster
-    from simulator.plan import Plan
+    from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.plan import Plan
 
     cluster = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": workers})
     plan = Plan(strategy=strategy, knobs=knobs, num_workers=workers, cluster=cluster, workload=wl)
@@ -73,10 +73,10 @@ def measured_remote_bytes(result: dict[str, Any]) -> float:
 
 def predicted_remote_bytes(strategy: str, wl: Any, workers: int, knobs: dict[str, Any]) -> float:
     """The simulator's remote feature bytes per epoch (all workers) for the executor's shape."""
-    from simulator.api import load_context
-    from simulator.hardware.spec import load_cluster
-    from simulator.strategies import dp, hopgnn
-    from simulator.strategies.base import iteration_plan
+    from gnnplan.simulator.api import load_context
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.strategies import dp, hopgnn
+    from gnnplan.simulator.strategies.base import iteration_plan
 
     cluster = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": workers})
     module, kn, ctx = load_context(cluster, wl, strategy, knobs)
@@ -115,8 +115,8 @@ def bytes_section(epochs: int, workers: int, trace_dir: str) -> None:
 def locality_section() -> None:
     """R_micro, group locality and the model-centric remote fraction for 2 and 4 partitions, for both seed splits
     (owner = dp's DistDGL split, random = the paper's globally random mini-batches)."""
-    from simulator.workload.micrographs import micrograph_stats
-    from simulator.workload.spec import RmatSpec
+    from gnnplan.simulator.strategies.hopgnn.micrographs import micrograph_stats
+    from gnnplan.simulator.workload.spec import RmatSpec
 
     print("== micrograph locality (fanouts [10, 10]; per-worker batch 32 on cora, 128 on rmat20k; S = M)")
     print("   R_micro: paper §4; mg_local: share of micrograph-group input vertices on the training machine;")
@@ -139,7 +139,7 @@ def merge_section(epochs: int, workers: int, trace_dir: str) -> None:
     wl = workload(RMAT, 512, [10, 10], epochs)
     auto = run("hopgnn", wl, workers, {}, trace_dir)
     steps = [r for r in auto["epochs"]]
-    from simulator.trace import read_trace
+    from gnnplan.simulator.trace import read_trace
 
     spans, _ = read_trace(auto["trace"])
     per_epoch = {s.epoch: s.args.get("num_steps") for s in spans if s.phase == "epoch" and s.rank == 0}

@@ -43,10 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
-    from autotune.study import eligible_strategies
-    from simulator.api import simulate
-    from simulator.calibrate import calibrate_files
-    from simulator.hardware.spec import load_cluster
+    from gnnplan.autotune.study import eligible_strategies
+    from gnnplan.simulator.api import simulate
+    from gnnplan.simulator.calibrate import calibrate_files
+    from gnnplan.simulator.hardware.spec import load_cluster
 
     with tempfile.TemporaryDirectory(prefix="gnnplan-bench-") as tmp:
         os.environ.setdefault("GNNPLAN_HOME", tmp)

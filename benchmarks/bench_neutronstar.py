@@ -38,13 +38,13 @@ import numpy as np
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-from executor.runner import run_plan  # noqa: E402
-from simulator.api import simulate  # noqa: E402
-from simulator.calibrate import get_param, with_params  # noqa: E402
-from simulator.hardware.spec import ClusterSpec, load_cluster  # noqa: E402
-from simulator.plan import Plan  # noqa: E402
-from simulator.trace import Span, read_trace  # noqa: E402
-from simulator.workload.spec import WorkloadSpec, workload_from_dict  # noqa: E402
+from gnnplan.executor.runner import run_plan  # noqa: E402
+from gnnplan.simulator.api import simulate  # noqa: E402
+from gnnplan.simulator.calibrate import get_param, with_params  # noqa: E402
+from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster  # noqa: E402
+from gnnplan.simulator.plan import Plan  # noqa: E402
+from gnnplan.simulator.trace import Span, read_trace  # noqa: E402
+from gnnplan.simulator.workload.spec import WorkloadSpec, workload_from_dict  # noqa: E402
 
 MODES = ("depcache", "depcomm", "hybrid")
 EXCHANGE_PER_BYTE = ("pcie.bandwidth_bytes_per_s", "network.bandwidth_bytes_per_s")
@@ -143,7 +143,7 @@ def measure(args: argparse.Namespace, wl: WorkloadSpec,
         median epoch time: other processes only ever add time, so the fastest of several runs is the least
         disturbed one).
     """
-    from simulator.calibrate import calibrate_files
+    from gnnplan.simulator.calibrate import calibrate_files
 
     best: dict[str, dict[str, Any]] = {}
 

@@ -8,7 +8,7 @@ Every step trains SIGN (R hops) on a generated R-MAT graph with the real executo
 (:class:`executor.strategies.ppgnn.Trainer`, one worker in this process) and reports seconds per iteration
 (the epoch's wall time / its iterations; steps whose epoch would take minutes run ``--slow-iterations``
 iterations), the projected epoch time and the speed-up against the baseline of the same placement. The
-file-backed placement reads with ``O_DIRECT`` (:mod:`executor.ppgnn_files`), so every read reaches the disk;
+file-backed placement reads with ``O_DIRECT`` (:mod:`executor.strategies.ppgnn.files`), so every read reaches the disk;
 the files are read once beforehand (and before calibration) so that every measurement sees the disk in the
 same state.
 
@@ -49,9 +49,9 @@ STEPS = (("baseline", {"loader": "baseline", "reshuffle": "random"}),
 
 def make_plan(args: argparse.Namespace, knobs: dict[str, Any], batch_size: int | None = None):  # type: ignore[no-untyped-def]
     """A one-worker ppgnn plan for the benchmark graph."""
-    from simulator.hardware.spec import load_cluster
-    from simulator.plan import Plan
-    from simulator.workload.spec import workload_from_dict
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.plan import Plan
+    from gnnplan.simulator.workload.spec import workload_from_dict
 
     wl = workload_from_dict({
         "name": "bench-ppgnn",
@@ -67,9 +67,9 @@ def make_plan(args: argparse.Namespace, knobs: dict[str, Any], batch_size: int |
 def trainer_for(plan):  # type: ignore[no-untyped-def]
     import torch
 
-    from executor.data import Topology
-    from executor.strategies.ppgnn import Trainer
-    from executor.trace import Recorder
+    from gnnplan.executor.data import Topology
+    from gnnplan.executor.strategies.ppgnn import Trainer
+    from gnnplan.executor.trace import Recorder
 
     return Trainer(Topology(0, 1, 1, torch.device("cpu")), plan, Recorder(0, 0.0))
 
@@ -94,7 +94,7 @@ def measure(plan, epochs: int, max_iterations: int | None) -> dict[str, float]: 
 
 def fit(sizes: list[float], times: list[float]) -> tuple[float, float]:
     """(latency_s, bandwidth) of ``time = latency + size / bandwidth`` (gnnplan probe's fit)."""
-    from executor.probe import fit_latency_bandwidth
+    from gnnplan.executor.probe import fit_latency_bandwidth
 
     return fit_latency_bandwidth(sizes, times)
 
@@ -150,7 +150,7 @@ def warm_device(files, hops: list[int]) -> None:  # type: ignore[no-untyped-def]
     storage device in the same state (a virtual disk may cache on the host side)."""
     import numpy as np
 
-    from executor.ppgnn_files import DirectReader
+    from gnnplan.executor.strategies.ppgnn.files import DirectReader
 
     buf = np.empty(64 * 2**20, np.uint8)
     for r in hops:
@@ -169,8 +169,8 @@ def calibrate_storage(files, batch: int) -> dict[str, float]:  # type: ignore[no
     minus 4 KiB / bandwidth), and pages read from 4 threads at once (the device's useful concurrency)."""
     import numpy as np
 
-    from executor.ppgnn_files import ALIGN, DirectReader
-    from executor.ppgnn_loaders import IO_THREADS
+    from gnnplan.executor.strategies.ppgnn.files import ALIGN, DirectReader
+    from gnnplan.executor.strategies.ppgnn.loaders import IO_THREADS
 
     reader = DirectReader(files.path(0))
     rng = np.random.default_rng(3)
@@ -201,7 +201,7 @@ def parallel_page_reads(reader, pages, threads: int) -> float:  # type: ignore[n
 
     import numpy as np
 
-    from executor.ppgnn_files import ALIGN
+    from gnnplan.executor.strategies.ppgnn.files import ALIGN
 
     def work(part) -> None:  # type: ignore[no-untyped-def]
         page = np.empty(ALIGN, np.uint8)
@@ -229,7 +229,7 @@ def fit_to_run(cluster, plan, measured_s: float, set_value, lo: float, hi: float
 def calibrate_rows(args: argparse.Namespace, cluster) -> float:  # type: ignore[no-untyped-def]
     """``ROW_INDEX_S`` fitted to one epoch of the host-memory baseline with HALF the batch size: the DataLoader
     workers' per-row cost as it is while the trainer computes beside them."""
-    from simulator.strategies import ppgnn_work
+    from gnnplan.simulator.strategies.ppgnn import work as ppgnn_work
 
     plan = make_plan(args, {"placement": "host", "loader": "baseline", "reshuffle": "random"},
                      batch_size=args.batch_size // 2)
@@ -261,8 +261,8 @@ def calibrate_run_reads(args: argparse.Namespace, cluster):  # type: ignore[no-u
 
 def calibrate_compute(args: argparse.Namespace, cluster) -> dict[str, float]:  # type: ignore[no-untyped-def]
     """Forward / backward efficiency and per-iteration overhead from a short run with resident matrices."""
-    from simulator.hardware.model import compute_time
-    from simulator.workload.ppgnn_cost import model_cost
+    from gnnplan.simulator.hardware.model import compute_time_s
+    from gnnplan.simulator.strategies.ppgnn.cost import model_cost
 
     plan = make_plan(args, {"placement": "gpu", "loader": "fused"})
     trainer = trainer_for(plan)
@@ -277,11 +277,11 @@ def calibrate_compute(args: argparse.Namespace, cluster) -> dict[str, float]:  #
     cost = model_cost(plan.workload.model, trainer.files.feature_dim, trainer.files.num_classes, args.hops, rows)
     fwd = statistics.median(s.dur_s for s in by["forward"])
     bwd = statistics.median(s.dur_s for s in by["backward"])
-    optimizer = compute_time(cost.optimizer, cluster.gpu, 1.0)
+    optimizer = compute_time_s(cost.optimizer, cluster.gpu, 1.0)
     overhead = [it.dur_s - sum(by[p][k].dur_s for p in ("load", "forward", "backward")) - optimizer
                 for k, it in enumerate(by["iteration"])]
-    return {"forward_fraction": compute_time(cost.forward, cluster.gpu, 1.0) / fwd,
-            "backward_fraction": compute_time(cost.backward, cluster.gpu, 1.0) / bwd,
+    return {"forward_fraction": compute_time_s(cost.forward, cluster.gpu, 1.0) / fwd,
+            "backward_fraction": compute_time_s(cost.backward, cluster.gpu, 1.0) / bwd,
             "iteration_overhead_s": max(0.0, statistics.median(overhead))}
 
 
@@ -289,9 +289,9 @@ def calibrated_cluster(args: argparse.Namespace, files, hops: list[int]):  # typ
     """This machine as a one-worker cluster with the calibrated parameters (module docstring)."""
     import torch
 
-    from executor.probe import cpu_model, dense_flops_per_s, host_memory_bytes
-    from simulator.hardware.spec import cluster_from_dict
-    from simulator.strategies import ppgnn_work
+    from gnnplan.executor.probe import cpu_model, dense_flops_per_s, host_memory_bytes
+    from gnnplan.simulator.hardware.spec import cluster_from_dict
+    from gnnplan.simulator.strategies.ppgnn import work as ppgnn_work
 
     threads = torch.get_num_threads()
     warm_device(files, hops)
@@ -321,9 +321,9 @@ def calibrated_cluster(args: argparse.Namespace, files, hops: list[int]):  # typ
 
 def predict(cluster, plan) -> float:  # type: ignore[no-untyped-def]
     """Predicted seconds per iteration."""
-    from simulator.strategies import ppgnn
-    from simulator.strategies.base import SimContext
-    from simulator.workload.graphstats import dataset_summary
+    from gnnplan.simulator.strategies import ppgnn
+    from gnnplan.simulator.strategies.base import SimContext
+    from gnnplan.simulator.workload.graphstats import dataset_summary
 
     wl = plan.workload
     ctx = SimContext(cluster, wl, None, dataset_summary(wl.dataset), wl.training.batch_size)  # type: ignore[arg-type]
@@ -349,8 +349,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-predict", action="store_true")
     args = parser.parse_args(argv)
 
-    from executor.ppgnn_models import loaded_hops
-    from executor.preprop import prepropagated
+    from gnnplan.executor.strategies.ppgnn.models import loaded_hops
+    from gnnplan.executor.strategies.ppgnn.preprop import prepropagated
 
     plan0 = make_plan(args, {})
     started = time.perf_counter()

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.keep_home:
             os.environ["GNNPLAN_HOME"] = home
             os.environ.pop("GNNPLAN_CACHE", None)
-        from simulator import api
+        from gnnplan.simulator import api
 
         knobs = api.parse_knobs(args.strategy, args.knobs)
         started = time.perf_counter()

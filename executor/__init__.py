@@ -17,3 +17,8 @@ Modules, one job each:
 
 Importing this package does not import torch or DGL.
 """
+
+if __name__ != "gnnplan.executor":  # the folder executor/ installs as gnnplan.executor (pyproject.toml, package-dir)
+    raise ImportError(f"{__name__}: this folder is the package gnnplan.executor; import gnnplan.executor "
+                      "(after `pip install -e .`)")
+

@@ -13,13 +13,13 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from executor import comm
-from executor.data import PARTITION_SEED, Topology, build_graph, input_features
-from executor.features import FeatureStore
-from simulator.workload.datasets import GraphData, load_dataset
-from simulator.workload.graphstats import partition_owners
-from simulator.workload.partition import cached_vertices
-from simulator.workload.spec import WorkloadSpec
+from gnnplan.executor import comm
+from gnnplan.executor.data import PARTITION_SEED, Topology, build_graph, input_features
+from gnnplan.executor.features import FeatureStore
+from gnnplan.simulator.workload.datasets import GraphData, load_dataset
+from gnnplan.simulator.workload.graphstats import partition_owners
+from gnnplan.simulator.workload.partition import cached_vertices
+from gnnplan.simulator.workload.spec import WorkloadSpec
 
 T = TypeVar("T")
 

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from simulator.workload.datasets import GraphData
-from simulator.workload.partition import split_seeds
+from gnnplan.simulator.workload.datasets import GraphData
+from gnnplan.simulator.workload.partition import split_seeds
 
 ROW_NORMALISED_DATASETS = ("cora", "citeseer")
 """Dataset presets whose features are row-normalised (Kipf and Welling, ICLR 2017, github.com/tkipf/gcn)."""

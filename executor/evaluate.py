@@ -17,11 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from executor.assemble import TrainingData
-from executor.data import Topology, positions_in_owner
-from executor.features import RowStore
-from executor.models import GNN, attach_edge_weights
-from executor.sampling import TimedSampler
+from gnnplan.executor.assemble import TrainingData
+from gnnplan.executor.data import Topology, positions_in_owner
+from gnnplan.executor.features import RowStore
+from gnnplan.executor.models import GNN, attach_edge_weights
+from gnnplan.executor.sampling import TimedSampler
 
 CHUNK_VERTICES = 16384
 """Destination vertices per inference block (bounds the memory of one block's input rows)."""

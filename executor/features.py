@@ -17,9 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from executor import comm
-from executor.data import INDEX_BYTES, Topology, positions_in_owner
-from executor.trace import now
+from gnnplan.executor import comm
+from gnnplan.executor.data import INDEX_BYTES, Topology, positions_in_owner
+from gnnplan.executor.trace import now
 
 
 @dataclass

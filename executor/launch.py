@@ -6,7 +6,7 @@ workers emit (per-epoch progress) are handed to a callback in the caller's proce
 
 Real clusters use ``torchrun``, one process per GPU::
 
-    torchrun --nnodes M --nproc-per-node G --rdzv-endpoint HOST:PORT -m executor.launch PLAN [--epochs E]
+    torchrun --nnodes M --nproc-per-node G --rdzv-endpoint HOST:PORT -m gnnplan.executor.launch PLAN [--epochs E]
 
 which reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``
 from the environment (torchrun sets them). The device is ``cuda:LOCAL_RANK`` when CUDA is available, else the
@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-from executor import comm
-from executor.data import Topology
+from gnnplan.executor import comm
+from gnnplan.executor.data import Topology
 
 Emit = Callable[[Any], None]
 WorkerFn = Callable[..., Any]
@@ -186,12 +186,12 @@ def torchrun_topology() -> Topology:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m executor.launch PLAN [--epochs E] [--trace-dir DIR]`` under torchrun; rank 0 prints the
+    """``python -m gnnplan.executor.launch PLAN [--epochs E] [--trace-dir DIR]`` under torchrun; rank 0 prints the
     ``run --json`` object on stdout and the progress on stderr."""
-    from executor.runner import progress_printer, rank_main, resolved_plan
-    from simulator.plan import load_plan
+    from gnnplan.executor.runner import progress_printer, rank_main, resolved_plan
+    from gnnplan.simulator.plan import load_plan
 
-    parser = argparse.ArgumentParser(prog="python -m executor.launch", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="python -m gnnplan.executor.launch", description=main.__doc__)
     parser.add_argument("plan")
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--trace-dir", default="traces")

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from simulator.workload.spec import ModelSpec
+from gnnplan.simulator.workload.spec import ModelSpec
 
 EDGE_WEIGHT = "w"
 """Edge-data key of GCN's per-edge normalisation weights in a block."""

@@ -44,11 +44,11 @@ import scipy.optimize
 import torch
 import yaml
 
-from executor.launch import cpu_count as num_cores
-from simulator.errors import SpecError
-from simulator.hardware.spec import cluster_from_dict
-from simulator.io import atomic_write_text
-from simulator.paths import cache_dir
+from gnnplan.executor.launch import cpu_count as num_cores
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import cluster_from_dict
+from gnnplan.simulator.io import atomic_write_text
+from gnnplan.simulator.paths import cache_dir
 
 MiB = 2 ** 20
 
@@ -127,7 +127,7 @@ def fit_latency_bandwidth(sizes_bytes: Sequence[float], times_s: Sequence[float]
     return float(latency), float(1.0 / inv_bw)
 
 
-def median_time(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
+def median_time_s(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
     """Median wall time (``time.perf_counter``) of ``repeats`` calls of ``fn`` after ``warmup`` calls."""
     for _ in range(warmup):
         fn()
@@ -169,7 +169,7 @@ def dense_flops_per_s(threads: int, n: int, repeats: int) -> float:
     gen = torch.Generator().manual_seed(0)
     a, b = torch.rand(n, n, generator=gen), torch.rand(n, n, generator=gen)
     with torch_threads(threads):
-        return 2.0 * n ** 3 / median_time(lambda: torch.mm(a, b), repeats)
+        return 2.0 * n ** 3 / median_time_s(lambda: torch.mm(a, b), repeats)
 
 
 def spmm_flops_per_s(threads: int, rows: int, degree: int, cols: int, repeats: int) -> float:
@@ -183,7 +183,7 @@ def spmm_flops_per_s(threads: int, rows: int, degree: int, cols: int, repeats: i
         a = torch.sparse_csr_tensor(crow, torch.from_numpy(col), torch.rand(rows * degree), (rows, rows))
         x = torch.rand(rows, cols)
         with torch_threads(threads):
-            return 2.0 * rows * degree * cols / median_time(lambda: torch.sparse.mm(a, x), repeats)
+            return 2.0 * rows * degree * cols / median_time_s(lambda: torch.sparse.mm(a, x), repeats)
 
 
 def copy_bytes_per_s(threads: int, nbytes: int, repeats: int) -> float:
@@ -191,7 +191,7 @@ def copy_bytes_per_s(threads: int, nbytes: int, repeats: int) -> float:
     src = torch.rand(nbytes // 4)
     dst = torch.empty_like(src)
     with torch_threads(threads):
-        return 2.0 * src.numel() * 4 / median_time(lambda: dst.copy_(src), repeats)
+        return 2.0 * src.numel() * 4 / median_time_s(lambda: dst.copy_(src), repeats)
 
 
 def gather_latency_bandwidth(threads: int, row_dim: int, table_rows: int, row_counts: Sequence[int],
@@ -211,14 +211,14 @@ def gather_latency_bandwidth(threads: int, row_dim: int, table_rows: int, row_co
     with torch_threads(threads):
         for k in row_counts:
             batches = [torch.randint(0, table_rows, (k,), generator=gen) for _ in range(repeats + 1)]
-            times.append(_index_select_time(table, batches, repeats))
+            times.append(_index_select_time_s(table, batches, repeats))
     return fit_latency_bandwidth([k * row_dim * 4 for k in row_counts], times)
 
 
-def _index_select_time(table: torch.Tensor, batches: list[torch.Tensor], repeats: int) -> float:
+def _index_select_time_s(table: torch.Tensor, batches: list[torch.Tensor], repeats: int) -> float:
     """Median time of ``index_select`` of ``batches[1:]`` after a warm-up with ``batches[0]``."""
     it = iter(batches)
-    return median_time(lambda: torch.index_select(table, 0, next(it)), repeats)
+    return median_time_s(lambda: torch.index_select(table, 0, next(it)), repeats)
 
 
 OVERHEAD_ARCHS = ("gcn", "sage", "gat", "gin")
@@ -242,12 +242,12 @@ def kernel_overhead_s(threads: int, repeats: int) -> float:
 
     import dgl
 
-    from executor.data import build_graph
-    from executor.models import GNN, attach_edge_weights
-    from executor.sampling import TimedSampler, sample_inline
-    from simulator.workload.model_cost import Block, model_cost
-    from simulator.workload.rmat import rmat_edges
-    from simulator.workload.spec import ModelSpec
+    from gnnplan.executor.data import build_graph
+    from gnnplan.executor.models import GNN, attach_edge_weights
+    from gnnplan.executor.sampling import TimedSampler, sample_inline
+    from gnnplan.simulator.workload.model_cost import Block, model_cost
+    from gnnplan.simulator.workload.rmat import rmat_edges
+    from gnnplan.simulator.workload.spec import ModelSpec
 
     n, factor, fanouts, seeds, width, hidden = OVERHEAD_GRAPH
     src, dst = rmat_edges(n, factor * n, seed=0)
@@ -261,7 +261,7 @@ def kernel_overhead_s(threads: int, repeats: int) -> float:
             spec = ModelSpec.model_validate({"arch": arch, "num_layers": len(fanouts), "hidden_dim": hidden})
             torch.manual_seed(0)
             model, x = GNN(spec, width, 2), torch.randn(len(batch.input_nodes), width)
-            seconds = median_time(functools.partial(_pass, model, batch.blocks, x), repeats, warmup=3)
+            seconds = median_time_s(functools.partial(_pass, model, batch.blocks, x), repeats, warmup=3)
             blocks = [Block(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in batch.blocks]
             cost = model_cost(spec, width, 2, blocks)
             per_kernel.append(seconds / (len(cost.forward) + len(cost.backward)))
@@ -278,8 +278,8 @@ def sampling_edges_per_s(sizes: Sizes) -> float:
     executor samples (:class:`executor.sampling.TimedSampler`), on an R-MAT graph."""
     import dgl
 
-    from executor.sampling import TimedSampler
-    from simulator.workload.rmat import rmat_edges
+    from gnnplan.executor.sampling import TimedSampler
+    from gnnplan.simulator.workload.rmat import rmat_edges
 
     n = sizes.rmat_vertices
     src, dst = rmat_edges(n, sizes.rmat_edge_factor * n, seed=0)
@@ -303,7 +303,7 @@ def _ping_pong(topo: Any, emit: Any, sizes: Sequence[int], repeats: int) -> list
 
     Sizes are interleaved (every repeat runs all sizes), so a burst of load from other processes spoils one
     sample of several sizes, which the medians reject, rather than every sample of one size."""
-    from executor import comm
+    from gnnplan.executor import comm
 
     first, second = (comm.send, comm.recv) if topo.rank == 0 else (comm.recv, comm.send)
     bufs = [torch.zeros(size, dtype=torch.uint8) for size in sizes]
@@ -325,7 +325,7 @@ def network_latency_bandwidth(sizes: Sequence[int], repeats: int) -> tuple[float
     Returns:
         (latency_s, bandwidth_bytes_per_s) fitted to the one-way times.
     """
-    from executor.launch import spawn
+    from gnnplan.executor.launch import spawn
 
     times = spawn(_ping_pong, 2, (list(sizes), repeats))
     return fit_latency_bandwidth(sizes, times)

@@ -29,15 +29,15 @@ from typing import Any
 
 import torch
 
-from executor import comm
-from executor.data import Topology
-from executor.launch import run_in_process, spawn
-from executor.strategies import get_executor
-from executor.strategies.base import EpochStats
-from executor.trace import Recorder, now, save, trace_path
-from simulator.errors import SpecError
-from simulator.plan import Plan
-from simulator.strategies import get_strategy
+from gnnplan.executor import comm
+from gnnplan.executor.data import Topology
+from gnnplan.executor.launch import run_in_process, spawn
+from gnnplan.executor.strategies import get_executor
+from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.trace import Recorder, now, save, trace_path
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.strategies import get_strategy
 
 EpochCallback = Callable[[dict[str, Any]], None]
 
@@ -215,7 +215,7 @@ def trace_metadata(plan: Plan, result: dict[str, Any]) -> dict[str, Any]:
     """The trace's metadata object."""
     import dgl
 
-    import simulator
+    import gnnplan.simulator as simulator
 
     return {"plan": plan.model_dump(mode="json"), "results": result, "num_workers": plan.num_workers,
             "strategy": plan.strategy, "knobs": dict(plan.knobs), "cluster": plan.cluster.name,

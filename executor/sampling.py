@@ -27,7 +27,7 @@ import dgl
 import numpy as np
 import torch
 
-from executor.trace import now
+from gnnplan.executor.trace import now
 
 Schedule = Callable[[int], list[np.ndarray]]
 """``schedule(epoch)`` -> this worker's seed batches of that epoch (module-level or a partial: picklable)."""

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simulator.trace import Span, write_trace
+from gnnplan.simulator.trace import Span, write_trace
 
 now = time.perf_counter
 """The clock every executor span is measured with."""

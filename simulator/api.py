@@ -16,16 +16,16 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-import simulator
-from simulator.errors import SpecError
-from simulator.hardware.spec import ClusterSpec, load_cluster
-from simulator.plan import Plan
-from simulator.result import SimResult
-from simulator.strategies import get_strategy
-from simulator.strategies.base import SimContext
-from simulator.trace import write_trace
-from simulator.workload import graphstats
-from simulator.workload.spec import WorkloadSpec, load_workload
+import gnnplan.simulator as simulator
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.result import SimResult
+from gnnplan.simulator.strategies import get_strategy
+from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.trace import write_trace
+from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 _NONE_WORDS = ("none", "null")
 

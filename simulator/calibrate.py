@@ -58,14 +58,14 @@ from typing import Any
 import numpy as np
 from scipy.optimize import brentq, least_squares
 
-from simulator.errors import SpecError
-from simulator.hardware.collectives import hierarchical_all_reduce_time
-from simulator.hardware.spec import ClusterSpec, cluster_from_dict, load_cluster
-from simulator.plan import Plan
-from simulator.result import SimResult
-from simulator.strategies.base import PhaseProfile
-from simulator.strategies.dp import FETCH_REQUEST_MESSAGES
-from simulator.trace import Span, read_trace
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.collectives import hierarchical_all_reduce_time_s
+from gnnplan.simulator.hardware.spec import ClusterSpec, cluster_from_dict, load_cluster
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.result import SimResult
+from gnnplan.simulator.strategies.base import PhaseProfile
+from gnnplan.simulator.strategies.dp import FETCH_REQUEST_MESSAGES
+from gnnplan.simulator.trace import Span, read_trace
 
 PARAMS = ("network.bandwidth_bytes_per_s", "network.latency_s", "pcie.bandwidth_bytes_per_s", "pcie.latency_s",
           "efficiency.gather_fraction", "efficiency.forward_fraction", "efficiency.backward_fraction",
@@ -119,15 +119,15 @@ def _reshaped(cluster: ClusterSpec, plan: Plan) -> ClusterSpec:
 
 
 def _default_simulate(cluster: ClusterSpec, plan: Plan) -> SimResult:
-    from simulator.api import simulate
+    from gnnplan.simulator.api import simulate
 
     return simulate(_reshaped(cluster, plan), plan.workload, plan.strategy, plan.knobs)
 
 
 def _profile(trace: _Trace) -> dict[str, PhaseProfile]:
     """The compute profile of the trace's strategy on the trace's cluster shape (module docstring)."""
-    from simulator.api import load_context
-    from simulator.strategies import dp
+    from gnnplan.simulator.api import load_context
+    from gnnplan.simulator.strategies import dp
 
     plan = trace.plan
     module, knobs, ctx = load_context(trace.shape, plan.workload, plan.strategy, plan.knobs)
@@ -251,7 +251,7 @@ class _Model:
                 "bandwidth_bytes_per_s": v["network.bandwidth_bytes_per_s"], "latency_s": v["network.latency_s"]}),
                 "pcie": shape.pcie.model_copy(update={"bandwidth_bytes_per_s": v["pcie.bandwidth_bytes_per_s"],
                                                       "latency_s": v["pcie.latency_s"]})})
-            return hierarchical_all_reduce_time(s.nbytes, cl)
+            return hierarchical_all_reduce_time_s(s.nbytes, cl)
         if kind == "load":
             g = v["efficiency.gather_fraction"]
             local, remote, hit = (float(s.args.get(k, 0.0)) for k in ("local_bytes", "remote_bytes", "hit_bytes"))

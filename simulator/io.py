@@ -14,7 +14,7 @@ from typing import IO, Any
 
 import yaml
 
-from simulator.errors import SpecError
+from gnnplan.simulator.errors import SpecError
 
 
 def read_yaml(path: str | Path, what: str) -> dict[str, Any]:

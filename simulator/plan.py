@@ -20,10 +20,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from simulator.errors import SpecError, one_line
-from simulator.hardware.spec import ClusterSpec
-from simulator.io import atomic_write_yaml, read_yaml
-from simulator.workload.spec import WorkloadSpec
+from gnnplan.simulator.errors import SpecError, one_line
+from gnnplan.simulator.hardware.spec import ClusterSpec
+from gnnplan.simulator.io import atomic_write_yaml, read_yaml
+from gnnplan.simulator.workload.spec import WorkloadSpec
 
 
 class Plan(BaseModel):

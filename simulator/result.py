@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.trace import Span
+from gnnplan.simulator.trace import Span
 
 LINKS = ("pcie", "nvlink", "network", "storage")
 

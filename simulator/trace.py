@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import SpecError
-from simulator.io import atomic_write_text
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.io import atomic_write_text
 
 STREAMS = ("compute", "sampler", "pcie", "nvlink", "network", "storage", "host")
 

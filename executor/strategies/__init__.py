@@ -8,9 +8,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from simulator.errors import SpecError
+from gnnplan.simulator.errors import SpecError
 
-EXECUTORS = {name: f"executor.strategies.{name}" for name in ("dp", "hopgnn", "neutronstar", "ppgnn")}
+EXECUTORS = {name: f"gnnplan.executor.strategies.{name}" for name in ("dp", "hopgnn", "neutronstar", "ppgnn")}
 """Strategy name -> module implementing it for real."""
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Protocol
 
-from executor.evaluate import Accuracy
+from gnnplan.executor.evaluate import Accuracy
 
 
 @dataclass

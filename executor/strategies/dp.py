@@ -32,18 +32,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from executor import comm
-from executor.assemble import load_training_data
-from executor.data import Topology, iteration_batches, rank_batches, split_batch, worker_seeds
-from executor.evaluate import Accuracy, Evaluator
-from executor.features import LoadStats
-from executor.models import GNN, attach_edge_weights, num_params
-from executor.sampling import Batch, BatchStream, TimedSampler, sample_inline
-from executor.strategies.base import EpochStats
-from executor.trace import Recorder, now
-from simulator.plan import Plan
-from simulator.strategies.dp import NAME, Knobs
-from simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
+from gnnplan.executor import comm
+from gnnplan.executor.assemble import load_training_data
+from gnnplan.executor.data import Topology, iteration_batches, rank_batches, split_batch, worker_seeds
+from gnnplan.executor.evaluate import Accuracy, Evaluator
+from gnnplan.executor.features import LoadStats
+from gnnplan.executor.models import GNN, attach_edge_weights, num_params
+from gnnplan.executor.sampling import Batch, BatchStream, TimedSampler, sample_inline
+from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.trace import Recorder, now
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.strategies.dp import NAME, Knobs
+from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
 
 __all__ = ["NAME", "Knobs", "Trainer"]
 

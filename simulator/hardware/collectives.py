@@ -17,10 +17,10 @@ Notation: ``p`` ranks, ``n`` bytes per rank, link bandwidth ``B`` (bytes/s) and 
 
 from __future__ import annotations
 
-from simulator.hardware.spec import ClusterSpec, LinkSpec
+from gnnplan.simulator.hardware.spec import ClusterSpec, LinkSpec
 
 
-def ring_all_reduce_time(nbytes: float, num_ranks: int, bandwidth_bytes_per_s: float, latency_s: float) -> float:
+def ring_all_reduce_time_s(nbytes: float, num_ranks: int, bandwidth_bytes_per_s: float, latency_s: float) -> float:
     """Ring all-reduce of ``nbytes`` per rank: ``2 (p-1)/p * n / B + 2 (p-1) alpha`` (0 for one rank).
 
     Source: Thakur, Rabenseifner and Gropp, IJHPCA 2005, §4.5.
@@ -43,7 +43,7 @@ def intra_machine_link(cluster: ClusterSpec) -> tuple[LinkSpec, str]:
     return cluster.pcie, "pcie"
 
 
-def hierarchical_all_reduce_time(nbytes: float, cluster: ClusterSpec) -> float:
+def hierarchical_all_reduce_time_s(nbytes: float, cluster: ClusterSpec) -> float:
     """All-reduce of ``nbytes`` per GPU over the whole cluster (hierarchical when ``gpus_per_machine > 1``).
 
     Reduces to the flat ring all-reduce over the network for one GPU per machine, and over NVLink (or PCIe)
@@ -51,7 +51,7 @@ def hierarchical_all_reduce_time(nbytes: float, cluster: ClusterSpec) -> float:
     """
     g, m = cluster.gpus_per_machine, cluster.num_machines
     intra, _ = intra_machine_link(cluster)
-    inside = ring_all_reduce_time(nbytes, g, intra.bandwidth_bytes_per_s, intra.latency_s)
+    inside = ring_all_reduce_time_s(nbytes, g, intra.bandwidth_bytes_per_s, intra.latency_s)
     across = 0.0
     if m > 1 and nbytes > 0:
         net = cluster.network
@@ -70,7 +70,7 @@ def all_reduce_link_bytes(nbytes: float, cluster: ClusterSpec) -> dict[str, floa
     return {kind: ring_all_reduce_bytes(nbytes, g), "network": ring_all_reduce_bytes(nbytes / g, m)}
 
 
-def all_to_all_time(nbytes: float, num_ranks: int, bandwidth_bytes_per_s: float, latency_s: float) -> float:
+def all_to_all_time_s(nbytes: float, num_ranks: int, bandwidth_bytes_per_s: float, latency_s: float) -> float:
     """All-to-all where each rank holds ``nbytes`` split evenly among all ranks: pairwise exchange,
     ``(p-1) alpha + (p-1)/p * n / B`` (0 for one rank).
 

@@ -32,8 +32,8 @@ from typing import Any, Protocol
 
 import simpy
 
-from simulator.engine import Engine, FluidResource
-from simulator.hardware.spec import ClusterSpec, GpuSpec, LinkSpec
+from gnnplan.simulator.engine import Engine, FluidResource
+from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec, LinkSpec
 
 FLOAT_BYTES = 4
 """float32 width. Source: IEEE 754-2008 binary32."""
@@ -60,7 +60,7 @@ class Kernel(Protocol):
     def sparse(self) -> bool: ...
 
 
-def roofline_time(flops: float, nbytes: float, peak_flops_per_s: float, memory_bandwidth_bytes_per_s: float) -> float:
+def roofline_time_s(flops: float, nbytes: float, peak_flops_per_s: float, memory_bandwidth_bytes_per_s: float) -> float:
     """Roofline lower bound of a kernel's time.
 
     Source: Williams, Waterman and Patterson, "Roofline", CACM 2009, eq. (1): attainable FLOP/s =
@@ -69,19 +69,19 @@ def roofline_time(flops: float, nbytes: float, peak_flops_per_s: float, memory_b
     return max(flops / peak_flops_per_s, nbytes / memory_bandwidth_bytes_per_s)
 
 
-def kernel_time(kernel: Kernel, gpu: GpuSpec) -> float:
+def kernel_time_s(kernel: Kernel, gpu: GpuSpec) -> float:
     """Roofline time of one kernel on ``gpu``; sparse kernels use ``gpu.sparse_flops_per_s`` when set."""
     if kernel.sparse and gpu.sparse_flops_per_s is not None:
         return kernel.flops / gpu.sparse_flops_per_s
-    return roofline_time(kernel.flops, kernel.nbytes, gpu.peak_flops_per_s, gpu.memory_bandwidth_bytes_per_s)
+    return roofline_time_s(kernel.flops, kernel.nbytes, gpu.peak_flops_per_s, gpu.memory_bandwidth_bytes_per_s)
 
 
-def roofline_seconds(kernels: Iterable[Kernel], gpu: GpuSpec) -> float:
+def roofline_s(kernels: Iterable[Kernel], gpu: GpuSpec) -> float:
     """Sum of the kernels' roofline times on ``gpu`` (no efficiency, no per-kernel overhead)."""
-    return sum(kernel_time(k, gpu) for k in kernels)
+    return sum(kernel_time_s(k, gpu) for k in kernels)
 
 
-def compute_time(kernels: Iterable[Kernel], gpu: GpuSpec, efficiency_fraction: float) -> float:
+def compute_time_s(kernels: Iterable[Kernel], gpu: GpuSpec, efficiency_fraction: float) -> float:
     """Time of a sequence of kernels: the sum of their roofline times divided by the achieved fraction, plus
     ``gpu.kernel_overhead_s`` per kernel (module docstring).
 
@@ -91,10 +91,10 @@ def compute_time(kernels: Iterable[Kernel], gpu: GpuSpec, efficiency_fraction: f
         efficiency_fraction: achieved fraction of the roofline bound (``cluster.efficiency.*_fraction``).
     """
     ks = tuple(kernels)
-    return roofline_seconds(ks, gpu) / efficiency_fraction + len(ks) * gpu.kernel_overhead_s
+    return roofline_s(ks, gpu) / efficiency_fraction + len(ks) * gpu.kernel_overhead_s
 
 
-def transfer_time(nbytes: float, link: LinkSpec) -> float:
+def transfer_time_s(nbytes: float, link: LinkSpec) -> float:
     """Alpha-beta time of one message: ``latency_s + nbytes / bandwidth_bytes_per_s`` (0 for no bytes).
 
     Source: Hockney, Parallel Computing 20(3), 1994 (the alpha-beta / (r_inf, n_1/2) model).
@@ -102,12 +102,12 @@ def transfer_time(nbytes: float, link: LinkSpec) -> float:
     return 0.0 if nbytes <= 0 else link.latency_s + nbytes / link.bandwidth_bytes_per_s
 
 
-def gather_time(nbytes: float, memory_bandwidth_bytes_per_s: float, gather_fraction: float) -> float:
+def gather_time_s(nbytes: float, memory_bandwidth_bytes_per_s: float, gather_fraction: float) -> float:
     """Time to gather ``nbytes`` of feature rows (index_select) from a memory: memory-bound."""
     return nbytes / (memory_bandwidth_bytes_per_s * gather_fraction)
 
 
-def sampling_time(num_edges: float, edges_per_s_per_core: float, num_cores: float) -> float:
+def sampling_time_s(num_edges: float, edges_per_s_per_core: float, num_cores: float) -> float:
     """Time to sample ``num_edges`` neighbour edges on ``num_cores`` cores."""
     return num_edges / (edges_per_s_per_core * num_cores)
 

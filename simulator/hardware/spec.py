@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from simulator.errors import SpecError, one_line
-from simulator.io import read_yaml
+from gnnplan.simulator.errors import SpecError, one_line
+from gnnplan.simulator.io import read_yaml
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -113,7 +113,7 @@ class ClusterSpec(_Spec):
 def preset_dirs() -> list[Path]:
     """Folders searched for cluster presets: the user's (``$GNNPLAN_HOME/presets``, default ``~/.gnnplan``)
     first, so ``gnnplan probe`` can replace ``local``, then the presets shipped with the package."""
-    from simulator.paths import user_home
+    from gnnplan.simulator.paths import user_home
 
     return [user_home() / "presets", PRESET_DIR]
 

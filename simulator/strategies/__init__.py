@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from simulator.errors import SpecError
-from simulator.strategies import dp, hopgnn, neutronstar, ppgnn
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.strategies import dp, hopgnn, neutronstar, ppgnn
 
 STRATEGIES: dict[str, ModuleType] = {m.NAME: m for m in (dp, hopgnn, neutronstar, ppgnn)}
 

@@ -16,13 +16,13 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from simulator.engine import Engine, Rendezvous
-from simulator.errors import SpecError
-from simulator.hardware.model import FLOAT_BYTES, HardwareModel, Kernel, compute_time, roofline_seconds
-from simulator.hardware.spec import ClusterSpec, GpuSpec
-from simulator.trace import Span
-from simulator.workload.graphstats import DatasetSummary, SampleStats
-from simulator.workload.spec import WorkloadSpec
+from gnnplan.simulator.engine import Engine, Rendezvous
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel, Kernel, compute_time_s, roofline_s
+from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec
+from gnnplan.simulator.trace import Span
+from gnnplan.simulator.workload.graphstats import DatasetSummary, SampleStats
+from gnnplan.simulator.workload.spec import WorkloadSpec
 
 MAX_WINDOW_ITERATIONS = 16
 STEADY_ITERATIONS = 8
@@ -83,7 +83,7 @@ class PhaseProfile:
 def kernel_profile(spans: Sequence[Sequence[Kernel]], gpu: GpuSpec) -> PhaseProfile:
     """The :class:`PhaseProfile` of a phase whose spans run the given kernel lists (one list per span)."""
     flops = sum(k.flops for ks in spans for k in ks)
-    seconds = sum(roofline_seconds(ks, gpu) for ks in spans)
+    seconds = sum(roofline_s(ks, gpu) for ks in spans)
     return PhaseProfile(seconds / max(flops, 1.0), sum(len(ks) for ks in spans) / max(len(spans), 1))
 
 
@@ -191,7 +191,7 @@ def iteration_plan(num_train: int, batch_size: int, num_workers: int) -> Iterati
     return IterationPlan(n, per_iter, last / per_iter, window)
 
 
-def steady_period(iteration_ends: list[float], plan: IterationPlan) -> float:
+def steady_period_s(iteration_ends: list[float], plan: IterationPlan) -> float:
     """Steady-state seconds per iteration from the window's iteration end times (slowest worker).
 
     Args:
@@ -242,7 +242,7 @@ def place_window(spans: list[Span], plan: IterationPlan, period_s: float) -> lis
 
 class PhaseKernels(Protocol):
     """A model's kernels and size per training step (:class:`simulator.workload.model_cost.ModelCost`,
-    :class:`simulator.workload.ppgnn_cost.ModelCost`)."""
+    :class:`simulator.strategies.ppgnn.cost.ModelCost`)."""
 
     @property
     def forward(self) -> Sequence[Kernel]: ...
@@ -275,9 +275,9 @@ class StepCompute:
         """Price a model's kernels on ``cluster`` (:func:`simulator.hardware.model.compute_time` with the
         efficiency fraction of each phase)."""
         eff, gpu = cluster.efficiency, cluster.gpu
-        return cls(compute_time(cost.forward, gpu, eff.forward_fraction),
-                   compute_time(cost.backward, gpu, eff.backward_fraction),
-                   compute_time(cost.optimizer, gpu, eff.optimizer_fraction),
+        return cls(compute_time_s(cost.forward, gpu, eff.forward_fraction),
+                   compute_time_s(cost.backward, gpu, eff.backward_fraction),
+                   compute_time_s(cost.optimizer, gpu, eff.optimizer_fraction),
                    sum(k.flops for k in cost.forward), sum(k.flops for k in cost.backward),
                    sum(k.flops for k in cost.optimizer), float(FLOAT_BYTES * cost.num_params))
 

@@ -49,16 +49,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.errors import SpecError
-from simulator.hardware.collectives import all_reduce_link_bytes
-from simulator.hardware.model import (
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
+from gnnplan.simulator.hardware.model import (
     CUDA_CONTEXT_BYTES,
     FLOAT_BYTES,
     HOST_PROCESS_BYTES,
-    gather_time,
+    gather_time_s,
 )
-from simulator.result import LINKS, SimResult
-from simulator.strategies.base import (
+from gnnplan.simulator.result import LINKS, SimResult
+from gnnplan.simulator.strategies.base import (
     IterationPlan,
     MemoryEstimate,
     PhaseProfile,
@@ -70,10 +70,10 @@ from simulator.strategies.base import (
     memory_estimate,
     phase_breakdown,
     place_window,
-    steady_period,
+    steady_period_s,
 )
-from simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost, model_cost, model_state_bytes
-from simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
+from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost, model_cost, model_state_bytes
+from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
 
 NAME = "dp"
 SUPPORTS = ("mini-batch",)
@@ -227,7 +227,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     run = _Run(ctx, knobs, plan, full, last)
     run.execute()
     ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(plan.window))]
-    period = steady_period(ends, plan)
+    period = steady_period_s(ends, plan)
     epoch = ends[-1] + plan.extrapolated * period
     breakdown = phase_breakdown(run.spans, plan, PHASES)
     breakdown["overhead"] = plan.num_iterations * ctx.cluster.iteration_overhead_s
@@ -306,12 +306,12 @@ class _Run(WindowRun):
     def _load(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
         hw, cl, start = self.hw, self.ctx.cluster, self.engine.now
         gather = cl.efficiency.gather_fraction
-        parts = [self.engine.timeout(gather_time(work.local_bytes, cl.host.memory_bandwidth_bytes_per_s, gather))]
+        parts = [self.engine.timeout(gather_time_s(work.local_bytes, cl.host.memory_bandwidth_bytes_per_s, gather))]
         if work.remote_bytes > 0:
             parts.append(self.engine.process(self._fetch(rank, pos, work)))
         yield self.engine.all_of(parts)
         yield hw.host_to_gpu(rank, work.local_bytes + work.remote_bytes)
-        yield from hw.compute(rank, gather_time(work.hit_bytes, cl.gpu.memory_bandwidth_bytes_per_s, gather))
+        yield from hw.compute(rank, gather_time_s(work.hit_bytes, cl.gpu.memory_bandwidth_bytes_per_s, gather))
         self._span(rank, "load", start, "pcie", pos, nbytes=work.local_bytes + work.remote_bytes,
                    hit_bytes=work.hit_bytes, local_bytes=work.local_bytes, remote_bytes=work.remote_bytes,
                    num_input_vertices=work.num_input_vertices)

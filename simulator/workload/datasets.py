@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.errors import SpecError
-from simulator.paths import cache_dir
-from simulator.workload.rmat import rmat_edges
-from simulator.workload.spec import RmatSpec
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.paths import cache_dir
+from gnnplan.simulator.workload.rmat import rmat_edges
+from gnnplan.simulator.workload.spec import RmatSpec
 
 DATA_DIR = Path(__file__).parent / "data"
 PRESETS = ("cora", "citeseer")

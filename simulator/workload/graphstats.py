@@ -24,12 +24,12 @@ from typing import Any
 
 import numpy as np
 
-from simulator.errors import SpecError
-from simulator.io import atomic_save_npy, atomic_write_json
-from simulator.paths import cache_dir
-from simulator.workload.datasets import GraphData, dataset_key, load_dataset
-from simulator.workload.partition import cached_vertices, partition, split_seeds
-from simulator.workload.spec import RmatSpec
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.io import atomic_save_npy, atomic_write_json
+from gnnplan.simulator.paths import cache_dir
+from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
+from gnnplan.simulator.workload.partition import cached_vertices, partition, split_seeds
+from gnnplan.simulator.workload.spec import RmatSpec
 
 STATS_FORMAT = 2
 """Version of the measurement; part of every cache key, so changing how statistics are measured means bumping it."""

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from simulator.workload.spec import ModelSpec
+from gnnplan.simulator.workload.spec import ModelSpec
 
 FLOAT_BYTES = 4
 """float32. Source: IEEE 754-2008 binary32."""

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from simulator.errors import SpecError, one_line
-from simulator.io import read_yaml
+from gnnplan.simulator.errors import SpecError, one_line
+from gnnplan.simulator.io import read_yaml
 
 PRESET_DIR = Path(__file__).parent / "presets"
 Arch = Literal["gcn", "sage", "gat", "gin", "sgc", "sign"]

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from autotune.candidates import accepts, candidates, model_variants
-from autotune.planning import tune_to_plan
-from simulator.errors import SpecError
-from simulator.hardware.spec import load_cluster
-from simulator.plan import load_plan
-from simulator.strategies import STRATEGIES
-from simulator.workload.spec import MESSAGE_PASSING_ARCHS, load_workload
+from gnnplan.autotune.candidates import accepts, candidates, model_variants
+from gnnplan.autotune.planning import tune_to_plan
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.plan import load_plan
+from gnnplan.simulator.strategies import STRATEGIES
+from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS, load_workload
 
 SAGE = load_workload("cora-sage")
 SGC = load_workload("cora-sgc")

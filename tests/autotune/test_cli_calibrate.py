@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from autotune.cli import main
-from simulator.hardware.spec import load_cluster
+from gnnplan.autotune.cli import main
+from gnnplan.simulator.hardware.spec import load_cluster
 
 
 @pytest.mark.parametrize("strategy, workload", [("dp", "cora-sage"), ("neutronstar", "cora-gcn-full")])

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autotune.cli import main
-from simulator.hardware.spec import PRESET_DIR as CLUSTER_PRESETS
-from simulator.workload.datasets import DATA_DIR
+from gnnplan.autotune.cli import main
+from gnnplan.simulator.hardware.spec import PRESET_DIR as CLUSTER_PRESETS
+from gnnplan.simulator.workload.datasets import DATA_DIR
 
 
 def _cluster(tmp_path: Path, **changes: object) -> Path:
@@ -119,7 +119,7 @@ def test_unknown_presets(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_console_script_exit_code_and_no_traceback(tmp_path: Path) -> None:
     cluster = _cluster(tmp_path, pcie__latency_s=-5.0)
-    proc = subprocess.run([sys.executable, "-m", "autotune.cli", "simulate", "--cluster", str(cluster),
+    proc = subprocess.run([sys.executable, "-m", "gnnplan.autotune.cli", "simulate", "--cluster", str(cluster),
                            "--workload", "cora-sage", "--strategy", "dp", "--json"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from executor_workers import fetch_check, several
 
-from executor.data import INDEX_BYTES, input_features
-from executor.launch import run_in_process, spawn
-from simulator.workload.datasets import load_dataset
-from simulator.workload.partition import cached_vertices
+from gnnplan.executor.data import INDEX_BYTES, input_features
+from gnnplan.executor.launch import run_in_process, spawn
+from gnnplan.simulator.workload.datasets import load_dataset
+from gnnplan.simulator.workload.partition import cached_vertices
 
 KNOBS = {"cache_fraction": 0.1, "partitioner": "metis"}
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from executor_workers import make_plan
 
-from executor.launch import free_port
-from executor.runner import run_plan
-from simulator.errors import SpecError
-from simulator.hardware.spec import load_cluster
-from simulator.plan import Plan, save_plan
-from simulator.trace import read_trace
-from simulator.workload.spec import load_workload
+from gnnplan.executor.launch import free_port
+from gnnplan.executor.runner import run_plan
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.plan import Plan, save_plan
+from gnnplan.simulator.trace import read_trace
+from gnnplan.simulator.workload.spec import load_workload
 
 RUN_KEYS = {"epoch_time_s", "epoch_times_s", "loss", "val_accuracy", "test_accuracy", "bytes_per_epoch", "trace"}
 ITERATION_PHASES = {"sample", "load", "fetch", "forward", "backward", "all_reduce", "optimizer", "iteration"}
@@ -93,7 +93,7 @@ def test_torchrun_entry(tmp_path: Path) -> None:
     env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "DGLBACKEND": "pytorch"}
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-m", "executor.launch", str(plan_path), "--epochs", "1",
+    out = subprocess.run([sys.executable, "-m", "gnnplan.executor.launch", str(plan_path), "--epochs", "1",
                           "--trace-dir", str(tmp_path / "traces"), "--no-progress"],
                          cwd=root, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stderr

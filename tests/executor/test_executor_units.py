@@ -12,8 +12,8 @@ import pytest
 import torch
 from executor_workers import make_plan
 
-from executor import comm
-from executor.data import (
+from gnnplan.executor import comm
+from gnnplan.executor.data import (
     Topology,
     build_graph,
     input_features,
@@ -23,18 +23,18 @@ from executor.data import (
     split_batch,
     worker_seeds,
 )
-from executor.evaluate import inference_owners
-from executor.features import FeatureStore
-from executor.launch import run_in_process
-from executor.models import GNN, attach_edge_weights, num_params
-from executor.sampling import BatchStream, TimedSampler
-from executor.trace import Recorder, save, trace_path
-from simulator.strategies.base import iteration_plan
-from simulator.trace import read_trace
-from simulator.workload.datasets import load_dataset
-from simulator.workload.model_cost import param_count
-from simulator.workload.partition import cached_vertices, partition
-from simulator.workload.spec import ModelSpec
+from gnnplan.executor.evaluate import inference_owners
+from gnnplan.executor.features import FeatureStore
+from gnnplan.executor.launch import run_in_process
+from gnnplan.executor.models import GNN, attach_edge_weights, num_params
+from gnnplan.executor.sampling import BatchStream, TimedSampler
+from gnnplan.executor.trace import Recorder, save, trace_path
+from gnnplan.simulator.strategies.base import iteration_plan
+from gnnplan.simulator.trace import read_trace
+from gnnplan.simulator.workload.datasets import load_dataset
+from gnnplan.simulator.workload.model_cost import param_count
+from gnnplan.simulator.workload.partition import cached_vertices, partition
+from gnnplan.simulator.workload.spec import ModelSpec
 
 CPU = torch.device("cpu")
 
@@ -164,7 +164,7 @@ def test_ring_bytes() -> None:
 
 
 def _evaluate(topo: Topology, emit, arch: str) -> tuple:  # type: ignore[no-untyped-def]
-    from executor.strategies.dp import Trainer
+    from gnnplan.executor.strategies.dp import Trainer
 
     trainer = Trainer(topo, make_plan(arch, 1, {"cache_fraction": 0.05}, fanouts=[-1, -1]), Recorder(0, 0.0))
     acc = trainer.evaluate()

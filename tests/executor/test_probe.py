@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import yaml
 
-from executor import probe
-from simulator.errors import SpecError
-from simulator.hardware.spec import cluster_from_dict, load_cluster
+from gnnplan.executor import probe
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import cluster_from_dict, load_cluster
 
 
 def _leaves(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:

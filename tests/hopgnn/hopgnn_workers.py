@@ -6,13 +6,13 @@ from typing import Any
 
 import numpy as np
 
-from executor import comm
-from executor.data import Topology
-from executor.strategies import dp, hopgnn
-from executor.trace import Recorder
-from simulator.hardware.spec import load_cluster
-from simulator.plan import Plan
-from simulator.workload.spec import load_workload, workload_from_dict
+from gnnplan.executor import comm
+from gnnplan.executor.data import Topology
+from gnnplan.executor.strategies import dp, hopgnn
+from gnnplan.executor.trace import Recorder
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.workload.spec import load_workload, workload_from_dict
 
 
 def make_plan(strategy: str, arch: str, num_workers: int, knobs: dict[str, Any], fanouts: list[int] | None = None,

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from hopgnn_workers import epochs, gradients
 
-from executor.launch import spawn
-from executor.runner import run_plan
-from simulator.hardware.spec import load_cluster
-from simulator.plan import Plan
-from simulator.workload.datasets import load_dataset
-from simulator.workload.spec import load_workload
+from gnnplan.executor.launch import spawn
+from gnnplan.executor.runner import run_plan
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.workload.datasets import load_dataset
+from gnnplan.simulator.workload.spec import load_workload
 
 FANOUTS = [10, 10]
 

@@ -8,8 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from executor.hopgnn_exchange import MergeController
-from simulator.workload.micrographs import (
+from gnnplan.executor.strategies.hopgnn.exchange import MergeController
+from gnnplan.simulator.strategies.hopgnn.micrographs import (
     build_blocks,
     cut_blocks,
     home_groups,
@@ -93,8 +93,8 @@ def cora_batch():  # type: ignore[no-untyped-def]
     import dgl
     import torch
 
-    from executor.data import build_graph
-    from simulator.workload.datasets import load_dataset
+    from gnnplan.executor.data import build_graph
+    from gnnplan.simulator.workload.datasets import load_dataset
 
     data = load_dataset("cora")
     g, weights = build_graph(data, "gcn")
@@ -122,8 +122,8 @@ def test_rebuilt_groups_compute_the_batch_outputs(cora_batch, arch: str) -> None
     import dgl
     import torch
 
-    from executor.models import GNN, attach_edge_weights
-    from simulator.workload.spec import ModelSpec
+    from gnnplan.executor.models import GNN, attach_edge_weights
+    from gnnplan.simulator.workload.spec import ModelSpec
 
     data, g, weights, seeds, blocks = cora_batch
     torch.manual_seed(0)

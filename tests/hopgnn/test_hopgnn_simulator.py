@@ -7,14 +7,14 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from autotune.study import eligible_strategies
-from executor.strategies import EXECUTORS
-from simulator.api import load_context, parse_knobs, simulate
-from simulator.errors import SpecError
-from simulator.hardware.spec import load_cluster
-from simulator.strategies import STRATEGIES, hopgnn
-from simulator.workload.micrographs import micrograph_stats
-from simulator.workload.spec import load_workload, workload_from_dict
+from gnnplan.autotune.study import eligible_strategies
+from gnnplan.executor.strategies import EXECUTORS
+from gnnplan.simulator.api import load_context, parse_knobs, simulate
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.strategies import STRATEGIES, hopgnn
+from gnnplan.simulator.strategies.hopgnn.micrographs import micrograph_stats
+from gnnplan.simulator.workload.spec import load_workload, workload_from_dict
 
 
 def cluster(num_machines: int):  # type: ignore[no-untyped-def]
@@ -22,7 +22,7 @@ def cluster(num_machines: int):  # type: ignore[no-untyped-def]
 
 
 def test_registered_and_offered_for_mini_batch_workloads() -> None:
-    assert STRATEGIES["hopgnn"] is hopgnn and EXECUTORS["hopgnn"] == "executor.strategies.hopgnn"
+    assert STRATEGIES["hopgnn"] is hopgnn and EXECUTORS["hopgnn"] == "gnnplan.executor.strategies.hopgnn"
     offered = eligible_strategies(load_workload("cora-sage"), None)
     assert {"dp", "hopgnn"} <= set(offered)
     data = load_workload("cora-sage").model_dump(mode="json")

@@ -9,15 +9,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from executor import comm
-from executor.data import Topology, build_graph, input_features
-from executor.models import EDGE_WEIGHT, GNN
-from executor.strategies.neutronstar import Trainer
-from executor.trace import Recorder
-from simulator.hardware.spec import ClusterSpec, load_cluster
-from simulator.plan import Plan
-from simulator.workload.datasets import load_dataset
-from simulator.workload.spec import WorkloadSpec, load_workload, workload_from_dict
+from gnnplan.executor import comm
+from gnnplan.executor.data import Topology, build_graph, input_features
+from gnnplan.executor.models import EDGE_WEIGHT, GNN
+from gnnplan.executor.strategies.neutronstar import Trainer
+from gnnplan.executor.trace import Recorder
+from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.workload.datasets import load_dataset
+from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload, workload_from_dict
 
 
 def make_workload(arch: str, dropout: float = 0.0, dataset: Any = "cora", **model: Any) -> WorkloadSpec:

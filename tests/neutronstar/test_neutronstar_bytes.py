@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from neutronstar_workers import make_plan, make_workload, several
 
-from executor.launch import spawn
-from simulator.api import simulate
+from gnnplan.executor.launch import spawn
+from gnnplan.simulator.api import simulate
 
 KNOBS = ({"mode": "depcomm"}, {"mode": "depcomm", "ring": False, "overlap": False}, {"mode": "depcache"},
          {"mode": "hybrid", "cache_budget_bytes": 1.0e6, "partitioner": "metis"},

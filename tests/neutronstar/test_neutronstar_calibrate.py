@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from simulator import api
-from simulator.calibrate import calibrate_files, get_param, with_params
-from simulator.hardware.spec import load_cluster
+from gnnplan.simulator import api
+from gnnplan.simulator.calibrate import calibrate_files, get_param, with_params
+from gnnplan.simulator.hardware.spec import load_cluster
 
 TRUE = {"network.bandwidth_bytes_per_s": 0.5e9, "network.latency_s": 8e-5, "efficiency.forward_fraction": 0.3,
         "efficiency.backward_fraction": 0.2, "efficiency.optimizer_fraction": 0.5, "iteration_overhead_s": 1e-3}

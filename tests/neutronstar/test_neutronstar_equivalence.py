@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from neutronstar_workers import make_workload, reference, several
 
-from executor.launch import spawn
+from gnnplan.executor.launch import spawn
 
 ARCHS = (("gcn", {}), ("gin", {}), ("gat", {"num_heads": 2}))
 TOL = 1e-5

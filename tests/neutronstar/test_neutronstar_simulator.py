@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 from neutronstar_workers import make_workload
 
-from executor.data import SELF_LOOP_ARCHS
-from simulator.api import load_context, parse_knobs, simulate
-from simulator.errors import SpecError
-from simulator.hardware.spec import load_cluster
-from simulator.strategies import neutronstar as ns
-from simulator.strategies.neutronstar_split import EDGE_BYTES, SplitCosts, hybrid_sets, split_costs
-from simulator.workload import dependencies as deps
-from simulator.workload.datasets import load_dataset
-from simulator.workload.spec import load_workload
+from gnnplan.executor.data import SELF_LOOP_ARCHS
+from gnnplan.simulator.api import load_context, parse_knobs, simulate
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.strategies import neutronstar as ns
+from gnnplan.simulator.strategies.neutronstar.split import EDGE_BYTES, SplitCosts, hybrid_sets, split_costs
+from gnnplan.simulator.strategies.neutronstar import dependencies as deps
+from gnnplan.simulator.workload.datasets import load_dataset
+from gnnplan.simulator.workload.spec import load_workload
 
 RMAT = {"generator": "rmat", "num_vertices": 20000, "edge_factor": 16, "feature_dim": 128, "num_classes": 8,
         "seed": 0}

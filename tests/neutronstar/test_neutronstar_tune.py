@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import math
 
-from autotune.planning import tune_to_plan
-from executor.runner import run_plan
-from simulator.hardware.spec import load_cluster
-from simulator.plan import load_plan
-from simulator.trace import read_trace
-from simulator.workload.spec import load_workload
+from gnnplan.autotune.planning import tune_to_plan
+from gnnplan.executor.runner import run_plan
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.plan import load_plan
+from gnnplan.simulator.trace import read_trace
+from gnnplan.simulator.workload.spec import load_workload
 
 
 def test_tuner_chooses_and_runs_neutronstar(tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from executor import comm
-from executor.data import Topology
-from executor.strategies.ppgnn import Trainer
-from executor.trace import Recorder
-from simulator.hardware.spec import load_cluster
-from simulator.plan import Plan
-from simulator.workload.spec import workload_from_dict
+from gnnplan.executor import comm
+from gnnplan.executor.data import Topology
+from gnnplan.executor.strategies.ppgnn import Trainer
+from gnnplan.executor.trace import Recorder
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.workload.spec import workload_from_dict
 
 SGC_CORA = {"arch": "sgc", "num_layers": 1, "hidden_dim": 1, "dropout": 0.0}
 SIGN_CORA = {"arch": "sign", "num_layers": 1, "hidden_dim": 64, "dropout": 0.5}

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from ppgnn_workers import SGC_CORA, SIGN_CORA, make_plan, param_arrays, train_ranks
 
-import executor.strategies as executor_strategies
-import simulator.strategies as simulator_strategies
-from executor.launch import run_in_process, spawn
-from simulator.strategies import ppgnn
+import gnnplan.executor.strategies as executor_strategies
+import gnnplan.simulator.strategies as simulator_strategies
+from gnnplan.executor.launch import run_in_process, spawn
+from gnnplan.simulator.strategies import ppgnn
 
 TRAINING = {"batch_size": 40, "num_epochs": 2, "lr": 0.05, "weight_decay": 5e-4, "seed": 0}
 SIGN_NO_DROPOUT = {**SIGN_CORA, "dropout": 0.0, "hidden_dim": 16}
@@ -69,10 +69,10 @@ def test_gpu_placement_loads_count_as_device_hits() -> None:
 
 
 def test_runner_drives_the_strategy(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from executor.runner import run_plan
-    from simulator.trace import read_trace
+    from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.trace import read_trace
 
-    monkeypatch.setitem(executor_strategies.EXECUTORS, "ppgnn", "executor.strategies.ppgnn")
+    monkeypatch.setitem(executor_strategies.EXECUTORS, "ppgnn", "gnnplan.executor.strategies.ppgnn")
     monkeypatch.setitem(simulator_strategies.STRATEGIES, "ppgnn", ppgnn)
     plan = make_plan("cora", SGC_CORA, {**TRAINING, "batch_size": 140, "lr": 0.2, "weight_decay": 2e-5,
                                         "num_epochs": 3}, {"hops": 2, "placement": "ssd", "loader": "fused"})

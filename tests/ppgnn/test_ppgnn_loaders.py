@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from executor.ppgnn_loaders import (
+from gnnplan.executor.strategies.ppgnn.loaders import (
     LOADERS,
     PLACEMENTS,
     BaselineLoader,
@@ -21,8 +21,8 @@ from executor.ppgnn_loaders import (
     make_loader,
     worker_batches,
 )
-from executor.preprop import preprocess
-from simulator.workload.datasets import GraphData
+from gnnplan.executor.strategies.ppgnn.preprop import preprocess
+from gnnplan.simulator.workload.datasets import GraphData
 
 CPU = torch.device("cpu")
 
@@ -163,7 +163,7 @@ def test_unknown_placement_and_loader(files) -> None:  # type: ignore[no-untyped
 
 @pytest.mark.parametrize("direct", [True, False])
 def test_direct_reader_reads_any_byte_range(tmp_path, monkeypatch, direct: bool) -> None:  # type: ignore[no-untyped-def]
-    from executor.ppgnn_files import DirectReader
+    from gnnplan.executor.strategies.ppgnn.files import DirectReader
 
     if not direct:
         monkeypatch.delattr("os.O_DIRECT", raising=False)  # platforms without O_DIRECT read buffered

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from executor.preprop import (
+from gnnplan.executor.strategies.ppgnn.preprop import (
     hop_file,
     labelled_rows,
     normalized_adjacency,
@@ -15,7 +15,7 @@ from executor.preprop import (
     propagate,
     read_hop_files,
 )
-from simulator.workload.datasets import GraphData
+from gnnplan.simulator.workload.datasets import GraphData
 
 
 def tiny_graph() -> GraphData:

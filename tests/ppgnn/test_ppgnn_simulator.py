@@ -9,14 +9,14 @@ import optuna
 import pytest
 from pydantic import ValidationError
 
-from simulator.errors import SpecError
-from simulator.hardware.spec import load_cluster
-from simulator.strategies import ppgnn
-from simulator.strategies.base import SimContext
-from simulator.strategies.ppgnn_work import ROW_INDEX_S, load_work, resolved_placement
-from simulator.workload.graphstats import DatasetSummary, dataset_summary
-from simulator.workload.ppgnn_cost import input_bytes, model_cost, param_count
-from simulator.workload.spec import workload_from_dict
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.strategies import ppgnn
+from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.ppgnn.work import ROW_INDEX_S, load_work, resolved_placement
+from gnnplan.simulator.workload.graphstats import DatasetSummary, dataset_summary
+from gnnplan.simulator.strategies.ppgnn.cost import input_bytes, model_cost, param_count
+from gnnplan.simulator.workload.spec import workload_from_dict
 
 SIGN = {"arch": "sign", "num_layers": 3, "hidden_dim": 512, "dropout": 0.5}
 SGC = {"arch": "sgc", "num_layers": 1, "hidden_dim": 1}

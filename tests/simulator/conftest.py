@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 from sim_fixtures import RMAT_SUMMARY, make_stats
 
-from simulator.workload.graphstats import SampleStats
+from gnnplan.simulator.workload.graphstats import SampleStats
 
 
 @pytest.fixture
 def fake_graphstats(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Make ``simulator.api`` use :func:`make_stats` and :data:`RMAT_SUMMARY`; returns the calls' arguments."""
-    from simulator.workload import graphstats
+    from gnnplan.simulator.workload import graphstats
 
     calls: list[dict[str, Any]] = []
 

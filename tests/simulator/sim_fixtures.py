@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from simulator.workload.graphstats import CACHE_GRID, DatasetSummary, SampleStats
+from gnnplan.simulator.workload.graphstats import CACHE_GRID, DatasetSummary, SampleStats
 
 RMAT_SUMMARY = DatasetSummary("rmat-test", num_vertices=100_000, num_edges=3_200_000, feature_dim=128,
                               num_classes=16, num_train=10_000, num_val=5_000, num_test=10_000)

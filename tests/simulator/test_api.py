@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from simulator import api
-from simulator.errors import SpecError
-from simulator.plan import Plan
-from simulator.strategies import dp
-from simulator.trace import read_trace
-from simulator.workload.spec import load_workload
+from gnnplan.simulator import api
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.strategies import dp
+from gnnplan.simulator.trace import read_trace
+from gnnplan.simulator.workload.spec import load_workload
 
 
 def test_parse_knobs_coerces_types() -> None:

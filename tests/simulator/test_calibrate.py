@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from simulator import api
-from simulator.calibrate import PARAMS, calibrate, calibrate_files, get_param, with_params
-from simulator.errors import SpecError
-from simulator.hardware.spec import load_cluster
+from gnnplan.simulator import api
+from gnnplan.simulator.calibrate import PARAMS, calibrate, calibrate_files, get_param, with_params
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import load_cluster
 
 TRUE = {"network.bandwidth_bytes_per_s": 0.8e9, "network.latency_s": 5e-5, "pcie.bandwidth_bytes_per_s": 12e9,
         "pcie.latency_s": 1e-5, "efficiency.gather_fraction": 0.5, "efficiency.forward_fraction": 0.3,

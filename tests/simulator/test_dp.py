@@ -9,13 +9,13 @@ from dataclasses import replace
 import pytest
 from sim_fixtures import RMAT_SUMMARY, make_stats
 
-from simulator.errors import SpecError
-from simulator.hardware.collectives import all_reduce_link_bytes, hierarchical_all_reduce_time
-from simulator.hardware.model import gather_time, transfer_time
-from simulator.hardware.spec import ClusterSpec, load_cluster
-from simulator.strategies import base, dp
-from simulator.strategies.base import SimContext
-from simulator.workload.spec import WorkloadSpec, load_workload
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, hierarchical_all_reduce_time_s
+from gnnplan.simulator.hardware.model import gather_time_s, transfer_time_s
+from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.strategies import base, dp
+from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 WORKLOAD = load_workload("rmat100k-sage")
 
@@ -41,9 +41,9 @@ def test_single_gpu_inline_epoch_is_the_sum_of_its_phases() -> None:
         w, _ = dp.iteration_work(ctx, knobs, plan.scale(it))
         assert w.remote_bytes == 0.0
         expected += (w.num_sampled_edges / cl.host.sampling_edges_per_s_per_core
-                     + gather_time(w.local_bytes, cl.host.memory_bandwidth_bytes_per_s, 1.0)
-                     + transfer_time(w.local_bytes, cl.pcie)
-                     + gather_time(w.hit_bytes, cl.gpu.memory_bandwidth_bytes_per_s, 1.0)
+                     + gather_time_s(w.local_bytes, cl.host.memory_bandwidth_bytes_per_s, 1.0)
+                     + transfer_time_s(w.local_bytes, cl.pcie)
+                     + gather_time_s(w.hit_bytes, cl.gpu.memory_bandwidth_bytes_per_s, 1.0)
                      + w.compute.forward_s + w.compute.backward_s + w.compute.optimizer_s + 1e-3)
     result = dp.simulate(ctx, knobs)
     assert result.num_iterations == plan.num_iterations == 10
@@ -62,7 +62,7 @@ def test_simulated_all_reduce_equals_the_closed_form(preset: str, machines: int)
             durations.setdefault(s.iteration, []).append(s.dur_s)
             nbytes = s.nbytes
     assert len(durations) == result.num_iterations
-    expected = hierarchical_all_reduce_time(nbytes, cl)
+    expected = hierarchical_all_reduce_time_s(nbytes, cl)
     for durs in durations.values():
         assert min(durs) == pytest.approx(expected, rel=1e-9)
 

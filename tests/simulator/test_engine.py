@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from simulator.engine import Engine, FluidResource
-from simulator.hardware.model import HardwareModel
-from simulator.hardware.spec import load_cluster
+from gnnplan.simulator.engine import Engine, FluidResource
+from gnnplan.simulator.hardware.model import HardwareModel
+from gnnplan.simulator.hardware.spec import load_cluster
 
 
 def _finish_times(engine: Engine, starts: list[tuple[float, Any]]) -> list[float]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.workload.model_cost import (
+from gnnplan.simulator.workload.model_cost import (
     Block,
     LayerDims,
     layer_dims,
@@ -13,7 +13,7 @@ from simulator.workload.model_cost import (
     model_state_bytes,
     param_count,
 )
-from simulator.workload.spec import ModelSpec
+from gnnplan.simulator.workload.spec import ModelSpec
 
 
 @pytest.mark.parametrize("arch", ["gcn", "sage", "gat", "gin"])

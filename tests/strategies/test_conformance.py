@@ -15,12 +15,12 @@ import optuna
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from autotune.candidates import accepts, model_variants
-from executor.strategies import EXECUTORS, get_executor
-from simulator.api import simulate
-from simulator.result import LINKS
-from simulator.strategies import STRATEGIES
-from simulator.workload.spec import WorkloadSpec, load_workload, preset_names
+from gnnplan.autotune.candidates import accepts, model_variants
+from gnnplan.executor.strategies import EXECUTORS, get_executor
+from gnnplan.simulator.api import simulate
+from gnnplan.simulator.result import LINKS
+from gnnplan.simulator.strategies import STRATEGIES
+from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload, preset_names
 
 NAMES = sorted(STRATEGIES)
 CLUSTERS = ("4x-a100-10gbe", "dgx-a100")
@@ -109,6 +109,6 @@ def _strip(out: dict[str, Any]) -> dict[str, Any]:
 
 
 def _num_gpus(cluster: str) -> int:
-    from simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.hardware.spec import load_cluster
 
     return load_cluster(cluster).num_gpus

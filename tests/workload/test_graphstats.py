@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.workload import graphstats
-from simulator.workload.graphstats import CACHE_GRID, DatasetSummary, SampleStats
+from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload.graphstats import CACHE_GRID, DatasetSummary, SampleStats
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,7 +88,7 @@ def test_larger_batch_than_seeds_takes_what_there_is(tiny: str) -> None:
 
 
 def test_two_machines_split_inputs_by_owner(tiny: str) -> None:
-    from simulator.workload.partition import partition
+    from gnnplan.simulator.workload.partition import partition
 
     src, dst = np.array([a for a, _ in EDGES]), np.array([b for _, b in EDGES])
     owner = partition(src, dst, NUM_VERTICES, 2, "random", seed=2)
@@ -164,7 +164,7 @@ def test_damaged_cache_entry_is_measured_again(private_cache: Path) -> None:
 
 def test_warm_call_in_a_new_process_imports_neither_dgl_nor_pymetis(private_cache: Path) -> None:
     graphstats.sample_stats("cora", (10, 10), 32, 2, 1, "metis")
-    code = ("import sys\nfrom simulator.workload import graphstats as g\n"
+    code = ("import sys\nfrom gnnplan.simulator.workload import graphstats as g\n"
             "g.dataset_summary('cora'); g.sample_stats('cora', (10, 10), 32, 2, 1, 'metis')\n"
             "print(sorted(m for m in ('dgl', 'pymetis', 'torch') if m in sys.modules))")
     env = {**os.environ, "GNNPLAN_CACHE": str(private_cache), "PYTHONPATH": str(ROOT)}

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.io import atomic_save_npy, atomic_write, atomic_write_text
+from gnnplan.simulator.io import atomic_save_npy, atomic_write, atomic_write_text
 
 
 def test_written_files_get_open_permissions_not_mkstemp_ones(tmp_path: Path) -> None:

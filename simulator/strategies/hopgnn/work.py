@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.hardware.model import FLOAT_BYTES, compute_time
-from simulator.strategies.base import SimContext
-from simulator.workload.micrographs import MicrographStats
-from simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost, model_cost
+from gnnplan.simulator.hardware.model import FLOAT_BYTES, compute_time_s
+from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
+from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost, model_cost
 
 
 @dataclass(frozen=True)
@@ -86,8 +86,8 @@ def step_work(ctx: SimContext, blocks: list[Block], num_seeds: float, local_rows
     cost = model_cost(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
     eff = cl.efficiency
     return StepWork(num_seeds, (local_rows + remote_rows) * row, local_rows * row, remote_rows * row,
-                    compute_time(cost.forward, cl.gpu, eff.forward_fraction),
-                    compute_time(cost.backward, cl.gpu, eff.backward_fraction),
+                    compute_time_s(cost.forward, cl.gpu, eff.forward_fraction),
+                    compute_time_s(cost.backward, cl.gpu, eff.backward_fraction),
                     cost.forward_flops, cost.backward_flops, tuple(blocks))
 
 
@@ -122,7 +122,7 @@ def hop_work(ctx: SimContext, mg: MicrographStats, rank: int, num_steps: int, mi
         pregather_remote_rows=mg.pregather_remote[i][rank] * scale,
         pregather_local_rows=mg.pregather_local[i][rank] * scale,
         migration_bytes=grad * (2.0 if migrate_parameters else 1.0), gradient_bytes=grad,
-        optimizer_s=compute_time(cost.optimizer, cl.gpu, 1.0),
+        optimizer_s=compute_time_s(cost.optimizer, cl.gpu, 1.0),
         optimizer_flops=sum(k.flops for k in cost.optimizer), row_bytes=float(ctx.summary.feature_dim * FLOAT_BYTES))
 
 
@@ -148,11 +148,11 @@ def naive_work(ctx: SimContext, rank: int, scale: float = 1.0) -> HopWork:
     blocks = [Block(s, d, e).scaled(scale) for s, d, e in zip(st.num_src_vertices, st.num_dst_vertices, st.num_edges)]
     full = model_cost(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
     steps.append(StepWork(st.num_dst_vertices[-1] * scale, 0.0, 0.0, 0.0,
-                          compute_time(full.forward, cl.gpu, eff.forward_fraction),
-                          compute_time(full.backward, cl.gpu, eff.backward_fraction),
+                          compute_time_s(full.forward, cl.gpu, eff.forward_fraction),
+                          compute_time_s(full.backward, cl.gpu, eff.backward_fraction),
                           full.forward_flops, full.backward_flops, tuple(blocks)))
     grad = float(FLOAT_BYTES * cost.num_params)
     carried = grad + 2.0 * st.num_dst_vertices[0] * scale * row + 2.0 * INDEX_BYTES * sum(st.num_edges) * scale
     return HopWork(tuple(steps), sum(st.num_edges) * scale, 0.0, 0.0, 0.0, 0.0, 0.0, carried, grad,
-                   compute_time(cost.optimizer, cl.gpu, 1.0), sum(k.flops for k in cost.optimizer), row,
+                   compute_time_s(cost.optimizer, cl.gpu, 1.0), sum(k.flops for k in cost.optimizer), row,
                    {"naive_migrations": float(m)})

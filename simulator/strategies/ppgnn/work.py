@@ -5,7 +5,7 @@ matrix, ``b`` rows of one worker's batch, ``B_b = b M s``, ``n_r`` runs (maximal
 stored rows) per batch: ``b`` under random reshuffling, ``1 + (b - 1) / chunk_size`` expected under chunk
 reshuffling (a chunk boundary falls between two consecutive positions with probability 1 / chunk_size).
 
-Per-batch loading work (brief §2.4; the executor's loaders, :mod:`executor.ppgnn_loaders`):
+Per-batch loading work (brief §2.4; the executor's loaders, :mod:`executor.strategies.ppgnn.loaders`):
 
 * ``gpu`` placement: a gather of ``B_b`` in device memory (``gather_time`` at GPU memory bandwidth) on the
   compute stream; the ``baseline`` loader first indexes every row in the training process
@@ -42,16 +42,16 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from simulator.errors import SpecError
-from simulator.hardware.collectives import all_reduce_link_bytes
-from simulator.hardware.model import CUDA_CONTEXT_BYTES, HOST_PROCESS_BYTES, compute_time, gather_time
-from simulator.result import LINKS
-from simulator.strategies.base import MemoryEstimate, SimContext, StepCompute, memory_estimate
-from simulator.workload import ppgnn_cost
-from simulator.workload.model_cost import FLOAT_BYTES, model_state_bytes
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, HOST_PROCESS_BYTES, compute_time_s, gather_time_s
+from gnnplan.simulator.result import LINKS
+from gnnplan.simulator.strategies.base import MemoryEstimate, SimContext, StepCompute, memory_estimate
+from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
+from gnnplan.simulator.workload.model_cost import FLOAT_BYTES, model_state_bytes
 
 if TYPE_CHECKING:
-    from simulator.strategies.ppgnn import Knobs
+    from gnnplan.simulator.strategies.ppgnn import Knobs
 
 PLACEMENT_ORDER = ("gpu", "host", "ssd")
 
@@ -64,9 +64,9 @@ ROW_INDEX_S = 6.0e-6
 in Python): measured on the development machine (torch 2.13 CPU, 4-12 us per row and matrix over Cora and
 CiteSeer rows, one thread). Brief §2.4's ``t_item``; a cluster field would let calibration fit it."""
 PAGE_BYTES = 4096
-"""Alignment of a direct read: the x86-64 base page (Intel SDM Vol. 3A §4.3), executor.ppgnn_files.ALIGN."""
+"""Alignment of a direct read: the x86-64 base page (Intel SDM Vol. 3A §4.3), executor.strategies.ppgnn.files.ALIGN."""
 IO_THREADS = 4
-"""Storage requests the fused loaders keep in flight: the executor's I/O threads (executor.ppgnn_loaders)."""
+"""Storage requests the fused loaders keep in flight: the executor's I/O threads (executor.strategies.ppgnn.loaders)."""
 STORAGE_CONCURRENCY = 32.0
 """Requests the storage device serves concurrently at full per-request latency: NVMe SSDs reach their rated
 random-read IOPS at queue depth 32 (e.g. Samsung PM9A3 product brief, 4 KB random read at QD32). A cluster
@@ -161,14 +161,14 @@ def memory_model(ctx: SimContext, knobs: Knobs, placement: str) -> MemoryEstimat
     return memory_estimate(cl, gpu, host, context=f"{placement} placement: ")
 
 
-def preprocess_time(ctx: SimContext, hops: int) -> float:
+def preprocess_time_s(ctx: SimContext, hops: int) -> float:
     """Seconds of the one-off pre-propagation (module docstring)."""
     sm, cl = ctx.summary, ctx.cluster
     kernels = ppgnn_cost.preprocess_kernels(sm.num_vertices, sm.num_edges, sm.feature_dim, hops)
     need = ppgnn_cost.preprocess_memory_bytes(sm.num_vertices, sm.num_edges, sm.feature_dim)
     if need <= cl.gpu.memory_bytes:
-        return compute_time(kernels, cl.gpu, 1.0)
-    return sum(gather_time(k.nbytes, cl.host.memory_bandwidth_bytes_per_s, cl.efficiency.gather_fraction)
+        return compute_time_s(kernels, cl.gpu, 1.0)
+    return sum(gather_time_s(k.nbytes, cl.host.memory_bandwidth_bytes_per_s, cl.efficiency.gather_fraction)
                for k in kernels)
 
 

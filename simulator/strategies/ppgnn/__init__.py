@@ -12,9 +12,9 @@ worker's batch; ``B_b = b M s``; a *chunk* is ``chunk_size`` rows contiguous in 
 reshuffling, ``1 + (b - 1) / chunk_size`` expected under chunk reshuffling (a chunk boundary falls between two
 consecutive positions with probability 1 / chunk_size).
 
-Per-batch loading work and memory: :mod:`simulator.strategies.ppgnn_work` (brief §2.4, §1.5).
+Per-batch loading work and memory: :mod:`simulator.strategies.ppgnn.work` (brief §2.4, §1.5).
 
-Compute: roofline time of :mod:`simulator.workload.ppgnn_cost`'s kernels / efficiency fractions; all_reduce:
+Compute: roofline time of :mod:`simulator.strategies.ppgnn.cost`'s kernels / efficiency fractions; all_reduce:
 synchronous hierarchical ring of the gradients (as ``dp``); then Adam and ``iteration_overhead_s``.
 Pre-propagation (one-off, ``breakdown_s["preprocess"]``, not in the epoch time): R SpMMs on one GPU if the
 CSR matrix and two (n, F) matrices fit its memory, else on the host (memory-bound at host bandwidth).
@@ -31,11 +31,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.engine import FluidResource
-from simulator.errors import SpecError
-from simulator.hardware.model import gather_time
-from simulator.result import SimResult
-from simulator.strategies.base import (
+from gnnplan.simulator.engine import FluidResource
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.model import gather_time_s
+from gnnplan.simulator.result import SimResult
+from gnnplan.simulator.strategies.base import (
     MAX_WINDOW_ITERATIONS,
     IterationPlan,
     PhaseProfile,
@@ -44,9 +44,9 @@ from simulator.strategies.base import (
     kernel_profile,
     phase_breakdown,
     place_window,
-    steady_period,
+    steady_period_s,
 )
-from simulator.strategies.ppgnn_work import (
+from gnnplan.simulator.strategies.ppgnn.work import (
     BASELINE_WORKERS,
     PLACEMENT_ORDER,
     PREFETCH_FACTOR,
@@ -55,12 +55,12 @@ from simulator.strategies.ppgnn_work import (
     batch_rows,
     link_bytes_per_epoch,
     memory_model,
-    preprocess_time,
+    preprocess_time_s,
     resolved_placement,
     step_work,
 )
-from simulator.workload import ppgnn_cost
-from simulator.workload.spec import WorkloadSpec
+from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
+from gnnplan.simulator.workload.spec import WorkloadSpec
 
 NAME = "ppgnn"
 SUPPORTS = ("mini-batch",)
@@ -148,11 +148,11 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     run = _Run(ctx, knobs, plan, full, last)
     run.execute()
     ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(window))]
-    period = steady_period(ends, plan)
+    period = steady_period_s(ends, plan)
     epoch = ends[-1] + plan.extrapolated * period
     breakdown = phase_breakdown(run.spans, plan, PHASES)
     breakdown["overhead"] = num * ctx.cluster.iteration_overhead_s
-    breakdown["preprocess"] = preprocess_time(ctx, knobs.hops)
+    breakdown["preprocess"] = preprocess_time_s(ctx, knobs.hops)
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / num, breakdown_s=breakdown,
                      spans=place_window(run.spans, plan, period), sim_wall_s=time.perf_counter() - started,
                      **common)
@@ -219,7 +219,7 @@ class _Run(WindowRun):
             if work.row_index_core_s:
                 yield hw.host_work(machine, work.row_index_core_s)
             yield from self._storage(rank, work)
-        gather_s = gather_time(work.host_gather_bytes, cl.host.memory_bandwidth_bytes_per_s,
+        gather_s = gather_time_s(work.host_gather_bytes, cl.host.memory_bandwidth_bytes_per_s,
                                cl.efficiency.gather_fraction)
         if cl.gpu.is_host_cpu:  # gather and "device" copy are torch ops on the worker's threads, like compute
             copy_s = work.pcie_latency_s + work.pcie_bytes / cl.pcie.bandwidth_bytes_per_s if work.pcie_bytes else 0.0
@@ -229,7 +229,7 @@ class _Run(WindowRun):
                 yield self.engine.fluid.start((self.host_memory[machine],), work.host_gather_bytes)
             yield hw.transfer((hw.pcie_h2d[rank],), work.pcie_bytes, work.pcie_latency_s)
         if work.gpu_gather_bytes:
-            yield from hw.compute(rank, gather_time(work.gpu_gather_bytes, cl.gpu.memory_bandwidth_bytes_per_s,
+            yield from hw.compute(rank, gather_time_s(work.gpu_gather_bytes, cl.gpu.memory_bandwidth_bytes_per_s,
                                                     cl.efficiency.gather_fraction))
         on_device = work.gpu_gather_bytes > 0
         self._span(rank, "load", start, "pcie", pos, nbytes=0.0 if on_device else work.nbytes,

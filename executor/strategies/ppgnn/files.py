@@ -1,5 +1,5 @@
 """Where the PP-GNN hop matrices live for training (:class:`HopSource`: ``gpu``, ``host`` or ``ssd`` placement,
-see :mod:`executor.ppgnn_loaders`) and the direct reads of the ``ssd`` tier (:class:`DirectReader`).
+see :mod:`executor.strategies.ppgnn.loaders`) and the direct reads of the ``ssd`` tier (:class:`DirectReader`).
 
 Files are opened with ``O_DIRECT``, so every read goes to the storage device and nothing is kept in the page
 cache: the stand-in for data larger than host memory, read the way GPUDirect Storage reads (cuFile requires
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from executor.preprop import HopFiles
+from gnnplan.executor.strategies.ppgnn.preprop import HopFiles
 
 PLACEMENTS = ("gpu", "host", "ssd")
 ALIGN = 4096
@@ -122,7 +122,7 @@ class HopSource:
 
     Args:
         files: the pre-propagated folder.
-        hops: which stored hops to read (:func:`executor.ppgnn_models.loaded_hops`).
+        hops: which stored hops to read (:func:`executor.strategies.ppgnn.models.loaded_hops`).
         placement: ``gpu``, ``host`` or ``ssd``.
         device: the training device.
 

@@ -18,20 +18,20 @@ every layer, :attr:`ModelCost.activation_bytes`), the gathered block inputs (one
 block's source rows per layer), and block structure. Host per machine: a process reserve per worker plus its
 partition (owned features and labels, in-edges as int64 pairs); on a CPU-only cluster the worker's "GPU" memory
 is host memory too (:func:`simulator.strategies.base.memory_estimate`). The cached-dependency size checked against ``cache_budget_bytes`` is the one Algorithm 4
-counts (:mod:`simulator.strategies.neutronstar_split`).
+counts (:mod:`simulator.strategies.neutronstar.split`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES, HOST_PROCESS_BYTES, compute_time
-from simulator.hardware.spec import ClusterSpec
-from simulator.strategies.base import MemoryEstimate, memory_estimate
-from simulator.strategies.neutronstar_split import EDGE_BYTES, layer_widths
-from simulator.workload.dependencies import WorkerCounts
-from simulator.workload.model_cost import INDEX_BYTES, Block, Kernel, ModelCost, model_cost, model_state_bytes
-from simulator.workload.spec import ModelSpec
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES, HOST_PROCESS_BYTES, compute_time_s
+from gnnplan.simulator.hardware.spec import ClusterSpec
+from gnnplan.simulator.strategies.base import MemoryEstimate, memory_estimate
+from gnnplan.simulator.strategies.neutronstar.split import EDGE_BYTES, layer_widths
+from gnnplan.simulator.strategies.neutronstar.dependencies import WorkerCounts
+from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, Kernel, ModelCost, model_cost, model_state_bytes
+from gnnplan.simulator.workload.spec import ModelSpec
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def _split(cost: ModelCost, arch: str, layer: int, last: bool, cluster: ClusterS
     """(forward s, backward s, forward FLOPs, backward FLOPs) of layer index ``layer``'s kernels (+ the loss)."""
     fwd, bwd = layer_kernels(cost, arch, layer, last)
     eff = cluster.efficiency
-    return (compute_time(fwd, cluster.gpu, eff.forward_fraction), compute_time(bwd, cluster.gpu, eff.backward_fraction),
+    return (compute_time_s(fwd, cluster.gpu, eff.forward_fraction), compute_time_s(bwd, cluster.gpu, eff.backward_fraction),
             sum(k.flops for k in fwd), sum(k.flops for k in bwd))
 
 
@@ -102,7 +102,7 @@ def worker_work(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num_cl
         layers.append(LayerWork((mf, mb, rf, rb), (mff, mbf, rff, rbf), counts.received[i],
                                 float(FLOAT_BYTES * widths[i])))
     fraction = getattr(cluster.efficiency, "optimizer_fraction", 1.0)
-    return WorkerWork(tuple(layers), compute_time(master.optimizer, cluster.gpu, fraction),
+    return WorkerWork(tuple(layers), compute_time_s(master.optimizer, cluster.gpu, fraction),
                       sum(k.flops for k in master.optimizer), float(FLOAT_BYTES * master.num_params), master, replica)
 
 

@@ -1,7 +1,7 @@
 """HopGNN (``hopgnn``) for real: models migrate through a ring of workers to the features of their micrographs.
 
 The same strategy as :mod:`simulator.strategies.hopgnn` (same ``NAME`` and ``Knobs``; terms defined there and in
-:mod:`simulator.workload.micrographs`). Built on the ``dp`` pipeline: the same shuffled seeds, per-worker split
+:mod:`simulator.strategies.hopgnn.micrographs`). Built on the ``dp`` pipeline: the same shuffled seeds, per-worker split
 (:func:`executor.data.worker_seeds`) and DGL sampler stream, so worker d samples exactly the blocks ``dp``'s
 worker d samples. Per iteration worker s
 
@@ -9,7 +9,7 @@ worker d samples. Per iteration worker s
    are instead even cuts of the shuffled seeds (the paper's globally random mini-batches), so they differ from
    ``dp``'s per-worker batches (the global batch, and its gradient in expectation, are the same);
 2. groups every model's seeds by home machine (all ranks know every B_d from the shared seed schedule, so this
-   needs no communication), merges steps (:class:`~executor.hopgnn_exchange.MergeController`), cuts its
+   needs no communication), merges steps (:class:`~executor.strategies.hopgnn.exchange.MergeController`), cuts its
    batch's blocks into micrograph groups and sends each group's edge ids to the worker that trains it, which
    rebuilds the blocks — ``redistribute`` (``nbytes`` = bytes sent);
 3. with ``pregather``, pulls the distinct remote input rows of all groups it trains once — ``pregather``
@@ -34,11 +34,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from executor import comm
-from executor.assemble import load_training_data
-from executor.data import Topology, iteration_batches, rank_batches, split_batch, worker_seeds
-from executor.evaluate import Accuracy, Evaluator
-from executor.hopgnn_exchange import (
+from gnnplan.executor import comm
+from gnnplan.executor.assemble import load_training_data
+from gnnplan.executor.data import Topology, iteration_batches, rank_batches, split_batch, worker_seeds
+from gnnplan.executor.evaluate import Accuracy, Evaluator
+from gnnplan.executor.strategies.hopgnn.exchange import (
     Buffer,
     Hosted,
     MergeController,
@@ -47,15 +47,15 @@ from executor.hopgnn_exchange import (
     random_rank_batches,
     redistribute,
 )
-from executor.models import GNN, attach_edge_weights, num_params
-from executor.sampling import Batch, BatchStream, TimedSampler, sample_inline
-from executor.strategies.base import EpochStats
-from executor.trace import Recorder, now
-from simulator.errors import SpecError
-from simulator.plan import Plan
-from simulator.strategies.hopgnn import NAME, Knobs
-from simulator.workload.micrographs import home_groups, host_worker, merge_groups, random_split
-from simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
+from gnnplan.executor.models import GNN, attach_edge_weights, num_params
+from gnnplan.executor.sampling import Batch, BatchStream, TimedSampler, sample_inline
+from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.trace import Recorder, now
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.strategies.hopgnn import NAME, Knobs
+from gnnplan.simulator.strategies.hopgnn.micrographs import home_groups, host_worker, merge_groups, random_split
+from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
 
 __all__ = ["NAME", "Knobs", "Trainer"]
 

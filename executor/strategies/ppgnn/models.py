@@ -1,4 +1,4 @@
-"""The PP-GNN models: SGC and SIGN, applied to pre-propagated hop matrices (:mod:`executor.preprop`).
+"""The PP-GNN models: SGC and SIGN, applied to pre-propagated hop matrices (:mod:`executor.strategies.ppgnn.preprop`).
 
 Notation (PP-GNN brief /work/shared/papers/ppgnn.md §1.2): ``R`` = hops, ``F`` = feature_dim, ``h`` =
 ``model.hidden_dim``, ``c`` = classes, ``L`` = ``model.num_layers`` (linear layers of each feed-forward net).
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from simulator.workload.spec import ModelSpec
+from gnnplan.simulator.workload.spec import ModelSpec
 
 PP_ARCHS = ("sgc", "sign")
 

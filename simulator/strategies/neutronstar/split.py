@@ -35,11 +35,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.hardware.model import FLOAT_BYTES, compute_time
-from simulator.hardware.spec import ClusterSpec
-from simulator.workload.dependencies import InGraph, WorkerSets, by_owner, remote_in_neighbours
-from simulator.workload.model_cost import INDEX_BYTES, Block, layer_dims, model_cost
-from simulator.workload.spec import ModelSpec
+from gnnplan.simulator.hardware.model import FLOAT_BYTES, compute_time_s
+from gnnplan.simulator.hardware.spec import ClusterSpec
+from gnnplan.simulator.strategies.neutronstar.dependencies import InGraph, WorkerSets, by_owner, remote_in_neighbours
+from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, layer_dims, model_cost
+from gnnplan.simulator.workload.spec import ModelSpec
 
 _PROBE_VERTICES = 1.0e6
 _PROBE_EDGES = 1.0e7
@@ -74,7 +74,7 @@ def layer_widths(model: ModelSpec, feature_dim: int, num_classes: int) -> list[i
     return [feature_dim] + [d.out_total for d in dims]
 
 
-def _layer_seconds(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num_classes: int, layer: int,
+def _layer_s(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num_classes: int, layer: int,
                    block: Block) -> float:
     """Forward + backward seconds of layer index ``layer`` (0-based) on ``block``."""
     empty = Block(0.0, 0.0, 0.0)
@@ -82,8 +82,8 @@ def _layer_seconds(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num
     cost = model_cost(model, feature_dim, num_classes, blocks)
     tag = f"{model.arch}{layer}."
     eff = cluster.efficiency
-    fwd = compute_time([k for k in cost.forward if k.name.startswith(tag)], cluster.gpu, eff.forward_fraction)
-    bwd = compute_time([k for k in cost.backward if k.name.startswith(tag)], cluster.gpu, eff.backward_fraction)
+    fwd = compute_time_s([k for k in cost.forward if k.name.startswith(tag)], cluster.gpu, eff.forward_fraction)
+    bwd = compute_time_s([k for k in cost.backward if k.name.startswith(tag)], cluster.gpu, eff.backward_fraction)
     return fwd + bwd
 
 
@@ -93,8 +93,8 @@ def split_costs(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num_cl
     n, e = _PROBE_VERTICES, _PROBE_EDGES
     vertex, edge = [], []
     for layer in range(model.num_layers - 1):  # replicas are computed at layers 1..L-1 (index 0..L-2)
-        base = _layer_seconds(cluster, model, feature_dim, num_classes, layer, Block(n, n, 0.0))
-        more = _layer_seconds(cluster, model, feature_dim, num_classes, layer, Block(n, n, e))
+        base = _layer_s(cluster, model, feature_dim, num_classes, layer, Block(n, n, 0.0))
+        more = _layer_s(cluster, model, feature_dim, num_classes, layer, Block(n, n, e))
         vertex.append(base / n)
         edge.append(max(more - base, 0.0) / e)
     per_byte = 2.0 / cluster.pcie.bandwidth_bytes_per_s + 1.0 / cluster.network.bandwidth_bytes_per_s

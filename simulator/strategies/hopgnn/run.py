@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from simulator.engine import Engine, Rendezvous
-from simulator.hardware.model import HardwareModel, gather_time
-from simulator.strategies.base import IterationPlan, SimContext
-from simulator.strategies.dp import PREFETCH_FACTOR
-from simulator.strategies.hopgnn_work import HopWork, StepWork
-from simulator.trace import Span
-from simulator.workload.model_cost import INDEX_BYTES
+from gnnplan.simulator.engine import Engine, Rendezvous
+from gnnplan.simulator.hardware.model import HardwareModel, gather_time_s
+from gnnplan.simulator.strategies.base import IterationPlan, SimContext
+from gnnplan.simulator.strategies.dp import PREFETCH_FACTOR
+from gnnplan.simulator.strategies.hopgnn.work import HopWork, StepWork
+from gnnplan.simulator.trace import Span
+from gnnplan.simulator.workload.model_cost import INDEX_BYTES
 
 PHASES = ("sample", "redistribute", "pregather", "load", "fetch", "forward", "backward", "migrate", "all_reduce",
           "optimizer")
@@ -121,7 +121,7 @@ class HopRun:
 
     def _pregather(self, rank: int, pos: int, work: HopWork) -> Generator[Any, Any, None]:
         start, me, cl = self.engine.now, self.hw.machine_of(rank), self.ctx.cluster
-        local = gather_time(work.pregather_local_rows * work.row_bytes, cl.host.memory_bandwidth_bytes_per_s,
+        local = gather_time_s(work.pregather_local_rows * work.row_bytes, cl.host.memory_bandwidth_bytes_per_s,
                             cl.efficiency.gather_fraction)
         parts = [self.engine.timeout(local)]
         if work.pregather_remote_rows > 0 and self._others(me):
@@ -135,9 +135,9 @@ class HopRun:
         hw, cl, start = self.hw, self.ctx.cluster, self.engine.now
         host_bw, frac = cl.host.memory_bandwidth_bytes_per_s, cl.efficiency.gather_fraction
         if self.pregather:
-            yield self.engine.timeout(gather_time(step.input_bytes, host_bw, frac))
+            yield self.engine.timeout(gather_time_s(step.input_bytes, host_bw, frac))
         else:
-            parts = [self.engine.timeout(gather_time(step.local_bytes, host_bw, frac))]
+            parts = [self.engine.timeout(gather_time_s(step.local_bytes, host_bw, frac))]
             if step.remote_bytes > 0:
                 parts.append(self.engine.process(self._fetch(rank, pos, step, work.row_bytes)))
             yield self.engine.all_of(parts)

@@ -13,14 +13,14 @@ range and all its in-edges and computes every layer for its vertices; a vertex's
 * **Hybrid** (``mode=hybrid``, §3, Algorithm 4): per dependency and layer, cache it (recompute its subtree) or
   communicate it, chosen once by a greedy on a cost model whose per-vertex, per-edge and per-byte costs come
   from this cluster's hardware model, within ``cache_budget_bytes``
-  (:mod:`simulator.strategies.neutronstar_split`).
+  (:mod:`simulator.strategies.neutronstar.split`).
 
 Notation: paper D_i^l -> remote in-neighbours; R_i^l / C_i^l -> cached / communicated dependencies of layer l
 (``WorkerSets.replicated`` / ``communicated``); V_i^l (DepCache closure) -> ``replicated[l]`` plus V_i;
 mirror -> a received row; ring slot -> ``s``.
 
 Per epoch and worker (simulation on :class:`~simulator.hardware.model.HardwareModel`, costs in
-:mod:`simulator.strategies.neutronstar_work`):
+:mod:`simulator.strategies.neutronstar.work`):
 
 1. forward, l = 1..L: ``exchange`` of h^(l-1) rows. With ``ring`` (§4.3) slot s = 0..W-2 sends to worker
    (i+s+1) mod W and receives from (i-s-1) mod W, one slot after the other, so no two senders share a receiver;
@@ -34,7 +34,7 @@ Per epoch and worker (simulation on :class:`~simulator.hardware.model.HardwareMo
 3. ``all_reduce`` of the weight gradients (synchronous ring, hierarchical on multi-GPU machines, as ``dp``),
    ``optimizer`` (Adam), then ``iteration_overhead_s``.
 
-Memory: :func:`simulator.strategies.neutronstar_work.memory_model`; DepCache runs out of GPU memory when the
+Memory: :func:`simulator.strategies.neutronstar.work.memory_model`; DepCache runs out of GPU memory when the
 replicated closure does not fit (a result, not an error).
 """
 
@@ -47,20 +47,20 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.engine import Engine, Rendezvous
-from simulator.errors import SpecError
-from simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link
-from simulator.hardware.model import HardwareModel
-from simulator.hardware.spec import ClusterSpec
-from simulator.result import LINKS, SimResult
-from simulator.strategies.base import PhaseProfile, SimContext, kernel_profile
-from simulator.strategies.neutronstar_split import hybrid_sets, layer_widths, split_costs
-from simulator.strategies.neutronstar_work import WorkerWork, layer_kernels, memory_model, worker_work
-from simulator.trace import Span
-from simulator.workload import dependencies as deps
-from simulator.workload.datasets import GraphData, load_dataset
-from simulator.workload.model_cost import Kernel
-from simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
+from gnnplan.simulator.engine import Engine, Rendezvous
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link
+from gnnplan.simulator.hardware.model import HardwareModel
+from gnnplan.simulator.hardware.spec import ClusterSpec
+from gnnplan.simulator.result import LINKS, SimResult
+from gnnplan.simulator.strategies.base import PhaseProfile, SimContext, kernel_profile
+from gnnplan.simulator.strategies.neutronstar.split import hybrid_sets, layer_widths, split_costs
+from gnnplan.simulator.strategies.neutronstar.work import WorkerWork, layer_kernels, memory_model, worker_work
+from gnnplan.simulator.trace import Span
+from gnnplan.simulator.strategies.neutronstar import dependencies as deps
+from gnnplan.simulator.workload.datasets import GraphData, load_dataset
+from gnnplan.simulator.workload.model_cost import Kernel
+from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
 
 NAME = "neutronstar"
 SUPPORTS = ("full-graph",)
@@ -137,7 +137,7 @@ def worker_sets(cluster: ClusterSpec, workload: WorkloadSpec, knobs: Knobs, in_g
 
 
 def dependency_counts(ctx: SimContext, knobs: Knobs) -> list[deps.WorkerCounts]:
-    """Every worker's set sizes, cached on disk (:func:`simulator.workload.dependencies.cached_counts`)."""
+    """Every worker's set sizes, cached on disk (:func:`simulator.strategies.neutronstar.dependencies.cached_counts`)."""
     wl, cl, sm = ctx.workload, ctx.cluster, ctx.summary
     params: dict[str, Any] = {"self_loops": wl.model.arch in deps.SELF_LOOP_ARCHS, "num_layers": wl.model.num_layers,
                               "num_workers": ctx.num_workers, "partitioner": knobs.partitioner, "mode": knobs.mode}

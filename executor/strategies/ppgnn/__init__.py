@@ -1,10 +1,10 @@
 """Pre-propagation GNNs (``ppgnn``) for real: SGC / SIGN on stored hop matrices, data-parallel over workers.
 
 The same strategy as :mod:`simulator.strategies.ppgnn` (same ``NAME`` and ``Knobs``). Set-up (collective):
-rank 0 pre-propagates the dataset (or finds it cached, :func:`executor.preprop.prepropagated`) while the others
+rank 0 pre-propagates the dataset (or finds it cached, :func:`executor.strategies.ppgnn.preprop.prepropagated`) while the others
 wait; every rank then opens the matrices its model reads at the knob's placement (``placement=None``: the
 paper's rule, evaluated by the simulator's memory model on the plan's cluster) and builds its loader
-(:mod:`executor.ppgnn_loaders`). Per epoch the training rows are ordered by ``reshuffle`` (seeded by
+(:mod:`executor.strategies.ppgnn.loaders`). Per epoch the training rows are ordered by ``reshuffle`` (seeded by
 ``(training.seed, epoch)``, the same order on every rank), cut into global batches of ``batch_size`` rows and
 each batch split into W contiguous parts, one per rank. Per iteration a rank
 
@@ -17,7 +17,7 @@ each batch split into W contiguous parts, one per rank. Per iteration a rank
 3. ``backward`` and ``all_reduce`` (DDP, one bucket; zero length with one worker, which runs without DDP);
 4. ``optimizer`` (Adam with ``training.lr`` and ``training.weight_decay``).
 
-FLOPs on the compute spans come from :func:`simulator.workload.ppgnn_cost.model_cost` for the batch's rows.
+FLOPs on the compute spans come from :func:`simulator.strategies.ppgnn.cost.model_cost` for the batch's rows.
 Evaluation: every rank predicts its share of the validation and test rows (no dropout).
 """
 
@@ -27,21 +27,21 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from executor import comm
-from executor.assemble import rank0_first
-from executor.data import Topology
-from executor.evaluate import Accuracy
-from executor.ppgnn_loaders import HopSource, LoadedBatch, epoch_order, make_loader, worker_batches
-from executor.ppgnn_models import build_model, loaded_hops
-from executor.preprop import HopFiles, prepropagated
-from executor.strategies.base import EpochStats
-from executor.trace import Recorder, now
-from simulator.plan import Plan
-from simulator.strategies.base import SimContext
-from simulator.strategies.ppgnn import NAME, Knobs, check_workload, resolved_placement
-from simulator.workload import ppgnn_cost
-from simulator.workload.graphstats import dataset_summary
-from simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM
+from gnnplan.executor import comm
+from gnnplan.executor.assemble import rank0_first
+from gnnplan.executor.data import Topology
+from gnnplan.executor.evaluate import Accuracy
+from gnnplan.executor.strategies.ppgnn.loaders import HopSource, LoadedBatch, epoch_order, make_loader, worker_batches
+from gnnplan.executor.strategies.ppgnn.models import build_model, loaded_hops
+from gnnplan.executor.strategies.ppgnn.preprop import HopFiles, prepropagated
+from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.trace import Recorder, now
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.ppgnn import NAME, Knobs, check_workload, resolved_placement
+from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
+from gnnplan.simulator.workload.graphstats import dataset_summary
+from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM
 
 __all__ = ["EVAL_ROWS", "NAME", "Knobs", "Trainer"]
 

@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
-from simulator.errors import SpecError
-from simulator.io import atomic_write_json
-from simulator.paths import cache_dir
-from simulator.workload.datasets import GraphData, dataset_key
-from simulator.workload.spec import RmatSpec
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.io import atomic_write_json
+from gnnplan.simulator.paths import cache_dir
+from gnnplan.simulator.workload.datasets import GraphData, dataset_key
+from gnnplan.simulator.workload.spec import RmatSpec
 
 DEPS_FORMAT = 1
 """Version of the measurement; part of the cache key."""
@@ -126,7 +126,7 @@ def owners(ref: str | RmatSpec, graph: GraphData, in_graph: InGraph, num_parts: 
     if partitioner == "chunk":
         return chunk_partition(in_graph.in_degrees, num_parts)
     if partitioner == "metis":
-        from simulator.workload.graphstats import partition_owners
+        from gnnplan.simulator.workload.graphstats import partition_owners
 
         return partition_owners(ref, num_parts, "metis", 0, graph=graph)
     raise SpecError(f"partitioner: {partitioner!r} is not one of {', '.join(PARTITIONERS)}")

@@ -3,7 +3,7 @@
 The same strategy as :mod:`simulator.strategies.neutronstar` (same ``NAME`` and ``Knobs``; the dependency split
 is computed by the simulator's own :func:`~simulator.strategies.neutronstar.worker_sets` with the plan's cluster,
 so Hybrid follows the split the cost model chose). Every rank loads the graph, computes every worker's split
-(deterministic) and builds its blocks (:mod:`executor.neutronstar_blocks`); that preprocessing is not part of an
+(deterministic) and builds its blocks (:mod:`executor.strategies.neutronstar.blocks`); that preprocessing is not part of an
 epoch. One epoch = one full-graph step:
 
 1. forward, l = 1..L: the owners send the rows of h^(l-1) their dependants communicate (raw features at l = 1
@@ -19,7 +19,7 @@ epoch. One epoch = one full-graph step:
 
 After the all-reduce every rank holds exactly the single-process full-graph gradient (up to float summation
 order): replicas back-propagate their own consumers' share, communicated rows return theirs to the owner.
-FLOPs on compute spans come from :func:`simulator.strategies.neutronstar_work.worker_work` on this rank's sets.
+FLOPs on compute spans come from :func:`simulator.strategies.neutronstar.work.worker_work` on this rank's sets.
 Evaluation runs the same forward without gradients (dropout off) and counts the owned vertices' predictions.
 """
 
@@ -29,18 +29,18 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from executor import comm
-from executor.assemble import rank0_first
-from executor.data import Topology, build_graph, input_features
-from executor.evaluate import Accuracy
-from executor.models import GNN
-from executor.neutronstar_blocks import ExchangeTiming, LayerPlan, exchange, launch, layer_plans
-from executor.strategies.base import EpochStats
-from executor.trace import Recorder, now
-from simulator.plan import Plan
-from simulator.strategies.neutronstar import NAME, Knobs, check_workload, load_structure, worker_sets
-from simulator.strategies.neutronstar_work import worker_work
-from simulator.workload.dependencies import worker_counts
+from gnnplan.executor import comm
+from gnnplan.executor.assemble import rank0_first
+from gnnplan.executor.data import Topology, build_graph, input_features
+from gnnplan.executor.evaluate import Accuracy
+from gnnplan.executor.models import GNN
+from gnnplan.executor.strategies.neutronstar.blocks import ExchangeTiming, LayerPlan, exchange, launch, layer_plans
+from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.trace import Recorder, now
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.strategies.neutronstar import NAME, Knobs, check_workload, load_structure, worker_sets
+from gnnplan.simulator.strategies.neutronstar.work import worker_work
+from gnnplan.simulator.strategies.neutronstar.dependencies import worker_counts
 
 __all__ = ["NAME", "Knobs", "Trainer"]
 

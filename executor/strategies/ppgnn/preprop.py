@@ -26,11 +26,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from executor.data import input_features
-from simulator.io import atomic_save_npy, atomic_write_json
-from simulator.paths import cache_dir
-from simulator.workload.datasets import GraphData, dataset_key, load_dataset
-from simulator.workload.spec import RmatSpec
+from gnnplan.executor.data import input_features
+from gnnplan.simulator.io import atomic_save_npy, atomic_write_json
+from gnnplan.simulator.paths import cache_dir
+from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
+from gnnplan.simulator.workload.spec import RmatSpec
 
 FORMAT = 1
 """Version of the stored layout; part of the cache key."""

@@ -12,7 +12,7 @@ worker d) visits the machines in *time steps* t = 0..M-1, at step t training the
 on machine ``(m_d + t) mod M``; *pre-gathering* fetches, once per iteration, the deduplicated remote input
 features of all micrographs a worker hosts; *merging* removes steps (their seeds join the same model's other
 steps and run away from home). Notation: N servers -> M machines (``num_machines``), S -> ``num_steps``,
-mg_d^s -> a micrograph group, R_micro / m_mg / |R_s| -> :class:`~simulator.workload.micrographs.MicrographStats`.
+mg_d^s -> a micrograph group, R_micro / m_mg / |R_s| -> :class:`~simulator.strategies.hopgnn.micrographs.MicrographStats`.
 
 Per iteration and worker (simulated on :class:`~simulator.hardware.model.HardwareModel`):
 
@@ -32,7 +32,7 @@ Per iteration and worker (simulated on :class:`~simulator.hardware.model.Hardwar
 5. ``all_reduce`` of the gradients, ``optimizer`` (as ``dp``).
 
 With ``micrograph = false`` the naive feature-centric variant is simulated instead
-(:func:`~simulator.strategies.hopgnn_work.naive_work`). ``num_steps = None`` predicts the merge controller's
+(:func:`~simulator.strategies.hopgnn.work.naive_work`). ``num_steps = None`` predicts the merge controller's
 steady state: the epoch time of every S is simulated and the hill climb of §5.3 (start at M, merge while the
 epoch time falls) is followed; ``merge_revert`` keeps the best S seen, else the first S that did not improve.
 The controller's exploration epochs are not charged. ``controller_warmup_epochs`` only affects the executor.
@@ -48,24 +48,24 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from simulator.errors import SpecError
-from simulator.hardware.collectives import all_reduce_link_bytes
-from simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES, HOST_PROCESS_BYTES
-from simulator.result import LINKS, SimResult
-from simulator.strategies import dp
-from simulator.strategies.base import (
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES, HOST_PROCESS_BYTES
+from gnnplan.simulator.result import LINKS, SimResult
+from gnnplan.simulator.strategies import dp
+from gnnplan.simulator.strategies.base import (
     IterationPlan,
     SimContext,
     iteration_plan,
     phase_breakdown,
     place_window,
-    steady_period,
+    steady_period_s,
 )
-from simulator.strategies.hopgnn_run import PHASES, HopRun
-from simulator.strategies.hopgnn_work import HopWork, hop_work, model_costs, naive_work
-from simulator.workload import micrographs
-from simulator.workload.micrographs import MicrographStats
-from simulator.workload.model_cost import INDEX_BYTES, model_state_bytes
+from gnnplan.simulator.strategies.hopgnn.run import PHASES, HopRun
+from gnnplan.simulator.strategies.hopgnn.work import HopWork, hop_work, model_costs, naive_work
+from gnnplan.simulator.strategies.hopgnn import micrographs
+from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
+from gnnplan.simulator.workload.model_cost import INDEX_BYTES, model_state_bytes
 
 NAME = "hopgnn"
 SUPPORTS = ("mini-batch",)
@@ -226,7 +226,7 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
     run = HopRun(ctx, knobs.num_sampler_workers, knobs.pregather or not knobs.micrograph, plan, full, last)
     run.execute()
     ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(plan.window))]
-    period = steady_period(ends, plan)
+    period = steady_period_s(ends, plan)
     epoch = ends[-1] + plan.extrapolated * period
     breakdown = phase_breakdown(run.spans, plan, PHASES)
     breakdown["overhead"] = plan.num_iterations * ctx.cluster.iteration_overhead_s * full[0].num_steps

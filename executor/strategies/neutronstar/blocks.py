@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from executor import comm
-from executor.models import EDGE_WEIGHT
-from simulator.workload.dependencies import WorkerSets
+from gnnplan.executor import comm
+from gnnplan.executor.models import EDGE_WEIGHT
+from gnnplan.simulator.strategies.neutronstar.dependencies import WorkerSets
 
 
 @dataclass

@@ -5,13 +5,13 @@ Notation (PP-GNN brief /work/shared/papers/ppgnn.md §1.4, §1.7): ``M`` matrice
 R + 1 for SIGN), ``F`` features, ``b`` rows per batch; a *chunk* (SGD-CR, brief §1.4(d)) is a run of
 ``chunk_size`` rows contiguous in storage; a *run* is a maximal contiguous stretch of a batch's rows.
 
-Placement (:class:`executor.ppgnn_files.HopSource`; brief §1.7 step 2, the CPU stand-ins of the paper's tiers):
+Placement (:class:`executor.strategies.ppgnn.files.HopSource`; brief §1.7 step 2, the CPU stand-ins of the paper's tiers):
 
 * ``gpu``: every matrix is one tensor on the device (on a CPU-only machine an in-process tensor); batches are
   gathered device-side and nothing crosses PCIe.
 * ``host``: host tensors (pinned when CUDA is present); a batch is gathered on the host and copied into a
   device buffer (``copy_``: the host-to-device DMA on a GPU, a memory copy standing in for it on a CPU).
-* ``ssd``: the ``hop_<r>.npy`` files read with ``O_DIRECT`` (:mod:`executor.ppgnn_files`: every read reaches
+* ``ssd``: the ``hop_<r>.npy`` files read with ``O_DIRECT`` (:mod:`executor.strategies.ppgnn.files`: every read reaches
   the storage device; nothing is cached): under random reshuffling one read per row and matrix, under chunk
   reshuffling one read per run and matrix; the reads of a batch are issued by a thread pool
   (:data:`IO_THREADS` in flight) into the staging buffer, then copied to the device buffer.
@@ -55,8 +55,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from executor.ppgnn_files import PLACEMENTS, HopSource
-from executor.trace import now
+from gnnplan.executor.strategies.ppgnn.files import PLACEMENTS, HopSource
+from gnnplan.executor.trace import now
 
 __all__ = ["BASELINE_WORKERS", "IO_THREADS", "LOADERS", "PLACEMENTS", "RESHUFFLES", "BaselineLoader",
            "DoubleBufferLoader", "FusedLoader", "HopSource", "LoadedBatch", "contiguous_runs", "epoch_order",

@@ -1,6 +1,6 @@
 """HopGNN's data movement in the executor: micrograph redistribution, the pre-gather buffer, model migration and
 the merge controller (mechanism and terms: :mod:`simulator.strategies.hopgnn`; paper-private terms are defined
-in :mod:`simulator.workload.micrographs`).
+in :mod:`simulator.strategies.hopgnn.micrographs`).
 
 Notation: M -> ``num_machines``, S -> ``num_steps``, mg_d^s -> a micrograph group, |R_s| -> the pre-gather's
 remote rows, m (merges) -> ``num_merges``.
@@ -15,10 +15,10 @@ import dgl
 import numpy as np
 import torch
 
-from executor import comm
-from executor.data import Topology
-from executor.features import FeatureStore, PullStats
-from simulator.workload.micrographs import build_blocks, cut_blocks, host_worker, seed_positions
+from gnnplan.executor import comm
+from gnnplan.executor.data import Topology
+from gnnplan.executor.features import FeatureStore, PullStats
+from gnnplan.simulator.strategies.hopgnn.micrographs import build_blocks, cut_blocks, host_worker, seed_positions
 
 
 @dataclass
@@ -199,8 +199,8 @@ class MergeController:
 def random_rank_batches(train_idx: np.ndarray, num_workers: int, seed: int, per_iteration: int, rank: int,
                         epoch: int) -> list[np.ndarray]:
     """One worker's seed batches of an epoch with the ``random`` seed split (the sampler stream's schedule)."""
-    from executor.data import iteration_batches
-    from simulator.workload.micrographs import random_split
+    from gnnplan.executor.data import iteration_batches
+    from gnnplan.simulator.strategies.hopgnn.micrographs import random_split
 
     shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
     return iteration_batches(random_split(shuffled, num_workers), per_iteration)[0][rank]

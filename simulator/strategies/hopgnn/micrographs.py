@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from simulator.errors import SpecError
-from simulator.io import atomic_write_json
-from simulator.paths import cache_dir
-from simulator.workload import graphstats
-from simulator.workload.datasets import GraphData, load_dataset
-from simulator.workload.spec import RmatSpec
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.io import atomic_write_json
+from gnnplan.simulator.paths import cache_dir
+from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload.datasets import GraphData, load_dataset
+from gnnplan.simulator.workload.spec import RmatSpec
 
 MICROGRAPH_FORMAT = 1
 """Version of the measurement (part of the cache key)."""

@@ -5,7 +5,7 @@ hidden_dim, ``c`` classes, ``L`` = ``model.num_layers`` (linear layers per feed-
 batch, ``M`` matrices loaded per row (1 for SGC, R + 1 for SIGN), ``n`` vertices, ``nnz`` non-zeros of
 ``B = D~^-1/2 (A + I) D~^-1/2``.
 
-The models are the executor's (:mod:`executor.ppgnn_models`): SGC = ``Linear(F, c)`` on hop R; SIGN = per hop
+The models are the executor's (:mod:`executor.strategies.ppgnn.models`): SGC = ``Linear(F, c)`` on hop R; SIGN = per hop
 a feed-forward net ``F -> h .. -> h`` (L linear layers, one shared PReLU + dropout between layers), concat,
 PReLU, dropout, projection ``(R+1) h -> h .. -> c`` (L layers). Dense kernels cost ``2 rows in out`` FLOPs
 (+ ``rows out`` for the bias); backward = 2 x forward for a matmul whose input needs a gradient, 1 x for
@@ -19,14 +19,14 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, replace
 
-from simulator.workload.model_cost import (
+from gnnplan.simulator.workload.model_cost import (
     ADAM_BYTES_PER_PARAM,
     ADAM_FLOPS_PER_PARAM,
     FLOAT_BYTES,
     INDEX_BYTES,
     Kernel,
 )
-from simulator.workload.spec import ModelSpec
+from gnnplan.simulator.workload.spec import ModelSpec
 
 PP_ARCHS = ("sgc", "sign")
 
@@ -50,7 +50,7 @@ def _ffn_params(i: int, h: int, o: int, layers: int) -> int:
 
 
 def param_count(model: ModelSpec, feature_dim: int, num_classes: int, hops: int) -> int:
-    """Trainable parameters (equals ``sum(p.numel())`` of :func:`executor.ppgnn_models.build_model`)."""
+    """Trainable parameters (equals ``sum(p.numel())`` of :func:`executor.strategies.ppgnn.models.build_model`)."""
     f, c, h, layers = feature_dim, num_classes, model.hidden_dim, model.num_layers
     if model.arch == "sgc":
         return f * c + c

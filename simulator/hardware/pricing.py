@@ -1,0 +1,210 @@
+"""Priced operations: the one place where work (bytes, edges, FLOPs, messages) becomes seconds.
+
+Every strategy states work; the simpy processes of :class:`~gnnplan.simulator.hardware.model.HardwareModel` and
+:mod:`gnnplan.simulator.calibrate` both turn it into time through the functions here, so a simulation and a fit
+agree by construction. Each function returns the *uncontended* time (the simulator shares links and cores
+among concurrent flows on top of it). :data:`OPERATIONS` names each one with the cluster parameters its price
+depends on; a strategy's ``CALIBRATION`` maps its trace phases to these names (:class:`PhaseRule`), which is
+all calibration needs to know about a strategy.
+
+Formulas and sources:
+
+* transfer over a link (PCIe, NVLink, NIC, storage): alpha-beta, ``num_messages * latency_s + nbytes /
+  bandwidth_bytes_per_s``. Source: Hockney, "The communication challenge for MPP", Parallel Computing 20(3),
+  1994.
+* gather of rows (``index_select``) from a memory: ``nbytes / (memory_bandwidth_bytes_per_s *
+  efficiency.gather_fraction)``: memory-bound (Williams, Waterman and Patterson, "Roofline", CACM 52(4), 2009).
+* sampling: ``num_edges / (host.sampling_edges_per_s_per_core * cores)`` (DGL's sampler is edge-bound on one
+  core per sampler process).
+* compute of a phase: ``flops * seconds_per_flop / efficiency.<phase>_fraction + kernels *
+  gpu.kernel_overhead_s`` (:func:`gnnplan.simulator.hardware.model.compute_time_s` on a kernel list).
+* all-reduce: hierarchical ring (:func:`gnnplan.simulator.hardware.collectives.hierarchical_all_reduce_time_s`).
+* feature fetch (a pull of remote rows, DistDGL KVStore style): ``(request_messages + 1) * network.latency_s +
+  sharers * nbytes / network.bandwidth_bytes_per_s``: the requests, then the rows back, ``sharers`` workers
+  of the machine pulling at once through its NIC.
+* feature load: ``max(host gather of local rows, fetch_s) + host-to-GPU copy of local + remote rows + GPU
+  gather of cache hits``.
+* exchange (per-layer representations or gradients between workers of different machines): ``steps *
+  (network.latency_s + 2 pcie.latency_s) + nbytes * (1 / network bandwidth + 2 / pcie bandwidth)``: out over
+  PCIe, across the network, in over PCIe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from gnnplan.simulator.hardware.collectives import hierarchical_all_reduce_time_s, intra_machine_link
+from gnnplan.simulator.hardware.spec import ClusterSpec, LinkSpec
+from gnnplan.simulator.trace import Span
+
+
+def link_s(link: LinkSpec, nbytes: float, num_messages: float = 1.0) -> float:
+    """Alpha-beta time of ``num_messages`` back-to-back messages carrying ``nbytes`` in all (0 for no bytes)."""
+    return 0.0 if nbytes <= 0 else num_messages * link.latency_s + nbytes / link.bandwidth_bytes_per_s
+
+
+def host_to_gpu_s(cluster: ClusterSpec, nbytes: float) -> float:
+    """Copy host memory to one GPU over its PCIe link (host-to-device)."""
+    return link_s(cluster.pcie, nbytes)
+
+
+def gpu_to_gpu_s(cluster: ClusterSpec, nbytes: float, num_messages: float = 1.0) -> float:
+    """Copy between two GPUs of one machine: NVLink if present, else PCIe through the host (one leg priced)."""
+    return link_s(intra_machine_link(cluster)[0], nbytes, num_messages)
+
+
+def network_s(cluster: ClusterSpec, nbytes: float, num_messages: float = 1.0) -> float:
+    """Send ``nbytes`` from one machine's NIC to another's in ``num_messages`` messages."""
+    return link_s(cluster.network, nbytes, num_messages)
+
+
+def storage_read_s(cluster: ClusterSpec, nbytes: float, num_reads: float = 1.0) -> float:
+    """Read ``nbytes`` from a machine's storage device in ``num_reads`` requests."""
+    return link_s(cluster.storage, nbytes, num_reads)
+
+
+def host_gather_s(cluster: ClusterSpec, nbytes: float) -> float:
+    """Gather ``nbytes`` of rows from host memory (memory-bound ``index_select``)."""
+    return nbytes / (cluster.host.memory_bandwidth_bytes_per_s * cluster.efficiency.gather_fraction)
+
+
+def gpu_gather_s(cluster: ClusterSpec, nbytes: float) -> float:
+    """Gather ``nbytes`` of rows from GPU memory (e.g. feature-cache hits)."""
+    return nbytes / (cluster.gpu.memory_bandwidth_bytes_per_s * cluster.efficiency.gather_fraction)
+
+
+def sampling_s(cluster: ClusterSpec, num_edges: float, cores: float = 1.0) -> float:
+    """Sample ``num_edges`` neighbour edges on ``cores`` host cores; with ``cores=1`` also its core-seconds."""
+    return num_edges / (cluster.host.sampling_edges_per_s_per_core * cores)
+
+
+def all_reduce_s(cluster: ClusterSpec, nbytes: float) -> float:
+    """Hierarchical ring all-reduce of ``nbytes`` per GPU over the whole cluster."""
+    return hierarchical_all_reduce_time_s(nbytes, cluster)
+
+
+def feature_fetch_s(cluster: ClusterSpec, nbytes: float, request_messages: float = 2.0, sharers: float = 1.0) -> float:
+    """Pull ``nbytes`` of remote rows: requests, then the rows back, ``sharers`` pullers on one NIC."""
+    net = cluster.network
+    return (request_messages + 1.0) * net.latency_s + sharers * nbytes / net.bandwidth_bytes_per_s
+
+
+def feature_load_s(cluster: ClusterSpec, local_bytes: float, remote_bytes: float, hit_bytes: float,
+                   fetch_s: float = 0.0) -> float:
+    """Load a batch's input features: host gather of local rows overlapping the remote fetch (``fetch_s``),
+    then the host-to-GPU copy of every miss, then the GPU gather of cache hits."""
+    return (max(host_gather_s(cluster, local_bytes), fetch_s) + host_to_gpu_s(cluster, local_bytes + remote_bytes)
+            + gpu_gather_s(cluster, hit_bytes))
+
+
+def exchange_s(cluster: ClusterSpec, nbytes: float, steps: float = 1.0) -> float:
+    """Exchange ``nbytes`` with workers of other machines in ``steps`` sequential rounds (PCIe out, network,
+    PCIe in per message)."""
+    if nbytes <= 0:
+        return 0.0
+    pcie, net = cluster.pcie, cluster.network
+    return steps * (net.latency_s + 2.0 * pcie.latency_s) + \
+        nbytes * (1.0 / net.bandwidth_bytes_per_s + 2.0 / pcie.bandwidth_bytes_per_s)
+
+
+def phase_compute_s(cluster: ClusterSpec, phase: str, flops: float, seconds_per_flop: float,
+                    kernels: float) -> float:
+    """A compute phase (``forward``, ``backward``, ``optimizer``) from its FLOPs, its roofline seconds per FLOP
+    and its kernel count: ``flops * seconds_per_flop / efficiency + kernels * gpu.kernel_overhead_s``."""
+    fraction = getattr(cluster.efficiency, f"{phase}_fraction")
+    return flops * seconds_per_flop / fraction + kernels * cluster.gpu.kernel_overhead_s
+
+
+def iteration_overhead(cluster: ClusterSpec) -> float:
+    """The fixed framework seconds per iteration (``iteration_overhead_s``)."""
+    return cluster.iteration_overhead_s
+
+
+@dataclass(frozen=True)
+class PricedOp:
+    """A priced operation and the cluster parameters (dotted field paths) its price depends on and that
+    calibration may fit from spans priced by it."""
+
+    name: str
+    seconds: Callable[..., float]
+    params: tuple[str, ...]
+
+
+_NET = ("network.bandwidth_bytes_per_s", "network.latency_s")
+_PCIE = ("pcie.bandwidth_bytes_per_s", "pcie.latency_s")
+OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
+    PricedOp("host_to_gpu", host_to_gpu_s, _PCIE),
+    PricedOp("network", network_s, _NET),
+    PricedOp("storage_read", storage_read_s, ("storage.bandwidth_bytes_per_s", "storage.latency_s")),
+    PricedOp("host_gather", host_gather_s, ("efficiency.gather_fraction",)),
+    PricedOp("sampling", sampling_s, ("host.sampling_edges_per_s_per_core",)),
+    PricedOp("all_reduce", all_reduce_s, _NET + _PCIE),
+    PricedOp("feature_fetch", feature_fetch_s, _NET),
+    PricedOp("feature_load", feature_load_s, _PCIE + ("efficiency.gather_fraction",)),
+    PricedOp("exchange", exchange_s, _NET),
+    PricedOp("forward", lambda cl, **w: phase_compute_s(cl, "forward", **w), ("efficiency.forward_fraction",)),
+    PricedOp("backward", lambda cl, **w: phase_compute_s(cl, "backward", **w), ("efficiency.backward_fraction",)),
+    PricedOp("optimizer", lambda cl, **w: phase_compute_s(cl, "optimizer", **w),
+             ("efficiency.optimizer_fraction",)),
+    PricedOp("iteration_overhead", iteration_overhead, ("iteration_overhead_s",)),
+)}
+"""Every priced operation by name. ``exchange`` informs only the network: one span cannot tell its PCIe legs
+from its network leg, and PCIe is determined by ``load`` spans."""
+
+
+@dataclass(frozen=True)
+class SpanRow:
+    """What a :class:`PhaseRule` sees of one measured span.
+
+    Attributes:
+        span: the span (for ``rows="iteration_sum"``, one span summing the phase's spans of the iteration:
+            durations, FLOPs and bytes added, ``args["num_spans"]`` their count).
+        iteration: every span of the same rank, epoch and iteration, by phase (zero-length spans included).
+        knobs: the plan's knob values.
+        shape: the trace's cluster at the parameters being evaluated (its machines x GPUs).
+        profile: the strategy's compute profile (``compute_profile``) on that shape, by phase.
+    """
+
+    span: Span
+    iteration: Mapping[str, Sequence[Span]]
+    knobs: Mapping[str, Any]
+    shape: ClusterSpec
+    profile: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PhaseRule:
+    """How calibration prices the spans of one trace phase.
+
+    Attributes:
+        op: a key of :data:`OPERATIONS`.
+        work: the operation's keyword arguments for one row (its ``cluster`` is supplied by calibration).
+        rows: ``each`` span is a row; ``iteration_sum``: the phase's spans of one rank and iteration summed
+            into one row; ``fastest``: per iteration, the fastest rank's span only (a collective, so waiting for
+            stragglers is excluded).
+        target: the measured seconds the prediction is compared with (default: the span's duration).
+        min_machines: rows are used only for traces with at least this many machines (e.g. 2 for a network
+            phase that is empty on one machine).
+        min_workers: likewise in workers.
+    """
+
+    op: str
+    work: Callable[[SpanRow], dict[str, float]]
+    rows: Literal["each", "iteration_sum", "fastest"] = "each"
+    target: Callable[[SpanRow], float] | None = None
+    min_machines: int = 1
+    min_workers: int = 1
+
+    def __post_init__(self) -> None:
+        if self.op not in OPERATIONS:
+            raise ValueError(f"op: unknown priced operation {self.op!r}; allowed: {', '.join(OPERATIONS)}")
+
+    def measured_s(self, row: SpanRow) -> float:
+        """The measured seconds of a row."""
+        return self.target(row) if self.target is not None else row.span.dur_s
+
+    def predicted_s(self, row: SpanRow) -> float:
+        """The priced seconds of a row on ``row.shape``."""
+        return OPERATIONS[self.op].seconds(row.shape, **self.work(row))

@@ -1,0 +1,87 @@
+"""Calibration rules shared by strategy plug-ins: how their common trace phases are priced.
+
+A plug-in's ``CALIBRATION`` maps each trace phase it records to a
+:class:`~gnnplan.simulator.hardware.pricing.PhaseRule` (the priced operation and the work a span carries);
+:mod:`gnnplan.simulator.calibrate` applies the rules and knows no strategy. The builders here cover the phases
+several strategies share; a strategy with its own phase writes its own rule beside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gnnplan.simulator.hardware.pricing import PhaseRule, SpanRow
+
+COMPUTE_PHASES = ("forward", "backward", "optimizer")
+
+
+def span_arg(row: SpanRow, name: str) -> float:
+    """A numeric span argument (0 when absent)."""
+    return float(row.span.args.get(name, 0.0))
+
+
+def _compute_work(phase: str) -> Callable[[SpanRow], dict[str, float]]:
+    def work(row: SpanRow) -> dict[str, float]:
+        prof = row.profile[phase]
+        return {"flops": row.span.flops, "seconds_per_flop": prof.seconds_per_flop,
+                "kernels": span_arg(row, "num_spans") * prof.kernels_per_span}
+    return work
+
+
+def compute_rules() -> dict[str, PhaseRule]:
+    """``forward`` / ``backward`` / ``optimizer``: one row per rank and iteration (a full-graph strategy runs
+    several blocks of different shape per phase), priced with the plug-in's ``compute_profile``."""
+    return {p: PhaseRule(p, _compute_work(p), rows="iteration_sum") for p in COMPUTE_PHASES}
+
+
+def sample_rule() -> PhaseRule:
+    """``sample``: the span's ``num_sampled_edges`` on one host core."""
+    return PhaseRule("sampling", lambda row: {"num_edges": span_arg(row, "num_sampled_edges")})
+
+
+def all_reduce_rule() -> PhaseRule:
+    """``all_reduce``: the gradient bytes, fastest rank per iteration, traces with 2+ workers."""
+    return PhaseRule("all_reduce", lambda row: {"nbytes": row.span.nbytes}, rows="fastest", min_workers=2)
+
+
+def fetch_rule(request_messages: int) -> PhaseRule:
+    """``fetch``: a pull of remote rows with ``request_messages`` messages before the rows come back, the
+    machine's workers sharing its NIC."""
+    return PhaseRule("feature_fetch", lambda row: {"nbytes": row.span.nbytes,
+                                                   "request_messages": float(request_messages),
+                                                   "sharers": float(row.shape.gpus_per_machine)})
+
+
+def load_rule() -> PhaseRule:
+    """``load``: local, remote and cache-hit bytes from the span, overlapped with the iteration's measured
+    ``fetch`` time."""
+    def work(row: SpanRow) -> dict[str, float]:
+        return {"local_bytes": span_arg(row, "local_bytes"), "remote_bytes": span_arg(row, "remote_bytes"),
+                "hit_bytes": span_arg(row, "hit_bytes"),
+                "fetch_s": sum(s.dur_s for s in row.iteration.get("fetch", ()))}
+    return PhaseRule("feature_load", work)
+
+
+def exchange_rule(ring_knob: str | None = None) -> PhaseRule:
+    """``exchange``: the larger of sent and received bytes, in W - 1 sequential steps when the plan's
+    ``ring_knob`` is on, else one; traces with 2+ machines."""
+    def work(row: SpanRow) -> dict[str, float]:
+        steps = row.shape.num_gpus - 1 if ring_knob and row.knobs.get(ring_knob) else 1
+        return {"nbytes": max(row.span.nbytes, span_arg(row, "received_bytes")), "steps": float(steps)}
+    return PhaseRule("exchange", work, min_machines=2)
+
+
+def iteration_rule(trainer_phases: tuple[str, ...], sampler_knob: str | None = "num_sampler_workers") -> PhaseRule:
+    """``iteration``: the fixed per-iteration cost, measured as the iteration's time minus its phases on the
+    trainer's path (``trainer_phases``) and its sampling: inline sampling spans when ``sampler_knob`` is 0 or
+    absent, else the wait for the prefetched batch (from the iteration start to the last sample's end)."""
+    def gap(row: SpanRow) -> float:
+        it, s = row.iteration, row.span
+        out = s.dur_s - sum(x.dur_s for p in trainer_phases for x in it.get(p, ()))
+        samples = it.get("sample", ())
+        if not (sampler_knob and row.knobs.get(sampler_knob, 0)):
+            out -= sum(x.dur_s for x in samples)
+        elif samples:
+            out -= min(max(0.0, max(x.end_s for x in samples) - s.start_s), s.dur_s)
+        return out
+    return PhaseRule("iteration_overhead", lambda row: {}, target=gap)

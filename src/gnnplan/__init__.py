@@ -1,0 +1,106 @@
+"""gnnplan: predict, choose and run distributed GNN training configurations.
+
+The Python API (the ``gnnplan`` command line wraps the same functions)::
+
+    import gnnplan
+
+    cluster = gnnplan.load_cluster("4x-a100-10gbe")          # preset name, YAML path or ClusterSpec
+    workload = gnnplan.load_workload("cora-sage")
+    result = gnnplan.simulate(cluster, workload, "dp", {"cache_fraction": 0.2})
+    result.epoch_time_s, result.breakdown_s, result.bytes_per_epoch
+    summary = gnnplan.tune(cluster, workload, trials=30, output="plan.yaml")       # Optuna study
+    measured = gnnplan.run(gnnplan.load_plan("plan.yaml"), nprocs=2, epochs=2)   # real training
+    calibrated, report = gnnplan.calibrate(["traces/....json"], cluster)
+
+Packages (DESIGN.md, "Layout"): :mod:`gnnplan.simulator` (never imports torch, the executor or Optuna at import
+time), :mod:`gnnplan.executor` (PyTorch + DGL + torch.distributed; torchrun entry point
+``python -m gnnplan.executor.launch``), :mod:`gnnplan.autotune` (Optuna study, loop, CLI). Importing
+``gnnplan`` imports only the simulator's specs; :func:`tune` imports Optuna and :func:`run` torch when called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gnnplan.simulator import __version__
+from gnnplan.simulator.api import simulate
+from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster, preset_names
+from gnnplan.simulator.plan import Plan, load_plan
+from gnnplan.simulator.strategies import STRATEGIES
+from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
+
+if TYPE_CHECKING:
+    from gnnplan.simulator.result import SimResult
+
+__all__ = ["__version__", "simulate", "tune", "run", "calibrate", "load_cluster", "load_workload", "load_plan",
+           "preset_names", "strategy_names", "ClusterSpec", "WorkloadSpec", "Plan", "SimResult"]
+
+
+def strategy_names() -> list[str]:
+    """Names of the registered strategies (``dp``, ``hopgnn``, ...), sorted."""
+    return sorted(STRATEGIES)
+
+
+def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, *,
+         strategies: Sequence[str] | None = None, trials: int = 40, storage: str | None = None,
+         study_name: str | None = None, tune_batch_size: bool = False, allow_model_change: bool = False,
+         seed: int = 0, output: str | Path = "plan.yaml") -> dict[str, Any]:
+    """Search strategies and knobs with Optuna on simulated epoch time and write the best plan (``gnnplan tune``).
+
+    Args:
+        cluster, workload: preset names, YAML paths or specs.
+        strategies: allowed strategy names (None = every strategy that supports the workload).
+        trials: trials added to the study; storage: Optuna storage URL (None = the SQLite file in the gnnplan
+            home); study_name: None = derived from the inputs, so a repeated call resumes.
+        tune_batch_size, allow_model_change, seed: as the CLI flags.
+        output: the plan YAML (written atomically after the study).
+
+    Returns:
+        ``{study, storage, num_trials_total, best, ranked, plan, model_changed, note}``.
+
+    Raises:
+        SpecError: bad input or no feasible configuration (one line naming the field).
+    """
+    from gnnplan.autotune.planning import tune_to_plan
+
+    return tune_to_plan(load_cluster(cluster), load_workload(workload), list(strategies) if strategies else None,
+                        trials, storage, study_name, tune_batch_size, seed, Path(output),
+                        allow_model_change=allow_model_change)
+
+
+def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | None = None,
+        trace_dir: str | Path = "traces", progress: bool = False) -> dict[str, Any]:
+    """Train a plan for real on local worker processes and write its Chrome trace (``gnnplan run``).
+
+    Returns:
+        The ``run --json`` object: ``epoch_time_s`` (median, s), ``epoch_times_s``, ``loss``, ``val_accuracy``,
+        ``test_accuracy``, ``bytes_per_epoch``, ``trace`` (path).
+
+    Raises:
+        SpecError: the plan cannot run here.
+    """
+    from gnnplan.executor.runner import run_plan
+
+    loaded = plan if isinstance(plan, Plan) else load_plan(plan)
+    return run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress)
+
+
+def calibrate(traces: Sequence[str | Path] | Mapping[str, Any], cluster: str | Path | ClusterSpec
+              ) -> tuple[ClusterSpec, dict[str, Any]]:
+    """Fit a cluster's effective parameters to recorded traces (``gnnplan calibrate``).
+
+    Args:
+        traces: Chrome-trace files, or ``{name: (spans, metadata)}`` as :func:`gnnplan.simulator.trace.read_trace`
+            returns.
+        cluster: the cluster to start from.
+
+    Returns:
+        (calibrated cluster, report) as :func:`gnnplan.simulator.calibrate.calibrate`.
+    """
+    from gnnplan.simulator import calibrate as cal
+
+    if isinstance(traces, Mapping):
+        return cal.calibrate(traces, cluster)
+    return cal.calibrate_files(list(traces), cluster)
