@@ -6,11 +6,9 @@ Errors in user input are one line on stderr, exit code 2, and nothing is written
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from pydantic import ValidationError
 
@@ -32,7 +30,6 @@ def _common_sim(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     from gnnplan.autotune import commands as c
-
     from gnnplan.simulator import __version__
 
     parser = _Parser(prog="gnnplan", description="Predict, choose and run distributed GNN training.")
@@ -83,6 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=c.cmd_calibrate)
 
+    p = sub.add_parser("trace", help="work with Chrome traces")
+    trace_sub = p.add_subparsers(dest="trace_command", required=True, parser_class=_Parser)
+    m = trace_sub.add_parser("merge", help="one Chrome trace with a predicted and a measured timeline side by side")
+    m.add_argument("predicted", help="trace written by gnnplan simulate --trace")
+    m.add_argument("measured", help="trace written by gnnplan run")
+    m.add_argument("-o", "--output", required=True, help="merged trace to write (opens in Perfetto)")
+    m.add_argument("--epoch", type=int, help="measured epoch to show (default: the median one)")
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(func=c.cmd_trace_merge)
+
     p = sub.add_parser("loop", help="the main job: tune, run the best plan, calibrate, report prediction error")
     p.add_argument("--cluster", default="local")
     p.add_argument("--workload", default="cora-sage")
@@ -120,16 +127,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     args = build_parser().parse_args(argv)
     return _guard(args.func, args)
-
-
-def emit_json(obj: Any) -> None:
-    """Print one JSON object on stdout."""
-    print(json.dumps(obj, indent=1, default=str))
-
-
-def output_path(arg: str | None, default: Path) -> Path:
-    """The path to write: the user's ``-o`` or the default."""
-    return Path(arg) if arg else default
 
 
 if __name__ == "__main__":

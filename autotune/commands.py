@@ -3,14 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
+from typing import Any
 
 from gnnplan.autotune import report
-from gnnplan.autotune.cli import emit_json, output_path
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.paths import user_home
 from gnnplan.simulator.workload.spec import load_workload
+
+
+def emit_json(obj: Any) -> None:
+    """Print one JSON object on stdout."""
+    print(json.dumps(obj, indent=1, default=str))
+
+
+def output_path(arg: str | None, default: Path) -> Path:
+    """The path to write: the user's ``-o`` or the default."""
+    return Path(arg) if arg else default
 
 
 def _positive(name: str, value: int | None) -> None:
@@ -104,6 +115,20 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         con.print(report.error_table([(r["trace"], r["measured_epoch_time_s"], r["predicted_before_s"],
                                        r["predicted_after_s"]) for r in out["runs"]]))
         con.print(f"calibrated cluster written to {out['output']} (use it as --cluster {out['output']})")
+    return 0
+
+
+def cmd_trace_merge(args: argparse.Namespace) -> int:
+    """``gnnplan trace merge PRED MEASURED -o FILE``: both timelines in one Chrome trace."""
+    from gnnplan.simulator.trace_merge import merge_files
+
+    meta = merge_files(args.predicted, args.measured, args.output, args.epoch)
+    if args.json:
+        emit_json({"output": args.output, **meta})
+    else:
+        times = meta["epoch_time_s"]
+        report.console().print(f"wrote {args.output}: predicted epoch {report.fmt_s(times['predicted'])}, "
+                               f"measured epoch {report.fmt_s(times['measured'])} (open in https://ui.perfetto.dev)")
     return 0
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from gnnplan.autotune.study import TuneRequest, best_result, default_storage, eligible_strategies, ranked_trials, run_study
+from gnnplan.autotune.study import (
+    TuneRequest,
+    best_result,
+    default_storage,
+    eligible_strategies,
+    ranked_trials,
+    run_study,
+)
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.io import atomic_write_yaml
 from gnnplan.simulator.plan import Plan, save_plan

@@ -18,7 +18,7 @@ are not on the ladder: the copy into the device buffer (``pcie``), the row gathe
 bandwidth), direct reads of runs and of single 4 KiB pages of a hop file, alone and from 4 threads
 (``storage`` bandwidth, latency and the device's useful concurrency), forward / backward efficiency and the
 per-iteration overhead of a run with the matrices resident ("gpu" placement); then, by bisection on the
-simulator, the per-row cost of the baseline loader (``ROW_INDEX_S``) fitted to an epoch of the host-memory
+simulator, the per-row cost of the baseline loader (``host.row_index_s``) fitted to an epoch of the host-memory
 baseline with half the batch size, and the storage bandwidth fitted to file-backed chunk reshuffling with half
 the batch size (the disk as seen while the trainer computes beside the reads).
 The last column is (predicted - measured) / measured.
@@ -227,17 +227,14 @@ def fit_to_run(cluster, plan, measured_s: float, set_value, lo: float, hi: float
 
 
 def calibrate_rows(args: argparse.Namespace, cluster) -> float:  # type: ignore[no-untyped-def]
-    """``ROW_INDEX_S`` fitted to one epoch of the host-memory baseline with HALF the batch size: the DataLoader
+    """``host.row_index_s`` fitted to one epoch of the host-memory baseline with HALF the batch size: the DataLoader
     workers' per-row cost as it is while the trainer computes beside them."""
-    from gnnplan.simulator.strategies.ppgnn import work as ppgnn_work
-
     plan = make_plan(args, {"placement": "host", "loader": "baseline", "reshuffle": "random"},
                      batch_size=args.batch_size // 2)
     measured = measure(plan, 1, None)["iteration_s"]
 
     def install(x: float):  # type: ignore[no-untyped-def]
-        ppgnn_work.ROW_INDEX_S = x
-        return cluster
+        return cluster.model_copy(update={"host": cluster.host.model_copy(update={"row_index_s": x})})
 
     return fit_to_run(cluster, plan, measured, install, 1e-7, 1e-4)
 
@@ -291,13 +288,11 @@ def calibrated_cluster(args: argparse.Namespace, files, hops: list[int]):  # typ
 
     from gnnplan.executor.probe import cpu_model, dense_flops_per_s, host_memory_bytes
     from gnnplan.simulator.hardware.spec import cluster_from_dict
-    from gnnplan.simulator.strategies.ppgnn import work as ppgnn_work
 
     threads = torch.get_num_threads()
     warm_device(files, hops)
     tr = calibrate_transfers(files, hops, args.batch_size)
     st = calibrate_storage(files, args.batch_size)
-    ppgnn_work.STORAGE_CONCURRENCY = st["storage_concurrency"]
     memory = host_memory_bytes()
     base = cluster_from_dict({
         "name": "local-ppgnn", "num_machines": 1, "gpus_per_machine": 1,
@@ -307,13 +302,14 @@ def calibrated_cluster(args: argparse.Namespace, files, hops: list[int]):  # typ
         "pcie": {"bandwidth_bytes_per_s": tr["copy_bytes_per_s"], "latency_s": tr["copy_latency_s"]},
         "network": {"bandwidth_bytes_per_s": 1e9, "latency_s": 1e-5},
         "storage": {"bandwidth_bytes_per_s": st["storage_bytes_per_s"], "latency_s": st["storage_latency_s"],
-                    "gpudirect": False}})
+                    "gpudirect": False, "concurrency": st["storage_concurrency"]}})
     comp = calibrate_compute(args, base)
     eff = {"forward_fraction": min(10.0, comp["forward_fraction"]),
            "backward_fraction": min(10.0, comp["backward_fraction"]), "gather_fraction": 1.0}
     cluster = base.model_copy(update={"efficiency": base.efficiency.model_copy(update=eff),
                                       "iteration_overhead_s": comp["iteration_overhead_s"]})
     row_index_s = calibrate_rows(args, cluster)
+    cluster = cluster.model_copy(update={"host": cluster.host.model_copy(update={"row_index_s": row_index_s})})
     cluster = calibrate_run_reads(args, cluster)
     return cluster, {**tr, **st, **comp, "row_index_s": row_index_s,
                      "storage_bytes_per_s (fitted)": cluster.storage.bandwidth_bytes_per_s}

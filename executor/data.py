@@ -38,8 +38,6 @@ ICLR 2017, eq. 2) and GAT, whose attention includes the vertex itself (Velickovi
 PARTITION_SEED = 0
 """Seed of the partitioner: the simulator's graph statistics partition with seed 0 (``stats_seed``), so both
 see the same owner map."""
-INDEX_BYTES = 8
-"""int64 vertex ids and request counts."""
 
 
 @dataclass(frozen=True)

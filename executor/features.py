@@ -18,8 +18,9 @@ import numpy as np
 import torch
 
 from gnnplan.executor import comm
-from gnnplan.executor.data import INDEX_BYTES, Topology, positions_in_owner
+from gnnplan.executor.data import Topology, positions_in_owner
 from gnnplan.executor.trace import now
+from gnnplan.simulator.units import INDEX_BYTES
 
 
 @dataclass

@@ -29,7 +29,7 @@ from gnnplan.simulator.workload.spec import WorkloadSpec
 class Plan(BaseModel):
     """A runnable configuration."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     strategy: str
     knobs: dict[str, Any] = Field(default_factory=dict)

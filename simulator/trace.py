@@ -63,8 +63,15 @@ def _tid(stream: str, tids: dict[str, int]) -> int:
     return tids[stream]
 
 
-def to_chrome(spans: list[Span], metadata: dict[str, Any]) -> dict[str, Any]:
-    """Convert spans to a Chrome-trace JSON object (see module docstring)."""
+def to_chrome(spans: list[Span], metadata: dict[str, Any], pid_offset: int = 0, label: str = "rank") -> dict[str, Any]:
+    """Convert spans to a Chrome-trace JSON object (see module docstring).
+
+    Args:
+        spans: the spans.
+        metadata: the top-level ``metadata`` object.
+        pid_offset: added to every rank to form its ``pid`` (0 = pid is the rank).
+        label: process names are ``f"{label} {rank}"``.
+    """
     tids: dict[str, int] = {s: i for i, s in enumerate(STREAMS)}
     events: list[dict[str, Any]] = []
     used: set[tuple[int, str]] = set()
@@ -72,13 +79,14 @@ def to_chrome(spans: list[Span], metadata: dict[str, Any]) -> dict[str, Any]:
         tid = _tid(s.stream, tids)
         used.add((s.rank, s.stream))
         args = {"nbytes": s.nbytes, "flops": s.flops, "epoch": s.epoch, "iteration": s.iteration, **s.args}
-        events.append({"ph": "X", "name": s.phase, "pid": s.rank, "tid": tid, "ts": s.start_s * 1e6,
+        events.append({"ph": "X", "name": s.phase, "pid": s.rank + pid_offset, "tid": tid, "ts": s.start_s * 1e6,
                        "dur": s.dur_s * 1e6, "args": args})
     for rank, stream in sorted(used):
-        events.append({"ph": "M", "name": "thread_name", "pid": rank, "tid": tids[stream],
+        events.append({"ph": "M", "name": "thread_name", "pid": rank + pid_offset, "tid": tids[stream],
                        "args": {"name": stream}})
     for rank in sorted({r for r, _ in used}):
-        events.append({"ph": "M", "name": "process_name", "pid": rank, "args": {"name": f"rank {rank}"}})
+        events.append({"ph": "M", "name": "process_name", "pid": rank + pid_offset,
+                       "args": {"name": f"{label} {rank}"}})
     return {"traceEvents": events, "displayTimeUnit": "ms", "metadata": metadata}
 
 

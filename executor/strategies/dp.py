@@ -43,6 +43,7 @@ from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.dp import NAME, Knobs
+from gnnplan.simulator.units import FLOAT_BYTES
 from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
 
 __all__ = ["NAME", "Knobs", "Trainer"]
@@ -68,7 +69,7 @@ class Trainer:
         dgl.seed(wl.training.seed)
         self.model = GNN(wl.model, self.data.feature_dim, self.data.num_classes).to(topo.device)
         self.net, self.hook = comm.data_parallel(self.model)
-        self.gradient_bytes = 4 * num_params(self.model)
+        self.gradient_bytes = FLOAT_BYTES * num_params(self.model)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
                                           weight_decay=wl.training.weight_decay)
         self.optimizer_flops = ADAM_FLOPS_PER_PARAM * num_params(self.model)

@@ -34,17 +34,14 @@ import simpy
 
 from gnnplan.simulator.engine import Engine, FluidResource
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec, LinkSpec
+from gnnplan.simulator.units import FLOAT_BYTES
 
-FLOAT_BYTES = 4
-"""float32 width. Source: IEEE 754-2008 binary32."""
+__all__ = ["FLOAT_BYTES", "CUDA_CONTEXT_BYTES", "HardwareModel", "Kernel", "compute_time_s", "gather_time_s",
+           "kernel_time_s", "roofline_s", "roofline_time_s", "sampling_time_s", "transfer_time_s", "worker_cores"]
 
 CUDA_CONTEXT_BYTES = 8.0e8
 """GPU memory taken by a PyTorch process before any tensor: CUDA context + kernels, ~781 MB measured with
 nvidia-smi in pytorch/pytorch issue #34323 ("PyTorch GPU memory allocation"), rounded up to 800 MB."""
-
-HOST_PROCESS_BYTES = 3.0e8
-"""Host memory of one worker process after ``import torch, dgl``: 277 MB resident set measured on the
-development machine (torch 2.13 CPU, DGL 1.1.3, /proc/self/status VmRSS), rounded up to 300 MB."""
 
 
 class Kernel(Protocol):

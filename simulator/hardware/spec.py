@@ -32,7 +32,7 @@ PRESET_DIR = Path(__file__).parent / "presets"
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class GpuSpec(_Spec):
@@ -60,6 +60,16 @@ class HostSpec(_Spec):
     sampling_edges_per_s_per_core: float = Field(
         default=2.0e7, gt=0,
         description="neighbour-sampling throughput of one core, sampled edges per second")
+    process_bytes: float = Field(
+        default=3.0e8, ge=0,
+        description="host memory of one worker process after importing torch and DGL (resident set); default: "
+                    "277 MB VmRSS measured with torch 2.13 CPU and DGL 1.1.3, rounded up to 300 MB; gnnplan probe "
+                    "measures it")
+    row_index_s: float = Field(
+        default=6.0e-6, ge=0,
+        description="seconds per row and matrix of a per-row Python loader (Dataset.__getitem__ + "
+                    "default_collate; PP-GNN brief section 2.4 t_item); default: 4-12 us measured with torch 2.13 "
+                    "CPU on Cora and CiteSeer rows, one thread; gnnplan probe measures it")
 
 
 class LinkSpec(_Spec):
@@ -73,6 +83,11 @@ class StorageSpec(LinkSpec):
     """Per-machine storage (NVMe); ``gpudirect`` = GPUDirect Storage reads bypass host memory."""
 
     gpudirect: bool = False
+    concurrency: float = Field(
+        default=32.0, ge=1,
+        description="requests the device serves at once at full per-request latency; default 32: NVMe SSDs "
+                    "reach their rated random-read IOPS at queue depth 32 (Samsung PM9A3 product brief, 4 KB "
+                    "random read at QD32); a virtualised disk may serve ~1; gnnplan probe measures it")
 
 
 class EfficiencySpec(_Spec):

@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any
 
 from gnnplan.simulator.engine import Engine, Rendezvous
 from gnnplan.simulator.errors import SpecError
@@ -22,6 +22,7 @@ from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel, Kernel,
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.graphstats import DatasetSummary, SampleStats
+from gnnplan.simulator.workload.model_cost import ModelCost
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
 MAX_WINDOW_ITERATIONS = 16
@@ -240,23 +241,6 @@ def place_window(spans: list[Span], plan: IterationPlan, period_s: float) -> lis
     return out
 
 
-class PhaseKernels(Protocol):
-    """A model's kernels and size per training step (:class:`simulator.workload.model_cost.ModelCost`,
-    :class:`simulator.strategies.ppgnn.cost.ModelCost`)."""
-
-    @property
-    def forward(self) -> Sequence[Kernel]: ...
-
-    @property
-    def backward(self) -> Sequence[Kernel]: ...
-
-    @property
-    def optimizer(self) -> Sequence[Kernel]: ...
-
-    @property
-    def num_params(self) -> int: ...
-
-
 @dataclass(frozen=True)
 class StepCompute:
     """The compute of one worker's data-parallel training step: uncontended seconds and FLOPs of forward,
@@ -271,7 +255,7 @@ class StepCompute:
     gradient_bytes: float
 
     @classmethod
-    def of(cls, cost: PhaseKernels, cluster: ClusterSpec) -> StepCompute:
+    def of(cls, cost: ModelCost, cluster: ClusterSpec) -> StepCompute:
         """Price a model's kernels on ``cluster`` (:func:`simulator.hardware.model.compute_time` with the
         efficiency fraction of each phase)."""
         eff, gpu = cluster.efficiency, cluster.gpu

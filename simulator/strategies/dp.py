@@ -54,7 +54,6 @@ from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
 from gnnplan.simulator.hardware.model import (
     CUDA_CONTEXT_BYTES,
     FLOAT_BYTES,
-    HOST_PROCESS_BYTES,
     gather_time_s,
 )
 from gnnplan.simulator.result import LINKS, SimResult
@@ -179,7 +178,7 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstima
            "input features": n_in * row, "activations": cost.activation_bytes, "blocks": cost.block_bytes,
            "feature cache": cached * row}
     in_flight = PREFETCH_FACTOR * knobs.num_sampler_workers if knobs.num_sampler_workers else 1
-    per_worker = HOST_PROCESS_BYTES + in_flight * (cost.block_bytes + n_in * row)
+    per_worker = cl.host.process_bytes + in_flight * (cost.block_bytes + n_in * row)
     host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
             "worker processes and sampler buffers": cl.gpus_per_machine * per_worker}

@@ -31,12 +31,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from gnnplan.simulator.units import FLOAT_BYTES, INDEX_BYTES
 from gnnplan.simulator.workload.spec import ModelSpec
 
-FLOAT_BYTES = 4
-"""float32. Source: IEEE 754-2008 binary32."""
-INDEX_BYTES = 8
-"""int64 vertex / edge ids, DGL's default idtype (dgl.DGLGraph idtype docs)."""
+__all__ = ["FLOAT_BYTES", "INDEX_BYTES", "ADAM_FLOPS_PER_PARAM", "Block", "Kernel", "ModelCost", "model_cost",
+           "layer_dims", "model_state_bytes"]
 ADAM_FLOPS_PER_PARAM = 14.0
 """Adam with L2 weight decay: ~14 FLOPs per parameter (Kingma and Ba, ICLR 2015, Algorithm 1: two moment
 updates, bias corrections, sqrt, divide, update; plus the decay term)."""

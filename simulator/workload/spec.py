@@ -27,7 +27,7 @@ MESSAGE_PASSING_ARCHS = ("gcn", "sage", "gat", "gin")
 
 
 class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class RmatSpec(_Spec):

@@ -34,13 +34,14 @@ from gnnplan.executor.assemble import rank0_first
 from gnnplan.executor.data import Topology, build_graph, input_features
 from gnnplan.executor.evaluate import Accuracy
 from gnnplan.executor.models import GNN
-from gnnplan.executor.strategies.neutronstar.blocks import ExchangeTiming, LayerPlan, exchange, launch, layer_plans
 from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.strategies.neutronstar.blocks import ExchangeTiming, LayerPlan, exchange, launch, layer_plans
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.neutronstar import NAME, Knobs, check_workload, load_structure, worker_sets
-from gnnplan.simulator.strategies.neutronstar.work import worker_work
 from gnnplan.simulator.strategies.neutronstar.dependencies import worker_counts
+from gnnplan.simulator.strategies.neutronstar.work import worker_work
+from gnnplan.simulator.units import FLOAT_BYTES
 
 __all__ = ["NAME", "Knobs", "Trainer"]
 
@@ -80,7 +81,7 @@ class Trainer:
         torch.manual_seed(wl.training.seed)
         self.model = GNN(wl.model, graph.feature_dim, graph.num_classes).to(topo.device)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
-        self.gradient_bytes = 4 * sum(p.numel() for p in self.params)
+        self.gradient_bytes = FLOAT_BYTES * sum(p.numel() for p in self.params)
         self.optimizer = torch.optim.Adam(self.params, lr=wl.training.lr, weight_decay=wl.training.weight_decay)
         self.optimizer_flops = self.work.optimizer_flops
         torch.manual_seed(wl.training.seed * 7919 + topo.rank)  # dropout masks differ between ranks

@@ -57,6 +57,7 @@ import torch
 
 from gnnplan.executor.strategies.ppgnn.files import PLACEMENTS, HopSource
 from gnnplan.executor.trace import now
+from gnnplan.simulator.strategies.ppgnn.work import BASELINE_WORKERS, IO_THREADS
 
 __all__ = ["BASELINE_WORKERS", "IO_THREADS", "LOADERS", "PLACEMENTS", "RESHUFFLES", "BaselineLoader",
            "DoubleBufferLoader", "FusedLoader", "HopSource", "LoadedBatch", "contiguous_runs", "epoch_order",
@@ -64,10 +65,6 @@ __all__ = ["BASELINE_WORKERS", "IO_THREADS", "LOADERS", "PLACEMENTS", "RESHUFFLE
 
 LOADERS = ("baseline", "fused", "double_buffer")
 RESHUFFLES = ("random", "chunk")
-BASELINE_WORKERS = 2
-"""DataLoader worker processes of the baseline loader: the paper's setting (brief §1.4(a))."""
-IO_THREADS = 4
-"""Threads issuing file reads in parallel (brief §1.7 step 2)."""
 
 
 def epoch_order(num_rows: int, reshuffle: str, chunk_size: int, seed: int, epoch: int) -> np.ndarray:

@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
-from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES, HOST_PROCESS_BYTES
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import dp
 from gnnplan.simulator.strategies.base import (
@@ -189,7 +189,7 @@ def memory_bytes(ctx: SimContext, knobs: Knobs, full: list[HopWork]) -> tuple[di
            "migration buffer": full[0].migration_bytes, "input features": biggest,
            "activations": cost.activation_bytes, "blocks": cost.block_bytes}
     buffer = max((w.pregather_remote_rows + w.pregather_local_rows) * row for w in full) if knobs.pregather else 0.0
-    per_worker = HOST_PROCESS_BYTES + cost.block_bytes + buffer
+    per_worker = cl.host.process_bytes + cost.block_bytes + buffer
     host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
             "worker processes and pre-gather buffers": cl.gpus_per_machine * per_worker}

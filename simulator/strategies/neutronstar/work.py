@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES, HOST_PROCESS_BYTES, compute_time_s
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES, compute_time_s
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies.base import MemoryEstimate, memory_estimate
 from gnnplan.simulator.strategies.neutronstar.split import EDGE_BYTES, layer_widths
@@ -126,7 +126,7 @@ def worker_memory(cluster: ClusterSpec, widths: list[int], counts: WorkerCounts,
            "received rows and gradients": received,
            "activations": work.master.activation_bytes + work.replica.activation_bytes,
            "block inputs": inputs, "blocks": work.master.block_bytes + work.replica.block_bytes}
-    host = {"worker process": HOST_PROCESS_BYTES,
+    host = {"worker process": cluster.host.process_bytes,
             "partition (features, labels, in-edges)": counts.num_owned * (FLOAT_BYTES * widths[0] + INDEX_BYTES)
             + counts.num_owned_edges * 2 * INDEX_BYTES}
     return gpu, host

@@ -17,7 +17,7 @@ Pre-propagation: R sparse-dense products ``X_r = B X_{r-1}``, ``2 nnz F`` FLOPs 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from gnnplan.simulator.workload.model_cost import (
     ADAM_BYTES_PER_PARAM,
@@ -25,6 +25,7 @@ from gnnplan.simulator.workload.model_cost import (
     FLOAT_BYTES,
     INDEX_BYTES,
     Kernel,
+    ModelCost,
 )
 from gnnplan.simulator.workload.spec import ModelSpec
 
@@ -56,32 +57,6 @@ def param_count(model: ModelSpec, feature_dim: int, num_classes: int, hops: int)
         return f * c + c
     num_matrices(model.arch, hops)
     return (hops + 1) * _ffn_params(f, h, h, layers) + 1 + _ffn_params((hops + 1) * h, h, c, layers)
-
-
-@dataclass(frozen=True)
-class PPModelCost:
-    """One batch's compute: kernels of forward, backward and optimizer, parameters and activation bytes."""
-
-    forward: tuple[Kernel, ...]
-    backward: tuple[Kernel, ...]
-    optimizer: tuple[Kernel, ...]
-    num_params: int
-    activation_bytes: float
-
-    @property
-    def forward_flops(self) -> float:
-        """FLOPs of the forward pass."""
-        return sum(k.flops for k in self.forward)
-
-    @property
-    def backward_flops(self) -> float:
-        """FLOPs of the backward pass."""
-        return sum(k.flops for k in self.backward)
-
-    @property
-    def optimizer_flops(self) -> float:
-        """FLOPs of the Adam step."""
-        return sum(k.flops for k in self.optimizer)
 
 
 def _gemm(name: str, rows: float, i: int, o: int, input_grad: bool = True) -> Kernel:
@@ -120,7 +95,7 @@ def forward_kernels(model: ModelSpec, feature_dim: int, num_classes: int, hops: 
     return kernels + [_elementwise("loss.cross_entropy", rows * c, 4.0)]
 
 
-def model_cost(model: ModelSpec, feature_dim: int, num_classes: int, hops: int, rows: float) -> PPModelCost:
+def model_cost(model: ModelSpec, feature_dim: int, num_classes: int, hops: int, rows: float) -> ModelCost:
     """Kernels, parameters and activation memory of one training step on ``rows`` rows.
 
     Raises:
@@ -136,7 +111,7 @@ def model_cost(model: ModelSpec, feature_dim: int, num_classes: int, hops: int, 
     optimizer = (Kernel("adam", ADAM_FLOPS_PER_PARAM * params, ADAM_BYTES_PER_PARAM * params),)
     masks = sum(k.out_elems for k in forward if ".dropout" in k.name)  # one byte per dropout mask element
     activation = FLOAT_BYTES * sum(k.out_elems for k in forward) + masks
-    return PPModelCost(tuple(forward), tuple(backward), optimizer, params, activation)
+    return ModelCost(tuple(forward), tuple(backward), optimizer, params, activation, block_bytes=0.0)
 
 
 def input_bytes(num_labelled: int, feature_dim: int, arch: str, hops: int) -> float:

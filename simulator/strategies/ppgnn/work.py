@@ -9,7 +9,7 @@ Per-batch loading work (brief §2.4; the executor's loaders, :mod:`executor.stra
 
 * ``gpu`` placement: a gather of ``B_b`` in device memory (``gather_time`` at GPU memory bandwidth) on the
   compute stream; the ``baseline`` loader first indexes every row in the training process
-  (``b M`` x :data:`ROW_INDEX_S` on one host core).
+  (``b M`` x ``host.row_index_s`` on one host core).
 * ``host``: ``baseline``: DataLoader worker processes (:data:`BASELINE_WORKERS`, each ``PREFETCH_FACTOR``
   batches ahead, as dp's samplers) index every row and collate (one core each), then the trainer copies
   ``B_b`` over PCIe. ``fused`` random: a host gather of ``B_b`` (host memory bandwidth x gather_fraction, a
@@ -19,7 +19,7 @@ Per-batch loading work (brief §2.4; the executor's loaders, :mod:`executor.stra
   reshuffling reads every row and matrix with its own page-aligned request, ``PAGE_BYTES + s`` bytes expected
   (the enclosing aligned range of an unaligned row), :data:`IO_THREADS` requests in flight for the fused
   loaders and one per DataLoader worker for the baseline, the device serving at most
-  :data:`STORAGE_CONCURRENCY` of them at once (request latency / effective depth); chunk reshuffling reads
+  ``storage.concurrency`` of them at once (request latency / effective depth); chunk reshuffling reads
   every run and matrix with one request, ``B_b + n_r M PAGE_BYTES`` bytes, :data:`IO_THREADS` in flight.
   The data land in device memory directly with GPUDirect Storage (``storage.gpudirect``), else they cross
   PCIe afterwards.
@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
-from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, HOST_PROCESS_BYTES, compute_time_s, gather_time_s
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, compute_time_s, gather_time_s
 from gnnplan.simulator.result import LINKS
 from gnnplan.simulator.strategies.base import MemoryEstimate, SimContext, StepCompute, memory_estimate
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
@@ -59,19 +59,11 @@ BASELINE_WORKERS = 2
 """DataLoader worker processes of the baseline loader (brief §1.4(a): ``num_workers=2``)."""
 PREFETCH_FACTOR = 2
 """Batches in flight per DataLoader worker: torch.utils.data.DataLoader's default ``prefetch_factor``."""
-ROW_INDEX_S = 6.0e-6
-"""Seconds per row and matrix of the per-row baseline loader (``Dataset.__getitem__`` + ``default_collate``
-in Python): measured on the development machine (torch 2.13 CPU, 4-12 us per row and matrix over Cora and
-CiteSeer rows, one thread). Brief §2.4's ``t_item``; a cluster field would let calibration fit it."""
 PAGE_BYTES = 4096
 """Alignment of a direct read: the x86-64 base page (Intel SDM Vol. 3A §4.3), executor.strategies.ppgnn.files.ALIGN."""
 IO_THREADS = 4
-"""Storage requests the fused loaders keep in flight: the executor's I/O threads (executor.strategies.ppgnn.loaders)."""
-STORAGE_CONCURRENCY = 32.0
-"""Requests the storage device serves concurrently at full per-request latency: NVMe SSDs reach their rated
-random-read IOPS at queue depth 32 (e.g. Samsung PM9A3 product brief, 4 KB random read at QD32). A cluster
-field would let calibration fit it (a virtualised disk may serve ~1)."""
-
+"""Storage requests the fused loaders keep in flight: the executor's I/O threads (executor.strategies.ppgnn.loaders),
+which take this value (brief §1.7 step 2)."""
 
 
 @dataclass(frozen=True)
@@ -120,18 +112,18 @@ def load_work(ctx: SimContext, knobs: Knobs, placement: str, rows: float) -> Loa
     per_row, chunked = knobs.loader == "baseline", knobs.reshuffle == "chunk"
     runs = 1.0 + max(0.0, rows - 1.0) / (knobs.chunk_size or ctx.batch_size) if chunked else rows
     requests = rows * m if per_row else runs * m if chunked else float(m)
-    index_s = rows * m * ROW_INDEX_S if per_row else 0.0
+    index_s = rows * m * cl.host.row_index_s if per_row else 0.0
     if placement == "gpu":
         return LoadWork(rows, nbytes, requests, index_s, 0.0, 0.0, False, 0.0, 0.0, 0.0, nbytes)
     storage, storage_latency, direct, gather = 0.0, 0.0, False, 0.0
     if placement == "ssd" and chunked and not per_row:  # one request per run and matrix
-        depth = min(float(IO_THREADS), STORAGE_CONCURRENCY)
+        depth = min(float(IO_THREADS), cl.storage.concurrency)
         storage, storage_latency = nbytes + runs * m * PAGE_BYTES, runs * m * cl.storage.latency_s / depth
         direct = cl.storage.gpudirect
     elif placement == "ssd":  # one aligned request per row and matrix
         # fused: IO_THREADS in flight; baseline: one per DataLoader worker, the workers sharing the device
-        depth = (min(float(IO_THREADS), STORAGE_CONCURRENCY) if not per_row else
-                 min(float(BASELINE_WORKERS), STORAGE_CONCURRENCY) / BASELINE_WORKERS)
+        depth = (min(float(IO_THREADS), cl.storage.concurrency) if not per_row else
+                 min(float(BASELINE_WORKERS), cl.storage.concurrency) / BASELINE_WORKERS)
         storage, storage_latency = rows * m * (PAGE_BYTES + s), rows * m * cl.storage.latency_s / depth
     elif not per_row and not chunked:
         gather = nbytes
@@ -155,7 +147,7 @@ def memory_model(ctx: SimContext, knobs: Knobs, placement: str) -> MemoryEstimat
            "activations": cost.activation_bytes, "batch buffers": slots * batch,
            "stored hop matrices": stored if placement == "gpu" else 0.0}
     in_flight = BASELINE_WORKERS * PREFETCH_FACTOR if knobs.loader == "baseline" else slots
-    per_worker = HOST_PROCESS_BYTES + (0.0 if placement == "gpu" else in_flight * batch)
+    per_worker = cl.host.process_bytes + (0.0 if placement == "gpu" else in_flight * batch)
     host = {"worker processes and staging buffers": cl.gpus_per_machine * per_worker,
             "stored hop matrices": stored if placement == "host" else 0.0}
     return memory_estimate(cl, gpu, host, context=f"{placement} placement: ")

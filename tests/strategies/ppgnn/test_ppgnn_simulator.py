@@ -13,7 +13,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.strategies import ppgnn
 from gnnplan.simulator.strategies.base import SimContext
-from gnnplan.simulator.strategies.ppgnn.work import ROW_INDEX_S, load_work, resolved_placement
+from gnnplan.simulator.strategies.ppgnn.work import load_work, resolved_placement
 from gnnplan.simulator.workload.graphstats import DatasetSummary, dataset_summary
 from gnnplan.simulator.strategies.ppgnn.cost import input_bytes, model_cost, param_count
 from gnnplan.simulator.workload.spec import workload_from_dict
@@ -78,7 +78,8 @@ def test_load_work_per_placement_and_scheme() -> None:
     assert chunk.host_gather_bytes == 0 and chunk.num_requests == pytest.approx(runs * m)
     assert chunk.pcie_latency_s == pytest.approx(runs * m * 5e-6)
     base = load_work(ctx, ppgnn.Knobs(hops=3, loader="baseline"), "host", b)
-    assert base.row_index_core_s == pytest.approx(b * m * ROW_INDEX_S) and base.num_requests == b * m
+    assert base.row_index_core_s == pytest.approx(b * m * ctx.cluster.host.row_index_s)
+    assert base.num_requests == b * m
     gds = load_work(ctx, ppgnn.Knobs(hops=3, loader="fused", reshuffle="chunk"), "ssd", b)
     runs = 1 + (b - 1) / 8000
     assert gds.storage_direct and gds.pcie_bytes == 0

@@ -1,0 +1,120 @@
+"""One Chrome trace holding a predicted and a measured timeline side by side (``gnnplan trace merge``).
+
+Both inputs use ``pid`` = rank and their own time origins, so opening them together in Perfetto overlays
+unrelated processes. The merge takes one epoch of each (the predicted trace has one; of the measured trace the
+epoch whose slowest rank is the median, or the one asked for), moves each epoch's start to time 0, and gives
+the processes distinct pids and names: predicted rank ``r`` is pid ``r`` named ``predicted rank r``, measured
+rank ``r`` is pid ``PID_OFFSET + r`` named ``measured rank r``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.io import atomic_write_text
+from gnnplan.simulator.trace import Span, read_trace, to_chrome
+
+PID_OFFSET = 1000
+"""First pid of the measured timeline (ranks stay far below it)."""
+_SUMMARY_KEYS = ("strategy", "knobs", "num_workers", "source")
+
+
+def epoch_windows(spans: list[Span]) -> dict[int, tuple[float, float]]:
+    """Per epoch index, (earliest start, latest end) over the ranks' ``epoch`` spans."""
+    windows: dict[int, tuple[float, float]] = {}
+    for s in spans:
+        if s.phase == "epoch":
+            lo, hi = windows.get(s.epoch, (s.start_s, s.end_s))
+            windows[s.epoch] = (min(lo, s.start_s), max(hi, s.end_s))
+    return windows
+
+
+def pick_epoch(spans: list[Span], epoch: int | None = None) -> int:
+    """The epoch to show: ``epoch`` if given, else the one whose duration is the median (the lower one of an
+    even count, so the result is an epoch that exists).
+
+    Raises:
+        SpecError: the trace has no ``epoch`` spans, or not the one asked for.
+    """
+    windows = epoch_windows(spans)
+    if not windows:
+        raise SpecError("trace: no 'epoch' spans (written by gnnplan run or gnnplan simulate --trace?)")
+    if epoch is not None:
+        if epoch not in windows:
+            raise SpecError(f"--epoch: {epoch} is not in the trace; epochs: {', '.join(map(str, sorted(windows)))}")
+        return epoch
+    durations = {e: hi - lo for e, (lo, hi) in windows.items()}
+    median = statistics.median_low(durations.values())
+    return min(e for e, d in durations.items() if d == median)
+
+
+def one_epoch(spans: list[Span], epoch: int) -> list[Span]:
+    """The spans of ``epoch`` (tagged with it, or untagged and inside its window), shifted to start at 0."""
+    lo, hi = epoch_windows(spans)[epoch]
+    keep = [s for s in spans if s.epoch == epoch or (s.epoch == -1 and s.start_s >= lo and s.end_s <= hi)]
+    return [replace(s, start_s=s.start_s - lo) for s in keep]
+
+
+def merge(predicted: tuple[list[Span], dict[str, Any]], measured: tuple[list[Span], dict[str, Any]],
+          epoch: int | None = None) -> dict[str, Any]:
+    """The merged Chrome-trace object (module docstring).
+
+    Args:
+        predicted: (spans, metadata) of the simulator's trace.
+        measured: (spans, metadata) of the executor's trace.
+        epoch: the measured epoch to show (None = the median one).
+
+    Raises:
+        SpecError: a trace without ``epoch`` spans, or an epoch it does not have.
+    """
+    (pred, pred_meta), (meas, meas_meta) = predicted, measured
+    pred_epoch, meas_epoch = pick_epoch(pred), pick_epoch(meas, epoch)
+    doc = to_chrome(one_epoch(pred, pred_epoch), {}, label="predicted rank")
+    other = to_chrome(one_epoch(meas, meas_epoch), {}, pid_offset=PID_OFFSET, label="measured rank")
+    doc["traceEvents"].extend(other["traceEvents"])
+    doc["metadata"] = {
+        "merged": {"predicted": {"epoch": pred_epoch, **_summary(pred_meta)},
+                   "measured": {"epoch": meas_epoch, **_summary(meas_meta)},
+                   "measured_pid_offset": PID_OFFSET, "time_origin": "start of each timeline's epoch"},
+        "epoch_time_s": {"predicted": _duration(pred, pred_epoch), "measured": _duration(meas, meas_epoch)}}
+    return doc
+
+
+def _summary(meta: dict[str, Any]) -> dict[str, Any]:
+    return {k: meta[k] for k in _SUMMARY_KEYS if k in meta}
+
+
+def _duration(spans: list[Span], epoch: int) -> float:
+    lo, hi = epoch_windows(spans)[epoch]
+    return hi - lo
+
+
+def merge_files(predicted: str | Path, measured: str | Path, output: str | Path, epoch: int | None = None
+                ) -> dict[str, Any]:
+    """Read two trace files, merge them and write the result atomically.
+
+    Returns:
+        The merged trace's metadata.
+
+    Raises:
+        SpecError: a missing or malformed input (see :func:`gnnplan.simulator.trace.read_trace`) or
+            :func:`merge`'s errors; nothing is written then.
+    """
+    doc = merge(read_trace(predicted), read_trace(measured), epoch)
+    atomic_write_text(output, json.dumps(doc))
+    return dict(doc["metadata"])
+
+
+def ranks_by_label(doc: dict[str, Any]) -> dict[str, list[int]]:
+    """Process pids of a merged trace by the first word of their name (``predicted`` / ``measured``)."""
+    out: dict[str, list[int]] = defaultdict(list)
+    for e in doc["traceEvents"]:
+        if e.get("ph") == "M" and e.get("name") == "process_name":
+            out[e["args"]["name"].split()[0]].append(int(e["pid"]))
+    return {k: sorted(v) for k, v in out.items()}

@@ -1,0 +1,46 @@
+"""The installed package: `import gnnplan` is the API, the folders install only below `gnnplan`, `--version`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gnnplan
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_api_simulates_a_preset() -> None:
+    res = gnnplan.simulate("4x-a100-10gbe", "cora-gcn-full", "neutronstar", {"mode": "depcomm"})
+    direct = gnnplan.simulate(gnnplan.load_cluster("4x-a100-10gbe"), gnnplan.load_workload("cora-gcn-full"),
+                              "neutronstar", {"mode": "depcomm"})
+    assert res.feasible and res.epoch_time_s > 0 and res.epoch_time_s == direct.epoch_time_s
+    assert "dp" in gnnplan.strategy_names() and "4x-a100-10gbe" in gnnplan.preset_names()
+
+
+@pytest.mark.parametrize("cwd", [ROOT, Path("/")], ids=["repo-root", "elsewhere"])
+@pytest.mark.parametrize("name", ["simulator", "executor", "autotune"])
+def test_folders_do_not_import_as_top_level_packages(name: str, cwd: Path) -> None:
+    proc = _python(f"import {name}", cwd)
+    assert proc.returncode != 0
+    assert "ImportError" in proc.stderr or "ModuleNotFoundError" in proc.stderr
+
+
+def test_import_gnnplan_loads_no_heavy_module() -> None:
+    proc = _python("import sys, gnnplan\nprint(sorted(m for m in ('torch', 'dgl', 'optuna', 'gnnplan.executor') "
+                   "if m in sys.modules))", Path("/"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+def test_version_from_the_console_script_and_python_m() -> None:
+    for cmd in (["gnnplan", "--version"], [sys.executable, "-m", "gnnplan", "--version"]):
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0 and proc.stdout.strip() == f"gnnplan {gnnplan.__version__}"
