@@ -17,8 +17,32 @@ import yaml
 from gnnplan.simulator.errors import SpecError
 
 
+MAX_SPEC_BYTES = 16 * 2**20
+"""Largest YAML file read as a spec or plan (16 MiB): a plan with its prediction is a few kB."""
+MAX_YAML_DEPTH = 64
+"""Deepest nesting of YAML collections accepted (specs nest 3 levels; deeper input is malformed or hostile)."""
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` without aliases (an alias bomb grows memory without bound) and with bounded nesting
+    (deep nesting ends in RecursionError)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.YAMLError(f"aliases (*{event.anchor}) are not allowed, at line {event.start_mark.line + 1}")
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.YAMLError(f"nested deeper than {MAX_YAML_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+
 def read_yaml(path: str | Path, what: str) -> dict[str, Any]:
-    """Read a YAML mapping with ``yaml.safe_load``.
+    """Read a YAML mapping safely: ``yaml.SafeLoader`` without aliases, at most :data:`MAX_YAML_DEPTH` levels
+    deep and :data:`MAX_SPEC_BYTES` long.
 
     Args:
         path: file to read.
@@ -28,17 +52,22 @@ def read_yaml(path: str | Path, what: str) -> dict[str, Any]:
         The mapping.
 
     Raises:
-        SpecError: the file is missing, is not valid YAML, or is not a mapping.
+        SpecError: the file is missing, too large, unreadable, not valid YAML (aliases and deep nesting
+            included), or not a mapping.
     """
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"{what}: file {str(p)!r} does not exist")
+    if p.stat().st_size > MAX_SPEC_BYTES:
+        raise SpecError(f"{what}: {p} is larger than {MAX_SPEC_BYTES // 2**20} MiB")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.load(p.read_text(), Loader=_SpecLoader)  # noqa: S506 (a SafeLoader subclass)
+    except UnicodeDecodeError:
+        raise SpecError(f"{what}: {p} is not UTF-8 text") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "malformed YAML"
+        problem = getattr(exc, "problem", None) or str(exc) or "malformed YAML"
         raise SpecError(f"{what}: {p} is not valid YAML{at}: {problem}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{what}: {p} must hold a YAML mapping, got {type(data).__name__}")

@@ -114,7 +114,7 @@ def read_trace(path: str | Path) -> tuple[list[Span], dict[str, Any]]:
     try:
         doc = json.loads(p.read_text())
         events = doc["traceEvents"]
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError, RecursionError):
         raise SpecError(f"trace: {p} is not a Chrome trace JSON object with traceEvents") from None
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
              if e.get("ph") == "M" and e.get("name") == "thread_name"}
