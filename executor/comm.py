@@ -26,6 +26,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from gnnplan.executor.trace import synchronize_spans_on
+
 TIMEOUT = timedelta(minutes=10)
 """Collective timeout: a crashed peer turns into an error instead of a hang."""
 
@@ -74,6 +76,7 @@ def init_process_group(rank: int, world_size: int, master_addr: str, master_port
         torch.cuda.set_device(_device)
     else:
         _device = torch.device("cpu")
+    synchronize_spans_on(_device)
     dist.init_process_group(backend, init_method=f"tcp://{master_addr}:{master_port}", rank=rank,
                             world_size=world_size, timeout=TIMEOUT)
     reset_counters()

@@ -1,9 +1,15 @@
 """A low-overhead span recorder for the executor, producing :class:`simulator.trace.Span` (the shared schema).
 
-Times are ``time.perf_counter()`` readings (CLOCK_MONOTONIC on Linux, so comparable across the processes of
-one machine, e.g. sampler workers) taken by the caller; the recorder stores raw tuples and converts them to
-spans relative to an origin only when asked. Every rank takes its origin right after a barrier, so ranks'
-time lines line up to within the barrier's skew. Recording never synchronises a device.
+Times are :func:`now` readings (``time.perf_counter()``: CLOCK_MONOTONIC on Linux, so comparable across the
+processes of one machine, e.g. sampler workers) taken by the caller; the recorder stores raw tuples and converts
+them to spans relative to an origin only when asked. Every rank takes its origin right after a barrier, so
+ranks' time lines line up to within the barrier's skew.
+
+On a GPU, kernels run asynchronously: a host clock read right after a launch times the launch, not the kernel.
+A worker on CUDA therefore calls :func:`synchronize_spans_on` with its device at start-up, and from then on every
+:func:`now` reading first waits for the device's queued work (``torch.cuda.synchronize``), so each span ends when
+its kernels have finished. On the CPU nothing is synchronised. Source: PyTorch docs, "CUDA semantics",
+asynchronous execution ("use torch.cuda.synchronize() ... for time measurements").
 
 Phases and streams follow common.md: ``sample`` (sampler), ``load`` (pcie), ``fetch`` (network, nested in
 load), ``forward``/``backward``/``optimizer`` (compute), ``all_reduce`` (network), ``iteration``/``epoch``
@@ -13,13 +19,38 @@ load), ``forward``/``backward``/``optimizer`` (compute), ``all_reduce`` (network
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from gnnplan.simulator.trace import Span, write_trace
 
-now = time.perf_counter
-"""The clock every executor span is measured with."""
+_sync: Callable[[], None] | None = None
+
+
+def now() -> float:
+    """The clock every executor span is measured with: ``perf_counter()`` seconds, after waiting for the device's
+    queued kernels when :func:`synchronize_spans_on` was called with a CUDA device."""
+    if _sync is not None:
+        _sync()
+    return time.perf_counter()
+
+
+def synchronize_spans_on(device: Any) -> bool:
+    """Make :func:`now` wait for ``device``'s queued work before each reading when it is a CUDA device.
+
+    Args:
+        device: a ``torch.device`` or device string; anything but CUDA turns synchronisation off.
+
+    Returns:
+        Whether readings now synchronise.
+    """
+    global _sync
+    import torch
+
+    dev = torch.device(device)
+    _sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else None
+    return _sync is not None
 
 
 class Recorder:
