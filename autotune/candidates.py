@@ -3,7 +3,7 @@
 Training semantics differ between strategies (DESIGN.md, "A strategy is one plug-in"): ``dp``, ``hopgnn`` and
 ``gsplit`` compute the same mini-batch gradient, ``hongtu`` and ``neutronstar`` the same full-graph gradient,
 and ``ppgnn`` trains a different model (SGC or SIGN on pre-propagated features). The tuner compares the
-strategies that accept the workload as given (its ``SUPPORTS`` training mode and its ``check_workload``).
+strategies that accept the workload as given (its training mode in ``SUPPORTS``, its model in ``MODEL_ARCHS``).
 When the user allows a model change it also compares the workload with its model swapped between message
 passing and pre-propagation at the same depth: an L-layer message-passing GNN becomes SGC and SIGN with
 R = L hops (``ppgnn``'s ``hops`` knob fixed to L), and an SGC / SIGN workload also runs as the other
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.strategies import STRATEGIES, get_strategy
+from gnnplan.simulator.strategies import STRATEGIES, contract, get_strategy
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
 
 PRE_PROPAGATION_ARCHS = ("sgc", "sign")
@@ -48,17 +48,8 @@ class Candidate:
 
 
 def accepts(strategy: str, workload: WorkloadSpec) -> bool:
-    """Whether a strategy can run a workload: its training mode is supported and ``check_workload`` passes."""
-    module = get_strategy(strategy)
-    if workload.training.mode not in module.SUPPORTS:
-        return False
-    check = getattr(module, "check_workload", None)
-    try:
-        if check is not None:
-            check(workload)
-    except SpecError:
-        return False
-    return True
+    """Whether a strategy can run a workload (:func:`gnnplan.simulator.strategies.contract.accepts`)."""
+    return contract.accepts(get_strategy(strategy), workload)
 
 
 def model_variants(workload: WorkloadSpec) -> list[tuple[WorkloadSpec, dict[str, Any]]]:

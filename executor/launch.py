@@ -11,6 +11,9 @@ Real clusters use ``torchrun``, one process per GPU::
 which reads ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT``
 from the environment (torchrun sets them). The device is ``cuda:LOCAL_RANK`` when CUDA is available, else the
 CPU, chosen at run time, with backend NCCL or gloo accordingly.
+
+Every worker sizes its thread pools to its share of the machine's cores before any work
+(:mod:`executor.threads`): ``cores // (workers on the machine x (1 + sampler processes per worker))``, at least 1.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import torch
 
 from gnnplan.executor import comm
 from gnnplan.executor.data import Topology
+from gnnplan.executor.threads import apply_threads, child_environment, restore_threads, worker_threads
 
 Emit = Callable[[Any], None]
 WorkerFn = Callable[..., Any]
@@ -45,50 +49,43 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def cpu_count() -> int:
-    """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def set_threads(num_threads: int) -> int:
-    """Set torch's and DGL's intra-op thread counts; returns torch's previous count."""
-    from dgl.utils import set_num_threads
-
-    previous = torch.get_num_threads()
-    torch.set_num_threads(num_threads)
-    set_num_threads(num_threads)
-    return previous
-
-
 def local_device(local_rank: int) -> torch.device:
     """``cuda:local_rank`` when CUDA is available, else the CPU."""
     return torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
 
 
-def run_in_process(fn: WorkerFn, args: tuple[Any, ...], on_message: Emit | None = None) -> Any:
-    """Run ``fn`` as the only rank of a one-process group in this process (no spawn), restoring the thread
-    count afterwards."""
-    previous = set_threads(max(1, cpu_count()))
+def run_in_process(fn: WorkerFn, args: tuple[Any, ...], on_message: Emit | None = None,
+                   samplers_per_worker: int = 0) -> Any:
+    """Run ``fn`` as the only rank of a one-process group in this process (no spawn), on its thread share
+    (the inter-op pool left as it is, since it cannot be resized back), restoring the thread counts afterwards.
+
+    Args:
+        fn: ``fn(topo, emit, *args)``.
+        args: further arguments.
+        on_message: called with every object ``fn`` passes to ``emit``.
+        samplers_per_worker: sampler processes the worker starts (they take cores from its share).
+    """
+    previous = apply_threads(worker_threads(1, samplers_per_worker), inter_op=False)
     comm.init_process_group(0, 1, "127.0.0.1", free_port())
     try:
         topo = Topology(0, 1, 1, local_device(0))
         return fn(topo, on_message or (lambda _m: None), *args)
     finally:
         comm.destroy()
-        set_threads(previous)
+        restore_threads(previous)
 
 
-def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | None = None) -> Any:
-    """Run ``fn`` on ``nprocs`` local processes (one machine each: ``gpus_per_machine`` = 1).
+def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | None = None,
+          samplers_per_worker: int = 0) -> Any:
+    """Run ``fn`` on ``nprocs`` local processes (one machine each: ``gpus_per_machine`` = 1), each on its
+    thread share of this machine's cores (module docstring), set in its environment before it imports torch.
 
     Args:
         fn: module-level function ``fn(topo, emit, *args)`` (picklable by reference).
         nprocs: worker processes.
         args: further arguments (picklable).
         on_message: called in this process with every object a worker passes to ``emit``.
+        samplers_per_worker: sampler processes each worker starts (they take cores from its share).
 
     Returns:
         Rank 0's return value.
@@ -101,9 +98,10 @@ def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | N
     from torch.multiprocessing.spawn import ProcessException
 
     queue = mp.get_context("spawn").SimpleQueue()
-    threads = max(1, cpu_count() // nprocs)
-    ctx = mp.start_processes(_worker, args=(nprocs, free_port(), threads, fn, args, queue), nprocs=nprocs,
-                             join=False, start_method="spawn")
+    threads = worker_threads(nprocs, samplers_per_worker)
+    with child_environment(threads):
+        ctx = mp.start_processes(_worker, args=(nprocs, free_port(), threads, fn, args, queue), nprocs=nprocs,
+                                 join=False, start_method="spawn")
     box: dict[str, Any] = {}
     try:
         done = False
@@ -130,7 +128,7 @@ def _drain(queue: Any, box: dict[str, Any], on_message: Emit | None) -> None:
 def _worker(index: int, nprocs: int, port: int, threads: int, fn: WorkerFn, args: tuple[Any, ...],
             queue: Any) -> None:
     os.environ.setdefault("DGLBACKEND", "pytorch")
-    set_threads(threads)
+    apply_threads(threads)
     gpu = index % max(1, torch.cuda.device_count())
     comm.init_process_group(index, nprocs, "127.0.0.1", port, local_rank=gpu)
     try:
@@ -164,8 +162,12 @@ def _leave_without_teardown() -> None:
     os._exit(0)
 
 
-def torchrun_topology() -> Topology:
-    """This process's place from torchrun's environment; joins the process group.
+def torchrun_topology(samplers_per_worker: int = 0) -> Topology:
+    """This process's place from torchrun's environment, on its thread share of the machine; joins the process
+    group.
+
+    Args:
+        samplers_per_worker: sampler processes each worker starts (they take cores from its share).
 
     Raises:
         ValueError: a variable is missing or ``WORLD_SIZE`` is not a multiple of ``LOCAL_WORLD_SIZE``.
@@ -180,7 +182,7 @@ def torchrun_topology() -> Topology:
                          "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT)") from None
     if world % per_machine:
         raise ValueError(f"LOCAL_WORLD_SIZE: {per_machine} does not divide WORLD_SIZE {world}")
-    set_threads(max(1, cpu_count() // per_machine))
+    apply_threads(worker_threads(per_machine, samplers_per_worker))
     comm.init_process_group(rank, world, addr, port, local_rank=local_rank)
     return Topology(rank, world, per_machine, local_device(local_rank))
 
@@ -188,7 +190,7 @@ def torchrun_topology() -> Topology:
 def main(argv: list[str] | None = None) -> int:
     """``python -m gnnplan.executor.launch PLAN [--epochs E] [--trace-dir DIR]`` under torchrun; rank 0 prints the
     ``run --json`` object on stdout and the progress on stderr."""
-    from gnnplan.executor.runner import progress_printer, rank_main, resolved_plan
+    from gnnplan.executor.runner import progress_printer, rank_main, resolved_plan, sampler_processes
     from gnnplan.simulator.plan import load_plan
 
     parser = argparse.ArgumentParser(prog="python -m gnnplan.executor.launch", description=main.__doc__)
@@ -197,10 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trace-dir", default="traces")
     parser.add_argument("--no-progress", action="store_true")
     ns = parser.parse_args(argv)
-    topo = torchrun_topology()
+    loaded = load_plan(ns.plan)
+    topo = torchrun_topology(sampler_processes(loaded))
     say = None
     try:
-        plan = resolved_plan(load_plan(ns.plan), topo.num_machines, topo.gpus_per_machine, ns.epochs)
+        plan = resolved_plan(loaded, topo.num_machines, topo.gpus_per_machine, ns.epochs)
         say = progress_printer(plan) if topo.rank == 0 and not ns.no_progress else None
         result = rank_main(topo, say or (lambda _m: None), plan, ns.trace_dir)
     finally:

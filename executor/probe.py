@@ -44,8 +44,9 @@ import scipy.optimize
 import torch
 import yaml
 
-from gnnplan.executor.launch import cpu_count as num_cores
+from gnnplan.executor.threads import cpu_count as num_cores
 from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.model import thread_share
 from gnnplan.simulator.hardware.spec import cluster_from_dict
 from gnnplan.simulator.io import atomic_write_text
 from gnnplan.simulator.paths import cache_dir
@@ -399,7 +400,7 @@ def probe_machine(num_workers: int = 2, quick: bool = False) -> dict[str, Any]:
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise SpecError(f"--workers: must be a positive integer (got {num_workers!r})")
     s, w, cores, folder = QUICK if quick else FULL, num_workers, num_cores(), cache_dir()
-    threads, memory = max(1, cores // w), host_memory_bytes()
+    threads, memory = thread_share(cores, w), host_memory_bytes()
     copy = _sig(copy_bytes_per_s(cores, s.copy_bytes, s.repeats) / w)
     gather = gather_latency_bandwidth(threads, s.gather_row_dim, s.gather_table_rows, s.gather_row_counts, s.repeats)
     network = network_latency_bandwidth(s.message_sizes, s.message_repeats)
@@ -425,7 +426,7 @@ def probe_machine(num_workers: int = 2, quick: bool = False) -> dict[str, Any]:
 
 def _sources(s: Sizes, w: int, cores: int, memory: float, folder: Path, dropped: bool) -> dict[str, str]:
     """The ``sources`` mapping: "measured by gnnplan probe on <date>: <method>" for every field."""
-    on = f"{max(1, cores // w)} thread(s) = {cores} cores // {w} workers"
+    on = f"{thread_share(cores, w)} thread(s) = {cores} cores // {w} workers"
     fit = "latency + bytes / bandwidth fitted by non-negative least squares on relative residuals"
     cache = "page cache dropped with posix_fadvise(DONTNEED)" if dropped else "page cache NOT dropped (no fadvise)"
     methods = {  # "field field ...": method

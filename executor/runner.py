@@ -38,6 +38,7 @@ from gnnplan.executor.trace import Recorder, now, save, trace_path
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies import get_strategy
+from gnnplan.simulator.strategies.contract import check_workload
 
 EpochCallback = Callable[[dict[str, Any]], None]
 
@@ -54,9 +55,7 @@ def resolved_plan(plan: Plan, num_machines: int, gpus_per_machine: int, epochs: 
         knobs = module.Knobs.model_validate(plan.knobs)
     except ValueError as exc:
         raise SpecError(f"plan.knobs: {str(exc).splitlines()[-1].strip()}") from None
-    check = getattr(get_strategy(plan.strategy), "check_workload", None)
-    if check is not None:
-        check(plan.workload)
+    check_workload(get_strategy(plan.strategy), plan.workload)
     runnable = getattr(module, "check_knobs", None)  # knobs the simulator accepts but the executor cannot run
     if runnable is not None:
         runnable(knobs)
@@ -73,6 +72,11 @@ def resolved_plan(plan: Plan, num_machines: int, gpus_per_machine: int, epochs: 
     if epochs is not None:
         data["workload"]["training"]["num_epochs"] = epochs
     return Plan.model_validate(data)
+
+
+def sampler_processes(plan: Plan) -> int:
+    """Sampler processes each worker of ``plan`` starts: its ``num_sampler_workers`` knob (dp, hopgnn), else 0."""
+    return int(plan.knobs.get("num_sampler_workers") or 0)
 
 
 def run_plan(plan: Plan, nprocs: int | None = None, epochs: int | None = None, trace_dir: str | Path = "traces",
@@ -99,9 +103,12 @@ def run_plan(plan: Plan, nprocs: int | None = None, epochs: int | None = None, t
         raise SpecError(f"--nprocs: must be >= 1, got {n}")
     plan = resolved_plan(plan, n, 1, epochs)
     sink = EpochProgress(plan, progress, on_epoch)
-    args = (plan, str(trace_dir))
+    args, samplers = (plan, str(trace_dir)), sampler_processes(plan)
     try:
-        result = run_in_process(rank_main, args, sink) if n == 1 else spawn(rank_main, n, args, sink)
+        if n == 1:
+            result = run_in_process(rank_main, args, sink, samplers_per_worker=samplers)
+        else:
+            result = spawn(rank_main, n, args, sink, samplers_per_worker=samplers)
     finally:
         sink.close()
     return result
@@ -215,7 +222,7 @@ def trace_metadata(plan: Plan, result: dict[str, Any]) -> dict[str, Any]:
     """The trace's metadata object."""
     import dgl
 
-    import gnnplan.simulator as simulator
+    from gnnplan import simulator
 
     return {"plan": plan.model_dump(mode="json"), "results": result, "num_workers": plan.num_workers,
             "strategy": plan.strategy, "knobs": dict(plan.knobs), "cluster": plan.cluster.name,

@@ -13,6 +13,8 @@ multi-threaded sampling is not reproducible even with ``dgl.seed`` (the order of
 float summation order, changes from run to run), DGL's DataLoader workers sample on one thread too
 (``WorkerInitWrapper``), and the simulator models a sampler as one core (:mod:`simulator.strategies.dp`).
 Sampler process j is seeded with ``dgl.seed(seed + j + 1)``; the trainer's inline sampling with ``seed``.
+A sampler process sizes all its thread pools to 1 (:func:`executor.threads.apply_threads`) when it starts: it
+is one of the processes the worker's share of the cores was divided by (:mod:`executor.threads`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import dgl
 import numpy as np
 import torch
 
+from gnnplan.executor.threads import apply_threads
 from gnnplan.executor.trace import now
 
 Schedule = Callable[[int], list[np.ndarray]]
@@ -155,6 +158,8 @@ def _identity(item: Any) -> Any:
 
 
 def _init_worker(seed: int, worker_id: int) -> None:
+    """Start-up of sampler process ``worker_id``: one thread per pool, then its seed (module docstring)."""
+    apply_threads(1)
     dgl.seed(seed + worker_id + 1)
 
 

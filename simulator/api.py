@@ -23,6 +23,7 @@ from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.result import SimResult
 from gnnplan.simulator.strategies import get_strategy
 from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.trace import write_trace
 from gnnplan.simulator.workload import graphstats
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
@@ -122,8 +123,8 @@ def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | Workl
                  stats_seed: int = 0) -> tuple[ModuleType, BaseModel, SimContext]:
     """Resolve everything a simulation needs, measuring (or reading cached) graph statistics.
 
-    Mini-batch sampling statistics are measured only for strategies that use them (a plug-in that does not
-    sets ``NEEDS_SAMPLE_STATS = False``; its context then has ``stats=None`` and it measures what it needs).
+    Mini-batch sampling statistics are measured only for strategies that use them (``NEEDS_SAMPLE_STATS``; a
+    plug-in without them gets ``stats=None`` and measures what it needs).
 
     Returns:
         (strategy module, validated knobs, context).
@@ -135,19 +136,14 @@ def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | Workl
     cl, wl = load_cluster(cluster), load_workload(workload)
     module = get_strategy(strategy)
     kn = coerce_knobs(strategy, knobs)
-    if wl.training.mode not in module.SUPPORTS:
-        raise SpecError(f"training.mode: strategy {strategy} supports {', '.join(module.SUPPORTS)}, "
-                        f"got {wl.training.mode!r}")
-    check = getattr(module, "check_workload", None)
-    if check is not None:
-        check(wl)
+    check_workload(module, wl)
     batch = getattr(kn, "batch_size", None) or wl.training.batch_size
     if batch < cl.num_gpus:
         raise SpecError(f"training.batch_size: {batch} is smaller than the {cl.num_gpus} workers of cluster "
                         f"{cl.name}; use at least {cl.num_gpus}")
     summary = graphstats.dataset_summary(wl.dataset)
     stats = None
-    if getattr(module, "NEEDS_SAMPLE_STATS", True):
+    if module.NEEDS_SAMPLE_STATS:
         stats = graphstats.sample_stats(wl.dataset, tuple(wl.training.fanouts), batch // cl.num_gpus,
                                         cl.num_machines, cl.gpus_per_machine, getattr(kn, "partitioner", "metis"),
                                         seed=stats_seed)

@@ -1,35 +1,26 @@
 """Calibration: fit a cluster's effective parameters to measured spans with bounded least squares.
 
-Each span kind constrains some parameters through the same priced operations the simulator uses
-(:mod:`simulator.hardware.model`, :mod:`simulator.hardware.collectives`); for a trace recorded on ``m``
-machines with ``g`` workers each:
+Calibration knows no strategy. For each trace it looks up the strategy's plug-in in the registry
+(:func:`~gnnplan.simulator.strategies.get_strategy`) and reads its ``CALIBRATION``: trace phase ->
+:class:`~gnnplan.simulator.hardware.pricing.PhaseRule`, i.e. which priced operation of
+:mod:`~gnnplan.simulator.hardware.pricing` a span of that phase is (the same functions the simulator's processes
+use, with their formulas and sources) and the work it carries (shared rules:
+:mod:`~gnnplan.simulator.strategies.calibration_rules`). Spans of positive duration become rows, per rule: one
+per span, one per rank and iteration summing the phase's spans (compute phases: a full-graph strategy runs several
+blocks of different shape per phase, priced with the plug-in's ``compute_profile``), or the fastest rank's span
+per iteration (a collective, so waiting for stragglers is excluded); a rule may require several machines or
+workers (a network phase is empty on one). A row informs the parameters of its operation
+(:data:`~gnnplan.simulator.hardware.pricing.OPERATIONS`, ``params``) that are among :data:`PARAMS`, and only
+those: at trial parameter values the row is priced on the trace's cluster shape with just those fields replaced,
+so e.g. an ``exchange`` row moves the network parameters while its PCIe legs keep the cluster's values (one span
+cannot tell its legs apart; PCIe is determined by ``load`` spans). The per-kernel overhead is not fitted: within
+one run the FLOPs barely vary, so it and the efficiency cannot be told apart. The ``iteration`` rule measures
+``iteration_overhead_s`` as the iteration's time minus its phases on the strategy's trainer path and its
+sampling, the starting point of the closure below. A span phase the plug-in has no rule for is ignored and
+listed in the report (``fit["unpriced_phases"]``; ``epoch`` spans give the measured epoch time instead).
 
-* ``fetch``: ``3 * network.latency_s + g * nbytes / network.bandwidth_bytes_per_s`` (a count exchange, the
-  ids and the rows back, as ``dp``'s pull; the ``g`` workers of a machine fetch at once and share its NIC).
-* ``all_reduce``: hierarchical ring all-reduce of ``nbytes`` (the fastest rank of each iteration, so waiting
-  for stragglers is excluded).
-* ``load``: ``max(local gather, measured fetch) + pcie.latency_s + (local + remote bytes) / pcie bandwidth
-  + hit bytes / (GPU memory bandwidth * gather_fraction)``; local gather = local bytes / (host memory
-  bandwidth * gather_fraction).
-* ``forward`` / ``backward`` / ``optimizer``, summed per worker and iteration (a full-graph strategy runs
-  several blocks of different shape per phase): ``flops * r / efficiency + n * k * gpu.kernel_overhead_s`` for
-  ``n`` spans, where ``r`` is the roofline seconds per FLOP and ``k`` the kernels per span of the phase over an
-  epoch, from the strategy plug-in's
-  ``compute_profile(ctx, knobs)`` (a mini-batch strategy without one computes ``dp``'s mini-batch model, so
-  ``dp``'s profile serves; otherwise the compute spans are not used). The per-kernel overhead is not fitted:
-  within one run the FLOPs barely vary, so it and the efficiency cannot be told apart.
-* ``exchange`` (representations or gradients exchanged between machines, e.g. ``neutronstar``):
-  ``steps * (network.latency_s + 2 pcie.latency_s) + max(sent, received) * (1 / network bandwidth + 2 / pcie
-  bandwidth)``: every message crosses PCIe out, the network and PCIe in, as the strategy's simulation sends it;
-  ``steps`` = W - 1 sequential ring steps when the plan's ``ring`` knob is on, else 1 (all peers at once).
-  Only the network parameters are fitted to these spans (the PCIe legs are priced with the cluster's values):
-  one span cannot tell its legs apart, and PCIe is determined by ``load`` spans.
-* ``sample``: ``num_sampled_edges / host.sampling_edges_per_s_per_core`` (one core per sampler).
-* ``iteration``: ``iteration_overhead_s`` = iteration time minus its phases on the trainer's path (load,
-  forward, backward, all_reduce, optimizer, exchange, inline sample, and the wait for a prefetched sample);
-  the starting point of the closure below.
-
-Residuals are ``(predicted - measured) / mean measured duration of the span kind``, so the fit matches each
+Residuals are ``(predicted - measured) / mean measured duration of the span kind`` (a kind is a trace phase,
+its rows' durations summed spans for ``iteration_sum`` rules), so the fit matches each
 kind's *mean* duration: an epoch is a sum of spans, and on a busy machine span times are skewed, so a
 per-span relative or robust loss (which tracks the typical, median-like span) underpredicts sums. Each span
 kind has equal total weight, the loss is plain least squares, and a small ridge on the log change of each
@@ -51,20 +42,21 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 from scipy.optimize import brentq, least_squares
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.hardware.collectives import hierarchical_all_reduce_time_s
+from gnnplan.simulator.hardware.pricing import PhaseRule, SpanRow
 from gnnplan.simulator.hardware.spec import ClusterSpec, cluster_from_dict, load_cluster
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.result import SimResult
-from gnnplan.simulator.strategies.base import PhaseProfile
-from gnnplan.simulator.strategies.dp import FETCH_REQUEST_MESSAGES
+from gnnplan.simulator.strategies import get_strategy
 from gnnplan.simulator.trace import Span, read_trace
 
 PARAMS = ("network.bandwidth_bytes_per_s", "network.latency_s", "pcie.bandwidth_bytes_per_s", "pcie.latency_s",
@@ -77,8 +69,7 @@ _LOG_RANGE = math.log(1e4)
 _RIDGE = 1e-5
 _MIN_START = 1e-7
 _START_INSET = 0.1  # 0.1 ms for the overhead; log-space starts are interior already
-_TRAINER_PHASES = ("load", "forward", "backward", "all_reduce", "optimizer", "exchange")
-_COMPUTE_PHASES = ("forward", "backward", "optimizer")
+_EPOCH_PHASE = "epoch"  # the trace's epoch spans: the measured epoch time of the closure, not a priced phase
 
 SimulateFn = Callable[[ClusterSpec, Plan], SimResult]
 
@@ -90,7 +81,17 @@ class _Trace:
     measured_epoch_s: float
     shape: ClusterSpec
     spans: list[Span]
-    profile: dict[str, PhaseProfile] = field(default_factory=dict)
+    plugin: ModuleType
+
+
+@dataclass(frozen=True)
+class _Row:
+    """One residual: a row of a trace, the rule pricing it and its measured seconds."""
+
+    trace: _Trace
+    rule: PhaseRule
+    row: SpanRow
+    measured_s: float
 
 
 def get_param(cluster: ClusterSpec, path: str) -> float:
@@ -113,6 +114,22 @@ def with_params(cluster: ClusterSpec, values: Mapping[str, float]) -> ClusterSpe
     return cluster_from_dict(data, where=f"cluster {cluster.name}")
 
 
+def _overridden(model: BaseModel, values: Mapping[str, float]) -> Any:
+    """A copy of a spec with the dotted-path fields in ``values`` replaced, without validation (nested
+    ``model_copy``: cheap enough for every residual evaluation; the fit keeps values within their bounds)."""
+    nested: dict[str, dict[str, float]] = defaultdict(dict)
+    update: dict[str, Any] = {}
+    for path, value in values.items():
+        head, _, rest = path.partition(".")
+        if rest:
+            nested[head][rest] = value
+        else:
+            update[head] = value
+    for head, sub in nested.items():
+        update[head] = _overridden(getattr(model, head), sub)
+    return model.model_copy(update=update)
+
+
 def _reshaped(cluster: ClusterSpec, plan: Plan) -> ClusterSpec:
     return cluster.model_copy(update={"num_machines": plan.cluster.num_machines,
                                       "gpus_per_machine": plan.cluster.gpus_per_machine})
@@ -124,18 +141,13 @@ def _default_simulate(cluster: ClusterSpec, plan: Plan) -> SimResult:
     return simulate(_reshaped(cluster, plan), plan.workload, plan.strategy, plan.knobs)
 
 
-def _profile(trace: _Trace) -> dict[str, PhaseProfile]:
-    """The compute profile of the trace's strategy on the trace's cluster shape (module docstring)."""
+def _profile(trace: _Trace) -> dict[str, Any]:
+    """The plug-in's compute profile on the trace's cluster shape (module docstring)."""
     from gnnplan.simulator.api import load_context
-    from gnnplan.simulator.strategies import dp
 
     plan = trace.plan
     module, knobs, ctx = load_context(trace.shape, plan.workload, plan.strategy, plan.knobs)
-    if hasattr(module, "compute_profile"):
-        return dict(module.compute_profile(ctx, knobs))
-    if ctx.stats is not None and plan.workload.training.mode == "mini-batch":
-        return dp.compute_profile(ctx, dp.Knobs())
-    return {}
+    return dict(module.compute_profile(ctx, knobs))
 
 
 def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: ClusterSpec) -> _Trace:
@@ -146,9 +158,20 @@ def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: 
     results = meta.get("results", {}) or {}
     measured = results.get("epoch_time_s")
     if measured is None:
-        epochs = [s.dur_s for s in spans if s.phase == "epoch"]
+        epochs = [s.dur_s for s in spans if s.phase == _EPOCH_PHASE]
         measured = float(np.median(epochs)) if epochs else float("nan")
-    return _Trace(name, plan, float(measured), _reshaped(cluster, plan), spans)
+    return _Trace(name, plan, float(measured), _reshaped(cluster, plan), spans, get_strategy(plan.strategy))
+
+
+def _row_spans(rule: PhaseRule, spans: list[Span]) -> list[Span]:
+    """The spans of one phase, rank and iteration that become rows of ``rule`` (``fastest``: the candidates);
+    ``iteration_sum`` adds them into one span (durations, bytes and FLOPs; ``args["num_spans"]`` their count)."""
+    if rule.rows != "iteration_sum" or not spans:
+        return spans
+    first = spans[0]
+    return [Span(first.rank, first.phase, first.start_s, sum(x.dur_s for x in spans), first.stream,
+                 sum(x.nbytes for x in spans), sum(x.flops for x in spans), first.epoch, first.iteration,
+                 {"num_spans": float(len(spans))})]
 
 
 class _Model:
@@ -159,53 +182,46 @@ class _Model:
         self.before = {p: get_param(cluster, p) for p in PARAMS}
         # log-space parameters need a positive starting value (a latency may be 0 in a cluster file)
         self.x0_values = {p: v if p in _LINEAR else max(v, _MIN_START) for p, v in self.before.items()}
-        self.rows: dict[str, list[tuple[_Trace, Span, dict[str, float]]]] = defaultdict(list)
+        self.rows: dict[str, list[_Row]] = defaultdict(list)
+        self.unpriced: set[str] = set()
         for t in traces:
             self._collect(t)
 
     def _collect(self, t: _Trace) -> None:
+        """Add one trace's rows (module docstring): per rank and iteration, each rule of the plug-in's
+        ``CALIBRATION`` in order, then the ``fastest`` rows."""
+        rules: Mapping[str, PhaseRule] = t.plugin.CALIBRATION
+        self.unpriced.update(s.phase for s in t.spans if s.phase not in rules and s.phase != _EPOCH_PHASE)
+        usable = {p: r for p, r in rules.items()
+                  if t.shape.num_machines >= r.min_machines and t.shape.num_gpus >= r.min_workers}
         by_key: dict[tuple[int, int, int], dict[str, list[Span]]] = defaultdict(lambda: defaultdict(list))
         for s in t.spans:
             by_key[(s.rank, s.epoch, s.iteration)][s.phase].append(s)
-        inline = not t.plan.knobs.get("num_sampler_workers", 0)
-        fastest_all_reduce: dict[tuple[int, int], Span] = {}
-        multi = t.shape.num_gpus > 1
-        for (rank, epoch, it), phases in by_key.items():
-            fetch = sum(s.dur_s for s in phases.get("fetch", []))
-            phases = {p: [s for s in spans if s.dur_s > 0] for p, spans in phases.items()}
-            for s in phases.get("fetch", []):
-                self.rows["fetch"].append((t, s, {}))
-            for s in phases.get("exchange", []) if t.shape.num_machines > 1 else []:
-                self.rows["exchange"].append((t, s, {}))
-            for s in phases.get("load", []):
-                self.rows["load"].append((t, s, {"fetch_s": fetch}))
-            for phase in _COMPUTE_PHASES:
-                spans = phases.get(phase, [])
-                if spans:  # one row per iteration: the phase's spans may differ in seconds per FLOP
-                    total = Span(rank, phase, spans[0].start_s, sum(x.dur_s for x in spans), epoch=epoch,
-                                 iteration=it, flops=sum(x.flops for x in spans))
-                    self.rows[phase].append((t, total, {"num_spans": float(len(spans))}))
-            for s in phases.get("sample", []):
-                self.rows["sample"].append((t, s, {}))
-            for s in phases.get("all_reduce", []) if multi else []:
-                key = (epoch, it)
-                if key not in fastest_all_reduce or s.dur_s < fastest_all_reduce[key].dur_s:
-                    fastest_all_reduce[key] = s
-            for s in phases.get("iteration", []):
-                gap = s.dur_s - sum(x.dur_s for p in _TRAINER_PHASES for x in phases.get(p, []))
-                samples = phases.get("sample", [])
-                if inline:
-                    gap -= sum(x.dur_s for x in samples)
-                elif samples:
-                    gap -= min(max(0.0, max(x.end_s for x in samples) - s.start_s), s.dur_s)
-                self.rows["iteration"].append((t, s, {"gap_s": gap}))
-        for s in fastest_all_reduce.values():
-            self.rows["all_reduce"].append((t, s, {}))
-        if any(self.rows[p] for p in _COMPUTE_PHASES):
-            t.profile = _profile(t)
-            for p in _COMPUTE_PHASES:
-                if p not in t.profile:
-                    self.rows[p] = [row for row in self.rows[p] if row[0] is not t]
+        rows: list[tuple[str, PhaseRule, SpanRow]] = []
+        fastest: dict[tuple[str, int, int], SpanRow] = {}
+        for (_, epoch, it), phases in by_key.items():
+            iteration = {p: [s for s in spans if s.dur_s > 0] for p, spans in phases.items()}
+            for phase, rule in usable.items():
+                for s in _row_spans(rule, iteration.get(phase, [])):
+                    row = SpanRow(s, iteration, t.plan.knobs, t.shape)
+                    key = (phase, epoch, it)
+                    if rule.rows != "fastest":
+                        rows.append((phase, rule, row))
+                    elif key not in fastest or s.dur_s < fastest[key].span.dur_s:
+                        fastest[key] = row
+        rows += [(phase, usable[phase], row) for (phase, _, _), row in fastest.items()]
+        self._add(t, rows)
+
+    def _add(self, t: _Trace, rows: list[tuple[str, PhaseRule, SpanRow]]) -> None:
+        """Keep a trace's rows, with the plug-in's compute profile for the rules that read it (rows of a phase
+        the profile lacks are dropped)."""
+        profile = _profile(t) if any(rule.profiled for _, rule, _ in rows) else {}
+        for phase, rule, row in rows:
+            if rule.profiled:
+                if phase not in profile:
+                    continue
+                row = replace(row, profile=profile)
+            self.rows[phase].append(_Row(t, rule, row, rule.measured_s(row)))
 
     def values(self, x: np.ndarray) -> dict[str, float]:
         """Parameter values for the fitting variables ``x``."""
@@ -225,52 +241,26 @@ class _Model:
         return lo, np.maximum(hi, lo + 1e-9)
 
     def data_residuals(self, x: np.ndarray) -> np.ndarray:
+        """Weighted, scaled residuals of every row; a row is priced on its trace's shape with only its
+        operation's parameters at the values of ``x`` (module docstring)."""
         v = self.values(x)
+        shapes: dict[tuple[str, str], ClusterSpec] = {}
         out: list[float] = []
-        for kind, rows in self.rows.items():
+        for rows in self.rows.values():
             if not rows:
                 continue
-            scale = max(float(np.mean([s.dur_s for _, s, _ in rows])), 1e-12)
+            scale = max(float(np.mean([r.row.span.dur_s for r in rows])), 1e-12)
             weight = 1.0 / math.sqrt(len(rows))
-            for t, s, extra in rows:
-                target = extra["gap_s"] if kind == "iteration" else s.dur_s
-                out.append(weight * (self._predict(kind, v, t, s, extra) - target) / scale)
+            for r in rows:
+                key = (r.trace.name, r.rule.op)
+                if key not in shapes:
+                    shapes[key] = _overridden(r.trace.shape, {p: v[p] for p in r.rule.params if p in v})
+                out.append(weight * (r.rule.predicted_s(r.row, shapes[key]) - r.measured_s) / scale)
         return np.array(out)
 
     def residuals(self, x: np.ndarray) -> np.ndarray:
         ridge = _RIDGE * np.array([(xi - x0i) for xi, x0i in zip(x, self.x0())])
         return np.concatenate([self.data_residuals(x), ridge])
-
-    def _predict(self, kind: str, v: dict[str, float], t: _Trace, s: Span, extra: dict[str, float]) -> float:
-        shape = t.shape
-        if kind == "fetch":
-            return (FETCH_REQUEST_MESSAGES + 1) * v["network.latency_s"] + \
-                shape.gpus_per_machine * s.nbytes / v["network.bandwidth_bytes_per_s"]
-        if kind == "all_reduce":
-            cl = shape.model_copy(update={"network": shape.network.model_copy(update={
-                "bandwidth_bytes_per_s": v["network.bandwidth_bytes_per_s"], "latency_s": v["network.latency_s"]}),
-                "pcie": shape.pcie.model_copy(update={"bandwidth_bytes_per_s": v["pcie.bandwidth_bytes_per_s"],
-                                                      "latency_s": v["pcie.latency_s"]})})
-            return hierarchical_all_reduce_time_s(s.nbytes, cl)
-        if kind == "load":
-            g = v["efficiency.gather_fraction"]
-            local, remote, hit = (float(s.args.get(k, 0.0)) for k in ("local_bytes", "remote_bytes", "hit_bytes"))
-            host = local / (shape.host.memory_bandwidth_bytes_per_s * g)
-            copy = (v["pcie.latency_s"] + (local + remote) / v["pcie.bandwidth_bytes_per_s"]) if local + remote > 0 \
-                else 0.0
-            return max(host, extra["fetch_s"]) + copy + hit / (shape.gpu.memory_bandwidth_bytes_per_s * g)
-        if kind in _COMPUTE_PHASES:
-            prof = t.profile[kind]
-            return s.flops * prof.seconds_per_flop / v[f"efficiency.{kind}_fraction"] + \
-                extra["num_spans"] * prof.kernels_per_span * shape.gpu.kernel_overhead_s
-        if kind == "exchange":
-            steps = shape.num_gpus - 1 if t.plan.knobs.get("ring") else 1
-            nbytes = max(s.nbytes, float(s.args.get("received_bytes", 0.0)))
-            return steps * (v["network.latency_s"] + 2 * shape.pcie.latency_s) + \
-                nbytes * (1 / v["network.bandwidth_bytes_per_s"] + 2 / shape.pcie.bandwidth_bytes_per_s)
-        if kind == "sample":
-            return float(s.args.get("num_sampled_edges", 0.0)) / v["host.sampling_edges_per_s_per_core"]
-        return v["iteration_overhead_s"]
 
 
 def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, Any]]],
@@ -288,10 +278,12 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
     Returns:
         (calibrated cluster named ``<name>-calibrated`` with ``sources`` updated, report). The report has
         ``parameters`` {path: {before, after, constrained, num_spans}}, ``traces`` {name: {measured_epoch_time_s,
-        predicted_epoch_time_s_before, predicted_epoch_time_s_after}}, and ``fit`` {cost, num_residuals, message}.
+        predicted_epoch_time_s_before, predicted_epoch_time_s_after}}, and ``fit`` {cost, num_residuals, message,
+        unpriced_phases (span phases no plug-in rule prices, ignored), closure (when the overhead was solved)}.
 
     Raises:
-        SpecError: no traces, a trace without a plan, or no span that informs any parameter.
+        SpecError: no traces, a trace without a plan or of an unknown strategy, or no span that informs any
+            parameter.
     """
     base = load_cluster(cluster)
     if not spans_by_trace:
@@ -299,8 +291,10 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
     traces = [_load_trace(name, list(spans), meta, base) for name, (spans, meta) in spans_by_trace.items()]
     model = _Model(traces, base)
     if not any(model.rows.values()):
-        raise SpecError("calibrate: the traces hold no sample/load/fetch/forward/backward/all_reduce/iteration spans")
+        raise SpecError("calibrate: the traces hold no span their strategies' CALIBRATION prices (phases seen "
+                        f"without a rule: {', '.join(sorted(model.unpriced)) or 'none'})")
     after, constrained, fit_info = _fit(model)
+    fit_info["unpriced_phases"] = sorted(model.unpriced)
     names = ", ".join(t.name for t in traces)
     calibrated = with_params(base, {p: v for p, v in after.items() if constrained[p]})
     if constrained["iteration_overhead_s"]:
@@ -358,16 +352,6 @@ def calibrate_files(paths: Sequence[str | Path], cluster: str | Path | ClusterSp
     return calibrate(loaded, cluster, simulate_fn=simulate_fn)
 
 
-_INFORMS = {"fetch": ("network.bandwidth_bytes_per_s", "network.latency_s"),
-            "all_reduce": ("network.bandwidth_bytes_per_s", "network.latency_s", "pcie.bandwidth_bytes_per_s",
-                           "pcie.latency_s"),
-            "load": ("pcie.bandwidth_bytes_per_s", "pcie.latency_s", "efficiency.gather_fraction"),
-            "forward": ("efficiency.forward_fraction",), "backward": ("efficiency.backward_fraction",),
-            "optimizer": ("efficiency.optimizer_fraction",),
-            "exchange": ("network.bandwidth_bytes_per_s", "network.latency_s"),
-            "sample": ("host.sampling_edges_per_s_per_core",), "iteration": ("iteration_overhead_s",)}
-
-
 def _close_overhead(traces: list[_Trace], cluster: ClusterSpec, simulate_fn: SimulateFn) -> float:
     """The ``iteration_overhead_s`` at which the simulated epoch times of ``traces`` have mean relative error 0
     (module docstring, "Closure"); 0 when the simulator is already slower than measured without overhead.
@@ -392,10 +376,12 @@ def _close_overhead(traces: list[_Trace], cluster: ClusterSpec, simulate_fn: Sim
 
 
 def _span_counts(model: _Model) -> dict[str, int]:
+    """Rows informing each parameter (a row informs its operation's parameters)."""
     counts: dict[str, int] = defaultdict(int)
-    for kind, rows in model.rows.items():
-        for p in _INFORMS.get(kind, ()):
-            counts[p] += len(rows)
+    for rows in model.rows.values():
+        for r in rows:
+            for p in r.rule.params:
+                counts[p] += 1
     return counts
 
 

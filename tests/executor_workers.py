@@ -79,3 +79,40 @@ def uneven_epochs(topo: Topology, emit: Any, num_sampler_workers: int) -> dict[s
 def several(topo: Topology, emit: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
     """Run several of this module's programs in one process group (saves starting processes)."""
     return [globals()[name](topo, emit, *args) for name, args in calls]
+
+
+def thread_counts(topo: Topology, emit: Any, sampler_processes: int) -> dict[str, Any]:
+    """Every rank's thread pool sizes and ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``, and those of
+    ``sampler_processes`` sampler processes rank 0 starts as :class:`executor.sampling.BatchStream` does."""
+    import functools
+    import os
+
+    from gnnplan.executor.sampling import _init_worker, _worker_context
+    from gnnplan.executor.threads import THREAD_ENV, current_threads
+
+    mine = {"threads": current_threads(), "env": [os.environ.get(name) for name in THREAD_ENV]}
+    samplers = []
+    if topo.rank == 0 and sampler_processes:
+        loader = torch.utils.data.DataLoader(
+            _ThreadProbe(2 * sampler_processes), batch_size=None, num_workers=sampler_processes,
+            worker_init_fn=functools.partial(_init_worker, 0), multiprocessing_context=_worker_context())
+        samplers = list(loader)
+    everyone = comm.gather_object(mine)
+    return {"ranks": everyone, "samplers": samplers} if everyone is not None else {}
+
+
+class _ThreadProbe(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """Item i = (the loader process's id, its thread pool sizes)."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[int, Any]:
+        import os
+
+        from gnnplan.executor.threads import current_threads
+
+        return os.getpid(), current_threads()

@@ -1,7 +1,8 @@
 """The hardware model: priced operations (pure functions) and the cluster's simpy resources.
 
-Priced operations turn work into seconds; :mod:`simulator.calibrate` reuses them to fit a cluster's effective
-parameters, so the simulator and the calibration agree by construction:
+Priced operations turn work into seconds (the cluster-level ones, which calibration fits through, are in
+:mod:`simulator.hardware.pricing`; the event methods of :class:`HardwareModel` use them, so the simulator and
+:mod:`simulator.calibrate` agree by construction); the kernel-level formulas are here:
 
 * compute: roofline bound per kernel, ``max(flops / peak_flops_per_s, bytes / memory_bandwidth)``, summed over
   kernels and divided by the phase's achieved fraction of that bound (``efficiency.forward_fraction`` ...),
@@ -33,6 +34,7 @@ from typing import Any, Protocol
 import simpy
 
 from gnnplan.simulator.engine import Engine, FluidResource
+from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec, LinkSpec
 from gnnplan.simulator.units import FLOAT_BYTES
 
@@ -109,9 +111,37 @@ def sampling_time_s(num_edges: float, edges_per_s_per_core: float, num_cores: fl
     return num_edges / (edges_per_s_per_core * num_cores)
 
 
-def worker_cores(cluster: ClusterSpec) -> int:
-    """Host cores of one worker's compute when ``gpu.is_host_cpu``: the machine's cores split among its workers."""
-    return max(1, cluster.host.num_cores // cluster.gpus_per_machine)
+def thread_share(num_cores: int, workers_per_machine: int, sampler_processes_per_worker: int = 0) -> int:
+    """Compute threads of one worker process: its share of the machine's cores, at least 1.
+
+    The machine's cores are split evenly among its worker processes and their sampler processes, so the
+    machine runs ``workers_per_machine * (1 + sampler_processes_per_worker)`` busy processes on ``num_cores``
+    cores without oversubscribing them (a sampler process samples on one thread). The executor sizes every
+    worker's thread pools with this (:mod:`executor.threads`) and the simulator caps a CPU worker's compute
+    at it (:func:`worker_cores`), so both split the cores the same way.
+
+    Args:
+        num_cores: host cores of the machine.
+        workers_per_machine: worker processes (ranks) on the machine.
+        sampler_processes_per_worker: sampler processes each worker starts (0 = samples inline).
+
+    Returns:
+        ``max(1, num_cores // (workers_per_machine * (1 + sampler_processes_per_worker)))``.
+
+    Raises:
+        ValueError: ``num_cores`` or ``workers_per_machine`` below 1, or ``sampler_processes_per_worker`` below 0.
+    """
+    if num_cores < 1 or workers_per_machine < 1 or sampler_processes_per_worker < 0:
+        raise ValueError(f"thread_share: need num_cores >= 1 (got {num_cores}), workers_per_machine >= 1 (got "
+                         f"{workers_per_machine}), sampler_processes_per_worker >= 0 (got "
+                         f"{sampler_processes_per_worker})")
+    return max(1, num_cores // (workers_per_machine * (1 + sampler_processes_per_worker)))
+
+
+def worker_cores(cluster: ClusterSpec, sampler_processes_per_worker: int = 0) -> int:
+    """Host cores of one worker's compute when ``gpu.is_host_cpu``: :func:`thread_share` of a machine's cores
+    among its ``gpus_per_machine`` workers (and their sampler processes)."""
+    return thread_share(cluster.host.num_cores, cluster.gpus_per_machine, sampler_processes_per_worker)
 
 
 class HardwareModel:
@@ -172,6 +202,10 @@ class HardwareModel:
         """Copy host memory to worker ``rank``'s GPU over its PCIe link (host-to-device direction)."""
         return self.transfer((self.pcie_h2d[rank],), nbytes, self.cluster.pcie.latency_s)
 
+    def gpu_to_host(self, rank: int, nbytes: float) -> simpy.Event:
+        """Copy worker ``rank``'s GPU memory to the host over its PCIe link (device-to-host direction)."""
+        return self.transfer((self.pcie_d2h[rank],), nbytes, self.cluster.pcie.latency_s)
+
     def gpu_to_gpu(self, src: int, dst: int, nbytes: float, num_messages: int = 1) -> simpy.Event:
         """Copy between two GPUs of one machine: NVLink if present, else PCIe through the host.
 
@@ -212,6 +246,21 @@ class HardwareModel:
     def host_work(self, machine: int, core_seconds: float, max_cores: float = 1.0) -> simpy.Event:
         """Run ``core_seconds`` of CPU work on a machine's cores, using at most ``max_cores`` at a time."""
         return self.engine.fluid.start((self.host_cores[machine],), core_seconds, cap=max_cores)
+
+    def sample(self, machine: int, num_edges: float) -> simpy.Event:
+        """Sample (or build blocks of) ``num_edges`` neighbour edges on one of a machine's cores
+        (:func:`~simulator.hardware.pricing.sampling_s` core-seconds, sharing the cores with other host work)."""
+        return self.host_work(machine, pricing.sampling_s(self.cluster, num_edges))
+
+    def host_gather(self, nbytes: float) -> simpy.Event:
+        """Gather ``nbytes`` of rows from host memory (:func:`~simulator.hardware.pricing.host_gather_s`, not
+        shared with other flows)."""
+        return self.engine.timeout(pricing.host_gather_s(self.cluster, nbytes))
+
+    def gpu_gather(self, rank: int, nbytes: float) -> Generator[simpy.Event, Any, None]:
+        """Gather ``nbytes`` of rows in worker ``rank``'s device memory on its compute
+        (:func:`~simulator.hardware.pricing.gpu_gather_s`); use with ``yield from``."""
+        yield from self.compute(rank, pricing.gpu_gather_s(self.cluster, nbytes))
 
     def compute(self, rank: int, seconds: float) -> Generator[simpy.Event, Any, None]:
         """Occupy worker ``rank``'s compute for ``seconds`` (its uncontended time); use with ``yield from``.

@@ -27,6 +27,8 @@ Formulas and sources:
 * exchange (per-layer representations or gradients between workers of different machines): ``steps *
   (network.latency_s + 2 pcie.latency_s) + nbytes * (1 / network bandwidth + 2 / pcie bandwidth)``: out over
   PCIe, across the network, in over PCIe.
+* shuffle (``gsplit``: one message per GPU pair at once): ``max(gpu_to_gpu of the bytes inside the machine,
+  exchange of the bytes across machines)``; like ``exchange`` it informs only the network.
 """
 
 from __future__ import annotations
@@ -45,8 +47,19 @@ def link_s(link: LinkSpec, nbytes: float, num_messages: float = 1.0) -> float:
     return 0.0 if nbytes <= 0 else num_messages * link.latency_s + nbytes / link.bandwidth_bytes_per_s
 
 
+def bandwidth_s(link: LinkSpec, nbytes: float) -> float:
+    """The bandwidth term of :func:`link_s` alone, ``nbytes / bandwidth_bytes_per_s`` (for a caller that prices
+    the messages' latencies itself)."""
+    return nbytes / link.bandwidth_bytes_per_s
+
+
 def host_to_gpu_s(cluster: ClusterSpec, nbytes: float) -> float:
     """Copy host memory to one GPU over its PCIe link (host-to-device)."""
+    return link_s(cluster.pcie, nbytes)
+
+
+def gpu_to_host_s(cluster: ClusterSpec, nbytes: float) -> float:
+    """Copy one GPU's memory to the host over its PCIe link (device-to-host)."""
     return link_s(cluster.pcie, nbytes)
 
 
@@ -104,9 +117,21 @@ def exchange_s(cluster: ClusterSpec, nbytes: float, steps: float = 1.0) -> float
     PCIe in per message)."""
     if nbytes <= 0:
         return 0.0
-    pcie, net = cluster.pcie, cluster.network
-    return steps * (net.latency_s + 2.0 * pcie.latency_s) + \
-        nbytes * (1.0 / net.bandwidth_bytes_per_s + 2.0 / pcie.bandwidth_bytes_per_s)
+    return steps * (cluster.network.latency_s + 2.0 * cluster.pcie.latency_s) + nbytes * exchange_per_byte_s(cluster)
+
+
+def exchange_per_byte_s(cluster: ClusterSpec) -> float:
+    """Marginal seconds per byte of an exchange between machines: ``1 / network bandwidth + 2 / PCIe bandwidth``
+    (PCIe out, the network, PCIe in; :func:`exchange_s` without its latencies)."""
+    return 1.0 / cluster.network.bandwidth_bytes_per_s + 2.0 / cluster.pcie.bandwidth_bytes_per_s
+
+
+def shuffle_s(cluster: ClusterSpec, intra_bytes: float = 0.0, network_bytes: float = 0.0) -> float:
+    """One GPU's part of a split-aware shuffle (``gsplit``): one message to every other GPU at once, those of its
+    machine over NVLink (PCIe through the host without it; ``intra_bytes``), those of other machines as an
+    :func:`exchange_s` (``network_bytes``); it ends with the slower of the two. Each ``*_bytes`` is the larger of
+    what the GPU sends and receives on that path."""
+    return max(gpu_to_gpu_s(cluster, intra_bytes), exchange_s(cluster, network_bytes))
 
 
 def phase_compute_s(cluster: ClusterSpec, phase: str, flops: float, seconds_per_flop: float,
@@ -136,6 +161,8 @@ _NET = ("network.bandwidth_bytes_per_s", "network.latency_s")
 _PCIE = ("pcie.bandwidth_bytes_per_s", "pcie.latency_s")
 OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("host_to_gpu", host_to_gpu_s, _PCIE),
+    PricedOp("gpu_to_host", gpu_to_host_s, _PCIE),
+    PricedOp("gpu_to_gpu", gpu_to_gpu_s, ("nvlink.bandwidth_bytes_per_s", "nvlink.latency_s")),
     PricedOp("network", network_s, _NET),
     PricedOp("storage_read", storage_read_s, ("storage.bandwidth_bytes_per_s", "storage.latency_s")),
     PricedOp("host_gather", host_gather_s, ("efficiency.gather_fraction",)),
@@ -144,6 +171,7 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("feature_fetch", feature_fetch_s, _NET),
     PricedOp("feature_load", feature_load_s, _PCIE + ("efficiency.gather_fraction",)),
     PricedOp("exchange", exchange_s, _NET),
+    PricedOp("shuffle", shuffle_s, _NET),
     PricedOp("forward", lambda cl, **w: phase_compute_s(cl, "forward", **w), ("efficiency.forward_fraction",)),
     PricedOp("backward", lambda cl, **w: phase_compute_s(cl, "backward", **w), ("efficiency.backward_fraction",)),
     PricedOp("optimizer", lambda cl, **w: phase_compute_s(cl, "optimizer", **w),
@@ -161,10 +189,13 @@ class SpanRow:
     Attributes:
         span: the span (for ``rows="iteration_sum"``, one span summing the phase's spans of the iteration:
             durations, FLOPs and bytes added, ``args["num_spans"]`` their count).
-        iteration: every span of the same rank, epoch and iteration, by phase (zero-length spans included).
+        iteration: the spans of positive duration of the same rank, epoch and iteration, by phase.
         knobs: the plan's knob values.
-        shape: the trace's cluster at the parameters being evaluated (its machines x GPUs).
-        profile: the strategy's compute profile (``compute_profile``) on that shape, by phase.
+        shape: the trace's cluster (its machines x GPUs) at the starting parameters. A rule's ``work`` reads its
+            shape (and parameters calibration does not fit), never a fitted parameter: calibration prices the
+            work at each trial's parameters by passing that cluster to :meth:`PhaseRule.predicted_s`.
+        profile: the strategy's compute profile (``compute_profile``) on that shape, by phase (filled for the
+            rules with ``profiled``).
     """
 
     span: Span
@@ -188,6 +219,8 @@ class PhaseRule:
         min_machines: rows are used only for traces with at least this many machines (e.g. 2 for a network
             phase that is empty on one machine).
         min_workers: likewise in workers.
+        profiled: ``work`` reads ``row.profile[phase]``: calibration computes the plug-in's compute profile for
+            the trace and drops the rows of a phase the profile lacks.
     """
 
     op: str
@@ -196,15 +229,24 @@ class PhaseRule:
     target: Callable[[SpanRow], float] | None = None
     min_machines: int = 1
     min_workers: int = 1
+    profiled: bool = False
 
     def __post_init__(self) -> None:
         if self.op not in OPERATIONS:
             raise ValueError(f"op: unknown priced operation {self.op!r}; allowed: {', '.join(OPERATIONS)}")
+        if self.rows not in ("each", "iteration_sum", "fastest"):
+            raise ValueError(f"rows: unknown row kind {self.rows!r}; allowed: each, iteration_sum, fastest")
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """The cluster parameters (dotted paths) this rule's spans inform: its operation's."""
+        return OPERATIONS[self.op].params
 
     def measured_s(self, row: SpanRow) -> float:
         """The measured seconds of a row."""
         return self.target(row) if self.target is not None else row.span.dur_s
 
-    def predicted_s(self, row: SpanRow) -> float:
-        """The priced seconds of a row on ``row.shape``."""
-        return OPERATIONS[self.op].seconds(row.shape, **self.work(row))
+    def predicted_s(self, row: SpanRow, cluster: ClusterSpec | None = None) -> float:
+        """The priced seconds of a row on ``cluster`` (default ``row.shape``; calibration passes the shape with
+        the trial's values of :attr:`params`)."""
+        return OPERATIONS[self.op].seconds(row.shape if cluster is None else cluster, **self.work(row))

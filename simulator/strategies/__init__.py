@@ -1,8 +1,9 @@
 """Strategy plug-ins: one module per strategy, registered in ``STRATEGIES`` (DESIGN.md, "A strategy is one plug-in").
 
-Each module provides ``NAME``, a frozen pydantic ``Knobs`` model, ``SUPPORTS`` (training modes / model kinds),
-``suggest(trial, workload, tune_batch_size) -> Knobs`` and ``simulate(ctx, knobs) -> SimResult``; optionally
-``check_workload(workload)``, ``NEEDS_SAMPLE_STATS = False`` and ``compute_profile(ctx, knobs)`` (calibration).
+Each module satisfies :class:`~gnnplan.simulator.strategies.contract.Strategy` (``NAME``, ``EXECUTOR``,
+``SUPPORTS``, ``MODEL_ARCHS``, ``NEEDS_SAMPLE_STATS``, ``Knobs``, ``CALIBRATION``, ``suggest``, ``simulate``,
+``compute_profile``). ``STRATEGIES`` is the one registry: the executor finds a strategy's module through its
+``EXECUTOR``, the tuner and calibration through this mapping.
 """
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ from __future__ import annotations
 from types import ModuleType
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.strategies import dp, hopgnn, neutronstar, ppgnn
+from gnnplan.simulator.strategies import dp, gsplit, hopgnn, neutronstar, ppgnn
 
-STRATEGIES: dict[str, ModuleType] = {m.NAME: m for m in (dp, hopgnn, neutronstar, ppgnn)}
+STRATEGIES: dict[str, ModuleType] = {m.NAME: m for m in (dp, hopgnn, neutronstar, ppgnn, gsplit)}
 
 
 def get_strategy(name: str) -> ModuleType:

@@ -22,11 +22,18 @@ from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel, Kernel,
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.graphstats import DatasetSummary, SampleStats
-from gnnplan.simulator.workload.model_cost import ModelCost
+from gnnplan.simulator.workload.model_cost import Block, ModelCost, model_cost
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
 MAX_WINDOW_ITERATIONS = 16
 STEADY_ITERATIONS = 8
+PREFETCH_FACTOR = 2
+"""Batches in flight per sampler process of a mini-batch strategy: ``prefetch_factor`` default of
+torch.utils.data.DataLoader (PyTorch docs), used by DGL 1.1's ``dgl.dataloading.DataLoader``."""
+FETCH_REQUEST_MESSAGES = 2
+"""Messages before the rows come back in a pull of remote feature rows (``dp``'s fetch, ``hopgnn``'s pulls): the
+count exchange and the ids (executor/features.py ``RowStore.pull``: three ``all_to_all_single`` calls in all;
+DistDGL's KVStore pull, Zheng et al., IA3 2020, §3.2, sends the ids in one request)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,26 @@ def kernel_profile(spans: Sequence[Sequence[Kernel]], gpu: GpuSpec) -> PhaseProf
     flops = sum(k.flops for ks in spans for k in ks)
     seconds = sum(roofline_s(ks, gpu) for ks in spans)
     return PhaseProfile(seconds / max(flops, 1.0), sum(len(ks) for ks in spans) / max(len(spans), 1))
+
+
+def minibatch_blocks(ctx: SimContext, scale: float = 1.0) -> list[Block]:
+    """One worker's sampled mini-batch (the mean blocks of ``ctx.sample``, input side first) whose seeds are
+    ``scale`` times a full batch."""
+    st = ctx.sample
+    return [Block(s, d, e).scaled(scale) for s, d, e in zip(st.num_src_vertices, st.num_dst_vertices, st.num_edges)]
+
+
+def minibatch_model_cost(ctx: SimContext, blocks: Sequence[Block]) -> ModelCost:
+    """The workload's model on ``blocks``: what every mini-batch strategy (``dp``, ``hopgnn``) computes."""
+    return model_cost(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
+
+
+def minibatch_compute_profile(ctx: SimContext) -> dict[str, PhaseProfile]:
+    """Forward, backward and optimizer of the mean mini-batch, one span each per iteration (the calibration
+    profile of a strategy computing :func:`minibatch_model_cost` on :func:`minibatch_blocks`)."""
+    cost, gpu = minibatch_model_cost(ctx, minibatch_blocks(ctx)), ctx.cluster.gpu
+    return {"forward": kernel_profile([cost.forward], gpu), "backward": kernel_profile([cost.backward], gpu),
+            "optimizer": kernel_profile([cost.optimizer], gpu)}
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ def _compute_work(phase: str) -> Callable[[SpanRow], dict[str, float]]:
 def compute_rules() -> dict[str, PhaseRule]:
     """``forward`` / ``backward`` / ``optimizer``: one row per rank and iteration (a full-graph strategy runs
     several blocks of different shape per phase), priced with the plug-in's ``compute_profile``."""
-    return {p: PhaseRule(p, _compute_work(p), rows="iteration_sum") for p in COMPUTE_PHASES}
+    return {p: PhaseRule(p, _compute_work(p), rows="iteration_sum", profiled=True) for p in COMPUTE_PHASES}
 
 
 def sample_rule() -> PhaseRule:

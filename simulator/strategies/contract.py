@@ -7,7 +7,7 @@ the workload's ``training.mode`` must be in the plug-in's ``SUPPORTS`` and its `
 ``MODEL_ARCHS``.
 
 Adding a strategy: a simulator package ``strategies/<name>/`` with these names, an executor package
-``executor/strategies/<name>/`` (``EXECUTOR`` names it) exposing ``NAME``, ``Knobs`` and ``train``, one line in
+``executor/strategies/<name>/`` (``EXECUTOR`` names it) exposing ``NAME``, ``Knobs`` and ``Trainer``, one line in
 :data:`gnnplan.simulator.strategies.STRATEGIES`, and its tests under ``tests/strategies/<name>/`` (README,
 "Adding a strategy").
 """
@@ -35,7 +35,8 @@ class Strategy(Protocol):
 
     Attributes:
         NAME: the strategy's name (``dp``, ``hopgnn``, ``gsplit``, ``hongtu``, ``neutronstar``, ``ppgnn``).
-        EXECUTOR: dotted module path of the executor plug-in that runs it for real.
+        EXECUTOR: dotted module path of the executor plug-in that runs it for real (exposing the same ``NAME``
+            and ``Knobs``), or None for a strategy that is only simulated.
         SUPPORTS: the training modes it runs (subset of :data:`TRAINING_MODES`).
         MODEL_ARCHS: the ``model.arch`` values it trains.
         NEEDS_SAMPLE_STATS: whether :func:`gnnplan.simulator.api.load_context` measures mini-batch statistics.
@@ -45,7 +46,7 @@ class Strategy(Protocol):
     """
 
     NAME: str
-    EXECUTOR: str
+    EXECUTOR: str | None
     SUPPORTS: tuple[str, ...]
     MODEL_ARCHS: tuple[str, ...]
     NEEDS_SAMPLE_STATS: bool
@@ -73,14 +74,28 @@ def conforms(module: Any) -> list[str]:
                 if not hasattr(module, name)]
     if problems:
         return problems
-    if not set(module.SUPPORTS) <= set(TRAINING_MODES):
-        problems.append(f"SUPPORTS {module.SUPPORTS} not within {TRAINING_MODES}")
-    config = getattr(module.Knobs, "model_config", {})
+    if not isinstance(module.NAME, str) or not module.NAME:
+        problems.append("NAME must be a non-empty string")
+    if module.EXECUTOR is not None and not (isinstance(module.EXECUTOR, str) and module.EXECUTOR):
+        problems.append("EXECUTOR must be a dotted module path or None")
+    if not module.SUPPORTS or not set(module.SUPPORTS) <= set(TRAINING_MODES):
+        problems.append(f"SUPPORTS {module.SUPPORTS} must be a non-empty subset of {TRAINING_MODES}")
+    if not module.MODEL_ARCHS or not all(isinstance(a, str) for a in module.MODEL_ARCHS):
+        problems.append(f"MODEL_ARCHS {module.MODEL_ARCHS} must be a non-empty tuple of model.arch values")
+    if not isinstance(module.NEEDS_SAMPLE_STATS, bool):
+        problems.append("NEEDS_SAMPLE_STATS must be a bool")
+    if not all(callable(getattr(module, f)) for f in ("suggest", "simulate", "compute_profile")):
+        problems.append("suggest, simulate and compute_profile must be functions")
+    if not (isinstance(module.Knobs, type) and issubclass(module.Knobs, BaseModel)):
+        return problems + ["Knobs must be a pydantic model"]
+    config = module.Knobs.model_config
     if not (config.get("frozen") and config.get("extra") == "forbid"):
         problems.append("Knobs must be frozen with extra='forbid'")
     undocumented = [n for n, f in module.Knobs.model_fields.items() if not f.description]
     if undocumented:
         problems.append(f"undocumented knobs: {', '.join(undocumented)}")
+    if not isinstance(module.CALIBRATION, Mapping):
+        return problems + ["CALIBRATION must map trace phases to PhaseRule"]
     bad_rules = [p for p, r in module.CALIBRATION.items() if not isinstance(r, PhaseRule)]
     if bad_rules:
         problems.append(f"CALIBRATION entries that are not PhaseRule: {', '.join(bad_rules)}")

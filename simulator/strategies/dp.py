@@ -42,6 +42,7 @@ on a CPU-only cluster the "GPU" part lives in host memory too.
 from __future__ import annotations
 
 import math
+import sys
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
@@ -49,15 +50,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
-from gnnplan.simulator.hardware.model import (
-    CUDA_CONTEXT_BYTES,
-    FLOAT_BYTES,
-    gather_time_s,
-)
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES
+from gnnplan.simulator.hardware.pricing import PhaseRule
 from gnnplan.simulator.result import LINKS, SimResult
+from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
+    FETCH_REQUEST_MESSAGES,
+    PREFETCH_FACTOR,
     IterationPlan,
     MemoryEstimate,
     PhaseProfile,
@@ -65,17 +65,24 @@ from gnnplan.simulator.strategies.base import (
     StepCompute,
     WindowRun,
     iteration_plan,
-    kernel_profile,
     memory_estimate,
+    minibatch_blocks,
+    minibatch_compute_profile,
+    minibatch_model_cost,
     phase_breakdown,
     place_window,
     steady_period_s,
 )
-from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost, model_cost, model_state_bytes
-from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
+from gnnplan.simulator.strategies.contract import check_workload
+from gnnplan.simulator.workload.model_cost import INDEX_BYTES, ModelCost, model_state_bytes
+from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
 
 NAME = "dp"
+EXECUTOR = "gnnplan.executor.strategies.dp"
 SUPPORTS = ("mini-batch",)
+MODEL_ARCHS = MESSAGE_PASSING_ARCHS
+NEEDS_SAMPLE_STATS = True
+"""Sizes of the sampled blocks come from the measured mini-batch statistics."""
 
 
 class Knobs(BaseModel):
@@ -120,14 +127,14 @@ def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
 
 # ---------------------------------------------------------------------------------------------- simulation
 
-PREFETCH_FACTOR = 2
-"""Batches in flight per sampler process: ``prefetch_factor`` default of torch.utils.data.DataLoader (PyTorch
-docs), used by DGL 1.1's ``dgl.dataloading.DataLoader``."""
-FETCH_REQUEST_MESSAGES = 2
-"""Messages before the rows come back in a pull: the count exchange and the ids (executor/features.py
-``RowStore.pull``: three ``all_to_all_single`` calls in all; DistDGL's KVStore pull, Zheng et al., IA3 2020,
-§3.2, sends the ids in one request)."""
 PHASES = ("sample", "load", "fetch", "forward", "backward", "all_reduce", "optimizer")
+CALIBRATION: dict[str, PhaseRule] = {
+    "fetch": rules.fetch_rule(FETCH_REQUEST_MESSAGES), "load": rules.load_rule(), **rules.compute_rules(),
+    "sample": rules.sample_rule(),
+    "iteration": rules.iteration_rule(("load", "forward", "backward", "all_reduce", "optimizer")),
+    "all_reduce": rules.all_reduce_rule()}
+"""How calibration prices ``dp``'s spans (the trainer's path: load, which holds the fetch, forward, backward,
+all_reduce, optimizer; sampling inline or prefetched by ``num_sampler_workers`` processes)."""
 
 
 @dataclass(frozen=True)
@@ -151,9 +158,8 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
         (the work, the model's kernels and memory sizes for this batch).
     """
     st, cl = ctx.sample, ctx.cluster
-    blocks = [Block(s, d, e).scaled(scale)
-              for s, d, e in zip(st.num_src_vertices, st.num_dst_vertices, st.num_edges)]
-    cost = model_cost(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
+    blocks = minibatch_blocks(ctx, scale)
+    cost = minibatch_model_cost(ctx, blocks)
     hit, local, remote = st.access(knobs.cache_fraction)
     if cl.num_machines == 1:
         local, remote = local + remote, 0.0
@@ -212,7 +218,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
         SpecError: a workload this strategy cannot run (not mini-batch, or a model without message passing).
     """
     started = time.perf_counter()
-    check_workload(ctx.workload)
+    check_workload(sys.modules[__name__], ctx.workload)
     plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
     full, cost = iteration_work(ctx, knobs)
     last, _ = iteration_work(ctx, knobs, plan.last_fraction)
@@ -236,24 +242,9 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
 
 
 def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
-    """Forward, backward and optimizer of the mean mini-batch, one span each per iteration (for calibration)."""
-    _, cost = iteration_work(ctx, knobs)
-    gpu = ctx.cluster.gpu
-    return {"forward": kernel_profile([cost.forward], gpu), "backward": kernel_profile([cost.backward], gpu),
-            "optimizer": kernel_profile([cost.optimizer], gpu)}
-
-
-def check_workload(workload: WorkloadSpec) -> None:
-    """Reject workloads ``dp`` cannot run.
-
-    Raises:
-        SpecError: training.mode is not mini-batch, or model.arch has no message passing (sgc, sign).
-    """
-    mode, arch = workload.training.mode, workload.model.arch
-    if mode not in SUPPORTS:
-        raise SpecError(f"training.mode: strategy {NAME} supports {', '.join(SUPPORTS)}, got {mode!r}")
-    if arch not in MESSAGE_PASSING_ARCHS:
-        raise SpecError(f"model.arch: strategy {NAME} supports {', '.join(MESSAGE_PASSING_ARCHS)}, got {arch!r}")
+    """Forward, backward and optimizer of the mean mini-batch, one span each per iteration (for calibration;
+    the knobs do not change the model)."""
+    return minibatch_compute_profile(ctx)
 
 
 class _Run(WindowRun):
@@ -276,8 +267,7 @@ class _Run(WindowRun):
 
     def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
         work, start = self.works[pos], self.engine.now
-        host = self.ctx.cluster.host
-        yield self.hw.host_work(self.hw.machine_of(rank), work.num_sampled_edges / host.sampling_edges_per_s_per_core)
+        yield self.hw.sample(self.hw.machine_of(rank), work.num_sampled_edges)
         self._span(rank, "sample", start, "sampler", pos, num_input_vertices=work.num_input_vertices,
                    num_sampled_edges=work.num_sampled_edges)
 
@@ -303,14 +293,13 @@ class _Run(WindowRun):
         self._end_epoch(rank)
 
     def _load(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
-        hw, cl, start = self.hw, self.ctx.cluster, self.engine.now
-        gather = cl.efficiency.gather_fraction
-        parts = [self.engine.timeout(gather_time_s(work.local_bytes, cl.host.memory_bandwidth_bytes_per_s, gather))]
+        hw, start = self.hw, self.engine.now
+        parts = [hw.host_gather(work.local_bytes)]
         if work.remote_bytes > 0:
             parts.append(self.engine.process(self._fetch(rank, pos, work)))
         yield self.engine.all_of(parts)
         yield hw.host_to_gpu(rank, work.local_bytes + work.remote_bytes)
-        yield from hw.compute(rank, gather_time_s(work.hit_bytes, cl.gpu.memory_bandwidth_bytes_per_s, gather))
+        yield from hw.gpu_gather(rank, work.hit_bytes)
         self._span(rank, "load", start, "pcie", pos, nbytes=work.local_bytes + work.remote_bytes,
                    hit_bytes=work.hit_bytes, local_bytes=work.local_bytes, remote_bytes=work.remote_bytes,
                    num_input_vertices=work.num_input_vertices)

@@ -11,6 +11,7 @@ from gnnplan.simulator import api
 from gnnplan.simulator.calibrate import PARAMS, calibrate, calibrate_files, get_param, with_params
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.trace import Span
 
 TRUE = {"network.bandwidth_bytes_per_s": 0.8e9, "network.latency_s": 5e-5, "pcie.bandwidth_bytes_per_s": 12e9,
         "pcie.latency_s": 1e-5, "efficiency.gather_fraction": 0.5, "efficiency.forward_fraction": 0.3,
@@ -60,6 +61,20 @@ def test_parameters_the_traces_do_not_inform_stay(fake_graphstats: list[dict[str
         assert p not in fitted.sources or "calibrated" not in fitted.sources[p]
     assert get_param(fitted, "efficiency.forward_fraction") == pytest.approx(0.4, rel=0.02)
     assert get_param(fitted, "host.sampling_edges_per_s_per_core") == pytest.approx(5e6, rel=1e-3)
+
+
+def test_phases_without_a_rule_are_ignored_and_reported(fake_graphstats: list[dict[str, Any]]) -> None:
+    cluster = load_cluster("4x-a100-10gbe")
+    result = api.simulate(cluster, "rmat100k-sage", "dp", {})
+    meta = api.trace_metadata(cluster, "rmat100k-sage", "dp", result)
+    extra = [Span(s.rank, "checkpoint", s.start_s, 1.0, epoch=s.epoch, iteration=s.iteration, nbytes=1e9)
+             for s in result.spans if s.phase == "load"]
+    plain = calibrate({"t.json": (result.spans, meta)}, cluster, simulate_fn=lambda cl, plan: result)[1]
+    mixed = calibrate({"t.json": (result.spans + extra, meta)}, cluster, simulate_fn=lambda cl, plan: result)[1]
+    assert plain["fit"]["unpriced_phases"] == [] and mixed["fit"]["unpriced_phases"] == ["checkpoint"]
+    assert mixed["parameters"] == plain["parameters"]
+    with pytest.raises(SpecError, match="no span their strategies' CALIBRATION prices.*checkpoint"):
+        calibrate({"t.json": (extra, meta)}, cluster)
 
 
 def test_calibrate_rejects_traces_without_a_plan(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ workload preset it accepts, or a model swap of one (ppgnn trains SGC/SIGN).
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from typing import Any
@@ -16,10 +17,12 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from gnnplan.autotune.candidates import accepts, model_variants
-from gnnplan.executor.strategies import EXECUTORS, get_executor
+from gnnplan.executor.strategies import get_executor
 from gnnplan.simulator.api import simulate
+from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.result import LINKS
 from gnnplan.simulator.strategies import STRATEGIES
+from gnnplan.simulator.strategies.contract import Strategy, check_workload, conforms
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload, preset_names
 
 NAMES = sorted(STRATEGIES)
@@ -35,6 +38,28 @@ def cora_workload(name: str) -> WorkloadSpec:
         if accepts(name, wl):
             return wl
     raise AssertionError(f"no Cora workload for strategy {name}")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_plugin_conforms_to_the_contract(name: str) -> None:
+    module = STRATEGIES[name]
+    assert conforms(module) == []
+    assert isinstance(module, Strategy)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_supported_workloads_follow_supports_and_model_archs(name: str) -> None:
+    module, wl = STRATEGIES[name], cora_workload(name)
+    check_workload(module, wl)
+    other_mode = "full-graph" if wl.training.mode == "mini-batch" else "mini-batch"
+    if other_mode not in module.SUPPORTS:
+        moved = wl.model_copy(update={"training": wl.training.model_copy(update={"mode": other_mode})})
+        with pytest.raises(SpecError, match=f"training.mode: strategy {name} supports"):
+            check_workload(module, moved)
+    for arch in {"gcn", "sage", "gat", "gin", "sgc", "sign"} - set(module.MODEL_ARCHS):
+        swapped = wl.model_copy(update={"model": wl.model.model_copy(update={"arch": arch})})
+        with pytest.raises(SpecError, match=f"model.arch: strategy {name} supports"):
+            check_workload(module, swapped)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -98,10 +123,20 @@ def test_simulation_is_deterministic(name: str) -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_executor_uses_the_same_knobs(name: str) -> None:
-    assert name in EXECUTORS, f"strategy {name} is simulated but cannot be run"
-    module = get_executor(name)
-    assert module.NAME == name and module.Knobs is STRATEGIES[name].Knobs
+    plugin = STRATEGIES[name]
+    assert plugin.EXECUTOR, f"strategy {name} is simulated but cannot be run"
+    module = importlib.import_module(plugin.EXECUTOR)
+    assert get_executor(name) is module
+    assert module.NAME == name and module.Knobs is plugin.Knobs
     assert callable(getattr(module, "Trainer", None))
+
+
+def test_a_strategy_without_executor_cannot_be_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(STRATEGIES["dp"], "EXECUTOR", None)
+    with pytest.raises(SpecError, match="'dp' cannot be run by the executor; runnable: hopgnn"):
+        get_executor("dp")
+    with pytest.raises(SpecError, match="cannot be run by the executor"):
+        get_executor("no_such_strategy")
 
 
 def _strip(out: dict[str, Any]) -> dict[str, Any]:

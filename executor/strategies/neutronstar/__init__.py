@@ -38,7 +38,9 @@ from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.strategies.neutronstar.blocks import ExchangeTiming, LayerPlan, exchange, launch, layer_plans
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.plan import Plan
-from gnnplan.simulator.strategies.neutronstar import NAME, Knobs, check_workload, load_structure, worker_sets
+from gnnplan.simulator.strategies import neutronstar as plugin
+from gnnplan.simulator.strategies.contract import check_workload
+from gnnplan.simulator.strategies.neutronstar import NAME, Knobs, load_structure, worker_sets
 from gnnplan.simulator.strategies.neutronstar.dependencies import worker_counts
 from gnnplan.simulator.strategies.neutronstar.work import worker_work
 from gnnplan.simulator.units import FLOAT_BYTES
@@ -58,7 +60,7 @@ class Trainer:
     def __init__(self, topo: Topology, plan: Plan, recorder: Recorder) -> None:
         self.topo, self.rec, self.workload = topo, recorder, plan.workload
         wl, self.knobs = plan.workload, Knobs.model_validate(plan.knobs)
-        check_workload(wl)
+        check_workload(plugin, wl)
         world = topo.world_size
         graph, in_graph, owner = rank0_first(lambda: load_structure(wl, world, self.knobs.partitioner))
         g, weight = build_graph(graph, wl.model.arch)

@@ -38,7 +38,9 @@ from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.base import SimContext
-from gnnplan.simulator.strategies.ppgnn import NAME, Knobs, check_workload, resolved_placement
+from gnnplan.simulator.strategies import ppgnn as plugin
+from gnnplan.simulator.strategies.contract import check_workload
+from gnnplan.simulator.strategies.ppgnn import NAME, Knobs, resolved_placement
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
 from gnnplan.simulator.workload.graphstats import dataset_summary
 from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM
@@ -70,7 +72,7 @@ class Trainer:
     def __init__(self, topo: Topology, plan: Plan, recorder: Recorder) -> None:
         self.topo, self.rec = topo, recorder
         self.workload = wl = plan.workload
-        check_workload(wl)
+        check_workload(plugin, wl)
         self.knobs = knobs = Knobs.model_validate(plan.knobs)
         self.batch_size = knobs.batch_size or wl.training.batch_size
         def prep() -> HopFiles:

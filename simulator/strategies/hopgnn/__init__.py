@@ -43,32 +43,50 @@ Memory: ``dp``'s model without a feature cache, plus the migration buffer (GPU) 
 from __future__ import annotations
 
 import math
+import sys
 import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES
+from gnnplan.simulator.hardware.pricing import PhaseRule
 from gnnplan.simulator.result import LINKS, SimResult
-from gnnplan.simulator.strategies import dp
+from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
+    FETCH_REQUEST_MESSAGES,
     IterationPlan,
+    PhaseProfile,
     SimContext,
     iteration_plan,
+    minibatch_compute_profile,
     phase_breakdown,
     place_window,
     steady_period_s,
 )
-from gnnplan.simulator.strategies.hopgnn.run import PHASES, HopRun
-from gnnplan.simulator.strategies.hopgnn.work import HopWork, hop_work, model_costs, naive_work
+from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.hopgnn import micrographs
 from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
+from gnnplan.simulator.strategies.hopgnn.run import PHASES, HopRun
+from gnnplan.simulator.strategies.hopgnn.work import HopWork, hop_work, model_costs, naive_work
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, model_state_bytes
+from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
 
 NAME = "hopgnn"
+EXECUTOR = "gnnplan.executor.strategies.hopgnn"
 SUPPORTS = ("mini-batch",)
+MODEL_ARCHS = MESSAGE_PASSING_ARCHS
+NEEDS_SAMPLE_STATS = True
+"""The models' mini-batches are ``dp``'s, sized by the measured mini-batch statistics."""
+CALIBRATION: dict[str, PhaseRule] = {
+    "fetch": rules.fetch_rule(FETCH_REQUEST_MESSAGES), "load": rules.load_rule(), **rules.compute_rules(),
+    "sample": rules.sample_rule(),
+    "iteration": rules.iteration_rule(("redistribute", "pregather", "load", "forward", "backward", "migrate",
+                                       "all_reduce", "optimizer")),
+    "all_reduce": rules.all_reduce_rule()}
+"""How calibration prices ``hopgnn``'s spans (the executor pulls rows with the same feature store as ``dp``);
+``redistribute``, ``pregather`` and ``migrate`` are on the trainer's path but not priced."""
 
 
 class Knobs(BaseModel):
@@ -126,16 +144,10 @@ def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
     return Knobs(**knobs)
 
 
-def check_workload(workload: Any) -> None:
-    """Reject workloads ``hopgnn`` cannot run (as ``dp``: mini-batch, message-passing models).
-
-    Raises:
-        SpecError: training.mode or model.arch not supported.
-    """
-    try:
-        dp.check_workload(workload)
-    except SpecError as exc:
-        raise SpecError(str(exc).replace(f"strategy {dp.NAME}", f"strategy {NAME}")) from None
+def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
+    """Forward, backward and optimizer of the mean mini-batch (for calibration): the models compute ``dp``'s
+    mini-batch, each step running all its kernels on the step's part of it (the knobs do not change them)."""
+    return minibatch_compute_profile(ctx)
 
 
 def micrograph_stats(ctx: SimContext, knobs: Knobs) -> MicrographStats:
@@ -256,7 +268,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
         SpecError: a workload this strategy cannot run.
     """
     started = time.perf_counter()
-    check_workload(ctx.workload)
+    check_workload(sys.modules[__name__], ctx.workload)
     m = ctx.cluster.num_machines
     if not knobs.micrograph:
         return simulate_steps(ctx, knobs, None, m)

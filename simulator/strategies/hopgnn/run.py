@@ -10,9 +10,8 @@ from collections.abc import Generator
 from typing import Any
 
 from gnnplan.simulator.engine import Engine, Rendezvous
-from gnnplan.simulator.hardware.model import HardwareModel, gather_time_s
-from gnnplan.simulator.strategies.base import IterationPlan, SimContext
-from gnnplan.simulator.strategies.dp import PREFETCH_FACTOR
+from gnnplan.simulator.hardware.model import HardwareModel
+from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, StepWork
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES
@@ -59,8 +58,8 @@ class HopRun:
                                self.plan.window[pos], args))
 
     def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
-        work, start, host = self.works[pos][rank], self.engine.now, self.ctx.cluster.host
-        yield self.hw.host_work(self.hw.machine_of(rank), work.num_sampled_edges / host.sampling_edges_per_s_per_core)
+        work, start = self.works[pos][rank], self.engine.now
+        yield self.hw.sample(self.hw.machine_of(rank), work.num_sampled_edges)
         self._span(rank, "sample", start, "sampler", pos, num_sampled_edges=work.num_sampled_edges)
 
     def _sampler(self, rank: int, j: int) -> Generator[Any, Any, None]:
@@ -104,8 +103,7 @@ class HopRun:
             yield self.barrier.wait(("redistribute", pos))
             share = work.sent_index_bytes / len(others)
             yield self.engine.all_of([hw.network(me, o, share + INDEX_BYTES) for o in others])
-        rebuild = work.rebuilt_edges / self.ctx.cluster.host.sampling_edges_per_s_per_core
-        yield hw.host_work(me, rebuild)
+        yield hw.sample(me, work.rebuilt_edges)
         self._span(rank, "redistribute", start, "network", pos, nbytes=work.sent_index_bytes)
 
     def _pull(self, me: int, rows: float, row_bytes: float) -> Generator[Any, Any, None]:
@@ -120,10 +118,8 @@ class HopRun:
         yield self.engine.all_of([self.engine.process(one(o)) for o in others])
 
     def _pregather(self, rank: int, pos: int, work: HopWork) -> Generator[Any, Any, None]:
-        start, me, cl = self.engine.now, self.hw.machine_of(rank), self.ctx.cluster
-        local = gather_time_s(work.pregather_local_rows * work.row_bytes, cl.host.memory_bandwidth_bytes_per_s,
-                            cl.efficiency.gather_fraction)
-        parts = [self.engine.timeout(local)]
+        start, me = self.engine.now, self.hw.machine_of(rank)
+        parts = [self.hw.host_gather(work.pregather_local_rows * work.row_bytes)]
         if work.pregather_remote_rows > 0 and self._others(me):
             parts.append(self.engine.process(self._pull(me, work.pregather_remote_rows, work.row_bytes)))
         yield self.engine.all_of(parts)
@@ -133,11 +129,10 @@ class HopRun:
 
     def _step(self, rank: int, pos: int, work: HopWork, step: StepWork) -> Generator[Any, Any, None]:
         hw, cl, start = self.hw, self.ctx.cluster, self.engine.now
-        host_bw, frac = cl.host.memory_bandwidth_bytes_per_s, cl.efficiency.gather_fraction
         if self.pregather:
-            yield self.engine.timeout(gather_time_s(step.input_bytes, host_bw, frac))
+            yield hw.host_gather(step.input_bytes)
         else:
-            parts = [self.engine.timeout(gather_time_s(step.local_bytes, host_bw, frac))]
+            parts = [hw.host_gather(step.local_bytes)]
             if step.remote_bytes > 0:
                 parts.append(self.engine.process(self._fetch(rank, pos, step, work.row_bytes)))
             yield self.engine.all_of(parts)

@@ -40,6 +40,7 @@ replicated closure does not fit (a result, not an error).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Generator
 from typing import Any, Literal
@@ -48,25 +49,36 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from gnnplan.simulator.engine import Engine, Rendezvous
-from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link
 from gnnplan.simulator.hardware.model import HardwareModel
+from gnnplan.simulator.hardware.pricing import PhaseRule
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS, SimResult
+from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import PhaseProfile, SimContext, kernel_profile
+from gnnplan.simulator.strategies.contract import check_workload
+from gnnplan.simulator.strategies.neutronstar import dependencies as deps
 from gnnplan.simulator.strategies.neutronstar.split import hybrid_sets, layer_widths, split_costs
 from gnnplan.simulator.strategies.neutronstar.work import WorkerWork, layer_kernels, memory_model, worker_work
 from gnnplan.simulator.trace import Span
-from gnnplan.simulator.strategies.neutronstar import dependencies as deps
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
 from gnnplan.simulator.workload.model_cost import Kernel
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
 
 NAME = "neutronstar"
+EXECUTOR = "gnnplan.executor.strategies.neutronstar"
 SUPPORTS = ("full-graph",)
+MODEL_ARCHS = MESSAGE_PASSING_ARCHS
 NEEDS_SAMPLE_STATS = False
 """Full-graph: no sampled mini-batches; the dependency statistics are measured here."""
 PHASES = ("forward", "backward", "exchange", "all_reduce", "optimizer")
+CALIBRATION: dict[str, PhaseRule] = {
+    "exchange": rules.exchange_rule(ring_knob="ring"), **rules.compute_rules(),
+    "iteration": rules.iteration_rule(("forward", "backward", "all_reduce", "optimizer", "exchange"),
+                                      sampler_knob=None),
+    "all_reduce": rules.all_reduce_rule()}
+"""How calibration prices ``neutronstar``'s spans (the worker's path: forward, backward and the exchanges of
+every layer, all_reduce, optimizer)."""
 MODES = ("depcache", "depcomm", "hybrid")
 
 
@@ -99,19 +111,6 @@ def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
         knobs["cache_budget_bytes"] = trial.suggest_categorical(f"{NAME}.cache_budget_bytes",
                                                                 [None, 1.0e6, 1.0e7, 1.0e8, 1.0e9])
     return Knobs(**knobs)
-
-
-def check_workload(workload: WorkloadSpec) -> None:
-    """Reject workloads ``neutronstar`` cannot run.
-
-    Raises:
-        SpecError: training.mode is not full-graph, or model.arch has no message passing.
-    """
-    mode, arch = workload.training.mode, workload.model.arch
-    if mode not in SUPPORTS:
-        raise SpecError(f"training.mode: strategy {NAME} supports {', '.join(SUPPORTS)}, got {mode!r}")
-    if arch not in MESSAGE_PASSING_ARCHS:
-        raise SpecError(f"model.arch: strategy {NAME} supports {', '.join(MESSAGE_PASSING_ARCHS)}, got {arch!r}")
 
 
 # ------------------------------------------------------------------------------------- dependency split
@@ -206,7 +205,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
         SpecError: a workload this strategy cannot run.
     """
     started = time.perf_counter()
-    check_workload(ctx.workload)
+    check_workload(sys.modules[__name__], ctx.workload)
     cl, wl, sm = ctx.cluster, ctx.workload, ctx.summary
     counts = dependency_counts(ctx, knobs)
     works = [worker_work(cl, wl.model, sm.feature_dim, sm.num_classes, c) for c in counts]
@@ -322,14 +321,14 @@ class _Run:
                    received_bytes=received)
 
     def _message(self, key: tuple[Any, ...], src: int, dst: int, nbytes: float) -> Generator[Any, Any, None]:
-        hw, cl = self.hw, self.ctx.cluster
+        hw = self.hw
         if nbytes > 0:
             if hw.machine_of(src) == hw.machine_of(dst):
                 yield hw.gpu_to_gpu(src, dst, nbytes)
             else:
-                yield hw.transfer((hw.pcie_d2h[src],), nbytes, cl.pcie.latency_s)
+                yield hw.gpu_to_host(src, nbytes)
                 yield hw.network(hw.machine_of(src), hw.machine_of(dst), nbytes)
-                yield hw.transfer((hw.pcie_h2d[dst],), nbytes, cl.pcie.latency_s)
+                yield hw.host_to_gpu(dst, nbytes)
         self._event(key + (src, dst)).succeed()
 
     def _all_reduce(self, rank: int) -> Generator[Any, Any, None]:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gnnplan.simulator.hardware.model import FLOAT_BYTES, compute_time_s
+from gnnplan.simulator.hardware.pricing import exchange_per_byte_s
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies.neutronstar.dependencies import InGraph, WorkerSets, by_owner, remote_in_neighbours
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, layer_dims, model_cost
@@ -97,7 +98,7 @@ def split_costs(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num_cl
         more = _layer_s(cluster, model, feature_dim, num_classes, layer, Block(n, n, e))
         vertex.append(base / n)
         edge.append(max(more - base, 0.0) / e)
-    per_byte = 2.0 / cluster.pcie.bandwidth_bytes_per_s + 1.0 / cluster.network.bandwidth_bytes_per_s
+    per_byte = exchange_per_byte_s(cluster)
     comm = [FLOAT_BYTES * widths[k] * per_byte * (1 if k == 0 else 2) for k in range(model.num_layers)]
     rows = [float(FLOAT_BYTES * widths[k]) for k in range(model.num_layers)]
     return SplitCosts(tuple(vertex), tuple(edge), tuple(comm), tuple(rows))

@@ -25,6 +25,7 @@ applies it.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Generator
 from typing import Any, Literal
@@ -32,9 +33,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from gnnplan.simulator.engine import FluidResource
-from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.hardware.model import gather_time_s
+from gnnplan.simulator.hardware import pricing
+from gnnplan.simulator.hardware.pricing import PhaseRule
 from gnnplan.simulator.result import SimResult
+from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
     MAX_WINDOW_ITERATIONS,
     IterationPlan,
@@ -46,6 +48,8 @@ from gnnplan.simulator.strategies.base import (
     place_window,
     steady_period_s,
 )
+from gnnplan.simulator.strategies.contract import check_workload
+from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
 from gnnplan.simulator.strategies.ppgnn.work import (
     BASELINE_WORKERS,
     PLACEMENT_ORDER,
@@ -59,14 +63,20 @@ from gnnplan.simulator.strategies.ppgnn.work import (
     resolved_placement,
     step_work,
 )
-from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
-from gnnplan.simulator.workload.spec import WorkloadSpec
 
 NAME = "ppgnn"
+EXECUTOR = "gnnplan.executor.strategies.ppgnn"
 SUPPORTS = ("mini-batch",)
+MODEL_ARCHS = ppgnn_cost.PP_ARCHS
 NEEDS_SAMPLE_STATS = False
 """This strategy uses no sampled-block statistics (only the dataset summary)."""
 PHASES = ("load", "forward", "backward", "all_reduce", "optimizer")
+CALIBRATION: dict[str, PhaseRule] = {
+    "load": rules.load_rule(), **rules.compute_rules(),
+    "iteration": rules.iteration_rule(("load", "forward", "backward", "all_reduce", "optimizer"), sampler_knob=None),
+    "all_reduce": rules.all_reduce_rule()}
+"""How calibration prices ``ppgnn``'s spans (a load is priced as host gather and copy; storage reads and
+per-row indexing are not separated from it)."""
 class Knobs(BaseModel):
     """The ``ppgnn`` strategy's knobs."""
 
@@ -109,19 +119,6 @@ def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
             "optimizer": kernel_profile([cost.optimizer], gpu)}
 
 
-def check_workload(workload: WorkloadSpec) -> None:
-    """Reject workloads ``ppgnn`` cannot run.
-
-    Raises:
-        SpecError: training.mode is not mini-batch, or model.arch is not sgc or sign.
-    """
-    mode, arch = workload.training.mode, workload.model.arch
-    if mode not in SUPPORTS:
-        raise SpecError(f"training.mode: strategy {NAME} supports {', '.join(SUPPORTS)}, got {mode!r}")
-    if arch not in ppgnn_cost.PP_ARCHS:
-        raise SpecError(f"model.arch: strategy {NAME} supports {', '.join(ppgnn_cost.PP_ARCHS)}, got {arch!r}")
-
-
 # ---------------------------------------------------------------------------------------------- simulation
 
 def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
@@ -130,10 +127,10 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     ``breakdown_s`` also holds ``preprocess`` (the one-off pre-propagation, not part of ``epoch_time_s``).
 
     Raises:
-        SpecError: a workload this strategy cannot run (see :func:`check_workload`).
+        SpecError: a workload this strategy cannot run (not mini-batch, or not an SGC / SIGN model).
     """
     started = time.perf_counter()
-    check_workload(ctx.workload)
+    check_workload(sys.modules[__name__], ctx.workload)
     placement = resolved_placement(ctx, knobs)
     full_rows, last_rows, num = batch_rows(ctx, knobs)
     window = tuple(range(num)) if num <= MAX_WINDOW_ITERATIONS else tuple(range(MAX_WINDOW_ITERATIONS - 1)) + (num - 1,)
@@ -219,18 +216,16 @@ class _Run(WindowRun):
             if work.row_index_core_s:
                 yield hw.host_work(machine, work.row_index_core_s)
             yield from self._storage(rank, work)
-        gather_s = gather_time_s(work.host_gather_bytes, cl.host.memory_bandwidth_bytes_per_s,
-                               cl.efficiency.gather_fraction)
+        gather_s = pricing.host_gather_s(cl, work.host_gather_bytes)
         if cl.gpu.is_host_cpu:  # gather and "device" copy are torch ops on the worker's threads, like compute
-            copy_s = work.pcie_latency_s + work.pcie_bytes / cl.pcie.bandwidth_bytes_per_s if work.pcie_bytes else 0.0
+            copy_s = work.pcie_latency_s + pricing.bandwidth_s(cl.pcie, work.pcie_bytes) if work.pcie_bytes else 0.0
             yield from hw.compute(rank, gather_s + copy_s)
         else:
             if work.host_gather_bytes:
                 yield self.engine.fluid.start((self.host_memory[machine],), work.host_gather_bytes)
             yield hw.transfer((hw.pcie_h2d[rank],), work.pcie_bytes, work.pcie_latency_s)
         if work.gpu_gather_bytes:
-            yield from hw.compute(rank, gather_time_s(work.gpu_gather_bytes, cl.gpu.memory_bandwidth_bytes_per_s,
-                                                    cl.efficiency.gather_fraction))
+            yield from hw.gpu_gather(rank, work.gpu_gather_bytes)
         on_device = work.gpu_gather_bytes > 0
         self._span(rank, "load", start, "pcie", pos, nbytes=0.0 if on_device else work.nbytes,
                    hit_bytes=work.nbytes if on_device else 0.0, local_bytes=0.0 if on_device else work.nbytes,

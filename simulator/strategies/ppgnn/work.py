@@ -44,7 +44,8 @@ from typing import TYPE_CHECKING
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
-from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, compute_time_s, gather_time_s
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, compute_time_s
+from gnnplan.simulator.hardware.pricing import host_gather_s
 from gnnplan.simulator.result import LINKS
 from gnnplan.simulator.strategies.base import MemoryEstimate, SimContext, StepCompute, memory_estimate
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
@@ -160,8 +161,7 @@ def preprocess_time_s(ctx: SimContext, hops: int) -> float:
     need = ppgnn_cost.preprocess_memory_bytes(sm.num_vertices, sm.num_edges, sm.feature_dim)
     if need <= cl.gpu.memory_bytes:
         return compute_time_s(kernels, cl.gpu, 1.0)
-    return sum(gather_time_s(k.nbytes, cl.host.memory_bandwidth_bytes_per_s, cl.efficiency.gather_fraction)
-               for k in kernels)
+    return sum(host_gather_s(cl, k.nbytes) for k in kernels)
 
 
 # ---------------------------------------------------------------------------------------------- simulation

@@ -15,6 +15,7 @@ from gnnplan.simulator.hardware.model import gather_time_s, transfer_time_s
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.strategies import base, dp
 from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 WORKLOAD = load_workload("rmat100k-sage")
@@ -171,7 +172,7 @@ def test_unsupported_workloads_raise_spec_errors() -> None:
         dp.simulate(ctx_for(load_cluster("4x-a100-10gbe"), full_graph), dp.Knobs())
     sgc = WORKLOAD.model_copy(update={"model": WORKLOAD.model.model_copy(update={"arch": "sgc"})})
     with pytest.raises(SpecError, match="model.arch"):
-        dp.check_workload(sgc)
+        check_workload(dp, sgc)
     with pytest.raises(SpecError, match="batch_size"):
         base.iteration_plan(100, 2, 4)
 

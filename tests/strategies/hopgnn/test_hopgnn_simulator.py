@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 
 from gnnplan.autotune.study import eligible_strategies
-from gnnplan.executor.strategies import EXECUTORS
+from gnnplan.executor.strategies import get_executor
 from gnnplan.simulator.api import load_context, parse_knobs, simulate
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.strategies import STRATEGIES, hopgnn
+from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.hopgnn.micrographs import micrograph_stats
 from gnnplan.simulator.workload.spec import load_workload, workload_from_dict
 
@@ -22,7 +23,8 @@ def cluster(num_machines: int):  # type: ignore[no-untyped-def]
 
 
 def test_registered_and_offered_for_mini_batch_workloads() -> None:
-    assert STRATEGIES["hopgnn"] is hopgnn and EXECUTORS["hopgnn"] == "gnnplan.executor.strategies.hopgnn"
+    assert STRATEGIES["hopgnn"] is hopgnn and hopgnn.EXECUTOR == "gnnplan.executor.strategies.hopgnn"
+    assert get_executor("hopgnn").__name__ == hopgnn.EXECUTOR
     offered = eligible_strategies(load_workload("cora-sage"), None)
     assert {"dp", "hopgnn"} <= set(offered)
     data = load_workload("cora-sage").model_dump(mode="json")
@@ -41,7 +43,7 @@ def test_knobs_validate() -> None:
     data = load_workload("cora-sage").model_dump(mode="json")
     data["model"]["arch"] = "sgc"
     with pytest.raises(SpecError, match="model.arch: strategy hopgnn"):
-        hopgnn.check_workload(workload_from_dict(data))
+        check_workload(hopgnn, workload_from_dict(data))
 
 
 def test_controller_follows_the_hill_climb() -> None:

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from ppgnn_workers import SGC_CORA, SIGN_CORA, make_plan, param_arrays, train_ranks
 
-import gnnplan.executor.strategies as executor_strategies
 import gnnplan.simulator.strategies as simulator_strategies
 from gnnplan.executor.launch import run_in_process, spawn
 from gnnplan.simulator.strategies import ppgnn
@@ -72,7 +71,6 @@ def test_runner_drives_the_strategy(monkeypatch, tmp_path) -> None:  # type: ign
     from gnnplan.executor.runner import run_plan
     from gnnplan.simulator.trace import read_trace
 
-    monkeypatch.setitem(executor_strategies.EXECUTORS, "ppgnn", "gnnplan.executor.strategies.ppgnn")
     monkeypatch.setitem(simulator_strategies.STRATEGIES, "ppgnn", ppgnn)
     plan = make_plan("cora", SGC_CORA, {**TRAINING, "batch_size": 140, "lr": 0.2, "weight_decay": 2e-5,
                                         "num_epochs": 3}, {"hops": 2, "placement": "ssd", "loader": "fused"})

@@ -13,6 +13,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.strategies import ppgnn
 from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.ppgnn.work import load_work, resolved_placement
 from gnnplan.simulator.workload.graphstats import DatasetSummary, dataset_summary
 from gnnplan.simulator.strategies.ppgnn.cost import input_bytes, model_cost, param_count
@@ -44,12 +45,13 @@ def test_knobs_validate() -> None:
 
 def test_check_workload_accepts_only_pre_propagation_models() -> None:
     ok = workload_from_dict({"dataset": "cora", "model": SGC})
-    ppgnn.check_workload(ok)
+    check_workload(ppgnn, ok)
     with pytest.raises(SpecError, match="model.arch"):
-        ppgnn.check_workload(workload_from_dict({"dataset": "cora", "model": {**SIGN, "arch": "sage"},
-                                                 "training": {"fanouts": [5, 5, 5]}}))
+        check_workload(ppgnn, workload_from_dict({"dataset": "cora", "model": {**SIGN, "arch": "sage"},
+                                                  "training": {"fanouts": [5, 5, 5]}}))
     with pytest.raises(SpecError, match="training.mode"):
-        ppgnn.check_workload(workload_from_dict({"dataset": "cora", "model": SGC, "training": {"mode": "full-graph"}}))
+        check_workload(ppgnn, workload_from_dict({"dataset": "cora", "model": SGC,
+                                                  "training": {"mode": "full-graph"}}))
 
 
 def test_bytes_per_epoch_sgc_one_matrix_sign_r_plus_one() -> None:
