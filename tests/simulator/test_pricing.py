@@ -1,0 +1,72 @@
+"""Priced operations: the hardware model's events take the priced seconds; rules price spans at given parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any
+
+import pytest
+
+from gnnplan.simulator.engine import Engine
+from gnnplan.simulator.hardware import pricing
+from gnnplan.simulator.hardware.model import HardwareModel
+from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.strategies import calibration_rules as rules
+from gnnplan.simulator.trace import Span
+
+CLUSTER = load_cluster("4x-a100-10gbe")
+
+
+def _elapsed_s(cluster: ClusterSpec, event: Callable[[HardwareModel], Generator[Any, Any, None]]) -> float:
+    engine = Engine(0)
+    hw = HardwareModel(cluster, engine)
+    engine.process(event(hw))
+    engine.run()
+    return float(engine.now)
+
+
+def test_events_take_the_priced_seconds() -> None:
+    def sample(hw: HardwareModel) -> Generator[Any, Any, None]:
+        yield hw.sample(0, 3.0e6)
+
+    def host_gather(hw: HardwareModel) -> Generator[Any, Any, None]:
+        yield hw.host_gather(5.0e8)
+
+    def gpu_gather(hw: HardwareModel) -> Generator[Any, Any, None]:
+        yield from hw.gpu_gather(0, 5.0e8)
+
+    def gpu_to_host(hw: HardwareModel) -> Generator[Any, Any, None]:
+        yield hw.gpu_to_host(0, 5.0e8)
+
+    assert _elapsed_s(CLUSTER, sample) == pytest.approx(pricing.sampling_s(CLUSTER, 3.0e6), rel=1e-12)
+    assert _elapsed_s(CLUSTER, host_gather) == pytest.approx(pricing.host_gather_s(CLUSTER, 5.0e8), rel=1e-12)
+    assert _elapsed_s(CLUSTER, gpu_gather) == pytest.approx(pricing.gpu_gather_s(CLUSTER, 5.0e8), rel=1e-12)
+    assert _elapsed_s(CLUSTER, gpu_to_host) == pytest.approx(pricing.host_to_gpu_s(CLUSTER, 5.0e8), rel=1e-12)
+
+
+def test_exchange_is_its_latencies_plus_bytes_at_the_per_byte_cost() -> None:
+    net, pcie = CLUSTER.network, CLUSTER.pcie
+    per_byte = 1.0 / net.bandwidth_bytes_per_s + 2.0 / pcie.bandwidth_bytes_per_s
+    assert pricing.exchange_per_byte_s(CLUSTER) == pytest.approx(per_byte, rel=1e-15)
+    assert pricing.exchange_s(CLUSTER, 1e6, steps=3) == pytest.approx(
+        3 * (net.latency_s + 2 * pcie.latency_s) + 1e6 * per_byte, rel=1e-15)
+    assert pricing.exchange_s(CLUSTER, 0.0, steps=3) == 0.0
+    assert pricing.bandwidth_s(pcie, 1e6) == pytest.approx(1e6 / pcie.bandwidth_bytes_per_s, rel=1e-15)
+
+
+def test_a_rule_prices_a_row_on_the_cluster_it_is_given() -> None:
+    rule = rules.fetch_rule(request_messages=2)
+    assert rule.params == ("network.bandwidth_bytes_per_s", "network.latency_s")
+    row = pricing.SpanRow(Span(0, "fetch", 0.0, 1e-3, nbytes=1e6), {}, {}, CLUSTER)
+    slow = CLUSTER.model_copy(update={"network": CLUSTER.network.model_copy(update={"latency_s": 1e-3})})
+    assert rule.predicted_s(row) == pytest.approx(pricing.feature_fetch_s(CLUSTER, 1e6, 2.0, 1.0), rel=1e-15)
+    assert rule.predicted_s(row, slow) == pytest.approx(3e-3 + 1e6 / CLUSTER.network.bandwidth_bytes_per_s,
+                                                        rel=1e-12)
+    assert rule.measured_s(row) == 1e-3
+
+
+def test_rules_reject_unknown_operations_and_row_kinds() -> None:
+    with pytest.raises(ValueError, match="op: unknown priced operation 'teleport'"):
+        pricing.PhaseRule("teleport", lambda row: {})
+    with pytest.raises(ValueError, match="rows: unknown row kind"):
+        pricing.PhaseRule("network", lambda row: {}, rows="slowest")  # type: ignore[arg-type]
