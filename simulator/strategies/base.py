@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from gnnplan.simulator.engine import Engine, Rendezvous
 from gnnplan.simulator.errors import SpecError
@@ -268,6 +268,36 @@ def place_window(spans: list[Span], plan: IterationPlan, period_s: float) -> lis
     return out
 
 
+class PassWork(Protocol):
+    """The forward and backward pass of one training step (:class:`StepCompute`, hopgnn's ``StepWork``)."""
+
+    @property
+    def forward_s(self) -> float: ...
+
+    @property
+    def backward_s(self) -> float: ...
+
+    @property
+    def forward_flops(self) -> float: ...
+
+    @property
+    def backward_flops(self) -> float: ...
+
+
+class UpdateWork(Protocol):
+    """What ends an iteration: the gradient all-reduce and the optimizer (:class:`StepCompute`, hopgnn's
+    ``HopWork``)."""
+
+    @property
+    def gradient_bytes(self) -> float: ...
+
+    @property
+    def optimizer_s(self) -> float: ...
+
+    @property
+    def optimizer_flops(self) -> float: ...
+
+
 @dataclass(frozen=True)
 class StepCompute:
     """The compute of one worker's data-parallel training step: uncontended seconds and FLOPs of forward,
@@ -321,13 +351,21 @@ class WindowRun:
                                self.plan.window[pos], args))
 
     def _step(self, rank: int, pos: int, work: StepCompute, start: float) -> Generator[Any, Any, None]:
-        """Forward, backward, the synchronous gradient all-reduce, the optimizer and ``iteration_overhead_s`` of
-        iteration ``pos`` (which began at ``start``); records the spans and the iteration's end."""
+        """Forward, backward, then :meth:`_update` of iteration ``pos`` (which began at ``start``)."""
+        yield from self._passes(rank, pos, work)
+        yield from self._update(rank, pos, work, start)
+
+    def _passes(self, rank: int, pos: int, work: PassWork, **args: Any) -> Generator[Any, Any, None]:
+        """The forward and the backward pass of ``work`` on worker ``rank``'s compute, one span each."""
         for phase, seconds, flops in (("forward", work.forward_s, work.forward_flops),
                                       ("backward", work.backward_s, work.backward_flops)):
             t0 = self.engine.now
             yield from self.hw.compute(rank, seconds)
-            self._span(rank, phase, t0, "compute", pos, flops=flops)
+            self._span(rank, phase, t0, "compute", pos, flops=flops, **args)
+
+    def _update(self, rank: int, pos: int, work: UpdateWork, start: float) -> Generator[Any, Any, None]:
+        """The synchronous gradient all-reduce, the optimizer and ``iteration_overhead_s`` that end iteration
+        ``pos`` (which began at ``start``); records the spans and the iteration's end."""
         yield from self._all_reduce(rank, pos, work.gradient_bytes)
         t0 = self.engine.now
         yield from self.hw.compute(rank, work.optimizer_s)

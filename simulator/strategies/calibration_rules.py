@@ -71,10 +71,17 @@ def exchange_rule(ring_knob: str | None = None) -> PhaseRule:
     return PhaseRule("exchange", work, min_machines=2)
 
 
-def iteration_rule(trainer_phases: tuple[str, ...], sampler_knob: str | None = "num_sampler_workers") -> PhaseRule:
+def iteration_rule(trainer_phases: tuple[str, ...], sampler_knob: str | None = "num_sampler_workers",
+                   per_span_of: str | None = None) -> PhaseRule:
     """``iteration``: the fixed per-iteration cost, measured as the iteration's time minus its phases on the
     trainer's path (``trainer_phases``) and its sampling: inline sampling spans when ``sampler_knob`` is 0 or
-    absent, else the wait for the prefetched batch (from the iteration start to the last sample's end)."""
+    absent, else the wait for the prefetched batch (from the iteration start to the last sample's end).
+    With ``per_span_of`` the strategy pays the cost once per span of that phase (hopgnn: once per step, i.e.
+    per ``forward`` span), so the gap is divided by their count."""
+    def per_iteration(row: SpanRow) -> float:
+        count = len(row.iteration.get(per_span_of, ())) if per_span_of else 1
+        return gap(row) / max(count, 1)
+
     def gap(row: SpanRow) -> float:
         it, s = row.iteration, row.span
         out = s.dur_s - sum(x.dur_s for p in trainer_phases for x in it.get(p, ()))
@@ -84,4 +91,4 @@ def iteration_rule(trainer_phases: tuple[str, ...], sampler_knob: str | None = "
         elif samples:
             out -= min(max(0.0, max(x.end_s for x in samples) - s.start_s), s.dur_s)
         return out
-    return PhaseRule("iteration_overhead", lambda row: {}, target=gap)
+    return PhaseRule("iteration_overhead", lambda row: {}, target=per_iteration)

@@ -9,19 +9,17 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from gnnplan.simulator.engine import Engine, Rendezvous
-from gnnplan.simulator.hardware.model import HardwareModel
-from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
+from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext, WindowRun
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, StepWork
-from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES
 
 PHASES = ("sample", "redistribute", "pregather", "load", "fetch", "forward", "backward", "migrate", "all_reduce",
           "optimizer")
 
 
-class HopRun:
-    """One simulated epoch window.
+class HopRun(WindowRun):
+    """One simulated epoch window, on the data-parallel window run of :mod:`simulator.strategies.base` (its
+    engine, hardware model, spans, rendezvous, gradient all-reduce, optimizer and per-iteration overhead).
 
     Args:
         ctx: the context.
@@ -33,16 +31,10 @@ class HopRun:
 
     def __init__(self, ctx: SimContext, num_sampler_workers: int, pregather: bool, plan: IterationPlan,
                  full: list[HopWork], last: list[HopWork]) -> None:
-        self.ctx, self.plan, self.pregather, self.k = ctx, plan, pregather, num_sampler_workers
+        super().__init__(ctx, plan)
+        self.pregather, self.k = pregather, num_sampler_workers
         self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
-        self.engine = Engine(ctx.seed)
-        self.hw = HardwareModel(ctx.cluster, self.engine)
-        n, w = len(plan.window), ctx.num_workers
-        self.spans: list[Span] = []
-        self.ends = [[0.0] * n for _ in range(w)]
-        self.barrier = Rendezvous(self.engine, w)
-        self.ready = [[self.engine.event() for _ in range(n)] for _ in range(w)]
-        self.taken = [[self.engine.event() for _ in range(n)] for _ in range(w)]
+        self.ready, self.taken = self._events(), self._events()
 
     def execute(self) -> None:
         """Run every worker's processes to the end of the window."""
@@ -51,11 +43,6 @@ class HopRun:
             for j in range(self.k):
                 self.engine.process(self._sampler(rank, j))
         self.engine.run()
-
-    def _span(self, rank: int, phase: str, start: float, stream: str, pos: int, nbytes: float = 0.0,
-              flops: float = 0.0, **args: Any) -> None:
-        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0,
-                               self.plan.window[pos], args))
 
     def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
         work, start = self.works[pos][rank], self.engine.now
@@ -82,16 +69,13 @@ class HopRun:
             if self.pregather:
                 yield from self._pregather(rank, pos, work)
             for k, step in enumerate(work.steps):
-                yield from self._step(rank, pos, work, step)
-                if k < len(work.steps) - 1:
+                yield from self._load(rank, pos, work, step)
+                yield from self._passes(rank, pos, step)
+                if k < len(work.steps) - 1:  # the last step's overhead is the one _update pays
+                    yield self.engine.timeout(self.ctx.cluster.iteration_overhead_s)
                     yield from self._migrate(rank, pos, k, work)
-            yield from self._all_reduce(rank, pos, work.gradient_bytes)
-            t0 = self.engine.now
-            yield from self.hw.compute(rank, work.optimizer_s)
-            self._span(rank, "optimizer", t0, "compute", pos, flops=work.optimizer_flops)
-            self._span(rank, "iteration", start, "host", pos)
-            self.ends[rank][pos] = self.engine.now
-        self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0))
+            yield from self._update(rank, pos, work, start)
+        self._end_epoch(rank)
 
     def _others(self, me: int) -> list[int]:
         return [m for m in range(self.ctx.cluster.num_machines) if m != me]
@@ -100,7 +84,7 @@ class HopRun:
         start, me, hw = self.engine.now, self.hw.machine_of(rank), self.hw
         others = self._others(me)
         if others:
-            yield self.barrier.wait(("redistribute", pos))
+            yield self.rendezvous.wait(("redistribute", pos))
             share = work.sent_index_bytes / len(others)
             yield self.engine.all_of([hw.network(me, o, share + INDEX_BYTES) for o in others])
         yield hw.sample(me, work.rebuilt_edges)
@@ -127,8 +111,9 @@ class HopRun:
         self._span(rank, "pregather", start, "network", pos, nbytes=nbytes,
                    num_remote_vertices=work.pregather_remote_rows)
 
-    def _step(self, rank: int, pos: int, work: HopWork, step: StepWork) -> Generator[Any, Any, None]:
-        hw, cl, start = self.hw, self.ctx.cluster, self.engine.now
+    def _load(self, rank: int, pos: int, work: HopWork, step: StepWork) -> Generator[Any, Any, None]:
+        """Gather the step's input rows (pre-gathered, or local plus fetched) and copy them to the GPU."""
+        hw, start = self.hw, self.engine.now
         if self.pregather:
             yield hw.host_gather(step.input_bytes)
         else:
@@ -139,12 +124,6 @@ class HopRun:
         yield hw.host_to_gpu(rank, step.input_bytes)
         self._span(rank, "load", start, "pcie", pos, nbytes=step.input_bytes, local_bytes=step.local_bytes,
                    remote_bytes=step.remote_bytes, num_seeds=step.num_seeds)
-        for phase, seconds, flops in (("forward", step.forward_s, step.forward_flops),
-                                      ("backward", step.backward_s, step.backward_flops)):
-            t0 = self.engine.now
-            yield from hw.compute(rank, seconds)
-            self._span(rank, phase, t0, "compute", pos, flops=flops)
-        yield self.engine.timeout(cl.iteration_overhead_s)
 
     def _fetch(self, rank: int, pos: int, step: StepWork, row_bytes: float) -> Generator[Any, Any, None]:
         start, me = self.engine.now, self.hw.machine_of(rank)
@@ -155,14 +134,8 @@ class HopRun:
 
     def _migrate(self, rank: int, pos: int, k: int, work: HopWork) -> Generator[Any, Any, None]:
         start, m = self.engine.now, self.ctx.cluster.num_machines
-        yield self.barrier.wait(("step", pos, k))
+        yield self.rendezvous.wait(("step", pos, k))
         me = self.hw.machine_of(rank)
         if m > 1:
             yield self.hw.network(me, (me + 1) % m, work.migration_bytes)
         self._span(rank, "migrate", start, "network", pos, nbytes=work.migration_bytes if m > 1 else 0.0, step=k)
-
-    def _all_reduce(self, rank: int, pos: int, nbytes: float) -> Generator[Any, Any, None]:
-        start = self.engine.now
-        yield self.barrier.wait(("all_reduce", pos))
-        yield from self.hw.all_reduce(rank, nbytes)
-        self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes)

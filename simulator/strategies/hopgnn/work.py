@@ -122,7 +122,7 @@ def hop_work(ctx: SimContext, mg: MicrographStats, rank: int, num_steps: int, mi
         pregather_remote_rows=mg.pregather_remote[i][rank] * scale,
         pregather_local_rows=mg.pregather_local[i][rank] * scale,
         migration_bytes=grad * (2.0 if migrate_parameters else 1.0), gradient_bytes=grad,
-        optimizer_s=compute_time_s(cost.optimizer, cl.gpu, 1.0),
+        optimizer_s=compute_time_s(cost.optimizer, cl.gpu, cl.efficiency.optimizer_fraction),
         optimizer_flops=sum(k.flops for k in cost.optimizer), row_bytes=float(ctx.summary.feature_dim * FLOAT_BYTES))
 
 
@@ -154,5 +154,5 @@ def naive_work(ctx: SimContext, rank: int, scale: float = 1.0) -> HopWork:
     grad = float(FLOAT_BYTES * cost.num_params)
     carried = grad + 2.0 * st.num_dst_vertices[0] * scale * row + 2.0 * INDEX_BYTES * sum(st.num_edges) * scale
     return HopWork(tuple(steps), sum(st.num_edges) * scale, 0.0, 0.0, 0.0, 0.0, 0.0, carried, grad,
-                   compute_time_s(cost.optimizer, cl.gpu, 1.0), sum(k.flops for k in cost.optimizer), row,
+                   compute_time_s(cost.optimizer, cl.gpu, cl.efficiency.optimizer_fraction), sum(k.flops for k in cost.optimizer), row,
                    {"naive_migrations": float(m)})
