@@ -28,9 +28,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Generator
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
 from gnnplan.simulator.engine import FluidResource
 from gnnplan.simulator.hardware import pricing
@@ -50,6 +48,7 @@ from gnnplan.simulator.strategies.base import (
 )
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
+from gnnplan.simulator.strategies.ppgnn.knobs import Knobs
 from gnnplan.simulator.strategies.ppgnn.work import (
     BASELINE_WORKERS,
     PLACEMENT_ORDER,
@@ -77,22 +76,6 @@ CALIBRATION: dict[str, PhaseRule] = {
     "all_reduce": rules.all_reduce_rule()}
 """How calibration prices ``ppgnn``'s spans (a load is priced as host gather and copy; storage reads and
 per-row indexing are not separated from it)."""
-class Knobs(BaseModel):
-    """The ``ppgnn`` strategy's knobs."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    hops: int = Field(default=2, ge=0, le=16, description="R: propagation hops (SGC reads hop R, SIGN hops 0..R)")
-    placement: Literal["gpu", "host", "ssd"] | None = Field(
-        default=None, description="where the hop matrices live; none = the paper's rule (GPU, else host, else SSD)")
-    loader: Literal["baseline", "fused", "double_buffer"] = Field(
-        default="double_buffer", description="per-row DataLoader, one index op per matrix, or fused + prefetch")
-    reshuffle: Literal["random", "chunk"] = Field(
-        default="random", description="per-row permutation (SGD-RR) or permutation of contiguous chunks (SGD-CR)")
-    chunk_size: int | None = Field(
-        default=None, ge=1, description="rows per chunk under chunk reshuffling; none = the global batch size")
-    batch_size: int | None = Field(
-        default=None, ge=1, description="overrides training.batch_size (global rows per iteration) if set")
 
 
 def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:

@@ -40,26 +40,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, compute_time_s
 from gnnplan.simulator.hardware.pricing import host_gather_s
 from gnnplan.simulator.result import LINKS
-from gnnplan.simulator.strategies.base import MemoryEstimate, SimContext, StepCompute, memory_estimate
+from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, MemoryEstimate, SimContext, StepCompute, memory_estimate
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
+from gnnplan.simulator.strategies.ppgnn.knobs import Knobs
 from gnnplan.simulator.workload.model_cost import FLOAT_BYTES, model_state_bytes
-
-if TYPE_CHECKING:
-    from gnnplan.simulator.strategies.ppgnn import Knobs
 
 PLACEMENT_ORDER = ("gpu", "host", "ssd")
 
 BASELINE_WORKERS = 2
 """DataLoader worker processes of the baseline loader (brief §1.4(a): ``num_workers=2``)."""
-PREFETCH_FACTOR = 2
-"""Batches in flight per DataLoader worker: torch.utils.data.DataLoader's default ``prefetch_factor``."""
 PAGE_BYTES = 4096
 """Alignment of a direct read: the x86-64 base page (Intel SDM Vol. 3A §4.3), executor.strategies.ppgnn.files.ALIGN."""
 IO_THREADS = 4
