@@ -12,7 +12,7 @@ from typing import NoReturn
 
 from pydantic import ValidationError
 
-from gnnplan.simulator.errors import SpecError, one_line
+from gnnplan.simulator.errors import RunError, SpecError, one_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nprocs", type=int, help="worker processes (default: the plan's num_workers)")
     p.add_argument("--epochs", type=int, help="epochs (default: the workload's num_epochs)")
     p.add_argument("--trace-dir", default="traces")
+    p.add_argument("--emulate", action="store_true",
+                   help="run each machine of the plan in its own network namespace with its NIC shaped to the "
+                        "plan's network bandwidth (needs root and CAP_NET_ADMIN)")
+    p.add_argument("--cpu-quota", type=float, metavar="CORES",
+                   help="with --emulate: CPU time per machine, in cores (cgroup cpu.cfs_quota_us)")
+    p.add_argument("--memory-limit", type=float, metavar="BYTES",
+                   help="with --emulate: memory limit per machine in bytes (cgroup memory.limit_in_bytes)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=c.cmd_run)
 
@@ -112,11 +119,19 @@ def _guard(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
         msg = one_line(exc, args.command)
     except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
         msg = str(exc) or type(exc).__name__
+    except RunError as exc:
+        print(f"gnnplan {args.command}: failed: {_first_line(str(exc))}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"gnnplan {args.command}: interrupted", file=sys.stderr)
         return 130
     print(f"gnnplan {args.command}: error: {msg.splitlines()[0] if msg else 'invalid input'}", file=sys.stderr)
     return 2
+
+
+def _first_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else "unknown error"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -91,7 +91,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     _positive("--nprocs", args.nprocs)
     _positive("--epochs", args.epochs)
     plan = load_plan(args.plan)
-    res = run_plan(plan, nprocs=args.nprocs, epochs=args.epochs, trace_dir=args.trace_dir, progress=not args.json)
+    if args.emulate:
+        res = _run_emulated(args, plan)
+    elif args.cpu_quota is not None or args.memory_limit is not None:
+        raise SpecError("--cpu-quota/--memory-limit: only with --emulate")
+    else:
+        res = run_plan(plan, nprocs=args.nprocs, epochs=args.epochs, trace_dir=args.trace_dir,
+                       progress=not args.json)
     if args.json:
         emit_json(res)
     else:
@@ -99,6 +105,22 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"epoch time {report.fmt_s(res['epoch_time_s'])} (median), loss {res['loss']:.4f}, "
             f"val acc {res['val_accuracy']:.4f}, test acc {res['test_accuracy']:.4f}; trace {res['trace']}")
     return 0
+
+
+def _run_emulated(args: argparse.Namespace, plan: Any) -> dict[str, Any]:
+    """``gnnplan run PLAN --emulate``: the plan's machines as network namespaces (:mod:`executor.emulate`)."""
+    import math
+
+    from gnnplan.executor.emulate import MachineLimits
+    from gnnplan.executor.emulated_run import run_emulated
+
+    if args.nprocs is not None and args.nprocs != plan.cluster.num_gpus:
+        raise SpecError(f"--nprocs: with --emulate the plan's cluster sets the ranks ({plan.cluster.num_gpus})")
+    for name, value in (("--cpu-quota", args.cpu_quota), ("--memory-limit", args.memory_limit)):
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise SpecError(f"{name}: must be a positive finite number (got {value})")
+    limits = MachineLimits(plan.cluster.network.bandwidth_bytes_per_s, args.cpu_quota, args.memory_limit)
+    return run_emulated(plan, epochs=args.epochs, trace_dir=args.trace_dir, limits=limits)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

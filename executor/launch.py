@@ -32,13 +32,14 @@ import torch
 from gnnplan.executor import comm
 from gnnplan.executor.data import Topology
 from gnnplan.executor.threads import apply_threads, child_environment, restore_threads, worker_threads
+from gnnplan.simulator.errors import RunError
 
 Emit = Callable[[Any], None]
 WorkerFn = Callable[..., Any]
 """``fn(topo, emit, *args)``: the program every rank runs; rank 0's return value is the job's result."""
 
 
-class WorkerError(RuntimeError):
+class WorkerError(RunError):
     """A worker process failed; the message holds its exception and traceback."""
 
 
@@ -206,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         plan = resolved_plan(loaded, topo.num_machines, topo.gpus_per_machine, ns.epochs)
         say = progress_printer(plan) if topo.rank == 0 and not ns.no_progress else None
         result = rank_main(topo, say or (lambda _m: None), plan, ns.trace_dir)
+        comm.barrier()  # no rank leaves while a peer may still be in the last collective
     finally:
         if say is not None:
             say.close()
@@ -216,4 +218,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
+    _leave_without_teardown()  # as the local workers do (see its docstring)

@@ -1,7 +1,7 @@
 """One error type for bad user input, and a one-line rendering of pydantic validation errors.
 
 The CLI turns :class:`SpecError` (and ``ValueError`` in general) into a one-line message on stderr with exit
-code 2 (DESIGN.md, "Errors and data safety").
+code 2 (DESIGN.md, "Errors and data safety"), and :class:`RunError` into one line with exit code 1.
 """
 
 from __future__ import annotations
@@ -13,6 +13,11 @@ from pydantic import ValidationError
 
 class SpecError(ValueError):
     """Bad user input: the message names the field and what is allowed, on one line."""
+
+
+class RunError(RuntimeError):
+    """A run that started failed (a worker died, a timeout): the message says which and why, on one line;
+    the CLI prints it and exits with code 1."""
 
 
 def one_line(err: ValidationError, where: str) -> str:

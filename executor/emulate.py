@@ -1,0 +1,303 @@
+"""An emulated multi-machine cluster on this box: one Linux network namespace per machine, a shaped NIC each.
+
+``gnnplan run PLAN --emulate`` runs every machine of a multi-machine plan in its own network namespace
+``gnnplan-m<i>``. Each has one interface ``eth0`` (address ``198.18.0.<i+1>/24``, from the benchmarking range
+198.18.0.0/15 of RFC 2544) joined to a bridge in a hub namespace ``gnnplan-hub`` by a veth pair; nothing is
+added to the host's own namespace. Each machine's NIC is shaped in both directions to the plan's
+``network.bandwidth_bytes_per_s`` with a token-bucket filter (``tc qdisc ... tbf``: on ``eth0`` for what it
+sends, on its hub-side peer for what it receives); netem is not in this kernel, so no latency is added. A
+machine's ranks are pinned to its share of the cores (``taskset``) and may get a compute quota (cgroup v1
+``cpu.cfs_quota_us``) and a memory limit (cgroup v1 ``memory.limit_in_bytes``). The ranks start through the
+torchrun entry point (:mod:`executor.launch`) with ``GLOO_SOCKET_IFNAME=eth0`` and rank 0 on machine 0.
+
+Everything is removed on exit, on error and on Ctrl-C; a run killed before it could clean up leaves a state file
+naming its process, and the next run removes that stale set when the process is gone.
+
+Needs root with CAP_NET_ADMIN (namespaces, links, qdiscs) and the ``ip``, ``tc`` and ``taskset`` commands.
+Sources: ip-netns(8), ip-link(8) (veth, bridge), tc-tbf(8) (rate, burst, latency); Linux kernel documentation
+scheduler/sched-bwc.rst (CFS bandwidth control: ``cpu.cfs_quota_us``, ``cpu.cfs_period_us``) and
+admin-guide/cgroup-v1/memory.rst (``memory.limit_in_bytes``). :mod:`executor.emulated_run` runs a plan on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gnnplan.simulator.errors import SpecError
+
+PREFIX = "gnnplan-"
+HUB = f"{PREFIX}hub"
+BRIDGE = "gnpbr0"
+SUBNET = "198.18.0"
+"""Addresses of the emulated machines: 198.18.0.0/15 is reserved for benchmarking (RFC 2544, RFC 6890)."""
+IFACE = "eth0"
+STATE_FILE = Path("/run/gnnplan-emulate.json")
+MASTER_PORT = 29500
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CFS_PERIOD_US = 100_000
+"""CFS bandwidth period: the kernel default (sched-bwc.rst)."""
+NETNS_ETC = Path("/etc/netns")
+"""Per-namespace files ``ip netns exec`` bind-mounts over /etc (ip-netns(8))."""
+TBF_LATENCY = "100ms"
+"""Longest a packet may wait in the token bucket before it is dropped (tc-tbf(8))."""
+
+
+class EmulationError(SpecError):
+    """The emulated cluster cannot be set up here (one line: what is missing and what to do)."""
+
+
+@dataclass(frozen=True)
+class MachineLimits:
+    """What each emulated machine gets.
+
+    Attributes:
+        bandwidth_bytes_per_s: NIC rate in each direction (None = unshaped).
+        cpu_quota_cores: cores of CPU time per wall second for the machine's processes (None = no quota).
+        memory_bytes: memory limit of the machine's processes (None = no limit).
+    """
+
+    bandwidth_bytes_per_s: float | None
+    cpu_quota_cores: float | None = None
+    memory_bytes: float | None = None
+
+
+def machine_ns(i: int) -> str:
+    """The network namespace of machine ``i``."""
+    return f"{PREFIX}m{i}"
+
+
+def machine_address(i: int) -> str:
+    """Machine ``i``'s address."""
+    return f"{SUBNET}.{i + 1}"
+
+
+def _run(cmd: list[str]) -> str:
+    """Run a set-up command; its failure is one :class:`EmulationError` line naming it."""
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if proc.returncode != 0:
+        why = (proc.stderr or proc.stdout).strip().splitlines()
+        raise EmulationError(f"emulate: `{' '.join(cmd)}` failed: {why[-1] if why else proc.returncode}")
+    return proc.stdout
+
+
+def check_available() -> None:
+    """Raise :class:`EmulationError` unless this process can build namespaces (root, CAP_NET_ADMIN, tools)."""
+    missing = [t for t in ("ip", "tc", "ss", "taskset") if shutil.which(t) is None]
+    if missing:
+        raise EmulationError(f"--emulate: needs the commands {', '.join(missing)} (Debian: iproute2, util-linux)")
+    if os.geteuid() != 0 or not _has_net_admin():
+        raise EmulationError("--emulate: needs root with CAP_NET_ADMIN (network namespaces, veth pairs, tc)")
+
+
+def _has_net_admin() -> bool:
+    cap_net_admin = 12  # linux/capability.h
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            return bool(int(line.split()[1], 16) >> cap_net_admin & 1)
+    return False
+
+
+def tbf_args(bandwidth_bytes_per_s: float) -> list[str]:
+    """``tc`` arguments of a token bucket at ``bandwidth_bytes_per_s``: the rate in bit/s, a burst of 10 ms of
+    traffic (at least 32 KiB, so the bucket holds a few full-size segments at any rate; tc-tbf(8): burst must
+    be at least rate / HZ) and :data:`TBF_LATENCY`."""
+    burst = max(int(bandwidth_bytes_per_s * 0.01), 32 * 1024)
+    return ["tbf", "rate", f"{int(bandwidth_bytes_per_s * 8)}bit", "burst", str(burst), "latency", TBF_LATENCY]
+
+
+def core_sets(num_machines: int, cores: list[int]) -> list[list[int]]:
+    """The cores each machine's ranks are pinned to: equal contiguous shares, or one core each round-robin
+    when there are more machines than cores."""
+    if num_machines > len(cores):
+        return [[cores[i % len(cores)]] for i in range(num_machines)]
+    k = len(cores) // num_machines
+    return [cores[i * k:(i + 1) * k] for i in range(num_machines)]
+
+
+class EmulatedCluster:
+    """The namespaces, links, qdiscs and cgroups of an emulated cluster (a context manager; module docstring).
+
+    Args:
+        num_machines: machines to emulate (>= 1).
+        limits: per-machine NIC rate, CPU quota and memory limit.
+    """
+
+    def __init__(self, num_machines: int, limits: MachineLimits) -> None:
+        if num_machines < 1:
+            raise EmulationError(f"num_machines: must be >= 1, got {num_machines}")
+        self.num_machines, self.limits = num_machines, limits
+        self.cores = core_sets(num_machines, sorted(os.sched_getaffinity(0)))
+
+    def __enter__(self) -> EmulatedCluster:
+        check_available()
+        clean_stale()
+        self._previous_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        STATE_FILE.write_text(json.dumps({"pid": os.getpid(), "num_machines": self.num_machines}))
+        try:
+            self._build()
+        except BaseException:
+            teardown()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        teardown()
+        signal.signal(signal.SIGTERM, self._previous_sigterm)
+
+    _previous_sigterm: Any = signal.SIG_DFL
+
+    def _build(self) -> None:
+        _run(["ip", "netns", "add", HUB])
+        _run(["ip", "-n", HUB, "link", "add", BRIDGE, "type", "bridge"])
+        _run(["ip", "-n", HUB, "link", "set", BRIDGE, "up"])
+        for i in range(self.num_machines):
+            ns, peer = machine_ns(i), f"gnp-m{i}"
+            _run(["ip", "netns", "add", ns])
+            _run(["ip", "-n", HUB, "link", "add", peer, "type", "veth", "peer", "name", IFACE, "netns", ns])
+            _run(["ip", "-n", HUB, "link", "set", peer, "master", BRIDGE, "up"])
+            _run(["ip", "-n", ns, "addr", "add", f"{machine_address(i)}/24", "dev", IFACE])
+            _run(["ip", "-n", ns, "link", "set", IFACE, "up"])
+            _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            self._name_files(ns)
+            if self.limits.bandwidth_bytes_per_s:
+                shape = tbf_args(self.limits.bandwidth_bytes_per_s)
+                _run(["ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", IFACE, "root", *shape])
+                _run(["ip", "netns", "exec", HUB, "tc", "qdisc", "add", "dev", peer, "root", *shape])
+            self._cgroups(i)
+
+    def _name_files(self, ns: str) -> None:
+        """``/etc/netns/<ns>/hosts`` naming every emulated machine and an empty ``resolv.conf``, which
+        ``ip netns exec`` bind-mounts over /etc (ip-netns(8)): c10d's peer-name look-ups answer from the file
+        instead of waiting for a DNS server the namespace cannot reach."""
+        folder = NETNS_ETC / ns
+        folder.mkdir(parents=True, exist_ok=True)
+        names = "".join(f"{machine_address(i)} {machine_ns(i)}\n" for i in range(self.num_machines))
+        (folder / "hosts").write_text(f"127.0.0.1 localhost\n{names}")
+        (folder / "resolv.conf").write_text("")
+
+    def _cgroups(self, i: int) -> None:
+        if self.limits.cpu_quota_cores is not None:
+            group = CGROUP_ROOT / "cpu" / machine_ns(i)
+            group.mkdir(exist_ok=True)
+            (group / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+            (group / "cpu.cfs_quota_us").write_text(str(int(self.limits.cpu_quota_cores * CFS_PERIOD_US)))
+        if self.limits.memory_bytes is not None:
+            group = CGROUP_ROOT / "memory" / machine_ns(i)
+            group.mkdir(exist_ok=True)
+            (group / "memory.limit_in_bytes").write_text(str(int(self.limits.memory_bytes)))
+
+    def wait_listening(self, machine: int, port: int, timeout_s: float = 120.0) -> bool:
+        """Wait until a process on ``machine`` listens on TCP ``port`` (``ss -ltn`` in its namespace): the
+        other ranks start once rank 0's rendezvous store is up, since c10d's client aborts the process when
+        its first connection is refused inside a namespace. Returns whether it did within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            out = subprocess.run(["ip", "netns", "exec", machine_ns(machine), "ss", "-Hltn", f"sport = :{port}"],
+                                 check=False, capture_output=True, text=True).stdout
+            if out.strip():
+                return True
+            time.sleep(0.1)
+        return False
+
+    def command(self, machine: int, argv: list[str]) -> list[str]:
+        """``argv`` run on ``machine``: in its namespace, pinned to its cores, inside its cgroups."""
+        groups = [CGROUP_ROOT / kind / machine_ns(machine) / "cgroup.procs" for kind in ("cpu", "memory")]
+        joins = "".join(f'echo $$ > "{g}" && ' for g in groups if g.parent.is_dir())
+        cores = ",".join(map(str, self.cores[machine]))
+        # join the cgroups before entering the namespace: ``ip netns exec`` mounts a fresh /sys without them
+        return ["sh", "-c", f'{joins}exec "$@"', "sh",
+                "ip", "netns", "exec", machine_ns(machine), "taskset", "-c", cores, *argv]
+
+
+def _exit_on_sigterm(signum: int, _frame: Any) -> None:
+    """SIGTERM ends the run like Ctrl-C does: the exception unwinds through the clean-up."""
+    raise SystemExit(128 + signum)
+
+
+def _namespaces() -> list[str]:
+    out = subprocess.run(["ip", "netns", "list"], check=False, capture_output=True, text=True).stdout
+    return [line.split()[0] for line in out.splitlines() if line.startswith(PREFIX)]
+
+
+def clean_stale() -> None:
+    """Remove a set left by a run that was killed; refuse while another live run owns it.
+
+    Raises:
+        EmulationError: the set belongs to a process that is still running.
+    """
+    if STATE_FILE.exists():
+        try:
+            owner = int(json.loads(STATE_FILE.read_text())["pid"])
+        except (ValueError, KeyError, TypeError):
+            owner = -1
+        if owner > 0 and owner != os.getpid() and _alive(owner):
+            raise EmulationError(f"--emulate: an emulated cluster of process {owner} is running; wait for it or "
+                                 "stop it")
+    if STATE_FILE.exists() or _namespaces() or _cgroup_dirs():
+        teardown()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _cgroup_dirs() -> list[Path]:
+    return [d for kind in ("cpu", "memory") if (CGROUP_ROOT / kind).is_dir()
+            for d in (CGROUP_ROOT / kind).glob(f"{PREFIX}m*") if d.is_dir()]
+
+
+def teardown() -> None:
+    """Delete every ``gnnplan-*`` namespace (their links and qdiscs go with them), the machines' cgroups (after
+    killing what is left in them) and the state file."""
+    for ns in _namespaces():
+        for pid in subprocess.run(["ip", "netns", "pids", ns], check=False, capture_output=True, text=True).stdout.split():
+            _kill(int(pid))
+        subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
+        shutil.rmtree(NETNS_ETC / ns, ignore_errors=True)
+    for group in _cgroup_dirs():
+        for pid in (group / "cgroup.procs").read_text().split():
+            _kill(int(pid))
+        for _ in range(50):
+            try:
+                group.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+    STATE_FILE.unlink(missing_ok=True)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def rank_environment(rank: int, world: int, per_machine: int) -> dict[str, str]:
+    """The torchrun variables of ``rank`` (machine ``rank // per_machine``), rank 0 on machine 0, and gloo's
+    interface."""
+    return {**os.environ, "RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(rank % per_machine),
+            "LOCAL_WORLD_SIZE": str(per_machine), "MASTER_ADDR": machine_address(0),
+            "MASTER_PORT": str(MASTER_PORT), "GLOO_SOCKET_IFNAME": IFACE, "PYTHONUNBUFFERED": "1"}
+
+
+def launch_argv(plan_path: str | Path, epochs: int | None, trace_dir: str | Path) -> list[str]:
+    """The torchrun entry point's command line for every rank."""
+    argv = [sys.executable, "-m", "gnnplan.executor.launch", str(plan_path), "--trace-dir", str(trace_dir),
+            "--no-progress"]
+    return argv + (["--epochs", str(epochs)] if epochs is not None else [])

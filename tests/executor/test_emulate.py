@@ -1,0 +1,122 @@
+"""The emulated cluster (``gnnplan run PLAN --emulate``): namespaces per machine, shaped NICs, clean-up.
+
+The unit tests run anywhere; the ones that build namespaces need root with CAP_NET_ADMIN and skip otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gnnplan.executor import emulate
+from gnnplan.executor.emulate import EmulatedCluster, EmulationError, MachineLimits
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.workload.spec import load_workload
+
+
+def _can_emulate() -> bool:
+    try:
+        emulate.check_available()
+    except EmulationError:
+        return False
+    return True
+
+
+needs_root = pytest.mark.skipif(not _can_emulate(), reason="needs root with CAP_NET_ADMIN and ip/tc/ss/taskset")
+
+
+def test_token_bucket_arguments() -> None:
+    assert emulate.tbf_args(12.5e6) == ["tbf", "rate", "100000000bit", "burst", "125000", "latency", "100ms"]
+    assert emulate.tbf_args(1e5)[4] == str(32 * 1024)  # never below a few full-size segments
+
+
+def test_core_sets_split_the_cores() -> None:
+    assert emulate.core_sets(2, [0, 1]) == [[0], [1]]
+    assert emulate.core_sets(2, [0, 1, 2, 3, 4]) == [[0, 1], [2, 3]]
+    assert emulate.core_sets(3, [0, 1]) == [[0], [1], [0]]
+
+
+def test_rank_environment_puts_rank_zero_on_machine_zero() -> None:
+    env = emulate.rank_environment(3, 4, 2)
+    assert (env["RANK"], env["WORLD_SIZE"], env["LOCAL_RANK"], env["LOCAL_WORLD_SIZE"]) == ("3", "4", "1", "2")
+    assert env["MASTER_ADDR"] == "198.18.0.1" and env["GLOO_SOCKET_IFNAME"] == "eth0"
+
+
+def test_without_root_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(EmulationError, match="needs root with CAP_NET_ADMIN"):
+        emulate.check_available()
+
+
+@needs_root
+def test_stale_set_of_a_dead_run_is_removed_and_a_live_one_refused() -> None:
+    subprocess.run(["ip", "netns", "add", emulate.machine_ns(0)], check=True)
+    emulate.STATE_FILE.write_text(json.dumps({"pid": 2**22 + 12345}))  # above pid_max: never alive
+    emulate.clean_stale()
+    assert not emulate._namespaces() and not emulate.STATE_FILE.exists()
+    emulate.STATE_FILE.write_text(json.dumps({"pid": os.getppid()}))
+    try:
+        with pytest.raises(EmulationError, match=f"process {os.getppid()} is running"):
+            emulate.clean_stale()
+    finally:
+        emulate.STATE_FILE.unlink()
+
+
+@needs_root
+def test_machines_reach_each_other_and_everything_is_removed() -> None:
+    server = ("import socket; s = socket.create_server(('0.0.0.0', 29600)); c, _ = s.accept(); "
+              "c.sendall(c.recv(5))")
+    client = (f"import socket; c = socket.create_connection(('{emulate.machine_address(0)}', 29600), timeout=10); "
+              "c.sendall(b'hello'); print(c.recv(5).decode())")
+    with EmulatedCluster(2, MachineLimits(12.5e6)) as cluster:
+        listener = subprocess.Popen(cluster.command(0, [sys.executable, "-c", server]))
+        assert cluster.wait_listening(0, 29600, timeout_s=30)
+        echo = subprocess.run(cluster.command(1, [sys.executable, "-c", client]), capture_output=True, text=True,
+                              timeout=60)
+        listener.wait(timeout=30)
+        qdisc = subprocess.run(["ip", "netns", "exec", emulate.machine_ns(0), "tc", "qdisc", "show", "dev",
+                                "eth0"], capture_output=True, text=True).stdout
+    assert echo.stdout.strip() == "hello", echo.stderr
+    assert "tbf" in qdisc and "100Mbit" in qdisc
+    assert not emulate._namespaces() and not emulate.STATE_FILE.exists()
+
+
+@needs_root
+def test_two_machine_run_is_shaped(tmp_path: Path) -> None:
+    from gnnplan.executor.emulated_run import run_emulated
+
+    bandwidth = 1.25e6  # 10 Mbit/s
+    cluster = load_cluster("local")
+    cluster = cluster.model_copy(update={"num_machines": 2, "gpus_per_machine": 1, "network": cluster.network.
+                                         model_copy(update={"bandwidth_bytes_per_s": bandwidth})})
+    workload = load_workload("cora-sage")
+    workload = workload.model_copy(update={"training": workload.training.model_copy(update={"num_epochs": 1})})
+    plan = Plan(strategy="dp", knobs={"cache_fraction": 0.0}, num_workers=2, cluster=cluster, workload=workload)
+    res = run_emulated(plan, trace_dir=tmp_path, timeout_s=240)
+    sent_per_machine = res["bytes_per_epoch"]["network"] / 2
+    assert sent_per_machine > 1e6  # remote features and gradients cross the emulated network
+    # a machine cannot push its bytes faster than its NIC (tbf): the epoch takes at least that long
+    assert res["epoch_time_s"] >= 0.9 * sent_per_machine / bandwidth
+    assert Path(res["trace"]).is_file() and res["emulated"]["num_machines"] == 2
+    assert not emulate._namespaces()
+
+
+@needs_root
+def test_quota_and_memory_limit_apply_to_the_machines_processes() -> None:
+    with EmulatedCluster(1, MachineLimits(None, cpu_quota_cores=0.5, memory_bytes=2e9)) as cluster:
+        groups = subprocess.run(cluster.command(0, ["cat", "/proc/self/cgroup"]), capture_output=True,
+                                text=True, check=True).stdout
+        quota = (emulate.CGROUP_ROOT / "cpu" / emulate.machine_ns(0) / "cpu.cfs_quota_us").read_text().strip()
+        qdisc = subprocess.run(["ip", "netns", "exec", emulate.machine_ns(0), "tc", "qdisc", "show", "dev",
+                                "eth0"], capture_output=True, text=True).stdout
+    lines = {line.split(":")[1]: line.split(":")[2] for line in groups.splitlines()}
+    cpu_key = next(k for k in lines if "cpu" in k.split(","))
+    assert lines[cpu_key].endswith("/gnnplan-m0") and lines["memory"].endswith("/gnnplan-m0")
+    assert quota == str(emulate.CFS_PERIOD_US // 2) and "tbf" not in qdisc  # no bandwidth given: unshaped
+    assert not emulate._cgroup_dirs()
