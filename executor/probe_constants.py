@@ -1,0 +1,120 @@
+"""``gnnplan probe``'s measurements of the machine constants the cluster spec holds as fields:
+``host.process_bytes``, ``host.row_index_s`` and ``storage.concurrency`` (simulator/hardware/spec.py).
+
+* ``host.process_bytes``: resident set (``VmRSS`` in /proc/self/status) of a fresh Python process right after
+  ``import torch, dgl``: what every worker process costs the host before it holds any data.
+* ``host.row_index_s``: seconds per row and matrix of the per-row loader of PP-GNN's baseline (a map-style
+  ``Dataset.__getitem__`` returning one row of each matrix, batched by ``default_collate`` in one thread), the
+  ``t_item`` of the PP-GNN brief (§2.4); median over batches.
+* ``storage.concurrency``: how many 4 KiB direct reads the device serves at once: single-thread seconds per
+  page over the per-page seconds with ``threads`` threads reading distinct pages concurrently (a device with no
+  internal parallelism gives 1), at least 1.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import torch
+
+_RSS_SCRIPT = ("import torch, dgl\n"
+               "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmRSS:')) * 1024)")
+
+
+def worker_process_bytes() -> float:
+    """Resident bytes of a new process after ``import torch, dgl`` (module docstring).
+
+    Raises:
+        RuntimeError: the measuring process failed (its last stderr line).
+    """
+    env = {**os.environ, "DGLBACKEND": "pytorch"}
+    proc = subprocess.run([sys.executable, "-c", _RSS_SCRIPT], capture_output=True, text=True, env=env,
+                          timeout=300, check=False)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        raise RuntimeError(f"probe: measuring a worker's resident set failed: {lines[-1] if lines else '?'}")
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
+class _Rows(torch.utils.data.Dataset):  # type: ignore[type-arg]
+    """Row ``i`` of each of ``matrices`` as a tuple (PP-GNN's baseline ``Dataset``)."""
+
+    def __init__(self, matrices: list[torch.Tensor]) -> None:
+        self.matrices = matrices
+
+    def __len__(self) -> int:
+        return int(self.matrices[0].shape[0])
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, ...]:
+        return tuple(m[i] for m in self.matrices)
+
+
+def row_index_s(num_rows: int = 8192, feature_dim: int = 128, num_matrices: int = 3, batch_size: int = 256,
+                repeats: int = 8) -> float:
+    """Seconds per row and matrix of ``Dataset.__getitem__`` + ``default_collate`` (module docstring).
+
+    Args:
+        num_rows, feature_dim, num_matrices: the stored hop matrices (float32).
+        batch_size: rows per batch.
+        repeats: batches timed (the median is returned).
+    """
+    gen = torch.Generator().manual_seed(0)
+    data = _Rows([torch.randn(num_rows, feature_dim, generator=gen) for _ in range(num_matrices)])
+    order = torch.randperm(num_rows, generator=gen)
+    times = []
+    for r in range(repeats + 1):
+        idx = order[(r * batch_size) % (num_rows - batch_size):][:batch_size].tolist()
+        start = time.perf_counter()
+        torch.utils.data.default_collate([data[i] for i in idx])
+        times.append(time.perf_counter() - start)
+    return float(np.median(times[1:])) / (batch_size * num_matrices)
+
+
+def storage_concurrency(folder: Path, file_bytes: int = 64 * 2**20, pages: int = 512, threads: int = 8) -> float:
+    """Concurrent 4 KiB direct reads the device in ``folder`` serves (module docstring), at least 1.
+
+    Args:
+        folder: where the temporary file is written (the storage the ``ssd`` placement would use).
+        file_bytes: size of the temporary file.
+        pages: pages read per pass (distinct, random).
+        threads: readers of the concurrent pass.
+    """
+    from gnnplan.executor.strategies.ppgnn.files import ALIGN, DirectReader
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=folder) as fh:
+        block = np.random.default_rng(0).integers(0, 256, 2**20, dtype=np.uint8).tobytes()
+        for _ in range(file_bytes // len(block)):
+            fh.write(block)
+        fh.flush()
+        os.fsync(fh.fileno())
+        reader = DirectReader(fh.name)
+        try:
+            offsets = np.random.default_rng(1).choice(file_bytes // ALIGN, 2 * pages, replace=False) * ALIGN
+            single = _page_reads_s(reader, offsets[:pages], 1)
+            parallel = _page_reads_s(reader, offsets[pages:], threads)
+        finally:
+            reader.close()
+    return max(1.0, single / parallel)
+
+
+def _page_reads_s(reader: object, offsets: np.ndarray, threads: int) -> float:
+    """Wall seconds per page when ``threads`` threads read the pages at ``offsets`` (split evenly)."""
+    from gnnplan.executor.strategies.ppgnn.files import ALIGN
+
+    def work(part: np.ndarray) -> None:
+        buf = np.empty(ALIGN, np.uint8)
+        for off in part:
+            reader.read(int(off), memoryview(buf))  # type: ignore[attr-defined]
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(work, np.array_split(offsets, threads)))
+    return (time.perf_counter() - start) / len(offsets)
