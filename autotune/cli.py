@@ -1,4 +1,4 @@
-"""The ``gnnplan`` command line (DESIGN.md, "Contracts"): probe, simulate, tune, run, calibrate, loop.
+"""The ``gnnplan`` command line (DESIGN.md, "Contracts"): probe, simulate, tune, run, calibrate, loop, whatif.
 
 Errors in user input are one line on stderr, exit code 2, and nothing is written.
 """
@@ -25,6 +25,9 @@ class _Parser(argparse.ArgumentParser):
 def _common_sim(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cluster", required=True, help="cluster preset name or YAML file")
     p.add_argument("--workload", required=True, help="workload preset name or YAML file")
+    p.add_argument("--cluster-set", dest="cluster_sets", action="append", default=[], metavar="FIELD=VALUE",
+                   help="change a cluster field by dotted path, unit-aware (network.bandwidth_bytes_per_s=10Gbit/s, "
+                        "network.latency_s=5us, gpu.memory_bytes=40GiB); repeatable")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -107,6 +110,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-dir", default="gnnplan-loop", help="folder for plan, trace, calibrated cluster, report")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=c.cmd_loop)
+
+    p = sub.add_parser("whatif", help="sweep cluster or workload fields; tune every strategy at each point; "
+                                      "CSV + HTML chart")
+    _common_sim(p)
+    p.add_argument("--vary", action="append", required=True, metavar="FIELD=V1,V2,...",
+                   help="a field and its values: cluster=PRESET,..., workload=PRESET,..., a cluster field "
+                        "(network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s) or workload.<field> "
+                        "(workload.model.hidden_dim=16,256); several --vary make a grid")
+    p.add_argument("--strategies", help="comma-separated strategies (default: all that fit the workload)")
+    p.add_argument("--trials", type=int, default=16, help="Optuna trials per point and strategy (warm-started)")
+    p.add_argument("--allow-model-change", action="store_true",
+                   help="also compare strategies that train a different model (SGC/SIGN vs message passing)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("-o", "--output", default="gnnplan-whatif", help="folder for whatif.csv, .html and .json")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=c.cmd_whatif)
     return parser
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from gnnplan.autotune import report
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.paths import user_home
 from gnnplan.simulator.workload.spec import load_workload
 
@@ -22,6 +22,13 @@ def emit_json(obj: Any) -> None:
 def output_path(arg: str | None, default: Path) -> Path:
     """The path to write: the user's ``-o`` or the default."""
     return Path(arg) if arg else default
+
+
+def cluster_from_args(args: argparse.Namespace) -> ClusterSpec:
+    """``--cluster`` with the ``--cluster-set FIELD=VALUE`` changes applied (:mod:`gnnplan.simulator.overrides`)."""
+    from gnnplan.simulator.overrides import with_fields
+
+    return with_fields(load_cluster(args.cluster), getattr(args, "cluster_sets", []), "--cluster-set")
 
 
 def _positive(name: str, value: int | None) -> None:
@@ -48,7 +55,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     """``gnnplan simulate``: one configuration."""
     from gnnplan.simulator.api import parse_knobs, predicted_trace, simulate, trace_metadata
 
-    cluster, workload = load_cluster(args.cluster), load_workload(args.workload)
+    cluster, workload = cluster_from_args(args), load_workload(args.workload)
     knobs = parse_knobs(args.strategy, args.knobs)
     res = simulate(cluster, workload, args.strategy, knobs)
     if args.trace:
@@ -66,7 +73,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from gnnplan.autotune.planning import tune_to_plan
 
     _positive("--trials", args.trials)
-    cluster, workload = load_cluster(args.cluster), load_workload(args.workload)
+    cluster, workload = cluster_from_args(args), load_workload(args.workload)
     names = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
     out = tune_to_plan(cluster, workload, names, args.trials, args.storage, args.study, args.tune_batch_size,
                        args.seed, Path(args.output), progress=not args.json,
@@ -132,12 +139,30 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     out = calibrate_traces(args.traces, cluster, output_path(args.output, default))
     if args.json:
         emit_json(out)
-    else:
-        con = report.console()
-        con.print(report.error_table([(r["trace"], r["measured_epoch_time_s"], r["predicted_before_s"],
-                                       r["predicted_after_s"]) for r in out["runs"]]))
-        con.print(f"calibrated cluster written to {out['output']} (use it as --cluster {out['output']})")
+        return 0
+    con = report.console()
+    con.print(report.parameter_table(out["parameters"]))
+    _print_held_out(con, out["held_out"])
+    for name, r in out["traces"].items():
+        con.print(f"fit (in-sample, not a prediction): {name} measured {report.fmt_s(r['measured_epoch_time_s'])}, "
+                  f"fit {report.fmt_s(r['fit_epoch_time_s'])} "
+                  f"({report.pct(r['fit_epoch_time_s'], r['measured_epoch_time_s'])})")
+    con.print(f"calibrated cluster written to {out['output']} (use it as --cluster {out['output']})")
     return 0
+
+
+def _print_held_out(con: Any, held: dict[str, Any]) -> None:
+    """The held-out errors of a calibration report: epochs, then configurations (or why there are none)."""
+    epochs = held["epochs"]
+    if epochs["rows"]:
+        con.print(report.held_out_table(epochs["rows"]))
+    for name, reason in epochs["not_held_out"].items():
+        con.print(f"held-out epochs: {name}: {reason}")
+    configurations = held["configurations"]
+    if configurations["rows"]:
+        con.print(report.configuration_table(configurations["rows"]))
+    else:
+        con.print(f"held-out configurations: {configurations['reason']}")
 
 
 def cmd_trace_merge(args: argparse.Namespace) -> int:
@@ -166,7 +191,39 @@ def cmd_loop(args: argparse.Namespace) -> int:
                    say=None if args.json else con.print)
     if args.json:
         emit_json(out)
+        return 0
+    held = out["held_out"]
+    if held["rows"]:
+        con.print(report.held_out_table(held["rows"]))
     else:
-        con.print(report.error_table([("this run", out["measured_epoch_time_s"], out["predicted_before_s"],
-                                       out["predicted_after_s"])]))
+        con.print(f"held-out epochs: {held['reason']} (run more epochs, e.g. --epochs 4, for a held-out error)")
+    return 0
+
+
+def cmd_whatif(args: argparse.Namespace) -> int:
+    """``gnnplan whatif``: sweep fields, tune every strategy per point, write CSV, JSON and an HTML chart."""
+    from gnnplan.autotune import whatif_report as wr
+    from gnnplan.autotune.whatif import WhatifRequest, parse_axis, run_whatif
+
+    _positive("--trials", args.trials)
+    axes = [parse_axis(item) for item in args.vary]
+    fields = [a.field for a in axes]
+    if len(set(fields)) != len(fields):
+        raise SpecError(f"--vary: field {next(f for f in fields if fields.count(f) > 1)!r} is varied twice")
+    names = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+    req = WhatifRequest(args.cluster, args.workload, axes, names, args.trials, args.seed, args.allow_model_change,
+                        list(args.cluster_sets))
+    err = report.console(stderr=True)
+    res = run_whatif(req, say=None if args.json else err.print)
+    out = Path(args.output)
+    paths = {"csv": wr.write_csv(res, out / "whatif.csv"), "json": wr.write_json(res, out / "whatif.json"),
+             "html": wr.write_html(res, out / "whatif.html", f"gnnplan whatif: {args.cluster} / {args.workload}")}
+    if args.json:
+        emit_json({"summary": res.summary, "crossovers": res.crossovers, **{k: str(p) for k, p in paths.items()}})
+        return 0
+    con = report.console()
+    con.print(wr.summary_table(res))
+    for line in wr.crossover_lines(res):
+        con.print(line)
+    con.print(f"wrote {paths['csv']}, {paths['json']} and {paths['html']}")
     return 0

@@ -72,11 +72,11 @@ def _note(req: TuneRequest, workload: WorkloadSpec, chosen: WorkloadSpec) -> str
 
 
 def calibrate_traces(traces: list[str], cluster: ClusterSpec, output: Path) -> dict[str, Any]:
-    """Fit the cluster's effective parameters to recorded executor traces and write the calibrated cluster.
+    """Fit the cluster's parameters to recorded executor traces and write the calibrated cluster.
 
     Returns:
-        ``{output, parameters: {name: {before, after}}, runs: [{trace, measured_epoch_time_s,
-        predicted_before_s, predicted_after_s}]}``.
+        ``{output, **report}`` with the report of :func:`simulator.calibrate.calibrate` (``parameters``,
+        ``traces``, ``held_out``, ``fit``).
 
     Raises:
         SpecError: a trace is missing or malformed.
@@ -87,7 +87,4 @@ def calibrate_traces(traces: list[str], cluster: ClusterSpec, output: Path) -> d
     loaded = {str(t): read_trace(t) for t in traces}
     calibrated, rep = calibrate(loaded, cluster)
     atomic_write_yaml(output, calibrated.to_yaml_dict())
-    runs = [{"trace": name, "measured_epoch_time_s": r["measured_epoch_time_s"],
-             "predicted_before_s": r["predicted_epoch_time_s_before"],
-             "predicted_after_s": r["predicted_epoch_time_s_after"]} for name, r in rep["traces"].items()]
-    return {"output": str(output), **rep, "runs": runs}
+    return {"output": str(output), **rep}

@@ -47,25 +47,76 @@ def simulation_table(res: dict[str, Any]) -> Table:
 
 
 def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:
-    """The tuner's ranked configurations."""
-    t = Table(title="configurations by simulated epoch time")
-    for col in ("rank", "strategy", "model", "knobs", "epoch time", "iteration", "peak GPU memory", "note"):
+    """The tuner's ranked configurations: the best ``limit`` rows, then the best row of every strategy (and
+    model) not among them, so a strategy is never hidden behind near-copies of another."""
+    shown = rows[:limit]
+    seen = {(r["strategy"], r.get("model", "")) for r in shown}
+    extra = []
+    for r in rows[limit:]:
+        if (r["strategy"], r.get("model", "")) not in seen:
+            seen.add((r["strategy"], r.get("model", "")))
+            extra.append(r)
+    t = Table(title="configurations by simulated epoch time",
+              caption=f"{len(rows)} distinct configurations; the best of each strategy is always shown")
+    for col in ("rank", "strategy", "model", "knobs", "epoch time", "iteration", "peak GPU memory", "trials", "note"):
         t.add_column(col)
-    for r in rows[:limit]:
+    for i, r in enumerate(shown + extra):
+        note = "" if r["feasible"] else f"infeasible: {r['reason']}"
+        if r in extra:
+            note = f"best {r['strategy']}" + (f"; {note}" if note else "")
         t.add_row(str(r["rank"]), r["strategy"], r.get("model", ""), knobs_text(r["knobs"]), fmt_s(r["epoch_time_s"]),
-                  fmt_s(r["iteration_time_s"]), fmt_bytes(r["peak_gpu_memory_bytes"]),
-                  "" if r["feasible"] else f"infeasible: {r['reason']}")
+                  fmt_s(r["iteration_time_s"]), fmt_bytes(r["peak_gpu_memory_bytes"]), str(r.get("num_trials", 1)),
+                  note, end_section=i == len(shown) - 1 and bool(extra))
     return t
 
 
-def error_table(rows: list[tuple[str, float, float | None, float | None]]) -> Table:
-    """Predicted vs measured epoch time: (label, measured_s, predicted_before_s, predicted_after_s)."""
-    t = Table(title="epoch time: measured vs predicted")
-    for col in ("run", "measured", "predicted before", "error before", "predicted after", "error after"):
+def parameter_table(params: dict[str, dict[str, Any]]) -> Table:
+    """Calibrated parameters: prior, fitted value, one-standard-deviation range, ratio to the prior, rows that
+    inform it and flags (:mod:`simulator.calibrate_fit`)."""
+    t = Table(title="calibrated parameters (prior: measured by gnnplan probe, else the cluster's value)")
+    for col in ("parameter", "prior", "fitted", "1-sigma range", "x prior", "rows", "flags"):
         t.add_column(col)
-    for label, meas, before, after in rows:
-        t.add_row(label, fmt_s(meas), fmt_s(before), pct(before, meas), fmt_s(after), pct(after, meas))
+    for name, p in params.items():
+        ratio = p["ratio_to_prior"]
+        t.add_row(name, "-" if p["prior"] is None else f"{p['prior']:.4g}", f"{p['after']:.4g}",
+                  f"{p['low']:.3g} .. {p['high']:.3g}" if p["constrained"] else "-",
+                  "-" if ratio is None else f"{ratio:.3g}", str(p["num_rows"]), ", ".join(p["flags"]))
     return t
+
+
+def held_out_table(rows: list[dict[str, Any]]) -> Table:
+    """Held-out epochs: each trace's odd epochs predicted by a calibration on its even ones, beside the
+    uncalibrated prediction (:mod:`simulator.calibrate_holdout`)."""
+    t = Table(title="held-out epochs: predicted by a calibration on the other epochs (not fitted to them)")
+    for col in ("trace", "fit on epochs", "held-out epochs", "measured", "uncalibrated", "error",
+                "calibrated, held out", "held-out error"):
+        t.add_column(col)
+    for r in rows:
+        meas = r["measured_epoch_time_s"]
+        t.add_row(r["trace"], epochs_text(r["fit_epochs"]), epochs_text(r["held_out_epochs"]), fmt_s(meas),
+                  fmt_s(r["predicted_before_s"]), pct(r["predicted_before_s"], meas), fmt_s(r["predicted_s"]),
+                  pct(r["predicted_s"], meas))
+    return t
+
+
+def configuration_table(rows: list[dict[str, Any]]) -> Table:
+    """Leave one configuration out: each configuration predicted by a calibration on all the others."""
+    t = Table(title="held-out configurations: predicted by a calibration on the other configurations")
+    for col in ("configuration left out", "traces", "measured", "uncalibrated", "error", "calibrated, held out",
+                "held-out error"):
+        t.add_column(col)
+    for r in rows:
+        meas = r["measured_epoch_time_s"]
+        t.add_row(r["configuration"], str(len(r["traces"])), fmt_s(meas), fmt_s(r["predicted_before_s"]),
+                  pct(r["predicted_before_s"], meas), fmt_s(r["predicted_s"]), pct(r["predicted_s"], meas))
+    return t
+
+
+def epochs_text(epochs: list[int]) -> str:
+    """A list of epochs for people: ``1, 3, 5`` (up to six), else ``1, 3, ..., 29 (15)``."""
+    if len(epochs) <= 6:
+        return ", ".join(map(str, epochs))
+    return f"{epochs[0]}, {epochs[1]}, ..., {epochs[-1]} ({len(epochs)})"
 
 
 def pct(pred: float | None, meas: float) -> str:

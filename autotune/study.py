@@ -163,27 +163,44 @@ def run_study(req: TuneRequest, progress: bool = False) -> optuna.Study:
     return study
 
 
+KNOB_DIGITS = 1
+"""Significant digits to which float knobs are compared: trials whose other knobs are equal and whose float knobs
+agree to this many digits are one configuration (a TPE study samples many near-copies of its best point, e.g.
+cache_fraction 0.997, 0.993 and 0.954, whose epoch times differ by under 1%)."""
+
+
+def config_key(strategy: str, model: str, knobs: dict[str, Any]) -> str:
+    """The identity of a configuration: strategy, model and knobs, floats rounded to :data:`KNOB_DIGITS`."""
+    rounded = {k: float(f"{v:.{KNOB_DIGITS}g}") if isinstance(v, float) else v for k, v in knobs.items()}
+    return json.dumps([strategy, model, rounded], sort_keys=True)
+
+
 def ranked_trials(study: optuna.Study) -> list[dict[str, Any]]:
-    """Completed trials as rows, feasible first, by simulated epoch time; identical configurations merged.
+    """Completed trials as rows, feasible first, by simulated epoch time; one row per distinct configuration
+    (:func:`config_key`), the best trial of each.
 
     Returns:
         Rows with keys rank, trial, strategy, model (the model's arch), knobs, feasible, epoch_time_s,
-        iteration_time_s, peak_gpu_memory_bytes, reason.
+        iteration_time_s, peak_gpu_memory_bytes, reason, num_trials (trials merged into the row).
     """
-    rows: dict[str, dict[str, Any]] = {}
+    rows = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
         res = t.user_attrs.get("result")
         if not res:
             continue
-        model = t.user_attrs.get("model", "")
-        key = json.dumps([res["strategy"], model, res["knobs"]], sort_keys=True)
-        if key in rows:
-            continue
-        rows[key] = {"trial": t.number, "strategy": res["strategy"], "model": model, "knobs": res["knobs"],
-                     "feasible": res["feasible"], "epoch_time_s": res["epoch_time_s"],
+        rows.append({"trial": t.number, "strategy": res["strategy"], "model": t.user_attrs.get("model", ""),
+                     "knobs": res["knobs"], "feasible": res["feasible"], "epoch_time_s": res["epoch_time_s"],
                      "iteration_time_s": res["iteration_time_s"],
-                     "peak_gpu_memory_bytes": res["peak_memory_bytes"]["gpu"], "reason": res["reason"]}
-    ordered = sorted(rows.values(), key=lambda r: (not r["feasible"], r["epoch_time_s"] or float("inf")))
+                     "peak_gpu_memory_bytes": res["peak_memory_bytes"]["gpu"], "reason": res["reason"]})
+    rows.sort(key=lambda r: (not r["feasible"], r["epoch_time_s"] or float("inf"), r["trial"]))
+    merged: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        key = config_key(row["strategy"], row["model"], row["knobs"])
+        if key in merged:
+            merged[key]["num_trials"] += 1
+        else:
+            merged[key] = {**row, "num_trials": 1}
+    ordered = list(merged.values())
     for i, row in enumerate(ordered, 1):
         row["rank"] = i
     return ordered

@@ -70,8 +70,11 @@ class TimedSampler(dgl.dataloading.Sampler):  # type: ignore[misc]
         super().__init__()
         self.inner = dgl.dataloading.NeighborSampler(list(fanouts))
 
-    def sample(self, g: Any, seeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, list[Any], torch.Tensor]:
-        """Sample blocks for ``seeds``; returns (input nodes, seeds, blocks, [start_s, end_s] float64)."""
+    def sample(self, g: Any, seeds: torch.Tensor,
+               key: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor, list[Any], torch.Tensor]:
+        """Sample blocks for ``seeds``; returns (input nodes, seeds, blocks, [start_s, end_s] float64). ``key`` =
+        (epoch, iteration) is unused here (DGL draws from its RNG stream); keyed samplers
+        (:mod:`executor.sampling_keyed`) choose by it."""
         start = now()
         threads = dgl.utils.get_num_threads()
         dgl.utils.set_num_threads(1)
@@ -82,9 +85,9 @@ class TimedSampler(dgl.dataloading.Sampler):  # type: ignore[misc]
         return input_nodes, output_nodes, blocks, torch.tensor([start, now()], dtype=torch.float64)
 
 
-def sample_inline(g: Any, sampler: TimedSampler, seeds: np.ndarray) -> Batch:
-    """Sample one batch in this process."""
-    return _batch(sampler.sample(g, torch.from_numpy(np.ascontiguousarray(seeds, dtype=np.int64))))
+def sample_inline(g: Any, sampler: TimedSampler, seeds: np.ndarray, key: tuple[int, int] | None = None) -> Batch:
+    """Sample one batch in this process (``key`` = (epoch, iteration), see :meth:`TimedSampler.sample`)."""
+    return _batch(sampler.sample(g, torch.from_numpy(np.ascontiguousarray(seeds, dtype=np.int64)), key))
 
 
 class BatchStream:
@@ -113,8 +116,8 @@ class BatchStream:
     def epoch(self, epoch: int) -> Iterator[Batch]:
         """The batches of ``epoch`` in iteration order."""
         if self.loader is None:
-            for seeds in self.schedule(epoch):
-                yield sample_inline(self.g, self.sampler, seeds)
+            for it, seeds in enumerate(self.schedule(epoch)):
+                yield sample_inline(self.g, self.sampler, seeds, (epoch, it))
             return
         self.keys.epoch = epoch
         for item in self.loader:
@@ -150,7 +153,7 @@ class _ScheduledBatches(torch.utils.data.Dataset):  # type: ignore[type-arg]
         if epoch != self._epoch:
             self._epoch, self._batches = epoch, self.schedule(epoch)
         seeds = np.ascontiguousarray(self._batches[it], dtype=np.int64)
-        return self.sampler.sample(self.g, torch.from_numpy(seeds))
+        return self.sampler.sample(self.g, torch.from_numpy(seeds), key)
 
 
 def _identity(item: Any) -> Any:

@@ -31,7 +31,7 @@ def one_line(err: ValidationError, where: str) -> str:
         One line without newlines.
     """
     first: dict[str, Any] = dict(err.errors()[0])
-    loc = ".".join(str(p) for p in first.get("loc", ()) if not str(p).startswith("function-"))
+    loc = ".".join(str(p) for p in first.get("loc", ()) if not str(p).startswith(("function-", "tagged-union[")))
     msg = str(first.get("msg", "invalid")).replace("Value error, ", "")
     got = first.get("input")
     shown = "" if isinstance(got, (dict, list)) or got is None else f" (got {got!r})"

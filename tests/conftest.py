@@ -1,10 +1,16 @@
-"""Shared test setup: DGL's backend, and a private gnnplan home/cache per test session."""
+"""Shared test setup: DGL's backend, OpenMP's wait policy, and a private gnnplan home/cache per test session.
+
+The test process trains small models in-process while other tests' workers (or other jobs) share the cores;
+with libgomp's default spinning wait its parallel regions then stall on descheduled threads, so it waits
+passively, as the executor's worker processes do (:data:`executor.threads.WAIT_POLICY`; read when torch loads).
+"""
 
 from __future__ import annotations
 
 import os
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import pytest
 

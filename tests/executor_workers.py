@@ -82,7 +82,7 @@ def several(topo: Topology, emit: Any, calls: list[tuple[str, tuple[Any, ...]]])
 
 
 def thread_counts(topo: Topology, emit: Any, sampler_processes: int) -> dict[str, Any]:
-    """Every rank's thread pool sizes and ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS``, and those of
+    """Every rank's thread pool sizes, ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` and ``OMP_WAIT_POLICY``, and those of
     ``sampler_processes`` sampler processes rank 0 starts as :class:`executor.sampling.BatchStream` does."""
     import functools
     import os
@@ -90,7 +90,8 @@ def thread_counts(topo: Topology, emit: Any, sampler_processes: int) -> dict[str
     from gnnplan.executor.sampling import _init_worker, _worker_context
     from gnnplan.executor.threads import THREAD_ENV, current_threads
 
-    mine = {"threads": current_threads(), "env": [os.environ.get(name) for name in THREAD_ENV]}
+    mine = {"threads": current_threads(), "env": [os.environ.get(name) for name in THREAD_ENV],
+            "wait_policy": os.environ.get("OMP_WAIT_POLICY")}
     samplers = []
     if topo.rank == 0 and sampler_processes:
         loader = torch.utils.data.DataLoader(

@@ -6,9 +6,11 @@ every worker takes ``batch_size // W`` seeds per iteration and all workers run t
 (padding with empty batches). Per iteration a worker
 
 1. samples blocks with DGL's ``NeighborSampler(fanouts)`` (inline, or ahead in ``num_sampler_workers``
-   processes) — span ``sample``;
+   processes; ``sampler = keyed``: :class:`~executor.sampling_keyed.KeyedSampler`) — span ``sample``;
 2. loads the input vertices' features from its cache, its machine's partition and remote owners — ``load``
-   with the remote part ``fetch`` nested in it;
+   with the remote part ``fetch`` nested in it; with ``cache_placement = partitioned`` the machine's workers
+   cache disjoint slices and rows in a peer's slice are pulled from it first (:class:`PeerCache`,
+   ``peer_fetch``: NVLink bytes, not counted in ``network_bytes``);
 3. runs the model — ``forward``; the loss is ``sum(cross-entropy of its seeds) * W / B`` with ``B`` the global
    number of seeds of the iteration, so DDP's gradient averaging (divide by W) yields exactly the gradient of
    the global batch's mean loss even when workers hold different numbers of seeds;
@@ -25,6 +27,7 @@ on the iteration's real block sizes, so calibration compares like with like.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import dgl
@@ -36,18 +39,58 @@ from gnnplan.executor import comm
 from gnnplan.executor.assemble import load_training_data
 from gnnplan.executor.data import Topology, iteration_batches, rank_batches, split_batch, worker_seeds
 from gnnplan.executor.evaluate import Accuracy, Evaluator
-from gnnplan.executor.features import LoadStats
+from gnnplan.executor.features import FeatureStore, LoadStats, PullStats, RowStore
 from gnnplan.executor.models import GNN, attach_edge_weights, num_params
-from gnnplan.executor.sampling import Batch, BatchStream, TimedSampler, sample_inline
+from gnnplan.executor.sampling import Batch, BatchStream, sample_inline
+from gnnplan.executor.sampling_keyed import make_sampler
 from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.dp import NAME, Knobs
 from gnnplan.simulator.units import FLOAT_BYTES
+from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
+from gnnplan.simulator.workload.partition import cached_vertices
 
 __all__ = ["NAME", "Knobs", "Trainer"]
 
+
+class PeerCache:
+    """``cache_placement = partitioned`` (Quiver): the machine's g workers cache disjoint slices of its
+    ``g x cache_fraction`` hottest vertices (hotness rank k on local rank k mod g, as the simulator assumes); a row
+    in any slice is pulled from its holder with :meth:`~gnnplan.executor.features.RowStore.pull`, the all_to_all
+    of a remote fetch among the machine's ranks, standing in for a read of the peer's GPU memory over NVLink.
+    Construction is collective (the slice is read through the feature store).
+
+    Args:
+        store: the worker's feature store (without a replicated cache).
+        dataset: ``workload.dataset`` (in-degrees rank the vertices).
+        cache_fraction: fraction of all vertices each worker caches.
+        topo: this worker's place.
+    """
+
+    def __init__(self, store: FeatureStore, dataset: object, cache_fraction: float, topo: Topology) -> None:
+        g, n = topo.gpus_per_machine, len(store.owner)
+        hot = torch.from_numpy(cached_vertices(load_dataset(dataset).in_degrees(), min(1.0, g * cache_fraction)))
+        self.holder = torch.full((n,), -1, dtype=torch.int64)
+        self.holder[hot] = torch.arange(len(hot)) % g + topo.machine * g
+        position = torch.zeros(n, dtype=torch.int64)
+        position[hot] = torch.arange(len(hot)) // g
+        self.rank = topo.rank
+        self.slice = RowStore(store.load(hot[topo.local_rank::g])[0].cpu(), position)
+
+    def load(self, ids: torch.Tensor) -> tuple[torch.Tensor, int, PullStats]:
+        """Rows of cached vertices ``ids`` from their holders (collective).
+
+        Shapes:
+            ids: (k,) int64 -> rows (k, d) on the CPU.
+
+        Returns:
+            (rows, rows this worker holds itself, the pull's statistics).
+        """
+        holder = self.holder[ids]
+        rows, pulled = self.slice.pull(ids, holder)
+        return rows, int((holder == self.rank).sum()), pulled
 
 
 class Trainer:
@@ -64,7 +107,11 @@ class Trainer:
         self.workload = wl = plan.workload
         self.knobs = Knobs.model_validate(plan.knobs)
         self.per_iteration = (self.knobs.batch_size or wl.training.batch_size) // topo.world_size
-        self.data = load_training_data(wl, self.knobs.partitioner, self.knobs.cache_fraction, topo)
+        partitioned = self.knobs.cache_placement == "partitioned" and topo.gpus_per_machine > 1
+        self.data = load_training_data(wl, self.knobs.partitioner, 0.0 if partitioned else self.knobs.cache_fraction,
+                                       topo)
+        self.peers = PeerCache(self.data.store, wl.dataset, self.knobs.cache_fraction, topo) if partitioned else None
+        self.nvlink_bytes = 0
         torch.manual_seed(wl.training.seed)
         dgl.seed(wl.training.seed)
         self.model = GNN(wl.model, self.data.feature_dim, self.data.num_classes).to(topo.device)
@@ -73,7 +120,7 @@ class Trainer:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
                                           weight_decay=wl.training.weight_decay)
         self.optimizer_flops = ADAM_FLOPS_PER_PARAM * num_params(self.model)
-        self.sampler = TimedSampler(wl.training.fanouts)
+        self.sampler = make_sampler(self.knobs.sampler, wl.training.fanouts, wl.training.seed)
         d, seed = self.data, wl.training.seed
         schedule = functools.partial(rank_batches, d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine,
                                      seed, self.per_iteration, topo.rank)
@@ -95,7 +142,7 @@ class Trainer:
         sizes = self.schedule(epoch)[1]
         stream = self.stream.epoch(epoch)
         stats = EpochStats(num_iterations=len(sizes))
-        sent, start = comm.bytes_sent(), now()
+        sent, nvlink, start = comm.bytes_sent(), self.nvlink_bytes, now()
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.topo.device)
         for it, size in enumerate(sizes):
             t0 = now()
@@ -112,7 +159,7 @@ class Trainer:
         end = now()
         self.rec.add("epoch", start, end, "host", epoch)
         stats.epoch_s, stats.loss_sum = end - start, float(loss_sum)
-        stats.network_bytes = comm.bytes_sent() - sent
+        stats.network_bytes = comm.bytes_sent() - sent - (self.nvlink_bytes - nvlink)
         return stats
 
     def step(self, batch: Batch, global_size: int, epoch: int = -1, it: int = -1,
@@ -130,7 +177,7 @@ class Trainer:
         """
         t0 = now()
         dev = self.topo.device
-        x, loaded = self.data.store.load(batch.input_nodes)
+        x, loaded = self.load_features(batch.input_nodes, epoch, it)
         attach_edge_weights(batch.blocks, self.data.edge_weight)
         blocks = [b.to(dev) for b in batch.blocks] if dev.type != "cpu" else batch.blocks
         y = self.data.labels[batch.seeds].to(dev)
@@ -148,6 +195,24 @@ class Trainer:
         self.rec.add("backward", t2, launched, "compute", epoch, it, flops=cost.backward_flops)
         self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=self.gradient_bytes)
         return ce.detach()
+
+    def load_features(self, ids: torch.Tensor, epoch: int = -1, it: int = -1) -> tuple[torch.Tensor, LoadStats]:
+        """Features of ``ids`` from the feature store; with ``cache_placement = partitioned`` the rows in the
+        machine's cache slices come from their holders first (span ``peer_fetch``, its bytes NVLink bytes), the
+        rest from the store (collective)."""
+        if self.peers is None:
+            return self.data.store.load(ids)
+        cached = self.peers.holder[ids] >= 0
+        t0, sent = now(), comm.bytes_sent()
+        hot, own, pulled = self.peers.load(ids[cached])
+        self.nvlink_bytes += comm.bytes_sent() - sent
+        self.rec.add("peer_fetch", t0, now(), "nvlink", epoch, it, nbytes=pulled.request_bytes + pulled.reply_bytes,
+                     num_peer_vertices=pulled.num_rows)
+        rest, loaded = self.data.store.load(ids[~cached])
+        x = torch.empty((len(ids), rest.shape[1]), device=rest.device)
+        x[cached.to(x.device)] = hot.to(x.device)
+        x[(~cached).to(x.device)] = rest
+        return x, dataclasses.replace(loaded, num_input_vertices=len(ids), num_hit=own)
 
     def _record_load(self, loaded: LoadStats, t0: float, t1: float, epoch: int, it: int, stats: EpochStats | None,
                      num_seeds: int) -> None:

@@ -228,14 +228,18 @@ class HardwareModel:
 
         Reduce-scatter inside the machine (NVLink, else PCIe through the host: ``(g-1)/g * nbytes`` in ``g-1``
         steps), ring all-reduce across machines of this GPU's ``1/g`` shard (``2 (m-1)/m * nbytes / g`` over the
-        NIC in ``2 (m-1)`` steps), all-gather inside the machine. Uncontended, its time equals
-        :func:`~simulator.hardware.collectives.hierarchical_all_reduce_time`. Source: Patarasuk and Yuan,
+        NIC in ``2 (m-1)`` steps), all-gather inside the machine; first the call's fixed cost
+        (:func:`~simulator.hardware.pricing.collective_s`). Uncontended, its time equals
+        :func:`~simulator.hardware.pricing.all_reduce_s`. Source: Patarasuk and Yuan,
         "Bandwidth optimal all-reduce algorithms", JPDC 69(2), 2009 (ring); the hierarchical form is NCCL's
         tree/ring across nodes (Jeaugey, GTC 2017).
         """
         g, m = self.cluster.gpus_per_machine, self.cluster.num_machines
         machine, local = divmod(rank, g)
         peer = machine * g + (local + 1) % g
+        fixed_s = pricing.collective_s(self.cluster, nbytes)
+        if fixed_s > 0:  # the call's fixed cost (network.per_collective_s) before its first message
+            yield self.engine.timeout(fixed_s)
         if g > 1:
             yield self.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1)
         if m > 1:
@@ -251,6 +255,14 @@ class HardwareModel:
         """Sample (or build blocks of) ``num_edges`` neighbour edges on one of a machine's cores
         (:func:`~simulator.hardware.pricing.sampling_s` core-seconds, sharing the cores with other host work)."""
         return self.host_work(machine, pricing.sampling_s(self.cluster, num_edges))
+
+    def sampler_handoff(self, rank: int, num_batches: float = 1.0) -> Generator[simpy.Event, Any, None]:
+        """Worker ``rank``'s trainer takes ``num_batches`` sampled batches from its sampler processes
+        (:func:`~simulator.hardware.pricing.sampler_handoff_s`, host work on one of its machine's cores, sharing
+        them with the samplers); nothing when the hand-off is not modelled (0 s). Use with ``yield from``."""
+        seconds = pricing.sampler_handoff_s(self.cluster, num_batches)
+        if seconds > 0:
+            yield self.host_work(self.machine_of(rank), seconds)
 
     def host_gather(self, nbytes: float) -> simpy.Event:
         """Gather ``nbytes`` of rows from host memory (:func:`~simulator.hardware.pricing.host_gather_s`, not

@@ -18,7 +18,14 @@ Formulas and sources:
   core per sampler process).
 * compute of a phase: ``flops * seconds_per_flop / efficiency.<phase>_fraction + kernels *
   gpu.kernel_overhead_s`` (:func:`gnnplan.simulator.hardware.model.compute_time_s` on a kernel list).
-* all-reduce: hierarchical ring (:func:`gnnplan.simulator.hardware.collectives.hierarchical_all_reduce_time_s`).
+* all-reduce: hierarchical ring (:func:`gnnplan.simulator.hardware.collectives.hierarchical_all_reduce_time_s`)
+  plus ``network.per_collective_s`` once per call on a multi-worker cluster (the backend's fixed cost of a
+  collective beyond its messages' latencies: dispatch, algorithm set-up, completion wait).
+* sampler hand-off: ``num_batches * host.sampler_handoff_s``, what a trainer spends taking a batch from a
+  sampler process (PyTorch DataLoader: queue get, then unpickling every tensor of the blocks through a
+  shared-memory file descriptor fetched from the sender; torch.multiprocessing "file_descriptor" sharing
+  strategy, torch/multiprocessing/reductions.py ``rebuild_storage_fd``).
+* fixed per-iteration cost: ``steps * iteration_overhead_s + sampler hand-off`` (:func:`iteration_fixed_s`).
 * feature fetch (a pull of remote rows, DistDGL KVStore style): ``(request_messages + 1) * network.latency_s +
   sharers * nbytes / network.bandwidth_bytes_per_s``: the requests, then the rows back, ``sharers`` workers
   of the machine pulling at once through its NIC.
@@ -27,8 +34,8 @@ Formulas and sources:
 * exchange (per-layer representations or gradients between workers of different machines): ``steps *
   (network.latency_s + 2 pcie.latency_s) + nbytes * (1 / network bandwidth + 2 / pcie bandwidth)``: out over
   PCIe, across the network, in over PCIe.
-* shuffle (``gsplit``: one message per GPU pair at once): ``max(gpu_to_gpu of the bytes inside the machine,
-  exchange of the bytes across machines)``; like ``exchange`` it informs only the network.
+* shuffle (``gsplit``: one all-to-all call, one message per GPU pair at once): ``per_collective_s + max(gpu_to_gpu
+  of the bytes inside the machine, exchange of the bytes across machines)``; it informs only the network.
 """
 
 from __future__ import annotations
@@ -94,8 +101,21 @@ def sampling_s(cluster: ClusterSpec, num_edges: float, cores: float = 1.0) -> fl
 
 
 def all_reduce_s(cluster: ClusterSpec, nbytes: float) -> float:
-    """Hierarchical ring all-reduce of ``nbytes`` per GPU over the whole cluster."""
-    return hierarchical_all_reduce_time_s(nbytes, cluster)
+    """Hierarchical ring all-reduce of ``nbytes`` per GPU over the whole cluster, plus the collective's fixed
+    cost (:func:`collective_s`)."""
+    return hierarchical_all_reduce_time_s(nbytes, cluster) + collective_s(cluster, nbytes)
+
+
+def collective_s(cluster: ClusterSpec, nbytes: float) -> float:
+    """The fixed cost of one collective call of ``nbytes`` per worker: ``network.per_collective_s`` when there
+    is something to exchange (several workers, bytes > 0), else 0."""
+    return cluster.network.per_collective_s if cluster.num_gpus > 1 and nbytes > 0 else 0.0
+
+
+def sampler_handoff_s(cluster: ClusterSpec, num_batches: float = 1.0) -> float:
+    """A trainer taking ``num_batches`` sampled batches from sampler processes (``host.sampler_handoff_s``
+    each)."""
+    return num_batches * cluster.host.sampler_handoff_s
 
 
 def feature_fetch_s(cluster: ClusterSpec, nbytes: float, request_messages: float = 2.0, sharers: float = 1.0) -> float:
@@ -129,9 +149,12 @@ def exchange_per_byte_s(cluster: ClusterSpec) -> float:
 def shuffle_s(cluster: ClusterSpec, intra_bytes: float = 0.0, network_bytes: float = 0.0) -> float:
     """One GPU's part of a split-aware shuffle (``gsplit``): one message to every other GPU at once, those of its
     machine over NVLink (PCIe through the host without it; ``intra_bytes``), those of other machines as an
-    :func:`exchange_s` (``network_bytes``); it ends with the slower of the two. Each ``*_bytes`` is the larger of
-    what the GPU sends and receives on that path."""
-    return max(gpu_to_gpu_s(cluster, intra_bytes), exchange_s(cluster, network_bytes))
+    :func:`exchange_s` (``network_bytes``; on a CPU-only cluster the rows already are in host memory, so just
+    :func:`network_s`); it ends with the slower of the two, after the collective's fixed cost
+    (:func:`collective_s`: the shuffle is one all-to-all call). Each ``*_bytes`` is the larger of what the GPU
+    sends and receives on that path."""
+    across = network_s(cluster, network_bytes) if cluster.gpu.is_host_cpu else exchange_s(cluster, network_bytes)
+    return collective_s(cluster, intra_bytes + network_bytes) + max(gpu_to_gpu_s(cluster, intra_bytes), across)
 
 
 def phase_compute_s(cluster: ClusterSpec, phase: str, flops: float, seconds_per_flop: float,
@@ -147,6 +170,12 @@ def iteration_overhead(cluster: ClusterSpec) -> float:
     return cluster.iteration_overhead_s
 
 
+def iteration_fixed_s(cluster: ClusterSpec, steps: float = 1.0, handoffs: float = 0.0) -> float:
+    """An iteration's fixed seconds outside its phases: ``steps`` times ``iteration_overhead_s`` (a strategy
+    paying it per training step, e.g. hopgnn) plus ``handoffs`` batches taken from sampler processes."""
+    return steps * cluster.iteration_overhead_s + sampler_handoff_s(cluster, handoffs)
+
+
 @dataclass(frozen=True)
 class PricedOp:
     """A priced operation and the cluster parameters (dotted field paths) its price depends on and that
@@ -159,6 +188,7 @@ class PricedOp:
 
 _NET = ("network.bandwidth_bytes_per_s", "network.latency_s")
 _PCIE = ("pcie.bandwidth_bytes_per_s", "pcie.latency_s")
+_KERNEL = ("gpu.kernel_overhead_s",)
 OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("host_to_gpu", host_to_gpu_s, _PCIE),
     PricedOp("gpu_to_host", gpu_to_host_s, _PCIE),
@@ -167,19 +197,24 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("storage_read", storage_read_s, ("storage.bandwidth_bytes_per_s", "storage.latency_s")),
     PricedOp("host_gather", host_gather_s, ("efficiency.gather_fraction",)),
     PricedOp("sampling", sampling_s, ("host.sampling_edges_per_s_per_core",)),
-    PricedOp("all_reduce", all_reduce_s, _NET + _PCIE),
+    PricedOp("all_reduce", all_reduce_s, _NET + _PCIE + ("network.per_collective_s",)),
     PricedOp("feature_fetch", feature_fetch_s, _NET),
     PricedOp("feature_load", feature_load_s, _PCIE + ("efficiency.gather_fraction",)),
     PricedOp("exchange", exchange_s, _NET),
-    PricedOp("shuffle", shuffle_s, _NET),
-    PricedOp("forward", lambda cl, **w: phase_compute_s(cl, "forward", **w), ("efficiency.forward_fraction",)),
-    PricedOp("backward", lambda cl, **w: phase_compute_s(cl, "backward", **w), ("efficiency.backward_fraction",)),
+    PricedOp("shuffle", shuffle_s, _NET + ("network.per_collective_s",)),
+    PricedOp("forward", lambda cl, **w: phase_compute_s(cl, "forward", **w),
+             ("efficiency.forward_fraction",) + _KERNEL),
+    PricedOp("backward", lambda cl, **w: phase_compute_s(cl, "backward", **w),
+             ("efficiency.backward_fraction",) + _KERNEL),
     PricedOp("optimizer", lambda cl, **w: phase_compute_s(cl, "optimizer", **w),
-             ("efficiency.optimizer_fraction",)),
-    PricedOp("iteration_overhead", iteration_overhead, ("iteration_overhead_s",)),
+             ("efficiency.optimizer_fraction",) + _KERNEL),
+    PricedOp("sampler_handoff", sampler_handoff_s, ("host.sampler_handoff_s",)),
+    PricedOp("iteration_overhead", iteration_fixed_s, ("iteration_overhead_s", "host.sampler_handoff_s")),
 )}
 """Every priced operation by name. ``exchange`` informs only the network: one span cannot tell its PCIe legs
-from its network leg, and PCIe is determined by ``load`` spans."""
+from its network leg, and PCIe is determined by ``load`` spans. ``iteration_overhead`` is the fixed cost an
+iteration's phases leave over (:func:`iteration_fixed_s`): its rows inform the per-iteration overhead and, for
+runs with sampler processes, the hand-off (their sum; the probe's priors tell them apart)."""
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,16 @@ endpoint and per direction: ``pcie`` and ``nvlink`` per GPU, ``network`` per mac
 machine. On a CPU-only machine (``gnnplan probe``) the "GPU" is one worker's share of the host cores and
 ``gpu.is_host_cpu`` is true: its compute then shares the cores that sample.
 
-The optional ``efficiency`` block and ``iteration_overhead_s`` are what :mod:`simulator.calibrate` fits; their
-defaults (1.0 and 0 s) mean "the roofline bound" (Williams, Waterman and Patterson, "Roofline", CACM 2009).
+The optional ``efficiency`` block and ``iteration_overhead_s`` are among what :mod:`simulator.calibrate` fits;
+their defaults (1.0 and 0 s) mean "the roofline bound" (Williams, Waterman and Patterson, "Roofline", CACM 2009).
+Fixed costs have their own fields, each 0 (not modelled) unless measured: ``gpu.kernel_overhead_s`` per kernel,
+``network.latency_s`` per message, ``network.per_collective_s`` per collective call, ``host.sampler_handoff_s``
+per batch taken from a sampler process, ``iteration_overhead_s`` per iteration.
+
+Priors: the optional ``priors`` block maps a field path to the value ``gnnplan probe`` measured for it
+(``priors: {network.latency_s: 1.1e-04, ...}``). Calibration regularises each fitted parameter toward its prior
+(the field's own value when the block has no entry) and copies the block unchanged into the calibrated cluster,
+so fitting again starts from the measurement rather than from the previous fit.
 
 Example (DESIGN.md, "Cluster YAML")::
 
@@ -23,7 +31,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gnnplan.simulator.errors import SpecError, one_line
 from gnnplan.simulator.io import read_yaml
@@ -70,6 +78,14 @@ class HostSpec(_Spec):
         description="seconds per row and matrix of a per-row Python loader (Dataset.__getitem__ + "
                     "default_collate; PP-GNN brief section 2.4 t_item); default: 4-12 us measured with torch 2.13 "
                     "CPU on Cora and CiteSeer rows, one thread; gnnplan probe measures it")
+    sampler_handoff_s: float = Field(
+        default=0.0, ge=0,
+        description="seconds a trainer spends taking one sampled mini-batch from a sampler process (PyTorch "
+                    "DataLoader queue get + unpickling the blocks' tensors, each a shared-memory file descriptor "
+                    "fetched from the sender), paid per batch when num_sampler_workers > 0; default 0 = not "
+                    "modelled (the presets' sources); gnnplan probe measures it "
+                    "(executor.probe_overheads.sampler_handoff_s: 5-12 ms per 2-layer batch on the 2-core "
+                    "development machine, torch 2.13 CPU, DGL 1.1.3)")
 
 
 class LinkSpec(_Spec):
@@ -77,6 +93,19 @@ class LinkSpec(_Spec):
 
     bandwidth_bytes_per_s: float = Field(gt=0)
     latency_s: float = Field(ge=0)
+
+
+class NetworkSpec(LinkSpec):
+    """A machine's NIC (alpha-beta per message, as :class:`LinkSpec`) and the communication backend's fixed cost
+    per collective call."""
+
+    per_collective_s: float = Field(
+        default=0.0, ge=0,
+        description="fixed seconds of one collective call (torch.distributed dispatch, the backend's algorithm "
+                    "set-up and completion wait) beyond its messages' latency_s, paid once per all-reduce of a "
+                    "multi-worker cluster; default 0 = not modelled (the presets' sources); gnnplan probe "
+                    "measures it (executor.probe_overheads.per_collective_s: an 8-byte gloo all_reduce minus "
+                    "its ring's 2 (W - 1) one-way latencies)")
 
 
 class StorageSpec(LinkSpec):
@@ -109,11 +138,34 @@ class ClusterSpec(_Spec):
     host: HostSpec
     pcie: LinkSpec
     nvlink: LinkSpec | None = None
-    network: LinkSpec
+    network: NetworkSpec
     storage: StorageSpec
     efficiency: EfficiencySpec = EfficiencySpec()
-    iteration_overhead_s: float = Field(default=0.0, ge=0, description="fixed framework time per iteration")
+    iteration_overhead_s: float = Field(
+        default=0.0, ge=0,
+        description="fixed framework seconds per iteration outside its phases (the training loop's Python between "
+                    "them: batch iteration, span records, loss bookkeeping); default 0 = not modelled; gnnplan "
+                    "probe measures it (executor.probe_overheads.iteration_overhead_s)")
     sources: dict[str, str] = Field(default_factory=dict, description="field path -> where the number comes from")
+    priors: dict[str, float] = Field(
+        default_factory=dict,
+        description="field path -> the value gnnplan probe measured for a parameter calibration fits: the centre "
+                    "calibration regularises toward (default: the field's own value), kept unchanged by "
+                    "calibration so a recalibration starts from the measurement, not from the previous fit")
+
+    @model_validator(mode="after")
+    def _priors_name_numeric_fields(self) -> ClusterSpec:
+        """Every ``priors`` key names a numeric field and its value is >= 0 (non-finite values are rejected)."""
+        for path, value in self.priors.items():
+            obj: Any = self
+            for part in path.split("."):
+                obj = getattr(obj, part, None)
+            if isinstance(obj, bool) or not isinstance(obj, int | float):
+                raise ValueError(  # noqa: TRY004 (pydantic reports a validator's ValueError, not a TypeError)
+                    f"priors: {path!r} is not a numeric cluster field (e.g. network.latency_s)")
+            if value < 0:
+                raise ValueError(f"priors: {path} must be >= 0 (got {value})")
+        return self
 
     @property
     def num_gpus(self) -> int:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from types import ModuleType
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.strategies import dp, gsplit, hopgnn, neutronstar, ppgnn
+from gnnplan.simulator.strategies import dp, gsplit, hongtu, hopgnn, neutronstar, ppgnn
 
-STRATEGIES: dict[str, ModuleType] = {m.NAME: m for m in (dp, hopgnn, neutronstar, ppgnn, gsplit)}
+STRATEGIES: dict[str, ModuleType] = {m.NAME: m for m in (dp, hopgnn, neutronstar, ppgnn, gsplit, hongtu)}
 
 
 def get_strategy(name: str) -> ModuleType:

@@ -75,20 +75,24 @@ def iteration_rule(trainer_phases: tuple[str, ...], sampler_knob: str | None = "
                    per_span_of: str | None = None) -> PhaseRule:
     """``iteration``: the fixed per-iteration cost, measured as the iteration's time minus its phases on the
     trainer's path (``trainer_phases``) and its sampling: inline sampling spans when ``sampler_knob`` is 0 or
-    absent, else the wait for the prefetched batch (from the iteration start to the last sample's end).
-    With ``per_span_of`` the strategy pays the cost once per span of that phase (hopgnn: once per step, i.e.
-    per ``forward`` span), so the gap is divided by their count."""
-    def per_iteration(row: SpanRow) -> float:
-        count = len(row.iteration.get(per_span_of, ())) if per_span_of else 1
-        return gap(row) / max(count, 1)
+    absent, else the wait for the prefetched batch (from the iteration start to the last sample's end), after
+    which the trainer takes the batch (one sampler hand-off per iteration). With ``per_span_of`` the strategy
+    pays ``iteration_overhead_s`` once per span of that phase (hopgnn: once per step, i.e. per ``forward``
+    span). Priced by ``iteration_overhead`` (:func:`~gnnplan.simulator.hardware.pricing.iteration_fixed_s`)."""
+    def prefetched(row: SpanRow) -> bool:
+        return bool(sampler_knob and row.knobs.get(sampler_knob, 0))
+
+    def work(row: SpanRow) -> dict[str, float]:
+        steps = len(row.iteration.get(per_span_of, ())) if per_span_of else 1
+        return {"steps": float(max(steps, 1)), "handoffs": float(prefetched(row))}
 
     def gap(row: SpanRow) -> float:
         it, s = row.iteration, row.span
         out = s.dur_s - sum(x.dur_s for p in trainer_phases for x in it.get(p, ()))
         samples = it.get("sample", ())
-        if not (sampler_knob and row.knobs.get(sampler_knob, 0)):
+        if not prefetched(row):
             out -= sum(x.dur_s for x in samples)
         elif samples:
             out -= min(max(0.0, max(x.end_s for x in samples) - s.start_s), s.dur_s)
         return out
-    return PhaseRule("iteration_overhead", lambda row: {}, target=per_iteration)
+    return PhaseRule("iteration_overhead", work, target=gap)

@@ -20,11 +20,14 @@ Simulation (``simulate``), per worker and iteration, on :class:`~simulator.hardw
   machine's cores, so samplers of co-located workers and, on a CPU-only cluster, compute compete for cores).
   With k sampler processes, iteration i is dispatched when the trainer takes batch ``i - 2k``: PyTorch
   DataLoader's default ``prefetch_factor=2`` per worker process (torch.utils.data.DataLoader docs), which
-  DGL 1.1's ``dgl.dataloading.DataLoader`` inherits; sampler j handles iterations j, j+k, ...
+  DGL 1.1's ``dgl.dataloading.DataLoader`` inherits; sampler j handles iterations j, j+k, ... The trainer then
+  takes the batch (``host.sampler_handoff_s``: queue get and unpickling, on one of its machine's cores).
 * ``load``: local misses are gathered from host memory while remote misses are pulled (``fetch``, as the
   executor's ``RowStore.pull``: a count exchange and the int64 ids to each other machine, then the rows back,
   i.e. three messages, each a flow through the sender's and receiver's NICs, owners equally loaded); then all
-  misses cross PCIe host-to-device; cache hits are gathered on the GPU.
+  misses cross PCIe host-to-device; cache hits are gathered on the GPU. With ``cache_placement =
+  partitioned`` (Quiver) a hit in a peer GPU's slice comes from that peer (ids there, rows back over NVLink,
+  PCIe through the host without it) while the misses load (:func:`cache_access`).
 * ``forward``, ``backward``: roofline time of the model's kernels (:mod:`simulator.workload.model_cost`)
   divided by ``efficiency.forward_fraction`` / ``backward_fraction``.
 * ``all_reduce``: waits for every worker (synchronous DDP), then the hierarchical ring all-reduce of the
@@ -50,9 +53,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
+from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES
-from gnnplan.simulator.hardware.pricing import PhaseRule
+from gnnplan.simulator.hardware.pricing import PhaseRule, iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
@@ -99,6 +102,16 @@ class Knobs(BaseModel):
         default=0, ge=0, le=64, description="sampler processes per worker; 0 samples inline without overlap")
     batch_size: int | None = Field(
         default=None, ge=1, description="overrides training.batch_size (global seeds per iteration) if set")
+    cache_placement: Literal["replicated", "partitioned"] = Field(
+        default="replicated",
+        description="replicated: every GPU caches the same hottest vertices (PaGraph); partitioned: the g GPUs "
+                    "of a machine cache disjoint slices of the g x cache_fraction hottest, a peer's hit comes "
+                    "over NVLink (Quiver)")
+    sampler: Literal["dgl", "keyed"] = Field(
+        default="dgl",
+        description="dgl: DGL's NeighborSampler; keyed: each vertex's neighbours chosen by a hash of (seed, epoch, "
+                    "iteration, layer, vertex) (executor.sampling_keyed), the same on every machine, so hopgnn "
+                    "with keyed sampling computes dp's exact gradient; slower, priced like dgl by the simulator")
 
 
 def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
@@ -117,6 +130,7 @@ def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
         "cache_fraction": trial.suggest_float(f"{NAME}.cache_fraction", 0.0, 1.0),
         "partitioner": trial.suggest_categorical(f"{NAME}.partitioner", ["metis", "random"]),
         "num_sampler_workers": trial.suggest_int(f"{NAME}.num_sampler_workers", 0, 4),
+        "cache_placement": trial.suggest_categorical(f"{NAME}.cache_placement", ["replicated", "partitioned"]),
     }
     if tune_batch_size:
         base = workload.training.batch_size
@@ -149,6 +163,29 @@ class IterationWork:
     num_remote_vertices: float
     request_bytes: float
     compute: StepCompute
+    peer_bytes: float = 0.0
+    """Feature rows hit in a peer GPU's cache slice, served over NVLink (``cache_placement = partitioned``)."""
+    peer_request_bytes: float = 0.0
+    """The int64 ids of those rows, sent to the peers first."""
+
+
+def cache_access(ctx: SimContext, knobs: Knobs) -> tuple[float, float, float, float]:
+    """(own cache hit, local miss, remote miss, peer hit) fractions of a worker's input vertices.
+
+    ``replicated`` (PaGraph): every GPU caches the ``cache_fraction`` hottest vertices. ``partitioned`` (Quiver):
+    the machine's g GPUs cache disjoint slices of the ``g x cache_fraction`` hottest (vertex of hotness rank k on
+    GPU k mod g, as the executor places them), so of the machine's hits 1/g are in the worker's own slice and
+    (g - 1)/g in a peer's [inferred: a worker's inputs are independent of a vertex's rank mod g].
+
+    Source: brief gsplit.md §2.2 and §7 (PaGraph: per-GPU caches overlap; Quiver: no overlap, a local miss that
+    hits a peer's cache is a GPU-to-GPU load).
+    """
+    g = ctx.cluster.gpus_per_machine
+    if knobs.cache_placement == "replicated" or g == 1:
+        hit, local, remote = ctx.sample.access(knobs.cache_fraction)
+        return hit, local, remote, 0.0
+    hit, local, remote = ctx.sample.access(min(1.0, g * knobs.cache_fraction))
+    return hit / g, local, remote, hit * (g - 1) / g
 
 
 def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[IterationWork, ModelCost]:
@@ -157,10 +194,10 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
     Returns:
         (the work, the model's kernels and memory sizes for this batch).
     """
-    st, cl = ctx.sample, ctx.cluster
+    cl = ctx.cluster
     blocks = minibatch_blocks(ctx, scale)
     cost = minibatch_model_cost(ctx, blocks)
-    hit, local, remote = st.access(knobs.cache_fraction)
+    hit, local, remote, peer = cache_access(ctx, knobs)
     if cl.num_machines == 1:
         local, remote = local + remote, 0.0
     n_in = blocks[0].num_src
@@ -169,7 +206,7 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
         num_input_vertices=n_in, num_sampled_edges=sum(b.num_edges for b in blocks),
         hit_bytes=hit * n_in * row, local_bytes=local * n_in * row, remote_bytes=remote * n_in * row,
         num_remote_vertices=remote * n_in, request_bytes=remote * n_in * INDEX_BYTES,
-        compute=StepCompute.of(cost, cl))
+        compute=StepCompute.of(cost, cl), peer_bytes=peer * n_in * row, peer_request_bytes=peer * n_in * INDEX_BYTES)
     return work, cost
 
 
@@ -199,6 +236,7 @@ def link_bytes_per_epoch(ctx: SimContext, plan: IterationPlan, full: IterationWo
     for work, count in ((full, plan.num_iterations - 1), (last, 1)):
         out["pcie"] += count * (work.local_bytes + work.remote_bytes)
         out["network"] += count * (work.remote_bytes + work.request_bytes)
+        out[intra_machine_link(ctx.cluster)[1]] += count * (work.peer_bytes + work.peer_request_bytes)
         for kind, nbytes in collective.items():
             out[kind] += count * nbytes
     return {k: v * ctx.num_workers for k, v in out.items()}
@@ -235,7 +273,8 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     period = steady_period_s(ends, plan)
     epoch = ends[-1] + plan.extrapolated * period
     breakdown = phase_breakdown(run.spans, plan, PHASES)
-    breakdown["overhead"] = plan.num_iterations * ctx.cluster.iteration_overhead_s
+    breakdown["overhead"] = plan.num_iterations * iteration_fixed_s(ctx.cluster,
+                                                                    handoffs=float(knobs.num_sampler_workers > 0))
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / plan.num_iterations,
                      breakdown_s=breakdown, spans=place_window(run.spans, plan, period),
                      sim_wall_s=time.perf_counter() - started, **common)
@@ -286,6 +325,7 @@ class _Run(WindowRun):
             if self.knobs.num_sampler_workers:
                 yield self.ready[rank][pos]
                 self.taken[rank][pos].succeed()
+                yield from self.hw.sampler_handoff(rank)
             else:
                 yield from self._sample(rank, pos)
             yield from self._load(rank, pos, work)
@@ -297,12 +337,26 @@ class _Run(WindowRun):
         parts = [hw.host_gather(work.local_bytes)]
         if work.remote_bytes > 0:
             parts.append(self.engine.process(self._fetch(rank, pos, work)))
+        if work.peer_bytes > 0:
+            parts.append(self.engine.process(self._peers(rank, work)))
         yield self.engine.all_of(parts)
         yield hw.host_to_gpu(rank, work.local_bytes + work.remote_bytes)
         yield from hw.gpu_gather(rank, work.hit_bytes)
         self._span(rank, "load", start, "pcie", pos, nbytes=work.local_bytes + work.remote_bytes,
                    hit_bytes=work.hit_bytes, local_bytes=work.local_bytes, remote_bytes=work.remote_bytes,
-                   num_input_vertices=work.num_input_vertices)
+                   peer_bytes=work.peer_bytes, num_input_vertices=work.num_input_vertices)
+
+    def _peers(self, rank: int, work: IterationWork) -> Generator[Any, Any, None]:
+        """Rows in the peers' cache slices (``partitioned``): the ids to every peer of the machine, then the rows
+        back over NVLink (PCIe through the host without it), each peer serving an equal share."""
+        g = self.ctx.cluster.gpus_per_machine
+        peers = [self.hw.machine_of(rank) * g + p for p in range(g) if p != rank % g]
+
+        def one(peer: int) -> Generator[Any, Any, None]:
+            yield self.hw.gpu_to_gpu(rank, peer, work.peer_request_bytes / len(peers))
+            yield self.hw.gpu_to_gpu(peer, rank, work.peer_bytes / len(peers))
+
+        yield self.engine.all_of([self.engine.process(one(p)) for p in peers])
 
     def _fetch(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
         start, me = self.engine.now, self.hw.machine_of(rank)

@@ -1,4 +1,4 @@
-"""Datasets: the OGB node-property raw layout loader, the shipped presets, and generated R-MAT graphs.
+"""Datasets: the OGB node-property raw layout loader, the shipped presets, and generated graphs (R-MAT, DC-SBM).
 
 OGB raw layout (what ``ogb``'s ``NodePropPredDataset`` downloads, and what a user's own folder must hold)::
 
@@ -25,7 +25,8 @@ import numpy as np
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.workload.rmat import rmat_edges
-from gnnplan.simulator.workload.spec import RmatSpec
+from gnnplan.simulator.workload.sbm import communities, default_max_degree, sbm_edges
+from gnnplan.simulator.workload.spec import GeneratedSpec, RmatSpec, SbmSpec
 
 DATA_DIR = Path(__file__).parent / "data"
 PRESETS = ("cora", "citeseer")
@@ -69,13 +70,13 @@ class GraphData:
         return np.bincount(self.dst, minlength=self.num_vertices).astype(np.int64)
 
 
-def resolve_dataset(ref: str | RmatSpec) -> str | RmatSpec:
+def resolve_dataset(ref: str | GeneratedSpec) -> str | GeneratedSpec:
     """Check that a dataset reference can be loaded, without loading it.
 
     Raises:
         SpecError: ``workload.dataset`` names neither a preset nor an existing OGB-layout folder.
     """
-    if isinstance(ref, RmatSpec) or ref in PRESETS:
+    if isinstance(ref, GeneratedSpec) or ref in PRESETS:
         return ref
     folder = Path(ref)
     if not folder.is_dir():
@@ -87,11 +88,11 @@ def resolve_dataset(ref: str | RmatSpec) -> str | RmatSpec:
     return ref
 
 
-def load_dataset(ref: str | RmatSpec) -> GraphData:
-    """Load a preset (``cora``, ``citeseer``), an OGB-layout folder, or generate an R-MAT graph.
+def load_dataset(ref: str | GeneratedSpec) -> GraphData:
+    """Load a preset (``cora``, ``citeseer``), an OGB-layout folder, or generate a graph (R-MAT, DC-SBM).
 
     Args:
-        ref: preset name, folder path, or :class:`RmatSpec`.
+        ref: preset name, folder path, or a :class:`GeneratedSpec` (:class:`RmatSpec`, :class:`SbmSpec`).
 
     Returns:
         The graph; cached on disk after the first load.
@@ -101,21 +102,21 @@ def load_dataset(ref: str | RmatSpec) -> GraphData:
     """
     ref = resolve_dataset(ref)
     key = dataset_key(ref)
-    if isinstance(ref, RmatSpec):
+    if isinstance(ref, GeneratedSpec):
         spec = ref
-        return _cached(key, lambda: generate_rmat(spec))
+        return _cached(key, lambda: generate_graph(spec))
     folder = _folder(ref)
     return _cached(key, lambda: read_ogb_folder(folder))
 
 
-def dataset_key(ref: str | RmatSpec) -> str:
+def dataset_key(ref: str | GeneratedSpec) -> str:
     """A stable cache key of a dataset, computed without loading it (milliseconds).
 
     A generated graph is keyed by its generator parameters; a folder (or preset) by its resolved path and the
     sizes and modification times of its ``.csv.gz`` files, so editing a file invalidates every cache entry.
 
     Args:
-        ref: preset name, folder path, or :class:`RmatSpec`.
+        ref: preset name, folder path, or a :class:`GeneratedSpec`.
 
     Returns:
         ``<name>-<16 hex digits>``, usable as a file name.
@@ -124,7 +125,7 @@ def dataset_key(ref: str | RmatSpec) -> str:
         SpecError: see :func:`resolve_dataset`.
     """
     ref = resolve_dataset(ref)
-    if isinstance(ref, RmatSpec):
+    if isinstance(ref, GeneratedSpec):
         return f"{ref.name}-{hashlib.sha1(ref.name.encode()).hexdigest()[:16]}"
     folder = _folder(ref)
     stamp = "".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(folder.rglob("*.csv.gz")))
@@ -135,14 +136,52 @@ def _folder(ref: str) -> Path:
     return DATA_DIR / ref if ref in PRESETS else Path(ref)
 
 
+def generate_graph(spec: GeneratedSpec) -> GraphData:
+    """Generate the graph a :class:`GeneratedSpec` describes (dispatch on its generator).
+
+    Raises:
+        SpecError: a generator this module does not know, or parameters it cannot satisfy.
+    """
+    if isinstance(spec, RmatSpec):
+        return generate_rmat(spec)
+    if isinstance(spec, SbmSpec):
+        try:
+            return generate_sbm(spec)
+        except ValueError as exc:
+            raise SpecError(f"workload.dataset: {exc}") from None
+    raise SpecError(f"workload.dataset: unknown generator {spec.generator!r}")
+
+
 def generate_rmat(spec: RmatSpec) -> GraphData:
     """Generate the graph an :class:`RmatSpec` describes: R-MAT edges, N(0,1) features, uniform labels and a
     random train/validation/test split (all seeded by ``spec.seed``)."""
     n = spec.num_vertices
-    src, dst = rmat_edges(n, spec.edge_factor * n, seed=spec.seed)
+    src, dst = rmat_edges(n, spec.edge_factor * n, seed=spec.seed, abc=(spec.a, spec.b, spec.c))
     rng = np.random.default_rng(spec.seed + 1)
     features = rng.standard_normal((n, spec.feature_dim), dtype=np.float32)
     labels = rng.integers(0, spec.num_classes, n, dtype=np.int64)
+    return _with_split(spec, src, dst, features, labels, rng)
+
+
+def generate_sbm(spec: SbmSpec) -> GraphData:
+    """Generate the graph an :class:`SbmSpec` describes: DC-SBM edges (:func:`simulator.workload.sbm.sbm_edges`),
+    labels = community mod ``num_classes``, features = N(0,1) + ``feature_signal`` x the class's N(0,1) centroid,
+    and a random train/validation/test split (all seeded by ``spec.seed``)."""
+    n, k = spec.num_vertices, spec.num_communities
+    cap = spec.max_degree or default_max_degree(n, k, spec.mean_degree)
+    src, dst = sbm_edges(n, k, spec.mu, spec.mean_degree, spec.degree_exponent, cap, seed=spec.seed)
+    rng = np.random.default_rng(spec.seed + 1)
+    labels = communities(n, k) % spec.num_classes
+    centroids = rng.standard_normal((spec.num_classes, spec.feature_dim), dtype=np.float32)
+    features = rng.standard_normal((n, spec.feature_dim), dtype=np.float32)
+    features += np.float32(spec.feature_signal) * centroids[labels]
+    return _with_split(spec, src, dst, features, labels, rng)
+
+
+def _with_split(spec: GeneratedSpec, src: np.ndarray, dst: np.ndarray, features: np.ndarray, labels: np.ndarray,
+                rng: np.random.Generator) -> GraphData:
+    """The graph with a random train/validation/test split of the spec's fractions."""
+    n = spec.num_vertices
     order = rng.permutation(n)
     a = int(spec.train_fraction * n)
     b = a + int(spec.val_fraction * n)

@@ -29,7 +29,7 @@ from gnnplan.simulator.io import atomic_save_npy, atomic_write_json
 from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
 from gnnplan.simulator.workload.partition import cached_vertices, partition, split_seeds
-from gnnplan.simulator.workload.spec import RmatSpec
+from gnnplan.simulator.workload.spec import GeneratedSpec
 
 STATS_FORMAT = 2
 """Version of the measurement; part of every cache key, so changing how statistics are measured means bumping it."""
@@ -101,11 +101,11 @@ class SampleStats:
         return hit / total, local / total, remote / total
 
 
-def dataset_summary(ref: str | RmatSpec) -> DatasetSummary:
+def dataset_summary(ref: str | GeneratedSpec) -> DatasetSummary:
     """Sizes of a dataset, read from the statistics cache or measured once and cached.
 
     Args:
-        ref: ``workload.dataset``: preset name, OGB-layout folder, or :class:`RmatSpec`.
+        ref: ``workload.dataset``: preset name, OGB-layout folder, or :class:`GeneratedSpec`.
 
     Returns:
         The summary (``num_edges`` counts directed edges).
@@ -127,7 +127,7 @@ def dataset_summary(ref: str | RmatSpec) -> DatasetSummary:
     return summary
 
 
-def sample_stats(ref: str | RmatSpec, fanouts: Sequence[int], batch_size_per_worker: int, num_machines: int,
+def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_per_worker: int, num_machines: int,
                  gpus_per_machine: int, partitioner: str, seed: int = 0,
                  num_batches: int = DEFAULT_NUM_BATCHES) -> SampleStats:
     """Per-worker mini-batch statistics, read from the statistics cache or measured once and cached.
@@ -142,7 +142,7 @@ def sample_stats(ref: str | RmatSpec, fanouts: Sequence[int], batch_size_per_wor
     graph nor imports DGL or pymetis.
 
     Args:
-        ref: ``workload.dataset``: preset name, OGB-layout folder, or :class:`RmatSpec`.
+        ref: ``workload.dataset``: preset name, OGB-layout folder, or :class:`GeneratedSpec`.
         fanouts: per layer, input side first; -1 takes all in-neighbours.
         batch_size_per_worker: seed vertices per worker per iteration (global batch size // workers).
         num_machines: machines; the graph is partitioned into this many parts.
@@ -173,7 +173,7 @@ def sample_stats(ref: str | RmatSpec, fanouts: Sequence[int], batch_size_per_wor
     return stats
 
 
-def partition_owners(ref: str | RmatSpec, num_parts: int, partitioner: str, seed: int = 0,
+def partition_owners(ref: str | GeneratedSpec, num_parts: int, partitioner: str, seed: int = 0,
                      graph: GraphData | None = None) -> np.ndarray:
     """The owner partition of every vertex (:func:`~simulator.workload.partition.partition`), cached as ``.npy``.
 
@@ -208,7 +208,7 @@ def partition_owners(ref: str | RmatSpec, num_parts: int, partitioner: str, seed
     return owner
 
 
-def _sample_params(ref: str | RmatSpec, fanouts: Sequence[int], batch_size_per_worker: int, num_machines: int,
+def _sample_params(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_per_worker: int, num_machines: int,
                    gpus_per_machine: int, partitioner: str, seed: int, num_batches: int) -> dict[str, Any]:
     """Validate the arguments of :func:`sample_stats`; returns them as the cache entry's JSON parameters."""
     fan = [int(f) for f in fanouts]
@@ -326,7 +326,7 @@ def seeded_sampler(graph: GraphData, fanouts: Sequence[int], seed: int) -> Itera
         set_num_threads(threads)
 
 
-def _stats_dir(ref: str | RmatSpec) -> Path:
+def _stats_dir(ref: str | GeneratedSpec) -> Path:
     return cache_dir() / "stats" / dataset_key(ref)
 
 

@@ -2,7 +2,7 @@
 
 Example::
 
-    dataset: cora                 # preset name, an OGB-layout folder, or {generator: rmat, ...}
+    dataset: cora                 # preset name, an OGB-layout folder, {generator: rmat, ...} or {generator: sbm, ...}
     model:    {arch: sage, num_layers: 2, hidden_dim: 16, num_heads: 1}
     training: {mode: mini-batch, batch_size: 64, fanouts: [10, 10], num_epochs: 10}
 
@@ -14,7 +14,7 @@ DGL's ``NeighborSampler``; -1 takes all neighbours.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -30,16 +30,13 @@ class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class RmatSpec(_Spec):
-    """A generated power-law graph: R-MAT with the Graph500 parameters, random features and labels.
+class GeneratedSpec(_Spec):
+    """A generated graph with random features and a random train/validation/test split: the fields every
+    generator shares. Concrete generators: :class:`RmatSpec`, :class:`SbmSpec` (``generator`` tells them apart);
+    code that accepts any generated graph checks ``isinstance(ref, GeneratedSpec)``."""
 
-    Source: Chakrabarti, Zhan and Faloutsos, "R-MAT", SDM 2004; parameters a=0.57, b=0.19, c=0.19, d=0.05 and
-    edge factor 16 from the Graph500 benchmark specification (Kronecker generator, §3.3).
-    """
-
-    generator: Literal["rmat"]
+    generator: str
     num_vertices: int = Field(ge=16)
-    edge_factor: int = Field(default=16, ge=1, description="undirected edges generated per vertex")
     feature_dim: int = Field(default=128, ge=1)
     num_classes: int = Field(default=16, ge=2)
     train_fraction: float = Field(default=0.1, gt=0, lt=1)
@@ -49,9 +46,87 @@ class RmatSpec(_Spec):
 
     @property
     def name(self) -> str:
-        """A stable name used for caches and reports."""
-        return (f"rmat-n{self.num_vertices}-e{self.edge_factor}-f{self.feature_dim}-c{self.num_classes}"
-                f"-t{self.train_fraction:g}-v{self.val_fraction:g}-s{self.test_fraction:g}-seed{self.seed}")
+        """A stable name used for caches and reports: differs for every change of any field."""
+        raise NotImplementedError  # every generator names itself
+
+    def _common_name(self) -> str:
+        return (f"f{self.feature_dim}-c{self.num_classes}-t{self.train_fraction:g}-v{self.val_fraction:g}"
+                f"-s{self.test_fraction:g}-seed{self.seed}")
+
+
+GRAPH500_A, GRAPH500_B, GRAPH500_C = 0.57, 0.19, 0.19
+"""R-MAT quadrant probabilities of the Graph500 Kronecker generator (specification §3.3)."""
+
+
+class RmatSpec(GeneratedSpec):
+    """A generated power-law graph: R-MAT, by default with the Graph500 parameters; uniform random labels.
+
+    Source: Chakrabarti, Zhan and Faloutsos, "R-MAT", SDM 2004; parameters a=0.57, b=0.19, c=0.19, d=0.05 and
+    edge factor 16 from the Graph500 benchmark specification (Kronecker generator, §3.3). Vertex ids are
+    randomly permuted (Graph500), so they carry no locality.
+    """
+
+    generator: Literal["rmat"]
+    edge_factor: int = Field(default=16, ge=1, description="undirected edges generated per vertex")
+    a: float = Field(default=GRAPH500_A, gt=0, lt=1, description="R-MAT probability of the top-left quadrant")
+    b: float = Field(default=GRAPH500_B, ge=0, lt=1, description="R-MAT probability of the top-right quadrant")
+    c: float = Field(default=GRAPH500_C, ge=0, lt=1, description="R-MAT probability of the bottom-left quadrant")
+
+    @model_validator(mode="after")
+    def _quadrants(self) -> RmatSpec:
+        if self.a + self.b + self.c >= 1:
+            raise ValueError(f"a + b + c must be < 1 (d = 1 - a - b - c > 0), got {self.a + self.b + self.c:g}")
+        return self
+
+    @property
+    def name(self) -> str:
+        """A stable name used for caches and reports (the Graph500 quadrants are not spelled out, so names and
+        caches of graphs generated before a, b, c were configurable do not change)."""
+        abc = "" if (self.a, self.b, self.c) == (GRAPH500_A, GRAPH500_B, GRAPH500_C) else \
+            f"-abc{self.a:g},{self.b:g},{self.c:g}"
+        return f"rmat-n{self.num_vertices}-e{self.edge_factor}{abc}-{self._common_name()}"
+
+
+class SbmSpec(GeneratedSpec):
+    """A generated graph with community structure: a degree-corrected stochastic block model
+    (:mod:`simulator.workload.sbm`), communities laid out in id order, labels = community mod ``num_classes``,
+    features N(0, 1) noise plus ``feature_signal`` x a random centroid of the vertex's class.
+
+    Source: Karrer and Newman, Phys. Rev. E 83, 016107 (2011) (DC-SBM); mixing parameter ``mu`` and power-law
+    degrees as the LFR benchmark (Lancichinetti, Fortunato and Radicchi, Phys. Rev. E 78, 046110 (2008)).
+    """
+
+    generator: Literal["sbm"]
+    num_communities: int = Field(default=16, ge=1, description="communities: contiguous, near-equal id ranges")
+    mu: float = Field(default=0.2, ge=0, lt=1, description="mixing parameter: fraction of inter-community edges")
+    mean_degree: float = Field(default=16.0, gt=0, description="mean vertex degree (undirected edges x 2 / n)")
+    degree_exponent: float = Field(default=2.5, gt=1, le=6, description="power-law exponent of expected degrees")
+    max_degree: float | None = Field(
+        default=None, gt=0, description="largest expected degree; None = 2 sqrt(mean_degree x community size)")
+    feature_signal: float = Field(default=1.0, ge=0, description="scale of the class centroid added to features")
+
+    @model_validator(mode="after")
+    def _feasible(self) -> SbmSpec:
+        if self.num_communities > self.num_vertices // 2:
+            raise ValueError(f"num_communities must be at most num_vertices / 2, got {self.num_communities}")
+        if self.num_communities == 1 and self.mu > 0:
+            raise ValueError("mu must be 0 with one community (no inter-community edges)")
+        if self.degree_exponent == 2.0:
+            raise ValueError("degree_exponent must not be 2 (the mean of the power law has no closed form there)")
+        if self.max_degree is not None and self.max_degree <= self.mean_degree:
+            raise ValueError(f"max_degree must exceed mean_degree ({self.mean_degree:g}), got {self.max_degree:g}")
+        return self
+
+    @property
+    def name(self) -> str:
+        """A stable name used for caches and reports (every field appears)."""
+        cap = "auto" if self.max_degree is None else f"{self.max_degree:g}"
+        return (f"sbm-n{self.num_vertices}-k{self.num_communities}-mu{self.mu:g}-d{self.mean_degree:g}"
+                f"-g{self.degree_exponent:g}-x{cap}-fs{self.feature_signal:g}-{self._common_name()}")
+
+
+GeneratedGraph = Annotated[RmatSpec | SbmSpec, Field(discriminator="generator")]
+"""A ``workload.dataset`` mapping: one of the generators, chosen by its ``generator`` field."""
 
 
 class ModelSpec(_Spec):
@@ -87,7 +162,7 @@ class WorkloadSpec(_Spec):
     """Dataset + model + training."""
 
     name: str = ""
-    dataset: str | RmatSpec
+    dataset: GeneratedGraph | str
     model: ModelSpec
     training: TrainingSpec = TrainingSpec()
 
@@ -102,7 +177,7 @@ class WorkloadSpec(_Spec):
     @property
     def dataset_name(self) -> str:
         """The dataset's display name."""
-        return self.dataset.name if isinstance(self.dataset, RmatSpec) else Path(self.dataset).name
+        return self.dataset.name if isinstance(self.dataset, GeneratedSpec) else Path(self.dataset).name
 
     def to_yaml_dict(self) -> dict[str, Any]:
         """The spec as a plain mapping."""

@@ -17,6 +17,7 @@ from gnnplan.executor.runner import run_plan
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.plan import Plan, save_plan
+from gnnplan.simulator.strategies import STRATEGIES
 from gnnplan.simulator.trace import read_trace
 from gnnplan.simulator.workload.spec import load_workload
 
@@ -102,8 +103,13 @@ def test_torchrun_entry(tmp_path: Path) -> None:
     assert Path(res["trace"]).is_file()
 
 
+def test_simulated_only_strategy_is_a_spec_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(STRATEGIES["dp"], "EXECUTOR", None)  # every shipped strategy has an executor
+    with pytest.raises(SpecError, match="'dp' cannot be run by the executor"):
+        run_plan(make_plan("sage", 2, {}), trace_dir=tmp_path, progress=False)
+
+
 @pytest.mark.parametrize("change, message", [
-    ({"strategy": "hongtu"}, "cannot be run by the executor"),
     ({"knobs": {"cache_fraction": 2.0}}, "plan.knobs"),
     ({"knobs": {"cache": 0.1}}, "plan.knobs"),
     ({"strategy": "hopgnn", "knobs": {"micrograph": False}}, "knobs.micrograph: .* simulated only"),

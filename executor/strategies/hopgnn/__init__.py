@@ -1,33 +1,35 @@
 """HopGNN (``hopgnn``) for real: models migrate through a ring of workers to the features of their micrographs.
 
 The same strategy as :mod:`simulator.strategies.hopgnn` (same ``NAME`` and ``Knobs``; terms defined there and in
-:mod:`simulator.strategies.hopgnn.micrographs`). Built on the ``dp`` pipeline: the same shuffled seeds, per-worker split
-(:func:`executor.data.worker_seeds`) and DGL sampler stream, so worker d samples exactly the blocks ``dp``'s
-worker d samples. Per iteration worker s
+:mod:`simulator.strategies.hopgnn.micrographs`). Built on the ``dp`` pipeline: the same shuffled seeds and
+per-worker split (:func:`executor.data.worker_seeds`), so model d trains exactly ``dp``'s worker-d mini-batch. Per
+iteration worker s
 
-1. samples its own mini-batch B_s (model s) — span ``sample``; with ``seed_split = random`` the models' batches
-   are instead even cuts of the shuffled seeds (the paper's globally random mini-batches), so they differ from
-   ``dp``'s per-worker batches (the global batch, and its gradient in expectation, are the same);
-2. groups every model's seeds by home machine (all ranks know every B_d from the shared seed schedule, so this
-   needs no communication), merges steps (:class:`~executor.strategies.hopgnn.exchange.MergeController`), cuts its
-   batch's blocks into micrograph groups and sends each group's edge ids to the worker that trains it, which
-   rebuilds the blocks — ``redistribute`` (``nbytes`` = bytes sent);
-3. with ``pregather``, pulls the distinct remote input rows of all groups it trains once — ``pregather``
+1. samples, at home, the micrograph groups it trains (:mod:`executor.strategies.hopgnn.home`): every rank knows
+   every model's batch from the shared seed schedule, groups the seeds by home machine, merges steps
+   (:class:`~executor.strategies.hopgnn.exchange.MergeController`) and samples each group it hosts with one
+   sampler call (DGL's ``NeighborSampler``, or with ``sampler = keyed`` the
+   :class:`~executor.sampling_keyed.KeyedSampler`), inline or ahead in sampler processes — span ``sample``; no
+   message is needed (paper §5.1 steps 1-2; brief §1.9 step 4). With ``seed_split = random`` the models' batches
+   are even cuts of the shuffled seeds (the paper's globally random mini-batches) instead of ``dp``'s per-worker
+   batches (the global batch, and its gradient in expectation, are the same);
+2. with ``pregather``, pulls the distinct remote input rows of all groups it trains once — ``pregather``
    (``nbytes`` = requests and rows received);
-4. for each step: takes the rows of its group (buffer, or a per-step ``fetch`` pull without pre-gathering) —
+3. for each step: takes the rows of its group (buffer, or a per-step ``fetch`` pull without pre-gathering) —
    ``load``; forward and backward with loss ``sum(cross-entropy) / B`` (B = global seeds of the iteration) added
    to the hosted model's accumulated gradient — ``forward``, ``backward``; then, except after the last step,
    sends parameters and accumulated gradients to the worker hosting the model at the next step and takes over
    the model arriving — ``migrate`` (``nbytes`` = bytes sent; includes waiting for the partner);
-5. sums the gradients over workers — ``all_reduce`` — which gives exactly ``dp``'s averaged gradient of the
-   global mini-batch, and runs Adam — ``optimizer``.
+4. sums the gradients over workers — ``all_reduce`` — and runs Adam — ``optimizer``.
 
-The naive variant (``micrograph = false``) is simulated only.
+The summed gradient is ``dp``'s averaged gradient of the same global mini-batch when both sample the same
+neighbours: always with ``sampler = keyed`` (a vertex's sample is keyed by (seed, epoch, iteration, layer,
+vertex), so a group sampled at home is exactly the part of ``dp``'s batch sample reaching its seeds), and with
+DGL's sampler only in distribution (home machines draw from their own RNG streams). The naive variant
+(``micrograph = false``) is simulated only.
 """
 
 from __future__ import annotations
-
-import functools
 
 import dgl
 import numpy as np
@@ -36,25 +38,25 @@ import torch.nn.functional as F
 
 from gnnplan.executor import comm
 from gnnplan.executor.assemble import load_training_data
-from gnnplan.executor.data import Topology, iteration_batches, rank_batches, split_batch, worker_seeds
+from gnnplan.executor.data import Topology, split_batch
 from gnnplan.executor.evaluate import Accuracy, Evaluator
-from gnnplan.executor.strategies.hopgnn.exchange import (
-    Buffer,
-    Hosted,
-    MergeController,
-    migrate,
-    pregather,
-    random_rank_batches,
-    redistribute,
-)
 from gnnplan.executor.models import GNN, attach_edge_weights, num_params
-from gnnplan.executor.sampling import Batch, BatchStream, TimedSampler, sample_inline
+from gnnplan.executor.sampling_keyed import make_sampler
 from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.strategies.hopgnn.exchange import Buffer, MergeController, migrate, pregather
+from gnnplan.executor.strategies.hopgnn.home import (
+    GroupStream,
+    HomeSchedule,
+    Hosted,
+    HostedBatch,
+    hosted_groups,
+    sample_hosted,
+)
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.hopgnn import NAME, Knobs
-from gnnplan.simulator.strategies.hopgnn.micrographs import home_groups, host_worker, merge_groups, random_split
+from gnnplan.simulator.strategies.hopgnn.micrographs import host_worker, random_split
 from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
 
 __all__ = ["NAME", "Knobs", "Trainer"]
@@ -96,16 +98,12 @@ class Trainer:
         self.params = list(self.model.parameters())
         self.optimizer = torch.optim.Adam(self.params, lr=wl.training.lr, weight_decay=wl.training.weight_decay)
         self.optimizer_flops = ADAM_FLOPS_PER_PARAM * num_params(self.model)
-        self.sampler = TimedSampler(wl.training.fanouts)
-        d, seed = self.data, wl.training.seed
-        if self.knobs.seed_split == "random":
-            schedule = functools.partial(random_rank_batches, d.train_idx, topo.world_size, seed, self.per_iteration,
-                                         topo.rank)
-        else:
-            schedule = functools.partial(rank_batches, d.train_idx, d.owner, topo.num_machines,
-                                         topo.gpus_per_machine, seed, self.per_iteration, topo.rank)
-        self.stream = BatchStream(d.graph, self.sampler, schedule, len(self.schedule(0)[1]),
-                                  self.knobs.num_sampler_workers, seed)
+        self.sampler = make_sampler(self.knobs.sampler, wl.training.fanouts, wl.training.seed)
+        d = self.data
+        self.home = HomeSchedule(d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine, wl.training.seed,
+                                 self.per_iteration, topo.rank, self.knobs.seed_split)
+        self.stream = GroupStream(d.graph, self.sampler, self.home, len(self.schedule(0)[1]),
+                                  self.knobs.num_sampler_workers, wl.training.seed)
         self.evaluator = Evaluator(self.data, topo)
         self.controller = MergeController(topo.num_machines, self.knobs.num_steps, self.knobs.merge_revert,
                                           self.knobs.controller_warmup_epochs)
@@ -113,27 +111,23 @@ class Trainer:
 
     def schedule(self, epoch: int) -> tuple[list[list[np.ndarray]], list[int]]:
         """Every worker's seed batches of an epoch (``[worker][iteration]``) and each iteration's global size."""
-        topo, d, seed = self.topo, self.data, self.workload.training.seed
-        if self.knobs.seed_split == "random":
-            seeds = random_split(np.random.default_rng((seed, epoch)).permutation(d.train_idx), topo.world_size)
-        else:
-            seeds = worker_seeds(d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine, seed, epoch)
-        return iteration_batches(seeds, self.per_iteration)
+        return self.home.batches(epoch)
 
     def train_epoch(self, epoch: int) -> EpochStats:
         """Train one epoch with the controller's step count, recording spans (collective)."""
-        batches, sizes = self.schedule(epoch)
-        stream = self.stream.epoch(epoch)
-        stats = EpochStats(num_iterations=len(sizes))
+        sizes = self.schedule(epoch)[1]
         merges = self.controller.merges
+        stream = self.stream.epoch(epoch, merges)
+        stats = EpochStats(num_iterations=len(sizes))
         sent, start = comm.bytes_sent(), now()
         loss_sum = torch.zeros((), dtype=torch.float64)
         for it, size in enumerate(sizes):
             t0 = now()
-            batch = next(stream)
-            self.rec.add("sample", batch.start_s, batch.end_s, "sampler", epoch, it,
-                         num_input_vertices=len(batch.input_nodes), num_sampled_edges=batch.num_sampled_edges)
-            loss_sum += self.iteration([b[it] for b in batches], batch, size, merges, epoch, it, stats)
+            hosted = next(stream)
+            self.rec.add("sample", hosted.start_s, hosted.end_s, "sampler", epoch, it,
+                         num_input_vertices=hosted.num_input_vertices, num_sampled_edges=hosted.num_sampled_edges,
+                         num_groups=len(hosted.groups))
+            loss_sum += self.iteration(hosted, size, epoch, it, stats)
             t1 = now()
             self.optimizer.step()
             t2 = now()
@@ -147,23 +141,17 @@ class Trainer:
         self.controller.update(float(slowest[0]))
         return stats
 
-    def iteration(self, seeds: list[np.ndarray], batch: Batch, global_size: int, merges: int, epoch: int = -1,
-                  it: int = -1, stats: EpochStats | None = None) -> torch.Tensor:
-        """Redistribute, pre-gather, the steps with migrations, and the gradient all-reduce of one iteration
-        (collective); no optimizer step. Returns the summed cross-entropy of the seeds trained here."""
-        topo, L = self.topo, len(self.workload.training.fanouts)
+    def iteration(self, hosted: HostedBatch, global_size: int, epoch: int = -1, it: int = -1,
+                  stats: EpochStats | None = None) -> torch.Tensor:
+        """Pre-gather, the steps with migrations, and the gradient all-reduce of one iteration (collective); no
+        optimizer step. Returns the summed cross-entropy of the seeds trained here."""
         for p in self.params:
             p.grad = torch.zeros_like(p)
-        t0 = now()
-        steps, merged = merge_groups(home_groups(seeds, self.data.owner, topo.num_machines, topo.gpus_per_machine),
-                                     merges)
-        red = redistribute(topo, self.data.graph, batch.blocks, batch.seeds.numpy(), steps, merged, L)
         t1 = now()
-        self.rec.add("redistribute", t0, t1, "network", epoch, it, nbytes=8 * red.sent_edges,
-                     sent_edges=red.sent_edges, received_edges=red.received_edges)
+        steps = hosted.steps
         buffer = None
         if self.knobs.pregather:
-            buffer = pregather(self.data.store, topo, red.hosted)
+            buffer = pregather(self.data.store, self.topo, hosted.groups)
             t2 = now()
             pulled = buffer.pull
             nbytes = 0 if pulled is None else pulled.reply_bytes + pulled.request_bytes
@@ -174,7 +162,7 @@ class Trainer:
                 stats.local_bytes -= pulled.reply_bytes  # the steps count every input row as copied to the device
         loss = torch.zeros((), dtype=torch.float64)
         for k, t in enumerate(steps):
-            loss += self._step(k, red.hosted.get(k), buffer, global_size, epoch, it, stats)
+            loss += self._step(k, hosted.groups.get(k), buffer, global_size, epoch, it, stats)
             if k < len(steps) - 1:
                 self._migrate(k, t, steps[k + 1], epoch, it)
         t3 = now()
@@ -251,8 +239,9 @@ class Trainer:
         seeds = np.asarray(seeds, dtype=np.int64)
         batches = random_split(seeds, topo.world_size) if self.knobs.seed_split == "random" else \
             split_batch(seeds, self.data.owner, topo.num_machines, topo.gpus_per_machine)
-        batch = sample_inline(self.data.graph, self.sampler, batches[topo.rank])
-        self.iteration(batches, batch, len(seeds), self.controller.merges)
+        steps, groups = hosted_groups(batches, self.data.owner, topo.num_machines, topo.gpus_per_machine,
+                                      self.controller.merges, topo.rank)
+        self.iteration(sample_hosted(self.data.graph, self.sampler, steps, groups, None), len(seeds))
         grads = {n: p.grad.detach().cpu().clone() for n, p in self.model.named_parameters()}
         for p in self.params:
             p.grad = None

@@ -1,6 +1,7 @@
-"""HopGNN's data movement in the executor: micrograph redistribution, the pre-gather buffer, model migration and
-the merge controller (mechanism and terms: :mod:`simulator.strategies.hopgnn`; paper-private terms are defined
-in :mod:`simulator.strategies.hopgnn.micrographs`).
+"""HopGNN's data movement in the executor: the pre-gather buffer, model migration and the merge controller
+(mechanism and terms: :mod:`simulator.strategies.hopgnn`; paper-private terms are defined in
+:mod:`simulator.strategies.hopgnn.micrographs`). The micrograph groups are sampled at home and move nowhere
+(:mod:`executor.strategies.hopgnn.home`).
 
 Notation: M -> ``num_machines``, S -> ``num_steps``, mg_d^s -> a micrograph group, |R_s| -> the pre-gather's
 remote rows, m (merges) -> ``num_merges``.
@@ -8,88 +9,14 @@ remote rows, m (merges) -> ``num_merges``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-import dgl
-import numpy as np
 import torch
 
 from gnnplan.executor import comm
 from gnnplan.executor.data import Topology
 from gnnplan.executor.features import FeatureStore, PullStats
-from gnnplan.simulator.strategies.hopgnn.micrographs import build_blocks, cut_blocks, host_worker, seed_positions
-
-
-@dataclass
-class Hosted:
-    """A micrograph group this worker trains at one step: model ``model``'s seeds and their rebuilt blocks."""
-
-    model: int
-    seeds: np.ndarray
-    blocks: list[Any]
-
-    @property
-    def input_nodes(self) -> torch.Tensor:
-        """(v,) int64 input vertices of the group."""
-        return self.blocks[0].srcdata[dgl.NID]
-
-
-@dataclass
-class Redistribution:
-    """What :func:`redistribute` did: edge ids sent to and received from other ranks, and the groups hosted."""
-
-    hosted: dict[int, Hosted] = field(default_factory=dict)
-    sent_edges: int = 0
-    received_edges: int = 0
-
-
-def _payload(eids: list[np.ndarray]) -> np.ndarray:
-    """One group on the wire: the L per-layer edge counts, then the edge ids (int64)."""
-    return np.concatenate([np.array([len(e) for e in eids], dtype=np.int64), *eids]).astype(np.int64)
-
-
-def redistribute(topo: Topology, graph: Any, my_blocks: list[Any], my_seeds: np.ndarray, steps: list[int],
-                 merged: list[list[np.ndarray]], num_layers: int) -> Redistribution:
-    """Cut this worker's sampled batch into its micrograph groups and send each to the worker that trains it;
-    rebuild the groups this worker trains (collective: two ``all_to_all_single``, counts then edge ids).
-
-    Args:
-        topo: this worker's place.
-        graph: the DGL graph (every rank holds it).
-        my_blocks: blocks of this worker's batch (model ``topo.rank``), as DGL sampled them.
-        my_seeds: (b,) this batch's seeds (the last block's destination vertices, in order).
-        steps: the remaining step indices; merged: ``merged[d][k]`` seeds of model d at step ``steps[k]``.
-        num_layers: L.
-    """
-    me, world, g = topo.rank, topo.world_size, topo.gpus_per_machine
-    out = [np.empty(0, dtype=np.int64)] * world
-    result = Redistribution()
-    for k, t in enumerate(steps):
-        seeds = merged[me][k]
-        if len(seeds):
-            eids = cut_blocks(my_blocks, seed_positions(my_seeds, seeds))[0]
-            out[host_worker(me, t, topo.num_machines, g)] = _payload(eids)
-    send_counts = torch.tensor([len(p) for p in out], dtype=torch.int64)
-    ones = [1] * world
-    recv_counts = comm.all_to_all_single(torch.empty_like(send_counts), send_counts, ones, ones).tolist()
-    sc = send_counts.tolist()
-    got = comm.all_to_all_single(torch.empty(sum(recv_counts), dtype=torch.int64),
-                                 torch.from_numpy(np.concatenate(out)), recv_counts, sc).numpy()
-    result.sent_edges = sum(sc) - sc[me] - num_layers * sum(1 for r, c in enumerate(sc) if c and r != me)
-    offsets = np.concatenate([[0], np.cumsum(recv_counts)])
-    for src in range(world):
-        if not recv_counts[src]:
-            continue
-        part = got[offsets[src]:offsets[src + 1]]
-        sizes = part[:num_layers]
-        bounds = np.concatenate([[num_layers], num_layers + np.cumsum(sizes)])
-        eids = [part[bounds[i]:bounds[i + 1]] for i in range(num_layers)]
-        k = next(k for k, t in enumerate(steps) if host_worker(src, t, topo.num_machines, g) == me)
-        result.hosted[k] = Hosted(src, merged[src][k], build_blocks(graph, merged[src][k], eids))
-        if src != me:
-            result.received_edges += int(sizes.sum())
-    return result
+from gnnplan.executor.strategies.hopgnn.home import Hosted
 
 
 @dataclass
@@ -196,15 +123,4 @@ class MergeController:
             self.merges -= 1
 
 
-def random_rank_batches(train_idx: np.ndarray, num_workers: int, seed: int, per_iteration: int, rank: int,
-                        epoch: int) -> list[np.ndarray]:
-    """One worker's seed batches of an epoch with the ``random`` seed split (the sampler stream's schedule)."""
-    from gnnplan.executor.data import iteration_batches
-    from gnnplan.simulator.strategies.hopgnn.micrographs import random_split
-
-    shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
-    return iteration_batches(random_split(shuffled, num_workers), per_iteration)[0][rank]
-
-
-__all__ = ["Buffer", "Hosted", "MergeController", "Redistribution", "migrate", "pregather", "random_rank_batches",
-           "redistribute"]
+__all__ = ["Buffer", "MergeController", "migrate", "pregather"]

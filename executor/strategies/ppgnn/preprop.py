@@ -30,7 +30,7 @@ from gnnplan.executor.data import input_features
 from gnnplan.simulator.io import atomic_save_npy, atomic_write_json
 from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
-from gnnplan.simulator.workload.spec import RmatSpec
+from gnnplan.simulator.workload.spec import GeneratedSpec
 
 FORMAT = 1
 """Version of the stored layout; part of the cache key."""
@@ -209,13 +209,13 @@ def read_hop_files(folder: str | Path) -> HopFiles | None:
     return files if (path / LABELS_FILE).is_file() else None
 
 
-def cache_folder(dataset: str | RmatSpec, undirected: bool = True) -> Path:
+def cache_folder(dataset: str | GeneratedSpec, undirected: bool = True) -> Path:
     """Where :func:`prepropagated` keeps a dataset's hop files."""
     op = "sym-undirected" if undirected else "sym-directed"
     return cache_dir() / "ppgnn" / f"{dataset_key(dataset)}-{op}-v{FORMAT}"
 
 
-def prepropagated(dataset: str | RmatSpec, hops: int, undirected: bool = True,
+def prepropagated(dataset: str | GeneratedSpec, hops: int, undirected: bool = True,
                   folder: str | Path | None = None) -> HopFiles:
     """The hop files of a dataset with at least ``hops`` hops, computed (and cached) if needed.
 

@@ -6,8 +6,8 @@ mini-batches, the same sampler, all-reduce and optimizer. Knob ``seed_split``: `
 ``dp``'s worker-d batch (DistDGL's node_split prefers seeds owned by the worker's machine, so most of them are
 already at home); ``random`` gives the paper's globally random per-model mini-batches (§5.1).
 
-Terms (paper-private): a *micrograph* is the sampled L-hop computation graph of one seed vertex, cut out of its
-mini-batch's blocks; a seed's *home* is the machine owning its features; model d (the replica that starts on
+Terms (paper-private): a *micrograph* is the sampled L-hop computation graph of one seed vertex (sampled on its
+home machine with the other seeds of its group); a seed's *home* is the machine owning its features; model d (the replica that starts on
 worker d) visits the machines in *time steps* t = 0..M-1, at step t training the micrographs of its seeds homed
 on machine ``(m_d + t) mod M``; *pre-gathering* fetches, once per iteration, the deduplicated remote input
 features of all micrographs a worker hosts; *merging* removes steps (their seeds join the same model's other
@@ -16,20 +16,22 @@ mg_d^s -> a micrograph group, R_micro / m_mg / |R_s| -> :class:`~simulator.strat
 
 Per iteration and worker (simulated on :class:`~simulator.hardware.model.HardwareModel`):
 
-1. ``sample``: the worker's own mini-batch, as ``dp`` (host core; inline or in sampler processes).
-2. ``redistribute``: the micrographs are cut per home machine and every group's edge ids (int64) go to the
-   machine that trains it (an all-to-all after all workers arrive); cutting and rebuilding the blocks is host
-   work at the sampling rate (``dgl.to_block`` as in sampling). [inferred: the paper samples at home; cutting
-   the batch's own sample keeps the gradient equal to ``dp``'s for the same mini-batch, brief §1.4.]
-3. ``pregather`` (knob ``pregather``): the distinct remote input rows of all hosted groups are pulled once
+1. ``sample``: the micrograph groups the worker hosts, sampled on its (home) machine, one sampler call per group
+   (paper §5.1 steps 1-2; host core; inline or in sampler processes, then the trainer's hand-off
+   ``host.sampler_handoff_s``). Every rank derives every model's batch from the shared seed schedule, so the
+   redistribution of root ids needs no message (brief §1.9 step 4) and nothing else crosses the network before the
+   pre-gather. Sampled edges: the groups' measured block sizes (:mod:`.micrographs`), so the loss of
+   deduplication between groups (a vertex two groups reach is sampled twice) is charged.
+2. ``pregather`` (knob ``pregather``): the distinct remote input rows of all hosted groups are pulled once
    (ids to each owner, rows back) while the local rows are gathered from host memory (§5.2).
-4. S steps: ``load`` (the group's rows: from the pre-gather buffer, or local gather + remote ``fetch`` per step
+3. S steps: ``load`` (the group's rows: from the pre-gather buffer, or local gather + remote ``fetch`` per step
    without pre-gathering; then host-to-device), ``forward``, ``backward`` (their kernels' launch cost
    ``gpu.kernel_overhead_s`` is paid per step, the per-step launches of §5.3), the framework's fixed cost
    ``iteration_overhead_s`` per step ([inferred]: each step is one forward/backward pass of the training loop),
    then, except after the last step, ``migrate``: a barrier over all workers (§5.1 idle slots) and a
    ring shift of parameters and accumulated gradients (``2 P b_p`` bytes, ``P b_p`` without parameters).
-5. ``all_reduce`` of the gradients, ``optimizer`` (as ``dp``).
+4. ``all_reduce`` of the gradients, ``optimizer`` (as ``dp``). Knob ``sampler`` (``dgl`` / ``keyed``) is the
+   executor's neighbour sampler; both are priced alike.
 
 With ``micrograph = false`` the naive feature-centric variant is simulated instead
 (:func:`~simulator.strategies.hopgnn.work.naive_work`). ``num_steps = None`` predicts the merge controller's
@@ -51,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES
-from gnnplan.simulator.hardware.pricing import PhaseRule
+from gnnplan.simulator.hardware.pricing import PhaseRule, iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
@@ -82,11 +84,11 @@ NEEDS_SAMPLE_STATS = True
 CALIBRATION: dict[str, PhaseRule] = {
     "fetch": rules.fetch_rule(FETCH_REQUEST_MESSAGES), "load": rules.load_rule(), **rules.compute_rules(),
     "sample": rules.sample_rule(),
-    "iteration": rules.iteration_rule(("redistribute", "pregather", "load", "forward", "backward", "migrate",
-                                       "all_reduce", "optimizer"), per_span_of="forward"),
+    "iteration": rules.iteration_rule(("pregather", "load", "forward", "backward", "migrate", "all_reduce",
+                                       "optimizer"), per_span_of="forward"),
     "all_reduce": rules.all_reduce_rule()}
 """How calibration prices ``hopgnn``'s spans (the executor pulls rows with the same feature store as ``dp``);
-``redistribute``, ``pregather`` and ``migrate`` are on the trainer's path but not priced; the fixed framework cost
+``pregather`` and ``migrate`` are on the trainer's path but not priced; the fixed framework cost
 is paid once per step (module docstring, 4.)."""
 
 
@@ -118,6 +120,12 @@ class Knobs(BaseModel):
         default=0, ge=0, le=64, description="sampler processes per worker; 0 samples inline without overlap")
     batch_size: int | None = Field(
         default=None, ge=1, description="overrides training.batch_size (global seeds per iteration) if set")
+    sampler: Literal["dgl", "keyed"] = Field(
+        default="dgl",
+        description="dgl: DGL's NeighborSampler at each home machine; keyed: each vertex's neighbours chosen by a "
+                    "hash of (seed, epoch, iteration, layer, vertex) (executor.sampling_keyed), so the home "
+                    "machines draw exactly dp's sample of the same batch (dp with sampler=keyed); slower, priced "
+                    "like dgl by the simulator")
 
 
 def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
@@ -175,15 +183,15 @@ def iteration_works(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, p
 
 def link_bytes_per_epoch(ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: list[HopWork],
                          last: list[HopWork]) -> dict[str, float]:
-    """Bytes all workers send over each link kind in one epoch: redistribution, pre-gather (or per-step fetch),
-    migrations, all-reduce on the network; every group's input rows over PCIe."""
+    """Bytes all workers send over each link kind in one epoch: pre-gather (or per-step fetch), migrations,
+    all-reduce on the network; every group's input rows over PCIe."""
     out = {k: 0.0 for k in LINKS}
     multi = ctx.cluster.num_machines > 1
     for works, count in ((full, plan.num_iterations - 1), (last, 1)):
         for w in works:
             remote = w.pregather_remote_rows if knobs.pregather else sum(s.remote_bytes for s in w.steps) / w.row_bytes
             migrations = len(w.steps) - 1 if knobs.micrograph else w.extra.get("naive_migrations", 0.0)
-            net = w.sent_index_bytes + remote * (w.row_bytes + INDEX_BYTES) + migrations * w.migration_bytes
+            net = remote * (w.row_bytes + INDEX_BYTES) + migrations * w.migration_bytes
             out["network"] += count * (net if multi else 0.0)
             out["pcie"] += count * sum(s.input_bytes for s in w.steps)
             for kind, nbytes in all_reduce_link_bytes(w.gradient_bytes, ctx.cluster).items():
@@ -242,7 +250,8 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
     period = steady_period_s(ends, plan)
     epoch = ends[-1] + plan.extrapolated * period
     breakdown = phase_breakdown(run.spans, plan, PHASES)
-    breakdown["overhead"] = plan.num_iterations * ctx.cluster.iteration_overhead_s * full[0].num_steps
+    breakdown["overhead"] = plan.num_iterations * iteration_fixed_s(
+        ctx.cluster, steps=full[0].num_steps, handoffs=float(knobs.num_sampler_workers > 0))
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / plan.num_iterations,
                      breakdown_s=breakdown, spans=place_window(run.spans, plan, period),
                      sim_wall_s=time.perf_counter() - started, **common)

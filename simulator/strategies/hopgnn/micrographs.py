@@ -39,7 +39,7 @@ from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.workload import graphstats
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
-from gnnplan.simulator.workload.spec import RmatSpec
+from gnnplan.simulator.workload.spec import GeneratedSpec
 
 MICROGRAPH_FORMAT = 1
 """Version of the measurement (part of the cache key)."""
@@ -247,7 +247,7 @@ class MicrographStats:
     num_iterations: int
 
 
-def micrograph_stats(ref: str | RmatSpec, fanouts: Sequence[int], batch_size_per_worker: int, num_machines: int,
+def micrograph_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_per_worker: int, num_machines: int,
                      gpus_per_machine: int, partitioner: str, seed: int = 0,
                      num_iterations: int = DEFAULT_NUM_ITERATIONS, seed_split: str = "owner") -> MicrographStats:
     """Micrograph statistics (class docstring), read from the cache or measured once and cached.

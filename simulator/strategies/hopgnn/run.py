@@ -13,8 +13,7 @@ from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, Si
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, StepWork
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES
 
-PHASES = ("sample", "redistribute", "pregather", "load", "fetch", "forward", "backward", "migrate", "all_reduce",
-          "optimizer")
+PHASES = ("sample", "pregather", "load", "fetch", "forward", "backward", "migrate", "all_reduce", "optimizer")
 
 
 class HopRun(WindowRun):
@@ -63,9 +62,9 @@ class HopRun(WindowRun):
             if self.k:
                 yield self.ready[rank][pos]
                 self.taken[rank][pos].succeed()
+                yield from self.hw.sampler_handoff(rank)
             else:
                 yield from self._sample(rank, pos)
-            yield from self._redistribute(rank, pos, work)
             if self.pregather:
                 yield from self._pregather(rank, pos, work)
             for k, step in enumerate(work.steps):
@@ -79,16 +78,6 @@ class HopRun(WindowRun):
 
     def _others(self, me: int) -> list[int]:
         return [m for m in range(self.ctx.cluster.num_machines) if m != me]
-
-    def _redistribute(self, rank: int, pos: int, work: HopWork) -> Generator[Any, Any, None]:
-        start, me, hw = self.engine.now, self.hw.machine_of(rank), self.hw
-        others = self._others(me)
-        if others:
-            yield self.rendezvous.wait(("redistribute", pos))
-            share = work.sent_index_bytes / len(others)
-            yield self.engine.all_of([hw.network(me, o, share + INDEX_BYTES) for o in others])
-        yield hw.sample(me, work.rebuilt_edges)
-        self._span(rank, "redistribute", start, "network", pos, nbytes=work.sent_index_bytes)
 
     def _pull(self, me: int, rows: float, row_bytes: float) -> Generator[Any, Any, None]:
         """Pull ``rows`` rows from the other machines (equal shares): ids there, rows back."""

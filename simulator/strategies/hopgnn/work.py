@@ -44,11 +44,8 @@ class HopWork:
 
     Attributes:
         steps: the S time steps in order.
-        num_sampled_edges: edges of the worker's own mini-batch (sampled where ``dp`` samples it).
-        sent_index_bytes, received_index_bytes: edge ids of micrograph groups exchanged in the redistribution.
-        rebuilt_edges: edges of the micrograph groups cut out of the sampled batch (sender) plus those rebuilt into
-            blocks (receiver), both for every group including the worker's own; host work priced like sampling
-            (in the mean a worker cuts as many edges as it rebuilds, so this is twice its groups' edges).
+        num_sampled_edges: edges of the micrograph groups the worker hosts, sampled on its machine (home
+            sampling; the naive variant: its own mini-batch).
         pregather_remote_rows, pregather_local_rows: distinct remote / local input rows of all the worker's
             groups (|R_s| and its local counterpart).
         migration_bytes: bytes one migration moves (parameters and accumulated gradients).
@@ -59,9 +56,6 @@ class HopWork:
 
     steps: tuple[StepWork, ...]
     num_sampled_edges: float
-    sent_index_bytes: float
-    received_index_bytes: float
-    rebuilt_edges: float
     pregather_remote_rows: float
     pregather_local_rows: float
     migration_bytes: float
@@ -102,8 +96,9 @@ def hop_work(ctx: SimContext, mg: MicrographStats, rank: int, num_steps: int, mi
              scale: float = 1.0) -> HopWork:
     """Worker ``rank``'s work in an iteration with ``num_steps`` steps whose seeds are ``scale`` x a full batch.
 
-    Source: brief ../shared/papers/hopgnn.md §2.2 (derived cost model: redistribution, one pre-gather of |R_s|
-    rows, S steps of host-to-device copy + forward + backward, S - 1 migrations of 2 P b_p bytes, all-reduce).
+    Source: brief ../shared/papers/hopgnn.md §2.2 (derived cost model: T_sample(s) of the groups sampled at home,
+    T_redistribute ~ 0, one pre-gather of |R_s| rows, S steps of host-to-device copy + forward + backward, S - 1
+    migrations of 2 P b_p bytes, all-reduce).
     """
     i, cl = num_steps - 1, ctx.cluster
     cost = model_costs(ctx)
@@ -115,10 +110,7 @@ def hop_work(ctx: SimContext, mg: MicrographStats, rank: int, num_steps: int, mi
                                mg.step_local_inputs[i][rank][k] * scale, mg.step_remote_inputs[i][rank][k] * scale))
     grad = float(FLOAT_BYTES * cost.num_params)
     return HopWork(
-        steps=tuple(steps), num_sampled_edges=sum(ctx.sample.num_edges) * scale,
-        sent_index_bytes=mg.sent_edges[i][rank] * scale * INDEX_BYTES,
-        received_index_bytes=mg.received_edges[i][rank] * scale * INDEX_BYTES,
-        rebuilt_edges=2.0 * sum(b.num_edges for w in steps for b in w.blocks),
+        steps=tuple(steps), num_sampled_edges=sum(b.num_edges for w in steps for b in w.blocks),
         pregather_remote_rows=mg.pregather_remote[i][rank] * scale,
         pregather_local_rows=mg.pregather_local[i][rank] * scale,
         migration_bytes=grad * (2.0 if migrate_parameters else 1.0), gradient_bytes=grad,
@@ -153,6 +145,6 @@ def naive_work(ctx: SimContext, rank: int, scale: float = 1.0) -> HopWork:
                           full.forward_flops, full.backward_flops, tuple(blocks)))
     grad = float(FLOAT_BYTES * cost.num_params)
     carried = grad + 2.0 * st.num_dst_vertices[0] * scale * row + 2.0 * INDEX_BYTES * sum(st.num_edges) * scale
-    return HopWork(tuple(steps), sum(st.num_edges) * scale, 0.0, 0.0, 0.0, 0.0, 0.0, carried, grad,
+    return HopWork(tuple(steps), sum(st.num_edges) * scale, 0.0, 0.0, carried, grad,
                    compute_time_s(cost.optimizer, cl.gpu, cl.efficiency.optimizer_fraction), sum(k.flops for k in cost.optimizer), row,
                    {"naive_migrations": float(m)})

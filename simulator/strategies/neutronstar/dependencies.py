@@ -38,7 +38,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key
-from gnnplan.simulator.workload.spec import RmatSpec
+from gnnplan.simulator.workload.spec import GeneratedSpec
 
 DEPS_FORMAT = 1
 """Version of the measurement; part of the cache key."""
@@ -116,7 +116,7 @@ def chunk_partition(in_degrees: np.ndarray, num_parts: int, alpha: float | None 
     return np.minimum((before * num_parts / max(total, 1e-300)).astype(np.int64), num_parts - 1)
 
 
-def owners(ref: str | RmatSpec, graph: GraphData, in_graph: InGraph, num_parts: int,
+def owners(ref: str | GeneratedSpec, graph: GraphData, in_graph: InGraph, num_parts: int,
            partitioner: str) -> np.ndarray:
     """The owner worker of every vertex.
 
@@ -224,7 +224,7 @@ def worker_counts(in_graph: InGraph, owner: np.ndarray, sets: WorkerSets, num_pa
                         tuple(len(r) for r in sets.replicated), tuple(edges), tuple(srcs), received, cached)
 
 
-def cached_counts(ref: str | RmatSpec, params: dict[str, Any],
+def cached_counts(ref: str | GeneratedSpec, params: dict[str, Any],
                   build: Callable[[], Sequence[WorkerCounts]]) -> list[WorkerCounts]:
     """Every worker's counts for ``params``, read from the cache or built with ``build()`` and cached.
 

@@ -1,0 +1,237 @@
+"""GSplit (``gsplit``): split-parallel mini-batch training: one mini-batch per iteration for all GPUs, split by
+vertex owner so every vertex is loaded and computed once, at the price of one shuffle per layer and pass.
+
+Source: Polisetty et al., "GSplit: Scaling Graph Neural Network Training on Large Graphs via Split-Parallelism",
+arXiv 2303.13775 v1 (mechanism brief ../shared/papers/gsplit.md). Compared with ``dp`` (data parallelism: g
+micro-batches of B/g seeds, sampled independently, whose overlapping samples are loaded and computed on several
+GPUs).
+
+Notation: g GPUs -> ``num_workers`` (splits, one per GPU of the whole cluster), B -> ``batch_size``, P(v) -> the
+``split`` partition of the graph into g parts, C_i -> the feature cache of GPU i (``cache_fraction``), c ->
+``cache_fraction``, L -> ``num_layers``. Terms (split, reference vertex, shuffle): :mod:`.split`.
+
+Mechanism (brief §1.2-§1.6), per iteration:
+
+1. a sampler of each machine samples the iteration's mini-batch of B seeds (the same batch on every machine,
+   seeded by its seeds) and splits it online: every sampled vertex of every layer goes to the split of its
+   owner, every edge to its source's split (GraphSAGE) or its destination's (GAT) [brief §1.4, §2.3];
+2. GPU i loads its split's structure and the features of its owned layer-0 vertices that miss C_i, the
+   highest in-degree vertices of its own partition (disjoint caches covering g c of the graph): a feature is
+   loaded at most once, by its owner (brief §1.3);
+3. per layer, the GPUs compute their split and exchange source-side rows in one shuffle, lockstep, forward;
+   the gradients go back the same way backward (brief §1.5; GraphSAGE ships partial sums per (split,
+   destination), GAT projected rows per (source, destination split), §1.6-§1.7);
+4. the loss of each GPU's own targets is scaled by 1 / B, so the summed gradient is that of the global batch;
+   gradients are all-reduced, then Adam (brief §1.2 step 4).
+
+Beyond one machine [inferred; the paper has one host]: P has one part per GPU of the cluster, a machine's host
+memory holds its GPUs' partitions, and shuffle messages between machines cross PCIe, the network and PCIe.
+
+Simulation: :mod:`.run` (the simpy window), :mod:`.work` (bytes, FLOPs, seconds and memory), :mod:`.stats`
+(measured split statistics of the window's batches); spans ``sample``, ``split``, ``load``, ``forward``,
+``lockstep``, ``shuffle``, ``backward``, ``all_reduce``, ``optimizer``, ``iteration``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from gnnplan.simulator.hardware.pricing import PhaseRule, SpanRow, iteration_fixed_s
+from gnnplan.simulator.result import LINKS, SimResult
+from gnnplan.simulator.strategies import calibration_rules as rules
+from gnnplan.simulator.strategies.base import (
+    STEADY_ITERATIONS,
+    IterationPlan,
+    PhaseProfile,
+    SimContext,
+    iteration_plan,
+    kernel_profile,
+    phase_breakdown,
+    place_window,
+    steady_period_s,
+)
+from gnnplan.simulator.strategies.contract import check_workload as contract_check
+from gnnplan.simulator.strategies.gsplit.run import PHASES, SplitRun
+from gnnplan.simulator.strategies.gsplit.stats import SplitStats, split_stats
+from gnnplan.simulator.strategies.gsplit.work import IterationWork, iteration_work, link_bytes, memory_model, segments
+from gnnplan.simulator.workload.model_cost import Kernel
+from gnnplan.simulator.workload.spec import WorkloadSpec
+
+NAME = "gsplit"
+EXECUTOR = "gnnplan.executor.strategies.gsplit"
+SUPPORTS = ("mini-batch",)
+MODEL_ARCHS = ("sage", "gat")
+"""The paper's models (brief §4: GraphSage and GAT)."""
+NEEDS_SAMPLE_STATS = False
+"""``dp``'s per-worker statistics do not describe one global batch; :mod:`.stats` measures the splits."""
+TRAINER_PHASES = ("load", "forward", "lockstep", "shuffle", "backward", "all_reduce", "optimizer")
+
+
+class Knobs(BaseModel):
+    """The ``gsplit`` strategy's knobs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cache_fraction: float = Field(
+        default=0.0, ge=0, le=1,
+        description="fraction of all vertices whose features each GPU caches: the highest in-degree vertices of "
+                    "its own partition (disjoint caches; together g x cache_fraction of the graph)")
+    split: Literal["metis", "random"] = Field(
+        default="metis", description="offline vertex-to-GPU partition the online split looks up (metis: min edge "
+                                     "cut; random: balanced, an edge is local with probability 1/g)")
+    num_sampler_workers: int = Field(
+        default=0, ge=0, le=64,
+        description="sampler processes per machine, each sampling and splitting whole mini-batches ahead of "
+                    "training; 0 samples and splits inline")
+    batch_size: int | None = Field(
+        default=None, ge=1, description="overrides training.batch_size (seeds per iteration, all GPUs) if set")
+
+
+def _load_work(row: SpanRow) -> dict[str, float]:
+    """A ``load`` span as a feature load: misses gathered from host memory and copied, the split's structure
+    copied without a gather (the op's ``remote_bytes``), cache hits gathered on the GPU."""
+    return {"local_bytes": rules.span_arg(row, "local_bytes"), "remote_bytes": rules.span_arg(row, "structure_bytes"),
+            "hit_bytes": rules.span_arg(row, "hit_bytes")}
+
+
+def _prefetched(row: SpanRow) -> bool:
+    """Whether the row's run takes its batches from sampler processes (then each trainer pays the hand-off)."""
+    return bool(row.knobs.get("num_sampler_workers", 0))
+
+
+def _iteration_gap_s(row: SpanRow) -> float:
+    """The iteration's time not on its trainer phases, nor sampling and splitting inline (or the wait for a
+    prefetched, split batch)."""
+    it, s = row.iteration, row.span
+    out = s.dur_s - sum(x.dur_s for p in TRAINER_PHASES for x in it.get(p, ()))
+    batch = list(it.get("sample", ())) + list(it.get("split", ()))
+    if not _prefetched(row):
+        out -= sum(x.dur_s for x in batch)
+    elif batch:
+        out -= min(max(0.0, max(x.end_s for x in batch) - s.start_s), s.dur_s)
+    return out
+
+
+CALIBRATION: dict[str, PhaseRule] = {
+    "sample": rules.sample_rule(),
+    "split": PhaseRule("sampling", lambda row: {"num_edges": rules.span_arg(row, "num_split_items")}),
+    "load": PhaseRule("feature_load", _load_work),
+    "shuffle": PhaseRule("shuffle", lambda row: {"intra_bytes": rules.span_arg(row, "intra_bytes"),
+                                                 "network_bytes": rules.span_arg(row, "network_bytes")},
+                         rows="fastest", min_workers=2),
+    **rules.compute_rules(),
+    "all_reduce": rules.all_reduce_rule(),
+    "iteration": PhaseRule("iteration_overhead", lambda row: {"handoffs": float(_prefetched(row))},
+                           target=_iteration_gap_s),
+}
+"""How calibration prices ``gsplit``'s spans: ``split`` is one sampler pass over the split's vertex lookups
+(``num_split_items``); ``shuffle`` the priced ``shuffle`` of its intra-machine and network bytes, the fastest
+one of an iteration (an executor's shuffle span includes waiting for the slower splits, the simulator's
+``lockstep``; the rank that arrives last does not wait); ``load`` a feature load whose structure bytes are
+copied without a gather."""
+
+
+def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
+    """The Optuna search space of ``gsplit`` (parameter names ``gsplit.<knob>``).
+
+    Args:
+        trial: an ``optuna.Trial``.
+        workload: the workload; its batch size centres the batch-size range when ``tune_batch_size``.
+        tune_batch_size: whether the user allows changing the batch size.
+
+    Returns:
+        The knobs of this trial.
+    """
+    knobs: dict[str, Any] = {
+        "cache_fraction": trial.suggest_float(f"{NAME}.cache_fraction", 0.0, 1.0),
+        "split": trial.suggest_categorical(f"{NAME}.split", ["metis", "random"]),
+        "num_sampler_workers": trial.suggest_int(f"{NAME}.num_sampler_workers", 0, 4),
+    }
+    if tune_batch_size:
+        base = workload.training.batch_size
+        choices = sorted({max(1, base // 4), max(1, base // 2), base, base * 2, base * 4})
+        knobs["batch_size"] = trial.suggest_categorical(f"{NAME}.batch_size", choices)
+    return Knobs(**knobs)
+
+
+def check_workload(workload: WorkloadSpec) -> None:
+    """Reject workloads ``gsplit`` cannot run (contract check: mini-batch, GraphSAGE or GAT).
+
+    Raises:
+        SpecError: training.mode or model.arch not supported.
+    """
+    contract_check(sys.modules[__name__], workload)
+
+
+def stats_of(ctx: SimContext, knobs: Knobs) -> SplitStats:
+    """The measured split statistics of this context (cached on disk; :func:`.stats.split_stats`)."""
+    wl = ctx.workload
+    return split_stats(wl.dataset, wl.training.fanouts, ctx.batch_size, ctx.num_workers, knobs.split,
+                       self_loops=wl.model.arch == "gat", seed=wl.training.seed, partition_seed=ctx.seed)
+
+
+def window_works(ctx: SimContext, knobs: Knobs) -> tuple[SplitStats, IterationPlan, list[IterationWork]]:
+    """The statistics, the epoch's plan (one global batch per iteration) and the work of every window position."""
+    stats = stats_of(ctx, knobs)
+    plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, 1)
+    works = [iteration_work(ctx, stats, knobs.cache_fraction, pos) for pos in range(len(plan.window))]
+    return stats, plan, works
+
+
+def link_bytes_per_epoch(ctx: SimContext, plan: IterationPlan, works: list[IterationWork]) -> dict[str, float]:
+    """Bytes of the epoch per link kind: the window's iterations plus the extrapolated ones at the mean of the
+    window's last full iterations."""
+    per = [link_bytes(ctx.cluster, w) for w in works]
+    steady = per[:-1][-STEADY_ITERATIONS:] or per
+    return {k: sum(p[k] for p in per) + plan.extrapolated * float(np.mean([p[k] for p in steady])) for k in LINKS}
+
+
+def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
+    """Simulate one epoch of ``gsplit`` (module docstring) and return the ``simulate --json`` result with spans.
+
+    Returns:
+        The result; a configuration that does not fit in memory has ``feasible=False``, a reason, infinite times.
+
+    Raises:
+        SpecError: a workload this strategy cannot run.
+    """
+    started = time.perf_counter()
+    check_workload(ctx.workload)
+    stats, plan, works = window_works(ctx, knobs)
+    memory = memory_model(ctx, stats, knobs.cache_fraction, knobs.num_sampler_workers, works)
+    common: dict[str, Any] = {
+        "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
+        "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, works), "peak_memory_bytes": memory.peak_memory_bytes}
+    if not memory.feasible:
+        return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
+    run = SplitRun(ctx, plan, works, knobs.num_sampler_workers)
+    run.execute()
+    ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(plan.window))]
+    period = steady_period_s(ends, plan)
+    epoch = ends[-1] + plan.extrapolated * period
+    breakdown = phase_breakdown(run.spans, plan, PHASES)
+    breakdown["overhead"] = plan.num_iterations * iteration_fixed_s(
+        ctx.cluster, handoffs=float(knobs.num_sampler_workers > 0))
+    return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / plan.num_iterations,
+                     breakdown_s=breakdown, spans=place_window(run.spans, plan, period),
+                     sim_wall_s=time.perf_counter() - started, **common)
+
+
+def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
+    """Per compute phase, seconds per FLOP and kernels per span over every split's segments of the window's
+    batches (one span per segment, as the executor records them), and the optimizer's (for calibration)."""
+    _, _, works = window_works(ctx, knobs)
+    arch, num_layers, gpu = ctx.workload.model.arch, ctx.workload.model.num_layers, ctx.cluster.gpu
+    spans: dict[str, list[list[Kernel]]] = {"forward": [], "backward": []}
+    for w in works:
+        for s in w.splits:
+            fwd, bwd = segments(s.cost, arch, num_layers, w.has_backward)
+            spans["forward"] += fwd
+            spans["backward"] += bwd
+    optimizer = [list(works[0].splits[0].cost.optimizer)]
+    return {**{p: kernel_profile(ks, gpu) for p, ks in spans.items()}, "optimizer": kernel_profile(optimizer, gpu)}

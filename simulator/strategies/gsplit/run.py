@@ -1,0 +1,175 @@
+"""The simulated epoch window of ``gsplit``: per machine a sampler that samples and splits one mini-batch per
+iteration, per GPU a trainer that runs the split in lockstep with every other GPU.
+
+Notation: g -> ``gpus_per_machine`` (GPUs sharing a sampler), W -> ``num_workers`` (= splits), L -> layers.
+
+Per iteration (brief §1.2, §1.5, §2.3):
+
+* ``sample`` and ``split`` (stream ``sampler``, on the machine's first GPU's time line): one mini-batch for all
+  GPUs, then the online split, on one host core each (:meth:`~gnnplan.simulator.hardware.model.HardwareModel.sample`
+  with the sampled edges, then with the split's vertex lookups). With ``num_sampler_workers`` k > 0, k sampler
+  processes per machine run ahead (sampler j takes iterations j, j + k, ...), at most ``PREFETCH_FACTOR * k``
+  batches ahead of the trainers; with 0 the first GPU's trainer samples inline and the others wait for it.
+* ``load``: host gather of the split's misses, one host-to-device copy of misses and structure, GPU gather of
+  cache hits.
+* forward: segment l on the GPU, then ``lockstep`` (wait until every GPU reaches shuffle l: the slowest split
+  sets the pace; the executor cannot tell this wait from the exchange, its ``shuffle`` spans hold both) and
+  ``shuffle`` l: the collective call's fixed cost (``network.per_collective_s``), then all GPU pairs' messages at
+  once, one per pair, over NVLink
+  (:meth:`~gnnplan.simulator.hardware.model.HardwareModel.gpu_to_gpu`, PCIe through the host without it) inside
+  a machine and device-to-host, network, host-to-device across machines; a GPU goes on when its own messages
+  (sent and received) have arrived. After the last shuffle the last segment and the loss.
+* backward: the same in reverse, gradients flowing back along each pair (j to i).
+* ``all_reduce`` of the gradients (after every GPU arrives), ``optimizer``, ``iteration_overhead_s``.
+
+With sampler processes every trainer takes its machine's split batch from them (``host.sampler_handoff_s``,
+host work on one of the machine's cores) before it loads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from gnnplan.simulator.hardware import pricing
+from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext, WindowRun
+from gnnplan.simulator.strategies.gsplit.work import IterationWork
+
+PHASES = ("sample", "split", "load", "forward", "lockstep", "shuffle", "backward", "all_reduce", "optimizer")
+
+
+class SplitRun(WindowRun):
+    """One simulated epoch window (module docstring).
+
+    Args:
+        ctx: the context.
+        plan: the epoch's iterations (one global mini-batch per iteration).
+        works: the work of each window position.
+        num_sampler_workers: sampler processes per machine (0 = inline on the machine's first GPU).
+    """
+
+    def __init__(self, ctx: SimContext, plan: IterationPlan, works: list[IterationWork],
+                 num_sampler_workers: int) -> None:
+        super().__init__(ctx, plan)
+        self.works, self.k = works, num_sampler_workers
+        n, machines = len(plan.window), ctx.cluster.num_machines
+        self.ready = [[self.engine.event() for _ in range(n)] for _ in range(machines)]
+        self.taken = [[self.engine.event() for _ in range(n)] for _ in range(machines)]
+        self.messages: dict[tuple[Any, ...], Any] = {}
+
+    def execute(self) -> None:
+        """Run every trainer and sampler to the end of the window."""
+        g = self.ctx.cluster.gpus_per_machine
+        for rank in range(self.ctx.num_workers):
+            self.engine.process(self._trainer(rank))
+        for machine in range(self.ctx.cluster.num_machines):
+            for j in range(self.k):
+                self.engine.process(self._sampler(machine * g, j))
+        self.engine.run()
+
+    def _sample(self, leader: int, pos: int) -> Generator[Any, Any, None]:
+        work, machine = self.works[pos], self.hw.machine_of(leader)
+        start = self.engine.now
+        yield self.hw.sample(machine, work.num_sampled_edges)
+        self._span(leader, "sample", start, "sampler", pos, num_sampled_edges=work.num_sampled_edges)
+        start = self.engine.now
+        yield self.hw.sample(machine, work.num_items)
+        self._span(leader, "split", start, "sampler", pos, num_split_items=work.num_items)
+        self.ready[machine][pos].succeed()
+
+    def _sampler(self, leader: int, j: int) -> Generator[Any, Any, None]:
+        machine, depth = self.hw.machine_of(leader), PREFETCH_FACTOR * self.k
+        for pos in range(j, len(self.plan.window), self.k):
+            if pos >= depth:
+                yield self.taken[machine][pos - depth]
+            yield from self._sample(leader, pos)
+
+    def _trainer(self, rank: int) -> Generator[Any, Any, None]:
+        g = self.ctx.cluster.gpus_per_machine
+        machine, local = divmod(rank, g)
+        for pos, work in enumerate(self.works):
+            start = self.engine.now
+            if self.k == 0 and local == 0:
+                yield from self._sample(rank, pos)
+            yield self.ready[machine][pos]
+            if local == 0 and self.k:
+                self.taken[machine][pos].succeed()
+            if self.k:
+                yield from self.hw.sampler_handoff(rank)
+            yield from self._load(rank, pos, work)
+            yield from self._passes(rank, pos, work)
+            yield from self._all_reduce(rank, pos, work.gradient_bytes)
+            t0 = self.engine.now
+            yield from self.hw.compute(rank, work.optimizer_s)
+            self._span(rank, "optimizer", t0, "compute", pos, flops=work.optimizer_flops)
+            yield self.engine.timeout(self.ctx.cluster.iteration_overhead_s)
+            self._span(rank, "iteration", start, "host", pos)
+            self.ends[rank][pos] = self.engine.now
+        self._end_epoch(rank)
+
+    def _load(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
+        split, start = work.splits[rank], self.engine.now
+        yield self.hw.host_gather(split.miss_bytes)
+        yield self.hw.host_to_gpu(rank, split.miss_bytes + split.structure_bytes)
+        yield from self.hw.gpu_gather(rank, split.hit_bytes)
+        self._span(rank, "load", start, "pcie", pos, nbytes=split.miss_bytes + split.structure_bytes,
+                   hit_bytes=split.hit_bytes, local_bytes=split.miss_bytes, remote_bytes=0.0,
+                   structure_bytes=split.structure_bytes, num_input_vertices=split.num_input_vertices)
+
+    def _passes(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
+        """Forward segments with the shuffles of layers 0..L-1 between them, then backward segments with the
+        backward shuffles of the layers that have one, L-1..0."""
+        split, num_layers = work.splits[rank], len(work.has_backward)
+        backward = [layer for layer in reversed(range(num_layers)) if work.has_backward[layer]]
+        for phase, seconds, flops, layers in (("forward", split.forward_s, split.forward_flops, range(num_layers)),
+                                              ("backward", split.backward_s, split.backward_flops, backward)):
+            for seg, (seg_s, seg_flops) in enumerate(zip(seconds, flops)):
+                t0 = self.engine.now
+                yield from self.hw.compute(rank, seg_s)
+                self._span(rank, phase, t0, "compute", pos, flops=seg_flops, segment=seg)
+                if seg < len(layers):
+                    yield from self._shuffle(rank, pos, work, layers[seg], phase)
+
+    def _shuffle(self, rank: int, pos: int, work: IterationWork, layer: int,
+                 phase: str) -> Generator[Any, Any, None]:
+        t0 = self.engine.now
+        yield self.rendezvous.wait(("shuffle", pos, layer, phase))
+        self._span(rank, "lockstep", t0, "host", pos, layer=layer, direction=phase)
+        t1, g = self.engine.now, self.ctx.cluster.gpus_per_machine
+        fwd = work.shuffle_bytes[layer]
+        fixed_s = pricing.collective_s(self.ctx.cluster, float(fwd.sum()))  # one all-to-all call
+        if fixed_s > 0:
+            yield self.engine.timeout(fixed_s)
+        out = fwd[rank] if phase == "forward" else fwd[:, rank]                      # bytes to each peer
+        back = fwd[:, rank] if phase == "forward" else fwd[rank]                     # bytes from each peer
+        peers = [p for p in range(self.ctx.num_workers) if p != rank]
+        waits = [self._message((pos, layer, phase, rank, p), rank, p, float(out[p])) for p in peers]
+        waits += [self._message((pos, layer, phase, p, rank), p, rank, float(back[p])) for p in peers]
+        yield self.engine.all_of(waits)
+        intra = [p for p in peers if p // g == rank // g]
+        across = [p for p in peers if p // g != rank // g]
+        self._span(rank, "shuffle", t1, "network" if across else "nvlink", pos, nbytes=float(out.sum()),
+                   received_bytes=float(back.sum()), layer=layer, direction=phase,
+                   intra_bytes=max(float(out[intra].sum()), float(back[intra].sum())),
+                   network_bytes=max(float(out[across].sum()), float(back[across].sum())))
+
+    def _message(self, key: tuple[Any, ...], src: int, dst: int, nbytes: float) -> Any:
+        """The event of one pair's message; the first GPU that needs it starts it (both start it at the same
+        simulated time, so the order is irrelevant)."""
+        if key not in self.messages:
+            self.messages[key] = self.engine.process(self._send(src, dst, nbytes))
+        return self.messages[key]
+
+    def _send(self, src: int, dst: int, nbytes: float) -> Generator[Any, Any, None]:
+        hw = self.hw
+        if nbytes <= 0:
+            return
+        if hw.machine_of(src) == hw.machine_of(dst):
+            yield hw.gpu_to_gpu(src, dst, nbytes)
+            return
+        host_cpu = self.ctx.cluster.gpu.is_host_cpu                    # rows already in host memory
+        if not host_cpu:
+            yield hw.gpu_to_host(src, nbytes)
+        yield hw.network(hw.machine_of(src), hw.machine_of(dst), nbytes)
+        if not host_cpu:
+            yield hw.host_to_gpu(dst, nbytes)

@@ -1,0 +1,101 @@
+"""Thread pools: the share of the cores (one function for the simulator and the executor), spawned workers and
+their sampler processes sized by it, the torchrun entry, and the environment children inherit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from executor_workers import thread_counts
+
+from gnnplan.executor.launch import free_port, run_in_process, spawn
+from gnnplan.executor.threads import (
+    THREAD_ENV,
+    WAIT_POLICY,
+    ThreadCounts,
+    child_environment,
+    cpu_count,
+    current_threads,
+    worker_threads,
+)
+from gnnplan.simulator.hardware.model import thread_share, worker_cores
+from gnnplan.simulator.hardware.spec import load_cluster
+
+
+@pytest.mark.parametrize("cores, workers, samplers, share", [
+    (48, 1, 0, 48), (48, 8, 0, 6), (48, 8, 1, 3), (48, 4, 2, 4), (2, 1, 0, 2), (2, 2, 0, 1), (2, 1, 1, 1),
+    (2, 2, 3, 1), (1, 4, 4, 1), (7, 2, 0, 3)])
+def test_thread_share_splits_cores_among_workers_and_samplers(cores: int, workers: int, samplers: int,
+                                                             share: int) -> None:
+    assert thread_share(cores, workers, samplers) == share
+
+
+@pytest.mark.parametrize("args", [(0, 1, 0), (4, 0, 0), (4, 1, -1)])
+def test_thread_share_rejects_impossible_machines(args: tuple[int, int, int]) -> None:
+    with pytest.raises(ValueError, match="thread_share"):
+        thread_share(*args)
+
+
+def test_simulator_worker_cores_is_the_thread_share() -> None:
+    dgx = load_cluster("dgx-a100")  # 8 GPUs per machine
+    assert worker_cores(dgx) == thread_share(dgx.host.num_cores, 8) == dgx.host.num_cores // 8
+    assert worker_cores(dgx, 2) == thread_share(dgx.host.num_cores, 8, 2) == dgx.host.num_cores // 24
+    assert worker_threads(1, 1) == thread_share(cpu_count(), 1, 1)
+
+
+def test_child_environment_is_set_while_starting_and_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    names = (*THREAD_ENV, WAIT_POLICY[0])
+    monkeypatch.delenv(WAIT_POLICY[0], raising=False)
+    monkeypatch.setenv("MKL_NUM_THREADS", "5")
+    before = {name: os.environ.get(name) for name in names}
+    with child_environment(3):
+        assert all(os.environ[name] == "3" for name in THREAD_ENV)
+        code = "import os; print(os.environ['OMP_NUM_THREADS'], os.environ['OMP_WAIT_POLICY'])"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert out.stdout.split() == ["3", WAIT_POLICY[1]]
+    assert {name: os.environ.get(name) for name in names} == before
+    monkeypatch.setenv(WAIT_POLICY[0], "ACTIVE")  # the user's choice is kept
+    with child_environment(2):
+        assert os.environ[WAIT_POLICY[0]] == "ACTIVE"
+    with pytest.raises(ValueError, match="num_threads"), child_environment(0):
+        pass
+
+
+def test_two_spawned_workers_use_their_share() -> None:
+    """On 2 cores each of 2 workers gets 1 thread in every pool (the default would be 2)."""
+    share = thread_share(cpu_count(), 2)
+    out = spawn(thread_counts, 2, (0,))
+    assert len(out["ranks"]) == 2
+    for rank in out["ranks"]:
+        assert rank["threads"] == ThreadCounts(share, share, share)
+        assert rank["env"] == [str(share)] * len(THREAD_ENV)
+        assert rank["wait_policy"] == os.environ.get(*WAIT_POLICY)
+
+
+def test_sampler_processes_use_one_thread() -> None:
+    """A worker alone on the machine (here: in this process) computes on all cores, its sampler processes on one
+    thread each; afterwards this process has its own thread counts back."""
+    before = current_threads()
+    out = run_in_process(thread_counts, (2,))
+    share = thread_share(cpu_count(), 1)
+    worker = out["ranks"][0]["threads"]
+    assert (worker.intra_op, worker.dgl) == (share, share)
+    assert len({pid for pid, _ in out["samplers"]}) == 2
+    for _, threads in out["samplers"]:
+        assert (threads.intra_op, threads.dgl) == (1, 1)
+    assert current_threads() == before
+
+
+def test_torchrun_entry_uses_its_share(tmp_path: Path) -> None:
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "DGLBACKEND": "pytorch"}
+    code = ("import torch, dgl; from gnnplan.executor.launch import torchrun_topology; torchrun_topology(1); "
+            "print(torch.get_num_threads(), torch.get_num_interop_threads(), dgl.utils.get_num_threads())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    share = thread_share(cpu_count(), 1, 1)
+    assert out.stdout.split() == [str(share)] * 3
