@@ -79,7 +79,7 @@ def parameter_table(params: dict[str, dict[str, Any]]) -> Table:
     for name, p in params.items():
         ratio = p["ratio_to_prior"]
         t.add_row(name, "-" if p["prior"] is None else f"{p['prior']:.4g}", f"{p['after']:.4g}",
-                  f"{p['low']:.3g} .. {p['high']:.3g}" if p["constrained"] else "-",
+                  f"{p['low']:.3g} .. {p['high']:.3g}" if p["fitted"] else "-",
                   "-" if ratio is None else f"{ratio:.3g}", str(p["num_rows"]), ", ".join(p["flags"]))
     return t
 

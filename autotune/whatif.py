@@ -1,0 +1,289 @@
+"""``gnnplan whatif``: sweep cluster or workload fields; at every point tune every allowed strategy.
+
+A sweep is one or more axes (``--vary FIELD=V1,V2,...``); several axes make a grid (every combination). FIELD is
+
+* ``cluster`` or ``workload``: the values are presets or YAML files;
+* a cluster field path, bare or prefixed (``network.bandwidth_bytes_per_s``, ``cluster.gpu.memory_bytes``), or
+  a workload field path prefixed with ``workload.`` (``workload.model.hidden_dim``) or starting with one of the
+  workload's top-level fields (``training.batch_size``); values are unit-aware (:mod:`gnnplan.simulator.overrides`).
+
+At every point each candidate the tuner may choose (:func:`gnnplan.autotune.candidates.candidates`: the
+strategies that run the workload as given, and model swaps when allowed) gets a small in-memory Optuna study
+over its knobs, warm-started by enqueueing that candidate's best parameters at the previous point (neighbouring
+points mostly share their best knobs, so a few trials suffice). The point's winner is the candidate with the
+smallest simulated epoch time; its speedup is the runner-up's time over its own; a crossover is a pair of
+neighbouring points (one axis step apart) with different winners.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+
+from gnnplan.autotune.candidates import Candidate, candidates
+from gnnplan.autotune.study import TuneRequest, objective
+from gnnplan.simulator.api import coerce_knobs
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.overrides import coerce_text, leaf_annotation, split_assignment, with_fields
+from gnnplan.simulator.units_parse import kind_of
+from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
+
+OPTION = "--vary"
+DEFAULT_TRIALS = 16
+"""Trials per (point, candidate): a small study, enough with a warm start for the few knobs of one strategy."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One varied field.
+
+    Attributes:
+        field: as the user wrote it (``network.bandwidth_bytes_per_s``, ``cluster``, ``workload.model.hidden_dim``).
+        target: ``cluster`` or ``workload`` (the spec it changes).
+        path: the dotted path inside the target; empty when the values are presets.
+        labels: the values as written (``1Gbit/s``).
+        values: the values in SI base units for a number field, else the labels.
+    """
+
+    field: str
+    target: str
+    path: str
+    labels: tuple[str, ...]
+    values: tuple[Any, ...]
+
+    @property
+    def numeric(self) -> bool:
+        """Whether every value is a number (the chart then uses a numeric x axis)."""
+        return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in self.values)
+
+    @property
+    def kind(self) -> str:
+        """The unit kind of the field (``bandwidth``, ``time``, ...; ``preset`` for presets)."""
+        return kind_of(self.path) if self.path else "preset"
+
+
+def split_values(text: str) -> list[str]:
+    """Split ``V1,V2,...`` at commas outside brackets and braces (``[10,10],[15,10]`` is two values)."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch in "[{"
+        depth -= ch in "]}"
+        if ch == "," and depth == 0:
+            out.append(text[start:i].strip())
+            start = i + 1
+    out.append(text[start:].strip())
+    return out
+
+
+def _target(path: str) -> tuple[str, str]:
+    """(target, path inside it) of a ``--vary`` field (module docstring)."""
+    head, _, rest = path.partition(".")
+    if head in ("cluster", "workload"):
+        return head, rest
+    if head in ClusterSpec.model_fields:
+        return "cluster", path
+    if head in WorkloadSpec.model_fields:
+        return "workload", path
+    raise SpecError(f"{OPTION}: unknown field {path!r}; use cluster, workload, a cluster field "
+                    f"({', '.join(ClusterSpec.model_fields)}) or workload.<field> "
+                    f"({', '.join(WorkloadSpec.model_fields)})")
+
+
+def parse_axis(item: str) -> Axis:
+    """Read one ``--vary FIELD=V1,V2,...``.
+
+    Raises:
+        SpecError: malformed, an unknown field, an empty or repeated value, or a value that cannot be read
+            (one line naming the field).
+    """
+    fld, text = split_assignment(item, OPTION)
+    target, path = _target(fld)
+    labels = split_values(text)
+    if any(not label for label in labels):
+        raise SpecError(f"{OPTION} {fld}: empty value in {text!r}; write V1,V2,...")
+    if len(set(labels)) != len(labels):
+        raise SpecError(f"{OPTION} {fld}: a value is repeated in {text!r}")
+    if not path:
+        return Axis(fld, target, "", tuple(labels), tuple(labels))
+    cls = ClusterSpec if target == "cluster" else WorkloadSpec
+    annotation = leaf_annotation(cls, path, f"{OPTION} {target}")
+    values = tuple(coerce_text(annotation, path, label) for label in labels)
+    return Axis(fld, target, path, tuple(labels), values)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One grid point: an index per axis, the labels, and the cluster and workload there."""
+
+    index: tuple[int, ...]
+    labels: tuple[str, ...]
+    cluster: ClusterSpec
+    workload: WorkloadSpec
+
+
+def grid(cluster: str, workload: str, axes: Sequence[Axis], cluster_sets: Sequence[str] = ()) -> list[Point]:
+    """Every combination of the axes' values (the first axis varies slowest).
+
+    ``cluster_sets`` (``--cluster-set``) apply to every point, after a varied preset is loaded and before the
+    varied cluster fields.
+
+    Raises:
+        SpecError: an unknown preset, or a combination that fails validation (naming the field).
+    """
+    points = []
+    for index in itertools.product(*(range(len(a.labels)) for a in axes)):
+        cl_ref, wl_ref = cluster, workload
+        cl_sets, wl_sets = list(cluster_sets), list[str]()
+        for axis, i in zip(axes, index):
+            label = axis.labels[i]
+            if axis.target == "cluster" and not axis.path:
+                cl_ref = label
+            elif axis.target == "workload" and not axis.path:
+                wl_ref = label
+            else:
+                (cl_sets if axis.target == "cluster" else wl_sets).append(f"{axis.path}={label}")
+        cl = with_fields(load_cluster(cl_ref), cl_sets, OPTION)
+        wl = with_fields(load_workload(wl_ref), wl_sets, OPTION)
+        points.append(Point(index, tuple(a.labels[i] for a, i in zip(axes, index)), cl, wl))
+    return points
+
+
+@dataclass
+class WhatifRequest:
+    """A sweep: base cluster and workload (preset or YAML), axes, and the per-point study budget."""
+
+    cluster: str
+    workload: str
+    axes: list[Axis]
+    strategies: list[str] | None = None
+    trials: int = DEFAULT_TRIALS
+    seed: int = 0
+    allow_model_change: bool = False
+    cluster_sets: list[str] = field(default_factory=list)
+
+
+@dataclass
+class WhatifResult:
+    """Rows (one per point and candidate), the per-point summary and the crossovers."""
+
+    axes: list[Axis]
+    rows: list[dict[str, Any]]
+    summary: list[dict[str, Any]]
+    crossovers: list[dict[str, Any]]
+
+
+def default_params(cand: Candidate) -> dict[str, Any]:
+    """The candidate's default knobs as trial parameters (``<strategy>.<knob>``, DESIGN.md), enqueued at every
+    point so each study also tries the strategy as shipped; knobs left at None (e.g. ``batch_size``) are sampled."""
+    knobs = coerce_knobs(cand.strategy, cand.fixed_knobs or None).model_dump()
+    return {"strategy": cand.label, **{f"{cand.strategy}.{k}": v for k, v in knobs.items() if v is not None}}
+
+
+def tune_candidate(point: Point, cand: Candidate, trials: int, seed: int,
+                   warm: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """A small in-memory study of one candidate's knobs at one point, its first trials the previous point's best
+    (``warm``) and the defaults (:func:`default_params`).
+
+    Returns:
+        (row fields: feasible, epoch_time_s, iteration_time_s, knobs, reason, num_trials; the best trial's
+        parameters to warm-start the next point, None when no trial was feasible).
+    """
+    req = TuneRequest(point.cluster, cand.workload, (cand.strategy,), trials, seed=seed,
+                      allow_model_change=cand.model_changed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True,
+                                             n_startup_trials=max(1, trials // 3))
+    study = optuna.create_study(direction="minimize", sampler=sampler)
+    for first in (warm, default_params(cand)):
+        if first:
+            study.enqueue_trial(first, skip_if_exists=True)
+    study.optimize(lambda t: objective(req, t, {cand.label: cand}), n_trials=trials, catch=())
+    done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    try:
+        best = study.best_trial
+        params: dict[str, Any] | None = dict(best.params)
+    except ValueError:  # no feasible trial: report the one closest to fitting
+        best = min(done, key=lambda t: max(t.constraints.values(), default=math.inf))
+        params = None
+    res = best.user_attrs["result"]
+    return {"feasible": bool(res["feasible"]), "epoch_time_s": res["epoch_time_s"] if res["feasible"] else None,
+            "iteration_time_s": res["iteration_time_s"], "knobs": res["knobs"], "reason": res["reason"],
+            "num_trials": len(done)}, params
+
+
+def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> WhatifResult:
+    """Run the sweep.
+
+    Args:
+        req: the sweep.
+        say: progress callback (one line per point), or None.
+
+    Raises:
+        SpecError: bad axes, presets, fields or strategies.
+    """
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    points = grid(req.cluster, req.workload, req.axes, req.cluster_sets)
+    rows: list[dict[str, Any]] = []
+    warm: dict[str, dict[str, Any] | None] = {}
+    for n, point in enumerate(points, 1):
+        cands = candidates(point.workload, req.strategies, req.allow_model_change)
+        if say is not None:
+            say(f"point {n}/{len(points)}: {_point_text(req.axes, point)}: tuning {', '.join(c.label for c in cands)}")
+        for cand in cands:
+            found, warm[cand.label] = tune_candidate(point, cand, req.trials, req.seed, warm.get(cand.label))
+            rows.append({"point": n - 1, "index": point.index, "labels": dict(zip(_fields(req.axes), point.labels)),
+                         "cluster": point.cluster.name, "strategy": cand.label, "model": cand.workload.model.arch,
+                         **found})
+    summary = summarize(rows, points)
+    return WhatifResult(req.axes, rows, summary, crossovers(summary))
+
+
+def _fields(axes: Sequence[Axis]) -> list[str]:
+    return [a.field for a in axes]
+
+
+def _point_text(axes: Sequence[Axis], point: Point) -> str:
+    return ", ".join(f"{a.field}={label}" for a, label in zip(axes, point.labels))
+
+
+def summarize(rows: Sequence[dict[str, Any]], points: Sequence[Point]) -> list[dict[str, Any]]:
+    """Per point: winner, its epoch time, runner-up and the winner's speedup over it (None without one)."""
+    out = []
+    for n, point in enumerate(points):
+        ranked = sorted((r for r in rows if r["point"] == n and r["feasible"]), key=lambda r: r["epoch_time_s"])
+        win = ranked[0] if ranked else None
+        second = ranked[1] if len(ranked) > 1 else None
+        out.append({"point": n, "index": point.index, "labels": point.labels,
+                    "winner": win["strategy"] if win else None,
+                    "winner_epoch_time_s": win["epoch_time_s"] if win else None,
+                    "runner_up": second["strategy"] if second else None,
+                    "runner_up_epoch_time_s": second["epoch_time_s"] if second else None,
+                    "speedup": second["epoch_time_s"] / win["epoch_time_s"] if win and second else None})
+    return out
+
+
+def crossovers(summary: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Pairs of neighbouring points (one step apart along one axis) whose winners differ.
+
+    Returns:
+        ``[{axis, from_point, to_point, from_winner, to_winner}]`` (axis = its position), in grid order.
+    """
+    by_index = {tuple(s["index"]): s for s in summary}
+    out = []
+    for s in summary:
+        for axis in range(len(s["index"])):
+            nxt = list(s["index"])
+            nxt[axis] += 1
+            other = by_index.get(tuple(nxt))
+            if other is not None and s["winner"] != other["winner"]:
+                out.append({"axis": axis, "from_point": s["point"], "to_point": other["point"],
+                            "from_winner": s["winner"], "to_winner": other["winner"]})
+    return out

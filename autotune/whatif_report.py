@@ -1,0 +1,162 @@
+"""Outputs of ``gnnplan whatif``: a rich table, a CSV (one row per point and strategy), a JSON record and a
+self-contained plotly HTML chart (plotly.js embedded, so it opens offline)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from gnnplan.autotune.report import fmt_s, knobs_text
+from gnnplan.autotune.whatif import Axis, WhatifResult
+from gnnplan.simulator.io import atomic_write_json, atomic_write_text
+
+LOG_SPAN = 100.0
+"""A numeric axis whose values span at least this factor is drawn on a log scale (bandwidths always are)."""
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+UNITS = {"bandwidth": "bytes/s", "time": "s", "bytes": "bytes", "flops": "FLOP/s"}
+
+
+def summary_table(res: WhatifResult) -> Table:
+    """Per point: the varied values, the winner, its epoch time, the runner-up and the speedup over it."""
+    t = Table(title="what-if: best configuration per point (each strategy tuned at each point)")
+    for axis in res.axes:
+        t.add_column(axis.field)
+    for col in ("winner", "epoch time", "runner-up", "its epoch time", "speedup"):
+        t.add_column(col)
+    for s in res.summary:
+        t.add_row(*s["labels"], s["winner"] or "none feasible", fmt_s(s["winner_epoch_time_s"]),
+                  s["runner_up"] or "-", fmt_s(s["runner_up_epoch_time_s"]),
+                  f"{s['speedup']:.2f}x" if s["speedup"] else "-")
+    return t
+
+
+def crossover_lines(res: WhatifResult) -> list[str]:
+    """One sentence per crossover, or one saying there is none."""
+    if not res.crossovers:
+        winners = sorted({s["winner"] or "none" for s in res.summary})
+        return [f"no crossover: {', '.join(winners)} wins at every point"]
+    lines = []
+    for c in res.crossovers:
+        axis: Axis = res.axes[c["axis"]]
+        a, b = res.summary[c["from_point"]], res.summary[c["to_point"]]
+        others = [f"{x.field}={a['labels'][i]}" for i, x in enumerate(res.axes) if i != c["axis"]]
+        at = f" (at {', '.join(others)})" if others else ""
+        lines.append(f"crossover along {axis.field}: {c['from_winner'] or 'none feasible'} -> "
+                     f"{c['to_winner'] or 'none feasible'} between "
+                     f"{a['labels'][c['axis']]} and {b['labels'][c['axis']]}{at}")
+    return lines
+
+
+def csv_rows(res: WhatifResult) -> list[dict[str, Any]]:
+    """The CSV's rows: one per (point, strategy), the winner marked, SI values beside the labels."""
+    out = []
+    for r in res.rows:
+        s = res.summary[r["point"]]
+        row: dict[str, Any] = {"point": r["point"]}
+        for axis, i in zip(res.axes, r["index"]):
+            row[axis.field] = axis.labels[i]
+            if axis.numeric:
+                row[f"{axis.field} [SI]"] = axis.values[i]
+        won = r["strategy"] == s["winner"]
+        row.update({"cluster": r["cluster"], "strategy": r["strategy"], "model": r["model"],
+                    "feasible": r["feasible"], "epoch_time_s": r["epoch_time_s"],
+                    "iteration_time_s": r["iteration_time_s"], "winner": won,
+                    "speedup_over_runner_up": s["speedup"] if won else None,
+                    "knobs": json.dumps(r["knobs"], sort_keys=True), "num_trials": r["num_trials"],
+                    "reason": r["reason"]})
+        out.append(row)
+    return out
+
+
+def write_csv(res: WhatifResult, path: Path) -> Path:
+    """Write :func:`csv_rows` (atomically)."""
+    rows = csv_rows(res)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["point"], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return atomic_write_text(path, buf.getvalue())
+
+
+def write_json(res: WhatifResult, path: Path) -> Path:
+    """The whole result as JSON (axes, rows, summary, crossovers), for ``gnnplan report`` and scripts."""
+    axes = [{"field": a.field, "target": a.target, "path": a.path, "labels": list(a.labels),
+             "values": list(a.values)} for a in res.axes]
+    return atomic_write_json(path, {"axes": axes, "rows": res.rows, "summary": res.summary,
+                                    "crossovers": res.crossovers})
+
+
+def _x(axis: Axis) -> tuple[list[Any], dict[str, Any]]:
+    """x values of an axis and its plotly layout (user's labels as tick text; log scale for wide spans)."""
+    if not axis.numeric:
+        return list(axis.labels), {"type": "category", "title": axis.field}
+    values = [float(v) for v in axis.values]
+    positive = all(v > 0 for v in values)
+    log = positive and (axis.kind == "bandwidth" or max(values) / min(values) >= LOG_SPAN)
+    unit = UNITS.get(axis.kind)
+    title = f"{axis.field} ({unit})" if unit else axis.field
+    return values, {"type": "log" if log else "linear", "title": title, "tickvals": values,
+                    "ticktext": list(axis.labels)}
+
+
+def figure(res: WhatifResult, title: str) -> Any:
+    """The chart: best epoch time per strategy against the first axis (one line per strategy and combination of
+    the other axes' values; stars on the winners); a 2-axis grid adds a heatmap of winners."""
+    from plotly import colors
+    from plotly.subplots import make_subplots
+
+    axis, two_d = res.axes[0], len(res.axes) == 2
+    xs, xaxis = _x(axis)
+    fig = make_subplots(rows=2 if two_d else 1, cols=1, vertical_spacing=0.14,
+                        subplot_titles=["best epoch time per strategy"] + (["winner"] if two_d else []))
+    strategies = list(dict.fromkeys(r["strategy"] for r in res.rows))
+    palette = colors.qualitative.Plotly
+    for k, combo in enumerate(sorted({tuple(r["index"][1:]) for r in res.rows})):
+        suffix = ", ".join(f"{a.field}={a.labels[i]}" for a, i in zip(res.axes[1:], combo))
+        for j, name in enumerate(strategies):
+            pts = sorted((r for r in res.rows if r["strategy"] == name and tuple(r["index"][1:]) == combo),
+                         key=lambda r: r["index"][0])
+            fig.add_scatter(x=[xs[r["index"][0]] for r in pts], y=[r["epoch_time_s"] for r in pts],
+                            mode="lines+markers", name=f"{name}, {suffix}" if suffix else name, legendgroup=name,
+                            line={"color": palette[j % len(palette)], "dash": DASHES[k % len(DASHES)]},
+                            text=[knobs_text(r["knobs"]) for r in pts], hovertemplate="%{y:.4g} s<br>%{text}",
+                            row=1, col=1)
+    won = [s for s in res.summary if s["winner"]]
+    fig.add_scatter(x=[xs[s["index"][0]] for s in won], y=[s["winner_epoch_time_s"] for s in won], mode="markers",
+                    name="winner", marker={"symbol": "star", "size": 14, "color": "black"},
+                    text=[s["winner"] for s in won], hovertemplate="winner %{text}: %{y:.4g} s", row=1, col=1)
+    fig.update_xaxes(row=1, col=1, **xaxis)
+    fig.update_yaxes(title="simulated epoch time (s)", type="log", row=1, col=1)
+    if two_d:
+        _winner_heatmap(fig, res, strategies, palette)
+    fig.update_layout(title=title, height=900 if two_d else 600, template="plotly_white")
+    return fig
+
+
+def _winner_heatmap(fig: Any, res: WhatifResult, strategies: Sequence[str], palette: Sequence[str]) -> None:
+    a, b = res.axes
+    z = [[None] * len(a.labels) for _ in b.labels]
+    text = [[""] * len(a.labels) for _ in b.labels]
+    for s in res.summary:
+        i, j = s["index"]
+        if s["winner"]:
+            z[j][i] = strategies.index(s["winner"])
+            text[j][i] = s["winner"] + (f" {s['speedup']:.2f}x" if s["speedup"] else "")
+    n = max(len(strategies), 1)
+    scale = [[p, palette[k % len(palette)]] for k in range(n) for p in (k / n, (k + 1) / n)]
+    fig.add_heatmap(x=list(a.labels), y=list(b.labels), z=z, text=text, texttemplate="%{text}", zmin=-0.5,
+                    zmax=n - 0.5, colorscale=scale, showscale=False, row=2, col=1)
+    fig.update_xaxes(title=a.field, type="category", row=2, col=1)
+    fig.update_yaxes(title=b.field, type="category", row=2, col=1)
+
+
+def write_html(res: WhatifResult, path: Path, title: str) -> Path:
+    """Write the chart as one self-contained HTML file (plotly.js included; atomically)."""
+    html = figure(res, title).to_html(include_plotlyjs=True, full_html=True)
+    return atomic_write_text(path, html)

@@ -1,0 +1,79 @@
+"""--cluster-set FIELD=VALUE on simulate and tune: unit-aware, validated, one-line errors with exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gnnplan.autotune.cli import main
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.overrides import with_fields
+
+SIM = ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp", "--json"]
+
+
+def _epoch_s(capsys: pytest.CaptureFixture[str], *extra: str) -> float:
+    assert main([*SIM, *extra]) == 0
+    return float(json.loads(capsys.readouterr().out)["epoch_time_s"])
+
+
+def test_simulate_uses_the_changed_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    base = _epoch_s(capsys)
+    assert _epoch_s(capsys, "--cluster-set", "network.bandwidth_bytes_per_s=10Gbit/s") == base  # the preset's value
+    slower = _epoch_s(capsys, "--cluster-set", "network.bandwidth_bytes_per_s=1Gbit/s",
+                      "--cluster-set", "network.latency_s=200us")
+    assert slower > base
+
+
+def test_with_fields_is_unit_aware_and_records_the_source() -> None:
+    cl = with_fields(load_cluster("4x-a100-10gbe"), ["network.bandwidth_bytes_per_s=100Gb/s", "gpu.memory_bytes=16GiB",
+                                                     "nvlink={bandwidth_bytes_per_s: 300e9, latency_s: 2e-6}",
+                                                     "num_machines=2"], "--cluster-set")
+    assert cl.network.bandwidth_bytes_per_s == 12.5e9 and cl.gpu.memory_bytes == 16 * 2**30
+    assert cl.nvlink is not None and cl.nvlink.bandwidth_bytes_per_s == 300e9 and cl.num_machines == 2
+    assert cl.sources["gpu.memory_bytes"] == "set by --cluster-set gpu.memory_bytes=16GiB"
+    assert with_fields(cl, ["nvlink=none"], "--cluster-set").nvlink is None
+
+
+@pytest.mark.parametrize(("assignment", "needle"), [
+    ("network.bandwith_bytes_per_s=1Gbit/s", "unknown field 'network.bandwith_bytes_per_s'"),
+    ("network.bandwidth_bytes_per_s=1 Gbit per s", "cannot read '1 Gbit per s' as a bandwidth; use e.g. 10Gbit/s"),
+    ("network.bandwidth_bytes_per_s=-1Gbit/s", "network.bandwidth_bytes_per_s: Input should be greater than 0"),
+    ("network.latency_s=5 parsecs", "network.latency_s: cannot read '5 parsecs' as a time"),
+    ("nvlink.latency_s=2us", "nvlink is none here"),
+    ("gpu.model.name=x", "gpu.model is a value, not a group of fields"),
+    ("network.bandwidth_bytes_per_s", "is not FIELD=VALUE"),
+])
+@pytest.mark.parametrize("command", ["simulate", "tune"])
+def test_bad_cluster_sets_are_one_line_exit_2(command: str, assignment: str, needle: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    plan = tmp_path / "plan.yaml"
+    argv = ([*SIM] if command == "simulate" else
+            ["tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--trials", "1", "--storage",
+             f"sqlite:///{tmp_path / 's.db'}", "-o", str(plan)])
+    code = main([*argv, "--cluster-set", assignment])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"gnnplan {command}: error: ") and needle in err[0], err[0]
+    assert not plan.exists()
+
+
+def test_tune_tunes_for_the_changed_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "dp", "--trials", "2",
+            "--storage", f"sqlite:///{tmp_path / 's.db'}", "-o", str(tmp_path / "plan.yaml"), "--json",
+            "--cluster-set", "network.bandwidth_bytes_per_s=25Gbit/s"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    from gnnplan.simulator.plan import load_plan
+
+    plan = load_plan(tmp_path / "plan.yaml")
+    assert plan.cluster.network.bandwidth_bytes_per_s == 25e9 / 8
+    assert "--cluster-set" in plan.cluster.sources["network.bandwidth_bytes_per_s"]
+
+
+def test_unknown_top_level_field_lists_the_allowed_ones() -> None:
+    with pytest.raises(SpecError, match=r"no 'netwrk'; allowed: name, num_machines, gpus_per_machine, gpu"):
+        with_fields(load_cluster("dgx-a100"), ["netwrk=1"], "--cluster-set")

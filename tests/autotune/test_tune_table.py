@@ -1,0 +1,65 @@
+"""The tuner's table: one row per distinct configuration, and the best row of every strategy always shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import optuna
+from rich.console import Console
+
+from gnnplan.autotune.report import ranked_table
+from gnnplan.autotune.study import config_key, ranked_trials
+
+
+def _trial(strategy: str, knobs: dict[str, Any], epoch_s: float, feasible: bool = True) -> optuna.trial.FrozenTrial:
+    result = {"strategy": strategy, "knobs": knobs, "feasible": feasible, "epoch_time_s": epoch_s,
+              "iteration_time_s": epoch_s / 3, "peak_memory_bytes": {"gpu": 1e9, "host": 1e9},
+              "reason": "" if feasible else "out of GPU memory"}
+    return optuna.trial.create_trial(value=epoch_s, params={}, distributions={},
+                                     user_attrs={"result": result, "model": "sage"})
+
+
+def _study(trials: list[optuna.trial.FrozenTrial]) -> optuna.Study:
+    study = optuna.create_study(direction="minimize")
+    study.add_trials(trials)
+    return study
+
+
+def test_near_copies_of_a_configuration_are_one_row_keeping_the_best() -> None:
+    trials = [_trial("dp", {"cache_fraction": 0.993, "partitioner": "metis"}, 3.3),
+              _trial("dp", {"cache_fraction": 0.997, "partitioner": "metis"}, 3.2),
+              _trial("dp", {"cache_fraction": 0.954, "partitioner": "metis"}, 3.25),
+              _trial("dp", {"cache_fraction": 0.997, "partitioner": "random"}, 3.4),
+              _trial("dp", {"cache_fraction": 0.2, "partitioner": "metis"}, 5.0),
+              _trial("hopgnn", {"cache_fraction": 0.997, "partitioner": "metis"}, 6.0)]
+    rows = ranked_trials(_study(trials))
+    assert [(r["strategy"], r["knobs"]["cache_fraction"], r["knobs"]["partitioner"], r["num_trials"])
+            for r in rows] == [("dp", 0.997, "metis", 3), ("dp", 0.997, "random", 1), ("dp", 0.2, "metis", 1),
+                               ("hopgnn", 0.997, "metis", 1)]
+    assert [r["rank"] for r in rows] == [1, 2, 3, 4]
+    assert config_key("dp", "sage", {"f": 0.993}) == config_key("dp", "sage", {"f": 0.954})
+    assert config_key("dp", "sage", {"f": 0.2}) != config_key("dp", "sage", {"f": 0.3})
+
+
+def test_infeasible_rows_follow_feasible_ones() -> None:
+    rows = ranked_trials(_study([_trial("dp", {"cache_fraction": 0.9}, 1.0, feasible=False),
+                                 _trial("dp", {"cache_fraction": 0.1}, 2.0)]))
+    assert [r["feasible"] for r in rows] == [True, False]
+
+
+def _render(table: Any) -> str:
+    console = Console(width=200, record=True)
+    console.print(table)
+    return console.export_text()
+
+
+def test_the_table_always_shows_the_best_row_of_each_strategy() -> None:
+    trials = [_trial("dp", {"num_sampler_workers": i}, 1.0 + i / 100) for i in range(20)]
+    trials += [_trial("gsplit", {"num_sampler_workers": 1}, 2.5), _trial("gsplit", {"num_sampler_workers": 2}, 2.0),
+               _trial("hopgnn", {"num_sampler_workers": 1}, 3.0)]
+    rows = ranked_trials(_study(trials))
+    text = _render(ranked_table(rows, limit=5))
+    lines = [line for line in text.splitlines() if line.startswith("│")]
+    assert [line.split("│")[2].strip() for line in lines] == ["dp"] * 5 + ["gsplit", "hopgnn"]
+    assert "best gsplit" in text and "best hopgnn" in text and "2.000 s" in text and "2.500 s" not in text
+    assert "23 distinct configurations; the best of each strategy is always shown" in text

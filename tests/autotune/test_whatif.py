@@ -1,0 +1,157 @@
+"""gnnplan whatif: axes, grid, per-point tuning with warm starts, winners and crossovers, CSV/JSON/HTML output."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from gnnplan.autotune.candidates import candidates
+from gnnplan.autotune.cli import main
+from gnnplan.autotune.whatif import Point, crossovers, grid, parse_axis, split_values, summarize, tune_candidate
+from gnnplan.autotune.whatif_report import crossover_lines
+from gnnplan.simulator.api import coerce_knobs
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.workload.spec import load_workload
+
+
+def test_axes_read_units_presets_and_workload_fields() -> None:
+    bw = parse_axis("network.bandwidth_bytes_per_s=1Gbit/s,10Gbit/s,100Gb/s")
+    assert (bw.target, bw.path, bw.kind, bw.numeric) == ("cluster", "network.bandwidth_bytes_per_s", "bandwidth", True)
+    assert bw.values == (1.25e8, 1.25e9, 1.25e10) and bw.labels == ("1Gbit/s", "10Gbit/s", "100Gb/s")
+    presets = parse_axis("cluster=4x-a100-10gbe,dgx-a100")
+    assert (presets.target, presets.path, presets.numeric) == ("cluster", "", False)
+    hidden = parse_axis("workload.model.hidden_dim=16,256")
+    assert (hidden.target, hidden.path, hidden.values) == ("workload", "model.hidden_dim", (16, 256))
+    assert parse_axis("training.batch_size=64,128").target == "workload"
+    assert parse_axis("workload.training.fanouts=[10,10],[15,10]").values == ([10, 10], [15, 10])
+    assert split_values("[1,2], {a: 1, b: 2},3") == ["[1,2]", "{a: 1, b: 2}", "3"]
+
+
+@pytest.mark.parametrize(("item", "needle"), [
+    ("network.bandwidth_bytes_per_s", "is not FIELD=VALUE"),
+    ("netwrk.bandwidth_bytes_per_s=1Gbit/s", "unknown field 'netwrk.bandwidth_bytes_per_s'"),
+    ("network.bandwidth_bytes_per_s=1Gbit/s,,2Gbit/s", "empty value"),
+    ("network.bandwidth_bytes_per_s=1Gbit/s,1Gbit/s", "repeated"),
+    ("network.bandwidth_bytes_per_s=1 furlong/s", "cannot read '1 furlong/s' as a bandwidth"),
+    ("workload.model.hiden_dim=16", "no 'hiden_dim' under model"),
+])
+def test_bad_axes_are_one_line_errors(item: str, needle: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_axis(item)
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_grid_applies_presets_then_cluster_sets_then_fields() -> None:
+    axes = [parse_axis("cluster=4x-a100-10gbe,4x-t4-10gbe"), parse_axis("network.latency_s=5us,50us"),
+            parse_axis("workload.model.hidden_dim=16,32")]
+    points = grid("dgx-a100", "cora-sage", axes, ["network.bandwidth_bytes_per_s=25Gbit/s"])
+    assert len(points) == 8 and points[0].index == (0, 0, 0) and points[-1].index == (1, 1, 1)
+    last = points[-1]
+    assert last.cluster.name == "4x-t4-10gbe" and last.cluster.network.latency_s == 5e-5
+    assert last.cluster.network.bandwidth_bytes_per_s == 25e9 / 8 and last.workload.model.hidden_dim == 32
+    assert last.labels == ("4x-t4-10gbe", "50us", "32")
+
+
+def _summary(winners: list[list[str]]) -> list[dict]:
+    out = []
+    for i, row in enumerate(winners):
+        for j, w in enumerate(row):
+            out.append({"point": len(out), "index": (i, j), "labels": (str(i), str(j)), "winner": w})
+    return out
+
+
+def test_crossovers_are_neighbours_along_any_axis_with_different_winners() -> None:
+    found = crossovers(_summary([["dp", "dp"], ["dp", "hopgnn"]]))
+    assert [(c["axis"], c["from_point"], c["to_point"], c["from_winner"], c["to_winner"]) for c in found] == \
+        [(0, 1, 3, "dp", "hopgnn"), (1, 2, 3, "dp", "hopgnn")]
+    assert crossovers(_summary([["dp", "dp", "dp"]])) == []
+
+
+def test_summary_ranks_feasible_candidates_only() -> None:
+    rows = [{"point": 0, "strategy": "dp", "feasible": True, "epoch_time_s": 2.0},
+            {"point": 0, "strategy": "hopgnn", "feasible": True, "epoch_time_s": 1.0},
+            {"point": 0, "strategy": "gsplit", "feasible": False, "epoch_time_s": None},
+            {"point": 1, "strategy": "dp", "feasible": False, "epoch_time_s": None}]
+    points = [Point((0,), ("a",), None, None), Point((1,), ("b",), None, None)]  # type: ignore[arg-type]
+    first, second = summarize(rows, points)
+    assert (first["winner"], first["runner_up"], first["speedup"]) == ("hopgnn", "dp", 2.0)
+    assert (second["winner"], second["speedup"]) == (None, None)
+
+
+def test_a_warm_start_replays_the_previous_point_s_best_knobs() -> None:
+    [point] = grid("4x-a100-10gbe", "cora-sage", [parse_axis("network.latency_s=20us")])
+    [dp] = [c for c in candidates(point.workload, ["dp"])]
+    warm = {"strategy": "dp", "dp.cache_fraction": 0.25, "dp.partitioner": "random"}
+    found, params = tune_candidate(point, dp, trials=1, seed=0, warm=warm)
+    assert found["knobs"]["cache_fraction"] == 0.25 and found["knobs"]["partitioner"] == "random"
+    assert params is not None and params["dp.cache_fraction"] == 0.25 and found["num_trials"] == 1
+    # without a previous point, the first trial is the strategy as shipped (its default knobs)
+    first, _ = tune_candidate(point, dp, trials=1, seed=0, warm=None)
+    assert first["knobs"] == coerce_knobs("dp", None).model_dump()
+
+
+def test_whatif_over_two_bandwidths_writes_one_csv_row_per_point_and_strategy(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.perf_counter()
+    code = main(["whatif", "--cluster", "4x-v100-32gb-100gbib", "--workload", "cora-sage", "--vary",
+                 "network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s", "--trials", "3", "-o", str(tmp_path)])
+    elapsed_s = time.perf_counter() - started
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert elapsed_s < 30.0
+    strategies = [c.label for c in candidates(load_workload("cora-sage"))]
+    with open(tmp_path / "whatif.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["network.bandwidth_bytes_per_s"], r["strategy"]) for r in rows] == \
+        [(bw, s) for bw in ("1Gbit/s", "100Gbit/s") for s in strategies]
+    assert {float(r["network.bandwidth_bytes_per_s [SI]"]) for r in rows} == {1.25e8, 1.25e10}
+    assert sum(r["winner"] == "True" for r in rows) == 2
+    fast = {r["strategy"]: float(r["epoch_time_s"]) for r in rows if r["network.bandwidth_bytes_per_s"] == "100Gbit/s"}
+    slow = {r["strategy"]: float(r["epoch_time_s"]) for r in rows if r["network.bandwidth_bytes_per_s"] == "1Gbit/s"}
+    assert all(fast[s] < slow[s] for s in strategies)  # a 100x faster network never slows an epoch
+    html = (tmp_path / "whatif.html").read_text()
+    assert "plotly" in html.lower() and len(html) > 1_000_000  # plotly.js embedded: opens offline
+    record = json.loads((tmp_path / "whatif.json").read_text())
+    assert len(record["summary"]) == 2 and record["axes"][0]["values"] == [1.25e8, 1.25e10]
+    assert "winner" in out and ("crossover" in out) and "whatif.html" in out
+
+
+def test_crossover_lines_say_where_the_winner_changes() -> None:
+    from gnnplan.autotune.whatif import WhatifResult
+
+    axes = [parse_axis("network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s")]
+    summary = [{"point": 0, "index": (0,), "labels": ("1Gbit/s",), "winner": "hopgnn"},
+               {"point": 1, "index": (1,), "labels": ("100Gbit/s",), "winner": "dp"}]
+    res = WhatifResult(axes, [], summary, crossovers(summary))
+    expected = "crossover along network.bandwidth_bytes_per_s: hopgnn -> dp between 1Gbit/s and 100Gbit/s"
+    assert crossover_lines(res) == [expected]
+
+
+def test_whatif_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for argv, needle in (
+            (["--vary", "network.bandwidth_bytes_per_s=fast"], "cannot read 'fast' as a bandwidth"),
+            (["--vary", "cluster=no-such-preset"], "unknown preset 'no-such-preset'"),
+            (["--vary", "network.latency_s=1us", "--vary", "network.latency_s=2us"], "varied twice"),
+            (["--vary", "network.latency_s=1us", "--trials", "0"], "--trials: must be a positive integer")):
+        code = main(["whatif", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", *argv, "-o", str(tmp_path)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and needle in err[0], err
+    assert not (tmp_path / "whatif.csv").exists()
+
+
+def test_a_point_where_nothing_fits_has_no_winner(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["whatif", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "dp",
+                 "--vary", "gpu.memory_bytes=1MB,40GB", "--trials", "2", "-o", str(tmp_path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    tiny, full = out["summary"]
+    assert tiny["winner"] is None and full["winner"] == "dp"
+    assert out["crossovers"] == [{"axis": 0, "from_point": 0, "to_point": 1, "from_winner": None, "to_winner": "dp"}]
+    with open(tmp_path / "whatif.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert (rows[0]["feasible"], rows[0]["epoch_time_s"]) == ("False", "")
+    assert "memory" in rows[0]["reason"]

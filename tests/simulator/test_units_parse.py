@@ -1,0 +1,55 @@
+"""Unit-aware values: bandwidths, times, sizes and compute rates in SI base units; one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.units_parse import kind_of, parse_field_value, parse_quantity
+
+
+@pytest.mark.parametrize(("text", "kind", "expected"), [
+    ("1Gbit/s", "bandwidth", 1.25e8),
+    ("10Gbit/s", "bandwidth", 1.25e9),
+    ("100Gb/s", "bandwidth", 1.25e10),
+    ("100Gbps", "bandwidth", 1.25e10),
+    ("10GB/s", "bandwidth", 1.0e10),
+    ("1.5 GiB/s", "bandwidth", 1.5 * 2**30),
+    ("25e9", "bandwidth", 25e9),
+    ("5us", "time", 5e-6),
+    ("2ms", "time", 2e-3),
+    ("20 \u00b5s", "time", 2e-5),
+    ("0.1", "time", 0.1),
+    ("40GiB", "bytes", 40 * 2**30),
+    ("16GB", "bytes", 16e9),
+    ("8Gbit", "bytes", 1e9),
+    ("19.5TFLOPS", "flops", 19.5e12),
+    ("19.5 TFLOP/s", "flops", 19.5e12),
+    ("0.5", "number", 0.5),
+])
+def test_values_become_si_base_units(text: str, kind: str, expected: float) -> None:
+    assert parse_quantity(text, kind, "f") == pytest.approx(expected, rel=1e-15)
+
+
+def test_a_field_name_says_its_kind() -> None:
+    assert [kind_of(f) for f in ("network.bandwidth_bytes_per_s", "gpu.peak_flops_per_s", "gpu.memory_bytes",
+                                 "network.latency_s", "efficiency.gather_fraction")] == \
+        ["bandwidth", "flops", "bytes", "time", "number"]
+    assert parse_field_value("network.latency_s", "50us") == 5e-5
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("10 furlongs", "bandwidth"), ("10GB", "bandwidth"), ("5us", "bandwidth"), ("10Gbit/s", "time"),
+    ("inf", "number"), ("nan", "time"), ("1e999", "bytes"), ("", "bytes"), ("GB", "bytes"), ("1 TFLOPS", "bytes"),
+])
+def test_unreadable_values_are_one_line_errors_naming_field_and_forms(text: str, kind: str) -> None:
+    with pytest.raises(SpecError) as err:
+        parse_quantity(text, kind, "network.bandwidth_bytes_per_s")
+    msg = str(err.value)
+    assert "\n" not in msg and msg.startswith("network.bandwidth_bytes_per_s: cannot read")
+    assert "use e.g." in msg
+
+
+def test_unknown_kind_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="unknown kind"):
+        parse_quantity("1", "speed", "f")
