@@ -44,3 +44,10 @@ def test_version_from_the_console_script_and_python_m() -> None:
     for cmd in (["gnnplan", "--version"], [sys.executable, "-m", "gnnplan", "--version"]):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0 and proc.stdout.strip() == f"gnnplan {gnnplan.__version__}"
+
+
+def test_api_whatif_sweeps_a_field(tmp_path: Path) -> None:
+    out = gnnplan.whatif("4x-a100-10gbe", "cora-gcn-full", ["network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s"],
+                         trials=3, output=tmp_path)
+    assert len(out["summary"]) == 2 and (tmp_path / "whatif.html").is_file()
+    assert {r["strategy"] for r in out["rows"]} >= {"neutronstar"}

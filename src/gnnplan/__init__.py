@@ -11,6 +11,8 @@ The Python API (the ``gnnplan`` command line wraps the same functions)::
     summary = gnnplan.tune(cluster, workload, trials=30, output="plan.yaml")       # Optuna study
     measured = gnnplan.run(gnnplan.load_plan("plan.yaml"), nprocs=2, epochs=2)   # real training
     calibrated, report = gnnplan.calibrate(["traces/....json"], cluster)
+    sweep = gnnplan.whatif("4x-v100-32gb-100gbib", "rmat100k-sage",
+                           ["network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s"])   # winner per point
 
 Packages (DESIGN.md, "Layout"): :mod:`gnnplan.simulator` (never imports torch, the executor or Optuna at import
 time), :mod:`gnnplan.executor` (PyTorch + DGL + torch.distributed; torchrun entry point
@@ -34,7 +36,7 @@ from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 if TYPE_CHECKING:
     from gnnplan.simulator.result import SimResult
 
-__all__ = ["__version__", "simulate", "tune", "run", "calibrate", "load_cluster", "load_workload", "load_plan",
+__all__ = ["__version__", "simulate", "tune", "run", "calibrate", "whatif", "load_cluster", "load_workload", "load_plan",
            "preset_names", "strategy_names", "ClusterSpec", "WorkloadSpec", "Plan", "SimResult"]
 
 
@@ -87,9 +89,43 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
     return run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress)
 
 
+def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequence[str] | None = None,
+           trials: int = 16, seed: int = 0, output: str | Path | None = None) -> dict[str, Any]:
+    """Sweep cluster or workload fields over every allowed strategy, knobs tuned per point (``gnnplan whatif``).
+
+    Args:
+        cluster, workload: preset names or YAML paths.
+        vary: axes as on the command line, e.g. ``["network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s"]``
+            (several make a grid).
+        strategies: allowed strategy names (None = every strategy that supports the workload).
+        trials: Optuna trials per strategy and point; seed: sampler seed.
+        output: folder for ``whatif.csv``, ``whatif.json`` and ``whatif.html`` (None = write nothing).
+
+    Returns:
+        ``{rows, summary, crossovers}``: one row per point and strategy (best epoch time, knobs), the winner
+        per point with its speedup, and where the winner changes.
+
+    Raises:
+        SpecError: a malformed axis, field or value (one line naming it).
+    """
+    from gnnplan.autotune import whatif_report as wr
+    from gnnplan.autotune.whatif import WhatifRequest, parse_axis, run_whatif
+
+    req = WhatifRequest(cluster, workload, [parse_axis(v) for v in vary], list(strategies) if strategies else None,
+                        trials, seed)
+    res = run_whatif(req)
+    if output is not None:
+        out = Path(output)
+        wr.write_csv(res, out / "whatif.csv")
+        wr.write_json(res, out / "whatif.json")
+        wr.write_html(res, out / "whatif.html", f"gnnplan whatif: {cluster} / {workload}")
+    return {"rows": res.rows, "summary": res.summary, "crossovers": res.crossovers}
+
+
 def calibrate(traces: Sequence[str | Path] | Mapping[str, Any], cluster: str | Path | ClusterSpec
               ) -> tuple[ClusterSpec, dict[str, Any]]:
-    """Fit a cluster's effective parameters to recorded traces (``gnnplan calibrate``).
+    """Fit a cluster's parameters to recorded traces, regularised toward its priors, with held-out errors
+    (``gnnplan calibrate``).
 
     Args:
         traces: Chrome-trace files, or ``{name: (spans, metadata)}`` as :func:`gnnplan.simulator.trace.read_trace`
