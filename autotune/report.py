@@ -79,9 +79,14 @@ def parameter_table(params: dict[str, dict[str, Any]]) -> Table:
     for name, p in params.items():
         ratio = p["ratio_to_prior"]
         t.add_row(name, "-" if p["prior"] is None else f"{p['prior']:.4g}", f"{p['after']:.4g}",
-                  f"{p['low']:.3g} .. {p['high']:.3g}" if p["fitted"] else "-",
+                  _range_text(p["low"], p["high"]) if p["fitted"] else "-",
                   "-" if ratio is None else f"{ratio:.3g}", str(p["num_rows"]), ", ".join(p["flags"]))
     return t
+
+
+def _range_text(low: float | None, high: float | None) -> str:
+    """A one-standard-deviation range; an end the traces do not determine is ``inf``."""
+    return " .. ".join("inf" if v is None else f"{v:.3g}" for v in (low, high))
 
 
 def held_out_table(rows: list[dict[str, Any]]) -> Table:

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             for text in runs:
                 runs[text].append(run(text, out))
-        fitted, _ = calibrate_files([r["trace"] for r in runs[args.calibrate_on]], cluster)
+        fitted, rep = calibrate_files([r["trace"] for r in runs[args.calibrate_on]], cluster)
         measured = {text: statistics.median(r["epoch_time_s"] for r in rs) for text, rs in runs.items()}
         print(f"cluster {base.name}, workload {workload.name}, strategy {args.strategy}, {args.nprocs} workers, "
               f"{args.rounds} rounds x {args.epochs} epochs per configuration (median over rounds of the median "
@@ -86,7 +86,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"calibrated on {args.calibrate_on} ({args.rounds} traces): measured {measured[args.calibrate_on] * 1e3:.2f}"
               f" ms, predicted before "
               f"{simulate(cluster, workload, args.strategy, knobs(args.calibrate_on)).epoch_time_s * 1e3:.2f} ms, "
-              f"after {cal * 1e3:.2f} ms")
+              f"fit (in-sample, not a prediction) {cal * 1e3:.2f} ms")
+        for name, p in rep["parameters"].items():
+            prior, low, high = ("-" if v is None else f"{v:.4g}" for v in (p["prior"], p["low"], p["high"]))
+            print(f"  {name:<36} prior {prior:>10}  fitted {p['after']:<10.4g} 1-sigma {low} .. {high}  "
+                  f"{', '.join(p['flags'])}")
+        for row in rep["held_out"]["epochs"]["rows"]:
+            print(f"  held-out epochs {row['held_out_epochs']} of {Path(row['trace']).name}: measured "
+                  f"{row['measured_epoch_time_s'] * 1e3:.2f} ms, predicted {row['predicted_s'] * 1e3:.2f} ms "
+                  f"({row['error_fraction']:+.1%})")
         print(f"{'configuration':<36}{'measured ms':>12}{'spread':>8}{'uncal. ms':>11}{'error':>9}{'calib. ms':>11}"
               f"{'error':>9}{'within 25%':>12}")
         worst = 0.0

@@ -8,6 +8,13 @@ here with DGL and PyTorch only (no gnnplan code): ``dgl.dataloading.DataLoader``
 indexed directly. It samples with DGL's default thread count; the executor samples on one thread (reproducible
 sampling, see executor/sampling.py), so a second baseline variant with one sampling thread is printed too.
 
+The executor starts its worker processes with ``OMP_WAIT_POLICY=PASSIVE`` (executor/threads.py, ``WAIT_POLICY``);
+the one worker here runs in this process, so this process gets the same policy before it loads torch, for both
+loops (unless the environment sets one: run with ``OMP_WAIT_POLICY=ACTIVE`` to see libgomp's spinning default).
+With the default, on a machine shared with other jobs both loops' parallel regions stall on descheduled spinning
+threads and the ratio measures that interference more than the executor: on the 2-core development machine under
+the test suite's load it ranged 0.15-0.58 over 7 runs (executor median epoch 0.54-1.87 s, plain DGL 0.28-0.37 s).
+
 Usage::
 
     python benchmarks/bench_executor_overhead.py [--workload rmat100k-sage] [--epochs 6] [--rounds 2]
@@ -26,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DGLBACKEND", "pytorch")
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the executor's workers (module docstring); before torch loads
 
 GOAL = 0.9
 
@@ -123,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     rate = {k: num_seeds / statistics.median(v) for k, v in times.items()}
     print(f"workload {args.workload}: {data.num_vertices} vertices, {data.num_edges} edges, {num_seeds} training "
           f"seeds, batch {workload.training.batch_size}, fanouts {workload.training.fanouts}; "
-          f"{args.rounds} rounds x {args.epochs - 1} measured epochs")
+          f"{args.rounds} rounds x {args.epochs - 1} measured epochs; OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end")
     for k, r in rate.items():
         print(f"{k:>22}: median epoch {num_seeds / r:.3f} s, {r:,.0f} seeds/s")
     ratio = rate["executor"] / rate["dgl"]

@@ -9,7 +9,8 @@ Sections (each prints values measured in the same run and their ratios to the ``
   without pre-gathering, fetching per step) on Cora and on a generated R-MAT graph, beside the simulator's prediction of both (same partition; the
   prediction uses the graph statistics' batches and sampler, the executor its own draw).
 * ``locality``: R_micro (paper §4), the share of micrograph-group input vertices owned by the machine training
-  them (1 - m_mg) and ``dp``'s remote fraction (m_dgl), on Cora and the R-MAT graph for 2 and 4 METIS partitions
+  them (1 - m_mg) and ``dp``'s remote fraction (m_dgl), on Cora, the R-MAT graph and a DC-SBM graph with
+  communities (the same size) for 2 and 4 METIS partitions
   (and random partitions for reference).
 * ``merge``: ``hopgnn`` with the merge controller for several epochs; the step count it settles on, then the
   median epoch time of fixed-S runs at that count and at S = M (no merging).
@@ -35,6 +36,9 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 RMAT = {"generator": "rmat", "num_vertices": 20000, "edge_factor": 8, "feature_dim": 256, "num_classes": 8,
         "train_fraction": 0.2, "seed": 0}
 """The generated graph: 20k vertices, ~300k directed edges, 256-dim features, 4000 training vertices."""
+SBM = {"generator": "sbm", "num_vertices": 20000, "num_communities": 16, "mu": 0.2, "mean_degree": 16.0,
+       "feature_dim": 256, "num_classes": 8, "train_fraction": 0.2, "seed": 0}
+"""A graph of the same size with community structure (DC-SBM, communities in id order): locality to find."""
 
 
 CORA_EPOCHS = 16
@@ -116,14 +120,15 @@ def locality_section() -> None:
     """R_micro, group locality and the model-centric remote fraction for 2 and 4 partitions, for both seed splits
     (owner = dp's DistDGL split, random = the paper's globally random mini-batches)."""
     from gnnplan.simulator.strategies.hopgnn.micrographs import micrograph_stats
-    from gnnplan.simulator.workload.spec import RmatSpec
+    from gnnplan.simulator.workload.spec import RmatSpec, SbmSpec
 
-    print("== micrograph locality (fanouts [10, 10]; per-worker batch 32 on cora, 128 on rmat20k; S = M)")
+    print("== micrograph locality (fanouts [10, 10]; per-worker batch 32 on cora, 128 on rmat20k and sbm20k; S = M)")
     print("   R_micro: paper §4; mg_local: share of micrograph-group input vertices on the training machine;")
     print("   dp_remote: share of a model-centric worker's input vertices owned elsewhere (m_dgl)")
     print(f"{'graph':<8} {'parts':>5} {'partitioner':<11} {'split':<7} {'R_micro':>8} {'mg_local':>9} "
           f"{'dp_remote':>10} {'mg_remote/dp_remote':>20}")
-    for name, dataset, batch in (("cora", "cora", 32), ("rmat20k", RmatSpec(**RMAT), 128)):
+    for name, dataset, batch in (("cora", "cora", 32), ("rmat20k", RmatSpec(**RMAT), 128),
+                                 ("sbm20k", SbmSpec(**SBM), 128)):
         for parts in (2, 4):
             for partitioner in ("metis", "random"):
                 for split in ("owner", "random"):

@@ -3,7 +3,7 @@
 For each configuration (workload on ``--workers`` local gloo processes = machines) both strategies are trained
 with the executor (median epoch time over the measured epochs); the ``local`` cluster is calibrated from the
 ``dp`` traces only (:func:`simulator.calibrate.calibrate_files`: the span kinds it fits are ``dp``'s; ``hopgnn``'s
-``redistribute``/``pregather``/``migrate`` spans are not used), then both strategies are simulated on the
+``pregather``/``migrate`` spans are not used), then both strategies are simulated on the
 calibrated cluster. Prints measured and predicted epoch times, hopgnn/dp ratios, and whether the predicted
 order equals the measured one. Also lists the strategies the tuner offers for each workload.
 

@@ -21,6 +21,8 @@ Measurements (medians of repeats, :data:`FULL` or, for tests, :data:`QUICK` size
   agree by construction); the median over the architectures.
 * feature gather, network and storage: alpha-beta fits ``time = latency_s + bytes / bandwidth_bytes_per_s``
   (Hockney, Parallel Computing 20(3), 1994) by :func:`fit_latency_bandwidth`.
+* fixed costs (sampler hand-off per batch, per collective call, per iteration) and the ``priors`` block that
+  calibration regularises toward: :mod:`executor.probe_overheads`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import scipy.optimize
 import torch
 import yaml
 
+from gnnplan.executor.probe_overheads import add_overheads
 from gnnplan.executor.threads import cpu_count as num_cores
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.model import thread_share
@@ -420,6 +423,7 @@ def probe_machine(num_workers: int = 2, quick: bool = False) -> dict[str, Any]:
         "storage": {"bandwidth_bytes_per_s": _sig(disk_bw / w), "latency_s": _sig(disk_latency), "gpudirect": False},
         "sources": _sources(s, w, cores, memory, folder, dropped),
     }
+    add_overheads(data, s, threads)
     cluster_from_dict(data, where="probe")
     return data
 

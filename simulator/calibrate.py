@@ -203,7 +203,7 @@ class _Calibration:
     def fitted_cluster(self, selection: Mapping[str, Collection[int]]) -> ClusterSpec:
         """The starting cluster with the parameters fitted to the selected epochs (validated)."""
         result = self.fit(selection)
-        return with_params(self.base, {p: v for p, v in result.values.items() if result.parameters[p]["constrained"]})
+        return with_params(self.base, {p: v for p, v in result.values.items() if result.parameters[p]["fitted"]})
 
 
 def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, Any]]],
@@ -222,7 +222,7 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
     Returns:
         (calibrated cluster named ``<name>-calibrated`` with ``sources`` and ``priors`` updated, report). The
         report has ``parameters`` {path: {prior, before, after, low, high, ratio_to_prior, num_rows,
-        constrained, data_share, at_bound, flags}} (:mod:`~gnnplan.simulator.calibrate_fit`), ``traces`` {name:
+        constrained, fitted, data_share, at_bound, flags}} (:mod:`~gnnplan.simulator.calibrate_fit`), ``traces`` {name:
         {measured_epoch_time_s, predicted_epoch_time_s_before, fit_epoch_time_s (in-sample: a fit, not a
         prediction)}}, ``held_out`` {epochs, configurations} (:mod:`~gnnplan.simulator.calibrate_holdout`) and
         ``fit`` {cost, num_residuals, rounds, message, noise_s, prior_width_factor, unpriced_phases}.
@@ -258,7 +258,7 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
 def _calibrated_cluster(base: ClusterSpec, result: FitResult, names: list[str]) -> ClusterSpec:
     """The starting cluster with the fitted parameters, named ``<name>-calibrated``; ``sources`` name the traces
     and ``priors`` keep every fitted parameter's prior (module docstring)."""
-    fitted = [p for p in PARAMS if result.parameters[p]["constrained"]]
+    fitted = [p for p in PARAMS if result.parameters[p]["fitted"]]
     calibrated = with_params(base, {p: result.values[p] for p in fitted})
     sources = dict(base.sources)
     for p in fitted:

@@ -46,12 +46,15 @@ class GeneratedSpec(_Spec):
 
     @property
     def name(self) -> str:
-        """A stable name used for caches and reports: differs for every change of any field."""
-        raise NotImplementedError  # every generator names itself
+        """A stable name used for caches and reports: differs for every change of any field (a generator adds
+        its own fields through :meth:`_generator_name`)."""
+        return (f"{self.generator}-n{self.num_vertices}{self._generator_name()}-f{self.feature_dim}"
+                f"-c{self.num_classes}-t{self.train_fraction:g}-v{self.val_fraction:g}-s{self.test_fraction:g}"
+                f"-seed{self.seed}")
 
-    def _common_name(self) -> str:
-        return (f"f{self.feature_dim}-c{self.num_classes}-t{self.train_fraction:g}-v{self.val_fraction:g}"
-                f"-s{self.test_fraction:g}-seed{self.seed}")
+    def _generator_name(self) -> str:
+        """The generator's own fields in :attr:`name` (``-<key><value>`` parts); none for the common fields."""
+        return ""
 
 
 GRAPH500_A, GRAPH500_B, GRAPH500_C = 0.57, 0.19, 0.19
@@ -78,13 +81,12 @@ class RmatSpec(GeneratedSpec):
             raise ValueError(f"a + b + c must be < 1 (d = 1 - a - b - c > 0), got {self.a + self.b + self.c:g}")
         return self
 
-    @property
-    def name(self) -> str:
-        """A stable name used for caches and reports (the Graph500 quadrants are not spelled out, so names and
-        caches of graphs generated before a, b, c were configurable do not change)."""
+    def _generator_name(self) -> str:
+        """Edge factor and quadrants (the Graph500 quadrants are not spelled out, so names and caches of graphs
+        generated before a, b, c were configurable do not change)."""
         abc = "" if (self.a, self.b, self.c) == (GRAPH500_A, GRAPH500_B, GRAPH500_C) else \
             f"-abc{self.a:g},{self.b:g},{self.c:g}"
-        return f"rmat-n{self.num_vertices}-e{self.edge_factor}{abc}-{self._common_name()}"
+        return f"-e{self.edge_factor}{abc}"
 
 
 class SbmSpec(GeneratedSpec):
@@ -117,12 +119,11 @@ class SbmSpec(GeneratedSpec):
             raise ValueError(f"max_degree must exceed mean_degree ({self.mean_degree:g}), got {self.max_degree:g}")
         return self
 
-    @property
-    def name(self) -> str:
-        """A stable name used for caches and reports (every field appears)."""
+    def _generator_name(self) -> str:
+        """Communities, mixing, degrees and feature signal."""
         cap = "auto" if self.max_degree is None else f"{self.max_degree:g}"
-        return (f"sbm-n{self.num_vertices}-k{self.num_communities}-mu{self.mu:g}-d{self.mean_degree:g}"
-                f"-g{self.degree_exponent:g}-x{cap}-fs{self.feature_signal:g}-{self._common_name()}")
+        return (f"-k{self.num_communities}-mu{self.mu:g}-d{self.mean_degree:g}-g{self.degree_exponent:g}-x{cap}"
+                f"-fs{self.feature_signal:g}")
 
 
 GeneratedGraph = Annotated[RmatSpec | SbmSpec, Field(discriminator="generator")]

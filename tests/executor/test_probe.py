@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from gnnplan.executor import probe
+from gnnplan.executor import probe, probe_overheads
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import cluster_from_dict, load_cluster
 
@@ -60,15 +60,17 @@ def test_quick_probe_is_a_valid_local_cluster(quick: dict[str, Any]) -> None:
 
 
 def test_quick_probe_numbers_are_positive_and_sourced(quick: dict[str, Any]) -> None:
-    leaves = _leaves({k: v for k, v in quick.items() if k != "sources"})
+    leaves = _leaves({k: v for k, v in quick.items() if k not in ("sources", "priors")})
     numeric = {k: v for k, v in leaves.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    assert len(numeric) == 17  # incl. gpu.kernel_overhead_s
+    assert len(numeric) == 20  # incl. gpu.kernel_overhead_s and the fixed costs of executor.probe_overheads
     for key, value in numeric.items():
         assert value > 0 or key.endswith("latency_s") and value >= 0, key
     today = datetime.date.today().isoformat()
-    for key in set(leaves) - {"name"}:
+    for key in set(leaves) - {"name"} | {"priors"}:
         assert quick["sources"][key].startswith(f"measured by gnnplan probe on {today}: "), key
-    assert set(quick["sources"]) == set(leaves) - {"name"}
+    assert set(quick["sources"]) == set(leaves) - {"name"} | {"priors"}
+    # the priors repeat the measured values of the fitted parameters the probe measures
+    assert quick["priors"] == {p: numeric[p] for p in probe_overheads.PRIOR_FIELDS}
 
 
 def test_written_probe_is_found_as_local_preset(quick: dict[str, Any], tmp_path: Path,

@@ -70,3 +70,48 @@ def test_rules_reject_unknown_operations_and_row_kinds() -> None:
         pricing.PhaseRule("teleport", lambda row: {})
     with pytest.raises(ValueError, match="rows: unknown row kind"):
         pricing.PhaseRule("network", lambda row: {}, rows="slowest")  # type: ignore[arg-type]
+
+
+def _with(cluster: ClusterSpec, **fields: dict[str, float]) -> ClusterSpec:
+    return cluster.model_copy(update={k: getattr(cluster, k).model_copy(update=v) for k, v in fields.items()})
+
+
+def test_fixed_costs_are_priced_where_they_are_paid() -> None:
+    costly = _with(CLUSTER, network={"per_collective_s": 3e-4}, host={"sampler_handoff_s": 5e-3})
+    costly = costly.model_copy(update={"iteration_overhead_s": 1e-3})
+
+    def handoff(hw: HardwareModel) -> Generator[Any, Any, None]:
+        yield from hw.sampler_handoff(0, 2.0)
+
+    def all_reduce(hw: HardwareModel) -> Generator[Any, Any, None]:
+        yield from hw.all_reduce(0, 1e6)
+
+    assert pricing.sampler_handoff_s(costly, 2.0) == pytest.approx(1e-2, rel=1e-15)
+    assert _elapsed_s(costly, handoff) == pytest.approx(1e-2, rel=1e-12)
+    assert _elapsed_s(CLUSTER, handoff) == 0.0  # not modelled: no event at all
+    plain = pricing.all_reduce_s(CLUSTER, 1e6)
+    assert pricing.all_reduce_s(costly, 1e6) == pytest.approx(plain + 3e-4, rel=1e-12)
+    assert _elapsed_s(costly, all_reduce) == pytest.approx(pricing.all_reduce_s(costly, 1e6), rel=1e-12)
+    assert _elapsed_s(CLUSTER, all_reduce) == pytest.approx(plain, rel=1e-12)
+    one = costly.model_copy(update={"num_machines": 1})
+    assert pricing.all_reduce_s(one, 1e6) == 0.0  # one worker: no collective, no fixed cost
+    assert pricing.iteration_fixed_s(costly, steps=3.0, handoffs=1.0) == pytest.approx(3e-3 + 5e-3, rel=1e-15)
+    op = pricing.OPERATIONS["iteration_overhead"]
+    assert op.params == ("iteration_overhead_s", "host.sampler_handoff_s")
+    assert "gpu.kernel_overhead_s" in pricing.OPERATIONS["forward"].params
+    assert "network.per_collective_s" in pricing.OPERATIONS["all_reduce"].params
+
+
+def test_the_iteration_rule_prices_steps_and_handoffs() -> None:
+    rule = rules.iteration_rule(("load", "forward"), per_span_of="forward")
+    costly = CLUSTER.model_copy(update={"iteration_overhead_s": 1e-3, "host": CLUSTER.host.model_copy(
+        update={"sampler_handoff_s": 5e-3})})
+    span = Span(0, "iteration", 0.0, 0.1)
+    spans = {"forward": [Span(0, "forward", 0.01, 0.02), Span(0, "forward", 0.04, 0.02)],
+             "load": [Span(0, "load", 0.0, 0.01)], "sample": [Span(0, "sample", -0.05, 0.03)]}
+    prefetched = pricing.SpanRow(span, spans, {"num_sampler_workers": 2}, costly)
+    inline = pricing.SpanRow(span, spans, {"num_sampler_workers": 0}, costly)
+    assert rule.measured_s(prefetched) == pytest.approx(0.1 - 0.05, rel=1e-12)  # the sample ended before the start
+    assert rule.measured_s(inline) == pytest.approx(0.1 - 0.05 - 0.03, rel=1e-12)
+    assert rule.predicted_s(prefetched) == pytest.approx(2 * 1e-3 + 5e-3, rel=1e-12)
+    assert rule.predicted_s(inline) == pytest.approx(2 * 1e-3, rel=1e-12)

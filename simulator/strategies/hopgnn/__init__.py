@@ -7,8 +7,8 @@ mini-batches, the same sampler, all-reduce and optimizer. Knob ``seed_split``: `
 already at home); ``random`` gives the paper's globally random per-model mini-batches (§5.1).
 
 Terms (paper-private): a *micrograph* is the sampled L-hop computation graph of one seed vertex (sampled on its
-home machine with the other seeds of its group); a seed's *home* is the machine owning its features; model d (the replica that starts on
-worker d) visits the machines in *time steps* t = 0..M-1, at step t training the micrographs of its seeds homed
+home machine with the other seeds of its group); a seed's *home* is the machine owning its features; model d (the
+replica that starts on worker d) visits the machines in *time steps* t = 0..M-1, at step t training the micrographs of its seeds homed
 on machine ``(m_d + t) mod M``; *pre-gathering* fetches, once per iteration, the deduplicated remote input
 features of all micrographs a worker hosts; *merging* removes steps (their seeds join the same model's other
 steps and run away from home). Notation: N servers -> M machines (``num_machines``), S -> ``num_steps``,
@@ -112,8 +112,8 @@ class Knobs(BaseModel):
     migrate_parameters: bool = Field(
         default=True, description="a migration carries parameters and gradients (paper); false = gradients only")
     seed_split: Literal["owner", "random"] = Field(
-        default="owner", description="models' mini-batches: owner = dp's split (same per-worker batches and "
-        "samples as dp); random = the paper's globally random mini-batches")
+        default="owner", description="models' mini-batches: owner = dp's split (dp's per-worker batches; with "
+        "sampler=keyed also dp's samples); random = the paper's globally random mini-batches")
     partitioner: Literal["metis", "random"] = Field(
         default="metis", description="how vertices (and their features) are assigned to machines")
     num_sampler_workers: int = Field(

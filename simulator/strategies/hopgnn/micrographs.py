@@ -3,9 +3,10 @@
 Terms (paper-private, HopGNN: Chen, He, Qu and Zhang, "HopGNN: Boosting Distributed GNN Training Efficiency via
 Feature-Centric Model Migration", 2024; brief ../shared/papers/hopgnn.md):
 
-* micrograph: the L-hop sampled computation graph of ONE seed (root) vertex of a mini-batch (§4). Here it is cut
-  out of the blocks DGL's ``NeighborSampler`` drew for the whole batch, so the union of a batch's micrographs is
-  exactly the batch's blocks (:func:`cut_blocks`).
+* micrograph: the L-hop sampled computation graph of ONE seed (root) vertex of a mini-batch (§4). A group of
+  micrographs (the seeds of one model homed on one machine) is sampled on that machine with one sampler call
+  (§5.1 step 2: "a single set mg_d^i of micrographs for each vertex group"), so vertices shared by micrographs
+  of one group are deduplicated in its blocks; one seed's micrograph is cut out of them (:func:`cut_blocks`).
 * home machine of a seed: the machine owning its features (its partition).
 * model d: the replica that starts an iteration on worker d and trains worker d's mini-batch B_d.
 * time step t: in step t model d runs on machine ``(m_d + t) mod M`` (``m_d`` = d's machine) on the seeds of B_d
@@ -18,9 +19,9 @@ Notation: N (servers) -> ``num_machines`` M (one ring over machines; a machine's
 R_micro -> ``micrograph_local_fraction``, m_mg -> ``1 - group_local_fraction``, m_dgl -> ``dp_remote_fraction``,
 |R_s| -> ``pregather_remote``.
 
-:func:`micrograph_stats` measures, for every step count S = 1..M, what every worker does per step (seeds,
-block sizes, local and remote input vertices), the deduplicated remote vertices of its pre-gather, and the edge
-ids it redistributes, on the same partitions, shuffles and per-worker batches as
+:func:`micrograph_stats` measures, for every step count S = 1..M, what every worker does per step (seeds, block
+sizes of the group it samples at home, local and remote input vertices) and the deduplicated remote vertices of its
+pre-gather, on the same partitions, shuffles and per-worker batches as
 :func:`simulator.workload.graphstats.sample_stats` (so ``dp`` and ``hopgnn`` predictions refer to the same
 mini-batches). Results are cached under ``<cache>/stats/<dataset>/micrograph-<digest>.json``. DGL is imported
 lazily.
@@ -28,7 +29,7 @@ lazily.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -41,7 +42,7 @@ from gnnplan.simulator.workload import graphstats
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
 from gnnplan.simulator.workload.spec import GeneratedSpec
 
-MICROGRAPH_FORMAT = 1
+MICROGRAPH_FORMAT = 2
 """Version of the measurement (part of the cache key)."""
 DEFAULT_NUM_ITERATIONS = 16
 """Iterations (N mini-batches each) measured by :func:`micrograph_stats`. Measured on Cora (32 seeds per worker)
@@ -137,7 +138,7 @@ def random_worker_batches(train_idx: np.ndarray, num_workers: int, batch_size: i
     return out
 
 
-# ------------------------------------------------------------------------------------------------ cut / build
+# ------------------------------------------------------------------------------------------------ micrographs
 
 def cut_blocks(blocks: list[Any], positions: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, list[tuple[int, int, int]]]:
     """The micrographs of some seeds of a sampled batch: every edge of the batch's blocks that reaches them.
@@ -169,35 +170,6 @@ def cut_blocks(blocks: list[Any], positions: np.ndarray) -> tuple[list[np.ndarra
     return eids, blocks[0].srcdata[dgl.NID].numpy()[need], sizes
 
 
-def build_blocks(g: Any, seeds: np.ndarray, eids: Sequence[np.ndarray]) -> list[Any]:
-    """Rebuild the blocks of a micrograph group from its seeds and edge ids, as ``NeighborSampler`` builds them
-    (``dgl.to_block`` of each layer's frontier, ``dgl.EID`` = graph edge ids).
-
-    Shapes:
-        seeds: (k,) int64; eids: per layer, input side first, (e_l,) int64.
-    """
-    import dgl
-    import torch
-
-    dst = torch.from_numpy(np.ascontiguousarray(seeds, dtype=np.int64))
-    blocks: list[Any] = []
-    for layer_eids in reversed(eids):
-        e = torch.from_numpy(np.ascontiguousarray(layer_eids, dtype=np.int64))
-        u, v = g.find_edges(e)
-        frontier = dgl.graph((u, v), num_nodes=g.num_nodes())
-        block = dgl.to_block(frontier, dst)
-        block.edata[dgl.EID] = e
-        dst = block.srcdata[dgl.NID]
-        blocks.insert(0, block)
-    return blocks
-
-
-def seed_positions(batch: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """Indices of ``seeds`` within ``batch`` (all seeds must occur in the batch, which has no repeats)."""
-    order = np.argsort(batch, kind="stable")
-    return order[np.searchsorted(batch, seeds, sorter=order)]
-
-
 # ------------------------------------------------------------------------------------------------ statistics
 
 @dataclass(frozen=True)
@@ -209,12 +181,11 @@ class MicrographStats:
 
     Attributes:
         step_seeds: seeds trained.
-        step_src, step_dst, step_edges: ``[S-1][w][k][l]`` sizes of the cut blocks (micrograph group).
+        step_src, step_dst, step_edges: ``[S-1][w][k][l]`` sizes of the blocks of the micrograph group, sampled on
+            the host's machine (the host's sampling work is the sum of ``step_edges`` over k and l).
         step_local_inputs, step_remote_inputs: input vertices owned by the host's machine / by another machine.
         pregather_remote, pregather_local: ``[S-1][w]`` distinct input vertices over all of w's groups of the
             iteration owned by another machine (the pre-gather's rows, |R_s|) / by w's machine.
-        sent_edges, received_edges: ``[S-1][w]`` edge ids of micrograph groups model w sends to other machines /
-            host w receives from other machines in the redistribution.
         dp_input_vertices: ``[w]`` input vertices of w's whole mini-batch (what ``dp`` loads).
         dp_remote_fraction: share of the input vertices of each model's whole mini-batch owned by another machine
             than the model's (model-centric training of the same batches, m_dgl; ``dp``'s with the owner split).
@@ -238,8 +209,6 @@ class MicrographStats:
     step_remote_inputs: list[Any]
     pregather_remote: list[Any]
     pregather_local: list[Any]
-    sent_edges: list[Any]
-    received_edges: list[Any]
     dp_input_vertices: list[float]
     dp_remote_fraction: float
     group_local_fraction: float
@@ -253,9 +222,10 @@ def micrograph_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_siz
     """Micrograph statistics (class docstring), read from the cache or measured once and cached.
 
     Measurement: the batches of :func:`simulator.workload.graphstats.sample_stats` (same partition and
-    shuffles; seed split ``owner`` as there, or ``random``: :data:`SEED_SPLITS`); each iteration takes every worker's next batch, samples it with DGL's
-    ``NeighborSampler(fanouts)`` (one thread, ``dgl.seed(seed)``), groups seeds by home machine, merges to
-    every S and cuts each group's micrographs out of the batch's blocks.
+    shuffles; seed split ``owner`` as there, or ``random``: :data:`SEED_SPLITS`); each iteration takes every
+    worker's next batch and samples it with DGL's ``NeighborSampler(fanouts)`` (one thread, ``dgl.seed(seed)``:
+    ``dp``'s view, for m_dgl), groups seeds by home machine, merges to every S and samples each group on its own
+    as its host does (R_micro: each seed's micrograph cut out of its S = M group).
 
     Raises:
         SpecError: invalid arguments or a dataset that cannot be loaded (as ``sample_stats``).
@@ -286,7 +256,7 @@ class _Totals:
     def __init__(self, num_machines: int, gpus: int, num_layers: int) -> None:
         w = num_machines * gpus
         self.step = {s: np.zeros((w, s, 3 + 3 * num_layers)) for s in range(1, num_machines + 1)}
-        self.worker = {s: np.zeros((w, 4)) for s in range(1, num_machines + 1)}  # pg remote, pg local, sent, recv
+        self.worker = {s: np.zeros((w, 2)) for s in range(1, num_machines + 1)}  # pg remote, pg local
         self.dp = np.zeros((w, 2))                                                 # inputs, remote inputs
         self.group = np.zeros(2)                                                   # local inputs, inputs (S = M)
         self.micro = np.zeros(2)                                                   # sum of R_micro, seeds
@@ -303,29 +273,21 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Mic
                                              params["seed"], params["num_batches"], partial=False)
     num_it = min((len(b) for b in batches if b), default=0)
     tot = _Totals(m, gpus, len(fan))
-    for batch_list, blocks in _sampled_iterations(graph, fan, batches, num_it, params["seed"]):
-        for d, seeds in enumerate(batch_list):
-            if len(seeds):
-                inputs = blocks[d][0].srcdata["_ID"].numpy()
-                tot.dp[d] += (len(inputs), int((owner[inputs] != d // gpus).sum()))
-                tot.micro += (_micrograph_locality(blocks[d], seeds, owner), len(seeds))
-        groups = home_groups(batch_list, owner, m, gpus)
-        for s in range(1, m + 1):
-            _account(tot, s, groups, batch_list, blocks, owner, m, gpus)
+    with graphstats.seeded_sampler(graph, fan, params["seed"]) as sample:
+        for it in range(num_it):
+            batch_list = [b[it] if it < len(b) else np.empty(0, np.int64) for b in batches]
+            for d, seeds in enumerate(batch_list):
+                if len(seeds):
+                    inputs = sample(seeds)[0].srcdata["_ID"].numpy()  # "_ID" = dgl.NID
+                    tot.dp[d] += (len(inputs), int((owner[inputs] != d // gpus).sum()))
+            groups = home_groups(batch_list, owner, m, gpus)
+            for s in range(1, m + 1):
+                _account(tot, s, groups, owner, m, gpus, sample)
     return _finish(tot, params, max(num_it, 1))
 
 
-def _sampled_iterations(graph: GraphData, fanouts: list[int], batches: list[list[np.ndarray]], num_it: int,
-                        seed: int) -> Iterator[tuple[list[np.ndarray], list[Any]]]:
-    """Every iteration's batches (one per worker; empty for a worker without seeds) and their DGL blocks."""
-    with graphstats.seeded_sampler(graph, fanouts, seed) as sample:
-        for it in range(num_it):
-            batch_list = [b[it] if it < len(b) else np.empty(0, np.int64) for b in batches]
-            yield batch_list, [sample(s) if len(s) else None for s in batch_list]
-
-
 def _micrograph_locality(blocks: list[Any], seeds: np.ndarray, owner: np.ndarray) -> float:
-    """Sum over the batch's seeds of R_micro = (inputs on the seed's machine, seed excluded) / inputs (§4)."""
+    """Sum over a group's seeds of R_micro = (inputs on the seed's machine, seed excluded) / inputs (§4)."""
     total = 0.0
     for pos, seed in enumerate(seeds):
         _, inputs, _ = cut_blocks(blocks, np.array([pos]))
@@ -333,9 +295,9 @@ def _micrograph_locality(blocks: list[Any], seeds: np.ndarray, owner: np.ndarray
     return total
 
 
-def _account(tot: _Totals, s: int, groups: list[list[np.ndarray]], batch_list: list[np.ndarray],
-             blocks: list[Any], owner: np.ndarray, m: int, gpus: int) -> None:
-    """Add one iteration's schedule with S = ``s`` steps to the totals."""
+def _account(tot: _Totals, s: int, groups: list[list[np.ndarray]], owner: np.ndarray, m: int, gpus: int,
+             sample: Callable[[np.ndarray], Any]) -> None:
+    """Add one iteration's schedule with S = ``s`` steps to the totals, sampling every group as its host does."""
     steps, merged = merge_groups(groups, m - s)
     remote: list[list[np.ndarray]] = [[] for _ in range(m * gpus)]
     local: list[list[np.ndarray]] = [[] for _ in range(m * gpus)]
@@ -344,17 +306,16 @@ def _account(tot: _Totals, s: int, groups: list[list[np.ndarray]], batch_list: l
             if not len(seeds):
                 continue
             host = host_worker(d, t, m, gpus)
-            eids, inputs, sizes = cut_blocks(blocks[d], seed_positions(batch_list[d], seeds))
+            blocks = sample(seeds)
+            inputs = blocks[0].srcdata["_ID"].numpy()
+            sizes = [(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks]
             mine = owner[inputs] == host // gpus
             tot.step[s][host, k] += [len(seeds), mine.sum(), (~mine).sum(), *np.ravel(sizes)]
             remote[host].append(inputs[~mine])
             local[host].append(inputs[mine])
-            if host // gpus != d // gpus:
-                n_e = sum(len(e) for e in eids)
-                tot.worker[s][d, 2] += n_e
-                tot.worker[s][host, 3] += n_e
             if s == m:
                 tot.group += (mine.sum(), len(inputs))
+                tot.micro += (_micrograph_locality(blocks, seeds, owner), len(seeds))
     for h in range(m * gpus):
         tot.worker[s][h, 0] += len(np.unique(np.concatenate(remote[h]))) if remote[h] else 0
         tot.worker[s][h, 1] += len(np.unique(np.concatenate(local[h]))) if local[h] else 0
@@ -376,7 +337,6 @@ def _finish(tot: _Totals, params: dict[str, Any], num_it: int) -> MicrographStat
         params["partitioner"], [steps[s][:, :, 0].tolist() for s in ss], [layer(s, 0) for s in ss],
         [layer(s, 1) for s in ss], [layer(s, 2) for s in ss], [steps[s][:, :, 1].tolist() for s in ss],
         [steps[s][:, :, 2].tolist() for s in ss], [workers[s][:, 0].tolist() for s in ss],
-        [workers[s][:, 1].tolist() for s in ss], [workers[s][:, 2].tolist() for s in ss],
-        [workers[s][:, 3].tolist() for s in ss], dp[:, 0].tolist(),
+        [workers[s][:, 1].tolist() for s in ss], dp[:, 0].tolist(),
         float(dp[:, 1].sum() / max(dp[:, 0].sum(), 1)), float(tot.group[0] / max(tot.group[1], 1)),
         float(tot.micro[0] / max(tot.micro[1], 1)), num_it)

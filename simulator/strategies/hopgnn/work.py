@@ -24,7 +24,7 @@ class StepWork:
         input_bytes: feature bytes of the group's input vertices (all cross host-to-device).
         local_bytes, remote_bytes: of those, owned by the host's machine / by another machine.
         forward_s, backward_s: uncontended compute seconds; ``*_flops`` the FLOPs.
-        blocks: the group's (cut) block sizes, input side first.
+        blocks: the group's block sizes (sampled on the host's machine), input side first.
     """
 
     num_seeds: float

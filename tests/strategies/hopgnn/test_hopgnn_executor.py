@@ -1,5 +1,6 @@
-"""``hopgnn`` on gloo workers: its gradient equals ``dp``'s for the same mini-batch, bytes are accounted, the merge
-controller runs, and Cora accuracy matches ``dp``."""
+"""``hopgnn`` on gloo workers: with the keyed sampler its home-sampled gradient equals ``dp``'s for the same
+mini-batch, bytes are accounted, the merge controller runs, sampler processes sample the same groups as inline
+sampling, and Cora accuracy matches ``dp``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.spec import load_workload
 
 FANOUTS = [10, 10]
+KEYED = {"sampler": "keyed"}
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +34,8 @@ def assert_same(dp_grad: dict, hop_grad: dict, what: str) -> None:
 
 
 def test_two_workers_hopgnn_gradient_equals_dp(cora) -> None:  # type: ignore[no-untyped-def]
+    """Home sampling with the keyed sampler draws exactly dp's sample of the same mini-batch (executor.sampling_keyed),
+    so the gradients agree to float rounding."""
     seeds = np.random.default_rng(0).choice(cora.train_idx, 40, replace=False).tolist()
     variants = [("sage", {}, {}, seeds), ("gcn", {"pregather": False}, {}, seeds),
                 ("gat", {"migrate_parameters": False}, {"num_heads": 2}, seeds),
@@ -39,7 +43,7 @@ def test_two_workers_hopgnn_gradient_equals_dp(cora) -> None:  # type: ignore[no
                 ("sage", {}, {}, seeds[:1])]  # one seed: model 1 has nothing to train anywhere
     cases = []
     for arch, knobs, model, batch in variants:
-        cases += [("dp", arch, {}, model, batch), ("hopgnn", arch, knobs, model, batch)]
+        cases += [("dp", arch, KEYED, model, batch), ("hopgnn", arch, {**KEYED, **knobs}, model, batch)]
     out = spawn(gradients, 2, (cases, FANOUTS))
     for i, (arch, knobs, _, _) in enumerate(variants):
         assert_same(out[2 * i], out[2 * i + 1], f"{arch} {knobs}")
@@ -47,9 +51,9 @@ def test_two_workers_hopgnn_gradient_equals_dp(cora) -> None:  # type: ignore[no
 
 def test_three_workers_ring_and_merged_steps_keep_the_gradient(cora) -> None:  # type: ignore[no-untyped-def]
     seeds = np.random.default_rng(1).choice(cora.train_idx, 60, replace=False).tolist()
-    cases = [("dp", "sage", {}, {}, seeds), ("hopgnn", "sage", {}, {}, seeds),
-             ("hopgnn", "sage", {"num_steps": 2}, {}, seeds),
-             # the paper's globally random per-model batches: other samples, so compare with all neighbours
+    cases = [("dp", "sage", KEYED, {}, seeds), ("hopgnn", "sage", KEYED, {}, seeds),
+             ("hopgnn", "sage", {**KEYED, "num_steps": 2}, {}, seeds),
+             # the paper's globally random per-model batches with DGL's sampler: all neighbours, so no sampling
              ("dp", "gcn", {}, {}, seeds, [-1, -1]), ("hopgnn", "gcn", {"seed_split": "random"}, {}, seeds, [-1, -1])]
     dp_grad, full, merged, dp_all, random_all = spawn(gradients, 3, (cases, FANOUTS))
     assert_same(dp_grad, full, "3 steps")
@@ -68,6 +72,10 @@ def test_epochs_account_bytes_and_run_the_controller() -> None:
         steps = {e: s for e, (s, _) in enumerate(history)}
         for (epoch, _), n in per_it.items():
             assert n == steps[epoch] - 1
+        samples = [s for s in spans if s.phase == "sample"]
+        assert all(s.args["num_groups"] <= steps[s.epoch] for s in samples)
+        assert sum(s.args["num_groups"] for s in samples) > 0
+        assert not any(s.phase == "redistribute" for s in spans)   # home sampling: nothing is shipped
         forward = [s for s in spans if s.phase == "all_reduce"]
         gradient_bytes = forward[0].nbytes
         assert all(s.nbytes == 2 * gradient_bytes for s in spans if s.phase == "migrate")
@@ -90,4 +98,5 @@ def test_cora_accuracy_matches_dp(tmp_path) -> None:  # type: ignore[no-untyped-
                     workload=load_workload("cora-sage"))
         acc[strategy] = run_plan(plan, trace_dir=tmp_path, progress=False)["test_accuracy"]
     assert acc["dp"] > 0.75
-    assert abs(acc["hopgnn"] - acc["dp"]) <= 0.01, acc
+    # within 1 point (10 of Cora's 1000 test vertices); home sampling draws other neighbours than dp's workers
+    assert abs(acc["hopgnn"] - acc["dp"]) <= 0.01 + 1e-9, acc

@@ -1,5 +1,5 @@
-"""HopGNN's schedule (grouping by home, merging, controller) and micrograph cutting, on the paper's toy examples and
-on Cora."""
+"""HopGNN's schedule (grouping by home, merging, controller), the groups a worker hosts, and micrograph cutting, on
+the paper's toy examples and on Cora."""
 
 from __future__ import annotations
 
@@ -9,14 +9,7 @@ import numpy as np
 import pytest
 
 from gnnplan.executor.strategies.hopgnn.exchange import MergeController
-from gnnplan.simulator.strategies.hopgnn.micrographs import (
-    build_blocks,
-    cut_blocks,
-    home_groups,
-    host_worker,
-    merge_groups,
-    seed_positions,
-)
+from gnnplan.simulator.strategies.hopgnn.micrographs import cut_blocks, home_groups, host_worker, merge_groups
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
@@ -117,25 +110,51 @@ def test_micrographs_partition_the_batch_blocks(cora_batch) -> None:  # type: ig
     assert sizes[-1][1] == 1 and seeds[0] in one_inputs and len(one_inputs) == sizes[0][0]
 
 
-@pytest.mark.parametrize("arch", ["sage", "gcn", "gat"])
-def test_rebuilt_groups_compute_the_batch_outputs(cora_batch, arch: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("gpus", [1, 2])
+def test_hosted_groups_cover_every_seed_once(gpus: int) -> None:
+    from gnnplan.executor.strategies.hopgnn.home import hosted_groups, hosted_model
+
+    rng = np.random.default_rng(7)
+    m, workers = 3, 3 * gpus
+    owner = rng.integers(0, m, 300)
+    batches = [rng.choice(300, 20, replace=False) for _ in range(workers)]
+    for merges in (0, 1):
+        seen: dict[int, list[int]] = {d: [] for d in range(workers)}
+        for rank in range(workers):
+            steps, groups = hosted_groups(batches, owner, m, gpus, merges, rank)
+            assert len(steps) == m - merges
+            for k, (d, seeds) in groups.items():
+                assert host_worker(d, steps[k], m, gpus) == rank and hosted_model(rank, steps[k], m, gpus) == d
+                if merges == 0:  # unmerged: every group is trained on its seeds' home machine
+                    assert (owner[seeds] == rank // gpus).all()
+                seen[d].extend(seeds.tolist())
+        assert all(sorted(seen[d]) == sorted(batches[d].tolist()) for d in range(workers))
+
+
+def test_sampler_processes_sample_the_inline_groups() -> None:
+    """The group stream gives the same hosted groups (keyed sampler: the same blocks) inline and from a sampler
+    process, for every epoch and merge count it is asked for."""
     import dgl
-    import torch
 
-    from gnnplan.executor.models import GNN, attach_edge_weights
-    from gnnplan.simulator.workload.spec import ModelSpec
+    from gnnplan.executor.data import build_graph
+    from gnnplan.executor.sampling_keyed import KeyedSampler
+    from gnnplan.executor.strategies.hopgnn.home import GroupStream, HomeSchedule
+    from gnnplan.simulator.workload.datasets import load_dataset
 
-    data, g, weights, seeds, blocks = cora_batch
-    torch.manual_seed(0)
-    model = GNN(ModelSpec(arch=arch, num_layers=2, hidden_dim=16, num_heads=2, dropout=0.0), data.feature_dim,
-                data.num_classes).eval()
-    x = torch.from_numpy(data.features)
-    attach_edge_weights(blocks, weights)
-    full = model(blocks, x[blocks[0].srcdata[dgl.NID]])
-    group = seeds[[5, 1, 30, 47, 2]]
-    eids, _, _ = cut_blocks(blocks, seed_positions(seeds, group))
-    rebuilt = build_blocks(g, group, eids)
-    attach_edge_weights(rebuilt, weights)
-    out = model(rebuilt, x[rebuilt[0].srcdata[dgl.NID]])
-    assert rebuilt[-1].dstdata[dgl.NID].tolist() == group.tolist()
-    torch.testing.assert_close(out, full[[5, 1, 30, 47, 2]], rtol=0, atol=1e-6)
+    data = load_dataset("cora")
+    g, _ = build_graph(data, "sage")
+    owner = np.random.default_rng(0).integers(0, 2, data.num_vertices)
+    home = HomeSchedule(data.train_idx, owner, 2, 1, 0, 30, 1, "owner")
+    n_it = len(home.batches(0)[1])
+
+    def collect(workers: int) -> list:  # type: ignore[type-arg]
+        stream = GroupStream(g, KeyedSampler([4, 4], 0), home, n_it, workers, seed=0)
+        out = [(b.steps, {k: (h.model, h.seeds.tolist(), [x.edata[dgl.EID].tolist() for x in h.blocks])
+                          for k, h in b.groups.items()})
+               for epoch, merges in ((0, 0), (1, 1)) for b in stream.epoch(epoch, merges)]
+        stream.close()
+        return out
+
+    inline = collect(0)
+    assert len(inline) == 2 * n_it and any(len(groups) == 2 for _, groups in inline)
+    assert collect(1) == inline

@@ -34,5 +34,7 @@ def test_calibration_recovers_hidden_parameters_from_depcomm(ring: bool, tmp_pat
     for p in ("pcie.bandwidth_bytes_per_s", "host.sampling_edges_per_s_per_core"):
         assert get_param(fitted, p) == get_param(start, p)  # exchange spans do not move PCIe; no sampling
     row = report["traces"]["ns.json"]
-    assert row["predicted_epoch_time_s_after"] == pytest.approx(row["measured_epoch_time_s"], rel=0.02)
+    # in-sample, without the former closure on iteration_overhead_s: the exchange's few percent of model error
+    # (above) shows in the epoch time
+    assert row["fit_epoch_time_s"] == pytest.approx(row["measured_epoch_time_s"], rel=0.08)
     assert row["predicted_epoch_time_s_before"] < 0.5 * row["measured_epoch_time_s"]

@@ -1,0 +1,244 @@
+"""``gnnplan probe``'s fixed-cost measurements and the ``priors`` block of the cluster it writes.
+
+Calibration (:mod:`simulator.calibrate_fit`) regularises every fitted parameter toward a prior; this module
+measures the priors of the fixed costs that only the executor's own calls reveal, each the way the executor pays
+it, and adds them with their sources to the probe's cluster mapping (:func:`add_overheads`):
+
+* ``host.sampler_handoff_s``: a trainer taking one sampled 2-layer mini-batch from a sampler process. The
+  executor's own :class:`executor.sampling.BatchStream` with one sampler process (a PyTorch ``DataLoader``,
+  ``prefetch_factor`` 2) samples batches of the probe's R-MAT graph; before each batch the trainer sleeps long
+  enough for the batch to be ready, so the timed ``next()`` is the hand-off alone: the queue get and unpickling
+  the blocks' tensors, each a shared-memory file descriptor fetched from the sender (torch.multiprocessing's
+  ``file_descriptor`` strategy; torch/multiprocessing/reductions.py ``rebuild_storage_fd``). Median over the
+  batches after the first two.
+* ``network.per_collective_s``: two spawned gloo processes on 127.0.0.1 time an 8-byte ``all_reduce`` (median
+  of interleaved rounds with an 8-byte send/recv round trip, reported beside it); the fixed cost of the
+  collective is the all-reduce minus what the simulator already charges for it, its ring's ``2 (W - 1)``
+  messages at the probe's ``network.latency_s`` (W = 2; ring all-reduce, Thakur, Rabenseifner and Gropp,
+  IJHPCA 19(1), 2005, §4.5), at least 1 us.
+* ``iteration_overhead_s``: the Python the executor's training loop runs per iteration outside its phase spans
+  (:mod:`executor.strategies.dp` ``train_epoch``: the inline batch stream's step around the sampling itself,
+  five span records, the loss sum of a detached scalar and the clock readings), timed over many iterations of
+  exactly those calls.
+
+The ``priors`` block repeats the probe's measured value of every parameter calibration fits that the probe
+measures (:data:`PRIOR_FIELDS`): the fields themselves change when a cluster is calibrated, the priors do not.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnnplan.executor.trace import Recorder, now
+
+PRIOR_FIELDS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
+                "pcie.bandwidth_bytes_per_s", "pcie.latency_s", "gpu.kernel_overhead_s",
+                "host.sampling_edges_per_s_per_core", "host.sampler_handoff_s", "iteration_overhead_s")
+"""The fitted parameters (:data:`simulator.calibrate_fit.PARAMS`) ``gnnplan probe`` measures; the efficiencies
+are fractions of the probe's own roofline, 1 by construction, so their prior is the field's default."""
+
+MIN_FIXED_S = 1e-6
+"""Floor of a measured fixed cost: a difference of two timings can come out at or below 0 on a fast path; 1 us
+keeps a positive prior (calibration fits a parameter with a prior in log space)."""
+
+LOOP_GRAPH = (64, 4, (2, 2), 4)
+"""The loop measurement's tiny batches: (R-MAT vertices, edge factor, fanouts, seeds)."""
+LOOP_ITERATIONS = 300
+
+HANDOFF_SEEDS_DIVISOR = 16
+"""Hand-off batches have ``sampling_batch_size // 16`` seeds (32 with the full sizes: the main job's Cora batch
+per worker); the cost is per tensor, and a 2-layer block list has the same tensors at any batch size."""
+
+
+def _schedule(batches: list[np.ndarray], epoch: int) -> list[np.ndarray]:
+    """A fixed seed schedule for :class:`~gnnplan.executor.sampling.BatchStream` (module-level: picklable)."""
+    return batches
+
+
+def sampler_handoff_s(num_vertices: int, edge_factor: int, fanouts: tuple[int, ...], batch_size: int,
+                      num_batches: int) -> float:
+    """Seconds a trainer spends taking one ready batch from a sampler process (module docstring).
+
+    Args:
+        num_vertices, edge_factor: the R-MAT graph (:mod:`simulator.workload.rmat`).
+        fanouts: sampling fanouts (one block per entry).
+        batch_size: seeds per batch.
+        num_batches: batches taken (the first two are warm-up).
+
+    Returns:
+        The median time of ``next()`` on the batch stream with the batch already sampled.
+    """
+    import dgl
+
+    from gnnplan.executor.sampling import BatchStream, TimedSampler, sample_inline
+    from gnnplan.simulator.workload.rmat import rmat_edges
+
+    src, dst = rmat_edges(num_vertices, edge_factor * num_vertices, seed=0)
+    g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=num_vertices)
+    rng = np.random.default_rng(0)
+    batches = [rng.choice(num_vertices, batch_size, replace=False) for _ in range(num_batches)]
+    sampler = TimedSampler(list(fanouts))
+    sample_inline(g, sampler, batches[0])  # builds the graph's CSC format before the sampler process forks
+    inline = sample_inline(g, sampler, batches[0])
+    wait_s = 3.0 * (inline.end_s - inline.start_s) + 0.02
+    stream = BatchStream(g, sampler, functools.partial(_schedule, batches), num_batches, 1)
+    times = []
+    try:
+        batches_iter = stream.epoch(0)
+        for _ in range(num_batches):
+            time.sleep(wait_s)
+            start = time.perf_counter()
+            next(batches_iter)
+            times.append(time.perf_counter() - start)
+    finally:
+        stream.close()
+    return float(np.median(times[2:]))
+
+
+def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float]:
+    """Rank program of :func:`per_collective_s`: median one-way 8-byte message time and 8-byte all-reduce."""
+    from gnnplan.executor import comm
+
+    peer = 1 - topo.rank
+    first, second = (comm.send, comm.recv) if topo.rank == 0 else (comm.recv, comm.send)
+    buf, value = torch.zeros(1, dtype=torch.float64), torch.ones(1, dtype=torch.float64)
+    one_way, reduce = [], []
+    comm.barrier()
+    for i in range(repeats + 3):  # three warm-up rounds
+        start = time.perf_counter()
+        first(buf, peer)
+        second(buf, peer)
+        middle = time.perf_counter()
+        comm.all_reduce_(value)
+        end = time.perf_counter()
+        if i >= 3:
+            one_way.append((middle - start) / 2.0)
+            reduce.append(end - middle)
+    return float(np.median(one_way)), float(np.median(reduce))
+
+
+def per_collective_s(repeats: int, latency_s: float) -> tuple[float, float, float]:
+    """The fixed cost of a gloo collective between two local processes (module docstring).
+
+    Args:
+        repeats: timed rounds.
+        latency_s: the modelled latency of one message (``network.latency_s``).
+
+    Returns:
+        (per-collective seconds, floored at :data:`MIN_FIXED_S`; one-way 8-byte message seconds; 8-byte
+        all-reduce seconds).
+    """
+    from gnnplan.executor.launch import spawn
+
+    one_way, reduce = spawn(_collective_rank, 2, (repeats,))
+    workers = 2
+    return max(reduce - 2.0 * (workers - 1) * latency_s, MIN_FIXED_S), one_way, reduce
+
+
+def iteration_overhead_s(iterations: int, repeats: int) -> float:
+    """Per-iteration seconds of the executor's training loop outside its phase spans (module docstring).
+
+    The batches come from the executor's own inline :class:`~gnnplan.executor.sampling.BatchStream` over a tiny
+    R-MAT graph (:data:`LOOP_GRAPH`); the time inside each batch's sampling window (the ``sample`` span) is
+    subtracted, so its wrapper (seed conversion, thread settings, the batch record) counts and the sampling not.
+
+    Args:
+        iterations: loop iterations per timing.
+        repeats: timings (the median is returned).
+    """
+    import dgl
+
+    from gnnplan.executor.sampling import BatchStream, TimedSampler
+    from gnnplan.simulator.workload.rmat import rmat_edges
+
+    n, factor, fanouts, seeds = LOOP_GRAPH
+    src, dst = rmat_edges(n, factor * n, seed=0)
+    g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n)
+    rng = np.random.default_rng(0)
+    batches = [rng.choice(n, seeds, replace=False) for _ in range(iterations)]
+    stream = BatchStream(g, TimedSampler(list(fanouts)), functools.partial(_schedule, batches), iterations, 0)
+    rec, loss_sum, loss = Recorder(0, now()), torch.zeros((), dtype=torch.float64), torch.ones(())
+    samples = []
+    for _ in range(repeats + 1):  # the first timing is a warm-up
+        sampling_s, start = 0.0, time.perf_counter()
+        for it, batch in enumerate(stream.epoch(0)):
+            t0 = now()
+            sampling_s += batch.end_s - batch.start_s
+            rec.add("sample", batch.start_s, batch.end_s, "sampler", 0, it, num_input_vertices=1, num_sampled_edges=1)
+            rec.add("backward", t0, t0, "compute", 0, it, flops=1.0)
+            rec.add("all_reduce", t0, t0, "network", 0, it, nbytes=1.0)
+            loss_sum += loss.detach()
+            t1 = now()
+            rec.add("optimizer", t0, t1, "compute", 0, it, flops=1.0)
+            rec.add("iteration", t0, t1, "host", 0, it)
+        samples.append((time.perf_counter() - start - sampling_s) / iterations)
+    return max(statistics.median(samples[1:]), MIN_FIXED_S)
+
+
+def _sig(x: float) -> float:
+    return float(f"{x:.4g}")
+
+
+def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, Any]:
+    """Measure the fixed costs into a :func:`executor.probe.probe_machine` mapping, with their ``sources``, and
+    add its ``priors`` block (module docstring).
+
+    Args:
+        data: the probe's cluster mapping (changed in place).
+        sizes: the probe's :class:`executor.probe.Sizes`.
+        threads: torch threads of one worker (the trainer side of the hand-off runs on them).
+
+    Returns:
+        ``data``.
+    """
+    from gnnplan.executor.probe import torch_threads
+
+    batch = max(1, sizes.sampling_batch_size // HANDOFF_SEEDS_DIVISOR)
+    num_batches = max(5, 3 * sizes.repeats)
+    with torch_threads(threads):
+        handoff = sampler_handoff_s(sizes.rmat_vertices, sizes.rmat_edge_factor, tuple(sizes.sampling_fanouts),
+                                    batch, num_batches)
+        loop = iteration_overhead_s(LOOP_ITERATIONS, sizes.repeats)
+    latency = float(data["network"]["latency_s"])
+    collective, one_way, reduce = per_collective_s(sizes.message_repeats, latency)
+    data["host"]["sampler_handoff_s"] = _sig(handoff)
+    data["network"]["per_collective_s"] = _sig(collective)
+    data["iteration_overhead_s"] = _sig(loop)
+    date = datetime.date.today().isoformat()
+    data["sources"].update({
+        "host.sampler_handoff_s": (
+            f"measured by gnnplan probe on {date}: median over {num_batches - 2} batches of the time a trainer on "
+            f"{threads} thread(s) takes a ready {len(sizes.sampling_fanouts)}-layer batch ({batch} seeds, fanouts "
+            f"{list(sizes.sampling_fanouts)}, R-MAT graph of {sizes.rmat_vertices} vertices) from one sampler "
+            "process of executor.sampling.BatchStream (DataLoader queue get + unpickling shared-memory tensors)"),
+        "network.per_collective_s": (
+            f"measured by gnnplan probe on {date}: median 8-byte gloo all_reduce between 2 spawned local processes "
+            f"({reduce:.4g} s; an 8-byte message one way: {one_way:.4g} s; medians of {sizes.message_repeats} "
+            f"interleaved rounds) minus its ring's 2 messages at network.latency_s ({latency:.4g} s), at least "
+            f"{MIN_FIXED_S:g} s"),
+        "iteration_overhead_s": (
+            f"measured by gnnplan probe on {date}: median over {sizes.repeats} timings of {LOOP_ITERATIONS} "
+            "iterations of the executor's training-loop calls outside its phase spans (inline BatchStream step "
+            f"minus its sampling window, 5 span records, a detached loss sum, clock readings) on {threads} "
+            f"thread(s), at least {MIN_FIXED_S:g} s"),
+        "priors": f"measured by gnnplan probe on {date}: the probe's values of the fields calibration fits "
+                  f"({', '.join(PRIOR_FIELDS)}); calibration regularises toward them and keeps them"})
+    data["priors"] = {path: _field(data, path) for path in PRIOR_FIELDS if _field(data, path) is not None}
+    return data
+
+
+def _field(data: dict[str, Any], path: str) -> float | None:
+    """A numeric value of the mapping by dotted path (None when absent)."""
+    node: Any = data
+    for part in path.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return float(node) if isinstance(node, int | float) and not isinstance(node, bool) else None

@@ -1,0 +1,189 @@
+"""Held-out error of a calibration: predictions of epochs and configurations the fit did not see.
+
+An error measured on the data a fit was made from says how well the fit reproduces them, not how well the
+calibrated simulator predicts; :mod:`gnnplan.simulator.calibrate` therefore reports two held-out errors:
+
+* epochs: every trace's measured epochs (:func:`split_epochs`) are split by parity, the even ones to fit, the
+  odd ones held out; one fit on the fitting epochs of all traces predicts each trace's held-out epochs (the
+  median of their epoch times; an epoch's time is its slowest rank's ``epoch`` span, as ``gnnplan run``
+  reports it). A trace with a single measured epoch cannot be held out and says so.
+* configurations (leave one configuration out): with traces of at least two configurations (strategy, knobs,
+  workload and cluster shape), each configuration in turn is predicted by a fit on the traces of all others.
+
+The predictions before calibration (the starting cluster) are reported beside them: they were not fitted to
+anything either. Source: cross-validation (Hastie, Tibshirani and Friedman, "The Elements of Statistical
+Learning", 2nd ed., Springer, 2009, §7.10).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import ClusterSpec
+from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.trace import Span
+
+WARMUP_EPOCHS = 1
+"""Epochs at the start of a run of 3 or more epochs that calibration ignores (lazy initialisation, sampler
+processes starting): the epochs ``gnnplan run`` leaves out of its measured epoch time."""
+
+EPOCH_PHASE = "epoch"
+
+Selection = Mapping[str, Collection[int]]
+"""Trace name -> the epochs of its spans a fit may use."""
+FitFn = Callable[[Selection], ClusterSpec]
+"""Fits the starting cluster to the selected epochs; raises SpecError when they price nothing."""
+PredictFn = Callable[[ClusterSpec, Plan], float]
+"""The simulated epoch time of a plan on a cluster."""
+
+
+@dataclass(frozen=True)
+class EpochSplit:
+    """Which epochs of a trace calibration uses.
+
+    Attributes:
+        measured: the epochs every fit may use (all but the warm-up when there are 3 or more).
+        fit: the epochs of the held-out fit (even ones; all measured ones when nothing can be held out).
+        held_out: the epochs it predicts (odd ones; empty when nothing can be held out).
+        reason: why nothing is held out (None when something is).
+    """
+
+    measured: tuple[int, ...]
+    fit: tuple[int, ...]
+    held_out: tuple[int, ...]
+    reason: str | None = None
+
+
+class HeldOutTrace(Protocol):
+    """What held-out evaluation reads of a loaded trace."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def measured_epoch_s(self) -> float: ...
+
+    @property
+    def epoch_times_s(self) -> Mapping[int, float]: ...
+
+    @property
+    def split(self) -> EpochSplit: ...
+
+
+def epoch_times_s(spans: Sequence[Span]) -> dict[int, float]:
+    """Each epoch's time: the longest ``epoch`` span of that epoch over the ranks."""
+    out: dict[int, float] = {}
+    for s in spans:
+        if s.phase == EPOCH_PHASE and s.epoch >= 0:
+            out[s.epoch] = max(out.get(s.epoch, 0.0), s.dur_s)
+    return out
+
+
+def split_epochs(epochs: Collection[int], timed: Collection[int]) -> EpochSplit:
+    """The epochs of a trace to fit and to hold out (module docstring).
+
+    Args:
+        epochs: the epochs its spans belong to (negative values ignored).
+        timed: the epochs with an ``epoch`` span (a held-out epoch needs its measured time).
+
+    Returns:
+        The split; with fewer than 2 measured epochs, or no timed odd one, nothing is held out.
+    """
+    ordered = sorted({e for e in epochs if e >= 0})
+    measured = tuple(ordered[WARMUP_EPOCHS:] if len(ordered) >= 3 else ordered)
+    if len(measured) < 2:
+        return EpochSplit(measured, measured, (), f"{len(measured)} epoch: cannot be held out")
+    fit = tuple(e for e in measured if e % 2 == 0)
+    held = tuple(e for e in measured if e % 2 == 1 and e in timed)
+    if not fit or not held:
+        return EpochSplit(measured, measured, (), "no timed epoch to hold out (no epoch spans)")
+    return EpochSplit(measured, fit, held)
+
+
+def configuration_key(plan: Plan) -> str:
+    """What makes two traces the same configuration: strategy, knobs, workload and cluster shape."""
+    return json.dumps([plan.strategy, plan.knobs, plan.workload.to_yaml_dict(), plan.cluster.num_machines,
+                       plan.cluster.gpus_per_machine], sort_keys=True, default=str)
+
+
+def configuration_label(plan: Plan) -> str:
+    """A short name of a configuration for people."""
+    knobs = " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in plan.knobs.items()
+                     if v is not None)
+    return (f"{plan.strategy} {knobs} [{plan.workload.name or plan.workload.dataset_name}, {plan.cluster.num_machines}x"
+            f"{plan.cluster.gpus_per_machine}]").replace("  ", " ")
+
+
+def _error(predicted: float, measured: float) -> float:
+    return predicted / measured - 1.0 if measured > 0 else float("nan")
+
+
+def held_out_epochs(traces: Sequence[HeldOutTrace], fit_fn: FitFn, predict: PredictFn,
+                    before_s: Mapping[str, float]) -> dict[str, Any]:
+    """Fit on the fitting epochs of every trace and predict each trace's held-out epochs.
+
+    Args:
+        traces: the loaded traces.
+        fit_fn: fits the starting cluster to a selection of epochs.
+        predict: simulated epoch time of a plan on a cluster.
+        before_s: each trace's prediction on the starting cluster.
+
+    Returns:
+        ``{rows: [{trace, fit_epochs, held_out_epochs, measured_epoch_time_s, predicted_before_s,
+        error_before_fraction, predicted_s, error_fraction}], not_held_out: {trace: reason}}``.
+    """
+    out: dict[str, Any] = {"rows": [], "not_held_out": {t.name: t.split.reason for t in traces if t.split.reason}}
+    held = [t for t in traces if t.split.held_out]
+    if not held:
+        return out
+    try:
+        fitted = fit_fn({t.name: t.split.fit for t in traces})
+    except SpecError as exc:
+        out["not_held_out"].update({t.name: f"the fitting epochs price nothing: {exc}" for t in held})
+        return out
+    for t in held:
+        measured = statistics.median(t.epoch_times_s[e] for e in t.split.held_out)
+        predicted = predict(fitted, t.plan)
+        out["rows"].append({"trace": t.name, "fit_epochs": list(t.split.fit), "held_out_epochs": list(t.split.held_out),
+                            "measured_epoch_time_s": measured, "predicted_before_s": before_s[t.name],
+                            "error_before_fraction": _error(before_s[t.name], measured), "predicted_s": predicted,
+                            "error_fraction": _error(predicted, measured)})
+    return out
+
+
+def held_out_configurations(traces: Sequence[HeldOutTrace], fit_fn: FitFn, predict: PredictFn,
+                            before_s: Mapping[str, float]) -> dict[str, Any]:
+    """Leave one configuration out: predict each configuration's measured epoch time from a fit on all others.
+
+    Returns:
+        ``{rows: [{configuration, traces, measured_epoch_time_s, predicted_before_s, error_before_fraction,
+        predicted_s, error_fraction}], reason}`` (``reason``: why there are no rows, else None).
+    """
+    groups: dict[str, list[HeldOutTrace]] = {}
+    for t in traces:
+        groups.setdefault(configuration_key(t.plan), []).append(t)
+    if len(groups) < 2:
+        return {"rows": [], "reason": f"{len(traces)} trace(s) of one configuration: none to leave out"}
+    rows = []
+    for key, group in groups.items():
+        others = {t.name: t.split.measured for k, g in groups.items() if k != key for t in g}
+        try:
+            fitted = fit_fn(others)
+        except SpecError:
+            continue
+        measured = statistics.median(t.measured_epoch_s for t in group)
+        predicted = statistics.median(predict(fitted, t.plan) for t in group)
+        before = statistics.median(before_s[t.name] for t in group)
+        rows.append({"configuration": configuration_label(group[0].plan), "traces": [t.name for t in group],
+                     "measured_epoch_time_s": measured, "predicted_before_s": before,
+                     "error_before_fraction": _error(before, measured), "predicted_s": predicted,
+                     "error_fraction": _error(predicted, measured)})
+    return {"rows": rows, "reason": None if rows else "no other configuration's spans price anything"}

@@ -1,0 +1,53 @@
+"""``gnnplan loop`` reports prediction errors on data no fit saw: held-out epochs, never the fitted ones."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from calibration_traces import epochs_trace
+
+from gnnplan.autotune.cli import main
+from gnnplan.simulator import api
+from gnnplan.simulator.calibrate import with_params
+from gnnplan.simulator.hardware.spec import load_cluster
+
+FACTORS = (2.0, 1.3, 1.0, 1.3)
+"""Epoch time scales of the fake run: warm-up, then the held-out epochs 1 and 3 30% slower than fitted epoch 2."""
+
+
+def _fake_run(tmp_path: Path) -> Any:
+    truth = with_params(load_cluster("4x-a100-10gbe"), {"efficiency.forward_fraction": 0.3,
+                                                         "network.bandwidth_bytes_per_s": 0.8e9})
+
+    def run_plan(plan: Any, nprocs: int, epochs: int | None, trace_dir: str, progress: bool) -> dict[str, Any]:
+        assert (nprocs, epochs) == (4, len(FACTORS))
+        result = api.simulate(truth, plan.workload, plan.strategy, plan.knobs)
+        trace = epochs_trace(result, truth, plan.workload, tmp_path / "run.json", FACTORS)
+        return {"epoch_time_s": 1.3 * result.epoch_time_s, "test_accuracy": 0.5, "trace": str(trace)}
+    return run_plan
+
+
+def test_loop_prints_the_held_out_error_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from gnnplan.executor import runner
+
+    monkeypatch.setattr(runner, "run_plan", _fake_run(tmp_path))
+    out_dir = tmp_path / "loop"
+    argv = ["loop", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--trials", "3", "--nprocs", "4",
+            "--epochs", str(len(FACTORS)), "--storage", f"sqlite:///{tmp_path / 's.db'}", "--out-dir", str(out_dir)]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "after calibration" not in text and "predicted after" not in text and "in-sample" not in text
+    assert "held-out epochs" in text and "held-out error" in text
+    report = json.loads((out_dir / "report.json").read_text())
+    assert "predicted_after_s" not in report and "error_after_fraction" not in report
+    (row,) = report["held_out"]["rows"]
+    assert (row["fit_epochs"], row["held_out_epochs"]) == ([2], [1, 3])
+    # fitted on epoch 2, which ran at the truth: the held-out epochs ran 30% slower than it predicts
+    assert row["error_fraction"] == pytest.approx(1 / 1.3 - 1, abs=0.03)
+    assert f"{row['error_fraction'] * 100:+.1f}%" in text
+    assert main([*argv, "--json"]) == 0
+    assert "predicted_after_s" not in json.loads(capsys.readouterr().out)

@@ -1,0 +1,39 @@
+"""The probe's fixed-cost measurements (:mod:`executor.probe_overheads`): what each subtracts, and the priors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from gnnplan.executor import launch, probe_overheads
+
+
+@pytest.mark.parametrize(("one_way", "reduce", "expected"), [(2e-4, 5e-4, 5e-4 - 2 * 1e-4), (2e-4, 1.5e-4, 1e-6)])
+def test_a_collective_costs_what_its_messages_do_not(monkeypatch: pytest.MonkeyPatch, one_way: float, reduce: float,
+                                                   expected: float) -> None:
+    def spawn(fn: Any, nprocs: int, args: tuple[Any, ...]) -> tuple[float, float]:
+        assert (fn, nprocs, args) == (probe_overheads._collective_rank, 2, (5,))
+        return one_way, reduce
+
+    monkeypatch.setattr(launch, "spawn", spawn)
+    # the ring's 2 messages are charged at the modelled latency (1e-4 s), not at the measured one-way time
+    collective, measured_one_way, measured_reduce = probe_overheads.per_collective_s(5, 1e-4)
+    assert collective == pytest.approx(expected, rel=1e-12)  # at least MIN_FIXED_S
+    assert (measured_one_way, measured_reduce) == (one_way, reduce)
+
+
+def test_handoff_and_loop_costs_are_measured_on_the_executors_paths() -> None:
+    handoff = probe_overheads.sampler_handoff_s(2000, 8, (5, 5), 8, 5)
+    loop = probe_overheads.iteration_overhead_s(50, 2)
+    # a batch from a sampler process costs a fetched file descriptor per tensor (tens of us each); the loop's own
+    # Python per iteration is microseconds
+    assert handoff > 1e-4 and probe_overheads.MIN_FIXED_S <= loop < handoff
+
+
+def test_priors_repeat_the_measured_values_present() -> None:
+    data = {"network": {"latency_s": 1e-4, "bandwidth_bytes_per_s": 1e9}, "gpu": {"is_host_cpu": True},
+            "iteration_overhead_s": 2e-5}
+    assert probe_overheads._field(data, "network.latency_s") == 1e-4
+    assert probe_overheads._field(data, "gpu.is_host_cpu") is None  # not numeric
+    assert probe_overheads._field(data, "host.sampler_handoff_s") is None  # absent

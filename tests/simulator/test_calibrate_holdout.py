@@ -1,0 +1,30 @@
+"""Held-out splits of calibration: which epochs are fitted, which predicted, and when nothing can be held out."""
+
+from __future__ import annotations
+
+import pytest
+
+from gnnplan.simulator.calibrate_holdout import EpochSplit, epoch_times_s, split_epochs
+from gnnplan.simulator.trace import Span
+
+
+@pytest.mark.parametrize(("epochs", "split"), [
+    ([0], EpochSplit((0,), (0,), (), "1 epoch: cannot be held out")),
+    ([0, 1], EpochSplit((0, 1), (0,), (1,))),  # two epochs: both measured, no warm-up left out
+    ([0, 1, 2], EpochSplit((1, 2), (2,), (1,))),  # three or more: epoch 0 is warm-up
+    (range(12), EpochSplit(tuple(range(1, 12)), (2, 4, 6, 8, 10), (1, 3, 5, 7, 9, 11))),
+    ([-1, 0, 1], EpochSplit((0, 1), (0,), (1,))),  # spans outside any epoch are ignored
+])
+def test_even_epochs_are_fitted_and_odd_ones_held_out(epochs: list[int], split: EpochSplit) -> None:
+    assert split_epochs(epochs, set(epochs)) == split
+
+
+def test_an_epoch_without_its_time_cannot_be_held_out() -> None:
+    assert split_epochs([0, 1, 2], {0, 2}) == EpochSplit((1, 2), (1, 2), (), "no timed epoch to hold out "
+                                                                                "(no epoch spans)")
+
+
+def test_an_epochs_time_is_its_slowest_rank() -> None:
+    spans = [Span(0, "epoch", 0.0, 0.2, epoch=0), Span(1, "epoch", 0.0, 0.25, epoch=0),
+             Span(0, "epoch", 0.3, 0.1, epoch=1), Span(0, "load", 0.0, 9.0, epoch=1)]
+    assert epoch_times_s(spans) == {0: 0.25, 1: 0.1}
