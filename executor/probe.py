@@ -46,6 +46,7 @@ import scipy.optimize
 import torch
 import yaml
 
+from gnnplan.executor.probe_constants import add_constants
 from gnnplan.executor.probe_overheads import add_overheads
 from gnnplan.executor.threads import cpu_count as num_cores
 from gnnplan.simulator.errors import SpecError
@@ -424,6 +425,7 @@ def probe_machine(num_workers: int = 2, quick: bool = False) -> dict[str, Any]:
         "sources": _sources(s, w, cores, memory, folder, dropped),
     }
     add_overheads(data, s, threads)
+    add_constants(data, folder, quick)
     cluster_from_dict(data, where="probe")
     return data
 

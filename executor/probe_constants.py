@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
@@ -20,6 +21,7 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -118,3 +120,29 @@ def _page_reads_s(reader: object, offsets: np.ndarray, threads: int) -> float:
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(work, np.array_split(offsets, threads)))
     return (time.perf_counter() - start) / len(offsets)
+
+
+def add_constants(data: dict[str, Any], folder: Path, quick: bool) -> dict[str, Any]:
+    """Measure the three constants into a :func:`executor.probe.probe_machine` mapping, with their ``sources``.
+
+    Args:
+        data: the probe's cluster mapping (changed in place).
+        folder: where the storage test file is written (the probe's cache folder).
+        quick: small sizes (for tests).
+
+    Returns:
+        ``data``.
+    """
+    rows = row_index_s(num_rows=2048 if quick else 8192, repeats=4 if quick else 16)
+    depth = storage_concurrency(folder, file_bytes=(8 if quick else 64) * 2**20, pages=128 if quick else 512)
+    data["host"]["process_bytes"] = float(f"{worker_process_bytes():.4g}")
+    data["host"]["row_index_s"] = float(f"{rows:.4g}")
+    data["storage"]["concurrency"] = float(f"{depth:.4g}")
+    date = datetime.date.today().isoformat()
+    data.setdefault("sources", {}).update({
+        "host.process_bytes": f"measured by gnnplan probe on {date}: VmRSS of a new process after import torch, dgl",
+        "host.row_index_s": f"measured by gnnplan probe on {date}: median seconds per row and matrix of "
+                            "Dataset.__getitem__ + default_collate, one thread",
+        "storage.concurrency": f"measured by gnnplan probe on {date}: seconds per 4 KiB direct read, one thread "
+                               "over 8 threads"})
+    return data
