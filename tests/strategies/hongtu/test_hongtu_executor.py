@@ -1,0 +1,113 @@
+"""hongtu for real on 2 and 4 gloo workers (Cora): the loss and gradient equal single-process full-graph training
+(1e-5) for GCN and GAT at every dedup level; the bytes moved per path equal the simulator's; the measured
+working set stays within the memory budget under which the simulator finds the configuration feasible (and
+the simulator finds fewer chunks infeasible); GCN reaches Kipf and Welling's test accuracy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hongtu_workers import make_cluster, make_workload, reference, several
+
+from gnnplan.executor.launch import spawn
+from gnnplan.simulator import api
+from gnnplan.simulator.strategies import hongtu
+from gnnplan.simulator.strategies.hongtu.work import layer_widths
+
+TOL = 1e-5
+GAT = {"num_heads": 2}
+GRADIENT_CASES = [("gcn", {}, {"dedup": d, "num_chunks": 3}) for d in ("none", "gpu", "reuse")] + \
+    [("gcn", {}, {"dedup": "reuse", "num_chunks": 2, "partitioner": "chunk"}),
+     ("gat", GAT, {"dedup": "none", "num_chunks": 2}), ("gat", GAT, {"dedup": "reuse", "num_chunks": 3})]
+BYTE_CASES = [("gcn", {}, {"dedup": d, "num_chunks": 3}) for d in ("none", "gpu", "reuse")] + \
+    [("gat", GAT, {"dedup": "reuse", "num_chunks": 2})]
+BUDGET_CHUNKS = 4
+ACCURACY_EPOCHS = 200
+
+
+def _cases(rows: list[tuple[str, dict, dict]]) -> list[tuple[Any, dict]]:
+    return [(make_workload(arch, **model), knobs) for arch, model, knobs in rows]
+
+
+def budget_cluster():  # type: ignore[no-untyped-def]
+    """The local (CPU) cluster, 2 workers, each with exactly the memory the simulator predicts for
+    ``BUDGET_CHUNKS`` chunks."""
+    cl = make_cluster(2, cluster="local")
+    need = api.simulate(cl, make_workload("gcn"), "hongtu", {"num_chunks": BUDGET_CHUNKS}).peak_memory_bytes["gpu"]
+    return make_cluster(2, need, cluster="local")
+
+
+@pytest.fixture(scope="module")
+def two_workers() -> list[Any]:
+    calls: list[tuple[str, tuple[Any, ...]]] = [("gradients", (_cases(GRADIENT_CASES),))]
+    calls += [("epoch", (wl, knobs, make_cluster(2))) for wl, knobs in _cases(BYTE_CASES)]
+    calls.append(("epoch", (make_workload("gcn"), {"num_chunks": BUDGET_CHUNKS}, budget_cluster())))
+    calls.append(("epoch", (make_workload("gcn", dropout=0.5), {"num_chunks": 2}, make_cluster(2),
+                            ACCURACY_EPOCHS)))
+    return spawn(several, 2, (calls,))
+
+
+def check_gradients(rows: list[tuple[str, dict, dict]], results: list[dict]) -> None:
+    refs = {arch: reference(make_workload(arch, **model)) for arch, model, _ in rows}
+    for (arch, _, knobs), r in zip(rows, results):
+        ref_loss, ref_grads = refs[arch]
+        assert r["rank_spread"] == 0.0, (arch, knobs)  # every rank holds the same all-reduced gradient
+        assert abs(r["loss"] - ref_loss) <= TOL, (arch, knobs)
+        assert sorted(r["grads"]) == sorted(ref_grads)
+        for name, g in ref_grads.items():
+            assert np.abs(g).max() > 0, (arch, name)
+            np.testing.assert_allclose(r["grads"][name], g, rtol=0, atol=TOL, err_msg=f"{arch} {knobs} {name}")
+
+
+def test_two_workers_match_single_process(two_workers) -> None:  # type: ignore[no-untyped-def]
+    check_gradients(GRADIENT_CASES, two_workers[0])
+
+
+def test_four_workers_match_single_process() -> None:
+    rows = [GRADIENT_CASES[0], GRADIENT_CASES[2], GRADIENT_CASES[-1]]
+    check_gradients(rows, spawn(several, 4, ([("gradients", (_cases(rows),))],))[0])
+
+
+def test_bytes_per_path_equal_the_simulator(two_workers) -> None:  # type: ignore[no-untyped-def]
+    cl, seen = make_cluster(2), []
+    for (wl, knobs), r in zip(_cases(BYTE_CASES), two_workers[1:1 + len(BYTE_CASES)]):
+        module, kn, ctx = api.load_context(cl, wl, "hongtu", knobs)
+        widths = layer_widths(wl.model, ctx.summary.feature_dim, ctx.summary.num_classes)
+        predicted = hongtu.transfer_totals(wl.model.arch, kn.dedup, widths, hongtu.batch_counts(ctx, kn))
+        measured = {k: sum(rank["paths"][k] for rank in r["ranks"]) for k in predicted}
+        assert measured == predicted, knobs
+        network = sum(rank["network"] for rank in r["ranks"])  # peer rows and the all-reduce, via comm.py
+        assert network == module.simulate(ctx, kn).bytes_per_epoch["network"], knobs
+        seen.append(measured)
+    none, gpu, reuse = seen[:3]
+    assert reuse["host_to_gpu"] < gpu["host_to_gpu"] < none["host_to_gpu"]
+    assert none["reuse"] == gpu["reuse"] == 0 < reuse["reuse"]
+
+
+def test_trace_has_the_simulated_phases(two_workers) -> None:  # type: ignore[no-untyped-def]
+    spans = [s for rank in two_workers[3]["ranks"] for s in rank["spans"]]  # GCN, reuse
+    phases = {s.phase for s in spans}
+    assert {"h2d", "exchange", "forward", "backward", "d2h", "host_accumulate", "all_reduce", "optimizer",
+            "iteration", "epoch"} <= phases
+    assert sum(s.phase == "forward" for s in spans) == sum(s.phase == "backward" for s in spans) == 2 * 3 * 2
+    assert all(s.flops > 0 for s in spans if s.phase in ("forward", "backward"))
+    assert sum(s.args.get("reused_bytes", 0) for s in spans if s.phase == "h2d") > 0
+
+
+def test_working_set_stays_within_the_budget(two_workers) -> None:  # type: ignore[no-untyped-def]
+    cl = budget_cluster()
+    ranks = two_workers[1 + len(BYTE_CASES)]["ranks"]
+    for rank in ranks:
+        assert 0 < rank["peak"] <= rank["budget"] == cl.gpu.memory_bytes, rank["peak_parts"]
+    assert max(rank["peak"] for rank in ranks) > 0.5 * cl.gpu.memory_bytes  # the model is not loose
+    fewer = api.simulate(cl, make_workload("gcn"), "hongtu", {"num_chunks": 1})
+    assert not fewer.feasible and "out of GPU memory" in fewer.reason
+
+
+def test_gcn_reaches_the_papers_accuracy(two_workers) -> None:  # type: ignore[no-untyped-def]
+    ranks = two_workers[-1]["ranks"]
+    correct = sum(rank["acc"].test_correct for rank in ranks)
+    total = sum(rank["acc"].test_total for rank in ranks)
+    assert total == 1000 and correct / total >= 0.80
