@@ -172,6 +172,21 @@ def _gb(nbytes: float) -> str:
     return f"{nbytes / 1e9:.3g} GB"
 
 
+def suggest_batch_size(trial: Any, strategy: str, workload: WorkloadSpec) -> int:
+    """The tuner's batch-size choice (parameter ``<strategy>.batch_size``) when the user allows changing it:
+    the workload's batch size B and B/4, B/2, 2B, 4B (at least 1), as a categorical so studies over
+    strategies share the same grid.
+
+    Args:
+        trial: an ``optuna.Trial`` (duck-typed: ``suggest_categorical``).
+        strategy: the plug-in's ``NAME``.
+        workload: the workload whose ``training.batch_size`` is the centre.
+    """
+    base = workload.training.batch_size
+    choices = sorted({max(1, base // 4), max(1, base // 2), base, base * 2, base * 4})
+    return int(trial.suggest_categorical(f"{strategy}.batch_size", choices))
+
+
 @dataclass(frozen=True)
 class IterationPlan:
     """The iterations of one epoch and the ones simulated.

@@ -75,6 +75,7 @@ from gnnplan.simulator.strategies.base import (
     phase_breakdown,
     place_window,
     steady_period_s,
+    suggest_batch_size,
 )
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, ModelCost, model_state_bytes
@@ -133,9 +134,7 @@ def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
         "cache_placement": trial.suggest_categorical(f"{NAME}.cache_placement", ["replicated", "partitioned"]),
     }
     if tune_batch_size:
-        base = workload.training.batch_size
-        choices = sorted({max(1, base // 4), max(1, base // 2), base, base * 2, base * 4})
-        knobs["batch_size"] = trial.suggest_categorical(f"{NAME}.batch_size", choices)
+        knobs["batch_size"] = suggest_batch_size(trial, NAME, workload)
     return Knobs(**knobs)
 
 
