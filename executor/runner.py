@@ -11,7 +11,8 @@ the last epoch), ``val_accuracy``, ``test_accuracy`` (after the last epoch), ``b
 network, storage}`` (mean over measured epochs, summed over ranks: pcie = feature bytes copied to the device,
 local and remote misses; network = bytes every rank sent through :mod:`executor.comm`, i.e. feature
 requests and replies and the gradient all-reduce), ``trace``, and more (``epochs`` per-epoch records,
-``seeds_per_s``, ``num_iterations``, ...).
+``seeds_per_s``, ``num_iterations``, ``threads``: rank 0's thread pool sizes {intra_op, inter_op, dgl} after the
+run, its share of the cores (:mod:`executor.threads`), ...).
 
 On this machine the ``nprocs`` workers are ``nprocs`` machines with one worker each (common.md): the graph is
 partitioned into ``nprocs`` parts; the plan recorded in the trace has that cluster shape.
@@ -19,6 +20,7 @@ partitioned into ``nprocs`` parts; the plan recorded in the trace has that clust
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import statistics
 import sys
@@ -34,6 +36,7 @@ from gnnplan.executor.data import Topology
 from gnnplan.executor.launch import run_in_process, spawn
 from gnnplan.executor.strategies import get_executor
 from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.threads import current_threads
 from gnnplan.executor.trace import Recorder, now, save, trace_path
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
@@ -167,6 +170,7 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
     if gathered is None:
         return None
     result = summarise(plan, records, time.perf_counter() - started)
+    result["threads"] = dataclasses.asdict(current_threads())
     path = trace_path(trace_dir, plan.workload.name or plan.workload.dataset_name, plan.strategy)
     result["trace"] = str(path)
     save(path, [s for spans in gathered for s in spans], trace_metadata(plan, result))

@@ -66,6 +66,7 @@ from gnnplan.simulator.strategies.base import (
     phase_breakdown,
     place_window,
     steady_period_s,
+    suggest_batch_size,
 )
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.hopgnn import micrographs
@@ -147,9 +148,7 @@ def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
         "num_sampler_workers": trial.suggest_int(f"{NAME}.num_sampler_workers", 0, 4),
     }
     if tune_batch_size:
-        base = workload.training.batch_size
-        choices = sorted({max(1, base // 4), max(1, base // 2), base, base * 2, base * 4})
-        knobs["batch_size"] = trial.suggest_categorical(f"{NAME}.batch_size", choices)
+        knobs["batch_size"] = suggest_batch_size(trial, NAME, workload)
     return Knobs(**knobs)
 
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass, replace
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES, compute_time_s
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies.base import MemoryEstimate, memory_estimate
-from gnnplan.simulator.strategies.neutronstar.split import EDGE_BYTES, layer_widths
 from gnnplan.simulator.strategies.neutronstar.dependencies import WorkerCounts
+from gnnplan.simulator.strategies.neutronstar.split import EDGE_BYTES, layer_widths
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, Kernel, ModelCost, model_cost, model_state_bytes
 from gnnplan.simulator.workload.spec import ModelSpec
 
