@@ -83,7 +83,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{args.rounds} rounds x {args.epochs} epochs per configuration (median over rounds of the median "
               "epoch time over epochs 1..)")
         cal = simulate(fitted, workload, args.strategy, knobs(args.calibrate_on)).epoch_time_s
-        print(f"calibrated on {args.calibrate_on} ({args.rounds} traces): measured {measured[args.calibrate_on] * 1e3:.2f}"
+        print(f"calibrated on {args.calibrate_on} ({args.rounds} traces): "
+              f"measured {measured[args.calibrate_on] * 1e3:.2f}"
               f" ms, predicted before "
               f"{simulate(cluster, workload, args.strategy, knobs(args.calibrate_on)).epoch_time_s * 1e3:.2f} ms, "
               f"fit (in-sample, not a prediction) {cal * 1e3:.2f} ms")

@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     for k, r in rate.items():
         print(f"{k:>22}: median epoch {num_seeds / r:.3f} s, {r:,.0f} seeds/s")
     ratio = rate["executor"] / rate["dgl"]
-    print(f"throughput ratio executor / plain DGL: {ratio:.3f} (goal >= {GOAL}: {'met' if ratio >= GOAL else 'missed'})")
+    verdict = "met" if ratio >= GOAL else "missed"
+    print(f"throughput ratio executor / plain DGL: {ratio:.3f} (goal >= {GOAL}: {verdict})")
     print(f"throughput ratio executor / plain DGL with one sampling thread: "
           f"{rate['executor'] / rate['dgl-1-sampling-thread']:.3f}")
     return 0

@@ -6,7 +6,8 @@ Sections (each prints values measured in the same run and their ratios to the ``
 * ``bytes``: remote feature bytes per epoch counted by the executor (sum over ranks of the feature rows pulled
   from other machines, mean over the measured epochs) for ``dp`` (no cache) and ``hopgnn`` (S = M, pre-gather;
   ``hop/rnd`` = with the paper's globally random mini-batches, ``seed_split=random``; ``hop/rnd-nopg`` = the same
-  without pre-gathering, fetching per step) on Cora and on a generated R-MAT graph, beside the simulator's prediction of both (same partition; the
+  without pre-gathering, fetching per step) on Cora and on a generated R-MAT graph, beside the simulator's prediction
+  of both (same partition; the
   prediction uses the graph statistics' batches and sampler, the executor its own draw).
 * ``locality``: R_micro (paper §4), the share of micrograph-group input vertices owned by the machine training
   them (1 - m_mg) and ``dp``'s remote fraction (m_dgl), on Cora, the R-MAT graph and a DC-SBM graph with

@@ -12,7 +12,8 @@ in id order, so METIS finds the communities and most sampled neighbours of a see
   measured from the trace (``dp``: ``load`` spans; ``hopgnn``: ``pregather`` spans, the rows of all hosted
   groups) and predicted; for ``hopgnn`` also the paper's R_micro (§4) measured on the graph;
 * epoch time: measured (median of the measured epochs of the fastest of ``--repeats`` interleaved runs, the
-  least disturbed by other processes on a shared machine; its trace is the one calibrated on), predicted with the base cluster (the shipped ``local``
+  least disturbed by other processes on a shared machine; its trace is the one calibrated on), predicted with the base
+  cluster (the shipped ``local``
   cluster reshaped to 2 x 1, NIC = the emulated rate), and predicted after calibration
   (:func:`gnnplan.simulator.calibrate.calibrate`) on ``dp``'s trace — ``hopgnn`` and ``hop/rnd`` held out — and on
   ``hopgnn``'s trace — ``dp`` held out.

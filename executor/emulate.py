@@ -265,7 +265,8 @@ def teardown() -> None:
     """Delete every ``gnnplan-*`` namespace (their links and qdiscs go with them), the machines' cgroups (after
     killing what is left in them) and the state file."""
     for ns in _namespaces():
-        for pid in subprocess.run(["ip", "netns", "pids", ns], check=False, capture_output=True, text=True).stdout.split():
+        pids = subprocess.run(["ip", "netns", "pids", ns], check=False, capture_output=True, text=True).stdout
+        for pid in pids.split():
             _kill(int(pid))
         subprocess.run(["ip", "netns", "del", ns], check=False, capture_output=True)
         shutil.rmtree(NETNS_ETC / ns, ignore_errors=True)

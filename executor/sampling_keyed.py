@@ -71,7 +71,8 @@ sampling without replacement; the second costs O(fanout) instead of O(degree) on
 DRAWS_FACTOR = 2
 
 
-def choose_in_edges(indptr: np.ndarray, dst: np.ndarray, keys: np.ndarray, fanout: int) -> tuple[np.ndarray, np.ndarray]:
+def choose_in_edges(indptr: np.ndarray, dst: np.ndarray, keys: np.ndarray,
+                    fanout: int) -> tuple[np.ndarray, np.ndarray]:
     """Pick each dst vertex's in-edges: all if its in-degree <= fanout (or fanout = -1), else ``fanout`` of them
     chosen by hashes of (key, position) (:data:`DENSE_FACTOR`).
 

@@ -246,7 +246,8 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
     before = {t.name: predict(base, t.plan) for t in traces}
     report: dict[str, Any] = {
         "cluster": calibrated.name, "parameters": result.parameters,
-        "traces": {t.name: {"measured_epoch_time_s": t.measured_epoch_s, "predicted_epoch_time_s_before": before[t.name],
+        "traces": {t.name: {"measured_epoch_time_s": t.measured_epoch_s,
+                            "predicted_epoch_time_s_before": before[t.name],
                             "fit_epoch_time_s": predict(calibrated, t.plan)} for t in traces},
         "held_out": {"epochs": held_out_epochs(traces, cal.fitted_cluster, predict, before),
                      "configurations": held_out_configurations(traces, cal.fitted_cluster, predict, before)},

@@ -16,7 +16,6 @@ import yaml
 
 from gnnplan.simulator.errors import SpecError
 
-
 MAX_SPEC_BYTES = 16 * 2**20
 """Largest YAML file read as a spec or plan (16 MiB): a plan with its prediction is a few kB."""
 MAX_YAML_DEPTH = 64

@@ -15,7 +15,8 @@ every worker takes ``batch_size // W`` seeds per iteration and all workers run t
    number of seeds of the iteration, so DDP's gradient averaging (divide by W) yields exactly the gradient of
    the global batch's mean loss even when workers hold different numbers of seeds;
 4. backward — ``backward``, then DDP's gradient all-reduce — ``all_reduce`` (``nbytes`` = gradient bytes); the
-   model's gradients form one DDP bucket (``bucket_cap_mb`` = :data:`executor.comm.BUCKET_CAP_MB`), so the all-reduce starts
+   model's gradients form one DDP bucket (``bucket_cap_mb`` = :data:`executor.comm.BUCKET_CAP_MB`), so the all-reduce
+   starts
    when backward ends, the order the simulator models. With one worker there is nothing to reduce: the model
    runs without the DDP wrapper (whose reducer costs ~10% of a small model's iteration) and the
    ``all_reduce`` span has zero length;

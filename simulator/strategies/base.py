@@ -159,7 +159,8 @@ def memory_estimate(cluster: ClusterSpec, gpu_parts: dict[str, float], host_part
     if cluster.gpu.is_host_cpu:
         host["workers' model memory (CPU-only)"] = cluster.gpus_per_machine * sum(gpu_parts.values())
     reasons = []
-    for what, parts, budget in (("GPU", gpu_parts, cluster.gpu.memory_bytes), ("host", host, cluster.host.memory_bytes)):
+    budgets = (("GPU", gpu_parts, cluster.gpu.memory_bytes), ("host", host, cluster.host.memory_bytes))
+    for what, parts, budget in budgets:
         need = sum(parts.values())
         if need > budget:
             top = sorted(parts, key=lambda k: -parts[k])[:3]

@@ -3,7 +3,8 @@
 Source: Chakrabarti, Zhan and Faloutsos, "R-MAT: A Recursive Model for Graph Mining", SDM 2004; the default
 quadrant probabilities a=0.57, b=0.19, c=0.19 (d=0.05) and the vertex relabelling follow the Graph500
 specification (Kronecker generator); other a, b, c come from ``RmatSpec``. The random relabelling means vertex ids
-carry no locality, and R-MAT has no community structure: for graphs with communities see :mod:`.sbm`. Graph500 generates 2**scale vertices; to give any vertex count n we draw at
+carry no locality, and R-MAT has no community structure: for graphs with communities see :mod:`.sbm`. Graph500
+generates 2**scale vertices; to give any vertex count n we draw at
 scale = ceil(log2 n) and keep the edges whose endpoints both fall below n, drawing more until the target count.
 """
 

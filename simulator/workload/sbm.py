@@ -17,7 +17,8 @@ Why not a library: networkx's ``stochastic_block_model`` is not degree-corrected
 vertices; graspologic's DC-SBM builds a dense n x n matrix; igraph's ``SBM`` has no degree correction; NetworKit's
 C++ ``LFRGenerator`` needs 6-11 s for 10^5 vertices on the one thread that makes it reproducible, would add a
 12 MB compiled dependency, and numbers communities arbitrarily. This module draws 10^5 vertices with 10^6 edges
-in < 1 s and 10^6 with 10^7 in ~15 s (one core), reproducibly by seed, with community c holding the contiguous ids ``[starts[c], starts[c + 1])``.
+in < 1 s and 10^6 with 10^7 in ~15 s (one core), reproducibly by seed, with community c holding the contiguous ids
+``[starts[c], starts[c + 1])``.
 
 Edges are drawn as two pools with fixed sizes, ``round((1 - mu) m)`` intra-community and the rest
 inter-community, each topped up after removing self-loops and duplicates, so the measured intra-community edge

@@ -36,7 +36,8 @@ from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 if TYPE_CHECKING:
     from gnnplan.simulator.result import SimResult
 
-__all__ = ["__version__", "simulate", "tune", "run", "calibrate", "whatif", "load_cluster", "load_workload", "load_plan",
+__all__ = ["__version__", "simulate", "tune", "run", "calibrate", "whatif", "load_cluster", "load_workload",
+           "load_plan",
            "preset_names", "strategy_names", "ClusterSpec", "WorkloadSpec", "Plan", "SimResult"]
 
 

@@ -23,7 +23,8 @@ def test_two_tune_processes_share_one_sqlite_study(tmp_path: Path) -> None:
     # Measure graph statistics once so both processes race only on the study, not on the cache.
     assert main(["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp",
                  "--json"]) == 0
-    cmd = [sys.executable, "-m", "gnnplan.autotune.cli", "tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage",
+    cmd = [sys.executable, "-m", "gnnplan.autotune.cli", "tune", "--cluster", "4x-a100-10gbe",
+           "--workload", "cora-sage",
            "--strategies", "dp", "--trials", "6", "--storage", storage, "--study", "shared", "--json"]
     procs = [subprocess.Popen([*cmd, "--seed", str(i), "-o", str(tmp_path / f"plan{i}.yaml")], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]

@@ -133,7 +133,8 @@ class Trainer:
                      local_bytes=misses * row, remote_bytes=0, structure_bytes=structure,
                      num_input_vertices=len(batch.input_ids))
         log = ShuffleLog()
-        specs = [ShuffleSpec(i, p.send_counts.tolist(), p.recv_counts.tolist(), log) for i, p in enumerate(batch.layers)]
+        specs = [ShuffleSpec(i, p.send_counts.tolist(), p.recv_counts.tolist(), log)
+                 for i, p in enumerate(batch.layers)]
         self.hook.reset()
         ce = F.cross_entropy(self.net(layers, specs, x), y, reduction="sum")
         t2 = now()

@@ -14,7 +14,8 @@ Each rank computes its split of a layer with the parameters of the DGL layer the
 The shuffle (:class:`Shuffle`) is an autograd function: forward it exchanges rows with one
 ``all_to_all_single`` through :mod:`gnnplan.executor.comm` (one message per rank pair, bytes counted), which
 also is the lockstep point (brief §8: 2L shuffle barriers per iteration): no rank leaves it before every rank
-has arrived; backward it sends the gradients of the received rows back the same way. Every rank calls every shuffle in the same order: forward layer 0..L-1, and
+has arrived; backward it sends the gradients of the received rows back the same way. Every rank calls every shuffle in
+the same order: forward layer 0..L-1, and
 backward L-1..0, since each layer's shuffle input depends on the previous layer's output.
 
 Notation: g -> ``world_size``, L -> layers, H -> heads, R_{i->j} / S_{i->j} -> rows of a shuffle (see

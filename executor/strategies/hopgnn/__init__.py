@@ -156,7 +156,8 @@ class Trainer:
             pulled = buffer.pull
             nbytes = 0 if pulled is None else pulled.reply_bytes + pulled.request_bytes
             self.rec.add("pregather", t1, t2, "network", epoch, it, nbytes=nbytes,
-                         num_remote_vertices=0 if pulled is None else pulled.num_rows, num_local_vertices=buffer.num_local)
+                         num_remote_vertices=0 if pulled is None else pulled.num_rows,
+                         num_local_vertices=buffer.num_local)
             if stats is not None and pulled is not None:
                 stats.remote_bytes += pulled.reply_bytes
                 stats.local_bytes -= pulled.reply_bytes  # the steps count every input row as copied to the device

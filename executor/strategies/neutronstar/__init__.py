@@ -3,7 +3,8 @@
 The same strategy as :mod:`simulator.strategies.neutronstar` (same ``NAME`` and ``Knobs``; the dependency split
 is computed by the simulator's own :func:`~simulator.strategies.neutronstar.worker_sets` with the plan's cluster,
 so Hybrid follows the split the cost model chose). Every rank loads the graph, computes every worker's split
-(deterministic) and builds its blocks (:mod:`executor.strategies.neutronstar.blocks`); that preprocessing is not part of an
+(deterministic) and builds its blocks (:mod:`executor.strategies.neutronstar.blocks`); that preprocessing is not part
+of an
 epoch. One epoch = one full-graph step:
 
 1. forward, l = 1..L: the owners send the rows of h^(l-1) their dependants communicate (raw features at l = 1

@@ -1,7 +1,8 @@
 """Pre-propagation GNNs (``ppgnn``) for real: SGC / SIGN on stored hop matrices, data-parallel over workers.
 
 The same strategy as :mod:`simulator.strategies.ppgnn` (same ``NAME`` and ``Knobs``). Set-up (collective):
-rank 0 pre-propagates the dataset (or finds it cached, :func:`executor.strategies.ppgnn.preprop.prepropagated`) while the others
+rank 0 pre-propagates the dataset (or finds it cached, :func:`executor.strategies.ppgnn.preprop.prepropagated`) while
+the others
 wait; every rank then opens the matrices its model reads at the knob's placement (``placement=None``: the
 paper's rule, evaluated by the simulator's memory model on the plan's cluster) and builds its loader
 (:mod:`executor.strategies.ppgnn.loaders`). Per epoch the training rows are ordered by ``reshuffle`` (seeded by
@@ -31,14 +32,14 @@ from gnnplan.executor import comm
 from gnnplan.executor.assemble import rank0_first
 from gnnplan.executor.data import Topology
 from gnnplan.executor.evaluate import Accuracy
+from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.strategies.ppgnn.loaders import HopSource, LoadedBatch, epoch_order, make_loader, worker_batches
 from gnnplan.executor.strategies.ppgnn.models import build_model, loaded_hops
 from gnnplan.executor.strategies.ppgnn.preprop import HopFiles, prepropagated
-from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.plan import Plan
-from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies import ppgnn as plugin
+from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.ppgnn import NAME, Knobs, resolved_placement
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost

@@ -5,7 +5,8 @@ Notation (PP-GNN brief /work/shared/papers/ppgnn.md §1.4, §1.7): ``M`` matrice
 R + 1 for SIGN), ``F`` features, ``b`` rows per batch; a *chunk* (SGD-CR, brief §1.4(d)) is a run of
 ``chunk_size`` rows contiguous in storage; a *run* is a maximal contiguous stretch of a batch's rows.
 
-Placement (:class:`executor.strategies.ppgnn.files.HopSource`; brief §1.7 step 2, the CPU stand-ins of the paper's tiers):
+Placement (:class:`executor.strategies.ppgnn.files.HopSource`; brief §1.7 step 2, the CPU stand-ins of the paper's
+tiers):
 
 * ``gpu``: every matrix is one tensor on the device (on a CPU-only machine an in-process tensor); batches are
   gathered device-side and nothing crosses PCIe.

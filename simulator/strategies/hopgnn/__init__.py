@@ -8,11 +8,13 @@ already at home); ``random`` gives the paper's globally random per-model mini-ba
 
 Terms (paper-private): a *micrograph* is the sampled L-hop computation graph of one seed vertex (sampled on its
 home machine with the other seeds of its group); a seed's *home* is the machine owning its features; model d (the
-replica that starts on worker d) visits the machines in *time steps* t = 0..M-1, at step t training the micrographs of its seeds homed
+replica that starts on worker d) visits the machines in *time steps* t = 0..M-1, at step t training the micrographs of
+its seeds homed
 on machine ``(m_d + t) mod M``; *pre-gathering* fetches, once per iteration, the deduplicated remote input
 features of all micrographs a worker hosts; *merging* removes steps (their seeds join the same model's other
 steps and run away from home). Notation: N servers -> M machines (``num_machines``), S -> ``num_steps``,
-mg_d^s -> a micrograph group, R_micro / m_mg / |R_s| -> :class:`~simulator.strategies.hopgnn.micrographs.MicrographStats`.
+mg_d^s -> a micrograph group, R_micro / m_mg / |R_s| ->
+:class:`~simulator.strategies.hopgnn.micrographs.MicrographStats`.
 
 Per iteration and worker (simulated on :class:`~simulator.hardware.model.HardwareModel`):
 

@@ -140,7 +140,8 @@ def random_worker_batches(train_idx: np.ndarray, num_workers: int, batch_size: i
 
 # ------------------------------------------------------------------------------------------------ micrographs
 
-def cut_blocks(blocks: list[Any], positions: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, list[tuple[int, int, int]]]:
+def cut_blocks(blocks: list[Any], positions: np.ndarray
+               ) -> tuple[list[np.ndarray], np.ndarray, list[tuple[int, int, int]]]:
     """The micrographs of some seeds of a sampled batch: every edge of the batch's blocks that reaches them.
 
     A destination vertex kept in block l keeps ALL its in-edges of block l, so each kept seed's output is

@@ -146,5 +146,6 @@ def naive_work(ctx: SimContext, rank: int, scale: float = 1.0) -> HopWork:
     grad = float(FLOAT_BYTES * cost.num_params)
     carried = grad + 2.0 * st.num_dst_vertices[0] * scale * row + 2.0 * INDEX_BYTES * sum(st.num_edges) * scale
     return HopWork(tuple(steps), sum(st.num_edges) * scale, 0.0, 0.0, carried, grad,
-                   compute_time_s(cost.optimizer, cl.gpu, cl.efficiency.optimizer_fraction), sum(k.flops for k in cost.optimizer), row,
+                   compute_time_s(cost.optimizer, cl.gpu, cl.efficiency.optimizer_fraction),
+                   sum(k.flops for k in cost.optimizer), row,
                    {"naive_migrations": float(m)})

@@ -136,7 +136,8 @@ def worker_sets(cluster: ClusterSpec, workload: WorkloadSpec, knobs: Knobs, in_g
 
 
 def dependency_counts(ctx: SimContext, knobs: Knobs) -> list[deps.WorkerCounts]:
-    """Every worker's set sizes, cached on disk (:func:`simulator.strategies.neutronstar.dependencies.cached_counts`)."""
+    """Every worker's set sizes, cached on disk
+    (:func:`simulator.strategies.neutronstar.dependencies.cached_counts`)."""
     wl, cl, sm = ctx.workload, ctx.cluster, ctx.summary
     params: dict[str, Any] = {"self_loops": wl.model.arch in deps.SELF_LOOP_ARCHS, "num_layers": wl.model.num_layers,
                               "num_workers": ctx.num_workers, "partitioner": knobs.partitioner, "mode": knobs.mode}

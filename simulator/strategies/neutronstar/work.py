@@ -17,7 +17,8 @@ replicated raw features, received rows and their gradients, kernel outputs kept 
 every layer, :attr:`ModelCost.activation_bytes`), the gathered block inputs (one index_select copy of every
 block's source rows per layer), and block structure. Host per machine: a process reserve per worker plus its
 partition (owned features and labels, in-edges as int64 pairs); on a CPU-only cluster the worker's "GPU" memory
-is host memory too (:func:`simulator.strategies.base.memory_estimate`). The cached-dependency size checked against ``cache_budget_bytes`` is the one Algorithm 4
+is host memory too (:func:`simulator.strategies.base.memory_estimate`). The cached-dependency size checked against
+``cache_budget_bytes`` is the one Algorithm 4
 counts (:mod:`simulator.strategies.neutronstar.split`).
 """
 
@@ -82,7 +83,8 @@ def _split(cost: ModelCost, arch: str, layer: int, last: bool, cluster: ClusterS
     """(forward s, backward s, forward FLOPs, backward FLOPs) of layer index ``layer``'s kernels (+ the loss)."""
     fwd, bwd = layer_kernels(cost, arch, layer, last)
     eff = cluster.efficiency
-    return (compute_time_s(fwd, cluster.gpu, eff.forward_fraction), compute_time_s(bwd, cluster.gpu, eff.backward_fraction),
+    return (compute_time_s(fwd, cluster.gpu, eff.forward_fraction),
+            compute_time_s(bwd, cluster.gpu, eff.backward_fraction),
             sum(k.flops for k in fwd), sum(k.flops for k in bwd))
 
 

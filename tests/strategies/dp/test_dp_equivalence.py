@@ -9,8 +9,8 @@ import pytest
 from executor_workers import fetch_check, several
 
 from gnnplan.executor.data import input_features
-from gnnplan.simulator.units import INDEX_BYTES
 from gnnplan.executor.launch import run_in_process, spawn
+from gnnplan.simulator.units import INDEX_BYTES
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.partition import cached_vertices
 

@@ -12,8 +12,8 @@ from gnnplan.simulator.api import load_context, parse_knobs, simulate
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.strategies import neutronstar as ns
-from gnnplan.simulator.strategies.neutronstar.split import EDGE_BYTES, SplitCosts, hybrid_sets, split_costs
 from gnnplan.simulator.strategies.neutronstar import dependencies as deps
+from gnnplan.simulator.strategies.neutronstar.split import EDGE_BYTES, SplitCosts, hybrid_sets, split_costs
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.spec import load_workload
 

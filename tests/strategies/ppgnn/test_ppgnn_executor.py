@@ -29,7 +29,8 @@ def test_two_workers_train_the_same_model_as_one(runs) -> None:  # type: ignore[
     ref = param_arrays(one)
     for rank in two["ranks"]:
         for name, value in ref.items():
-            np.testing.assert_allclose(rank["params"][name], value, rtol=1e-4, atol=1e-5, err_msg=name)  # Adam amplifies rounding
+            # Adam amplifies rounding
+            np.testing.assert_allclose(rank["params"][name], value, rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 def test_each_worker_takes_its_part_of_every_global_batch(runs) -> None:  # type: ignore[no-untyped-def]

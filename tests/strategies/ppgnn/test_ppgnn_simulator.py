@@ -14,9 +14,9 @@ from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.strategies import ppgnn
 from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.contract import check_workload
+from gnnplan.simulator.strategies.ppgnn.cost import input_bytes, model_cost, param_count
 from gnnplan.simulator.strategies.ppgnn.work import load_work, resolved_placement
 from gnnplan.simulator.workload.graphstats import DatasetSummary, dataset_summary
-from gnnplan.simulator.strategies.ppgnn.cost import input_bytes, model_cost, param_count
 from gnnplan.simulator.workload.spec import workload_from_dict
 
 SIGN = {"arch": "sign", "num_layers": 3, "hidden_dim": 512, "dropout": 0.5}
