@@ -14,7 +14,8 @@ So a worker process sets all four to :func:`worker_threads`, its share of the ma
 its environment: :func:`child_environment` sets ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` while they start, so
 they import torch and DGL with their share already in place, and :data:`WAIT_POLICY` (unless the environment
 already chooses one): even without oversubscription of our own, a machine shared with other jobs deschedules
-threads, and spinning ones then waste the cores the others need.
+threads, and spinning ones then waste the cores the others need. (A worker forked from :mod:`executor.launch`'s
+forkserver inherits the server's environment, so it exports its own count to its environment as well.)
 """
 
 from __future__ import annotations
@@ -30,17 +31,18 @@ from gnnplan.simulator.hardware.model import thread_share
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 """Environment variables the OpenMP and MKL runtimes read for their default thread count when a process loads
-them. Source: OpenMP API 5.2, section 21.1.2 (OMP_NUM_THREADS); Intel oneMKL developer guide, "MKL_NUM_THREADS"."""
+them. Source: OpenMP API 4.5, section 4.2 (OMP_NUM_THREADS); Intel oneMKL developer guide, "MKL_NUM_THREADS"."""
 
 
 WAIT_POLICY = ("OMP_WAIT_POLICY", "PASSIVE")
 """OpenMP threads waiting at a barrier or for work sleep instead of spinning. libgomp (the OpenMP runtime of
 torch's CPU wheels, which DGL shares in one process) otherwise spins for ``GOMP_SPINCOUNT`` = 300000 iterations
-before sleeping, so on a busy machine every parallel region also waits for descheduled spinning threads. Read
-once, when the runtime loads. Measured on the 2-core development machine (torch 2.13 CPU) with two other busy
-single-thread processes: a small Linear + ReLU + dropout + Adam training step on 2 threads took 175 ms with
-the default policy and 17 ms with PASSIVE (31 ms on 1 thread); unloaded, 22 ms and 6.5 ms.
-Source: OpenMP API 5.2, section 21.1.3 (OMP_WAIT_POLICY); GCC libgomp manual, "GOMP_SPINCOUNT"."""
+before sleeping (1000 when it manages more threads than there are CPUs), so on a busy machine every parallel
+region also waits for descheduled spinning threads. Read once, when the runtime loads. Measured on the 2-core
+development machine (torch 2.13 CPU; other users' load average 1-2): a small Linear(256, 64) + ReLU + dropout +
+Adam training step on 4000 rows took, on 2 threads, 41 ms with the default policy and 8.7 ms with PASSIVE (10 ms
+on 1 thread); with two more busy single-thread processes, 171 ms and 28 ms (30 ms on 1 thread).
+Source: OpenMP API 4.5, section 4.8 (OMP_WAIT_POLICY); GCC libgomp manual, "GOMP_SPINCOUNT" (the counts)."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ from executor_workers import make_plan
 
 from gnnplan.executor.launch import free_port
 from gnnplan.executor.runner import run_plan
+from gnnplan.executor.threads import cpu_count
 from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.model import thread_share
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.plan import Plan, save_plan
 from gnnplan.simulator.strategies import STRATEGIES
@@ -45,6 +47,8 @@ def test_gcn_on_cora_reaches_kipf_accuracy(tmp_path: Path) -> None:
     assert res["bytes_per_epoch"]["network"] == 0
     assert res["bytes_per_epoch"]["pcie"] > 0
     assert Path(res["trace"]).is_file()
+    share = thread_share(cpu_count(), 1)  # in this process: intra-op and DGL pools on its share
+    assert (res["threads"]["intra_op"], res["threads"]["dgl"]) == (share, share)
 
 
 def test_two_worker_run_writes_one_trace(tmp_path: Path) -> None:
@@ -59,6 +63,8 @@ def test_two_worker_run_writes_one_trace(tmp_path: Path) -> None:
     assert Plan.model_validate(meta["plan"]).knobs["cache_fraction"] == 0.1
     assert set(meta["versions"]) == {"torch", "dgl", "gnnplan"}
     assert meta["results"]["epoch_time_s"] == res["epoch_time_s"]
+    share = thread_share(cpu_count(), 2, 1)  # 2 workers with 1 sampler process each
+    assert meta["results"]["threads"] == res["threads"] == {"intra_op": share, "inter_op": share, "dgl": share}
     assert res["measured_epochs"] == [1, 2]
     counts = Counter((s.rank, s.phase) for s in spans)
     iterations = res["num_iterations"] * 3
@@ -90,7 +96,7 @@ def test_two_worker_run_writes_one_trace(tmp_path: Path) -> None:
 
 
 def test_torchrun_entry(tmp_path: Path) -> None:
-    plan_path = save_plan(tmp_path / "plan.yaml", plan_for("cora-sage", 1))
+    plan_path = save_plan(tmp_path / "plan.yaml", plan_for("cora-sage", 1, {"num_sampler_workers": 1}))
     env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "DGLBACKEND": "pytorch"}
     root = Path(__file__).resolve().parents[2]
@@ -101,6 +107,8 @@ def test_torchrun_entry(tmp_path: Path) -> None:
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert RUN_KEYS <= set(res) and res["num_epochs"] == 1
     assert Path(res["trace"]).is_file()
+    share = thread_share(cpu_count(), 1, 1)  # LOCAL_WORLD_SIZE 1, one sampler process
+    assert res["threads"] == {"intra_op": share, "inter_op": share, "dgl": share}
 
 
 def test_simulated_only_strategy_is_a_spec_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

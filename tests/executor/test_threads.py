@@ -1,17 +1,17 @@
 """Thread pools: the share of the cores (one function for the simulator and the executor), spawned workers and
-their sampler processes sized by it, the torchrun entry, and the environment children inherit."""
+their sampler processes sized by it, and the environment children inherit (the torchrun entry's and a run's
+thread counts are checked with the runs in test_executor_run.py)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from executor_workers import thread_counts
 
-from gnnplan.executor.launch import free_port, run_in_process, spawn
+from gnnplan.executor.launch import run_in_process, spawn
 from gnnplan.executor.threads import (
     THREAD_ENV,
     WAIT_POLICY,
@@ -87,15 +87,3 @@ def test_sampler_processes_use_one_thread() -> None:
     for _, threads in out["samplers"]:
         assert (threads.intra_op, threads.dgl) == (1, 1)
     assert current_threads() == before
-
-
-def test_torchrun_entry_uses_its_share(tmp_path: Path) -> None:
-    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "DGLBACKEND": "pytorch"}
-    code = ("import torch, dgl; from gnnplan.executor.launch import torchrun_topology; torchrun_topology(1); "
-            "print(torch.get_num_threads(), torch.get_num_interop_threads(), dgl.utils.get_num_threads())")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120,
-                         check=False)
-    assert out.returncode == 0, out.stderr
-    share = thread_share(cpu_count(), 1, 1)
-    assert out.stdout.split() == [str(share)] * 3
