@@ -39,7 +39,8 @@ from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec, LinkSpec
 from gnnplan.simulator.units import FLOAT_BYTES
 
 __all__ = ["FLOAT_BYTES", "CUDA_CONTEXT_BYTES", "HardwareModel", "Kernel", "compute_time_s", "gather_time_s",
-           "kernel_time_s", "roofline_s", "roofline_time_s", "sampling_time_s", "transfer_time_s", "worker_cores"]
+           "kernel_time_s", "roofline_s", "roofline_time_s", "sampling_time_s", "thread_share", "transfer_time_s",
+           "worker_cores"]
 
 CUDA_CONTEXT_BYTES = 8.0e8
 """GPU memory taken by a PyTorch process before any tensor: CUDA context + kernels, ~781 MB measured with
@@ -150,11 +151,14 @@ class HardwareModel:
     Args:
         cluster: the cluster.
         engine: the event engine.
+        sampler_processes_per_worker: sampler processes each worker runs beside its compute; on a CPU-only
+            cluster they take threads from its share (:func:`worker_cores`), as the executor sizes them.
     """
 
-    def __init__(self, cluster: ClusterSpec, engine: Engine) -> None:
+    def __init__(self, cluster: ClusterSpec, engine: Engine, sampler_processes_per_worker: int = 0) -> None:
         self.cluster = cluster
         self.engine = engine
+        self.compute_cores = worker_cores(cluster, sampler_processes_per_worker)
         num_gpus, num_machines = cluster.num_gpus, cluster.num_machines
         pcie_bw = cluster.pcie.bandwidth_bytes_per_s
         self.pcie_h2d = [FluidResource(f"gpu{g}.pcie.h2d", pcie_bw) for g in range(num_gpus)]
@@ -278,14 +282,16 @@ class HardwareModel:
         """Occupy worker ``rank``'s compute for ``seconds`` (its uncontended time); use with ``yield from``.
 
         On a GPU the kernels queue on the GPU's single stream. With ``gpu.is_host_cpu`` the work is a flow of
-        ``seconds * worker_cores`` core-seconds on the machine's cores, capped at ``worker_cores``, so it slows
-        down while sampler processes use the same cores.
+        ``seconds * worker_cores(cluster)`` core-seconds (``seconds`` is its time on the worker's whole share, as
+        the probe measured it) on the machine's cores, capped at the threads the worker computes with when it
+        also runs sampler processes (``compute_cores``), so it slows down while sampler processes use the same
+        cores.
         """
         if seconds <= 0:
             return
         if self.cluster.gpu.is_host_cpu:
-            cores = worker_cores(self.cluster)
-            yield self.host_work(self.machine_of(rank), seconds * cores, max_cores=cores)
+            work = seconds * worker_cores(self.cluster)
+            yield self.host_work(self.machine_of(rank), work, max_cores=self.compute_cores)
             return
         with self.gpu_compute[rank].request() as req:
             yield req

@@ -347,12 +347,14 @@ class WindowRun:
     Args:
         ctx: the simulation's inputs.
         plan: the epoch's iterations and the simulated window.
+        sampler_processes_per_worker: sampler processes beside each worker (their threads come out of its
+            compute share on a CPU-only cluster, :class:`~simulator.hardware.model.HardwareModel`).
     """
 
-    def __init__(self, ctx: SimContext, plan: IterationPlan) -> None:
+    def __init__(self, ctx: SimContext, plan: IterationPlan, sampler_processes_per_worker: int = 0) -> None:
         self.ctx, self.plan = ctx, plan
         self.engine = Engine(ctx.seed)
-        self.hw = HardwareModel(ctx.cluster, self.engine)
+        self.hw = HardwareModel(ctx.cluster, self.engine, sampler_processes_per_worker)
         self.spans: list[Span] = []
         self.ends = [[0.0] * len(plan.window) for _ in range(ctx.num_workers)]
         self.rendezvous = Rendezvous(self.engine, ctx.num_workers)

@@ -290,7 +290,7 @@ class _Run(WindowRun):
 
     def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: IterationWork,
                  last: IterationWork) -> None:
-        super().__init__(ctx, plan)
+        super().__init__(ctx, plan, knobs.num_sampler_workers)
         self.knobs = knobs
         self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
         self.ready, self.taken = self._events(), self._events()

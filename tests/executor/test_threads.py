@@ -87,3 +87,22 @@ def test_sampler_processes_use_one_thread() -> None:
     for _, threads in out["samplers"]:
         assert (threads.intra_op, threads.dgl) == (1, 1)
     assert current_threads() == before
+
+
+def test_simulator_computes_on_the_same_share_as_the_executor() -> None:
+    """On a CPU-only cluster the simulated compute is capped at the worker's thread share less its samplers'."""
+    from gnnplan.simulator.engine import Engine
+    from gnnplan.simulator.hardware.model import HardwareModel, thread_share
+    from gnnplan.simulator.hardware.spec import load_cluster
+
+    base = load_cluster("local")
+    cluster = base.model_copy(update={"num_machines": 1, "gpus_per_machine": 2,
+                                      "host": base.host.model_copy(update={"num_cores": 16})})
+    for samplers in (0, 1, 3):
+        engine = Engine(0)
+        hw = HardwareModel(cluster, engine, samplers)
+        assert hw.compute_cores == thread_share(16, 2, samplers)
+        engine.process(hw.compute(0, 1.0))
+        engine.run()
+        # one second on the whole share (8 cores) of core-seconds, at the reduced cap
+        assert engine.now == pytest.approx(8 / thread_share(16, 2, samplers))

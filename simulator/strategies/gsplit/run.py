@@ -50,7 +50,7 @@ class SplitRun(WindowRun):
 
     def __init__(self, ctx: SimContext, plan: IterationPlan, works: list[IterationWork],
                  num_sampler_workers: int) -> None:
-        super().__init__(ctx, plan)
+        super().__init__(ctx, plan, num_sampler_workers)
         self.works, self.k = works, num_sampler_workers
         n, machines = len(plan.window), ctx.cluster.num_machines
         self.ready = [[self.engine.event() for _ in range(n)] for _ in range(machines)]

@@ -30,7 +30,7 @@ class HopRun(WindowRun):
 
     def __init__(self, ctx: SimContext, num_sampler_workers: int, pregather: bool, plan: IterationPlan,
                  full: list[HopWork], last: list[HopWork]) -> None:
-        super().__init__(ctx, plan)
+        super().__init__(ctx, plan, num_sampler_workers)
         self.pregather, self.k = pregather, num_sampler_workers
         self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
         self.ready, self.taken = self._events(), self._events()
