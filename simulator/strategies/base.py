@@ -11,6 +11,7 @@ because every full iteration does the same work, so the window's tail is the ste
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
@@ -404,3 +405,45 @@ class WindowRun:
     def _end_epoch(self, rank: int) -> None:
         """Record worker ``rank``'s ``epoch`` span (the window; :func:`place_window` stretches it)."""
         self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0))
+
+
+class FullGraphRun(ABC):
+    """The simulated epoch of a full-graph strategy (``neutronstar``, ``hongtu``): one process per worker on
+    the hardware model, named events and all-party barriers for the exchanges between them, and the spans.
+    Subclasses define ``_worker(rank)``, the generator one worker runs for the whole epoch.
+
+    Args:
+        cluster: the hardware.
+        num_workers: workers (= GPUs) simulated.
+        seed: the engine's seed.
+    """
+
+    def __init__(self, cluster: ClusterSpec, num_workers: int, seed: int = 0) -> None:
+        self.engine = Engine(seed)
+        self.hw = HardwareModel(cluster, self.engine)
+        self.num_workers = num_workers
+        self.spans: list[Span] = []
+        self.ends = [0.0] * num_workers
+        self.events: dict[tuple[Any, ...], Any] = {}
+        self.rendezvous = Rendezvous(self.engine, num_workers)
+
+    @abstractmethod
+    def _worker(self, rank: int) -> Generator[Any, Any, None]:
+        """The generator worker ``rank`` runs for the whole epoch (the strategy's schedule)."""
+
+    def execute(self) -> None:
+        """Run every worker to the end of the epoch."""
+        for rank in range(self.num_workers):
+            self.engine.process(self._worker(rank))
+        self.engine.run()
+
+    def _event(self, key: tuple[Any, ...]) -> Any:
+        """The event named ``key`` (created on first use), e.g. a message's arrival."""
+        if key not in self.events:
+            self.events[key] = self.engine.event()
+        return self.events[key]
+
+    def _span(self, rank: int, phase: str, start: float, stream: str, nbytes: float = 0.0, flops: float = 0.0,
+              **args: Any) -> None:
+        """Record a span of epoch 0 from ``start`` to now (full-graph: one iteration per epoch)."""
+        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0, 0, args))

@@ -25,10 +25,10 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 from typing import Any
 
-from gnnplan.simulator.engine import Engine, Rendezvous
 from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel
+from gnnplan.simulator.hardware.model import FLOAT_BYTES
 from gnnplan.simulator.hardware.spec import ClusterSpec
+from gnnplan.simulator.strategies.base import FullGraphRun
 from gnnplan.simulator.strategies.hongtu.dedup import BatchCounts
 from gnnplan.simulator.strategies.hongtu.work import ChunkWork
 from gnnplan.simulator.trace import Span
@@ -39,7 +39,7 @@ the accumulated one. Source: brief §1.11 (CPU accumulation = ``∇h^l.index_add
 memory-bound host gather (Williams, Waterman and Patterson, "Roofline", CACM 52(4), 2009)."""
 
 
-class EpochRun:
+class EpochRun(FullGraphRun):
     """One simulated epoch (module docstring).
 
     Args:
@@ -59,31 +59,11 @@ class EpochRun:
         self.cluster, self.arch, self.level, self.counts = cluster, arch, level, counts
         self.works, self.widths = works, widths
         self.optimizer, self.gradient_bytes = optimizer, gradient_bytes
-        self.engine = Engine(seed)
-        self.hw = HardwareModel(cluster, self.engine)
-        self.num_workers, self.num_batches = len(counts), len(counts[0])
-        self.spans: list[Span] = []
-        self.ends = [0.0] * self.num_workers
-        self.events: dict[tuple[Any, ...], Any] = {}
-        self.rendezvous = Rendezvous(self.engine, self.num_workers)
+        super().__init__(cluster, len(counts), seed)
+        self.num_batches = len(counts[0])
         m = self.num_workers  # (stage, batch) -> whether any GPU moves rows in that peer stage
         self.active = {(stage, j): any(self._rows(a, b, j, stage) for a in range(m) for b in range(m) if a != b)
                        for stage in ("forward", "backward") for j in range(self.num_batches)}
-
-    def execute(self) -> None:
-        """Run every GPU to the end of the epoch."""
-        for rank in range(self.num_workers):
-            self.engine.process(self._worker(rank))
-        self.engine.run()
-
-    def _event(self, key: tuple[Any, ...]) -> Any:
-        if key not in self.events:
-            self.events[key] = self.engine.event()
-        return self.events[key]
-
-    def _span(self, rank: int, phase: str, start: float, stream: str, nbytes: float = 0.0, flops: float = 0.0,
-              **args: Any) -> None:
-        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0, 0, args))
 
     def _worker(self, rank: int) -> Generator[Any, Any, None]:
         layers = len(self.widths) - 1

@@ -48,14 +48,12 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from gnnplan.simulator.engine import Engine, Rendezvous
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link
-from gnnplan.simulator.hardware.model import HardwareModel
 from gnnplan.simulator.hardware.pricing import PhaseRule
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import calibration_rules as rules
-from gnnplan.simulator.strategies.base import PhaseProfile, SimContext, kernel_profile
+from gnnplan.simulator.strategies.base import FullGraphRun, PhaseProfile, SimContext, kernel_profile
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.neutronstar import dependencies as deps
 from gnnplan.simulator.strategies.neutronstar.split import hybrid_sets, layer_widths, split_costs
@@ -227,33 +225,12 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
                      spans=run.spans, sim_wall_s=time.perf_counter() - started, **common)
 
 
-class _Run:
-    """One simulated epoch: a process per worker."""
+class _Run(FullGraphRun):
+    """One simulated epoch: a process per worker (:class:`~simulator.strategies.base.FullGraphRun`)."""
 
     def __init__(self, ctx: SimContext, knobs: Knobs, works: list[WorkerWork]) -> None:
+        super().__init__(ctx.cluster, len(works), ctx.seed)
         self.ctx, self.knobs, self.works = ctx, knobs, works
-        self.engine = Engine(ctx.seed)
-        self.hw = HardwareModel(ctx.cluster, self.engine)
-        self.num_workers = len(works)
-        self.spans: list[Span] = []
-        self.ends = [0.0] * self.num_workers
-        self.events: dict[tuple[Any, ...], Any] = {}
-        self.rendezvous = Rendezvous(self.engine, self.num_workers)
-
-    def execute(self) -> None:
-        """Run every worker to the end of the epoch."""
-        for rank in range(self.num_workers):
-            self.engine.process(self._worker(rank))
-        self.engine.run()
-
-    def _event(self, key: tuple[Any, ...]) -> Any:
-        if key not in self.events:
-            self.events[key] = self.engine.event()
-        return self.events[key]
-
-    def _span(self, rank: int, phase: str, start: float, stream: str, nbytes: float = 0.0, flops: float = 0.0,
-              **args: Any) -> None:
-        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0, 0, args))
 
     def _worker(self, rank: int) -> Generator[Any, Any, None]:
         num_layers = len(self.works[rank].layers)
