@@ -94,7 +94,7 @@ def measure(plan, epochs: int, max_iterations: int | None) -> dict[str, float]: 
 
 def fit(sizes: list[float], times: list[float]) -> tuple[float, float]:
     """(latency_s, bandwidth) of ``time = latency + size / bandwidth`` (gnnplan probe's fit)."""
-    from gnnplan.executor.probe import fit_latency_bandwidth
+    from gnnplan.executor.probe_io import fit_latency_bandwidth
 
     return fit_latency_bandwidth(sizes, times)
 

@@ -21,6 +21,7 @@ admin-guide/cgroup-v1/memory.rst (``memory.limit_in_bytes``). :mod:`executor.emu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -279,14 +280,15 @@ def teardown() -> None:
                 break
             except OSError:
                 time.sleep(0.1)
+    with contextlib.suppress(OSError):  # the folder _name_files created, once empty
+        NETNS_ETC.rmdir()
     STATE_FILE.unlink(missing_ok=True)
 
 
 def _kill(pid: int) -> None:
-    try:
+    """SIGKILL ``pid``; one that already exited (or is not ours) is left alone."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def rank_environment(rank: int, world: int, per_machine: int) -> dict[str, str]:

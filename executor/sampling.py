@@ -105,7 +105,7 @@ class BatchStream:
     def __init__(self, g: Any, sampler: TimedSampler, schedule: Schedule, num_iterations: int, num_workers: int,
                  seed: int = 0) -> None:
         self.g, self.sampler, self.schedule = g, sampler, schedule
-        self.keys = _EpochKeys(num_iterations)
+        self.keys = EpochKeys(num_iterations)
         self.loader = None
         if num_workers > 0:
             self.loader = torch.utils.data.DataLoader(
@@ -128,7 +128,7 @@ class BatchStream:
         self.loader = None
 
 
-class _EpochKeys(torch.utils.data.Sampler):  # type: ignore[type-arg]
+class EpochKeys(torch.utils.data.Sampler):  # type: ignore[type-arg]
     """Yields (epoch, iteration) keys of the current epoch (set by the trainer before iterating)."""
 
     def __init__(self, num_iterations: int) -> None:

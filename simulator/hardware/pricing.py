@@ -165,7 +165,7 @@ def phase_compute_s(cluster: ClusterSpec, phase: str, flops: float, seconds_per_
     return flops * seconds_per_flop / fraction + kernels * cluster.gpu.kernel_overhead_s
 
 
-def iteration_overhead(cluster: ClusterSpec) -> float:
+def iteration_overhead_s(cluster: ClusterSpec) -> float:
     """The fixed framework seconds per iteration (``iteration_overhead_s``)."""
     return cluster.iteration_overhead_s
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from gnnplan.executor import probe, probe_overheads
+from gnnplan.executor import probe, probe_io, probe_overheads
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import cluster_from_dict, load_cluster
 
@@ -35,7 +35,7 @@ def quick() -> dict[str, Any]:
 @pytest.mark.parametrize(("latency_s", "bandwidth"), [(5.0e-6, 2.5e9), (1.0e-4, 1.25e9), (0.0, 8.0e9)])
 def test_fit_recovers_known_latency_and_bandwidth(latency_s: float, bandwidth: float) -> None:
     sizes = np.array([8, 512, 4096, 2 ** 20, 64 * 2 ** 20], dtype=float)
-    lat, bw = probe.fit_latency_bandwidth(sizes, latency_s + sizes / bandwidth)
+    lat, bw = probe_io.fit_latency_bandwidth(sizes, latency_s + sizes / bandwidth)
     assert lat == pytest.approx(latency_s, rel=1e-9, abs=1e-15)
     assert bw == pytest.approx(bandwidth, rel=1e-9)
 
@@ -44,7 +44,7 @@ def test_fit_recovers_known_latency_and_bandwidth(latency_s: float, bandwidth: f
                                               ([8, 64], [0.0, 1e-6]), ([8, 64], [2e-6, 1e-6])])
 def test_fit_rejects_unusable_timings(sizes: list[float], times: list[float]) -> None:
     with pytest.raises(ValueError, match="fit_latency_bandwidth"):
-        probe.fit_latency_bandwidth(sizes, times)
+        probe_io.fit_latency_bandwidth(sizes, times)
 
 
 def test_quick_probe_is_a_valid_local_cluster(quick: dict[str, Any]) -> None:

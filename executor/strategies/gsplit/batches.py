@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gnnplan.executor.sampling import EpochKeys
 from gnnplan.executor.threads import apply_threads
 from gnnplan.executor.trace import now
 from gnnplan.simulator.strategies.gsplit.split import LayerPlan, layer_plan, partition_cache
@@ -103,7 +104,7 @@ class SplitStream:
 
     def __init__(self, sampler: SplitSampler, schedule: Schedule, num_iterations: int, num_workers: int) -> None:
         self.sampler, self.schedule = sampler, schedule
-        self.keys = _Keys(num_iterations)
+        self.keys = EpochKeys(num_iterations)
         self.loader: torch.utils.data.DataLoader | None = None  # type: ignore[type-arg]
         if num_workers > 0:
             context = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
@@ -124,19 +125,6 @@ class SplitStream:
     def close(self) -> None:
         """Stop the sampler processes."""
         self.loader = None
-
-
-class _Keys(torch.utils.data.Sampler):  # type: ignore[type-arg]
-    """(epoch, iteration) keys of the current epoch (set before iterating)."""
-
-    def __init__(self, num_iterations: int) -> None:
-        self.epoch, self.num_iterations = 0, num_iterations
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        return iter([(self.epoch, i) for i in range(self.num_iterations)])
-
-    def __len__(self) -> int:
-        return self.num_iterations
 
 
 class _Batches(torch.utils.data.Dataset):  # type: ignore[type-arg]

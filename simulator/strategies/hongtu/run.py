@@ -81,7 +81,7 @@ class EpochRun(FullGraphRun):
         t0 = self.engine.now
         yield from self.hw.compute(rank, self.optimizer[0])
         self._span(rank, "optimizer", t0, "compute", flops=self.optimizer[1])
-        yield self.engine.timeout(pricing.iteration_overhead(self.cluster))
+        yield self.engine.timeout(pricing.iteration_overhead_s(self.cluster))
         self._span(rank, "iteration", 0.0, "host")
         self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0))
         self.ends[rank] = self.engine.now

@@ -1,0 +1,131 @@
+"""The probe's measurements of data movement: the alpha-beta fit, gloo ping-pong between two local processes,
+and storage reads (``gnnplan probe``; :mod:`executor.probe` assembles the cluster file from them).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.optimize
+import torch
+
+
+def fit_latency_bandwidth(sizes_bytes: Sequence[float], times_s: Sequence[float]) -> tuple[float, float]:
+    """Fit the alpha-beta model ``t = latency_s + bytes / bandwidth_bytes_per_s`` to timings.
+
+    Least squares on RELATIVE residuals ``(latency + bytes * inv_bw - t) / t`` (sizes span orders of
+    magnitude, so plain residuals would ignore the small sizes that determine the latency), with both
+    coefficients constrained to be non-negative (``scipy.optimize.nnls``).
+
+    Source: Hockney, "The communication challenge for MPP", Parallel Computing 20(3), 1994 (the model).
+
+    Args:
+        sizes_bytes: message / transfer sizes, at least two distinct.
+        times_s: measured time of each size, all positive.
+
+    Returns:
+        (latency_s, bandwidth_bytes_per_s).
+
+    Raises:
+        ValueError: mismatched or too few points, non-positive times, or times that do not grow with size.
+    """
+    x, t = np.asarray(sizes_bytes, dtype=float), np.asarray(times_s, dtype=float)
+    if x.shape != t.shape or x.ndim != 1 or np.unique(x).size < 2:
+        raise ValueError("fit_latency_bandwidth: need equally many sizes and times, at least two distinct sizes")
+    if np.any(t <= 0) or np.any(x < 0):
+        raise ValueError("fit_latency_bandwidth: times must be positive and sizes non-negative")
+    design = np.stack([np.ones_like(x), x], axis=1) / t[:, None]
+    (latency, inv_bw), _ = scipy.optimize.nnls(design, np.ones_like(t))
+    if inv_bw <= 0:
+        raise ValueError("fit_latency_bandwidth: times do not grow with size; no bandwidth can be fitted")
+    return float(latency), float(1.0 / inv_bw)
+
+
+def _ping_pong(topo: Any, emit: Any, sizes: Sequence[int], repeats: int) -> list[float]:
+    """Rank program of :func:`network_latency_bandwidth`: median one-way time (round trip / 2) per size.
+
+    Sizes are interleaved (every repeat runs all sizes), so a burst of load from other processes spoils one
+    sample of several sizes, which the medians reject, rather than every sample of one size."""
+    from gnnplan.executor import comm
+
+    first, second = (comm.send, comm.recv) if topo.rank == 0 else (comm.recv, comm.send)
+    bufs = [torch.zeros(size, dtype=torch.uint8) for size in sizes]
+    times: list[list[float]] = [[] for _ in sizes]
+    comm.barrier()
+    for i in range(repeats + 1):  # the first round is a warm-up
+        for buf, samples in zip(bufs, times):
+            start = time.perf_counter()
+            first(buf, 1 - topo.rank)
+            second(buf, 1 - topo.rank)
+            if i:
+                samples.append((time.perf_counter() - start) / 2)
+    return [float(np.median(samples)) for samples in times]
+
+
+def network_latency_bandwidth(sizes: Sequence[int], repeats: int) -> tuple[float, float]:
+    """gloo send/recv ping-pong between two spawned local processes over 127.0.0.1.
+
+    Returns:
+        (latency_s, bandwidth_bytes_per_s) fitted to the one-way times.
+    """
+    from gnnplan.executor.launch import spawn
+
+    times = spawn(_ping_pong, 2, (list(sizes), repeats))
+    return fit_latency_bandwidth(sizes, times)
+
+
+def _drop_cache(fd: int) -> bool:
+    """Ask the kernel to drop the file's clean pages; False where ``posix_fadvise`` does not exist."""
+    if not hasattr(os, "posix_fadvise"):
+        return False
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    return True
+
+
+def storage_bandwidth_latency(folder: Path, sizes: Any) -> tuple[float, float, bool]:
+    """Sequential read bandwidth and small-read latency of a temp file in ``folder``.
+
+    The file is written, fsync'ed and its pages dropped from the page cache before each pass; bandwidth is the
+    median over ``repeats`` sequential passes in ``storage_block_bytes`` reads; latency is the median of random
+    4 KiB ``pread``s at distinct offsets (readahead off) minus 4 KiB / bandwidth.
+
+    Args:
+        folder: where the temporary file is written.
+        sizes: the probe's :class:`executor.probe.Sizes` (``storage_block_bytes``, ``storage_file_bytes``,
+            ``repeats``, ``storage_small_reads``).
+
+    Returns:
+        (bandwidth_bytes_per_s, latency_s, whether the page cache could be dropped).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    block = np.random.default_rng(0).integers(0, 256, sizes.storage_block_bytes, dtype=np.uint8).tobytes()
+    buf = bytearray(sizes.storage_block_bytes)
+    with tempfile.TemporaryFile(dir=folder) as fh:
+        for _ in range(sizes.storage_file_bytes // len(block)):
+            fh.write(block)
+        fh.flush()
+        os.fsync(fh.fileno())
+        fd, passes, dropped = fh.fileno(), [], True
+        for _ in range(sizes.repeats):
+            dropped = _drop_cache(fd) and dropped
+            start, offset = time.perf_counter(), 0
+            while (got := os.preadv(fd, [buf], offset)) > 0:
+                offset += got
+            passes.append(offset / (time.perf_counter() - start))
+        bandwidth = float(np.median(passes))
+        _drop_cache(fd)
+        if hasattr(os, "posix_fadvise"):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        pages = sizes.storage_file_bytes // 4096
+        small = []
+        for page in np.random.default_rng(1).choice(pages, min(pages, sizes.storage_small_reads), replace=False):
+            start = time.perf_counter()
+            os.pread(fd, 4096, int(page) * 4096)
+            small.append(time.perf_counter() - start)
+    return bandwidth, max(0.0, float(np.median(small)) - 4096 / bandwidth), dropped
