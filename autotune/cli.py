@@ -6,6 +6,7 @@ Errors in user input are one line on stderr, exit code 2, and nothing is written
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import NoReturn
@@ -30,6 +31,13 @@ def _common_sim(p: argparse.ArgumentParser) -> None:
                         "network.latency_s=5us, gpu.memory_bytes=40GiB); repeatable")
 
 
+def _emulation_limits(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cpu-quota", type=float, metavar="CORES",
+                   help="with --emulate: CPU time per machine, in cores (cgroup cpu.cfs_quota_us)")
+    p.add_argument("--memory-limit", type=float, metavar="BYTES",
+                   help="with --emulate: memory limit per machine in bytes (cgroup memory.limit_in_bytes)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     from gnnplan.autotune import commands as c
@@ -41,8 +49,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("probe", help="measure this machine into a cluster file")
     p.add_argument("-o", "--output", help="cluster YAML to write (default: <gnnplan home>/presets/local.yaml)")
-    p.add_argument("--workers", type=int, default=2, help="worker processes the machine is modelled for")
+    p.add_argument("--workers", type=int, default=None,
+                   help="worker processes the machine is modelled for (default 2; with --emulate: per machine, "
+                        "default 1)")
     p.add_argument("--quick", action="store_true", help="small sizes, few repeats (seconds, less accurate)")
+    p.add_argument("--emulate", action="store_true",
+                   help="measure an emulated cluster instead (network namespaces, shaped NICs; needs root and "
+                        "CAP_NET_ADMIN); writes the preset `emulated`")
+    p.add_argument("--machines", type=int, default=2, help="with --emulate: emulated machines (default 2)")
+    p.add_argument("--bandwidth", metavar="RATE",
+                   help="with --emulate: NIC rate per machine and direction, e.g. 100Mbit/s (default: unshaped)")
+    _emulation_limits(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=c.cmd_probe)
 
@@ -76,10 +93,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--emulate", action="store_true",
                    help="run each machine of the plan in its own network namespace with its NIC shaped to the "
                         "plan's network bandwidth (needs root and CAP_NET_ADMIN)")
-    p.add_argument("--cpu-quota", type=float, metavar="CORES",
-                   help="with --emulate: CPU time per machine, in cores (cgroup cpu.cfs_quota_us)")
-    p.add_argument("--memory-limit", type=float, metavar="BYTES",
-                   help="with --emulate: memory limit per machine in bytes (cgroup memory.limit_in_bytes)")
+    p.add_argument("--bandwidth", metavar="RATE",
+                   help="with --emulate: NIC rate per machine and direction, e.g. 100Mbit/s (default: the plan's "
+                        "network bandwidth)")
+    _emulation_limits(p)
+    p.add_argument("--collective-timeout", type=float, metavar="SECONDS",
+                   help="end the run when a collective waits this long for a rank that died or hangs (default 60)")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="save model, optimizer and RNG state every N epochs and after the last (0 = never)")
+    p.add_argument("--checkpoint-dir", metavar="DIR", help="checkpoint folder (default: <trace-dir>/checkpoints)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the newest complete checkpoint in --checkpoint-dir")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=c.cmd_run)
 
@@ -126,26 +150,86 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="gnnplan-whatif", help="folder for whatif.csv, .html and .json")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=c.cmd_whatif)
+
+    p = sub.add_parser("report", help="one self-contained HTML page (plotly) of a loop folder, a study, a plan "
+                                      "and traces; or redraw a whatif folder's chart")
+    p.add_argument("folder", nargs="?", metavar="DIR", help="folder written by gnnplan loop (or gnnplan whatif)")
+    p.add_argument("--study", help="Optuna study name (default: the loop's; or the storage's only study)")
+    p.add_argument("--storage", help="Optuna storage URL (default: the loop's, else the gnnplan home's SQLite file)")
+    p.add_argument("--plan", help="plan YAML (default: the loop's plan.yaml, else the first trace's plan)")
+    p.add_argument("--trace", dest="traces", action="append", default=[], metavar="TRACE",
+                   help="measured trace from gnnplan run (repeatable; calibrated here unless DIR has the loop's)")
+    p.add_argument("--predicted-trace", help="predicted trace from gnnplan simulate --trace (default: the loop's "
+                                             "predicted.json, else the plan simulated now)")
+    p.add_argument("-o", "--output", help="HTML file to write (default: DIR/report.html, DIR/whatif.html for a "
+                                          "whatif folder, else report.html)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=c.cmd_report)
     return parser
 
 
+OUTPUTS = (("output", False), ("trace", False), ("trace_dir", True), ("out_dir", True), ("checkpoint_dir", True))
+"""Arguments naming something a subcommand writes: (attribute, is a folder), checked before any work."""
+FOLDER_OUTPUT = ("whatif",)
+"""Subcommands whose ``-o/--output`` is a folder."""
+DEBUG_ENV = "GNNPLAN_DEBUG"
+"""Set to 1 to get the traceback of an unexpected error instead of its one-line summary."""
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Check every output path the arguments name (:data:`OUTPUTS`) with :func:`simulator.io.check_output`, so a
+    parent that is a file, a name too long, or a read-only file, folder or file system fails before minutes of
+    work.
+
+    Raises:
+        SpecError: naming the option and the path.
+    """
+    from gnnplan.simulator.io import check_output
+
+    for attr, folder in OUTPUTS:
+        value = getattr(args, attr, None)
+        if isinstance(value, str) and value:
+            is_folder = folder or (attr == "output" and args.command in FOLDER_OUTPUT)
+            check_output(value, "--" + attr.replace("_", "-"), folder=is_folder)
+
+
 def _guard(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a subcommand; every failure ends in ONE line on stderr: exit 2 for bad input and failures to read or
+    write, 1 for a run that failed (:class:`RunError`), 130 when interrupted."""
     try:
+        check_outputs(args)
         return func(args)
     except SpecError as exc:
         msg = str(exc)
     except ValidationError as exc:
         msg = one_line(exc, args.command)
-    except (ValueError, FileNotFoundError, PermissionError, IsADirectoryError) as exc:
+    except ValueError as exc:
         msg = str(exc) or type(exc).__name__
+    except OSError as exc:
+        msg = _os_error(exc)
+    except MemoryError:
+        msg = "out of memory (MemoryError): use a smaller input or a machine with more memory"
+    except RecursionError:
+        msg = "input nested too deeply (RecursionError)"
     except RunError as exc:
         print(f"gnnplan {args.command}: failed: {_first_line(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"gnnplan {args.command}: interrupted", file=sys.stderr)
         return 130
-    print(f"gnnplan {args.command}: error: {msg.splitlines()[0] if msg else 'invalid input'}", file=sys.stderr)
+    except Exception as exc:  # the last resort: one line, not a traceback (GNNPLAN_DEBUG=1 shows it)
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        msg = f"internal error: {type(exc).__name__}: {_first_line(str(exc))} (set {DEBUG_ENV}=1 for details)"
+    print(f"gnnplan {args.command}: error: {_first_line(msg) if msg.strip() else 'invalid input'}", file=sys.stderr)
     return 2
+
+
+def _os_error(exc: OSError) -> str:
+    """``<file>: <reason>`` of an OSError (permission denied, name too long, read-only file system, ...)."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    name = exc.filename if exc.filename is not None else ""
+    return f"{name}: {reason}" if name else reason
 
 
 def _first_line(text: str) -> str:

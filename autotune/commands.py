@@ -37,17 +37,30 @@ def _positive(name: str, value: int | None) -> None:
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
-    """``gnnplan probe``: measure this machine into a cluster file."""
+    """``gnnplan probe``: measure this machine (or, with ``--emulate``, the emulated cluster) into a cluster file."""
     from gnnplan.executor.probe import probe_machine, write_probe
 
     _positive("--workers", args.workers)
-    dest = output_path(args.output, user_home() / "presets" / "local.yaml")
-    data = probe_machine(num_workers=args.workers, quick=args.quick)
-    write_probe(dest, data)
+    if args.emulate:
+        from gnnplan.executor.probe_emulated import probe_emulated
+
+        dest = output_path(args.output, user_home() / "presets" / "emulated.yaml")
+        limits = _emulation_limits(args, None)
+        data = probe_emulated(args.machines, args.workers or 1, limits, quick=args.quick)
+        header = (f"An emulated cluster of {data['num_machines']} machines (network namespaces on this box) x "
+                  f"{data['gpus_per_machine']} worker(s), measured by `gnnplan probe --emulate`; run plans on it "
+                  "with `gnnplan run PLAN --emulate` and the same --bandwidth/--cpu-quota/--memory-limit. Each "
+                  "number's date and method are in `sources`.")
+    else:
+        if args.bandwidth is not None or args.cpu_quota is not None or args.memory_limit is not None:
+            raise SpecError("--bandwidth/--cpu-quota/--memory-limit: only with --emulate")
+        dest = output_path(args.output, user_home() / "presets" / "local.yaml")
+        data, header = probe_machine(num_workers=args.workers or 2, quick=args.quick), None
+    write_probe(dest, data, header)
     if args.json:
         emit_json({"output": str(dest), "cluster": data})
     else:
-        report.console().print(f"wrote {dest} (use it as --cluster local)")
+        report.console().print(f"wrote {dest} (use it as --cluster {dest.stem})")
     return 0
 
 
@@ -94,17 +107,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``gnnplan run PLAN``: real training, traced."""
     from gnnplan.executor.runner import run_plan
     from gnnplan.simulator.plan import load_plan
+    from gnnplan.simulator.workload.datasets import resolve_dataset
 
     _positive("--nprocs", args.nprocs)
     _positive("--epochs", args.epochs)
     plan = load_plan(args.plan)
+    resolve_dataset(plan.workload.dataset)  # a missing dataset fails here, not in every worker
     if args.emulate:
         res = _run_emulated(args, plan)
-    elif args.cpu_quota is not None or args.memory_limit is not None:
-        raise SpecError("--cpu-quota/--memory-limit: only with --emulate")
+    elif args.cpu_quota is not None or args.memory_limit is not None or args.bandwidth is not None:
+        raise SpecError("--bandwidth/--cpu-quota/--memory-limit: only with --emulate")
     else:
         res = run_plan(plan, nprocs=args.nprocs, epochs=args.epochs, trace_dir=args.trace_dir,
-                       progress=not args.json)
+                       progress=not args.json, **_fault_options(args))
     if args.json:
         emit_json(res)
     else:
@@ -116,18 +131,40 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_emulated(args: argparse.Namespace, plan: Any) -> dict[str, Any]:
     """``gnnplan run PLAN --emulate``: the plan's machines as network namespaces (:mod:`executor.emulate`)."""
-    import math
-
-    from gnnplan.executor.emulate import MachineLimits
     from gnnplan.executor.emulated_run import run_emulated
 
     if args.nprocs is not None and args.nprocs != plan.cluster.num_gpus:
         raise SpecError(f"--nprocs: with --emulate the plan's cluster sets the ranks ({plan.cluster.num_gpus})")
+    limits = _emulation_limits(args, plan.cluster.network.bandwidth_bytes_per_s)
+    return run_emulated(plan, epochs=args.epochs, trace_dir=args.trace_dir, limits=limits, **_fault_options(args))
+
+
+def _fault_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``run``'s collective timeout and checkpoint flags as keyword arguments of ``run_plan`` / ``run_emulated``."""
+    out: dict[str, Any] = {"checkpoint_every": args.checkpoint_every, "checkpoint_dir": args.checkpoint_dir,
+                           "resume": args.resume}
+    if args.collective_timeout is not None:
+        out["collective_timeout_s"] = args.collective_timeout
+    return out
+
+
+def _emulation_limits(args: argparse.Namespace, default_bandwidth: float | None) -> Any:
+    """The emulated machines' limits from ``--bandwidth`` (unit-aware; default ``default_bandwidth``),
+    ``--cpu-quota`` and ``--memory-limit`` (positive finite numbers)."""
+    import math
+
+    from gnnplan.executor.emulate import MachineLimits
+    from gnnplan.simulator.units_parse import parse_quantity
+
     for name, value in (("--cpu-quota", args.cpu_quota), ("--memory-limit", args.memory_limit)):
         if value is not None and not (math.isfinite(value) and value > 0):
             raise SpecError(f"{name}: must be a positive finite number (got {value})")
-    limits = MachineLimits(plan.cluster.network.bandwidth_bytes_per_s, args.cpu_quota, args.memory_limit)
-    return run_emulated(plan, epochs=args.epochs, trace_dir=args.trace_dir, limits=limits)
+    bandwidth = default_bandwidth
+    if args.bandwidth is not None:
+        bandwidth = parse_quantity(args.bandwidth, "bandwidth", "--bandwidth")
+        if bandwidth <= 0:
+            raise SpecError(f"--bandwidth: must be positive (got {args.bandwidth!r})")
+    return MachineLimits(bandwidth, args.cpu_quota, args.memory_limit)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -197,6 +234,8 @@ def cmd_loop(args: argparse.Namespace) -> int:
         con.print(report.held_out_table(held["rows"]))
     else:
         con.print(f"held-out epochs: {held['reason']} (run more epochs, e.g. --epochs 4, for a held-out error)")
+    con.print(f"report: {out['report_html']} (open it in a browser); predicted vs measured timeline: "
+              f"gnnplan trace merge {out['predicted_trace']} {out['trace']} -o merged.json")
     return 0
 
 
@@ -226,4 +265,36 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     for line in wr.crossover_lines(res):
         con.print(line)
     con.print(f"wrote {paths['csv']}, {paths['json']} and {paths['html']}")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``gnnplan report [DIR]``: the HTML page of a loop folder (or of a study, plan and traces named one by one),
+    or a whatif folder's chart redrawn (:mod:`autotune.report_page`)."""
+    from gnnplan.autotune import report_page as rp
+
+    explicit = args.study or args.storage or args.plan or args.traces or args.predicted_trace
+    if args.folder is not None:
+        rp.check_folder(args.folder)
+    if args.folder is not None and rp.whatif_folder(args.folder):
+        if explicit:
+            raise SpecError(f"DIR: {args.folder} is a whatif folder; --study, --storage, --plan, --trace and "
+                            "--predicted-trace are for loop folders")
+        dest = output_path(args.output, Path(args.folder) / "whatif.html")
+        rp.check_output(dest)
+        charts, missing = ["whatif"], {}
+        rp.write_whatif(args.folder, dest)
+    else:
+        dest = output_path(args.output, Path(args.folder or ".") / rp.REPORT_HTML)
+        rp.check_output(dest)
+        inputs = rp.gather(args.folder, args.study, args.storage, args.plan, args.traces, args.predicted_trace)
+        page = rp.write_report(inputs, dest)
+        charts, missing = page.charts, {k: v for k, v in page.notes.items() if k not in page.charts}
+    if args.json:
+        emit_json({"output": str(dest), "charts": charts, "missing": missing})
+        return 0
+    con = report.console()
+    for cid, why in missing.items():
+        con.print(f"{cid}: not drawn: {why}")
+    con.print(f"wrote {dest} ({len(charts)} chart(s); self-contained, open it in a browser)")
     return 0

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnplan.autotune.planning import calibrate_traces, tune_to_plan
+from gnnplan.autotune.report_page import write_loop_outputs
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.io import atomic_write_json
@@ -28,14 +29,15 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
         nprocs: worker processes for the real run; must equal the cluster's worker count.
         epochs: epochs of the real run (None = the workload's).
         storage: Optuna storage URL (None = default SQLite file).
-        out_dir: receives plan.yaml, the trace, <cluster>-calibrated.yaml and report.json.
+        out_dir: receives plan.yaml, the trace, <cluster>-calibrated.yaml, report.json, and the plan's
+            predicted trace predicted.json and the HTML report report.html (:mod:`autotune.report_page`).
         say: progress messages (None = silent).
 
     Returns:
         ``{plan, trace, calibrated_cluster, measured_epoch_time_s, predicted_before_s, error_before_fraction,
-        held_out: {rows, reason}, run, tune, calibration}``; ``held_out.rows`` are the run's held-out epochs
-        (:func:`simulator.calibrate_holdout.held_out_epochs`), empty with a ``reason`` when the run has too
-        few epochs.
+        held_out: {rows, reason}, run, tune, calibration, predicted_trace, report_html}``; ``held_out.rows`` are
+        the run's held-out epochs (:func:`simulator.calibrate_holdout.held_out_epochs`), empty with a ``reason``
+        when the run has too few epochs.
 
     Raises:
         SpecError: bad input, or nprocs inconsistent with the cluster.
@@ -69,4 +71,5 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
            "run": run, "tune": {k: tuned[k] for k in ("study", "storage", "num_trials_total", "best")},
            "calibration": cal}
     atomic_write_json(out_dir / "report.json", out)
+    out.update({k: str(v) for k, v in write_loop_outputs(out_dir).items()})  # predicted.json, report.html
     return out

@@ -9,6 +9,12 @@ so a study resumes and several ``gnnplan tune`` processes can share one study; a
 The trial's ``strategy`` parameter ranges over :func:`autotune.candidates.candidates`: the strategies that run
 the workload as given and, with ``allow_model_change``, ``ppgnn/sgc``-style candidates whose model differs
 (recorded on the trial as the ``workload`` user attribute).
+
+Input is validated before the study is created or opened (:func:`validate_request`), so input that ``gnnplan tune``
+rejects never leaves a FAIL trial. Trials send Optuna heartbeats (:data:`HEARTBEAT_INTERVAL_S`): a trial left
+RUNNING by a killed process stops beating and is marked FAIL (``optuna.storages.fail_stale_trials``) when the
+study is next opened, once :data:`HEARTBEAT_GRACE_S` has passed, while trials of processes still running keep
+beating and are left alone.
 """
 
 from __future__ import annotations
@@ -16,6 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +42,11 @@ SQLITE_TIMEOUT_S = 120.0
 STORAGE_RETRIES = 8
 SCHEMA_RACE = ("already exists", "UNIQUE constraint failed", "database is locked")
 """Messages of the errors a process gets when another one creates the same new study database at once."""
+HEARTBEAT_INTERVAL_S = 10
+"""Seconds between a running trial's heartbeats (``RDBStorage(heartbeat_interval=...)``; whole seconds)."""
+HEARTBEAT_GRACE_S = 30
+"""Seconds without a heartbeat after which a RUNNING trial counts as abandoned by a killed process and is marked
+FAIL (``RDBStorage(grace_period=...)``): three missed beats, so a busy but live process is not mistaken for dead."""
 
 
 @dataclass(frozen=True)
@@ -81,18 +95,55 @@ def study_name_for(req: TuneRequest) -> str:
            f"{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
 
-def open_study(req: TuneRequest) -> optuna.Study:
-    """Create or load the study (safe when several processes race to create it)."""
-    storage = open_storage(req.storage or default_storage())
-    sampler = optuna.samplers.TPESampler(seed=req.seed, multivariate=True, group=True)
+def open_study(req: TuneRequest, storage: optuna.storages.RDBStorage | None = None) -> optuna.Study:
+    """Create or load the study (safe when several processes race to create it); trials a killed process left
+    RUNNING are marked FAIL once their heartbeat is older than :data:`HEARTBEAT_GRACE_S`.
+
+    Args:
+        req: the request.
+        storage: an open storage (None = open ``req.storage`` or the default).
+
+    Raises:
+        SpecError: the storage fails (:func:`storage_errors`).
+    """
+    storage = storage or open_storage(req.storage or default_storage())
+    with _quiet():
+        sampler = optuna.samplers.TPESampler(seed=req.seed, multivariate=True, group=True)
     name = req.study_name or study_name_for(req)
-    for attempt in range(5):
-        try:
-            return optuna.create_study(study_name=name, storage=storage, sampler=sampler,
-                                       direction="minimize", load_if_exists=True)
-        except optuna.exceptions.DuplicatedStudyError:
-            time.sleep(0.2 * (attempt + 1))
-    return optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+    with storage_errors(req.storage or default_storage()):
+        for attempt in range(5):
+            try:
+                study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
+                                            direction="minimize", load_if_exists=True)
+                break
+            except optuna.exceptions.DuplicatedStudyError:
+                time.sleep(0.2 * (attempt + 1))
+        else:
+            study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
+        with _quiet():
+            optuna.storages.fail_stale_trials(study)
+    return study
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence Optuna's ExperimentalWarning (TPE ``group``, heartbeats): the CLI's stderr holds one line per error."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        yield
+
+
+@contextmanager
+def storage_errors(url: str) -> Iterator[None]:
+    """Turn a storage failure while the study runs (disk full, database locked or corrupt, connection lost:
+    SQLAlchemy's errors, Optuna's StorageInternalError) into one :class:`SpecError` naming ``--storage``."""
+    import sqlalchemy.exc
+
+    try:
+        yield
+    except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SpecError(f"--storage: {url!r} failed: {message}") from None
 
 
 def open_storage(url: str) -> optuna.storages.RDBStorage:
@@ -110,7 +161,10 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
     attempt = 0
     while True:
         try:
-            return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+            with _quiet():
+                return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs,
+                                                  heartbeat_interval=HEARTBEAT_INTERVAL_S,
+                                                  grace_period=HEARTBEAT_GRACE_S)
         except Exception as exc:  # SQLAlchemy raises many types for a bad URL
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             attempt += 1
@@ -149,17 +203,45 @@ def _memory_excess(cluster: ClusterSpec, peak: dict[str, float]) -> float:
     return max(peak.get("gpu", 0.0) - cluster.gpu.memory_bytes, peak.get("host", 0.0) - cluster.host.memory_bytes)
 
 
-def run_study(req: TuneRequest, progress: bool = False) -> optuna.Study:
-    """Run ``req.num_trials`` more trials in this process and return the study.
+def validate_request(req: TuneRequest) -> None:
+    """Everything :func:`objective` would reject as bad input, checked before a study exists, so no FAIL trial is
+    recorded for it: each candidate's workload support and batch size against the workers (as
+    :func:`simulator.api.load_context`), and the dataset loads (a corrupt file, a graph beyond host memory); the
+    graph is cached for the trials.
 
     Raises:
-        SpecError: bad storage URL or study.
+        SpecError: the first problem, one line.
+    """
+    from gnnplan.simulator.strategies.contract import check_workload
+    from gnnplan.simulator.workload.graphstats import dataset_summary
+
+    for cand in req.candidates().values():
+        check_workload(get_strategy(cand.strategy), cand.workload)
+        if not req.tune_batch_size and cand.workload.training.batch_size < req.cluster.num_gpus:
+            raise SpecError(f"training.batch_size: {cand.workload.training.batch_size} is smaller than the "
+                            f"{req.cluster.num_gpus} workers of cluster {req.cluster.name}; use at least "
+                            f"{req.cluster.num_gpus}")
+    for dataset in {json.dumps(c.workload.to_yaml_dict()["dataset"]): c.workload.dataset
+                    for c in req.candidates().values()}.values():
+        dataset_summary(dataset)
+
+
+def run_study(req: TuneRequest, progress: bool = False) -> optuna.Study:
+    """Run ``req.num_trials`` more trials in this process and return the study: the storage is opened first, the
+    input validated (:func:`validate_request`), and only then the study created or resumed.
+
+    Raises:
+        SpecError: bad input, a bad storage URL, or a storage failure while running (:func:`storage_errors`).
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = open_study(req)
+    url = req.storage or default_storage()
+    storage = open_storage(url)
+    validate_request(req)
+    study = open_study(req, storage)
     choices = req.candidates()
-    study.optimize(lambda t: objective(req, t, choices), n_trials=req.num_trials, show_progress_bar=progress,
-                   catch=())
+    with storage_errors(url), _quiet():
+        study.optimize(lambda t: objective(req, t, choices), n_trials=req.num_trials, show_progress_bar=progress,
+                       catch=())
     return study
 
 

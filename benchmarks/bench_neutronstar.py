@@ -41,6 +41,8 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 from gnnplan.executor.runner import run_plan  # noqa: E402
 from gnnplan.simulator.api import simulate  # noqa: E402
 from gnnplan.simulator.calibrate import get_param, with_params  # noqa: E402
+from gnnplan.simulator.hardware import pricing  # noqa: E402
+from gnnplan.simulator.hardware.collectives import staged_network  # noqa: E402
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster  # noqa: E402
 from gnnplan.simulator.plan import Plan  # noqa: E402
 from gnnplan.simulator.trace import Span, read_trace  # noqa: E402
@@ -90,10 +92,12 @@ def compute_fit(cluster: ClusterSpec, wl: WorkloadSpec, spans: list[Span]) -> di
 def exchange_fit(cluster: ClusterSpec, spans: list[Span]) -> dict[str, float]:
     """Scale the exchange path's latencies and per-byte costs to the fastest rank's exchange spans.
 
-    One message each way per exchange (2 workers): time = (2 alpha_pcie + alpha_net) + bytes (2 / B_pcie + 1 / B_net);
-    least squares over (bytes, seconds) gives the two sums (when the sizes differ at least 2x; otherwise the
-    latency is kept and the per-byte cost is the median of (seconds - latency) / bytes), and every term of a sum
-    is scaled by the same factor.
+    One message each way per exchange (2 workers), priced as :func:`simulator.hardware.pricing.exchange_s`:
+    time = (2 alpha_pcie + alpha_net) + bytes (2 / B_pcie + 1 / B_net) when staged through host memory, the
+    network terms alone with GPUDirect RDMA or on a CPU-only cluster (``local``: the rows already are in host
+    memory); least squares over (bytes, seconds) gives the two sums (when the sizes differ at least 2x; otherwise
+    the latency is kept and the per-byte cost is the median of (seconds - latency) / bytes), and every term of a
+    sum is scaled by the same factor.
     """
     fastest: dict[tuple[Any, ...], Span] = {}
     for s in spans:
@@ -103,15 +107,16 @@ def exchange_fit(cluster: ClusterSpec, spans: list[Span]) -> dict[str, float]:
                 fastest[key] = s
     nbytes = np.array([s.nbytes for s in fastest.values()])
     y = np.array([s.dur_s for s in fastest.values()])
-    lat0 = 2 * cluster.pcie.latency_s + cluster.network.latency_s
-    byte0 = 2 / cluster.pcie.bandwidth_bytes_per_s + 1 / cluster.network.bandwidth_bytes_per_s
+    byte0 = pricing.exchange_per_byte_s(cluster)
+    lat0 = pricing.exchange_s(cluster, 1.0) - byte0
+    on_path = slice(None) if staged_network(cluster) else slice(1, None)   # the PCIe legs only when staged
     if nbytes.max() >= 2 * nbytes.min():
         (alpha, beta), *_ = np.linalg.lstsq(np.stack([np.ones_like(nbytes), nbytes], 1), y, rcond=None)
     else:  # sizes too alike to separate latency from bandwidth: keep the latency, fit the per-byte cost
         alpha, beta = lat0, float(np.median((y - lat0) / nbytes))
     a, b = max(alpha, 1e-7) / lat0, max(beta, 1e-13) / byte0
-    out = {p: get_param(cluster, p) * a for p in EXCHANGE_LATENCY}
-    out.update({p: get_param(cluster, p) / b for p in EXCHANGE_PER_BYTE})
+    out = {p: get_param(cluster, p) * a for p in EXCHANGE_LATENCY[on_path]}
+    out.update({p: get_param(cluster, p) / b for p in EXCHANGE_PER_BYTE[on_path]})
     return out
 
 

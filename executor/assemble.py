@@ -53,12 +53,13 @@ class TrainingData:
 
 
 def rank0_first(fn: Callable[[], T]) -> T:
-    """Run ``fn`` on rank 0, then (after a barrier) on the other ranks."""
+    """Run ``fn`` on rank 0, then (after a barrier) on the other ranks; the barrier waits up to
+    :data:`executor.comm.SETUP_TIMEOUT_S` (a cold METIS partitioning outlasts the collective timeout)."""
     if comm.rank() == 0:
         out = fn()
-        comm.barrier()
+        comm.barrier(comm.SETUP_TIMEOUT_S)
         return out
-    comm.barrier()
+    comm.barrier(comm.SETUP_TIMEOUT_S)
     return fn()
 
 

@@ -9,27 +9,55 @@ Every collective adds the bytes this process sends to and receives from OTHER ra
   formula as :func:`simulator.hardware.collectives.ring_all_reduce_bytes`). The backend may pick another
   algorithm; the count is the ring's, so measured and predicted link bytes use one convention.
 * ``all_gather``: ``(p-1) * nbytes`` each way; ``send``/``recv``/``shift``/``isend``/``irecv``: the tensors' bytes.
-* object collectives (``gather_object``, ``broadcast_object``): the pickled size, sent once per receiver.
+* object collectives (``gather_object``, ``broadcast_object``): the size of the object's JSON encoding
+  (:mod:`executor.wire`; objects cross as JSON in uint8 tensors, never pickled), sent once per receiver.
 
 Backend: ``nccl`` when CUDA is available, else ``gloo`` (CPU). With NCCL, tensors passed to collectives must
 be on :func:`device`.
+
+Rendezvous: rank 0 binds the store's listening socket to the address it is given (``127.0.0.1`` for local runs)
+and hands it to ``TCPStore(master_listen_fd=...)``; with ``init_method="tcp://..."`` the store listens on every
+interface (checked with ``ss -ltn``: ``*:PORT``). For a loopback address gloo's own sockets are put on the
+loopback interface too (``GLOO_SOCKET_IFNAME``). Under torchrun's agent store (``TORCHELASTIC_USE_AGENT_STORE``)
+every rank is a client of the agent's store.
+
+Timeouts: every collective fails after :data:`COLLECTIVE_TIMEOUT_S` (or the ``timeout_s`` given to
+:func:`init_process_group`) instead of waiting forever for a peer that died or hangs; gloo applies the process
+group's timeout to each collective (pytorch/pytorch#40948, ProcessGroupGloo work-level timeouts). Waits while one
+rank prepares data for the others (:func:`barrier` with ``timeout_s``) use their own, longer limit.
 """
 
 from __future__ import annotations
 
-import pickle
+import contextlib
+import ipaddress
+import os
+import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from gnnplan.executor import wire
 from gnnplan.executor.trace import synchronize_spans_on
 
-TIMEOUT = timedelta(minutes=10)
-"""Collective timeout: a crashed peer turns into an error instead of a hang."""
+COLLECTIVE_TIMEOUT_S = 60.0
+"""Default collective timeout in seconds: a peer that died or stopped responding turns into an error after this
+long instead of a hang (``gnnplan run --collective-timeout``)."""
+
+SETUP_TIMEOUT_S = 3600.0
+"""How long ranks wait at a set-up barrier while one rank loads, generates or partitions the dataset (METIS on a
+large graph takes minutes)."""
+
+RENDEZVOUS_TIMEOUT_S = 600.0
+"""How long a rank waits for the rendezvous store and its peers to join (the executor's former timeout)."""
+
+_store: Any = None
 
 
 @dataclass
@@ -55,21 +83,30 @@ def default_backend() -> str:
 
 
 def init_process_group(rank: int, world_size: int, master_addr: str, master_port: int,
-                       backend: str | None = None, local_rank: int = 0) -> str:
-    """Join the process group (TCP rendezvous at ``master_addr:master_port``) and reset the byte counters.
+                       backend: str | None = None, local_rank: int = 0,
+                       timeout_s: float = COLLECTIVE_TIMEOUT_S) -> str:
+    """Join the process group (TCP rendezvous at ``master_addr:master_port``, the store listening on
+    ``master_addr`` only) and reset the byte counters.
 
     Args:
         rank: this process's rank.
         world_size: number of processes.
-        master_addr: address of rank 0.
+        master_addr: address of rank 0 (an IP address or host name; the store listens on it alone).
         master_port: a free TCP port on rank 0.
         backend: ``gloo`` or ``nccl``; None picks :func:`default_backend`.
         local_rank: this process's index on its machine (selects the CUDA device with NCCL).
+        timeout_s: collective timeout in seconds (module docstring).
 
     Returns:
         The backend used.
+
+    Raises:
+        ValueError: ``timeout_s`` is not a positive finite number.
+        OSError: rank 0 cannot listen on ``master_addr:master_port``.
     """
-    global _device
+    global _device, _store
+    if not (0 < timeout_s < float("inf")):
+        raise ValueError(f"collective timeout: must be a positive number of seconds, got {timeout_s}")
     backend = backend or default_backend()
     if backend == "nccl":
         _device = torch.device("cuda", local_rank)
@@ -77,10 +114,62 @@ def init_process_group(rank: int, world_size: int, master_addr: str, master_port
     else:
         _device = torch.device("cpu")
     synchronize_spans_on(_device)
-    dist.init_process_group(backend, init_method=f"tcp://{master_addr}:{master_port}", rank=rank,
-                            world_size=world_size, timeout=TIMEOUT)
+    _store = _rendezvous_store(rank, world_size, master_addr, master_port)
+    with _gloo_interface(master_addr if backend == "gloo" else None):
+        dist.init_process_group(backend, store=_store, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=timeout_s))
     reset_counters()
     return backend
+
+
+def _rendezvous_store(rank: int, world_size: int, addr: str, port: int) -> Any:
+    """Rank 0's store server on a socket bound to ``addr`` alone; a client elsewhere (module docstring)."""
+    wait = timedelta(seconds=RENDEZVOUS_TIMEOUT_S)
+    if rank != 0 or os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        return dist.TCPStore(addr, port, world_size, False, wait)
+    family = socket.AF_INET6 if ":" in addr else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((addr, port))
+        listener.listen(max(128, world_size))
+    except OSError:
+        listener.close()
+        raise
+    # the store takes the descriptor over and closes it when it is destroyed: Python must not close it too
+    return dist.TCPStore(addr, port, world_size, True, wait, wait_for_workers=False,
+                         master_listen_fd=listener.detach())
+
+
+@contextlib.contextmanager
+def _gloo_interface(addr: str | None) -> Iterator[None]:
+    """While gloo creates its device: its sockets on the loopback interface when the rendezvous address is a
+    loopback address (a run on one machine), unless ``GLOO_SOCKET_IFNAME`` is set already; the environment is
+    restored afterwards."""
+    try:
+        loopback = addr is not None and ipaddress.ip_address(addr).is_loopback
+    except ValueError:
+        loopback = addr == "localhost"
+    name = loopback_interface() if loopback and "GLOO_SOCKET_IFNAME" not in os.environ else None
+    if name:
+        os.environ["GLOO_SOCKET_IFNAME"] = name
+    try:
+        yield
+    finally:
+        if name:
+            os.environ.pop("GLOO_SOCKET_IFNAME", None)
+
+
+def loopback_interface() -> str | None:
+    """The name of this machine's loopback interface (``IFF_LOOPBACK`` in ``/sys/class/net/*/flags``)."""
+    iff_loopback = 0x8  # linux/if.h
+    for path in sorted(Path("/sys/class/net").glob("*/flags")):
+        try:
+            if int(path.read_text().strip(), 16) & iff_loopback:
+                return path.parent.name
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def device() -> torch.device:
@@ -104,14 +193,24 @@ def world_size() -> int:
 
 
 def destroy() -> None:
-    """Leave the process group (no-op if not in one)."""
+    """Leave the process group (no-op if not in one) and drop the store (rank 0's closes its socket)."""
+    global _store
     if is_initialized():
         dist.destroy_process_group()
+    _store = None
 
 
-def barrier() -> None:
-    """Wait for every rank."""
-    dist.barrier()
+def barrier(timeout_s: float | None = None) -> None:
+    """Wait for every rank.
+
+    Args:
+        timeout_s: fail after this many seconds instead of the collective timeout (set-up waits, module
+            docstring); with gloo through ``monitored_barrier``, whose error names the ranks that did not arrive.
+    """
+    if timeout_s is not None and dist.get_backend() == "gloo" and world_size() > 1:
+        dist.monitored_barrier(timeout=timedelta(seconds=timeout_s))
+    else:
+        dist.barrier()
 
 
 def bytes_sent() -> int:
@@ -226,75 +325,113 @@ def irecv(t: torch.Tensor, src: int) -> Any:
 
 
 def gather_object(obj: Any, dst: int = 0) -> list[Any] | None:
-    """Gather a picklable object from every rank on ``dst``.
+    """Gather an object from every rank on ``dst``, as JSON (:mod:`executor.wire`: JSON values, tensors, arrays,
+    gnnplan dataclasses and pydantic models).
 
     Returns:
         On ``dst`` the objects in rank order, elsewhere None.
+
+    Raises:
+        TypeError: ``obj`` holds a value that cannot cross (:func:`executor.wire.encode`).
     """
-    n = len(pickle.dumps(obj))
-    me = rank()
-    out: list[Any] | None = [None] * world_size() if me == dst else None
+    data = wire.encode(obj)
+    p, me = world_size(), rank()
+    sizes = [torch.zeros(1, dtype=torch.int64, device=_device) for _ in range(p)]
+    dist.all_gather(sizes, torch.tensor([len(data)], dtype=torch.int64, device=_device))
+    lengths = [int(t.item()) for t in sizes]
+    buf = _bytes_tensor(data, max(lengths))
     if me != dst:
-        COUNTER.add(n, 0)
-    dist.gather_object(obj, out, dst=dst)
-    if out is not None:
-        COUNTER.add(0, sum(len(pickle.dumps(o)) for i, o in enumerate(out) if i != dst))
-    return out
+        COUNTER.add(len(data), 0)
+        dist.gather(buf, None, dst=dst)
+        return None
+    out = [torch.empty(max(lengths), dtype=torch.uint8, device=_device) for _ in range(p)]
+    dist.gather(buf, out, dst=dst)
+    COUNTER.add(0, sum(n for i, n in enumerate(lengths) if i != dst))
+    return [wire.decode(t[:n].cpu().numpy().tobytes()) for t, n in zip(out, lengths)]
 
 
 def broadcast_object(obj: Any, src: int = 0) -> Any:
-    """``src``'s object on every rank."""
-    box = [obj]
-    dist.broadcast_object_list(box, src=src)
-    n = len(pickle.dumps(box[0]))
+    """``src``'s object on every rank, as JSON (:mod:`executor.wire`); other ranks' ``obj`` is ignored."""
+    data = wire.encode(obj) if rank() == src else b""
+    size = torch.tensor([len(data)], dtype=torch.int64, device=_device)
+    dist.broadcast(size, src=src)
+    n = int(size.item())
+    buf = _bytes_tensor(data, n)
+    dist.broadcast(buf, src=src)
     COUNTER.add(n * (world_size() - 1) if rank() == src else 0, 0 if rank() == src else n)
-    return box[0]
+    return wire.decode(buf.cpu().numpy().tobytes())
+
+
+def _bytes_tensor(data: bytes, length: int) -> torch.Tensor:
+    """``data`` in a uint8 tensor of ``length`` (zero-padded) on :func:`device`."""
+    buf = torch.zeros(length, dtype=torch.uint8)
+    if data:
+        buf[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    return buf.to(_device)
 
 
 class GradientHook:
     """A DDP communication hook that averages gradient buckets with an all-reduce, like DDP's default
     (``torch.distributed.algorithms.ddp_comm_hooks.default_hooks.allreduce_hook``), and also counts the
-    bytes and notes when the first bucket of an iteration was launched (the end of the backward computation
-    when the model fits one bucket).
+    bytes and buckets and notes when buckets of an iteration were launched. DDP launches a bucket as soon as
+    backward has produced all its gradients, so the last bucket's launch is the end of the backward computation
+    (with one bucket, the first launch too); the all-reduces of the earlier buckets overlap the rest of backward.
 
     Attributes:
         first_launch_s: ``time.perf_counter()`` of the first bucket launched since :meth:`reset` (None if none).
-        nbytes: gradient bytes all-reduced since :meth:`reset`.
+        last_launch_s: ``time.perf_counter()`` of the last bucket launched since :meth:`reset` (None if none).
+        nbytes: gradient bytes all-reduced since :meth:`reset` (the buckets' buffers, summed).
+        num_buckets: buckets all-reduced since :meth:`reset`.
     """
 
     def __init__(self) -> None:
         self.first_launch_s: float | None = None
+        self.last_launch_s: float | None = None
         self.nbytes = 0
+        self.num_buckets = 0
 
     def reset(self) -> None:
         """Start a new iteration."""
-        self.first_launch_s = None
+        self.first_launch_s = self.last_launch_s = None
         self.nbytes = 0
+        self.num_buckets = 0
 
     def register(self, ddp_model: torch.nn.parallel.DistributedDataParallel) -> None:
         """Install this hook on a DDP model."""
         ddp_model.register_comm_hook(self, _gradient_hook)
 
 
-BUCKET_CAP_MB = 4096
-"""DDP bucket size limit in MiB: large enough that the gradients of the models here form one bucket, so the
-all-reduce starts when backward ends (the order the simulator models)."""
+DEFAULT_BUCKET_BYTES = 25.0 * 2**20
+"""DDP's default bucket cap, ``bucket_cap_mb = 25`` (torch.nn.parallel.DistributedDataParallel documentation), the
+default of ``training.ddp_bucket_bytes``."""
 
 
-def data_parallel(model: torch.nn.Module) -> tuple[torch.nn.Module, GradientHook]:
-    """The module to train with and its gradient hook: ``model`` wrapped in DistributedDataParallel (one bucket
-    of :data:`BUCKET_CAP_MB`, the hook installed), or, with one rank, ``model`` itself and an idle hook (there
-    is nothing to reduce, and DDP's reducer costs ~10% of a small model's iteration).
+def data_parallel(model: torch.nn.Module,
+                  bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> tuple[torch.nn.Module, GradientHook]:
+    """The module to train with and its gradient hook: ``model`` wrapped in DistributedDataParallel with buckets
+    of at most ``bucket_bytes`` (``bucket_cap_mb = bucket_bytes / 2**20``: each bucket is all-reduced as soon
+    as backward has produced its gradients, while backward goes on, as
+    :mod:`simulator.strategies.ddp_buckets` models it; the hook installed), or, with one rank, ``model`` itself
+    and an idle hook (there is nothing to reduce, and DDP's reducer costs ~10% of a small model's iteration).
 
     Args:
         model: the model, already on :func:`device`'s kind of device for this rank.
+        bucket_bytes: the bucket cap in bytes (the workload's ``training.ddp_bucket_bytes``, > 0). Given
+            explicitly, DDP uses it for the first bucket too (its 1 MiB first bucket applies only to the default).
+            DDP (torch 2.x, ``find_unused_parameters`` off) reduces the first iteration's gradients in one bucket
+            and rebuilds its buckets by this cap, in the order backward produced the gradients, after it.
+
+    Raises:
+        ValueError: ``bucket_bytes`` <= 0.
     """
+    if not bucket_bytes > 0:
+        raise ValueError(f"training.ddp_bucket_bytes: must be a positive number of bytes, got {bucket_bytes}")
     hook = GradientHook()
     if world_size() == 1:
         return model, hook
     param = next(model.parameters(), None)
     device_ids = [param.device] if param is not None and param.device.type == "cuda" else None
-    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids, bucket_cap_mb=BUCKET_CAP_MB)
+    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids, bucket_cap_mb=bucket_bytes / 2**20)
     hook.register(net)
     return net, hook
 
@@ -302,10 +439,12 @@ def data_parallel(model: torch.nn.Module) -> tuple[torch.nn.Module, GradientHook
 def _gradient_hook(state, bucket):  # type: ignore[no-untyped-def]
     """DDP hook ``(GradientHook, dist.GradBucket) -> Future[Tensor]``; unannotated because DDP compares the
     annotations with the real types and this module uses postponed (string) annotations."""
+    state.last_launch_s = time.perf_counter()
     if state.first_launch_s is None:
-        state.first_launch_s = time.perf_counter()
+        state.first_launch_s = state.last_launch_s
     tensor = bucket.buffer()
     state.nbytes += _nbytes(tensor)
+    state.num_buckets += 1
     p = world_size()
     n = ring_bytes(_nbytes(tensor), p)
     COUNTER.add(n, n)

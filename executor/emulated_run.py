@@ -2,28 +2,37 @@
 
 The ranks start through the torchrun entry point (:func:`executor.launch.main`), so the run is the one a real
 multi-machine cluster would do, over gloo on the emulated NICs; rank 0 writes the trace and prints the
-``run --json`` object, which is returned. A rank that fails ends the run: the others are killed and the error
-names the rank and the last line it printed on stderr.
+``run --json`` object, which is returned. A rank that fails ends the run: the others are killed and ONE line
+names the rank that failed first and how (:func:`executor.faults.verdict` over the ranks' failure lines and
+exit codes, as the local launcher does; a rank still running while a peer's collective timed out is named as
+the one that stopped responding). Collective timeout and checkpoint options reach every rank's command line.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any
 
+from gnnplan.executor import faults
+from gnnplan.executor.comm import COLLECTIVE_TIMEOUT_S
 from gnnplan.executor.emulate import MASTER_PORT, EmulatedCluster, MachineLimits, launch_argv, rank_environment
-from gnnplan.executor.launch import WorkerError
+from gnnplan.executor.launch import FAILURE_PREFIX
+from gnnplan.executor.monitor import GRACE_S, WorkerError
+from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan, save_plan
 
 POLL_S = 0.2
 
 
 def run_emulated(plan: Plan, epochs: int | None = None, trace_dir: str | Path = "traces",
-                 limits: MachineLimits | None = None, timeout_s: float | None = None) -> dict[str, Any]:
+                 limits: MachineLimits | None = None, timeout_s: float | None = None,
+                 collective_timeout_s: float = COLLECTIVE_TIMEOUT_S, checkpoint_every: int = 0,
+                 checkpoint_dir: str | Path | None = None, resume: bool = False) -> dict[str, Any]:
     """Train ``plan`` on ``plan.cluster.num_machines`` emulated machines x ``gpus_per_machine`` ranks.
 
     Args:
@@ -33,6 +42,9 @@ def run_emulated(plan: Plan, epochs: int | None = None, trace_dir: str | Path = 
         trace_dir: where rank 0 writes the trace.
         limits: per-machine NIC rate, CPU quota and memory limit (default: the plan's network bandwidth).
         timeout_s: end the run with an error after this many seconds (None = no limit).
+        collective_timeout_s: a collective that waits longer than this for a peer fails the run (seconds).
+        checkpoint_every, checkpoint_dir, resume: checkpoints, as :func:`executor.runner.run_plan` (the folder
+            default is ``<trace_dir>/checkpoints``; every rank writes its own ``rank-R`` folders in it).
 
     Returns:
         The ``run --json`` object of rank 0, plus ``emulated`` {num_machines, bandwidth_bytes_per_s,
@@ -41,13 +53,22 @@ def run_emulated(plan: Plan, epochs: int | None = None, trace_dir: str | Path = 
     Raises:
         EmulationError: not root / no CAP_NET_ADMIN / a tool missing, or a live emulated run owns the set.
         WorkerError: a rank failed or the run timed out.
+        SpecError: a bad collective timeout or checkpoint interval.
     """
     m, g = plan.cluster.num_machines, plan.cluster.gpus_per_machine
+    if not (0 < collective_timeout_s < float("inf")):
+        raise SpecError(f"--collective-timeout: must be a positive number of seconds, got {collective_timeout_s}")
+    if checkpoint_every < 0:
+        raise SpecError(f"--checkpoint-every: must be >= 0 epochs, got {checkpoint_every}")
     limits = limits or MachineLimits(plan.cluster.network.bandwidth_bytes_per_s)
     Path(trace_dir).mkdir(parents=True, exist_ok=True)
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else Path(trace_dir) / "checkpoints"
+    extra = ["--collective-timeout", f"{collective_timeout_s:g}", "--checkpoint-every", str(checkpoint_every),
+             "--checkpoint-dir", str(folder.resolve())] + (["--resume"] if resume else [])
+    started = time.time()
     with tempfile.TemporaryDirectory(prefix="gnnplan-emulate-") as tmp, EmulatedCluster(m, limits) as cluster:
         plan_path = save_plan(Path(tmp) / "plan.yaml", plan)
-        argv = launch_argv(plan_path, epochs, Path(trace_dir).resolve())
+        argv = launch_argv(plan_path, epochs, Path(trace_dir).resolve()) + extra
         logs = [open(Path(tmp) / f"rank{r}.err", "w+") for r in range(m * g)]  # noqa: SIM115 (closed below)
         result_file = open(Path(tmp) / "rank0.out", "w+")  # noqa: SIM115 (closed below)
         try:
@@ -57,8 +78,13 @@ def run_emulated(plan: Plan, epochs: int | None = None, trace_dir: str | Path = 
                     _wait(procs, logs, None)  # raises with rank 0's error
                 raise WorkerError(f"rank 0's rendezvous store did not listen on port {MASTER_PORT}")
             procs += [_start(cluster, argv, r, m * g, g, subprocess.DEVNULL, logs[r]) for r in range(1, m * g)]
-            _wait(procs, logs, timeout_s)
+            _wait(procs, logs, timeout_s, collective_timeout_s)
             out = _last_line(result_file)
+        except BaseException:
+            faults.remove_partial_files(trace_dir, started)
+            for partial in folder.glob("epoch-*/.rank-*.tmp"):
+                shutil.rmtree(partial, ignore_errors=True)
+            raise
         finally:
             for log in [*logs, result_file]:
                 log.close()
@@ -77,17 +103,28 @@ def _start(cluster: EmulatedCluster, argv: list[str], rank: int, world: int, per
                             stdout=stdout, stderr=stderr, text=True)
 
 
-def _wait(procs: list[subprocess.Popen[str]], logs: list[IO[str]], timeout_s: float | None) -> None:
-    """Return once every rank has exited 0; on the first failure (or the timeout) kill the rest and raise."""
+def _wait(procs: list[subprocess.Popen[str]], logs: list[IO[str]], timeout_s: float | None,
+          collective_timeout_s: float = COLLECTIVE_TIMEOUT_S) -> None:
+    """Return once every rank has exited 0; on the first failure wait :data:`~executor.monitor.GRACE_S` for the
+    peers' reports, kill the rest and raise the verdict (module docstring); on the timeout kill all and raise."""
     started = time.monotonic()
+    failures: list[faults.Failure] = []
+    exited: set[int] = set()
+    first: float | None = None
     try:
         while True:
-            codes = [p.poll() for p in procs]
-            failed = [r for r, c in enumerate(codes) if c not in (None, 0)]
-            if failed:
-                raise WorkerError(f"rank {failed[0]} exited with code {codes[failed[0]]}: "
-                                  f"{_last_line(logs[failed[0]])}")
-            if all(c == 0 for c in codes):
+            for rank, proc in enumerate(procs):
+                code = proc.poll()
+                if rank in exited or code is None:
+                    continue
+                exited.add(rank)
+                if code != 0:
+                    failures.append(_rank_failure(rank, code, logs[rank]))
+                    first = first or time.monotonic()
+            done = len(exited) == len(procs)
+            if failures and first is not None and (done or time.monotonic() - first > GRACE_S):
+                raise _verdict(failures, procs, exited, collective_timeout_s)
+            if done:
                 return
             if timeout_s is not None and time.monotonic() - started > timeout_s:
                 raise WorkerError(f"the emulated run did not finish within {timeout_s:g} s")
@@ -99,8 +136,40 @@ def _wait(procs: list[subprocess.Popen[str]], logs: list[IO[str]], timeout_s: fl
                 p.wait()
 
 
-def _last_line(log: IO[str]) -> str:
+def _rank_failure(rank: int, code: int, log: IO[str]) -> faults.Failure:
+    """A rank's failure from its failure line (:func:`executor.launch.main`), else from its exit code and the
+    last line it printed."""
+    lines = _lines(log)
+    for line in reversed(lines):
+        if line.startswith(FAILURE_PREFIX):
+            try:
+                data = json.loads(line[len(FAILURE_PREFIX):])
+                return faults.Failure(rank, str(data["kind"]), str(data["detail"]), time.monotonic())
+            except (ValueError, KeyError, TypeError):
+                break
+    failure = faults.from_exit_code(rank, code)
+    last = faults.one_line(lines[-1]) if lines else ""
+    detail = f"{failure.detail} ({last})" if last and failure.kind == "exit" else failure.detail
+    return faults.Failure(rank, failure.kind, detail, time.monotonic())
+
+
+def _verdict(failures: list[faults.Failure], procs: list[subprocess.Popen[str]], exited: set[int],
+             collective_timeout_s: float) -> Exception:
+    failed = {f.rank for f in failures}
+    if any(f.kind == "timeout" for f in failures):
+        failures += [faults.unresponsive(r, p.pid) for r, p in enumerate(procs) if r not in failed | exited]
+    cause = faults.verdict(failures)
+    if cause.kind == "invalid":
+        return SpecError(cause.detail)
+    return WorkerError(cause.line(collective_timeout_s), [cause] + [f for f in failures if f is not cause])
+
+
+def _lines(log: IO[str]) -> list[str]:
     log.flush()
     log.seek(0)
-    lines = [line.strip() for line in log.read().splitlines() if line.strip()]
+    return [line.strip() for line in log.read().splitlines() if line.strip()]
+
+
+def _last_line(log: IO[str]) -> str:
+    lines = _lines(log)
     return lines[-1] if lines else "(no output)"

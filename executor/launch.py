@@ -7,7 +7,19 @@ exists (else ``spawn``): one server process, started at the first run and living
 torch and DGL once (:data:`PRELOAD`) and forks every worker from that state, so a worker starts in milliseconds
 instead of importing torch and DGL itself (~2.3 CPU-seconds each, measured on the 2-core development machine;
 starting 2 workers took 4.7-8.3 s with ``spawn`` on that machine under load, 0.03 s from a running server). A
-worker receives the caller's ``sys.path`` and unpickles its program after installing it, as ``spawn`` would.
+worker receives the caller's ``sys.path`` and then its program: the function by import path and its arguments
+as JSON (:mod:`executor.wire`); results and messages come back the same way, one pipe per worker, so nothing a
+worker sends is unpickled.
+
+Faults (:mod:`executor.faults`): every worker leads its own process group (it and its sampler processes) and
+ends itself when the caller disappears. The caller (:class:`executor.monitor.Monitor`) watches every worker's
+pipe and process; at the first failure (a reported exception, a death by signal, a non-zero exit) it waits
+:data:`executor.monitor.GRACE_S` for the peers' reports, stops every worker's process group (SIGTERM, then
+SIGKILL) and raises ONE :class:`WorkerError` naming the rank that failed first and how
+(:func:`executor.faults.verdict`); a rank that stays silent while its peers' collectives time out
+(``collective_timeout_s``) is named as the one that stopped responding. Ctrl-C (``KeyboardInterrupt``) or SIGTERM
+(``SystemExit``, see :func:`executor.faults.sigterm_unwinds`) in the caller stops every worker the
+same way before the exception propagates.
 
 Real clusters use ``torchrun``, one process per GPU::
 
@@ -24,19 +36,19 @@ Every worker sizes its thread pools to its share of the machine's cores before a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import pickle
 import socket
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from gnnplan.executor import comm
+from gnnplan.executor import comm, faults, wire
 from gnnplan.executor.data import Topology
+from gnnplan.executor.monitor import Monitor, WorkerError
 from gnnplan.executor.threads import (
     THREAD_ENV,
     apply_threads,
@@ -44,18 +56,18 @@ from gnnplan.executor.threads import (
     restore_threads,
     worker_threads,
 )
-from gnnplan.simulator.errors import RunError
 
 PRELOAD = ("torch", "dgl", "gnnplan.executor.launch")
 """Modules the ``forkserver`` server imports before it forks workers (module docstring)."""
 
+FAILURE_PREFIX = "gnnplan-failure "
+"""Start of the one stderr line a torchrun rank prints when it fails: then the failure as JSON."""
+
+__all__ = ["FAILURE_PREFIX", "WorkerError", "free_port", "main", "run_in_process", "spawn", "torchrun_topology"]
+
 Emit = Callable[[Any], None]
 WorkerFn = Callable[..., Any]
 """``fn(topo, emit, *args)``: the program every rank runs; rank 0's return value is the job's result."""
-
-
-class WorkerError(RunError):
-    """A worker process failed; the message holds its exception and traceback."""
 
 
 def free_port() -> int:
@@ -71,7 +83,7 @@ def local_device(local_rank: int) -> torch.device:
 
 
 def run_in_process(fn: WorkerFn, args: tuple[Any, ...], on_message: Emit | None = None,
-                   samplers_per_worker: int = 0) -> Any:
+                   samplers_per_worker: int = 0, collective_timeout_s: float = comm.COLLECTIVE_TIMEOUT_S) -> Any:
     """Run ``fn`` as the only rank of a one-process group in this process (no spawn), on its thread share
     (the inter-op pool left as it is, since it cannot be resized back), restoring the thread counts afterwards.
 
@@ -80,122 +92,140 @@ def run_in_process(fn: WorkerFn, args: tuple[Any, ...], on_message: Emit | None 
         args: further arguments.
         on_message: called with every object ``fn`` passes to ``emit``.
         samplers_per_worker: sampler processes the worker starts (they take cores from its share).
+        collective_timeout_s: collective timeout in seconds.
+
+    Raises:
+        ValueError: ``fn`` raised it (bad input).
+        WorkerError: ``fn`` raised anything else (one line: ``rank 0 raised <type>: <message>``; the original
+            exception is chained).
     """
     previous = apply_threads(worker_threads(1, samplers_per_worker), inter_op=False)
-    comm.init_process_group(0, 1, "127.0.0.1", free_port())
+    comm.init_process_group(0, 1, "127.0.0.1", free_port(), timeout_s=collective_timeout_s)
     try:
         topo = Topology(0, 1, 1, local_device(0))
         return fn(topo, on_message or (lambda _m: None), *args)
+    except ValueError:
+        raise
+    except Exception as exc:
+        failure = faults.from_exception(0, exc)
+        raise WorkerError(failure.line(collective_timeout_s), [failure]) from exc
     finally:
         comm.destroy()
         restore_threads(previous)
 
 
 def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | None = None,
-          samplers_per_worker: int = 0) -> Any:
+          samplers_per_worker: int = 0, collective_timeout_s: float = comm.COLLECTIVE_TIMEOUT_S) -> Any:
     """Run ``fn`` on ``nprocs`` local processes (one machine each: ``gpus_per_machine`` = 1), each on its
     thread share of this machine's cores (module docstring).
 
     Args:
-        fn: module-level function ``fn(topo, emit, *args)`` (picklable by reference).
+        fn: module-level function ``fn(topo, emit, *args)`` (sent by import path).
         nprocs: worker processes.
-        args: further arguments (picklable).
+        args: further arguments (values :func:`executor.wire.encode` accepts).
         on_message: called in this process with every object a worker passes to ``emit``.
         samplers_per_worker: sampler processes each worker starts (they take cores from its share).
+        collective_timeout_s: a collective that waits longer than this for a peer fails (seconds).
 
     Returns:
         Rank 0's return value.
 
     Raises:
-        WorkerError: a worker raised or died (the first failure's traceback is in the message).
+        WorkerError: a worker raised, died or stopped responding (module docstring); every worker is stopped.
         ValueError: a worker raised ``ValueError`` (e.g. a SpecError): re-raised here with its message.
     """
     import torch.multiprocessing as mp
-    from torch.multiprocessing.spawn import ProcessException
 
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-    queue = mp.get_context(method).SimpleQueue()
+    ctx: Any = mp.get_context(method)
     threads = worker_threads(nprocs, samplers_per_worker)
-    program = pickle.dumps((fn, args))
-    with child_environment(threads):  # the server's environment when this call starts it
-        if method == "forkserver":
-            mp.set_forkserver_preload(list(PRELOAD))
-        ctx = mp.start_processes(_worker, args=(nprocs, free_port(), threads, list(sys.path), program, queue),
-                                 nprocs=nprocs, join=False, start_method=method)
-    box: dict[str, Any] = {}
+    program = wire.encode({"fn": f"{fn.__module__}:{fn.__qualname__}", "args": tuple(args)})
+    pipes = [ctx.Pipe(duplex=False) for _ in range(nprocs)]
+    port = free_port()
+    procs: list[Any] = []
+    monitor = Monitor(procs, [r for r, _ in pipes], on_message, collective_timeout_s)
     try:
-        done = False
-        while not done:
-            done = ctx.join(timeout=0.05)
-            _drain(queue, box, on_message)
-    except ProcessException as exc:
-        _drain(queue, box, on_message)
-        if "value_error" in box:
-            raise ValueError(box["value_error"]) from None
-        raise WorkerError(box.get("error", str(exc))) from None
-    return box.get("result")
+        with child_environment(threads):  # the server's environment when this call starts it
+            if method == "forkserver":
+                ctx.set_forkserver_preload(list(PRELOAD))
+            for index, (_, writer) in enumerate(pipes):
+                procs.append(ctx.Process(target=_worker, name=f"gnnplan-rank{index}", args=(
+                    index, nprocs, port, threads, list(sys.path), program, writer, os.getpid(),
+                    collective_timeout_s)))
+                procs[-1].start()
+                writer.close()
+        return monitor.run()
+    finally:
+        monitor.stop()
 
 
-def _drain(queue: Any, box: dict[str, Any], on_message: Emit | None) -> None:
-    while not queue.empty():
-        kind, payload = queue.get()
-        if kind == "message" and on_message is not None:
-            on_message(payload)
-        elif kind != "message":
-            box.setdefault(kind, payload)
-
-
-def _worker(index: int, nprocs: int, port: int, threads: int, path: list[str], program: bytes, queue: Any) -> None:
-    """Worker ``index``: its thread share and environment, the caller's ``sys.path``, then the pickled
-    ``(fn, args)`` in a process group; failures go to ``queue``."""
+def _worker(index: int, nprocs: int, port: int, threads: int, path: list[str], program: bytes, conn: Any,
+            parent: int, timeout_s: float) -> None:
+    """Worker ``index``: its own process group and name, its thread share and environment, the caller's
+    ``sys.path``, then the program in a process group; its result and failure go to ``conn``."""
+    os.setpgrp()
+    faults.name_process(f"gnnplan-rank{index}")
+    faults.watch_parent(parent)
     os.environ.setdefault("DGLBACKEND", "pytorch")
     os.environ.update({name: str(threads) for name in THREAD_ENV})  # a forkserver child has the server's
     apply_threads(threads)
     sys.path[:] = path
+
+    def send(kind: str, payload: Any) -> None:
+        conn.send_bytes(wire.encode((kind, payload)))
+
     try:
-        fn, args = pickle.loads(program)  # trusted: pickled by spawn() in the parent, as multiprocessing does
-    except BaseException:
-        queue.put(("error", f"worker {index} failed:\n{traceback.format_exc()}"))
-        raise
-    gpu = index % max(1, torch.cuda.device_count())
-    comm.init_process_group(index, nprocs, "127.0.0.1", port, local_rank=gpu)
-    try:
+        fn, args = _program(program)
+        gpu = index % max(1, torch.cuda.device_count())
+        comm.init_process_group(index, nprocs, "127.0.0.1", port, local_rank=gpu, timeout_s=timeout_s)
         topo = Topology(index, nprocs, 1, local_device(gpu))
-        out = fn(topo, lambda m: queue.put(("message", m)), *args)
+        out = fn(topo, lambda m: send("message", m), *args)
         if index == 0:
-            queue.put(("result", out))
+            send("result", out)
         comm.barrier()  # no rank leaves while a peer may still be in the last collective
-    except ValueError as exc:
-        queue.put(("value_error", str(exc)))
-        raise
-    except BaseException:
-        queue.put(("error", f"worker {index} failed:\n{traceback.format_exc()}"))
-        raise
-    finally:
-        comm.destroy()
-    _leave_without_teardown()
+    except BaseException as exc:  # reported, then the process ends: the caller decides and prints
+        failure = faults.from_exception(index, exc)
+        with contextlib.suppress(OSError, ValueError):
+            send("failure", {"kind": failure.kind, "detail": failure.detail})
+        _leave_without_teardown(1)
+    comm.destroy()
+    _leave_without_teardown(0)
 
 
-def _leave_without_teardown() -> None:
+def _program(program: bytes) -> tuple[WorkerFn, tuple[Any, ...]]:
+    """The function (imported by its path, after ``sys.path`` is the caller's) and arguments of a program."""
+    import importlib
+
+    spec = wire.decode(program)
+    module, _, qualname = spec["fn"].partition(":")
+    fn: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        fn = getattr(fn, part)
+    return fn, tuple(spec["args"])
+
+
+def _leave_without_teardown(code: int = 0) -> None:
     """End a worker that finished its work, skipping the interpreter's teardown.
 
     Now and then a worker died with SIGABRT ("terminate called without an active exception") while the
     interpreter finalised native libraries after the work was done (LIBXSMM, loaded by DGL, printed its exit
     statistics next to it): a joinable C++ thread destroyed at exit. Nothing is left to finalise here: the
-    result went through the queue (``SimpleQueue.put`` writes to the pipe before returning), traces are
-    written atomically, and the process group is destroyed, so the worker flushes its streams and exits 0.
+    result went through the pipe (``send_bytes`` writes before returning), traces are written atomically,
+    and the process group is destroyed, so the worker flushes its streams and exits with ``code``.
     """
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(code)
 
 
-def torchrun_topology(samplers_per_worker: int = 0) -> Topology:
+def torchrun_topology(samplers_per_worker: int = 0,
+                      collective_timeout_s: float = comm.COLLECTIVE_TIMEOUT_S) -> Topology:
     """This process's place from torchrun's environment, on its thread share of the machine; joins the process
     group.
 
     Args:
         samplers_per_worker: sampler processes each worker starts (they take cores from its share).
+        collective_timeout_s: collective timeout in seconds.
 
     Raises:
         ValueError: a variable is missing or ``WORLD_SIZE`` is not a multiple of ``LOCAL_WORLD_SIZE``.
@@ -211,39 +241,61 @@ def torchrun_topology(samplers_per_worker: int = 0) -> Topology:
     if world % per_machine:
         raise ValueError(f"LOCAL_WORLD_SIZE: {per_machine} does not divide WORLD_SIZE {world}")
     apply_threads(worker_threads(per_machine, samplers_per_worker))
-    comm.init_process_group(rank, world, addr, port, local_rank=local_rank)
+    comm.init_process_group(rank, world, addr, port, local_rank=local_rank, timeout_s=collective_timeout_s)
     return Topology(rank, world, per_machine, local_device(local_rank))
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m gnnplan.executor.launch PLAN [--epochs E] [--trace-dir DIR]`` under torchrun; rank 0 prints the
-    ``run --json`` object on stdout and the progress on stderr."""
-    from gnnplan.executor.runner import progress_printer, rank_main, resolved_plan, sampler_processes
-    from gnnplan.simulator.plan import load_plan
-
+    """``python -m gnnplan.executor.launch PLAN [--epochs E] [--trace-dir DIR] [--collective-timeout S]
+    [--checkpoint-every N] [--checkpoint-dir DIR] [--resume]`` under torchrun; rank 0 prints the ``run --json``
+    object on stdout and the progress on stderr. A rank that fails prints ONE line on stderr,
+    :data:`FAILURE_PREFIX` and the failure as JSON ``{rank, kind, detail}``, and exits 2 for bad input, else 1."""
     parser = argparse.ArgumentParser(prog="python -m gnnplan.executor.launch", description=main.__doc__)
     parser.add_argument("plan")
     parser.add_argument("--epochs", type=int, default=None)
     parser.add_argument("--trace-dir", default="traces")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--collective-timeout", type=float, default=comm.COLLECTIVE_TIMEOUT_S)
+    parser.add_argument("--checkpoint-every", type=int, default=0)
+    parser.add_argument("--checkpoint-dir", default=None)
+    parser.add_argument("--resume", action="store_true")
     ns = parser.parse_args(argv)
+    try:
+        return _torchrun_rank(ns)
+    except BaseException as exc:  # one line, as the local launcher reports it
+        failure = faults.from_exception(int(os.environ.get("RANK", "0") or 0), exc)
+        sys.stderr.write(FAILURE_PREFIX + json.dumps({"rank": failure.rank, "kind": failure.kind,
+                                                      "detail": failure.detail}) + "\n")
+        return 2 if failure.kind == "invalid" else 1
+
+
+def _torchrun_rank(ns: argparse.Namespace) -> int:
+    """One torchrun rank of :func:`main`."""
+    from gnnplan.executor.checkpoint import Checkpointing, prepare
+    from gnnplan.executor.runner import progress_printer, rank_main, resolved_plan, sampler_processes
+    from gnnplan.simulator.plan import load_plan
+
     loaded = load_plan(ns.plan)
-    topo = torchrun_topology(sampler_processes(loaded))
+    topo = torchrun_topology(sampler_processes(loaded), ns.collective_timeout)
     say = None
     try:
         plan = resolved_plan(loaded, topo.num_machines, topo.gpus_per_machine, ns.epochs)
+        saving = Checkpointing(ns.checkpoint_dir or os.path.join(ns.trace_dir, "checkpoints"), ns.checkpoint_every,
+                               ns.resume)
+        if topo.rank == 0:
+            saving = prepare(saving, plan)
+        saving = Checkpointing(saving.directory, comm.broadcast_object(saving.every), saving.resume)
         say = progress_printer(plan) if topo.rank == 0 and not ns.no_progress else None
-        result = rank_main(topo, say or (lambda _m: None), plan, ns.trace_dir)
+        result = rank_main(topo, say or (lambda _m: None), plan, ns.trace_dir, saving)
         comm.barrier()  # no rank leaves while a peer may still be in the last collective
     finally:
         if say is not None:
             say.close()
-        comm.destroy()
+    comm.destroy()
     if topo.rank == 0:
         sys.stdout.write(json.dumps(result) + "\n")
     return 0
 
 
 if __name__ == "__main__":
-    main()
-    _leave_without_teardown()  # as the local workers do (see its docstring)
+    _leave_without_teardown(main())  # as the local workers do (see its docstring)

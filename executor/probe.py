@@ -25,6 +25,9 @@ Measurements (medians of repeats, :data:`FULL` or, for tests, :data:`QUICK` size
 * per-process memory, per-row loader cost and storage concurrency: :mod:`executor.probe_constants`.
 * fixed costs (sampler hand-off per batch, per collective call, per iteration) and the ``priors`` block that
   calibration regularises toward: :mod:`executor.probe_overheads`.
+
+With CUDA present the machine is one machine of its GPUs instead: the host fields become the whole machine's
+and the GPUs, host<->GPU copies, peer copies and all-reduce are measured by :mod:`executor.probe_devices`.
 """
 
 from __future__ import annotations
@@ -295,6 +298,8 @@ def probe_machine(num_workers: int = 2, quick: bool = False) -> dict[str, Any]:
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise SpecError(f"--workers: must be a positive integer (got {num_workers!r})")
     s, w, cores, folder = QUICK if quick else FULL, num_workers, num_cores(), cache_dir()
+    if torch.cuda.is_available():  # one worker per GPU; the GPUs are measured by executor.probe_devices
+        w = torch.cuda.device_count()
     threads, memory = thread_share(cores, w), host_memory_bytes()
     copy = _sig(copy_bytes_per_s(cores, s.copy_bytes, s.repeats) / w)
     gather = gather_latency_bandwidth(threads, s.gather_row_dim, s.gather_table_rows, s.gather_row_counts, s.repeats)
@@ -317,6 +322,10 @@ def probe_machine(num_workers: int = 2, quick: bool = False) -> dict[str, Any]:
     }
     add_overheads(data, s, threads)
     add_constants(data, folder, quick)
+    if torch.cuda.is_available():
+        from gnnplan.executor.probe_devices import gpu_machine
+
+        data = gpu_machine(data, w, quick)
     cluster_from_dict(data, where="probe")
     return data
 

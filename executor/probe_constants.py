@@ -26,6 +26,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from gnnplan.executor.probe_overheads import set_priors
+
 _RSS_SCRIPT = ("import torch, dgl\n"
                "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmRSS:')) * 1024)")
 
@@ -123,7 +125,8 @@ def _page_reads_s(reader: object, offsets: np.ndarray, threads: int) -> float:
 
 
 def add_constants(data: dict[str, Any], folder: Path, quick: bool) -> dict[str, Any]:
-    """Measure the three constants into a :func:`executor.probe.probe_machine` mapping, with their ``sources``.
+    """Measure the three constants into a :func:`executor.probe.probe_machine` mapping, with their ``sources``;
+    ``host.row_index_s`` and ``storage.concurrency`` also become priors of calibration (``priors`` block).
 
     Args:
         data: the probe's cluster mapping (changed in place).
@@ -138,6 +141,7 @@ def add_constants(data: dict[str, Any], folder: Path, quick: bool) -> dict[str, 
     data["host"]["process_bytes"] = float(f"{worker_process_bytes():.4g}")
     data["host"]["row_index_s"] = float(f"{rows:.4g}")
     data["storage"]["concurrency"] = float(f"{depth:.4g}")
+    set_priors(data)  # both are priors of fitted parameters (calibration regularises toward them)
     date = datetime.date.today().isoformat()
     data.setdefault("sources", {}).update({
         "host.process_bytes": f"measured by gnnplan probe on {date}: VmRSS of a new process after import torch, dgl",

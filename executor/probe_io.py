@@ -48,21 +48,36 @@ def fit_latency_bandwidth(sizes_bytes: Sequence[float], times_s: Sequence[float]
 
 
 def _ping_pong(topo: Any, emit: Any, sizes: Sequence[int], repeats: int) -> list[float]:
-    """Rank program of :func:`network_latency_bandwidth`: median one-way time (round trip / 2) per size.
+    """Rank program of :func:`network_latency_bandwidth` (:func:`ping_pong_times` of this rank)."""
+    return ping_pong_times(topo.rank, sizes, repeats)
+
+
+def ping_pong_times(rank: int, sizes: Sequence[int], repeats: int) -> list[float]:
+    """Median one-way time (round trip / 2) per size between ranks 0 and 1 of the joined process group.
 
     Sizes are interleaved (every repeat runs all sizes), so a burst of load from other processes spoils one
-    sample of several sizes, which the medians reject, rather than every sample of one size."""
+    sample of several sizes, which the medians reject, rather than every sample of one size. The first round is
+    a warm-up (connection set-up, allocation).
+
+    Args:
+        rank: this process's rank (0 or 1).
+        sizes: message sizes in bytes.
+        repeats: timed round trips per size.
+
+    Returns:
+        Seconds per size, in the order of ``sizes``.
+    """
     from gnnplan.executor import comm
 
-    first, second = (comm.send, comm.recv) if topo.rank == 0 else (comm.recv, comm.send)
+    first, second = (comm.send, comm.recv) if rank == 0 else (comm.recv, comm.send)
     bufs = [torch.zeros(size, dtype=torch.uint8) for size in sizes]
     times: list[list[float]] = [[] for _ in sizes]
     comm.barrier()
     for i in range(repeats + 1):  # the first round is a warm-up
         for buf, samples in zip(bufs, times):
             start = time.perf_counter()
-            first(buf, 1 - topo.rank)
-            second(buf, 1 - topo.rank)
+            first(buf, 1 - rank)
+            second(buf, 1 - rank)
             if i:
                 samples.append((time.perf_counter() - start) / 2)
     return [float(np.median(samples)) for samples in times]

@@ -20,6 +20,8 @@ it, and adds them with their sources to the probe's cluster mapping (:func:`add_
   (:mod:`executor.strategies.dp` ``train_epoch``: the inline batch stream's step around the sampling itself,
   five span records, the loss sum of a detached scalar and the clock readings), timed over many iterations of
   exactly those calls.
+* ``host.sampler_call_s`` (per sampler call) and ``gpu.graph_op_overhead_s`` (per DGL message-passing call):
+  :mod:`executor.probe_calls`.
 
 The ``priors`` block repeats the probe's measured value of every parameter calibration fits that the probe
 measures (:data:`PRIOR_FIELDS`): the fields themselves change when a cluster is calibrated, the priors do not.
@@ -36,13 +38,16 @@ from typing import Any
 import numpy as np
 import torch
 
+from gnnplan.executor.probe_calls import CALL_SEEDS, GRAPH_OP_DIMS, graph_op_overhead_s, sampler_call_s
 from gnnplan.executor.trace import Recorder, now
 
 PRIOR_FIELDS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
                 "pcie.bandwidth_bytes_per_s", "pcie.latency_s", "gpu.kernel_overhead_s",
-                "host.sampling_edges_per_s_per_core", "host.sampler_handoff_s", "iteration_overhead_s")
+                "host.sampling_edges_per_s_per_core", "host.sampler_handoff_s", "iteration_overhead_s",
+                "host.row_index_s", "storage.concurrency", "host.sampler_call_s", "gpu.graph_op_overhead_s")
 """The fitted parameters (:data:`simulator.calibrate_fit.PARAMS`) ``gnnplan probe`` measures; the efficiencies
-are fractions of the probe's own roofline, 1 by construction, so their prior is the field's default."""
+are fractions of the probe's own roofline, 1 by construction, so their prior is the field's default. The last
+two are measured by :mod:`executor.probe_constants`, which adds their priors (:func:`set_priors`)."""
 
 MIN_FIXED_S = 1e-6
 """Floor of a measured fixed cost: a difference of two timings can come out at or below 0 on a fast path; 1 us
@@ -206,11 +211,17 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
         handoff = sampler_handoff_s(sizes.rmat_vertices, sizes.rmat_edge_factor, tuple(sizes.sampling_fanouts),
                                     batch, num_batches)
         loop = iteration_overhead_s(LOOP_ITERATIONS, sizes.repeats)
+        graph_op = graph_op_overhead_s(float(data["gpu"]["kernel_overhead_s"]), 10 * sizes.repeats)
+    with torch_threads(1):  # a sampler samples on one thread (executor.sampling)
+        call = sampler_call_s(sizes.rmat_vertices, sizes.rmat_edge_factor, tuple(sizes.sampling_fanouts),
+                              float(data["host"]["sampling_edges_per_s_per_core"]), num_batches)
     latency = float(data["network"]["latency_s"])
     collective, one_way, reduce = per_collective_s(sizes.message_repeats, latency)
     data["host"]["sampler_handoff_s"] = _sig(handoff)
     data["network"]["per_collective_s"] = _sig(collective)
     data["iteration_overhead_s"] = _sig(loop)
+    data["host"]["sampler_call_s"] = _sig(call)
+    data["gpu"]["graph_op_overhead_s"] = _sig(graph_op)
     date = datetime.date.today().isoformat()
     data["sources"].update({
         "host.sampler_handoff_s": (
@@ -228,8 +239,27 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
             "iterations of the executor's training-loop calls outside its phase spans (inline BatchStream step "
             f"minus its sampling window, 5 span records, a detached loss sum, clock readings) on {threads} "
             f"thread(s), at least {MIN_FIXED_S:g} s"),
+        "host.sampler_call_s": (
+            f"measured by gnnplan probe on {date}: median over {num_batches} batches of {CALL_SEEDS} seeds of "
+            f"executor.sampling.TimedSampler (fanouts {list(sizes.sampling_fanouts)}, R-MAT graph of "
+            f"{sizes.rmat_vertices} vertices) on one thread, minus their edges at "
+            "host.sampling_edges_per_s_per_core, per layer (executor.probe_calls)"),
+        "gpu.graph_op_overhead_s": (
+            f"measured by gnnplan probe on {date}: median of {10 * sizes.repeats} forward + backward passes of "
+            f"DGL SAGEConv{GRAPH_OP_DIMS} on a fresh tiny block on {threads} thread(s), minus gpu.kernel_overhead_s "
+            "per kernel simulator.workload.model_cost lists for them, per DGL message-passing call "
+            "(executor.probe_calls)"),
         "priors": f"measured by gnnplan probe on {date}: the probe's values of the fields calibration fits "
                   f"({', '.join(PRIOR_FIELDS)}); calibration regularises toward them and keeps them"})
+    return set_priors(data)
+
+
+def set_priors(data: dict[str, Any]) -> dict[str, Any]:
+    """Set the probe mapping's ``priors`` block to its values of the :data:`PRIOR_FIELDS` it holds.
+
+    Returns:
+        ``data`` (changed in place).
+    """
     data["priors"] = {path: _field(data, path) for path in PRIOR_FIELDS if _field(data, path) is not None}
     return data
 

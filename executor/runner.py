@@ -16,11 +16,20 @@ run, its share of the cores (:mod:`executor.threads`), ...).
 
 On this machine the ``nprocs`` workers are ``nprocs`` machines with one worker each (common.md): the graph is
 partitioned into ``nprocs`` parts; the plan recorded in the trace has that cluster shape.
+
+Faults and checkpoints: a worker that raises, dies or stops responding ends the run with ONE line naming the rank
+and the cause (:class:`executor.launch.WorkerError`, after ``collective_timeout_s`` for a hang); Ctrl-C or
+SIGTERM stops every worker. Either way the run leaves no partial file: atomic writes' temporary files in the
+trace folder and unfinished checkpoint folders are removed. With ``checkpoint_every`` every rank saves model,
+optimizer and RNG state every N epochs (:mod:`executor.checkpoint`); ``resume`` continues from the newest
+complete checkpoint and ends with the results, trace and weights of the uninterrupted run (``resumed_from_epoch``
+in the results says where it picked up).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import socket
 import statistics
 import sys
@@ -31,7 +40,8 @@ from typing import Any
 
 import torch
 
-from gnnplan.executor import comm
+from gnnplan.executor import checkpoint, comm, faults
+from gnnplan.executor.checkpoint import Checkpointing
 from gnnplan.executor.data import Topology
 from gnnplan.executor.launch import run_in_process, spawn
 from gnnplan.executor.strategies import get_executor
@@ -42,6 +52,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies import get_strategy
 from gnnplan.simulator.strategies.contract import check_workload
+from gnnplan.simulator.workload.cards import card_name
 
 EpochCallback = Callable[[dict[str, Any]], None]
 
@@ -59,6 +70,10 @@ def resolved_plan(plan: Plan, num_machines: int, gpus_per_machine: int, epochs: 
     except ValueError as exc:
         raise SpecError(f"plan.knobs: {str(exc).splitlines()[-1].strip()}") from None
     check_workload(get_strategy(plan.strategy), plan.workload)
+    card = card_name(plan.workload.dataset)
+    if card is not None:  # a card holds published statistics; the simulator's proxy graph is no training data
+        raise SpecError(f"workload.dataset: {plan.workload.dataset!r} is a dataset card (statistics only); run needs "
+                        "the graph's files: an OGB folder, cora, citeseer or a generator")
     runnable = getattr(module, "check_knobs", None)  # knobs the simulator accepts but the executor cannot run
     if runnable is not None:
         runnable(knobs)
@@ -83,7 +98,9 @@ def sampler_processes(plan: Plan) -> int:
 
 
 def run_plan(plan: Plan, nprocs: int | None = None, epochs: int | None = None, trace_dir: str | Path = "traces",
-             progress: bool = True, on_epoch: EpochCallback | None = None) -> dict[str, Any]:
+             progress: bool = True, on_epoch: EpochCallback | None = None,
+             collective_timeout_s: float = comm.COLLECTIVE_TIMEOUT_S, checkpoint_every: int = 0,
+             checkpoint_dir: str | Path | None = None, resume: bool = False) -> dict[str, Any]:
     """Train ``plan`` on ``nprocs`` local worker processes (gloo on 127.0.0.1; one process runs in this one).
 
     Args:
@@ -94,53 +111,78 @@ def run_plan(plan: Plan, nprocs: int | None = None, epochs: int | None = None, t
         progress: show a progress bar with one line per epoch on stderr.
         on_epoch: called in this process after every epoch with its record (``epoch, epoch_time_s, loss,
             val_accuracy, test_accuracy, ...``).
+        collective_timeout_s: a collective that waits longer than this for a peer fails the run (seconds).
+        checkpoint_every: save a checkpoint every N epochs and after the last (0 = never; module docstring).
+        checkpoint_dir: the checkpoint folder (default ``<trace_dir>/checkpoints``).
+        resume: continue from the newest complete checkpoint in ``checkpoint_dir``.
 
     Returns:
         The results (module docstring).
 
     Raises:
-        SpecError: the plan cannot run (see :func:`resolved_plan`) or ``nprocs < 1``.
+        SpecError: the plan cannot run (see :func:`resolved_plan`), ``nprocs < 1``, a bad timeout, or a checkpoint
+            folder that does not fit (:func:`executor.checkpoint.prepare`).
+        WorkerError: a worker raised, died or stopped responding (one line).
     """
     n = plan.num_workers if nprocs is None else nprocs
     if n < 1:
         raise SpecError(f"--nprocs: must be >= 1, got {n}")
+    if not (0 < collective_timeout_s < float("inf")):
+        raise SpecError(f"--collective-timeout: must be a positive number of seconds, got {collective_timeout_s}")
     plan = resolved_plan(plan, n, 1, epochs)
+    folder = Path(checkpoint_dir) if checkpoint_dir is not None else Path(trace_dir) / "checkpoints"
+    saving = checkpoint.prepare(Checkpointing(str(folder), checkpoint_every, resume), plan)
     sink = EpochProgress(plan, progress, on_epoch)
-    args, samplers = (plan, str(trace_dir)), sampler_processes(plan)
+    args, samplers = (plan, str(trace_dir), saving), sampler_processes(plan)
+    started = time.time()
     try:
-        if n == 1:
-            result = run_in_process(rank_main, args, sink, samplers_per_worker=samplers)
-        else:
-            result = spawn(rank_main, n, args, sink, samplers_per_worker=samplers)
+        with faults.sigterm_unwinds():
+            if n == 1:
+                return run_in_process(rank_main, args, sink, samplers, collective_timeout_s)
+            return spawn(rank_main, n, args, sink, samplers, collective_timeout_s)
+    except BaseException:
+        remove_partial(trace_dir, saving, started)
+        raise
     finally:
         sink.close()
-    return result
+
+
+def remove_partial(trace_dir: str | Path, saving: Checkpointing, since_s: float) -> None:
+    """After a failed or interrupted run: delete the temporary files of atomic writes in the trace folder and
+    checkpoint folders that were being written (their complete siblings stay)."""
+    faults.remove_partial_files(trace_dir, since_s)
+    for tmp in Path(saving.directory).glob("epoch-*/.rank-*.tmp"):
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class EpochProgress:
     """A tqdm progress bar over epochs on stderr, one line per epoch, and an optional callback."""
 
     def __init__(self, plan: Plan, show: bool, on_epoch: EpochCallback | None = None) -> None:
-        from tqdm import tqdm
-
         self.show, self.on_epoch = show, on_epoch
         name = plan.workload.name or plan.workload.dataset_name
-        self.bar = tqdm(total=plan.workload.training.num_epochs, desc=f"{name} {plan.strategy} x{plan.num_workers}",
-                        unit="epoch", file=sys.stderr, disable=not show, leave=True)
+        self._bar_args = {"total": plan.workload.training.num_epochs, "unit": "epoch", "file": sys.stderr,
+                          "desc": f"{name} {plan.strategy} x{plan.num_workers}", "disable": not show, "leave": True}
+        self.bar: Any = None  # drawn at the first epoch: a run failing before it prints only its one-line error
 
     def __call__(self, record: dict[str, Any]) -> None:
         """Show one epoch's record."""
+        from tqdm import tqdm
+
         line = (f"epoch {record['epoch']:>3}  time {record['epoch_time_s']:.4f} s  loss {record['loss']:.4f}  "
                 f"val acc {record['val_accuracy']:.4f}  test acc {record['test_accuracy']:.4f}")
         if self.show:
+            if self.bar is None:
+                self.bar = tqdm(**self._bar_args)
             self.bar.write(line, file=sys.stderr)
             self.bar.update(1)
         if self.on_epoch is not None:
             self.on_epoch(record)
 
     def close(self) -> None:
-        """Close the bar."""
-        self.bar.close()
+        """Close the bar (if one was drawn)."""
+        if self.bar is not None:
+            self.bar.close()
 
 
 def progress_printer(plan: Plan) -> EpochProgress:
@@ -148,33 +190,55 @@ def progress_printer(plan: Plan) -> EpochProgress:
     return EpochProgress(plan, True)
 
 
-def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir: str) -> dict[str, Any] | None:
-    """What every rank runs: train and evaluate every epoch, then rank 0 writes the trace.
+def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir: str,
+              saving: Checkpointing | None = None) -> dict[str, Any] | None:
+    """What every rank runs: train and evaluate every epoch (from the checkpoint when resuming, saving when due),
+    then rank 0 writes the trace.
 
     Returns:
         On rank 0 the results, elsewhere None.
     """
     started = time.perf_counter()
+    saving = saving or Checkpointing("")
     rec = Recorder(topo.rank, shared_origin())
     trainer = get_executor(plan.strategy).Trainer(topo, plan, rec)
-    records = []
+    records: list[dict[str, Any]] = []
+    earlier: list[Any] = []  # spans of the epochs before a resumption
+    resumed = None
+    num_epochs = plan.workload.training.num_epochs
     try:
-        for epoch in range(plan.workload.training.num_epochs):
+        if saving.resume:
+            resumed = checkpoint.agreed_epoch(saving, topo.rank)
+            state = checkpoint.restore(trainer, saving, resumed, topo.rank)
+            records, earlier = list(state["records"]), list(state["spans"])
+            rec.origin_s -= resume_offset_s(earlier)  # this run's spans follow the earlier ones
+        for epoch in range((resumed + 1) if resumed is not None else 0, num_epochs):
             stats = trainer.train_epoch(epoch)
             records.append(epoch_record(epoch, stats, trainer.evaluate()))
             if topo.rank == 0:
                 emit(records[-1])
+            if saving.due(epoch, num_epochs):
+                checkpoint.save(trainer, saving, epoch, topo.rank, {"records": records, "spans": earlier + rec.spans()})
     finally:
         trainer.close()
-    gathered = comm.gather_object(rec.spans())
+    gathered = comm.gather_object(earlier + rec.spans())
     if gathered is None:
         return None
     result = summarise(plan, records, time.perf_counter() - started)
     result["threads"] = dataclasses.asdict(current_threads())
+    result["resumed_from_epoch"] = resumed
+    if saving.every:
+        result["checkpoint_dir"] = saving.directory
     path = trace_path(trace_dir, plan.workload.name or plan.workload.dataset_name, plan.strategy)
     result["trace"] = str(path)
     save(path, [s for spans in gathered for s in spans], trace_metadata(plan, result))
     return result
+
+
+def resume_offset_s(earlier: list[Any]) -> float:
+    """Where a resumed run's time line starts (collective): after the latest end of any rank's earlier span."""
+    end = max((s.start_s + s.dur_s for s in earlier), default=0.0)
+    return float(comm.all_reduce_(torch.tensor([end], dtype=torch.float64, device=comm.device()), "max").item())
 
 
 def shared_origin() -> float:

@@ -12,7 +12,11 @@ Sampling runs on one thread (DGL's OpenMP pool is set to 1 around each call and 
 multi-threaded sampling is not reproducible even with ``dgl.seed`` (the order of sampled edges, and with it
 float summation order, changes from run to run), DGL's DataLoader workers sample on one thread too
 (``WorkerInitWrapper``), and the simulator models a sampler as one core (:mod:`simulator.strategies.dp`).
-Sampler process j is seeded with ``dgl.seed(seed + j + 1)``; the trainer's inline sampling with ``seed``.
+DGL's RNG is re-seeded at the start of every epoch with :func:`epoch_seed` ``(seed, epoch, stream)``, stream 0
+for the trainer's inline sampling and j + 1 for sampler process j (which samples iterations j, j + k, ... of
+every epoch: the DataLoader deals an epoch's keys round-robin from worker 0), so an epoch's samples do not
+depend on the epochs before it and a run resumed from a checkpoint samples what the uninterrupted run did
+(:mod:`executor.checkpoint`; DGL 1.1 cannot save its RNG state).
 A sampler process sizes all its thread pools to 1 (:func:`executor.threads.apply_threads`) when it starts: it
 is one of the processes the worker's share of the cores was divided by (:mod:`executor.threads`).
 """
@@ -85,6 +89,13 @@ class TimedSampler(dgl.dataloading.Sampler):  # type: ignore[misc]
         return input_nodes, output_nodes, blocks, torch.tensor([start, now()], dtype=torch.float64)
 
 
+def epoch_seed(seed: int, epoch: int, stream: int = 0) -> int:
+    """DGL's RNG seed for ``epoch`` of sampling stream ``stream`` (module docstring): the first 32-bit word numpy's
+    ``SeedSequence`` draws from ``(seed, epoch, stream)`` (O'Neill's seed hashing: nearby tuples give unrelated
+    streams), shifted to 31 bits (``dgl.seed`` rejects values above a signed 32-bit integer)."""
+    return int(np.random.SeedSequence([abs(seed), epoch, stream]).generate_state(1)[0]) >> 1
+
+
 def sample_inline(g: Any, sampler: TimedSampler, seeds: np.ndarray, key: tuple[int, int] | None = None) -> Batch:
     """Sample one batch in this process (``key`` = (epoch, iteration), see :meth:`TimedSampler.sample`)."""
     return _batch(sampler.sample(g, torch.from_numpy(np.ascontiguousarray(seeds, dtype=np.int64)), key))
@@ -104,18 +115,20 @@ class BatchStream:
 
     def __init__(self, g: Any, sampler: TimedSampler, schedule: Schedule, num_iterations: int, num_workers: int,
                  seed: int = 0) -> None:
-        self.g, self.sampler, self.schedule = g, sampler, schedule
+        self.g, self.sampler, self.schedule, self.seed = g, sampler, schedule, seed
         self.keys = EpochKeys(num_iterations)
         self.loader = None
         if num_workers > 0:
             self.loader = torch.utils.data.DataLoader(
-                _ScheduledBatches(g, sampler, schedule), sampler=self.keys, batch_size=None, collate_fn=_identity,
+                _ScheduledBatches(g, sampler, schedule, seed), sampler=self.keys, batch_size=None, collate_fn=_identity,
                 num_workers=num_workers, persistent_workers=True, prefetch_factor=2,
-                worker_init_fn=functools.partial(_init_worker, seed), multiprocessing_context=_worker_context())
+                worker_init_fn=functools.partial(_init_worker, seed), multiprocessing_context=_worker_context(),
+                generator=loader_generator(seed))
 
     def epoch(self, epoch: int) -> Iterator[Batch]:
         """The batches of ``epoch`` in iteration order."""
         if self.loader is None:
+            dgl.seed(epoch_seed(self.seed, epoch))
             for it, seeds in enumerate(self.schedule(epoch)):
                 yield sample_inline(self.g, self.sampler, seeds, (epoch, it))
             return
@@ -144,16 +157,30 @@ class EpochKeys(torch.utils.data.Sampler):  # type: ignore[type-arg]
 class _ScheduledBatches(torch.utils.data.Dataset):  # type: ignore[type-arg]
     """Samples the batch of an (epoch, iteration) key, computing (and caching) the epoch's schedule."""
 
-    def __init__(self, g: Any, sampler: TimedSampler, schedule: Schedule) -> None:
-        self.g, self.sampler, self.schedule = g, sampler, schedule
+    def __init__(self, g: Any, sampler: TimedSampler, schedule: Schedule, seed: int = 0) -> None:
+        self.g, self.sampler, self.schedule, self.seed = g, sampler, schedule, seed
         self._epoch, self._batches = -1, []  # type: ignore[var-annotated]
 
     def __getitem__(self, key: tuple[int, int]) -> tuple[Any, ...]:
         epoch, it = key
         if epoch != self._epoch:
             self._epoch, self._batches = epoch, self.schedule(epoch)
+            reseed_sampler_process(self.seed, epoch)
         seeds = np.ascontiguousarray(self._batches[it], dtype=np.int64)
         return self.sampler.sample(self.g, torch.from_numpy(seeds), key)
+
+
+def loader_generator(seed: int) -> torch.Generator:
+    """The RNG a persistent ``DataLoader`` draws its worker processes' base seed from when its iterator is
+    created: its own, not the trainer's global torch RNG (dropout masks), which a run resumed from a checkpoint
+    must continue exactly as the uninterrupted run did (that run created the iterator in its first epoch)."""
+    return torch.Generator().manual_seed(seed)
+
+
+def reseed_sampler_process(seed: int, epoch: int) -> None:
+    """In sampler process j (a DataLoader worker): seed DGL for ``epoch`` (module docstring)."""
+    info = torch.utils.data.get_worker_info()
+    dgl.seed(epoch_seed(seed, epoch, 1 + (info.id if info is not None else 0)))
 
 
 def _identity(item: Any) -> Any:

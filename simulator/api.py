@@ -147,7 +147,18 @@ def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | Workl
         stats = graphstats.sample_stats(wl.dataset, tuple(wl.training.fanouts), batch // cl.num_gpus,
                                         cl.num_machines, cl.gpus_per_machine, getattr(kn, "partitioner", "metis"),
                                         seed=stats_seed)
-    return module, kn, SimContext(cl, wl, stats, summary, batch, seed=stats_seed)
+    return module, kn, SimContext(cl, wl, stats, summary, batch, seed=stats_seed, estimated=_estimated(wl, module))
+
+
+def _estimated(workload: WorkloadSpec, module: ModuleType) -> dict[str, Any] | None:
+    """For a dataset card, which statistics are estimated on its proxy and how (:mod:`simulator.workload.proxy`);
+    None for a real or generated graph."""
+    from gnnplan.simulator.workload import cards, proxy
+
+    name = cards.card_name(workload.dataset)
+    if name is None:
+        return None
+    return proxy.estimated(name, proxy.strategy_statistics(module.NAME, module.NEEDS_SAMPLE_STATS))
 
 
 def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, strategy: str,
@@ -170,6 +181,7 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
     started = time.perf_counter()
     module, kn, ctx = load_context(cluster, workload, strategy, knobs, stats_seed=stats_seed)
     result: SimResult = module.simulate(ctx, kn)
+    result.estimated = ctx.estimated
     result.sim_wall_s = time.perf_counter() - started
     return result
 

@@ -9,16 +9,19 @@ use, with their formulas and sources) and the work it carries (shared rules:
 :mod:`~gnnplan.simulator.strategies.calibration_rules`). Spans of positive duration become rows, per rule: one
 per span, one per rank and iteration summing the phase's spans (compute phases: a full-graph strategy runs several
 blocks of different shape per phase, priced with the plug-in's ``compute_profile``), or the fastest rank's span
-per iteration (a collective, so waiting for stragglers is excluded); a rule may require several machines or
+per iteration and call (a collective, so waiting for stragglers is excluded; the k-th span of the phase in a rank's
+iteration is the k-th call, e.g. one row per shuffle of a layer); a rule may require several machines or
 workers (a network phase is empty on one). A row informs the parameters of its operation
 (:data:`~gnnplan.simulator.hardware.pricing.OPERATIONS`, ``params``) that are among :data:`PARAMS`, and only
 those: at trial parameter values the row is priced on the trace's cluster shape with just those fields replaced,
 so e.g. an ``exchange`` row moves the network parameters while its PCIe legs keep the cluster's values (one span
-cannot tell its legs apart; PCIe is determined by ``load`` spans). A span phase the plug-in has no rule for is
+cannot tell its legs apart; PCIe is determined by ``load`` spans). A rule may take only some spans of its phase
+(``PhaseRule.when``, e.g. the loads of one loader setting). A span phase the plug-in has no rule for is
 ignored and listed in the report (``fit["unpriced_phases"]``; ``epoch`` spans give the measured epoch times).
 
 Fixed costs are parameters of their own, each where it is paid: ``gpu.kernel_overhead_s`` per kernel (compute
-rows), ``network.latency_s`` per message, ``network.per_collective_s`` per all-reduce, ``host.sampler_handoff_s``
+rows), ``network.latency_s`` per message, ``network.per_collective_s`` per collective call (an all-reduce, each
+``all_to_all`` of a fetch or a shuffle), ``host.sampler_handoff_s``
 per batch a trainer takes from a sampler process and ``iteration_overhead_s`` per iteration (both from the
 ``iteration`` rows: an iteration's time minus its phases). Each is fitted in log space with a prior, the value
 ``gnnplan probe`` measured (the cluster's ``priors`` block, else its own value), so per-byte and per-edge rates
@@ -142,18 +145,21 @@ def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
     for s in t.spans:
         by_key[(s.rank, s.epoch, s.iteration)][s.phase].append(s)
     rows: list[tuple[str, PhaseRule, SpanRow]] = []
-    fastest: dict[tuple[str, int, int], SpanRow] = {}
+    fastest: dict[tuple[str, int, int, int], SpanRow] = {}
     for (_, epoch, it), phases in by_key.items():
         iteration = {p: [s for s in spans if s.dur_s > 0] for p, spans in phases.items()}
         for phase, rule in usable.items():
-            for s in _row_spans(rule, iteration.get(phase, [])):
+            # the k-th span of a phase in a rank's iteration is the k-th call of that collective on every rank
+            for call, s in enumerate(sorted(_row_spans(rule, iteration.get(phase, [])), key=lambda x: x.start_s)):
                 row = SpanRow(s, iteration, t.plan.knobs, t.shape)
-                key = (phase, epoch, it)
+                if not rule.applies(row):
+                    continue
+                key = (phase, epoch, it, call)
                 if rule.rows != "fastest":
                     rows.append((phase, rule, row))
                 elif key not in fastest or s.dur_s < fastest[key].span.dur_s:
                     fastest[key] = row
-    rows += [(phase, usable[phase], row) for (phase, _, _), row in fastest.items()]
+    rows += [(phase, usable[phase], row) for (phase, _, _, _), row in fastest.items()]
     return _fit_rows(t, rows), unpriced
 
 

@@ -26,7 +26,11 @@ Residuals (all divided by their standard deviation, so the loss is a negative lo
   an idle machine, with other sizes).
 
 Solver: ``scipy.optimize.least_squares`` (trust-region reflective, bounded; Branch, Coleman and Li, SIAM J. Sci.
-Comput. 21(1), 1999). Uncertainty: the Gauss-Newton covariance ``(J^T J)^-1`` of the variables at the solution,
+Comput. 21(1), 1999). A price may depend on a parameter only beyond a kink (``storage.concurrency`` matters only
+below the requests a loader keeps in flight): such a parameter counts as informed when its rows move within 1-4
+prior widths of its start, and a variable flat at its start starts at the best of those points (a coordinate scan
+of the loss), since a local solver cannot leave a flat region. ``storage.concurrency`` stays >= 1 (its field's
+limit). Uncertainty: the Gauss-Newton covariance ``(J^T J)^-1`` of the variables at the solution,
 ``J`` the Jacobian of all residuals; the data residuals are already divided by their kind's residual RMS, so this
 is ``(J^T J)^-1`` scaled by the residual variance (Bates and Watts, "Nonlinear Regression Analysis and Its
 Applications", Wiley, 1988, §2.3.1). A direction the residuals do not determine (a null singular vector of
@@ -56,9 +60,12 @@ PARAMS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_col
           "pcie.bandwidth_bytes_per_s", "pcie.latency_s", "efficiency.gather_fraction",
           "efficiency.forward_fraction", "efficiency.backward_fraction", "efficiency.optimizer_fraction",
           "gpu.kernel_overhead_s", "host.sampling_edges_per_s_per_core", "host.sampler_handoff_s",
-          "iteration_overhead_s")
+          "iteration_overhead_s", "host.row_index_s", "storage.concurrency", "host.sampler_call_s",
+          "gpu.graph_op_overhead_s")
 """The cluster parameters calibration fits (dotted field paths): rates, efficiencies and the fixed costs, each
-one cost's own field (per kernel, per message, per collective, per batch handed off, per iteration)."""
+one cost's own field (per kernel, per message, per collective, per batch handed off, per iteration, per row a
+per-row loader indexes, per sampler call, per DGL message-passing call), and the requests a storage device
+serves at once."""
 
 PRIOR_WIDTH = math.log(3.0)
 """One standard deviation of a log-space prior: a factor of 3 (module docstring)."""
@@ -69,6 +76,7 @@ MAX_ROUNDS = 6
 _LOG_RANGE = math.log(1e4)
 _UPPER = {"efficiency.gather_fraction": 10.0, "efficiency.forward_fraction": 10.0,
           "efficiency.backward_fraction": 10.0, "efficiency.optimizer_fraction": 10.0}  # ClusterSpec's le=10
+_LOWER = {"storage.concurrency": 1.0}  # ClusterSpec's ge=1
 _LINEAR_UNIT_S = 1e-3  # no-prior parameters are fitted in milliseconds
 _LINEAR_MAX = 1e5
 _LINEAR_START = 0.1  # 0.1 ms: trust-region reflective stalls on a start at a bound
@@ -77,6 +85,7 @@ _NOISE_TOL = 0.05
 _RIDGE = 1e-5  # keeps no-prior variables' normal equations regular
 _INFORMED_SHARE = 0.5
 _PROBE_STEP = 0.1
+_SCAN_WIDTHS = (1.0, 2.0, 3.0, 4.0)  # prior widths probed for a parameter the rows depend on only beyond a kink
 _FD_STEP = 1e-6  # forward-difference step of the Jacobian, relative to max(1, |x|)
 _AT_BOUND = 0.01  # within 1% (log space) or 0.01 ms (linear) of a bound
 _DETERMINED_SDS = 2.0  # a no-prior parameter is fitted only when its value exceeds two standard deviations
@@ -207,7 +216,8 @@ class _Problem:
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper bounds of the variables (module docstring)."""
-        lo = np.array([-_LOG_RANGE if self.logged(p) else 0.0 for p in self.variables])
+        lo = np.array([max(-_LOG_RANGE, math.log(_LOWER[p] / self.prior[p])) if p in _LOWER else
+                       -_LOG_RANGE if self.logged(p) else 0.0 for p in self.variables])
         hi = np.array([min(_LOG_RANGE, math.log(_UPPER[p] / self.prior[p])) if p in _UPPER else
                        _LOG_RANGE if self.logged(p) else _LINEAR_MAX for p in self.variables])
         return lo, np.maximum(hi, lo + 1e-6)
@@ -260,16 +270,56 @@ class _Problem:
         base = self.predicted(self.before, ())
         keep, counts = [], {}
         for p in PARAMS:
-            moved = dict(self.before)
-            moved[p] = self.before[p] * math.exp(_PROBE_STEP) if self.before[p] > 0 else _LINEAR_UNIT_S
-            if p in _UPPER and moved[p] > _UPPER[p]:
-                moved[p] = self.before[p] * math.exp(-_PROBE_STEP)
-            shifted = self.predicted(moved, (p,))
-            changed = int(np.count_nonzero(np.abs(shifted - base) > 1e-12 * np.abs(base) + 1e-18))
+            changed = 0
+            for value in self._probe_values(p):
+                moved = dict(self.before)
+                moved[p] = value
+                shifted = self.predicted(moved, (p,))
+                changed = max(changed, int(np.count_nonzero(np.abs(shifted - base) > 1e-12 * np.abs(base) + 1e-18)))
+                if changed:
+                    break
             counts[p] = changed
             if changed:
                 keep.append(p)
         return keep, counts
+
+    def _probe_values(self, p: str) -> list[float]:
+        """Values of ``p`` at which :meth:`_informed` looks for rows whose price moves: a step of
+        :data:`_PROBE_STEP` (downward at an upper limit), then :data:`_SCAN_WIDTHS` prior widths either way
+        within the limits (a price that depends on ``p`` only beyond a kink, e.g. ``storage.concurrency`` above
+        the requests in flight)."""
+        before = self.before[p]
+        if before <= 0:
+            return [_LINEAR_UNIT_S]
+        up = before * math.exp(_PROBE_STEP)
+        out = [up if up <= _UPPER.get(p, math.inf) else before * math.exp(-_PROBE_STEP)]
+        for k in _SCAN_WIDTHS:
+            out += [before * math.exp(sign * k * PRIOR_WIDTH) for sign in (-1.0, 1.0)]
+        return [v for v in out if _LOWER.get(p, 0.0) <= v <= _UPPER.get(p, math.inf)]
+
+    def start(self, noise: np.ndarray) -> np.ndarray:
+        """The solver's start: :meth:`x0`, except that a variable no row's price moves with at its start (a kink,
+        see :meth:`_probe_values`) starts at the best of :data:`_SCAN_WIDTHS` prior widths either way (loss of
+        :meth:`residuals`; a local solver cannot leave a flat region by itself)."""
+        x, (lo, hi) = self.x0(), self.bounds()
+        base = self.predicted(self.values(x))
+        for j, p in enumerate(self.variables):
+            if not self.logged(p):
+                continue
+            moved = x.copy()
+            moved[j] += _FD_STEP if x[j] + _FD_STEP <= hi[j] else -_FD_STEP
+            if np.any(self.predicted(self.values(moved)) != base):
+                continue
+            best, best_cost = x[j], float(np.sum(self.residuals(x, noise) ** 2))
+            for k in _SCAN_WIDTHS:
+                for sign in (-1.0, 1.0):
+                    moved[j] = min(max(x[j] + sign * k * PRIOR_WIDTH, lo[j] + 1e-9), hi[j] - 1e-9)
+                    cost = float(np.sum(self.residuals(moved, noise) ** 2))
+                    if cost < best_cost:
+                        best, best_cost = moved[j], cost
+            x[j] = best
+            base = self.predicted(self.values(x))
+        return x
 
 
 def fit(rows: Sequence[FitRow], start: ClusterSpec) -> FitResult:
@@ -309,7 +359,7 @@ def _solve(prob: _Problem) -> tuple[np.ndarray, Any, np.ndarray, int]:
         (variables, the last ``least_squares`` result or None when nothing is fitted, noise per kind, rounds).
     """
     noise = np.maximum(0.1 * prob.kind_mean_s, prob.floor)  # 10% of each kind's mean until re-estimated
-    x, (lo, hi) = prob.x0(), prob.bounds()
+    x, (lo, hi) = prob.start(noise), prob.bounds()
     sol: Any = None
     rounds = 0
     for rounds in range(1, MAX_ROUNDS + 1):

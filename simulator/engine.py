@@ -185,26 +185,40 @@ def max_min_rates(flows: list[_Flow]) -> None:
 
     All unfrozen flows grow at the same pace until a resource saturates (its flows freeze) or a flow reaches its
     cap (that flow freezes). Source: Bertsekas and Gallager, "Data Networks", 1992, §6.5.2.
+
+    Every unfrozen flow has the same rate (the filling level), so a flow's rate is the level at which it froze;
+    each resource keeps the count of its unfrozen flows, so a filling step costs the resources still in use,
+    not a pass over every flow's resources.
     """
     left: dict[FluidResource, float] = {}
+    users: dict[FluidResource, int] = {}
     for f in flows:
         f.rate, f.frozen = 0.0, False
         for r in f.resources:
-            left[r] = r.capacity
-    active = list(flows)
+            if r in users:
+                users[r] += 1
+            else:
+                left[r], users[r] = r.capacity, 1
+    active, level = list(flows), 0.0
     while active:
-        users: dict[FluidResource, int] = {}
-        for f in active:
-            for r in f.resources:
-                users[r] = users.get(r, 0) + 1
         step = min(left[r] / n for r, n in users.items())
-        step = min(step, min(f.cap - f.rate for f in active))
-        for f in active:
-            f.rate += step
+        step = min(step, min(f.cap for f in active) - level)
+        level += step
+        saturated = set()
         for r, n in users.items():
             left[r] -= step * n
-        saturated = {r for r in users if left[r] <= _REL_TOL * r.capacity}
+            if left[r] <= _REL_TOL * r.capacity:
+                saturated.add(r)
+        still = []
         for f in active:
-            if (f.cap < INF and f.cap - f.rate <= _REL_TOL * f.cap) or any(r in saturated for r in f.resources):
-                f.frozen = True
-        active = [f for f in active if not f.frozen]
+            if (f.cap < INF and f.cap - level <= _REL_TOL * f.cap) or any(r in saturated for r in f.resources):
+                f.rate, f.frozen = level, True
+                for r in f.resources:
+                    users[r] -= 1
+                    if not users[r]:
+                        del users[r]
+            else:
+                still.append(f)
+        for f in still:
+            f.rate = level
+        active = still

@@ -17,19 +17,30 @@ import yaml
 from gnnplan.simulator.errors import SpecError
 
 MAX_SPEC_BYTES = 16 * 2**20
-"""Largest YAML file read as a spec or plan (16 MiB): a plan with its prediction is a few kB."""
+"""Largest spec, plan or JSON object file read (16 MiB): a plan with its prediction is a few kB."""
+MAX_YAML_BYTES = 2**20
+"""Largest YAML file read (1 MiB, 90 times the largest shipped YAML): PyYAML's pure-Python safe loader, the only one
+that can refuse aliases while composing, parses ~0.1-1 MB/s (measured on the 2-core development machine)."""
 MAX_YAML_DEPTH = 64
 """Deepest nesting of YAML collections accepted (specs nest 3 levels; deeper input is malformed or hostile)."""
+MAX_YAML_NODES = 10_000
+"""Most YAML nodes (scalars and collections) in one file: the largest shipped YAML (a catalogue) has ~410 and a
+plan ~220; a flow list of 500,000 items took 58 s to parse on the development machine."""
+MAX_TRACE_BYTES = 512 * 2**20
+"""Largest Chrome trace read (512 MiB, ~2.5 million spans; ``json.loads`` holds several times the file)."""
 
 
 class _SpecLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` without aliases (an alias bomb grows memory without bound) and with bounded nesting
-    (deep nesting ends in RecursionError)."""
+    """``yaml.SafeLoader`` without aliases (an alias bomb grows memory without bound), with bounded nesting
+    (deep nesting ends in RecursionError) and a bounded number of nodes (parse time)."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             raise yaml.YAMLError(f"aliases (*{event.anchor}) are not allowed, at line {event.start_mark.line + 1}")
+        self._nodes = getattr(self, "_nodes", 0) + 1
+        if self._nodes > MAX_YAML_NODES:
+            raise yaml.YAMLError(f"more than {MAX_YAML_NODES} values")
         self._depth = getattr(self, "_depth", 0) + 1
         try:
             if self._depth > MAX_YAML_DEPTH:
@@ -41,7 +52,7 @@ class _SpecLoader(yaml.SafeLoader):
 
 def read_yaml(path: str | Path, what: str) -> dict[str, Any]:
     """Read a YAML mapping safely: ``yaml.SafeLoader`` without aliases, at most :data:`MAX_YAML_DEPTH` levels
-    deep and :data:`MAX_SPEC_BYTES` long.
+    deep, :data:`MAX_YAML_NODES` values and :data:`MAX_YAML_BYTES` (and :data:`MAX_SPEC_BYTES`) long.
 
     Args:
         path: file to read.
@@ -51,26 +62,127 @@ def read_yaml(path: str | Path, what: str) -> dict[str, Any]:
         The mapping.
 
     Raises:
-        SpecError: the file is missing, too large, unreadable, not valid YAML (aliases and deep nesting
-            included), or not a mapping.
+        SpecError: the file is missing, too large, unreadable, not valid YAML (aliases, deep nesting and too many
+            values included), or not a mapping.
     """
+    text = read_text(path, what, min(MAX_YAML_BYTES, MAX_SPEC_BYTES))
     p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"{what}: file {str(p)!r} does not exist")
-    if p.stat().st_size > MAX_SPEC_BYTES:
-        raise SpecError(f"{what}: {p} is larger than {MAX_SPEC_BYTES // 2**20} MiB")
     try:
-        data = yaml.load(p.read_text(), Loader=_SpecLoader)  # noqa: S506 (a SafeLoader subclass)
-    except UnicodeDecodeError:
-        raise SpecError(f"{what}: {p} is not UTF-8 text") from None
+        data = yaml.load(text, Loader=_SpecLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc) or "malformed YAML"
         raise SpecError(f"{what}: {p} is not valid YAML{at}: {problem}") from None
+    except ValueError as exc:  # a scalar its constructor cannot build: a date like 2024-13-45, a 5,000-digit int
+        raise SpecError(f"{what}: {p} is not valid YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{what}: {p} must hold a YAML mapping, got {type(data).__name__}")
     return data
+
+
+def read_text(path: str | Path, what: str, max_bytes: int) -> str:
+    """The UTF-8 text of a file of at most ``max_bytes``.
+
+    Raises:
+        SpecError: the file is missing or a folder, larger than ``max_bytes``, unreadable (permissions, I/O), or
+            not UTF-8 (one line naming ``what`` and the file).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"{what}: file {str(p)!r} does not exist")
+    try:
+        if p.stat().st_size > max_bytes:
+            raise SpecError(f"{what}: {p} is larger than {_size(max_bytes)}")
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(f"{what}: {p} is not UTF-8 text") from None
+    except OSError as exc:
+        raise SpecError(f"{what}: cannot read {p}: {exc.strerror or type(exc).__name__}") from None
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes // 2**20} MiB" if nbytes >= 2**20 else f"{nbytes} bytes"
+
+
+def read_json(path: str | Path, what: str, max_bytes: int = MAX_SPEC_BYTES, kind: str = "valid JSON") -> Any:
+    """Parse a JSON file of at most ``max_bytes`` (``NaN`` and ``Infinity`` parse as floats: schemas reject them).
+
+    Args:
+        path: the file.
+        what: name used in messages, e.g. ``"trace"``.
+        max_bytes: largest file accepted.
+        kind: what the file should be, for messages (``"is not <kind>"``).
+
+    Raises:
+        SpecError: see :func:`read_text`, malformed JSON (with line and column) or nesting too deep for the parser.
+    """
+    text = read_text(path, what, max_bytes)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{what}: {path} is not {kind} (line {exc.lineno}, column {exc.colno}: {exc.msg})") \
+            from None
+    except RecursionError:
+        raise SpecError(f"{what}: {path} is not {kind} (nested too deeply)") from None
+
+
+def check_output(path: str | Path, what: str, folder: bool = False) -> Path:
+    """Check, before any work, that ``path`` can be written: its deepest existing ancestor is a writable folder
+    (a temp file is created and removed there, so a read-only file system or folder is caught even for root), every
+    missing part of the path is a legal name, an existing ``path`` is of the right kind (a folder when ``folder``,
+    else a file) and not a read-only file (mode without write bits: :func:`atomic_write` would replace it).
+
+    Args:
+        path: the file (or, with ``folder``, the folder) to be written.
+        what: the option naming it in messages, e.g. ``"-o"``.
+        folder: whether ``path`` is a folder that will receive files.
+
+    Returns:
+        ``Path(path)``.
+
+    Raises:
+        SpecError: one line naming ``what``, the path and the reason.
+    """
+    dest = Path(path)
+    try:
+        existing = _check_existing(dest.absolute(), str(dest), what, folder)
+        for part in dest.absolute().relative_to(existing).parts:
+            if len(os.fsencode(part)) > _name_max(existing):
+                raise SpecError(f"{what}: {str(dest)!r}: file name too long ({len(os.fsencode(part))} bytes, "
+                                f"at most {_name_max(existing)})")
+        fd, tmp = tempfile.mkstemp(prefix=".gnnplan-check.", dir=existing)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise SpecError(f"{what}: cannot write {str(dest)!r}: {exc.strerror or type(exc).__name__}") from None
+    return dest
+
+
+def _check_existing(dest: Path, shown: str, what: str, folder: bool) -> Path:
+    """The deepest existing folder on the way to the absolute ``dest`` (``dest`` itself when it is an existing
+    folder to write into), checked to be a folder; ``shown`` is the path as the user gave it."""
+    if dest.exists():
+        if dest.is_dir() and not folder:
+            raise SpecError(f"{what}: {shown!r} is a folder, not a file")
+        if folder and not dest.is_dir():
+            raise SpecError(f"{what}: {shown!r} is a file, not a folder")
+        if not folder and not dest.stat().st_mode & 0o222:
+            raise SpecError(f"{what}: {shown!r} is read-only")
+        return dest if folder else dest.parent
+    probe = dest.parent
+    while not probe.exists() and not probe.is_symlink():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise SpecError(f"{what}: {shown!r}: {str(probe)!r} is a file, not a folder")
+    return probe
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
 
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], object]) -> Path:
@@ -87,7 +199,7 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], object]) -> Path
     """
     dest = Path(path)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name[:64]}.", dir=dest.parent)  # a long name stays legal
     try:
         with os.fdopen(fd, "wb") as fh:
             write(fh)

@@ -18,16 +18,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gnnplan.simulator.errors import SpecError, one_line
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.io import atomic_write_yaml, read_yaml
+from gnnplan.simulator.limits import check_block
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
 
 class Plan(BaseModel):
-    """A runnable configuration."""
+    """A runnable configuration.
+
+    The free-form blocks (``knobs`` before the strategy validates them, ``prediction``) hold plain data only:
+    finite numbers, bounded nesting and size (:func:`simulator.limits.check_block`); the YAML reader already
+    refuses aliases (:func:`simulator.io.read_yaml`).
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -37,6 +43,13 @@ class Plan(BaseModel):
     cluster: ClusterSpec
     workload: WorkloadSpec
     prediction: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("knobs", "prediction")
+    @classmethod
+    def _plain_data(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Free-form blocks: plain, finite, bounded data (:func:`simulator.limits.check_block`)."""
+        check_block(value)
+        return value
 
 
 def load_plan(path: str | Path) -> Plan:

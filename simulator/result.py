@@ -2,7 +2,7 @@
 
 Keys (all SI units): ``strategy, knobs, feasible, reason, epoch_time_s, iteration_time_s, num_iterations,
 breakdown_s{phase: s}, bytes_per_epoch{pcie, nvlink, network, storage}, peak_memory_bytes{gpu, host},
-sim_wall_s``.
+sim_wall_s`` and, for a dataset card, ``estimated`` (:func:`simulator.workload.proxy.estimated`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class SimResult(BaseModel):
     bytes_per_epoch: dict[str, float] = Field(default_factory=lambda: {k: 0.0 for k in LINKS})
     peak_memory_bytes: dict[str, float] = Field(default_factory=lambda: {"gpu": 0.0, "host": 0.0})
     sim_wall_s: float = 0.0
+    estimated: dict[str, Any] | None = None
     spans: list[Span] = Field(default_factory=list, exclude=True)
 
     @classmethod
@@ -48,8 +49,11 @@ class SimResult(BaseModel):
         return cls(feasible=False, reason=reason, epoch_time_s=math.inf, iteration_time_s=math.inf, **fields)
 
     def to_json_dict(self) -> dict[str, Any]:
-        """The contract object (spans excluded; ``inf`` rendered as ``null``)."""
+        """The contract object (spans excluded; ``inf`` rendered as ``null``; ``estimated`` only when the
+        dataset is a card: which statistics came from its synthetic proxy and how)."""
         out = self.model_dump(mode="json")
+        if out.get("estimated") is None:
+            out.pop("estimated", None)
         for key in ("epoch_time_s", "iteration_time_s"):
             if out[key] in (float("inf"), "Infinity"):
                 out[key] = None

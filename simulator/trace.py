@@ -15,12 +15,19 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.io import atomic_write_text
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from gnnplan.simulator.errors import SpecError, one_line
+from gnnplan.simulator.io import MAX_TRACE_BYTES, atomic_write_text, read_json
+from gnnplan.simulator.limits import INT64_MAX, MAX_BLOCK_ITEMS, check_block
 
 STREAMS = ("compute", "sampler", "pcie", "nvlink", "network", "storage", "host")
+MAX_TRACE_US = 1.0e15
+"""Largest ``ts`` and ``dur`` read, in microseconds (~32 years; a timeline beyond it is corrupt)."""
+MAX_PID = 2**31 - 1
+"""Largest ``pid``/``tid``: Chrome's trace viewer and Perfetto store them as 32-bit integers."""
 
 
 @dataclass(frozen=True)
@@ -99,36 +106,132 @@ def write_trace(path: str | Path, spans: list[Span], metadata: dict[str, Any]) -
     return atomic_write_text(path, json.dumps(to_chrome(spans, metadata)))
 
 
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, frozen=True)
+
+
+class SpanArgs(_Strict):
+    """``args`` of a complete event: the span's counters; further keys are kept as :attr:`Span.args`."""
+
+    nbytes: float = Field(default=0.0, ge=0)
+    flops: float = Field(default=0.0, ge=0)
+    epoch: int = Field(default=-1, ge=-1, le=INT64_MAX)
+    iteration: int = Field(default=-1, ge=-1, le=INT64_MAX)
+
+    @field_validator("epoch", "iteration", mode="before")
+    @classmethod
+    def _whole(cls, value: Any) -> Any:
+        """Indices are whole numbers (``2.0`` passes, ``1.5`` does not)."""
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+
+
+class CompleteEvent(_Strict):
+    """A Chrome complete event (``ph: "X"``): one span (module docstring)."""
+
+    ph: Literal["X"]
+    name: str = Field(min_length=1)
+    pid: int = Field(ge=0, le=MAX_PID)
+    tid: int | str
+    ts: float = Field(ge=0, le=MAX_TRACE_US, description="start, microseconds")
+    dur: float = Field(ge=0, le=MAX_TRACE_US, description="duration, microseconds")
+    args: SpanArgs = SpanArgs()
+
+
+class ThreadName(_Strict):
+    """A ``thread_name`` metadata event naming stream ``tid`` of process ``pid``."""
+
+    ph: Literal["M"]
+    name: Literal["thread_name"]
+    pid: int = Field(ge=0, le=MAX_PID)
+    tid: int | str
+    args: dict[Literal["name"], str]
+
+
+class TraceFile(_Strict):
+    """The top level of a Chrome trace: ``traceEvents`` (each a JSON object; complete and ``thread_name`` events
+    are checked by :class:`CompleteEvent` and :class:`ThreadName`, others pass unread) and an optional free-form
+    ``metadata`` object (plain, finite, bounded data: :func:`simulator.limits.check_block`)."""
+
+    traceEvents: list[dict[str, Any]]  # noqa: N815 (the Chrome trace format's name)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("metadata")
+    @classmethod
+    def _plain(cls, value: dict[str, Any]) -> dict[str, Any]:
+        check_block(value, max_items=10 * MAX_BLOCK_ITEMS)
+        return value
+
+
 def read_trace(path: str | Path) -> tuple[list[Span], dict[str, Any]]:
-    """Read a Chrome trace written by :func:`write_trace` (by the simulator or the executor).
+    """Read a Chrome trace written by :func:`write_trace` (by the simulator or the executor), checking it against
+    the schema (:class:`TraceFile`, :class:`CompleteEvent`, :class:`ThreadName`; a ``plan`` in the metadata is
+    validated as :class:`simulator.plan.Plan`).
 
     Returns:
         (spans sorted by start time, metadata).
 
     Raises:
-        SpecError: the file is missing or is not a Chrome trace.
+        SpecError: the file is missing, larger than :data:`simulator.io.MAX_TRACE_BYTES`, not JSON, or breaks the
+            schema; one line naming the file and the field (``trace t.json: traceEvents.3.ts: ...``).
     """
     p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"trace: file {str(p)!r} does not exist")
+    doc = read_json(p, "trace", MAX_TRACE_BYTES, kind="a Chrome trace (JSON)")
+    where = f"trace {p.name}"
+    if not isinstance(doc, dict):
+        raise SpecError(f"{where}: not a Chrome trace: must hold a JSON object with traceEvents, got "
+                        f"{type(doc).__name__}")
     try:
-        doc = json.loads(p.read_text())
-        events = doc["traceEvents"]
-    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError, RecursionError):
-        raise SpecError(f"trace: {p} is not a Chrome trace JSON object with traceEvents") from None
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
-             if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    spans = []
-    for e in events:
-        if e.get("ph") != "X":
-            continue
-        args = dict(e.get("args", {}))
-        spans.append(Span(rank=int(e["pid"]), phase=str(e["name"]), start_s=float(e["ts"]) / 1e6,
-                          dur_s=float(e["dur"]) / 1e6, stream=names.get((e["pid"], e["tid"]), str(e["tid"])),
-                          nbytes=float(args.pop("nbytes", 0.0)), flops=float(args.pop("flops", 0.0)),
-                          epoch=int(args.pop("epoch", -1)), iteration=int(args.pop("iteration", -1)), args=args))
+        top = TraceFile.model_validate(doc)
+    except ValidationError as exc:
+        raise SpecError(one_line(exc, where)) from None
+    spans, names = _spans(top.traceEvents, where)
+    spans = [_named(s, names) for s in spans]
     spans.sort(key=lambda s: (s.start_s, s.rank))
-    return spans, dict(doc.get("metadata", {}))
+    _check_plan(top.metadata, where)
+    return spans, dict(top.metadata)
+
+
+def _spans(events: list[dict[str, Any]], where: str) -> tuple[list[Span], dict[tuple[int, str], str]]:
+    """The spans of the complete events (stream = raw tid until named) and the thread names, validated."""
+    spans: list[Span] = []
+    names: dict[tuple[int, str], str] = {}
+    for i, e in enumerate(events):
+        try:
+            if e.get("ph") == "X":
+                ev = CompleteEvent.model_validate(e)
+                a = ev.args
+                extra = dict(a.model_extra or {})
+                spans.append(Span(rank=ev.pid, phase=ev.name, start_s=ev.ts / 1e6, dur_s=ev.dur / 1e6,
+                                  stream=f"\0{ev.tid}", nbytes=a.nbytes, flops=a.flops, epoch=a.epoch,
+                                  iteration=a.iteration, args=extra))
+            elif e.get("ph") == "M" and e.get("name") == "thread_name":
+                tn = ThreadName.model_validate(e)
+                names[(tn.pid, str(tn.tid))] = tn.args["name"]
+        except ValidationError as exc:
+            raise SpecError(one_line(exc, f"{where}: traceEvents.{i}")) from None
+    return spans, names
+
+
+def _named(span: Span, names: dict[tuple[int, str], str]) -> Span:
+    """The span with its raw ``\0<tid>`` stream replaced by the thread's name (or the tid when unnamed)."""
+    from dataclasses import replace
+
+    tid = span.stream[1:]
+    return replace(span, stream=names.get((span.rank, tid), tid))
+
+
+def _check_plan(metadata: dict[str, Any], where: str) -> None:
+    """A ``plan`` in the metadata must be a valid :class:`simulator.plan.Plan` (calibration rebuilds it)."""
+    if "plan" not in metadata:
+        return
+    from gnnplan.simulator.plan import Plan
+
+    try:
+        Plan.model_validate(metadata["plan"])
+    except ValidationError as exc:
+        raise SpecError(one_line(exc, f"{where}: metadata.plan")) from None
 
 
 def span_dict(s: Span) -> dict[str, Any]:

@@ -14,12 +14,12 @@ every worker takes ``batch_size // W`` seeds per iteration and all workers run t
 3. runs the model — ``forward``; the loss is ``sum(cross-entropy of its seeds) * W / B`` with ``B`` the global
    number of seeds of the iteration, so DDP's gradient averaging (divide by W) yields exactly the gradient of
    the global batch's mean loss even when workers hold different numbers of seeds;
-4. backward — ``backward``, then DDP's gradient all-reduce — ``all_reduce`` (``nbytes`` = gradient bytes); the
-   model's gradients form one DDP bucket (``bucket_cap_mb`` = :data:`executor.comm.BUCKET_CAP_MB`), so the all-reduce
-   starts
-   when backward ends, the order the simulator models. With one worker there is nothing to reduce: the model
-   runs without the DDP wrapper (whose reducer costs ~10% of a small model's iteration) and the
-   ``all_reduce`` span has zero length;
+4. backward — ``backward``, then DDP's gradient all-reduce — ``all_reduce`` (``nbytes`` = gradient bytes,
+   ``num_buckets``); DDP's buckets hold at most ``training.ddp_bucket_bytes`` (:func:`executor.comm.data_parallel`),
+   each all-reduced as soon as backward has produced it, so with several buckets the all-reduce overlaps backward
+   and the span is the part after it (from the last bucket's launch), as the simulator models. With one worker
+   there is nothing to reduce: the model runs without the DDP wrapper (whose reducer costs ~10% of a small
+   model's iteration) and the ``all_reduce`` span has zero length;
 5. Adam (``lr``, ``weight_decay``) — ``optimizer``.
 
 FLOPs on ``forward``/``backward``/``optimizer`` spans come from :func:`simulator.workload.model_cost.model_cost`
@@ -46,6 +46,7 @@ from gnnplan.executor.sampling import Batch, BatchStream, sample_inline
 from gnnplan.executor.sampling_keyed import make_sampler
 from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.trace import Recorder, now
+from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.dp import NAME, Knobs
 from gnnplan.simulator.units import FLOAT_BYTES
@@ -53,7 +54,19 @@ from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
 from gnnplan.simulator.workload.partition import cached_vertices
 
-__all__ = ["NAME", "Knobs", "Trainer"]
+__all__ = ["NAME", "Knobs", "Trainer", "check_knobs"]
+
+
+def check_knobs(knobs: Knobs) -> None:
+    """Reject knobs the executor cannot run (called by :func:`executor.runner.resolved_plan` before spawning).
+
+    Raises:
+        SpecError: ``graph_structure = partitioned`` (the executor replicates the graph structure on every
+            machine; DistDGL-style remote sampling is simulated only).
+    """
+    if knobs.graph_structure != "replicated":
+        raise SpecError("knobs.graph_structure: the executor replicates the graph structure; "
+                        f"graph_structure={knobs.graph_structure} is simulated only")
 
 
 class PeerCache:
@@ -116,7 +129,7 @@ class Trainer:
         torch.manual_seed(wl.training.seed)
         dgl.seed(wl.training.seed)
         self.model = GNN(wl.model, self.data.feature_dim, self.data.num_classes).to(topo.device)
-        self.net, self.hook = comm.data_parallel(self.model)
+        self.net, self.hook = comm.data_parallel(self.model, wl.training.ddp_bucket_bytes)
         self.gradient_bytes = FLOAT_BYTES * num_params(self.model)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
                                           weight_decay=wl.training.weight_decay)
@@ -149,7 +162,8 @@ class Trainer:
             t0 = now()
             batch = next(stream)
             self.rec.add("sample", batch.start_s, batch.end_s, "sampler", epoch, it,
-                         num_input_vertices=len(batch.input_nodes), num_sampled_edges=batch.num_sampled_edges)
+                         num_input_vertices=len(batch.input_nodes), num_sampled_edges=batch.num_sampled_edges,
+                         num_sampler_calls=len(batch.blocks))
             loss_sum += self.step(batch, size, epoch, it, stats)
             t1 = now()
             self.optimizer.step()
@@ -192,9 +206,10 @@ class Trainer:
         self.rec.add("forward", t1, t2, "compute", epoch, it, flops=cost.forward_flops)
         (ce * (self.topo.world_size / global_size)).backward()
         t3 = now()
-        launched = self.hook.first_launch_s or t3
+        launched = self.hook.last_launch_s or t3  # the end of the backward computation
         self.rec.add("backward", t2, launched, "compute", epoch, it, flops=cost.backward_flops)
-        self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=self.gradient_bytes)
+        self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=self.gradient_bytes,
+                     num_buckets=self.hook.num_buckets)
         return ce.detach()
 
     def load_features(self, ids: torch.Tensor, epoch: int = -1, it: int = -1) -> tuple[torch.Tensor, LoadStats]:

@@ -76,6 +76,48 @@ def _link(entry: LinkEntry, key: str, sources: dict[str, str]) -> dict[str, floa
     return {"bandwidth_bytes_per_s": entry.bandwidth_bytes_per_s.value, "latency_s": entry.latency_s.value}
 
 
+def _pcie_part(recipe: ClusterRecipe, cat: Catalogue, sources: dict[str, str]) -> dict[str, Any]:
+    """The ``pcie`` block: the GPU's link and, when the recipe states it, how many GPUs share a switch uplink
+    (the uplink an x16 link of the GPU's generation: the spec's default)."""
+    block: dict[str, Any] = _link(_pcie(recipe, cat), "pcie", sources)
+    shared = recipe.gpus_per_pcie_uplink
+    if shared is not None:
+        if shared.value != int(shared.value):
+            raise SpecError(f"catalogue clusters.yaml {recipe.name}.gpus_per_pcie_uplink: must be a whole number, "
+                            f"got {shared.value:g}")
+        block["gpus_per_uplink"] = int(shared.value)
+        sources["pcie.gpus_per_uplink"] = shared.source
+    return block
+
+
+def _network_part(recipe: ClusterRecipe, cat: Catalogue, sources: dict[str, str]) -> dict[str, Any]:
+    """The ``network`` block: the NIC's link and, when the recipe states them, the NICs per machine and
+    GPUDirect RDMA."""
+    block: dict[str, Any] = _link(cat.link.network[recipe.network], "network", sources)
+    nics = recipe.nics_per_machine
+    if nics is not None:
+        if nics.value != int(nics.value):
+            raise SpecError(f"catalogue clusters.yaml {recipe.name}.nics_per_machine: must be a whole number, "
+                            f"got {nics.value:g}")
+        block["nics_per_machine"] = int(nics.value)
+        sources["network.nics_per_machine"] = nics.source
+    if recipe.gpudirect_rdma is not None:
+        block["gpudirect_rdma"] = recipe.gpudirect_rdma.value
+        sources["network.gpudirect_rdma"] = recipe.gpudirect_rdma.source
+    return block
+
+
+def _nvlink_part(nvlink: LinkEntry | None, sources: dict[str, str]) -> dict[str, Any] | None:
+    """The ``nvlink`` block: the link and, for an entry that states it, its topology."""
+    if nvlink is None:
+        return None
+    block: dict[str, Any] = _link(nvlink, "nvlink", sources)
+    if nvlink.topology is not None:
+        block["topology"] = nvlink.topology
+        sources["nvlink.topology"] = f"{nvlink.topology}: {nvlink.description}"
+    return block
+
+
 def _fraction(achieved: Sourced, peak: Sourced) -> float:
     return round(achieved.value / peak.value, 4)
 
@@ -148,9 +190,9 @@ def build_cluster(recipe: ClusterRecipe, catalogue: Catalogue | None = None) -> 
         "none" if nvlink is None else nvlink.description
     data = {"name": recipe.name, "num_machines": recipe.num_machines, "gpus_per_machine": recipe.gpus_per_machine,
             "gpu": gpu, "host": _host_part(recipe, cat, sources),
-            "pcie": _link(_pcie(recipe, cat), "pcie", sources),
-            "nvlink": None if nvlink is None else _link(nvlink, "nvlink", sources),
-            "network": _link(cat.link.network[recipe.network], "network", sources),
+            "pcie": _pcie_part(recipe, cat, sources),
+            "nvlink": _nvlink_part(nvlink, sources),
+            "network": _network_part(recipe, cat, sources),
             "storage": _storage_part(recipe, cat, sources), "efficiency": efficiency, "sources": sources}
     return cluster_from_dict(data, where=f"catalogue recipe {recipe.name}")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -75,14 +75,27 @@ class GpuCatalogue(_Entry):
     gpus: dict[str, GpuEntry]
 
 
+class SourcedFlag(_Entry):
+    """A yes/no property of a machine and where it comes from."""
+
+    value: bool
+    source: str = Field(min_length=MIN_SOURCE_CHARS)
+
+
 class LinkEntry(_Entry):
-    """One link, per endpoint and direction: its peak, the achieved rate the simulator uses, its latency."""
+    """One link, per endpoint and direction: its peak, the achieved rate the simulator uses, its latency.
+
+    Attributes:
+        topology: NVLink entries only: ``nvswitch`` (any GPU pair at the full per-GPU rate) or ``pairwise``
+            (direct links, each pair a ``1 / (g - 1)`` share); the ``description`` says which machine has it.
+    """
 
     token: str = Field(pattern=r"^[a-z0-9-]+$")
     description: str
     peak_bandwidth_bytes_per_s: Sourced
     bandwidth_bytes_per_s: Sourced
     latency_s: Sourced
+    topology: Literal["nvswitch", "pairwise"] | None = None
 
 
 class LinkCatalogue(_Entry):
@@ -145,7 +158,16 @@ class ClusterRecipe(_Entry):
     host: str
     storage: str
     num_drives: int = Field(default=1, ge=1, description="drives striped per machine")
+    gpus_per_pcie_uplink: Sourced | None = Field(
+        default=None, description="GPUs behind one PCIe switch uplink to the CPU (a whole number; None = each GPU "
+                                  "on a root port of its own), the preset's pcie.gpus_per_uplink")
     gpudirect: bool = False
+    nics_per_machine: Sourced | None = Field(
+        default=None, description="NICs of the network's kind per machine, one per GPU or GPU pair (a whole "
+                                  "number; None = one), the preset's network.nics_per_machine")
+    gpudirect_rdma: SourcedFlag | None = Field(
+        default=None, description="whether the NICs read and write GPU memory directly (None = not stated: "
+                                  "staged through host memory), the preset's network.gpudirect_rdma")
 
 
 class RecipeCatalogue(_Entry):

@@ -11,6 +11,8 @@ Notation: ``p`` ranks, ``n`` bytes per rank, link bandwidth ``B`` (bytes/s) and 
   inside: ``2 (g-1)/g * n / B_in + 2 (g-1) alpha_in + 2 (m-1)/m * n / B_net + 2 (m-1) alpha_net``. Source:
   Jia et al., "Highly scalable deep learning training system with mixed-precision", arXiv:1807.11205, 2018,
   §3.3 (hierarchical all-reduce); NCCL's tree/ring hierarchy follows the same structure.
+  Across machines each GPU's shard goes through its own NIC (``network.nics_per_machine``; the machine's
+  ``g`` shards share its NICs) and, without GPUDirect RDMA, is staged through host memory (PCIe out and in).
 * all-to-all by pairwise exchange, ``p - 1`` steps each sending ``n / p`` bytes:
   ``(p-1) alpha + (p-1)/p * n / B``. Source: Thakur, Rabenseifner and Gropp 2005, §4.7 (pairwise exchange).
 """
@@ -43,19 +45,73 @@ def intra_machine_link(cluster: ClusterSpec) -> tuple[LinkSpec, str]:
     return cluster.pcie, "pcie"
 
 
+def peer_bandwidth_bytes_per_s(cluster: ClusterSpec, num_peers: float = 1.0) -> float:
+    """Bandwidth of one GPU's copy to ``num_peers`` GPUs of its machine at once (bytes split evenly among them).
+
+    NVSwitch (``nvlink.topology = nvswitch``): the GPU's full NVLink bandwidth whatever the peers; ``pairwise``
+    direct links: ``min(num_peers, g - 1) / (g - 1)`` of it (one direct link per peer); no NVLink: the PCIe
+    link (peer to peer through the PCIe switch). Source: NVIDIA DGX A100 system architecture (NVSwitch: any
+    GPU pair at 600 GB/s bidirectional); HGX A100 4-GPU (four of twelve NVLinks to each of three peers).
+    """
+    link, kind = intra_machine_link(cluster)
+    if kind == "nvlink" and cluster.nvlink is not None and cluster.nvlink.topology == "pairwise":
+        others = max(1, cluster.gpus_per_machine - 1)
+        return link.bandwidth_bytes_per_s * min(max(num_peers, 1.0), others) / others
+    return link.bandwidth_bytes_per_s
+
+
+def nic_index(local_gpu: int, gpus_per_machine: int, nics_per_machine: int) -> int:
+    """The NIC (within its machine) local GPU ``local_gpu`` sends and receives through: ``floor(local_gpu *
+    nics / gpus)``, consecutive GPUs sharing a NIC when there are fewer NICs than GPUs (DGX A100: GPU i behind
+    the PCIe switch of NIC i; NVIDIA DGX A100 User Guide, network ports mlx5_0..7)."""
+    return local_gpu * nics_per_machine // gpus_per_machine
+
+
+def gpus_per_nic(cluster: ClusterSpec) -> int:
+    """The most GPUs of one machine sending through the same NIC (:func:`nic_index`)."""
+    g, n = cluster.gpus_per_machine, cluster.network.nics_per_machine
+    counts = [0] * n
+    for local in range(g):
+        counts[nic_index(local, g, n)] += 1
+    return max(counts)
+
+
+def staged_network(cluster: ClusterSpec) -> bool:
+    """Whether a GPU's network transfer is staged through host memory: no GPUDirect RDMA
+    (``network.gpudirect_rdma``) on a cluster with GPUs (a CPU-only worker's memory is host memory)."""
+    return not (cluster.network.gpudirect_rdma or cluster.gpu.is_host_cpu)
+
+
+def gpu_network_rate_bytes_per_s(cluster: ClusterSpec) -> float:
+    """Rate of each GPU's flow when every GPU sends to the same GPU of another machine at once (the step across
+    machines of a hierarchical all-reduce), as the simulator's max-min sharing gives it: its NIC's bandwidth
+    over the GPUs sharing the NIC and, when staged through host memory (:func:`staged_network`), at most its
+    PCIe link, its switch uplink's share and the host memory's share (the machine's ``g`` outgoing and ``g``
+    incoming copies cross one host memory).
+    """
+    rate = cluster.network.bandwidth_bytes_per_s / gpus_per_nic(cluster)
+    if staged_network(cluster):
+        g, pcie = cluster.gpus_per_machine, cluster.pcie
+        rate = min(rate, pcie.bandwidth_bytes_per_s, pcie.uplink_bytes_per_s / min(pcie.gpus_per_uplink, g),
+                   cluster.host.memory_bandwidth_bytes_per_s / (2 * g))
+    return rate
+
+
 def hierarchical_all_reduce_time_s(nbytes: float, cluster: ClusterSpec) -> float:
     """All-reduce of ``nbytes`` per GPU over the whole cluster (hierarchical when ``gpus_per_machine > 1``).
 
     Reduces to the flat ring all-reduce over the network for one GPU per machine, and over NVLink (or PCIe)
-    for one machine. Source: see module docstring (Jia et al. 2018, §3.3; Thakur et al. 2005, §4.5).
+    for one machine. Across machines each GPU's shard moves at :func:`gpu_network_rate_bytes_per_s` (its NIC
+    shared by the GPUs affine to it; staged through host memory without GPUDirect RDMA). Source: see module
+    docstring (Jia et al. 2018, §3.3; Thakur et al. 2005, §4.5).
     """
     g, m = cluster.gpus_per_machine, cluster.num_machines
     intra, _ = intra_machine_link(cluster)
     inside = ring_all_reduce_time_s(nbytes, g, intra.bandwidth_bytes_per_s, intra.latency_s)
     across = 0.0
     if m > 1 and nbytes > 0:
-        net = cluster.network
-        across = 2.0 * (m - 1) / m * nbytes / net.bandwidth_bytes_per_s + 2.0 * (m - 1) * net.latency_s
+        shard = 2.0 * (m - 1) / m * nbytes / g
+        across = shard / gpu_network_rate_bytes_per_s(cluster) + 2.0 * (m - 1) * cluster.network.latency_s
     return inside + across
 
 
@@ -63,7 +119,10 @@ def all_reduce_link_bytes(nbytes: float, cluster: ClusterSpec) -> dict[str, floa
     """Bytes one GPU puts on each link kind in a hierarchical all-reduce of ``nbytes``.
 
     Returns:
-        ``{"nvlink" or "pcie": intra-machine bytes, "network": inter-machine bytes}`` (per GPU, sent).
+        ``{"nvlink" or "pcie": intra-machine bytes, "network": inter-machine bytes}`` (per GPU, sent): the bytes
+        the collective moves between GPUs, as the executor counts them. Without GPUDirect RDMA the communication
+        library also stages the inter-machine bytes through host memory; that staging shares the PCIe links in
+        the simulated time (:meth:`~simulator.hardware.model.HardwareModel.gpu_network`) but is not counted here.
     """
     g, m = cluster.gpus_per_machine, cluster.num_machines
     _, kind = intra_machine_link(cluster)

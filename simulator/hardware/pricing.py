@@ -11,13 +11,16 @@ Formulas and sources:
 
 * transfer over a link (PCIe, NVLink, NIC, storage): alpha-beta, ``num_messages * latency_s + nbytes /
   bandwidth_bytes_per_s``. Source: Hockney, "The communication challenge for MPP", Parallel Computing 20(3),
-  1994.
+  1994. A host<->GPU copy's bandwidth is its path's (:func:`pcie_path_bandwidth_bytes_per_s`: the GPU's link,
+  its share of its PCIe switch uplink and of the host memory when ``sharers`` GPUs of the machine copy at
+  once), as the event model shares them.
 * gather of rows (``index_select``) from a memory: ``nbytes / (memory_bandwidth_bytes_per_s *
   efficiency.gather_fraction)``: memory-bound (Williams, Waterman and Patterson, "Roofline", CACM 52(4), 2009).
-* sampling: ``num_edges / (host.sampling_edges_per_s_per_core * cores)`` (DGL's sampler is edge-bound on one
-  core per sampler process).
+* sampling: ``(num_edges / host.sampling_edges_per_s_per_core + num_calls * host.sampler_call_s) / cores`` (DGL's
+  sampler is edge-bound on one core per sampler process, plus a fixed cost per call: one call per layer).
 * compute of a phase: ``flops * seconds_per_flop / efficiency.<phase>_fraction + kernels *
-  gpu.kernel_overhead_s`` (:func:`gnnplan.simulator.hardware.model.compute_time_s` on a kernel list).
+  gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s`` (the DGL message-passing calls among the
+  kernels; :func:`gnnplan.simulator.hardware.model.compute_time_s` on a kernel list).
 * all-reduce: hierarchical ring (:func:`gnnplan.simulator.hardware.collectives.hierarchical_all_reduce_time_s`)
   plus ``network.per_collective_s`` once per call on a multi-worker cluster (the backend's fixed cost of a
   collective beyond its messages' latencies: dispatch, algorithm set-up, completion wait).
@@ -27,13 +30,18 @@ Formulas and sources:
   strategy, torch/multiprocessing/reductions.py ``rebuild_storage_fd``).
 * fixed per-iteration cost: ``steps * iteration_overhead_s + sampler hand-off`` (:func:`iteration_fixed_s`).
 * feature fetch (a pull of remote rows, DistDGL KVStore style): ``(request_messages + 1) * network.latency_s +
-  sharers * nbytes / network.bandwidth_bytes_per_s``: the requests, then the rows back, ``sharers`` workers
-  of the machine pulling at once through its NIC.
+  num_collectives * network.per_collective_s + max(1, sharers / nics_per_machine) * nbytes /
+  network.bandwidth_bytes_per_s``: the requests, then the rows back, ``sharers`` workers of the machine pulling
+  at once, each through its own NIC; when the pull is made of collective calls (the executor's
+  ``RowStore.pull``: three ``all_to_all`` calls, counts, ids, rows), each call's fixed cost (:func:`collective_s`).
+* peer copy inside a machine: alpha-beta at the pair's bandwidth (NVSwitch: the GPU's full NVLink rate; pairwise
+  NVLink: one direct link, ``bandwidth / (g - 1)``; no NVLink: PCIe peer to peer).
 * feature load: ``max(host gather of local rows, fetch_s) + host-to-GPU copy of local + remote rows + GPU
   gather of cache hits``.
 * exchange (per-layer representations or gradients between workers of different machines): ``steps *
   (network.latency_s + 2 pcie.latency_s) + nbytes * (1 / network bandwidth + 2 / pcie bandwidth)``: out over
-  PCIe, across the network, in over PCIe.
+  PCIe, across the network, in over PCIe; with ``network.gpudirect_rdma`` (or CPU-only) the network alone,
+  ``steps * network.latency_s + nbytes / network bandwidth``.
 * shuffle (``gsplit``: one all-to-all call, one message per GPU pair at once): ``per_collective_s + max(gpu_to_gpu
   of the bytes inside the machine, exchange of the bytes across machines)``; it informs only the network.
 """
@@ -44,7 +52,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gnnplan.simulator.hardware.collectives import hierarchical_all_reduce_time_s, intra_machine_link
+from gnnplan.simulator.hardware.collectives import (
+    hierarchical_all_reduce_time_s,
+    intra_machine_link,
+    peer_bandwidth_bytes_per_s,
+    staged_network,
+)
 from gnnplan.simulator.hardware.spec import ClusterSpec, LinkSpec
 from gnnplan.simulator.trace import Span
 
@@ -60,19 +73,48 @@ def bandwidth_s(link: LinkSpec, nbytes: float) -> float:
     return nbytes / link.bandwidth_bytes_per_s
 
 
-def host_to_gpu_s(cluster: ClusterSpec, nbytes: float) -> float:
-    """Copy host memory to one GPU over its PCIe link (host-to-device)."""
-    return link_s(cluster.pcie, nbytes)
+def pcie_path_bandwidth_bytes_per_s(cluster: ClusterSpec, sharers: int = 1) -> float:
+    """Bytes per second one GPU's host<->GPU copy gets while ``sharers`` GPUs of its machine (consecutive local
+    ids, the GPU among them) copy in the same direction at once: the slowest of its PCIe link, its share of its
+    switch uplink (``min(sharers, pcie.gpus_per_uplink)`` GPUs on it) and its share of the host memory
+    (``sharers`` copies on it): ``min(pcie, uplink / min(s, u), host memory / s)``.
+
+    Source: the max-min fair rate of equal flows on a shared path (Bertsekas and Gallager, "Data Networks",
+    1992, §6.5.2); the path is :class:`~gnnplan.simulator.hardware.spec.PcieSpec`'s.
+
+    Raises:
+        ValueError: ``sharers`` outside 1 .. ``gpus_per_machine``.
+    """
+    if not 1 <= sharers <= cluster.gpus_per_machine:
+        raise ValueError(f"sharers: must be in 1..gpus_per_machine ({cluster.gpus_per_machine}), got {sharers}")
+    pcie = cluster.pcie
+    on_uplink = min(sharers, pcie.gpus_per_uplink)
+    return min(pcie.bandwidth_bytes_per_s, pcie.uplink_bytes_per_s / on_uplink,
+               cluster.host.memory_bandwidth_bytes_per_s / sharers)
 
 
-def gpu_to_host_s(cluster: ClusterSpec, nbytes: float) -> float:
-    """Copy one GPU's memory to the host over its PCIe link (device-to-host)."""
-    return link_s(cluster.pcie, nbytes)
+def host_to_gpu_s(cluster: ClusterSpec, nbytes: float, num_messages: float = 1.0, sharers: int = 1) -> float:
+    """Copy host memory to one GPU (host-to-device) in ``num_messages`` copies while ``sharers`` GPUs of the
+    machine copy at once: ``num_messages * pcie.latency_s + nbytes / pcie_path_bandwidth_bytes_per_s``."""
+    if nbytes <= 0:
+        return 0.0
+    return num_messages * cluster.pcie.latency_s + nbytes / pcie_path_bandwidth_bytes_per_s(cluster, sharers)
 
 
-def gpu_to_gpu_s(cluster: ClusterSpec, nbytes: float, num_messages: float = 1.0) -> float:
-    """Copy between two GPUs of one machine: NVLink if present, else PCIe through the host (one leg priced)."""
-    return link_s(intra_machine_link(cluster)[0], nbytes, num_messages)
+def gpu_to_host_s(cluster: ClusterSpec, nbytes: float, num_messages: float = 1.0, sharers: int = 1) -> float:
+    """Copy one GPU's memory to the host (device-to-host), priced as :func:`host_to_gpu_s`."""
+    return host_to_gpu_s(cluster, nbytes, num_messages, sharers)
+
+
+def gpu_to_gpu_s(cluster: ClusterSpec, nbytes: float, num_messages: float = 1.0, num_peers: float = 1.0) -> float:
+    """Copy ``nbytes`` from one GPU to ``num_peers`` GPUs of its machine at once (split evenly): NVLink if
+    present, else PCIe peer to peer (one leg priced), at
+    :func:`~simulator.hardware.collectives.peer_bandwidth_bytes_per_s` (NVSwitch: the full rate to any peer;
+    pairwise NVLink: one direct link per peer)."""
+    if nbytes <= 0:
+        return 0.0
+    link = intra_machine_link(cluster)[0]
+    return num_messages * link.latency_s + nbytes / peer_bandwidth_bytes_per_s(cluster, num_peers)
 
 
 def network_s(cluster: ClusterSpec, nbytes: float, num_messages: float = 1.0) -> float:
@@ -85,9 +127,59 @@ def storage_read_s(cluster: ClusterSpec, nbytes: float, num_reads: float = 1.0) 
     return link_s(cluster.storage, nbytes, num_reads)
 
 
-def host_gather_s(cluster: ClusterSpec, nbytes: float) -> float:
-    """Gather ``nbytes`` of rows from host memory (memory-bound ``index_select``)."""
-    return nbytes / (cluster.host.memory_bandwidth_bytes_per_s * cluster.efficiency.gather_fraction)
+def storage_reads_s(cluster: ClusterSpec, nbytes: float, num_reads: float, in_flight: float = 1.0,
+                    sharers: float = 1.0, direct: bool = False) -> float:
+    """Read ``nbytes`` in ``num_reads`` requests, each reader keeping ``in_flight`` requests outstanding and
+    ``sharers`` readers issuing at once: the device serves ``min(in_flight * sharers, storage.concurrency)``
+    requests at once, so one reader's requests cost ``num_reads * storage.latency_s / depth`` with
+    ``depth = min(in_flight * sharers, concurrency) / sharers``, plus ``nbytes`` at the storage bandwidth
+    (with ``direct`` GPUDirect reads, at the slower of storage and PCIe: the bytes cross both at once).
+
+    Source: Little's law, throughput = requests in service / latency (Little, "A proof for the queuing formula
+    L = lambda W", Operations Research 9(3), 1961); NVMe devices serve up to their queue depth at once (Samsung
+    PM9A3 product brief, rated IOPS at QD32), which ``storage.concurrency`` measures (``gnnplan probe``).
+    """
+    if num_reads <= 0 and nbytes <= 0:
+        return 0.0
+    depth = min(in_flight * sharers, cluster.storage.concurrency) / sharers
+    rate = cluster.storage.bandwidth_bytes_per_s
+    if direct:
+        rate = min(rate, cluster.pcie.bandwidth_bytes_per_s)
+    return num_reads * cluster.storage.latency_s / depth + nbytes / rate
+
+
+def row_indexing_s(cluster: ClusterSpec, num_items: float) -> float:
+    """A per-row loader indexing ``num_items`` rows (one per row and matrix: ``Dataset.__getitem__`` and
+    ``default_collate``) on one host core: ``num_items * host.row_index_s`` (PP-GNN brief §2.4, ``b M t_item``)."""
+    return num_items * cluster.host.row_index_s
+
+
+def batch_load_s(cluster: ClusterSpec, index_items: float = 0.0, storage_bytes: float = 0.0,
+                 storage_reads: float = 0.0, in_flight: float = 1.0, sharers: float = 1.0, direct: bool = False,
+                 gather_bytes: float = 0.0, copy_bytes: float = 0.0, copy_messages: float = 1.0,
+                 device_gather_bytes: float = 0.0) -> float:
+    """Assemble one batch of stored rows and bring it to the device, step after step: per-row indexing
+    (:func:`row_indexing_s`), storage reads (:func:`storage_reads_s`), a host gather (:func:`host_gather_s`), the
+    host-to-device copy of ``copy_bytes`` in ``copy_messages`` transfers (alpha-beta over PCIe) and a device
+    gather (:func:`gpu_gather_s`). Each term is 0 without its work (the PP-GNN brief's per-batch loading model,
+    §2.4: baseline, custom, chunk DMA, storage reads, GPU-resident)."""
+    out = row_indexing_s(cluster, index_items)
+    if storage_reads > 0 or storage_bytes > 0:
+        out += storage_reads_s(cluster, storage_bytes, storage_reads, in_flight, sharers, direct)
+    if gather_bytes > 0:
+        out += host_gather_s(cluster, gather_bytes)
+    if copy_bytes > 0:
+        out += link_s(cluster.pcie, copy_bytes, copy_messages)
+    if device_gather_bytes > 0:
+        out += gpu_gather_s(cluster, device_gather_bytes)
+    return out
+
+
+def host_gather_s(cluster: ClusterSpec, nbytes: float, sharers: int = 1) -> float:
+    """Gather ``nbytes`` of rows from host memory (memory-bound ``index_select``) while ``sharers`` workers of
+    the machine gather as much at once: ``sharers * nbytes / (host.memory_bandwidth_bytes_per_s *
+    efficiency.gather_fraction)`` (the machine's gathers share its DRAM)."""
+    return sharers * nbytes / (cluster.host.memory_bandwidth_bytes_per_s * cluster.efficiency.gather_fraction)
 
 
 def gpu_gather_s(cluster: ClusterSpec, nbytes: float) -> float:
@@ -95,9 +187,12 @@ def gpu_gather_s(cluster: ClusterSpec, nbytes: float) -> float:
     return nbytes / (cluster.gpu.memory_bandwidth_bytes_per_s * cluster.efficiency.gather_fraction)
 
 
-def sampling_s(cluster: ClusterSpec, num_edges: float, cores: float = 1.0) -> float:
-    """Sample ``num_edges`` neighbour edges on ``cores`` host cores; with ``cores=1`` also its core-seconds."""
-    return num_edges / (cluster.host.sampling_edges_per_s_per_core * cores)
+def sampling_s(cluster: ClusterSpec, num_edges: float, cores: float = 1.0, num_calls: float = 0.0) -> float:
+    """Sample ``num_edges`` neighbour edges in ``num_calls`` sampler calls (one per layer of a batch) on ``cores``
+    host cores; with ``cores=1`` also its core-seconds: ``(num_edges / host.sampling_edges_per_s_per_core +
+    num_calls * host.sampler_call_s) / cores``."""
+    edges_s = num_edges / (cluster.host.sampling_edges_per_s_per_core * cores)
+    return edges_s + num_calls * cluster.host.sampler_call_s / cores if num_calls else edges_s
 
 
 def all_reduce_s(cluster: ClusterSpec, nbytes: float) -> float:
@@ -118,10 +213,17 @@ def sampler_handoff_s(cluster: ClusterSpec, num_batches: float = 1.0) -> float:
     return num_batches * cluster.host.sampler_handoff_s
 
 
-def feature_fetch_s(cluster: ClusterSpec, nbytes: float, request_messages: float = 2.0, sharers: float = 1.0) -> float:
-    """Pull ``nbytes`` of remote rows: requests, then the rows back, ``sharers`` pullers on one NIC."""
+def feature_fetch_s(cluster: ClusterSpec, nbytes: float, request_messages: float = 2.0, sharers: float = 1.0,
+                    num_collectives: float = 0.0) -> float:
+    """Pull ``nbytes`` of remote rows: requests, then the rows back, ``sharers`` pullers of one machine at once,
+    each through its own NIC (``network.nics_per_machine`` NICs: ``max(1, sharers / nics)`` pullers per NIC), in
+    ``num_collectives`` collective calls (each one message of the ``request_messages + 1``), each with its fixed
+    cost (:func:`collective_s`; every call carries at least its row counts). The wait for the other workers
+    before a call is not priced here: the simulator's processes produce it (a barrier per call)."""
     net = cluster.network
-    return (request_messages + 1.0) * net.latency_s + sharers * nbytes / net.bandwidth_bytes_per_s
+    per_nic = max(1.0, sharers / net.nics_per_machine)
+    calls_s = num_collectives * collective_s(cluster, 1.0) if num_collectives else 0.0
+    return calls_s + (request_messages + 1.0) * net.latency_s + per_nic * nbytes / net.bandwidth_bytes_per_s
 
 
 def feature_load_s(cluster: ClusterSpec, local_bytes: float, remote_bytes: float, hit_bytes: float,
@@ -133,36 +235,49 @@ def feature_load_s(cluster: ClusterSpec, local_bytes: float, remote_bytes: float
 
 
 def exchange_s(cluster: ClusterSpec, nbytes: float, steps: float = 1.0) -> float:
-    """Exchange ``nbytes`` with workers of other machines in ``steps`` sequential rounds (PCIe out, network,
-    PCIe in per message)."""
+    """Exchange ``nbytes`` with workers of other machines in ``steps`` sequential rounds. Staged through host
+    memory (:func:`~simulator.hardware.collectives.staged_network`: no ``network.gpudirect_rdma`` on a cluster
+    with GPUs), each message is PCIe out, network, PCIe in, one after the other: ``steps * (network.latency_s +
+    2 pcie.latency_s) + nbytes * exchange_per_byte_s``; with GPUDirect RDMA (or CPU-only) the NICs alone:
+    ``steps * network.latency_s + nbytes / network.bandwidth_bytes_per_s``. Alone, a message of the event model
+    (:meth:`~simulator.hardware.model.HardwareModel.gpu_network` with ``store_and_forward``) takes this long."""
     if nbytes <= 0:
         return 0.0
-    return steps * (cluster.network.latency_s + 2.0 * cluster.pcie.latency_s) + nbytes * exchange_per_byte_s(cluster)
+    pcie_latency_s = 2.0 * cluster.pcie.latency_s if staged_network(cluster) else 0.0
+    return steps * (cluster.network.latency_s + pcie_latency_s) + nbytes * exchange_per_byte_s(cluster)
 
 
 def exchange_per_byte_s(cluster: ClusterSpec) -> float:
-    """Marginal seconds per byte of an exchange between machines: ``1 / network bandwidth + 2 / PCIe bandwidth``
-    (PCIe out, the network, PCIe in; :func:`exchange_s` without its latencies)."""
-    return 1.0 / cluster.network.bandwidth_bytes_per_s + 2.0 / cluster.pcie.bandwidth_bytes_per_s
+    """Marginal seconds per byte of an exchange between machines (:func:`exchange_s` without its latencies):
+    staged through host memory, ``1 / network bandwidth + 2 / PCIe bandwidth`` (PCIe out, the network, PCIe in; a
+    PCIe leg at the host<->GPU path's rate, :func:`pcie_path_bandwidth_bytes_per_s`); with GPUDirect RDMA (or
+    CPU-only), ``1 / network bandwidth``. Source: NVIDIA GPUDirect RDMA documentation (the NIC reads and writes
+    GPU memory, no bounce buffer in host memory)."""
+    per_byte = 1.0 / cluster.network.bandwidth_bytes_per_s
+    return per_byte + 2.0 / pcie_path_bandwidth_bytes_per_s(cluster) if staged_network(cluster) else per_byte
 
 
 def shuffle_s(cluster: ClusterSpec, intra_bytes: float = 0.0, network_bytes: float = 0.0) -> float:
     """One GPU's part of a split-aware shuffle (``gsplit``): one message to every other GPU at once, those of its
     machine over NVLink (PCIe through the host without it; ``intra_bytes``), those of other machines as an
-    :func:`exchange_s` (``network_bytes``; on a CPU-only cluster the rows already are in host memory, so just
-    :func:`network_s`); it ends with the slower of the two, after the collective's fixed cost
-    (:func:`collective_s`: the shuffle is one all-to-all call). Each ``*_bytes`` is the larger of what the GPU
-    sends and receives on that path."""
-    across = network_s(cluster, network_bytes) if cluster.gpu.is_host_cpu else exchange_s(cluster, network_bytes)
-    return collective_s(cluster, intra_bytes + network_bytes) + max(gpu_to_gpu_s(cluster, intra_bytes), across)
+    :func:`exchange_s` (``network_bytes``; staged through host memory unless GPUDirect RDMA, and on a CPU-only
+    cluster the rows already are in host memory: the network alone); it ends with the slower of the two, after
+    the collective's fixed cost (:func:`collective_s`: the shuffle is one all-to-all call). Each ``*_bytes`` is
+    the larger of what the GPU sends and receives on that path."""
+    across = exchange_s(cluster, network_bytes)
+    peers = cluster.gpus_per_machine - 1
+    return collective_s(cluster, intra_bytes + network_bytes) + max(
+        gpu_to_gpu_s(cluster, intra_bytes, num_peers=peers), across)
 
 
 def phase_compute_s(cluster: ClusterSpec, phase: str, flops: float, seconds_per_flop: float,
-                    kernels: float) -> float:
-    """A compute phase (``forward``, ``backward``, ``optimizer``) from its FLOPs, its roofline seconds per FLOP
-    and its kernel count: ``flops * seconds_per_flop / efficiency + kernels * gpu.kernel_overhead_s``."""
+                    kernels: float, graph_ops: float = 0.0) -> float:
+    """A compute phase (``forward``, ``backward``, ``optimizer``) from its FLOPs, its roofline seconds per FLOP,
+    its kernel count and the DGL message-passing calls among them: ``flops * seconds_per_flop / efficiency +
+    kernels * gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s``."""
     fraction = getattr(cluster.efficiency, f"{phase}_fraction")
-    return flops * seconds_per_flop / fraction + kernels * cluster.gpu.kernel_overhead_s
+    out = flops * seconds_per_flop / fraction + kernels * cluster.gpu.kernel_overhead_s
+    return out + graph_ops * cluster.gpu.graph_op_overhead_s if graph_ops else out
 
 
 def iteration_overhead_s(cluster: ClusterSpec) -> float:
@@ -188,17 +303,21 @@ class PricedOp:
 
 _NET = ("network.bandwidth_bytes_per_s", "network.latency_s")
 _PCIE = ("pcie.bandwidth_bytes_per_s", "pcie.latency_s")
-_KERNEL = ("gpu.kernel_overhead_s",)
+_KERNEL = ("gpu.kernel_overhead_s", "gpu.graph_op_overhead_s")
+_STORAGE = ("storage.bandwidth_bytes_per_s", "storage.latency_s", "storage.concurrency")
 OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("host_to_gpu", host_to_gpu_s, _PCIE),
     PricedOp("gpu_to_host", gpu_to_host_s, _PCIE),
     PricedOp("gpu_to_gpu", gpu_to_gpu_s, ("nvlink.bandwidth_bytes_per_s", "nvlink.latency_s")),
     PricedOp("network", network_s, _NET),
     PricedOp("storage_read", storage_read_s, ("storage.bandwidth_bytes_per_s", "storage.latency_s")),
+    PricedOp("storage_reads", storage_reads_s, _STORAGE),
+    PricedOp("row_indexing", row_indexing_s, ("host.row_index_s",)),
+    PricedOp("batch_load", batch_load_s, ("host.row_index_s",) + _STORAGE + _PCIE + ("efficiency.gather_fraction",)),
     PricedOp("host_gather", host_gather_s, ("efficiency.gather_fraction",)),
-    PricedOp("sampling", sampling_s, ("host.sampling_edges_per_s_per_core",)),
+    PricedOp("sampling", sampling_s, ("host.sampling_edges_per_s_per_core", "host.sampler_call_s")),
     PricedOp("all_reduce", all_reduce_s, _NET + _PCIE + ("network.per_collective_s",)),
-    PricedOp("feature_fetch", feature_fetch_s, _NET),
+    PricedOp("feature_fetch", feature_fetch_s, _NET + ("network.per_collective_s",)),
     PricedOp("feature_load", feature_load_s, _PCIE + ("efficiency.gather_fraction",)),
     PricedOp("exchange", exchange_s, _NET),
     PricedOp("shuffle", shuffle_s, _NET + ("network.per_collective_s",)),
@@ -248,14 +367,16 @@ class PhaseRule:
         op: a key of :data:`OPERATIONS`.
         work: the operation's keyword arguments for one row (its ``cluster`` is supplied by calibration).
         rows: ``each`` span is a row; ``iteration_sum``: the phase's spans of one rank and iteration summed
-            into one row; ``fastest``: per iteration, the fastest rank's span only (a collective, so waiting for
-            stragglers is excluded).
+            into one row; ``fastest``: per iteration and call (the k-th span of the phase in a rank's iteration),
+            the fastest rank's span only (a collective, so waiting for stragglers is excluded).
         target: the measured seconds the prediction is compared with (default: the span's duration).
         min_machines: rows are used only for traces with at least this many machines (e.g. 2 for a network
             phase that is empty on one machine).
         min_workers: likewise in workers.
         profiled: ``work`` reads ``row.profile[phase]``: calibration computes the plug-in's compute profile for
             the trace and drops the rows of a phase the profile lacks.
+        when: rows are made only of the spans for which this returns true (default: all), e.g. the spans of one
+            loader setting whose duration is the priced work alone.
     """
 
     op: str
@@ -265,6 +386,7 @@ class PhaseRule:
     min_machines: int = 1
     min_workers: int = 1
     profiled: bool = False
+    when: Callable[[SpanRow], bool] | None = None
 
     def __post_init__(self) -> None:
         if self.op not in OPERATIONS:
@@ -276,6 +398,10 @@ class PhaseRule:
     def params(self) -> tuple[str, ...]:
         """The cluster parameters (dotted paths) this rule's spans inform: its operation's."""
         return OPERATIONS[self.op].params
+
+    def applies(self, row: SpanRow) -> bool:
+        """Whether ``row`` becomes a calibration row (:attr:`when`)."""
+        return self.when is None or bool(self.when(row))
 
     def measured_s(self, row: SpanRow) -> float:
         """The measured seconds of a row."""

@@ -1,9 +1,12 @@
 """Cluster specification (pydantic), loaded from YAML; SI units with the unit in every field name.
 
 A cluster is ``num_machines`` identical machines with ``gpus_per_machine`` GPUs each. Links are modelled per
-endpoint and per direction: ``pcie`` and ``nvlink`` per GPU, ``network`` per machine NIC, ``storage`` per
-machine. On a CPU-only machine (``gnnplan probe``) the "GPU" is one worker's share of the host cores and
-``gpu.is_host_cpu`` is true: its compute then shares the cores that sample.
+endpoint and per direction: ``pcie`` and ``nvlink`` per GPU, ``network`` per NIC (``nics_per_machine`` of them per
+machine), ``storage`` per machine. A machine's GPUs share its host side: their PCIe switch uplinks
+(``pcie.gpus_per_uplink``, ``pcie.uplink_bandwidth_bytes_per_s``) and its host memory
+(``host.memory_bandwidth_bytes_per_s``), see :class:`PcieSpec`. On a CPU-only machine (``gnnplan probe``) the "GPU"
+is one worker's share of the host cores and ``gpu.is_host_cpu`` is true: its compute then shares the cores that
+sample.
 
 The optional ``efficiency`` block and ``iteration_overhead_s`` are among what :mod:`simulator.calibrate` fits;
 their defaults (1.0 and 0 s) mean "the roofline bound" (Williams, Waterman and Patterson, "Roofline", CACM 2009).
@@ -29,12 +32,13 @@ Example (DESIGN.md, "Cluster YAML")::
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gnnplan.simulator.errors import SpecError, one_line
 from gnnplan.simulator.io import read_yaml
+from gnnplan.simulator.limits import check_unit_ranges
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -57,6 +61,13 @@ class GpuSpec(_Spec):
         default=0.0, ge=0,
         description="fixed time per kernel (launch and framework dispatch), added to its roofline time; "
                     "measured by gnnplan probe, 0 = not modelled")
+    graph_op_overhead_s: float = Field(
+        default=0.0, ge=0,
+        description="fixed time of one DGL message-passing call (update_all / apply_edges / edge_softmax: "
+                    "DGL's Python dispatch, local scope, frame and format handling) beyond its kernel's "
+                    "kernel_overhead_s, paid by each aggregation of a DGL layer forward and by its gradient; "
+                    "default 0 = not modelled; gnnplan probe measures it (executor.probe_overheads."
+                    "graph_op_overhead_s: 1.0-1.4 ms on the 2-core development machine, DGL 1.1.3)")
 
 
 class HostSpec(_Spec):
@@ -64,7 +75,9 @@ class HostSpec(_Spec):
 
     num_cores: int = Field(ge=1)
     memory_bytes: float = Field(gt=0)
-    memory_bandwidth_bytes_per_s: float = Field(gt=0)
+    memory_bandwidth_bytes_per_s: float = Field(
+        gt=0, description="DRAM bandwidth of the machine, shared by all its host gathers and host<->GPU copies "
+                          "(pcie)")
     sampling_edges_per_s_per_core: float = Field(
         default=2.0e7, gt=0,
         description="neighbour-sampling throughput of one core, sampled edges per second")
@@ -78,6 +91,13 @@ class HostSpec(_Spec):
         description="seconds per row and matrix of a per-row Python loader (Dataset.__getitem__ + "
                     "default_collate; PP-GNN brief section 2.4 t_item); default: 4-12 us measured with torch 2.13 "
                     "CPU on Cora and CiteSeer rows, one thread; gnnplan probe measures it")
+    sampler_call_s: float = Field(
+        default=0.0, ge=0,
+        description="fixed seconds of one sampler call, one per layer of a batch (DGL sample_neighbors + "
+                    "to_block: Python dispatch, frontier and block construction) or one per layer of a split "
+                    "(gsplit), beyond its edges at sampling_edges_per_s_per_core; default 0 = not modelled; "
+                    "gnnplan probe measures it (executor.probe_overheads.sampler_call_s: 0.5-0.7 ms on the 2-core "
+                    "development machine, DGL 1.1.3)")
     sampler_handoff_s: float = Field(
         default=0.0, ge=0,
         description="seconds a trainer spends taking one sampled mini-batch from a sampler process (PyTorch "
@@ -95,6 +115,35 @@ class LinkSpec(_Spec):
     latency_s: float = Field(ge=0)
 
 
+class PcieSpec(LinkSpec):
+    """Each GPU's PCIe link to the host (alpha-beta per copy, as :class:`LinkSpec`; bandwidth per GPU and
+    direction) and the part of the path the machine's GPUs share.
+
+    Host-to-device and device-to-host copies (DMA) cross the GPU's own link, then the uplink of the PCIe switch
+    the GPU sits behind (``gpus_per_uplink`` consecutive GPUs of a machine share one switch; 1 = every GPU on a
+    root port of its own), then the CPU root complex into host memory, whose bandwidth
+    (``host.memory_bandwidth_bytes_per_s``) every copy and host gather of the machine shares. Defaults keep a
+    copy as fast as the GPU's link alone. Source: PCI Express Base Specification 4.0 §1.3 (a switch forwards
+    its downstream ports' traffic through one upstream port); NVIDIA DGX A100 system topology (four PCIe Gen4
+    switches, two GPUs behind each x16 uplink); Supermicro SYS-4029GP-TRT3 PCIe root architecture (eight GPUs
+    behind one x16 Gen3 link to the CPU).
+    """
+
+    gpus_per_uplink: int = Field(
+        default=1, ge=1,
+        description="GPUs of a machine behind one PCIe switch uplink to the CPU root complex (consecutive local "
+                    "GPU ids; capped at gpus_per_machine); 1 = each GPU on a root port of its own")
+    uplink_bandwidth_bytes_per_s: float | None = Field(
+        default=None, gt=0,
+        description="achieved bandwidth of one switch uplink per direction, shared by its GPUs' copies; None = "
+                    "the GPU link's bandwidth_bytes_per_s (an x16 uplink of the same PCIe generation)")
+
+    @property
+    def uplink_bytes_per_s(self) -> float:
+        """Bandwidth of one uplink per direction (``uplink_bandwidth_bytes_per_s``, else the GPU link's)."""
+        return self.uplink_bandwidth_bytes_per_s or self.bandwidth_bytes_per_s
+
+
 class NetworkSpec(LinkSpec):
     """A machine's NIC (alpha-beta per message, as :class:`LinkSpec`) and the communication backend's fixed cost
     per collective call."""
@@ -106,6 +155,31 @@ class NetworkSpec(LinkSpec):
                     "multi-worker cluster; default 0 = not modelled (the presets' sources); gnnplan probe "
                     "measures it (executor.probe_overheads.per_collective_s: an 8-byte gloo all_reduce minus "
                     "its ring's 2 (W - 1) one-way latencies)")
+    nics_per_machine: int = Field(
+        default=1, ge=1, le=64,
+        description="NICs of one machine, each with bandwidth_bytes_per_s per direction; GPU l of g uses NIC "
+                    "floor(l x nics / g) (its PCIe-affine NIC, e.g. DGX A100: 8 compute NICs, one per GPU), and "
+                    "flows between machines stay on one rail (NIC k to NIC k: a rail-optimised fabric); default "
+                    "1 = one NIC shared by the machine")
+    gpudirect_rdma: bool = Field(
+        default=False,
+        description="GPUDirect RDMA: the NIC reads and writes GPU memory directly, so a GPU's network transfer "
+                    "skips the host staging copy (PCIe device-to-host on the sender, host-to-device on the "
+                    "receiver, and host memory); default false = staged through host memory (kernel TCP, or a "
+                    "GPU/NIC pair without peer-to-peer support)")
+
+
+class NvlinkSpec(LinkSpec):
+    """NVLink between the GPUs of one machine: ``bandwidth_bytes_per_s`` is one GPU's aggregate per direction;
+    ``topology`` says how a copy between two GPUs uses it."""
+
+    topology: Literal["nvswitch", "pairwise"] = Field(
+        default="nvswitch",
+        description="nvswitch: every GPU's links go to an NVSwitch fabric, so any pair copies at the GPU's full "
+                    "bandwidth (DGX/HGX A100 and H100); pairwise: the GPU's links are split evenly into direct "
+                    "links to each of the other g - 1 GPUs (HGX A100 4-GPU, DGX-1 style meshes, NVLink "
+                    "bridges), so one pair copies at bandwidth / (g - 1) and only a copy to every peer at once "
+                    "reaches the full bandwidth")
 
 
 class StorageSpec(LinkSpec):
@@ -136,8 +210,8 @@ class ClusterSpec(_Spec):
     gpus_per_machine: int = Field(ge=1)
     gpu: GpuSpec
     host: HostSpec
-    pcie: LinkSpec
-    nvlink: LinkSpec | None = None
+    pcie: PcieSpec
+    nvlink: NvlinkSpec | None = None
     network: NetworkSpec
     storage: StorageSpec
     efficiency: EfficiencySpec = EfficiencySpec()
@@ -165,6 +239,13 @@ class ClusterSpec(_Spec):
                     f"priors: {path!r} is not a numeric cluster field (e.g. network.latency_s)")
             if value < 0:
                 raise ValueError(f"priors: {path} must be >= 0 (got {value})")
+        return self
+
+    @model_validator(mode="after")
+    def _plausible(self) -> ClusterSpec:
+        """Every number within its unit's plausible range (:func:`simulator.limits.check_unit_ranges`: finite
+        but absurd values such as a 1e-320 B/s bandwidth made the simulator's arithmetic end in NaN)."""
+        check_unit_ranges(self)
         return self
 
     @property

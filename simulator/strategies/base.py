@@ -17,10 +17,13 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from gnnplan.simulator import symmetry
 from gnnplan.simulator.engine import Engine, Rendezvous
 from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel, Kernel, compute_time_s, roofline_s
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec
+from gnnplan.simulator.strategies.ddp_buckets import ddp_buckets, ready_fractions
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.graphstats import DatasetSummary, SampleStats
 from gnnplan.simulator.workload.model_cost import Block, ModelCost, model_cost
@@ -35,6 +38,11 @@ FETCH_REQUEST_MESSAGES = 2
 """Messages before the rows come back in a pull of remote feature rows (``dp``'s fetch, ``hopgnn``'s pulls): the
 count exchange and the ids (executor/features.py ``RowStore.pull``: three ``all_to_all_single`` calls in all;
 DistDGL's KVStore pull, Zheng et al., IA3 2020, §3.2, sends the ids in one request)."""
+FETCH_COLLECTIVES = 3
+"""Collective calls of one pull of remote feature rows in the executor (executor/features.py ``RowStore.pull``):
+an ``all_to_all_single`` of the row counts asked of every rank, one of the int64 ids, one of the rows back. Every
+rank takes part in each (also with nothing to ask for), so each call waits for the slowest rank and pays
+``network.per_collective_s``."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +57,8 @@ class SimContext:
         summary: dataset sizes.
         batch_size: global seeds per iteration actually used (a strategy knob may override the workload's).
         seed: seed of the engine's RNG.
+        estimated: for a dataset card (``workload.dataset`` names one), which statistics were estimated on its
+            synthetic proxy and how (:func:`simulator.workload.proxy.estimated`); None for a real graph.
     """
 
     cluster: ClusterSpec
@@ -57,6 +67,7 @@ class SimContext:
     summary: DatasetSummary
     batch_size: int
     seed: int = 0
+    estimated: dict[str, Any] | None = None
 
     @property
     def num_workers(self) -> int:
@@ -78,22 +89,27 @@ class SimContext:
 @dataclass(frozen=True)
 class PhaseProfile:
     """How one compute phase's span time depends on the cluster (used by :mod:`simulator.calibrate`):
-    ``span seconds = flops * seconds_per_flop / efficiency + kernels_per_span * gpu.kernel_overhead_s``.
+    ``span seconds = flops * seconds_per_flop / efficiency + kernels_per_span * gpu.kernel_overhead_s +
+    graph_ops_per_span * gpu.graph_op_overhead_s``.
 
     Attributes:
         seconds_per_flop: roofline seconds per FLOP of the phase's kernels (efficiency 1, no overhead).
         kernels_per_span: kernels one span of the phase runs (mean over the phase's spans).
+        graph_ops_per_span: of those, DGL message-passing calls (``Kernel.graph_op``).
     """
 
     seconds_per_flop: float
     kernels_per_span: float
+    graph_ops_per_span: float = 0.0
 
 
 def kernel_profile(spans: Sequence[Sequence[Kernel]], gpu: GpuSpec) -> PhaseProfile:
     """The :class:`PhaseProfile` of a phase whose spans run the given kernel lists (one list per span)."""
     flops = sum(k.flops for ks in spans for k in ks)
     seconds = sum(roofline_s(ks, gpu) for ks in spans)
-    return PhaseProfile(seconds / max(flops, 1.0), sum(len(ks) for ks in spans) / max(len(spans), 1))
+    graph_ops = sum(1 for ks in spans for k in ks if getattr(k, "graph_op", False))
+    return PhaseProfile(seconds / max(flops, 1.0), sum(len(ks) for ks in spans) / max(len(spans), 1),
+                        graph_ops / max(len(spans), 1))
 
 
 def minibatch_blocks(ctx: SimContext, scale: float = 1.0) -> list[Block]:
@@ -350,15 +366,25 @@ class WindowRun:
         plan: the epoch's iterations and the simulated window.
         sampler_processes_per_worker: sampler processes beside each worker (their threads come out of its
             compute share on a CPU-only cluster, :class:`~simulator.hardware.model.HardwareModel`).
+        rank_works: each rank's work, when the strategy's schedule is the same on every machine given equal
+            work; if they are equal machine by machine, only machine 0's ranks run (:attr:`ranks`) on a folded
+            hardware model (:mod:`simulator.symmetry`). None: every rank runs.
     """
 
-    def __init__(self, ctx: SimContext, plan: IterationPlan, sampler_processes_per_worker: int = 0) -> None:
+    def __init__(self, ctx: SimContext, plan: IterationPlan, sampler_processes_per_worker: int = 0,
+                 rank_works: Sequence[Any] | None = None) -> None:
         self.ctx, self.plan = ctx, plan
         self.engine = Engine(ctx.seed)
         self.hw = HardwareModel(ctx.cluster, self.engine, sampler_processes_per_worker)
         self.spans: list[Span] = []
         self.ends = [[0.0] * len(plan.window) for _ in range(ctx.num_workers)]
-        self.rendezvous = Rendezvous(self.engine, ctx.num_workers)
+        self.represent = symmetry.representatives(ctx.cluster.num_machines, ctx.cluster.gpus_per_machine,
+                                                  rank_works)
+        self.ranks = self.represent.ranks
+        """The ranks simulated (those not simulated keep iteration ends of 0)."""
+        if self.represent.folded:
+            symmetry.fold_machines(self.hw, ctx.cluster.num_machines)
+        self.rendezvous = Rendezvous(self.engine, len(self.ranks))
 
     def _events(self) -> list[list[Any]]:
         """One fresh event per worker and window position."""
@@ -369,10 +395,75 @@ class WindowRun:
         self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0,
                                self.plan.window[pos], args))
 
+    def _collective(self, rank: int, key: Any, nbytes: float) -> Generator[Any, Any, float]:
+        """Worker ``rank`` calls the collective named ``key`` (one ``all_to_all`` of a pull, a shuffle): the call
+        completes only when every worker has reached it, so the worker first waits for the slowest one (a
+        barrier: :class:`~simulator.engine.Rendezvous`), then pays the call's fixed cost
+        (:func:`~simulator.hardware.pricing.collective_s` of the ``nbytes`` it exchanges:
+        ``network.per_collective_s``); the caller then sends the call's messages. Use with ``yield from``.
+
+        Returns:
+            The seconds this worker waited for the others.
+        """
+        arrived = self.engine.now
+        yield self.rendezvous.wait(key)
+        waited = self.engine.now - arrived
+        fixed_s = pricing.collective_s(self.ctx.cluster, nbytes)
+        if fixed_s > 0:
+            yield self.engine.timeout(fixed_s)
+        return waited
+
     def _step(self, rank: int, pos: int, work: StepCompute, start: float) -> Generator[Any, Any, None]:
-        """Forward, backward, then :meth:`_update` of iteration ``pos`` (which began at ``start``)."""
-        yield from self._passes(rank, pos, work)
-        yield from self._update(rank, pos, work, start)
+        """Forward, backward, then :meth:`_update` of iteration ``pos`` (which began at ``start``): the
+        :meth:`_final_step` of ``work``."""
+        yield from self._final_step(rank, pos, work, work, start)
+
+    def _final_step(self, rank: int, pos: int, passes: PassWork, update: UpdateWork,
+                    start: float) -> Generator[Any, Any, None]:
+        """The forward and backward pass that end iteration ``pos`` (which began at ``start``; e.g. hopgnn's last
+        time step), then :meth:`_update` of ``update``. When its gradients fill several DDP buckets
+        (:meth:`_ddp_buckets`), each bucket is all-reduced while backward goes on (:meth:`_backward_all_reduce`)
+        and only the optimizer follows."""
+        buckets = self._ddp_buckets(update.gradient_bytes)
+        if buckets is None:
+            yield from self._passes(rank, pos, passes)
+            yield from self._update(rank, pos, update, start)
+            return
+        t0 = self.engine.now
+        yield from self.hw.compute(rank, passes.forward_s)
+        self._span(rank, "forward", t0, "compute", pos, flops=passes.forward_flops)
+        yield from self._backward_all_reduce(rank, pos, passes, buckets)
+        yield from self._optimizer(rank, pos, update, start)
+
+    def _ddp_buckets(self, gradient_bytes: float) -> list[float] | None:
+        """The DDP buckets of ``gradient_bytes`` (:func:`.ddp_buckets.ddp_buckets` with
+        ``training.ddp_bucket_bytes``) when their all-reduces overlap backward: several buckets and several
+        workers. None when the gradient fits one bucket or there is one worker: the all-reduce, if any, starts
+        when backward ends (:meth:`_all_reduce`)."""
+        buckets = ddp_buckets(gradient_bytes, self.ctx.workload.training.ddp_bucket_bytes)
+        return buckets if len(buckets) > 1 and self.ctx.num_workers > 1 else None
+
+    def _backward_all_reduce(self, rank: int, pos: int, work: PassWork, buckets: list[float],
+                             **args: Any) -> Generator[Any, Any, None]:
+        """Backward with DDP's bucketed gradient all-reduce overlapping it (:class:`BucketedBackward`): backward
+        runs in one segment per bucket, the end of segment k launches bucket k's all-reduce (once every worker
+        has launched it: a collective), and the buckets are reduced one after the other. Spans: ``backward`` (all
+        of it), one ``all_reduce_bucket`` per bucket, and ``all_reduce`` from the end of backward to the end of
+        the last bucket: the part left on the critical path (its ``nbytes`` the whole gradient)."""
+        bucketed = BucketedBackward(self, rank, pos, buckets, work.backward_s)
+        t0 = self.engine.now
+        yield from bucketed.compute(work.backward_s)
+        self._span(rank, "backward", t0, "compute", pos, flops=work.backward_flops, **args)
+        yield from bucketed.finish()
+
+    def _bucket_all_reduces(self, rank: int, pos: int, buckets: list[float],
+                            ready: list[Any]) -> Generator[Any, Any, None]:
+        for k, nbytes in enumerate(buckets):
+            yield ready[k]
+            start = self.engine.now
+            yield self.rendezvous.wait((pos, "bucket", k))
+            yield from self.hw.all_reduce(rank, nbytes)
+            self._span(rank, "all_reduce_bucket", start, "network", pos, nbytes=nbytes, bucket=k)
 
     def _passes(self, rank: int, pos: int, work: PassWork, **args: Any) -> Generator[Any, Any, None]:
         """The forward and the backward pass of ``work`` on worker ``rank``'s compute, one span each."""
@@ -386,6 +477,11 @@ class WindowRun:
         """The synchronous gradient all-reduce, the optimizer and ``iteration_overhead_s`` that end iteration
         ``pos`` (which began at ``start``); records the spans and the iteration's end."""
         yield from self._all_reduce(rank, pos, work.gradient_bytes)
+        yield from self._optimizer(rank, pos, work, start)
+
+    def _optimizer(self, rank: int, pos: int, work: UpdateWork, start: float) -> Generator[Any, Any, None]:
+        """The optimizer and ``iteration_overhead_s`` after the gradients are reduced; records the spans and the
+        end of iteration ``pos`` (which began at ``start``)."""
         t0 = self.engine.now
         yield from self.hw.compute(rank, work.optimizer_s)
         self._span(rank, "optimizer", t0, "compute", pos, flops=work.optimizer_flops)
@@ -403,8 +499,68 @@ class WindowRun:
         self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes if many else 0.0)
 
     def _end_epoch(self, rank: int) -> None:
-        """Record worker ``rank``'s ``epoch`` span (the window; :func:`place_window` stretches it)."""
-        self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0))
+        """Record worker ``rank``'s ``epoch`` span (the window; :func:`place_window` stretches it); its args say
+        how many machines a simulated machine stands for (:mod:`simulator.symmetry`). When only the
+        representative machine runs, its spans and iteration ends are copied to the same GPU of every other
+        machine (their schedule is the same: module docstring of :mod:`simulator.symmetry`)."""
+        args = {"machines_represented": self.represent.num_machines_represented}
+        self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0, args=args))
+        if self.represent.folded:
+            g = self.ctx.cluster.gpus_per_machine
+            mine = [s for s in self.spans if s.rank == rank]
+            for image in range(rank + g, self.ctx.num_workers, g):
+                self.spans.extend(replace(s, rank=image) for s in mine)
+                self.ends[image] = list(self.ends[rank])
+
+
+class BucketedBackward:
+    """One worker's backward pass of iteration ``pos`` with DDP's bucketed gradient all-reduce overlapping it
+    (:mod:`.ddp_buckets`): backward produces the gradient at a constant rate over its ``backward_s`` seconds of
+    compute, so bucket k is ready after ``ready_fractions[k] * backward_s`` of them, wherever the backward is cut
+    into segments (gsplit runs it between shuffles); its all-reduce then starts (once every worker has launched
+    it) and the buckets are reduced one after the other on their own stream.
+
+    Source: Li et al., "PyTorch Distributed", VLDB 13(12), 2020, §3.2.3-3.2.4 (via :mod:`.ddp_buckets`).
+
+    Args:
+        run: the window run (engine, hardware model, rendezvous, spans).
+        rank, pos: the worker and window position.
+        buckets: the bucket sizes in bytes, in the order backward fills them (at least one).
+        backward_s: uncontended seconds of the whole backward pass (the sum of its segments).
+    """
+
+    def __init__(self, run: WindowRun, rank: int, pos: int, buckets: list[float], backward_s: float) -> None:
+        self.run, self.rank, self.pos, self.buckets = run, rank, pos, buckets
+        self.points_s = [fraction * backward_s for fraction in ready_fractions(buckets)]
+        self.ready = [run.engine.event() for _ in buckets]
+        self.done_s, self.launched = 0.0, 0
+        self.comm = run.engine.process(run._bucket_all_reduces(rank, pos, buckets, self.ready))
+
+    def compute(self, seconds: float) -> Generator[Any, Any, None]:
+        """``seconds`` more of backward on the worker's compute, launching each bucket as soon as the backward
+        computed so far has produced it. Use with ``yield from``."""
+        end_s, hw = self.done_s + seconds, self.run.hw
+        while self.launched < len(self.buckets) and self.points_s[self.launched] <= end_s:
+            point_s = self.points_s[self.launched]
+            yield from hw.compute(self.rank, point_s - self.done_s)
+            self.done_s = max(self.done_s, point_s)
+            self.ready[self.launched].succeed()
+            self.launched += 1
+        yield from hw.compute(self.rank, end_s - self.done_s)
+        self.done_s = end_s
+
+    def finish(self) -> Generator[Any, Any, None]:
+        """After the last backward segment: launch the buckets not launched yet (the last one when the segments'
+        sum rounds below ``backward_s``), wait for the last bucket's all-reduce and record the ``all_reduce``
+        span from the end of backward to then (its ``nbytes`` the whole gradient, ``num_buckets`` its buckets).
+        Use with ``yield from``."""
+        for event in self.ready[self.launched:]:
+            event.succeed()
+        self.launched = len(self.buckets)
+        t1 = self.run.engine.now
+        yield self.comm
+        self.run._span(self.rank, "all_reduce", t1, "network", self.pos, nbytes=sum(self.buckets),
+                       num_buckets=len(self.buckets))
 
 
 class FullGraphRun(ABC):

@@ -23,8 +23,9 @@ def span_arg(row: SpanRow, name: str) -> float:
 def _compute_work(phase: str) -> Callable[[SpanRow], dict[str, float]]:
     def work(row: SpanRow) -> dict[str, float]:
         prof = row.profile[phase]
+        spans = span_arg(row, "num_spans")
         return {"flops": row.span.flops, "seconds_per_flop": prof.seconds_per_flop,
-                "kernels": span_arg(row, "num_spans") * prof.kernels_per_span}
+                "kernels": spans * prof.kernels_per_span, "graph_ops": spans * prof.graph_ops_per_span}
     return work
 
 
@@ -35,21 +36,32 @@ def compute_rules() -> dict[str, PhaseRule]:
 
 
 def sample_rule() -> PhaseRule:
-    """``sample``: the span's ``num_sampled_edges`` on one host core."""
-    return PhaseRule("sampling", lambda row: {"num_edges": span_arg(row, "num_sampled_edges")})
+    """``sample``: the span's ``num_sampled_edges`` in its ``num_sampler_calls`` sampler calls on one host core."""
+    return PhaseRule("sampling", lambda row: {"num_edges": span_arg(row, "num_sampled_edges"),
+                                              "num_calls": span_arg(row, "num_sampler_calls")})
 
 
 def all_reduce_rule() -> PhaseRule:
-    """``all_reduce``: the gradient bytes, fastest rank per iteration, traces with 2+ workers."""
-    return PhaseRule("all_reduce", lambda row: {"nbytes": row.span.nbytes}, rows="fastest", min_workers=2)
+    """``all_reduce``: the gradient bytes, fastest rank per iteration, traces with 2+ workers; only spans of one
+    DDP bucket (``num_buckets`` absent or 1): with several the span is the part of the buckets' all-reduces left
+    after backward, not an all-reduce of its bytes."""
+    return PhaseRule("all_reduce", lambda row: {"nbytes": row.span.nbytes}, rows="fastest", min_workers=2,
+                     when=lambda row: span_arg(row, "num_buckets") <= 1)
 
 
-def fetch_rule(request_messages: int) -> PhaseRule:
+def fetch_rule(request_messages: int, num_collectives: int = 0) -> PhaseRule:
     """``fetch``: a pull of remote rows with ``request_messages`` messages before the rows come back, the
-    machine's workers sharing its NIC."""
-    return PhaseRule("feature_fetch", lambda row: {"nbytes": row.span.nbytes,
-                                                   "request_messages": float(request_messages),
-                                                   "sharers": float(row.shape.gpus_per_machine)})
+    machine's workers sharing its NIC. With ``num_collectives`` > 0 the pull is that many collective calls over
+    all workers (the executor's ``RowStore.pull``), each priced with its fixed cost
+    (``network.per_collective_s``); a rank's span then also holds the wait for the slowest rank at each call,
+    which the simulator's barriers produce and the price leaves out, so the row is the fastest rank's span of
+    the iteration (the one that arrived last and waited least), traces with 2+ machines."""
+    def work(row: SpanRow) -> dict[str, float]:
+        return {"nbytes": row.span.nbytes, "request_messages": float(request_messages),
+                "sharers": float(row.shape.gpus_per_machine), "num_collectives": float(num_collectives)}
+    if num_collectives:
+        return PhaseRule("feature_fetch", work, rows="fastest", min_machines=2)
+    return PhaseRule("feature_fetch", work)
 
 
 def load_rule() -> PhaseRule:

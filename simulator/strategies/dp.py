@@ -22,9 +22,19 @@ Simulation (``simulate``), per worker and iteration, on :class:`~simulator.hardw
   DataLoader's default ``prefetch_factor=2`` per worker process (torch.utils.data.DataLoader docs), which
   DGL 1.1's ``dgl.dataloading.DataLoader`` inherits; sampler j handles iterations j, j+k, ... The trainer then
   takes the batch (``host.sampler_handoff_s``: queue get and unpickling, on one of its machine's cores).
+  With ``graph_structure = partitioned`` (DistDGL) each machine holds only its partition's adjacency: layer by
+  layer from the seeds outward, the destination vertices owned by other machines are sent to their owners
+  (int64 ids, one request per owner), which sample them on their own cores and send back the sampled edges
+  (source, destination and edge id, int64 each: DGL's ``SubgraphResponse``), while the local vertices are
+  sampled at home (DistDGL issues the remote requests first, ``_distributed_access``); see
+  :func:`remote_sampling`. Source: Zheng et al., "DistDGL", IA3 2020, §3.3 (distributed sampler);
+  dgl/distributed/graph_services.py (DGL 1.1.3).
 * ``load``: local misses are gathered from host memory while remote misses are pulled (``fetch``, as the
-  executor's ``RowStore.pull``: a count exchange and the int64 ids to each other machine, then the rows back,
-  i.e. three messages, each a flow through the sender's and receiver's NICs, owners equally loaded); then all
+  executor's ``RowStore.pull``: three ``all_to_all`` calls over all workers, the row counts (one int64 to every
+  rank of the other machines), the int64 ids to their owners, then the rows back; each call is a collective: it
+  waits until every worker has called it, pays ``network.per_collective_s``, then sends one message to each other
+  machine, a flow through the worker's NIC and the owner's NIC on the same rail, owners equally loaded; the
+  ``fetch`` span includes the waits, ``wait_s``, as the executor's does); then all
   misses cross PCIe host-to-device; cache hits are gathered on the GPU. With ``cache_placement =
   partitioned`` (Quiver) a hit in a peer GPU's slice comes from that peer (ids there, rows back over NVLink,
   PCIe through the host without it) while the misses load (:func:`cache_access`).
@@ -37,7 +47,8 @@ Simulation (``simulate``), per worker and iteration, on :class:`~simulator.hardw
 
 Memory model (``memory_model``): per GPU = framework reserve + parameters, gradients and Adam state + the
 batch's input features + activations and block structure + the feature cache; per machine host = graph
-structure (every machine holds the whole graph: sampling needs every vertex's neighbours) + the machine's
+structure (every machine holds the whole graph, or with ``graph_structure = partitioned`` its ``1/M`` share:
+the in-edges and ids of the vertices it owns) + the machine's
 feature partition and labels + per worker a process reserve and sampler buffers (one batch per batch in flight);
 on a CPU-only cluster the "GPU" part lives in host memory too.
 """
@@ -59,6 +70,7 @@ from gnnplan.simulator.hardware.pricing import PhaseRule, iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
+    FETCH_COLLECTIVES,
     FETCH_REQUEST_MESSAGES,
     PREFETCH_FACTOR,
     IterationPlan,
@@ -78,7 +90,7 @@ from gnnplan.simulator.strategies.base import (
     suggest_batch_size,
 )
 from gnnplan.simulator.strategies.contract import check_workload
-from gnnplan.simulator.workload.model_cost import INDEX_BYTES, ModelCost, model_state_bytes
+from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
 
 NAME = "dp"
@@ -108,6 +120,12 @@ class Knobs(BaseModel):
         description="replicated: every GPU caches the same hottest vertices (PaGraph); partitioned: the g GPUs "
                     "of a machine cache disjoint slices of the g x cache_fraction hottest, a peer's hit comes "
                     "over NVLink (Quiver)")
+    graph_structure: Literal["replicated", "partitioned"] = Field(
+        default="replicated",
+        description="replicated: every machine holds the whole graph structure and samples locally; partitioned: "
+                    "each machine holds its partition's adjacency (DistDGL), so sampling a vertex owned by another "
+                    "machine sends a request there and receives the sampled edges; simulated only (the executor "
+                    "replicates the structure)")
     sampler: Literal["dgl", "keyed"] = Field(
         default="dgl",
         description="dgl: DGL's NeighborSampler; keyed: each vertex's neighbours chosen by a hash of (seed, epoch, "
@@ -142,7 +160,8 @@ def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
 
 PHASES = ("sample", "load", "fetch", "forward", "backward", "all_reduce", "optimizer")
 CALIBRATION: dict[str, PhaseRule] = {
-    "fetch": rules.fetch_rule(FETCH_REQUEST_MESSAGES), "load": rules.load_rule(), **rules.compute_rules(),
+    "fetch": rules.fetch_rule(FETCH_REQUEST_MESSAGES, FETCH_COLLECTIVES), "load": rules.load_rule(),
+    **rules.compute_rules(),
     "sample": rules.sample_rule(),
     "iteration": rules.iteration_rule(("load", "forward", "backward", "all_reduce", "optimizer")),
     "all_reduce": rules.all_reduce_rule()}
@@ -166,6 +185,52 @@ class IterationWork:
     """Feature rows hit in a peer GPU's cache slice, served over NVLink (``cache_placement = partitioned``)."""
     peer_request_bytes: float = 0.0
     """The int64 ids of those rows, sent to the peers first."""
+    count_bytes: float = 0.0
+    """The row counts a pull sends first over the network: one int64 to every rank of the other machines."""
+    remote_sampling: tuple[tuple[float, float, float], ...] = ()
+    """Per sampled layer, seeds outward (``graph_structure = partitioned``): (sampled edges of local vertices,
+    sampled edges of remote vertices, vertices sent to their owners); empty when the structure is
+    replicated or on one machine."""
+
+    @property
+    def sample_request_bytes(self) -> float:
+        """The int64 ids of the remotely owned vertices sent to their owners in one iteration."""
+        return sum(v for _, _, v in self.remote_sampling) * INDEX_BYTES
+
+    @property
+    def sample_reply_bytes(self) -> float:
+        """The sampled edges sent back: source, destination and edge id, int64 each (DGL's SubgraphResponse)."""
+        return sum(e for _, e, _ in self.remote_sampling) * SAMPLED_EDGE_BYTES
+
+
+SAMPLED_EDGE_BYTES = 3 * INDEX_BYTES
+"""Bytes of one sampled edge in a DistDGL sampling response: global source, destination and edge id, int64 each
+(``SubgraphResponse(global_src, global_dst, global_eids)``, dgl/distributed/graph_services.py, DGL 1.1.3)."""
+
+
+def remote_sampling(ctx: SimContext, blocks: list[Block]) -> tuple[tuple[float, float, float], ...]:
+    """Per layer, seeds outward, what sampling a partitioned structure does at home and remotely:
+    (local sampled edges, remote sampled edges, remote vertices).
+
+    A block's destination vertices owned by another machine are sampled there. The seeds are the worker's own
+    (DistDGL ``node_split``). For the inner layers the fraction owned elsewhere comes from the partition
+    statistics: the input vertices' remote fraction ``r`` (``SampleStats.access(0)``, no cache) counts the seeds
+    as local, so a non-seed vertex is remote with ``r' = r n_in / (n_in - seeds)``
+    ([inferred]: inner layers are treated like the input layer; being closer to the seeds, they are slightly
+    more local, so this errs toward more traffic). Sampled edges of a remote vertex: the block's mean per
+    destination vertex.
+    """
+    if ctx.cluster.num_machines == 1:
+        return ()  # one machine holds the whole structure: nothing is remote
+    seeds, n_in = blocks[-1].num_dst, blocks[0].num_src
+    remote = ctx.sample.access(0.0)[2]
+    inner = min(1.0, remote * n_in / (n_in - seeds)) if n_in > seeds else 0.0
+    out = []
+    for layer, b in reversed(list(enumerate(blocks))):
+        vertices = 0.0 if layer == len(blocks) - 1 else inner * max(0.0, b.num_dst - seeds)
+        edges = b.num_edges * vertices / b.num_dst if b.num_dst > 0 else 0.0
+        out.append((b.num_edges - edges, edges, vertices))
+    return tuple(out)
 
 
 def cache_access(ctx: SimContext, knobs: Knobs) -> tuple[float, float, float, float]:
@@ -205,7 +270,9 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
         num_input_vertices=n_in, num_sampled_edges=sum(b.num_edges for b in blocks),
         hit_bytes=hit * n_in * row, local_bytes=local * n_in * row, remote_bytes=remote * n_in * row,
         num_remote_vertices=remote * n_in, request_bytes=remote * n_in * INDEX_BYTES,
-        compute=StepCompute.of(cost, cl), peer_bytes=peer * n_in * row, peer_request_bytes=peer * n_in * INDEX_BYTES)
+        count_bytes=INDEX_BYTES * cl.gpus_per_machine * (cl.num_machines - 1) if remote > 0 else 0.0,
+        compute=StepCompute.of(cost, cl), peer_bytes=peer * n_in * row, peer_request_bytes=peer * n_in * INDEX_BYTES,
+        remote_sampling=remote_sampling(ctx, blocks) if knobs.graph_structure == "partitioned" else ())
     return work, cost
 
 
@@ -221,7 +288,9 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstima
            "feature cache": cached * row}
     in_flight = PREFETCH_FACTOR * knobs.num_sampler_workers if knobs.num_sampler_workers else 1
     per_worker = cl.host.process_bytes + in_flight * (cost.block_bytes + n_in * row)
-    host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
+    share = cl.num_machines if knobs.graph_structure == "partitioned" else 1
+    host = {"graph structure (COO + CSC, int64)":
+            (4.0 * sm.num_edges / share + sm.num_vertices / share + 1) * INDEX_BYTES,
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
             "worker processes and sampler buffers": cl.gpus_per_machine * per_worker}
     return memory_estimate(cl, gpu, host)
@@ -229,12 +298,14 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstima
 
 def link_bytes_per_epoch(ctx: SimContext, plan: IterationPlan, full: IterationWork,
                          last: IterationWork) -> dict[str, float]:
-    """Bytes all workers send over each link kind in one epoch (features, id requests and all-reduce)."""
+    """Bytes all workers send over each link kind in one epoch (features, id requests, remote sampling and
+    all-reduce)."""
     out = {k: 0.0 for k in LINKS}
     collective = all_reduce_link_bytes(full.compute.gradient_bytes, ctx.cluster)
     for work, count in ((full, plan.num_iterations - 1), (last, 1)):
         out["pcie"] += count * (work.local_bytes + work.remote_bytes)
-        out["network"] += count * (work.remote_bytes + work.request_bytes)
+        out["network"] += count * (work.remote_bytes + work.request_bytes + work.count_bytes + work.sample_request_bytes
+                                   + work.sample_reply_bytes)
         out[intra_machine_link(ctx.cluster)[1]] += count * (work.peer_bytes + work.peer_request_bytes)
         for kind, nbytes in collective.items():
             out[kind] += count * nbytes
@@ -290,14 +361,15 @@ class _Run(WindowRun):
 
     def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: IterationWork,
                  last: IterationWork) -> None:
-        super().__init__(ctx, plan, knobs.num_sampler_workers)
+        # every worker does the same work: one representative machine suffices (simulator.symmetry)
+        super().__init__(ctx, plan, knobs.num_sampler_workers, rank_works=[(full, last)] * ctx.num_workers)
         self.knobs = knobs
         self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
         self.ready, self.taken = self._events(), self._events()
 
     def execute(self) -> None:
-        """Run every worker's processes to the end of the window."""
-        for rank in range(self.ctx.num_workers):
+        """Run every simulated worker's processes to the end of the window."""
+        for rank in self.ranks:
             self.engine.process(self._trainer(rank))
             for j in range(self.knobs.num_sampler_workers):
                 self.engine.process(self._sampler(rank, j))
@@ -305,9 +377,37 @@ class _Run(WindowRun):
 
     def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
         work, start = self.works[pos], self.engine.now
-        yield self.hw.sample(self.hw.machine_of(rank), work.num_sampled_edges)
+        if work.remote_sampling:
+            for local_edges, remote_edges, remote_vertices in work.remote_sampling:
+                yield from self._sample_layer(rank, local_edges, remote_edges, remote_vertices)
+        else:  # one sampler call per layer
+            yield self.hw.sample(self.hw.machine_of(rank), work.num_sampled_edges, self._num_layers())
         self._span(rank, "sample", start, "sampler", pos, num_input_vertices=work.num_input_vertices,
-                   num_sampled_edges=work.num_sampled_edges)
+                   num_sampled_edges=work.num_sampled_edges, num_sampler_calls=self._num_layers(),
+                   nbytes=work.sample_request_bytes + work.sample_reply_bytes)
+
+    def _num_layers(self) -> float:
+        """Sampler calls per batch: one per layer (``host.sampler_call_s`` each)."""
+        return float(len(self.ctx.workload.training.fanouts))
+
+    def _sample_layer(self, rank: int, local_edges: float, remote_edges: float,
+                      remote_vertices: float) -> Generator[Any, Any, None]:
+        """One layer on a partitioned structure: requests to every other machine (equal shares), which sample
+        there and reply with the edges, while the local vertices are sampled at home."""
+        hw, me = self.hw, self.hw.machine_of(rank)
+        owners = [m for m in range(self.ctx.cluster.num_machines) if m != me]
+        parts = [hw.sample(me, local_edges, 1.0)]
+        if remote_vertices > 0:
+            share = 1.0 / len(owners)
+            parts += [self.engine.process(self._remote_sample(rank, o, remote_vertices * share,
+                                                              remote_edges * share)) for o in owners]
+        yield self.engine.all_of(parts)
+
+    def _remote_sample(self, rank: int, owner: int, vertices: float, edges: float) -> Generator[Any, Any, None]:
+        me, rail = self.hw.machine_of(rank), self.hw.nic_of(rank)
+        yield self.hw.network(me, owner, vertices * INDEX_BYTES, rail=rail)
+        yield self.hw.sample(owner, edges)
+        yield self.hw.network(owner, me, edges * SAMPLED_EDGE_BYTES, rail=rail)
 
     def _sampler(self, rank: int, j: int) -> Generator[Any, Any, None]:
         k = self.knobs.num_sampler_workers
@@ -333,7 +433,7 @@ class _Run(WindowRun):
 
     def _load(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
         hw, start = self.hw, self.engine.now
-        parts = [hw.host_gather(work.local_bytes)]
+        parts = [hw.host_gather(work.local_bytes, rank)]
         if work.remote_bytes > 0:
             parts.append(self.engine.process(self._fetch(rank, pos, work)))
         if work.peer_bytes > 0:
@@ -358,14 +458,18 @@ class _Run(WindowRun):
         yield self.engine.all_of([self.engine.process(one(p)) for p in peers])
 
     def _fetch(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
+        """The remote pull as the executor's ``RowStore.pull``: its three ``all_to_all`` calls (counts, ids, rows
+        back; :data:`~.base.FETCH_COLLECTIVES`), each a collective (:meth:`~.base.WindowRun._collective`: the wait
+        for every worker, then the call's fixed cost) followed by one message per other machine (equal shares,
+        the worker's NIC rail). The span covers the waits too (``wait_s``), as the executor's span does."""
         start, me = self.engine.now, self.hw.machine_of(rank)
         owners = [m for m in range(self.ctx.cluster.num_machines) if m != me]
-        share = 1.0 / len(owners)
-        yield self.engine.all_of(self.engine.process(self._pull(me, o, work.request_bytes * share,
-                                                                work.remote_bytes * share)) for o in owners)
-        self._span(rank, "fetch", start, "network", pos, nbytes=work.remote_bytes + work.request_bytes,
-                   num_remote_vertices=work.num_remote_vertices)
-
-    def _pull(self, me: int, owner: int, request_bytes: float, reply_bytes: float) -> Generator[Any, Any, None]:
-        yield self.hw.network(me, owner, request_bytes, num_messages=FETCH_REQUEST_MESSAGES)
-        yield self.hw.network(owner, me, reply_bytes)
+        share, rail, waited = 1.0 / len(owners), self.hw.nic_of(rank), 0.0
+        for call, nbytes, outward in (("counts", work.count_bytes, True), ("ids", work.request_bytes, True),
+                                      ("rows", work.remote_bytes, False)):
+            waited += yield from self._collective(rank, (pos, "fetch", call), nbytes)
+            yield self.engine.all_of(self.hw.network(me, o, nbytes * share, rail=rail) if outward else
+                                     self.hw.network(o, me, nbytes * share, rail=rail) for o in owners)
+        self._span(rank, "fetch", start, "network", pos,
+                   nbytes=work.remote_bytes + work.request_bytes + work.count_bytes,
+                   num_remote_vertices=work.num_remote_vertices, wait_s=waited)

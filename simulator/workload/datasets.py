@@ -1,45 +1,117 @@
-"""Datasets: the OGB node-property raw layout loader, the shipped presets, and generated graphs (R-MAT, DC-SBM).
+"""Datasets: the OGB node-property raw layouts, the shipped presets, dataset cards, and generated graphs (R-MAT,
+DC-SBM).
 
-OGB raw layout (what ``ogb``'s ``NodePropPredDataset`` downloads, and what a user's own folder must hold)::
+OGB raw layouts (what ``ogb``'s ``NodePropPredDataset`` downloads, and what a user's own folder must hold). CSV::
 
-    <folder>/raw/edge.csv.gz            src,dst per line (directed; both directions listed for undirected)
+    <folder>/raw/edge.csv.gz            src,dst per line (one line per edge as stored; see add_inverse_edge)
     <folder>/raw/node-feat.csv.gz       one row of float features per vertex
     <folder>/raw/node-label.csv.gz      one class id per vertex (-1 = unlabeled)
     <folder>/raw/num-node-list.csv.gz   number of vertices
     <folder>/raw/num-edge-list.csv.gz   number of edges
     <folder>/split/<name>/{train,valid,test}.csv.gz   vertex ids
 
-Parsed graphs are cached as ``.npz`` under :func:`simulator.paths.cache_dir`, keyed by the files' sizes and
-modification times (or the generator's parameters), so a second load is fast.
+or the binary layout of the large datasets (ogbn-papers100M; OGB ``read_binary_graph_raw``)::
+
+    <folder>/raw/data.npz               edge_index (2, E), num_nodes_list (1,), num_edges_list (1,),
+                                        node_feat (n, d) [, node_year]
+    <folder>/raw/node-label.npz         node_label (n, 1) float, NaN = unlabeled
+    <folder>/split/<name>/{train,valid,test}.csv.gz
+
+``add_inverse_edge`` (OGB ``nodeproppred/master.csv``): ogbn-products and ogbn-proteins list each undirected
+pair once and are loaded with both directions (the reversed copy appended, as OGB's ``read_csv_graph_raw``
+does); the flag is looked up by the folder's OGB name (``ogbn-products``, ``ogbn_products`` or its download name
+``products``; :data:`OGB_ADD_INVERSE_EDGE`).
+
+Features are never materialised for statistics: :class:`GraphData` holds them as a :class:`LazyFeatures` (shape
+known, values read or generated on first use of ``GraphData.features``) for folders, R-MAT and DC-SBM graphs.
+Before a graph is loaded or generated, :func:`check_host_memory` compares an estimate of the bytes it needs with
+the host memory available and stops with one line when it will not fit.
+
+A dataset card (:mod:`simulator.workload.cards`) is loaded as its degree-matched synthetic proxy
+(:mod:`simulator.workload.proxy`), on which every statistic is measured and then scaled to the card's size.
+
+Parsed graphs are cached as ``.npz`` under :func:`simulator.paths.cache_dir` (without features), keyed by the
+files' sizes and modification times (or the generator's parameters), so a second load is fast; a folder's
+features, once read, are cached as ``<key>-features.npy`` and memory-mapped.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
 
 from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.io import atomic_save_npy
 from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.workload.rmat import rmat_edges
 from gnnplan.simulator.workload.sbm import communities, default_max_degree, sbm_edges
 from gnnplan.simulator.workload.spec import GeneratedSpec, RmatSpec, SbmSpec
+from gnnplan.simulator.workload.validate import check_features, check_labels
 
 DATA_DIR = Path(__file__).parent / "data"
 PRESETS = ("cora", "citeseer")
 _RAW = ("edge.csv.gz", "node-feat.csv.gz", "node-label.csv.gz", "num-node-list.csv.gz", "num-edge-list.csv.gz")
+_RAW_NPZ = ("data.npz", "node-label.npz")
+CACHE_FORMAT = "2"
+"""Version of the cached ``.npz`` layout (2: no features, feature width in ``meta``); older entries are rebuilt."""
+OGB_ADD_INVERSE_EDGE = {"ogbn-proteins": True, "ogbn-products": True, "ogbn-arxiv": False, "ogbn-mag": False,
+                        "ogbn-papers100M": False}
+"""``add_inverse_edge`` of OGB's node-property datasets (ogb/nodeproppred/master.csv, ogb 1.3)."""
+OGB_DOWNLOAD_NAMES = {"proteinfunc_v4": "ogbn-proteins", "products": "ogbn-products", "arxiv": "ogbn-arxiv",
+                      "mag": "ogbn-mag", "papers100M-bin": "ogbn-papers100M"}
+"""OGB ``download_name`` -> dataset name (ogb/nodeproppred/master.csv), for folders kept under their zip's name."""
+FEATURE_CHUNK_ROWS = 65536
+"""Rows of random features drawn at a time when a generator only advances its RNG past them (bounded memory)."""
+LOAD_BYTES_PER_EDGE = {"csv": 48, "npz": 32}
+"""Peak host bytes per stored edge while loading: the final (src, dst) int64 pair (16 B) plus the parser's copies
+(CSV: pandas' frame and its ``to_numpy`` copy, 32 B; npz: the (2, E) ``edge_index``, 16 B). [inferred] from the
+arrays alive at once in :func:`read_ogb_folder`."""
+INVERSE_BYTES_PER_EDGE = 32
+"""Extra peak bytes per stored edge when ``add_inverse_edge`` appends the reversed copy (16 B kept, 16 B copy)."""
+GENERATE_BYTES_PER_EDGE = 48
+"""Peak host bytes per directed edge while generating R-MAT / DC-SBM: the pair keys of both directions (8 B), their
+sorted copy (8 B) and the final (src, dst) int64 (16 B), with 50% for the draws topped up. [inferred] from
+:func:`simulator.workload.rmat.rmat_edges` and :func:`simulator.workload.sbm.sbm_edges`."""
+BYTES_PER_VERTEX = 40
+"""Host bytes per vertex besides features: labels, split ids, degrees and the partition (int64 each), [inferred]."""
+
+
+class LazyFeatures:
+    """Vertex features known by shape and produced only when first used (read from files or generated).
+
+    Attributes:
+        shape: (num_vertices, feature_dim).
+    """
+
+    def __init__(self, shape: tuple[int, int], load: Callable[[], np.ndarray]) -> None:
+        self.shape = (int(shape[0]), int(shape[1]))
+        self._load = load
+
+    def load(self) -> np.ndarray:
+        """The (num_vertices, feature_dim) float32 features (after :func:`check_host_memory`).
+
+        Raises:
+            SpecError: they do not fit in host memory, or their file is corrupt.
+        """
+        check_host_memory("features", 4.0 * self.shape[0] * self.shape[1])
+        return self._load()
 
 
 @dataclass(frozen=True)
 class GraphData:
-    """A node-classification graph held in host memory.
+    """A node-classification graph held in host memory (features on first use).
 
     Shapes:
         src, dst: (num_edges,) int64, directed edges src -> dst (a message flows from src to dst).
-        features: (num_vertices, feature_dim) float32.
+        feature_source: (num_vertices, feature_dim) float32 array, or a :class:`LazyFeatures` of that shape.
+        features: (num_vertices, feature_dim) float32 (materialised from ``feature_source`` on first access).
         labels: (num_vertices,) int64, -1 where unlabeled.
         train_idx, val_idx, test_idx: (k,) int64 vertex ids.
     """
@@ -48,12 +120,23 @@ class GraphData:
     num_vertices: int
     src: np.ndarray
     dst: np.ndarray
-    features: np.ndarray
+    feature_source: np.ndarray | LazyFeatures
     labels: np.ndarray
     train_idx: np.ndarray
     val_idx: np.ndarray
     test_idx: np.ndarray
     num_classes: int
+
+    @cached_property
+    def features(self) -> np.ndarray:
+        """(num_vertices, feature_dim) float32 features, read or generated on first access."""
+        src = self.feature_source
+        return src.load() if isinstance(src, LazyFeatures) else src
+
+    @property
+    def features_loaded(self) -> bool:
+        """Whether the features are in memory (an array given, or ``features`` accessed)."""
+        return isinstance(self.feature_source, np.ndarray) or "features" in self.__dict__
 
     @property
     def num_edges(self) -> int:
@@ -62,8 +145,8 @@ class GraphData:
 
     @property
     def feature_dim(self) -> int:
-        """Input feature width."""
-        return int(self.features.shape[1])
+        """Input feature width (known without loading the features)."""
+        return int(self.feature_source.shape[1])
 
     def in_degrees(self) -> np.ndarray:
         """(num_vertices,) int64 in-degree of every vertex."""
@@ -74,49 +157,69 @@ def resolve_dataset(ref: str | GeneratedSpec) -> str | GeneratedSpec:
     """Check that a dataset reference can be loaded, without loading it.
 
     Raises:
-        SpecError: ``workload.dataset`` names neither a preset nor an existing OGB-layout folder.
+        SpecError: ``workload.dataset`` names neither a preset, a card nor an existing OGB-layout folder.
     """
+    from gnnplan.simulator.workload.cards import card_name, card_names, load_card
+
     if isinstance(ref, GeneratedSpec) or ref in PRESETS:
+        return ref
+    card = card_name(ref)
+    if card is not None:
+        load_card(card)
         return ref
     folder = Path(ref)
     if not folder.is_dir():
-        raise SpecError(f"workload.dataset: {ref!r} is neither a preset ({', '.join(PRESETS)}) nor an existing "
-                        "folder in the OGB raw layout")
+        raise SpecError(f"workload.dataset: {ref!r} is neither a preset ({', '.join(PRESETS)}), a card "
+                        f"({', '.join(card_names())}) nor an existing folder in the OGB raw layout")
+    if all((folder / "raw" / f).is_file() for f in _RAW_NPZ):
+        return ref
     missing = [f for f in _RAW if not (folder / "raw" / f).is_file()]
     if missing:
-        raise SpecError(f"workload.dataset: folder {ref!r} lacks raw/{missing[0]} (OGB raw layout required)")
+        raise SpecError(f"workload.dataset: folder {ref!r} lacks raw/{missing[0]} (OGB raw layout required: "
+                        "raw/*.csv.gz, or raw/data.npz with raw/node-label.npz)")
     return ref
 
 
 def load_dataset(ref: str | GeneratedSpec) -> GraphData:
-    """Load a preset (``cora``, ``citeseer``), an OGB-layout folder, or generate a graph (R-MAT, DC-SBM).
+    """Load a preset (``cora``, ``citeseer``), an OGB-layout folder, a card's proxy, or generate a graph.
 
     Args:
-        ref: preset name, folder path, or a :class:`GeneratedSpec` (:class:`RmatSpec`, :class:`SbmSpec`).
+        ref: preset name, card name (``card:<name>`` or a bare card name), folder path, or a
+            :class:`GeneratedSpec` (:class:`RmatSpec`, :class:`SbmSpec`).
 
     Returns:
-        The graph; cached on disk after the first load.
+        The graph, features not yet materialised (``GraphData.features`` reads or generates them); cached on
+        disk after the first load. A card yields its proxy graph (:func:`simulator.workload.proxy.proxy_spec`).
 
     Raises:
-        SpecError: missing folder or file, or a corrupt file (the message names the file and line).
+        SpecError: missing folder or file, a corrupt file (the message names the file and line), or a graph
+            that will not fit in host memory.
     """
+    from gnnplan.simulator.workload.cards import card_name
+
     ref = resolve_dataset(ref)
+    card = card_name(ref)
+    if card is not None:
+        from gnnplan.simulator.workload.proxy import proxy_spec
+
+        ref = proxy_spec(card)
     key = dataset_key(ref)
     if isinstance(ref, GeneratedSpec):
         spec = ref
-        return _cached(key, lambda: generate_graph(spec))
+        return _cached(key, lambda: generate_graph(spec), lambda g: _generated_features(spec, g))
     folder = _folder(ref)
-    return _cached(key, lambda: read_ogb_folder(folder))
+    return _cached(key, lambda: read_ogb_folder(folder), lambda g: _folder_features(folder, key, g.num_vertices))
 
 
 def dataset_key(ref: str | GeneratedSpec) -> str:
     """A stable cache key of a dataset, computed without loading it (milliseconds).
 
-    A generated graph is keyed by its generator parameters; a folder (or preset) by its resolved path and the
-    sizes and modification times of its ``.csv.gz`` files, so editing a file invalidates every cache entry.
+    A generated graph is keyed by its generator parameters; a card by its file and proxy parameters
+    (:func:`simulator.workload.proxy.proxy_key`); a folder (or preset) by its resolved path and the sizes and
+    modification times of its raw and split files, so editing a file invalidates every cache entry.
 
     Args:
-        ref: preset name, folder path, or a :class:`GeneratedSpec`.
+        ref: preset name, card name, folder path, or a :class:`GeneratedSpec`.
 
     Returns:
         ``<name>-<16 hex digits>``, usable as a file name.
@@ -124,11 +227,19 @@ def dataset_key(ref: str | GeneratedSpec) -> str:
     Raises:
         SpecError: see :func:`resolve_dataset`.
     """
+    from gnnplan.simulator.workload.cards import card_name
+
     ref = resolve_dataset(ref)
     if isinstance(ref, GeneratedSpec):
         return f"{ref.name}-{hashlib.sha1(ref.name.encode()).hexdigest()[:16]}"
+    card = card_name(ref)
+    if card is not None:
+        from gnnplan.simulator.workload.proxy import proxy_key
+
+        return proxy_key(card)
     folder = _folder(ref)
-    stamp = "".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in sorted(folder.rglob("*.csv.gz")))
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name.endswith((".csv.gz", ".npz")))
+    stamp = "".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)
     return f"{folder.name}-{hashlib.sha1(f'{folder.resolve()}|{stamp}'.encode()).hexdigest()[:16]}"
 
 
@@ -136,50 +247,141 @@ def _folder(ref: str) -> Path:
     return DATA_DIR / ref if ref in PRESETS else Path(ref)
 
 
-def generate_graph(spec: GeneratedSpec) -> GraphData:
-    """Generate the graph a :class:`GeneratedSpec` describes (dispatch on its generator).
+def available_host_bytes() -> float:
+    """Host memory available to a new allocation: ``MemAvailable`` of /proc/meminfo (Linux), else the physical
+    memory (``os.sysconf``)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return float(line.split()[1]) * 1024.0
+    except OSError:
+        pass
+    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def check_host_memory(what: str, nbytes: float) -> None:
+    """Stop before an allocation that will not fit in host memory.
+
+    Args:
+        what: what is being allocated (goes into the message).
+        nbytes: estimated peak bytes.
 
     Raises:
-        SpecError: a generator this module does not know, or parameters it cannot satisfy.
+        SpecError: ``nbytes`` exceeds :func:`available_host_bytes` (one line with both numbers).
+    """
+    free = available_host_bytes()
+    if nbytes > free:
+        raise SpecError(f"workload.dataset: {what} needs ~{nbytes / 1e9:.3g} GB of host memory but only "
+                        f"{free / 1e9:.3g} GB is available; use a dataset card (card:<name>) for statistics "
+                        "without the graph, or a machine with more memory")
+
+
+def generate_graph(spec: GeneratedSpec) -> GraphData:
+    """Generate the graph a :class:`GeneratedSpec` describes (dispatch on its generator); features lazily.
+
+    Raises:
+        SpecError: a generator this module does not know, parameters it cannot satisfy, or a graph that will not
+            fit in host memory (:data:`GENERATE_BYTES_PER_EDGE`).
     """
     if isinstance(spec, RmatSpec):
+        edges = 2.0 * spec.edge_factor * spec.num_vertices
+    elif isinstance(spec, SbmSpec):
+        edges = spec.mean_degree * spec.num_vertices  # over all vertices, isolated ones included
+    else:
+        raise SpecError(f"workload.dataset: unknown generator {spec.generator!r}")
+    check_host_memory(f"generating {spec.name} ({edges:.3g} directed edges, features not materialised)",
+                      GENERATE_BYTES_PER_EDGE * edges + BYTES_PER_VERTEX * spec.num_vertices)
+    if isinstance(spec, RmatSpec):
         return generate_rmat(spec)
-    if isinstance(spec, SbmSpec):
-        try:
-            return generate_sbm(spec)
-        except ValueError as exc:
-            raise SpecError(f"workload.dataset: {exc}") from None
-    raise SpecError(f"workload.dataset: unknown generator {spec.generator!r}")
+    try:
+        return generate_sbm(spec)
+    except ValueError as exc:
+        raise SpecError(f"workload.dataset: {exc}") from None
 
 
 def generate_rmat(spec: RmatSpec) -> GraphData:
-    """Generate the graph an :class:`RmatSpec` describes: R-MAT edges, N(0,1) features, uniform labels and a
-    random train/validation/test split (all seeded by ``spec.seed``)."""
+    """Generate the graph an :class:`RmatSpec` describes: R-MAT edges, N(0,1) features (drawn lazily: the RNG is
+    advanced past them in chunks), uniform labels and a random train/validation/test split (all seeded by
+    ``spec.seed``; the same values as drawing the features first)."""
     n = spec.num_vertices
     src, dst = rmat_edges(n, spec.edge_factor * n, seed=spec.seed, abc=(spec.a, spec.b, spec.c))
     rng = np.random.default_rng(spec.seed + 1)
-    features = rng.standard_normal((n, spec.feature_dim), dtype=np.float32)
+    _skip_normals(rng, n, spec.feature_dim)
     labels = rng.integers(0, spec.num_classes, n, dtype=np.int64)
-    return _with_split(spec, src, dst, features, labels, rng)
+    return _with_split(spec, src, dst, _lazy_generated(spec), labels, rng)
 
 
 def generate_sbm(spec: SbmSpec) -> GraphData:
     """Generate the graph an :class:`SbmSpec` describes: DC-SBM edges (:func:`simulator.workload.sbm.sbm_edges`),
-    labels = community mod ``num_classes``, features = N(0,1) + ``feature_signal`` x the class's N(0,1) centroid,
-    and a random train/validation/test split (all seeded by ``spec.seed``)."""
-    n, k = spec.num_vertices, spec.num_communities
-    cap = spec.max_degree or default_max_degree(n, k, spec.mean_degree)
-    src, dst = sbm_edges(n, k, spec.mu, spec.mean_degree, spec.degree_exponent, cap, seed=spec.seed)
+    labels = community mod ``num_classes``, features = N(0,1) + ``feature_signal`` x the class's N(0,1) centroid
+    (lazily, as in :func:`generate_rmat`), and a random train/validation/test split (all seeded by
+    ``spec.seed``)."""
+    n, k, nc = spec.num_vertices, spec.num_communities, spec.connected_vertices
+    mean = spec.mean_degree * n / nc  # the isolated vertices (ids nc..n-1 before permuting) carry no edge
+    cap = spec.max_degree or default_max_degree(nc, k, mean)
+    src, dst = sbm_edges(nc, k, spec.mu, mean, spec.degree_exponent, cap, seed=spec.seed)
     rng = np.random.default_rng(spec.seed + 1)
-    labels = communities(n, k) % spec.num_classes
-    centroids = rng.standard_normal((spec.num_classes, spec.feature_dim), dtype=np.float32)
-    features = rng.standard_normal((n, spec.feature_dim), dtype=np.float32)
-    features += np.float32(spec.feature_signal) * centroids[labels]
-    return _with_split(spec, src, dst, features, labels, rng)
+    labels = _sbm_labels(spec)
+    _skip_normals(rng, spec.num_classes, spec.feature_dim)
+    _skip_normals(rng, n, spec.feature_dim)
+    if spec.permute_ids:  # vertex v becomes perm[v]; its label moves with it
+        perm = _id_permutation(spec)
+        src, dst = perm[src], perm[dst]
+        labels = labels[np.argsort(perm)]
+    return _with_split(spec, src, dst, _lazy_generated(spec), labels, rng)
 
 
-def _with_split(spec: GeneratedSpec, src: np.ndarray, dst: np.ndarray, features: np.ndarray, labels: np.ndarray,
-                rng: np.random.Generator) -> GraphData:
+def _sbm_labels(spec: SbmSpec) -> np.ndarray:
+    """(n,) labels of a DC-SBM graph in community order: community mod ``num_classes``, the isolated vertices
+    (after the connected ones) split into communities of their own range alike."""
+    nc, k = spec.connected_vertices, spec.num_communities
+    rest = spec.num_vertices - nc
+    parts = [communities(nc, k)] + ([communities(rest, min(k, rest))] if rest else [])
+    return np.concatenate(parts) % spec.num_classes
+
+
+def _id_permutation(spec: SbmSpec) -> np.ndarray:
+    """(n,) new id of every community-ordered vertex when ``spec.permute_ids`` (its own RNG stream, so every
+    other draw of the generator is unchanged)."""
+    return np.random.default_rng((spec.seed, 2)).permutation(spec.num_vertices).astype(np.int64)
+
+
+def _skip_normals(rng: np.random.Generator, rows: int, cols: int) -> None:
+    """Advance ``rng`` past a (rows, cols) float32 ``standard_normal`` draw without holding it (chunks of
+    :data:`FEATURE_CHUNK_ROWS` rows leave the stream where one draw would)."""
+    for start in range(0, rows, FEATURE_CHUNK_ROWS):
+        rng.standard_normal((min(FEATURE_CHUNK_ROWS, rows - start), cols), dtype=np.float32)
+
+
+def generated_features(spec: GeneratedSpec) -> np.ndarray:
+    """(n, feature_dim) float32 features of a generated graph, drawn as its generator defines them.
+
+    Raises:
+        SpecError: a generator this module does not know.
+    """
+    n = spec.num_vertices
+    rng = np.random.default_rng(spec.seed + 1)
+    if isinstance(spec, RmatSpec):
+        return rng.standard_normal((n, spec.feature_dim), dtype=np.float32)
+    if isinstance(spec, SbmSpec):
+        labels = _sbm_labels(spec)
+        centroids = rng.standard_normal((spec.num_classes, spec.feature_dim), dtype=np.float32)
+        features = rng.standard_normal((n, spec.feature_dim), dtype=np.float32)
+        features += np.float32(spec.feature_signal) * centroids[labels]
+        return features[np.argsort(_id_permutation(spec))] if spec.permute_ids else features
+    raise SpecError(f"workload.dataset: unknown generator {spec.generator!r}")
+
+
+def _lazy_generated(spec: GeneratedSpec) -> LazyFeatures:
+    return LazyFeatures((spec.num_vertices, spec.feature_dim), lambda: generated_features(spec))
+
+
+def _generated_features(spec: GeneratedSpec, g: GraphData) -> LazyFeatures:
+    return _lazy_generated(spec)
+
+
+def _with_split(spec: GeneratedSpec, src: np.ndarray, dst: np.ndarray, features: np.ndarray | LazyFeatures,
+                labels: np.ndarray, rng: np.random.Generator) -> GraphData:
     """The graph with a random train/validation/test split of the spec's fractions."""
     n = spec.num_vertices
     order = rng.permutation(n)
@@ -190,34 +392,168 @@ def _with_split(spec: GeneratedSpec, src: np.ndarray, dst: np.ndarray, features:
                      np.sort(order[b:c]), spec.num_classes)
 
 
+def ogb_name(folder: Path) -> str:
+    """The OGB dataset name a folder holds, from its name (``ogbn_products``, ``ogbn-products`` or the download
+    name ``products``); the folder name itself when it is none of these."""
+    name = folder.name
+    if name in OGB_DOWNLOAD_NAMES:
+        return OGB_DOWNLOAD_NAMES[name]
+    dashed = name.replace("_", "-")
+    return dashed if dashed in OGB_ADD_INVERSE_EDGE else name
+
+
+def add_inverse_edge(folder: Path) -> bool:
+    """OGB's ``add_inverse_edge`` for the dataset in ``folder`` (:data:`OGB_ADD_INVERSE_EDGE`; False for a folder
+    that is no OGB dataset: its edge list is taken as complete)."""
+    return OGB_ADD_INVERSE_EDGE.get(ogb_name(folder), False)
+
+
 def read_ogb_folder(folder: Path) -> GraphData:
-    """Parse an OGB node-property raw folder (see module docstring).
+    """Parse an OGB node-property raw folder, CSV or npz layout (module docstring); features stay on disk
+    (:class:`LazyFeatures`) and ``add_inverse_edge`` datasets get both directions of every stored edge.
 
     Raises:
-        SpecError: a file is missing or corrupt; the message names the file.
+        SpecError: a file is missing or corrupt (the message names the file), or the graph will not fit in host
+            memory (:func:`check_host_memory`, checked from the vertex and edge counts before the edges are read).
     """
     raw = folder / "raw"
-    n = int(_read_ints(raw / "num-node-list.csv.gz", folder, cols=1)[0, 0])
-    m = int(_read_ints(raw / "num-edge-list.csv.gz", folder, cols=1)[0, 0])
-    edges = _read_ints(raw / "edge.csv.gz", folder, cols=2)
+    npz = all((raw / f).is_file() for f in _RAW_NPZ)
+    inverse = add_inverse_edge(folder)
+    if npz:
+        n, m, feature_dim = _npz_sizes(raw / "data.npz", folder)
+    else:
+        n = int(_read_ints(raw / "num-node-list.csv.gz", folder, cols=1)[0, 0])
+        m = int(_read_ints(raw / "num-edge-list.csv.gz", folder, cols=1)[0, 0])
+        feature_dim = _csv_columns(raw / "node-feat.csv.gz", folder)
+    per_edge = LOAD_BYTES_PER_EDGE["npz" if npz else "csv"] + (INVERSE_BYTES_PER_EDGE if inverse else 0)
+    check_host_memory(f"loading {folder.name} ({n} vertices, {m} edges{', plus inverses' if inverse else ''}; "
+                      "features not materialised)", per_edge * m + BYTES_PER_VERTEX * n)
+    if npz:
+        edges, labels = _read_npz_graph(raw, folder, m)
+    else:
+        edges = _read_ints(raw / "edge.csv.gz", folder, cols=2)
+        labels = _read_ints(raw / "node-label.csv.gz", folder, cols=1)[:, 0]
+    what = "raw/data.npz edge_index" if npz else "raw/edge.csv.gz"
     if edges.shape[0] != m:
-        raise SpecError(f"dataset {folder.name}: raw/edge.csv.gz has {edges.shape[0]} edges but "
-                        f"raw/num-edge-list.csv.gz says {m}")
-    _check_ids(edges.ravel(), n, folder, "raw/edge.csv.gz")
-    features = _read_floats(raw / "node-feat.csv.gz", folder)
-    labels = _read_ints(raw / "node-label.csv.gz", folder, cols=1)[:, 0]
-    for what, arr in (("raw/node-feat.csv.gz", features), ("raw/node-label.csv.gz", labels)):
-        if arr.shape[0] != n:
-            raise SpecError(f"dataset {folder.name}: {what} has {arr.shape[0]} rows but the graph has {n} vertices")
+        raise SpecError(f"dataset {folder.name}: {what} has {edges.shape[0]} edges but the edge count file says {m}")
+    _check_ids(edges.ravel(), n, folder, what)
+    if labels.shape[0] != n:
+        label_file = "raw/node-label.npz" if npz else "raw/node-label.csv.gz"
+        raise SpecError(f"dataset {folder.name}: {label_file} has {labels.shape[0]} rows but the graph has "
+                        f"{n} vertices")
     split = _split_folder(folder)
     idx = {}
     for part in ("train", "valid", "test"):
         ids = _read_ints(split / f"{part}.csv.gz", folder, cols=1)[:, 0]
         _check_ids(ids, n, folder, f"split/{split.name}/{part}.csv.gz")
         idx[part] = ids
+    check_labels(labels, idx["train"], folder.name, "raw/node-label.npz" if npz else "raw/node-label.csv.gz")
     num_classes = int(labels.max()) + 1 if labels.size else 0
-    return GraphData(folder.name, n, edges[:, 0].copy(), edges[:, 1].copy(), features, labels,
-                     idx["train"], idx["valid"], idx["test"], num_classes)
+    src, dst = edges[:, 0].copy(), edges[:, 1].copy()
+    del edges
+    if inverse:  # OGB read_csv_graph_raw: edge_index = concat(edge_index, edge_index[::-1]), no deduplication
+        src, dst = np.concatenate([src, dst]), np.concatenate([dst, src])
+    features = LazyFeatures((n, feature_dim), lambda: _read_features(folder, n))
+    return GraphData(folder.name, n, src, dst, features, labels, idx["train"], idx["valid"], idx["test"],
+                     num_classes)
+
+
+def _npz_sizes(path: Path, folder: Path) -> tuple[int, int, int]:
+    """(vertices, edges, feature width) of an OGB ``data.npz`` from its small arrays and ``node_feat``'s header
+    (the feature matrix is not read)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            n, m = int(z["num_nodes_list"][0]), int(z["num_edges_list"][0])
+        with zipfile.ZipFile(path) as zf, zf.open("node_feat.npy") as fh:
+            version = np.lib.format.read_magic(fh)
+            read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, _, _ = read_header(fh)  # the header only, not the data
+    except (OSError, KeyError, ValueError, IndexError, zipfile.BadZipFile) as exc:
+        raise SpecError(f"dataset {folder.name}: raw/data.npz is corrupt or lacks num_nodes_list, num_edges_list "
+                        f"or node_feat: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    if len(shape) != 2 or shape[0] != n:
+        raise SpecError(f"dataset {folder.name}: raw/data.npz node_feat has shape {tuple(shape)}, expected "
+                        f"({n}, feature_dim)")
+    return n, m, int(shape[1])
+
+
+def _read_npz_graph(raw: Path, folder: Path, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(edges (E, 2) int64, labels (n,) int64 with NaN -> -1) of the npz layout."""
+    try:
+        with np.load(raw / "data.npz", allow_pickle=False) as z:
+            edge_index = z["edge_index"]
+        with np.load(raw / "node-label.npz", allow_pickle=False) as z:
+            node_label = np.asarray(z["node_label"], dtype=np.float64).reshape(-1)
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+        raise SpecError(f"dataset {folder.name}: raw/data.npz or raw/node-label.npz is corrupt or lacks edge_index "
+                        f"/ node_label: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+        raise SpecError(f"dataset {folder.name}: raw/data.npz edge_index has shape {edge_index.shape}, expected "
+                        f"(2, {m})")
+    labels = np.where(np.isnan(node_label), -1, node_label).astype(np.int64)
+    return np.ascontiguousarray(edge_index.T.astype(np.int64, copy=False)), labels
+
+
+def _read_features(folder: Path, n: int) -> np.ndarray:
+    """(n, d) float32 features of a folder: raw/data.npz ``node_feat`` or raw/node-feat.csv.gz.
+
+    Raises:
+        SpecError: missing or corrupt file, or a row count other than n.
+    """
+    raw = folder / "raw"
+    if all((raw / f).is_file() for f in _RAW_NPZ):
+        try:
+            with np.load(raw / "data.npz", allow_pickle=False) as z:
+                features = np.ascontiguousarray(z["node_feat"], dtype=np.float32)
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile) as exc:
+            raise SpecError(f"dataset {folder.name}: raw/data.npz node_feat is unreadable: {exc}") from None
+        what = "raw/data.npz node_feat"
+    else:
+        features = _read_floats(raw / "node-feat.csv.gz", folder)
+        what = "raw/node-feat.csv.gz"
+    if features.shape[0] != n:
+        raise SpecError(f"dataset {folder.name}: {what} has {features.shape[0]} rows but the graph has {n} vertices")
+    check_features(features, folder.name, what)
+    return features
+
+
+def _folder_features(folder: Path, key: str, n: int) -> LazyFeatures:
+    """The folder's features, read once and then kept as ``<key>-features.npy`` in the cache (memory-mapped)."""
+    raw = folder / "raw"
+    dim = _npz_sizes(raw / "data.npz", folder)[2] if all((raw / f).is_file() for f in _RAW_NPZ) else \
+        _csv_columns(raw / "node-feat.csv.gz", folder)
+    path = cache_dir() / "datasets" / f"{key}-features.npy"
+
+    def load() -> np.ndarray:
+        if path.is_file():
+            try:
+                arr = np.load(path, mmap_mode="r", allow_pickle=False)
+                if arr.shape == (n, dim) and arr.dtype == np.float32:
+                    return arr
+            except (OSError, ValueError):
+                pass  # a damaged cache entry is read again below
+        arr = _read_features(folder, n)
+        atomic_save_npy(path, arr)
+        return arr
+
+    return LazyFeatures((n, dim), load)
+
+
+def _csv_columns(path: Path, folder: Path) -> int:
+    """Columns of the first line of a gzip CSV (the feature width, read without parsing the file)."""
+    import gzip
+
+    if not path.is_file():
+        raise SpecError(f"dataset {folder.name}: missing {path.relative_to(folder)}")
+    try:
+        with gzip.open(path, "rt") as fh:
+            first = fh.readline()
+    except (OSError, EOFError, UnicodeDecodeError) as exc:
+        raise SpecError(f"dataset {folder.name}: {path.relative_to(folder)} is corrupt: {exc}") from None
+    if not first.strip():
+        raise SpecError(f"dataset {folder.name}: {path.relative_to(folder)} is empty")
+    return len(first.strip().split(","))
 
 
 def _split_folder(folder: Path) -> Path:
@@ -262,20 +598,43 @@ def _check_ids(ids: np.ndarray, n: int, folder: Path, what: str) -> None:
         raise SpecError(f"dataset {folder.name}: {what} holds vertex id {bad}, outside [0, {n})")
 
 
-def _cached(stem: str, build) -> GraphData:  # type: ignore[no-untyped-def]
+def _npz_array_bytes(path: Path) -> float:
+    """Bytes the arrays of an uncompressed ``.npz`` take once loaded: the sizes of its members (``np.savez``
+    stores each array as a ``.npy`` member without compression, so the member sizes are the array bytes plus a
+    header)."""
+    with zipfile.ZipFile(path) as zf:
+        return float(sum(info.file_size for info in zf.infolist()))
+
+
+def _cached(stem: str, build: Callable[[], GraphData],
+            features_of: Callable[[GraphData], LazyFeatures]) -> GraphData:
+    """The graph from ``<cache>/datasets/<stem>.npz`` (structure, labels and split; features from
+    ``features_of``), or built, saved atomically without features, and returned."""
     path = cache_dir() / "datasets" / f"{stem}.npz"
     if path.is_file():
         try:
+            nbytes = _npz_array_bytes(path)
+        except (OSError, zipfile.BadZipFile):
+            nbytes = 0.0  # a damaged entry is rebuilt below, which checks memory itself
+        check_host_memory(f"loading {stem} from the cache (features not materialised)", nbytes)
+        try:
             with np.load(path, allow_pickle=False) as z:
                 meta = z["meta"]
-                return GraphData(str(meta[0]), int(meta[1]), z["src"], z["dst"], z["features"], z["labels"],
-                                 z["train_idx"], z["val_idx"], z["test_idx"], int(meta[2]))
-        except (OSError, KeyError, ValueError):
-            pass  # a damaged cache entry is rebuilt below
+                if len(meta) == 5 and str(meta[4]) == CACHE_FORMAT:
+                    g = GraphData(str(meta[0]), int(meta[1]), z["src"], z["dst"],
+                                  LazyFeatures((int(meta[1]), int(meta[3])), lambda: np.empty((0, 0))), z["labels"],
+                                  z["train_idx"], z["val_idx"], z["test_idx"], int(meta[2]))
+                    return GraphData(g.name, g.num_vertices, g.src, g.dst, features_of(g), g.labels, g.train_idx,
+                                     g.val_idx, g.test_idx, g.num_classes)
+        except (OSError, KeyError, ValueError, IndexError, zipfile.BadZipFile):
+            pass  # a damaged or old-format cache entry is rebuilt below
     g = build()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
-    np.savez(tmp, meta=np.array([g.name, str(g.num_vertices), str(g.num_classes)]), src=g.src, dst=g.dst,
-             features=g.features, labels=g.labels, train_idx=g.train_idx, val_idx=g.val_idx, test_idx=g.test_idx)
+    np.savez(tmp, meta=np.array([g.name, str(g.num_vertices), str(g.num_classes), str(g.feature_dim), CACHE_FORMAT]),
+             src=g.src, dst=g.dst, labels=g.labels, train_idx=g.train_idx, val_idx=g.val_idx, test_idx=g.test_idx)
     os.replace(tmp, path)
-    return g
+    if g.features_loaded:
+        return g
+    return GraphData(g.name, g.num_vertices, g.src, g.dst, features_of(g), g.labels, g.train_idx, g.val_idx,
+                     g.test_idx, g.num_classes)

@@ -5,6 +5,10 @@ pymetis, or random): edge cut, the share of a worker's input vertices owned by a
 feature-cache hit rate versus cache fraction when each GPU caches the highest in-degree vertices (PaGraph's
 policy: Lin et al., "PaGraph", SoCC 2020, §4.2). DGL and pymetis are imported lazily, only when measuring.
 
+A dataset card (:mod:`.cards`) is measured on its proxy (:mod:`.proxy`; ``load_dataset`` yields the proxy
+graph, and the cache folder is keyed by card and proxy): per-batch sizes and all fractions are taken as they are
+(the proxy's scaling rules), and the dataset summary is the card's published sizes.
+
 Cache layout under :func:`simulator.paths.cache_dir` ``/stats/<dataset_key>/``: ``summary.json``,
 ``sample-<digest of all parameters>.json`` (parameters stored in the file and checked on read) and
 ``owner-<partitioner>-p<parts>-seed<seed>.npy`` (the partition, shared by measurements that differ only in
@@ -105,14 +109,21 @@ def dataset_summary(ref: str | GeneratedSpec) -> DatasetSummary:
     """Sizes of a dataset, read from the statistics cache or measured once and cached.
 
     Args:
-        ref: ``workload.dataset``: preset name, OGB-layout folder, or :class:`GeneratedSpec`.
+        ref: ``workload.dataset``: preset name, card, OGB-layout folder, or :class:`GeneratedSpec`.
 
     Returns:
-        The summary (``num_edges`` counts directed edges).
+        The summary (``num_edges`` counts directed edges); a card's published sizes (no graph is loaded).
 
     Raises:
         SpecError: the dataset cannot be resolved or loaded.
     """
+    from gnnplan.simulator.workload.cards import card_name, load_card
+
+    card = card_name(ref)
+    if card is not None:  # the published sizes, exact (simulator/workload/cards.py)
+        c = load_card(card)
+        return DatasetSummary(c.name, c.num_vertices.value, c.loaded_edges, c.feature_dim.value, c.num_classes.value,
+                              c.split.train.value, c.split.valid.value, c.split.test.value)
     path = _stats_dir(ref) / "summary.json"
     data = _read_json(path)
     if data is not None and data.get("format") == STATS_FORMAT:

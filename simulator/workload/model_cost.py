@@ -70,6 +70,9 @@ class Kernel:
         gemm: a dense matrix multiply (backward = 2 x forward).
         out_elems: float32 elements of the output, kept for backward.
         input_grad: whether the kernel's input requires a gradient in layer 0.
+        graph_op: run as one DGL message-passing call (update_all / apply_edges / edge_softmax), which adds
+            ``gpu.graph_op_overhead_s`` to its launch (its gradient is one too); the sparse kernels of the DGL
+            layers are.
     """
 
     name: str
@@ -79,6 +82,7 @@ class Kernel:
     gemm: bool = False
     out_elems: float = 0.0
     input_grad: bool = True
+    graph_op: bool = False
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ def _gemm(name: str, rows: float, i: int, o: int, bias: bool, grad: bool) -> Ker
 def _aggregate(name: str, edges: float, dst: float, width: int, grad: bool) -> Kernel:
     flops = edges * width
     nbytes = FLOAT_BYTES * (edges * width + dst * width) + INDEX_BYTES * edges
-    return Kernel(name, flops, nbytes, sparse=True, out_elems=dst * width, input_grad=grad)
+    return Kernel(name, flops, nbytes, sparse=True, out_elems=dst * width, input_grad=grad, graph_op=True)
 
 
 def _elementwise(name: str, n: float, grad: bool, flops_per: float = 1.0, reads: int = 1) -> Kernel:
@@ -181,13 +185,14 @@ def layer_kernels(arch: str, d: LayerDims, b: Block, tag: str) -> list[Kernel]:
     if arch == "gat":
         ho = h * o
         message = Kernel(f"{tag}.u_mul_e_sum", 2.0 * e * ho,
-                         FLOAT_BYTES * (e * ho + e * h + t * ho) + INDEX_BYTES * e, sparse=True, out_elems=t * ho)
+                         FLOAT_BYTES * (e * ho + e * h + t * ho) + INDEX_BYTES * e, sparse=True, out_elems=t * ho,
+                         graph_op=True)
         return [_gemm(f"{tag}.fc", s, i, ho, False, False), _elementwise(f"{tag}.el", s * ho, True, 2),
                 _elementwise(f"{tag}.er", t * ho, True, 2),
                 Kernel(f"{tag}.edge_score", 3.0 * e * h, FLOAT_BYTES * 3 * e * h + INDEX_BYTES * 2 * e,
-                       sparse=True, out_elems=e * h),
+                       sparse=True, out_elems=e * h, graph_op=True),
                 Kernel(f"{tag}.edge_softmax", 5.0 * e * h, FLOAT_BYTES * 4 * e * h + INDEX_BYTES * e,
-                       sparse=True, out_elems=e * h),
+                       sparse=True, out_elems=e * h, graph_op=True),
                 message, _elementwise(f"{tag}.bias", t * ho, True)]
     if arch == "gin":
         return [_aggregate(f"{tag}.sum", e, t, i, False), _elementwise(f"{tag}.self_add", t * i, False, 2, 2),

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gnnplan.simulator.errors import SpecError, one_line
 from gnnplan.simulator.io import read_yaml
+from gnnplan.simulator.limits import check_unit_ranges
 
 PRESET_DIR = Path(__file__).parent / "presets"
 Arch = Literal["gcn", "sage", "gat", "gin", "sgc", "sign"]
@@ -106,6 +107,11 @@ class SbmSpec(GeneratedSpec):
     max_degree: float | None = Field(
         default=None, gt=0, description="largest expected degree; None = 2 sqrt(mean_degree x community size)")
     feature_signal: float = Field(default=1.0, ge=0, description="scale of the class centroid added to features")
+    permute_ids: bool = Field(default=False, description="number vertices in random order (ids carry no community "
+                                                         "locality, as Graph500 R-MAT) instead of community order")
+    isolated_fraction: float = Field(default=0.0, ge=0, le=0.95,
+                                     description="fraction of vertices without edges (mean_degree stays the mean over "
+                                                 "all vertices; the others carry the edges)")
 
     @model_validator(mode="after")
     def _feasible(self) -> SbmSpec:
@@ -115,15 +121,24 @@ class SbmSpec(GeneratedSpec):
             raise ValueError("mu must be 0 with one community (no inter-community edges)")
         if self.degree_exponent == 2.0:
             raise ValueError("degree_exponent must not be 2 (the mean of the power law has no closed form there)")
-        if self.max_degree is not None and self.max_degree <= self.mean_degree:
-            raise ValueError(f"max_degree must exceed mean_degree ({self.mean_degree:g}), got {self.max_degree:g}")
+        if self.max_degree is not None and self.max_degree <= self.mean_degree / (1 - self.isolated_fraction):
+            raise ValueError(f"max_degree must exceed the mean degree of the connected vertices "
+                             f"({self.mean_degree / (1 - self.isolated_fraction):g}), got {self.max_degree:g}")
+        if self.num_communities > self.connected_vertices // 2:
+            raise ValueError(f"num_communities must be at most the connected vertices / 2, got {self.num_communities}")
         return self
+
+    @property
+    def connected_vertices(self) -> int:
+        """Vertices that carry the edges: ``num_vertices`` less the isolated ones."""
+        return self.num_vertices - round(self.isolated_fraction * self.num_vertices)
 
     def _generator_name(self) -> str:
         """Communities, mixing, degrees and feature signal."""
         cap = "auto" if self.max_degree is None else f"{self.max_degree:g}"
         return (f"-k{self.num_communities}-mu{self.mu:g}-d{self.mean_degree:g}-g{self.degree_exponent:g}-x{cap}"
-                f"-fs{self.feature_signal:g}")
+                f"-fs{self.feature_signal:g}{'-perm' if self.permute_ids else ''}"
+                f"{f'-iso{self.isolated_fraction:g}' if self.isolated_fraction else ''}")
 
 
 GeneratedGraph = Annotated[RmatSpec | SbmSpec, Field(discriminator="generator")]
@@ -150,6 +165,11 @@ class TrainingSpec(_Spec):
     lr: float = Field(default=0.01, gt=0)
     weight_decay: float = Field(default=5e-4, ge=0)
     seed: int = 0
+    ddp_bucket_bytes: float = Field(
+        default=25.0 * 2**20, gt=0,
+        description="DDP gradient bucket size: each bucket is all-reduced as soon as backward has produced its "
+                    "gradients, overlapping the rest of backward; default 25 MiB, DDP's bucket_cap_mb (Li et al., "
+                    "'PyTorch Distributed', VLDB 2020, §3.2.3)")
 
     @field_validator("fanouts")
     @classmethod
@@ -173,6 +193,13 @@ class WorkloadSpec(_Spec):
         if self.training.mode == "mini-batch" and self.model.arch in MESSAGE_PASSING_ARCHS and n != layers:
             raise ValueError(f"training.fanouts has {n} entries but model.num_layers is {layers}; "
                              "give one fanout per layer")
+        return self
+
+    @model_validator(mode="after")
+    def _plausible(self) -> WorkloadSpec:
+        """Integers fit in 64 bits and sizes in their plausible range (:func:`simulator.limits.check_unit_ranges`:
+        a fanout of 1e20 used to fail inside numpy with a message naming no field)."""
+        check_unit_ranges(self)
         return self
 
     @property

@@ -74,8 +74,13 @@ def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec,
 
 
 def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | None = None,
-        trace_dir: str | Path = "traces", progress: bool = False) -> dict[str, Any]:
+        trace_dir: str | Path = "traces", progress: bool = False, collective_timeout_s: float = 60.0,
+        checkpoint_every: int = 0, checkpoint_dir: str | Path | None = None, resume: bool = False) -> dict[str, Any]:
     """Train a plan for real on local worker processes and write its Chrome trace (``gnnplan run``).
+
+    ``collective_timeout_s``, ``checkpoint_every``, ``checkpoint_dir`` and ``resume`` are ``run``'s
+    ``--collective-timeout``, ``--checkpoint-every``, ``--checkpoint-dir`` and ``--resume``
+    (:func:`gnnplan.executor.runner.run_plan`).
 
     Returns:
         The ``run --json`` object: ``epoch_time_s`` (median, s), ``epoch_times_s``, ``loss``, ``val_accuracy``,
@@ -83,11 +88,14 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
 
     Raises:
         SpecError: the plan cannot run here.
+        RunError: a worker raised, died or stopped responding (one line naming the rank).
     """
     from gnnplan.executor.runner import run_plan
 
     loaded = plan if isinstance(plan, Plan) else load_plan(plan)
-    return run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress)
+    return run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress,
+                    collective_timeout_s=collective_timeout_s, checkpoint_every=checkpoint_every,
+                    checkpoint_dir=checkpoint_dir, resume=resume)
 
 
 def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequence[str] | None = None,

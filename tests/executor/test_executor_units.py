@@ -183,3 +183,17 @@ def test_layerwise_inference_equals_minibatch_inference(arch: str) -> None:
     acc, correct, total, num_val = run_in_process(_evaluate, (arch,))
     assert (acc.test_correct, acc.test_total, acc.val_total) == (correct, total, num_val)
     assert math.isfinite(acc.val_correct / acc.val_total)
+
+
+def test_a_dataset_card_is_not_training_data() -> None:
+    """A card carries statistics (the simulator's proxy graph), not the graph: the executor refuses it."""
+    from gnnplan.executor.runner import resolved_plan
+    from gnnplan.simulator.errors import SpecError
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.plan import Plan
+    from gnnplan.simulator.workload.spec import load_workload
+
+    wl = load_workload("cora-sage").model_copy(update={"dataset": "ogbn-arxiv"})
+    plan = Plan(strategy="dp", num_workers=2, cluster=load_cluster("local"), workload=wl)
+    with pytest.raises(SpecError, match="workload.dataset: 'ogbn-arxiv' is a dataset card"):
+        resolved_plan(plan, 2, 1, None)

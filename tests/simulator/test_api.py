@@ -27,7 +27,7 @@ def test_parse_knobs_coerces_types() -> None:
 @pytest.mark.parametrize("items,message", [
     (["cache_fraction"], "--set: 'cache_fraction' is not KNOB=VALUE"),
     (["cache=0.1"], ("--set: unknown knob 'cache' for strategy dp; allowed: cache_fraction, partitioner, "
-                     "num_sampler_workers, batch_size, cache_placement, sampler")),
+                     "num_sampler_workers, batch_size, cache_placement, graph_structure, sampler")),
     (["cache_fraction=2"], "--set cache_fraction=2: cache_fraction must be a number in [0, 1]"),
     (["cache_fraction=lots"], "--set cache_fraction=lots: cache_fraction must be a number in [0, 1]"),
     (["partitioner=hash"], "--set partitioner=hash: partitioner must be one of metis, random"),

@@ -24,6 +24,9 @@ PRIORS = {"network.per_collective_s": 1e-4, "gpu.kernel_overhead_s": 1e-5, "host
           "iteration_overhead_s": 1e-3}
 """Fixed costs the preset does not model (0), given measured-like starting values (the others: the preset's)."""
 KNOBS = {"a.json": {"cache_fraction": 0.0}, "b.json": {"cache_fraction": 0.3, "num_sampler_workers": 2}}
+DP_PARAMS = tuple(TRUE)
+"""The parameters dp's spans inform (the others, the loaders' per-row cost and the storage concurrency: ppgnn's,
+tests/simulator/test_calibrate_ppgnn.py)."""
 
 
 def _start() -> ClusterSpec:
@@ -50,9 +53,15 @@ def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, 
     params = report["parameters"]
     # the feature load's host gather hides behind the remote fetch and its PCIe latency behind the bytes: the
     # traces carry less information on them than their priors, and the report says so
-    weak = {p for p in PARAMS if "not informed" in params[p]["flags"]}
+    weak = {p for p in DP_PARAMS if "not informed" in params[p]["flags"]}
     assert weak == {"pcie.latency_s", "efficiency.gather_fraction"}
-    for p in PARAMS:
+    for p in ("host.row_index_s", "storage.concurrency"):  # ppgnn's loaders' parameters
+        assert not params[p]["constrained"] and not params[p]["fitted"] and params[p]["flags"] == ["not informed"], p
+    for p in ("host.sampler_call_s", "gpu.graph_op_overhead_s"):  # 0 in truth and start, no prior: not moved
+        assert params[p]["constrained"] and not params[p]["fitted"] and get_param(fitted, p) == 0.0, p
+    assert set(PARAMS) - set(DP_PARAMS) == {"host.row_index_s", "storage.concurrency", "host.sampler_call_s",
+                                            "gpu.graph_op_overhead_s"}
+    for p in DP_PARAMS:
         assert params[p]["constrained"] and params[p]["before"] == get_param(start, p), p
         assert params[p]["low"] < params[p]["after"] < params[p]["high"], p
         if p not in weak:
@@ -68,7 +77,7 @@ def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, 
     assert fitted.sources["network.latency_s"] == "calibrated from a.json, b.json"
     assert fitted.sources["pcie.latency_s"] == "calibrated from a.json, b.json (not informed)"
     assert fitted.sources["gpu.peak_flops_per_s"] == start.sources["gpu.peak_flops_per_s"]
-    assert fitted.priors == {p: get_param(start, p) for p in PARAMS}  # no priors block: the starting values
+    assert fitted.priors == {p: get_param(start, p) for p in DP_PARAMS}  # no priors block: the starting values
     for name in ("a.json", "b.json"):
         row = report["traces"][name]
         assert row["fit_epoch_time_s"] == pytest.approx(row["measured_epoch_time_s"], rel=0.01)

@@ -56,7 +56,7 @@ def test_exchange_is_its_latencies_plus_bytes_at_the_per_byte_cost() -> None:
 
 def test_a_rule_prices_a_row_on_the_cluster_it_is_given() -> None:
     rule = rules.fetch_rule(request_messages=2)
-    assert rule.params == ("network.bandwidth_bytes_per_s", "network.latency_s")
+    assert rule.params == ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s")
     row = pricing.SpanRow(Span(0, "fetch", 0.0, 1e-3, nbytes=1e6), {}, {}, CLUSTER)
     slow = CLUSTER.model_copy(update={"network": CLUSTER.network.model_copy(update={"latency_s": 1e-3})})
     assert rule.predicted_s(row) == pytest.approx(pricing.feature_fetch_s(CLUSTER, 1e6, 2.0, 1.0), rel=1e-15)

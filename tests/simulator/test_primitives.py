@@ -76,7 +76,9 @@ def test_hierarchical_all_reduce_reduces_to_rings() -> None:
     assert dgx.nvlink is not None
     assert hierarchical_all_reduce_time_s(n, dgx) == pytest.approx(
         ring_all_reduce_time_s(n, 8, dgx.nvlink.bandwidth_bytes_per_s, dgx.nvlink.latency_s), rel=1e-15)
-    two = dgx.model_copy(update={"num_machines": 2})
+    # two DGX machines sharing one NIC each (the preset has 8; tests/simulator/test_network_model.py covers them)
+    two = dgx.model_copy(update={"num_machines": 2,
+                                 "network": dgx.network.model_copy(update={"nics_per_machine": 1})})
     expected = (2 * 7 / 8 * n / 300e9 + 2 * 7 * 2e-6) + (2 * 1 / 2 * n / 25e9 + 2 * 1 * 5e-6)
     assert hierarchical_all_reduce_time_s(n, two) == pytest.approx(expected, rel=1e-12)
     assert all_reduce_link_bytes(n, two) == {"nvlink": pytest.approx(2 * 7 / 8 * n),

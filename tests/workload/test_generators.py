@@ -62,7 +62,8 @@ def test_sbm_is_reproducible_by_seed_and_keyed_by_every_field() -> None:
     base = SbmSpec(**SBM)
     changes = {"num_vertices": 20001, "num_communities": 11, "mu": 0.31, "mean_degree": 11.0, "degree_exponent": 2.6,
                "max_degree": 90.0, "feature_signal": 0.5, "feature_dim": 9, "num_classes": 6, "train_fraction": 0.2,
-               "val_fraction": 0.1, "test_fraction": 0.2, "seed": 1}
+               "val_fraction": 0.1, "test_fraction": 0.2, "seed": 1, "permute_ids": True,
+               "isolated_fraction": 0.1}
     assert set(changes) == set(SbmSpec.model_fields) - {"generator"}
     keys = {dataset_key(base)} | {dataset_key(base.model_copy(update={k: v})) for k, v in changes.items()}
     assert len(keys) == len(changes) + 1

@@ -14,9 +14,11 @@ Per iteration every rank
    the slower splits, which the simulator shows apart as ``lockstep``); the loss is
    ``sum(cross-entropy of its own targets) / B``;
 4. backward, the shuffles sending gradients back — ``backward`` segments between ``shuffle`` spans;
-5. all-reduces the gradients with the project's DDP set-up (:func:`gnnplan.executor.comm.data_parallel`: one
-   bucket, launched when backward ends; the loss is scaled by W so DDP's average is the sum, exactly the
-   gradient of the global batch's mean loss) — ``all_reduce``; then Adam — ``optimizer``.
+5. all-reduces the gradients with the project's DDP set-up (:func:`gnnplan.executor.comm.data_parallel`: buckets
+   of at most ``training.ddp_bucket_bytes``, each launched when backward has produced it, so with several they
+   overlap backward and its shuffles; the loss is scaled by W so DDP's average is the sum, exactly the
+   gradient of the global batch's mean loss) — ``all_reduce`` (from the last bucket's launch); then Adam —
+   ``optimizer``.
 
 Notation: g -> ``world_size`` (one split per rank), B -> ``batch_size``, P(v) -> ``owner``, C_i -> the cache of
 :class:`~.batches.PartitionFeatures`, L -> layers.
@@ -80,7 +82,7 @@ class Trainer:
         torch.manual_seed(seed)
         dgl.seed(seed)
         self.model = GNN(wl.model, self.data.feature_dim, self.data.num_classes).to(topo.device)
-        self.net, self.hook = comm.data_parallel(SplitNet(self.model))
+        self.net, self.hook = comm.data_parallel(SplitNet(self.model), wl.training.ddp_bucket_bytes)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
                                           weight_decay=wl.training.weight_decay)
         self.gradient_bytes = FLOAT_BYTES * num_params(self.model)
@@ -140,8 +142,9 @@ class Trainer:
         t2 = now()
         (ce * (self.topo.world_size / batch.num_seeds)).backward()
         t3 = now()
-        launched = self.hook.first_launch_s or t3
-        self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=self.gradient_bytes)
+        launched = self.hook.last_launch_s or t3  # the end of the backward computation
+        self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=self.gradient_bytes,
+                     num_buckets=self.hook.num_buckets)
         self._record_passes(batch, log.records, (t1, t2, launched), epoch, it)
         if stats is not None:
             stats.hit_bytes += hits * row
@@ -150,11 +153,12 @@ class Trainer:
         return ce.detach()
 
     def _record_batch(self, batch: SplitBatch, epoch: int, it: int) -> None:
+        calls = len(batch.layers)  # one sampler call and one split call per layer
         self.rec.add("sample", batch.sample_start_s, batch.sample_end_s, "sampler", epoch, it,
-                     num_sampled_edges=batch.num_sampled_edges)
+                     num_sampled_edges=batch.num_sampled_edges, num_sampler_calls=calls)
         self.rec.add("split", batch.split_start_s, batch.split_end_s, "sampler", epoch, it,
                      num_split_items=batch.num_items, num_input_vertices=len(batch.input_ids),
-                     num_edges=sum(p.num_edges for p in batch.layers))
+                     num_edges=sum(p.num_edges for p in batch.layers), num_sampler_calls=calls)
 
     def _record_passes(self, batch: SplitBatch, records: list[ShuffleRecord], times: tuple[float, float, float],
                        epoch: int, it: int) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnnplan.executor.sampling import EpochKeys
+from gnnplan.executor.sampling import EpochKeys, loader_generator
 from gnnplan.executor.threads import apply_threads
 from gnnplan.executor.trace import now
 from gnnplan.simulator.strategies.gsplit.split import LayerPlan, layer_plan, partition_cache
@@ -111,7 +111,7 @@ class SplitStream:
             self.loader = torch.utils.data.DataLoader(
                 _Batches(sampler, schedule), sampler=self.keys, batch_size=None, collate_fn=_identity,
                 num_workers=num_workers, persistent_workers=True, prefetch_factor=2, worker_init_fn=_init_worker,
-                multiprocessing_context=context)
+                multiprocessing_context=context, generator=loader_generator(0))
 
     def epoch(self, epoch: int) -> Iterator[SplitBatch]:
         """The split batches of ``epoch`` in iteration order."""

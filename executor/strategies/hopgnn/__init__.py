@@ -126,7 +126,8 @@ class Trainer:
             hosted = next(stream)
             self.rec.add("sample", hosted.start_s, hosted.end_s, "sampler", epoch, it,
                          num_input_vertices=hosted.num_input_vertices, num_sampled_edges=hosted.num_sampled_edges,
-                         num_groups=len(hosted.groups))
+                         num_groups=len(hosted.groups),
+                         num_sampler_calls=sum(len(h.blocks) for h in hosted.groups.values()))
             loss_sum += self.iteration(hosted, size, epoch, it, stats)
             t1 = now()
             self.optimizer.step()
@@ -247,6 +248,17 @@ class Trainer:
         for p in self.params:
             p.grad = None
         return grads
+
+    def extra_state(self) -> dict[str, object]:
+        """The merge controller's state, saved with checkpoints (:mod:`executor.checkpoint`)."""
+        c = self.controller
+        return {"merges": c.merges, "frozen": c.frozen, "history": [[s, t] for s, t in c.history]}
+
+    def load_extra_state(self, state: dict) -> None:  # type: ignore[type-arg]
+        """Restore what :meth:`extra_state` saved."""
+        c = self.controller
+        c.merges, c.frozen = int(state["merges"]), bool(state["frozen"])
+        c.history = [(int(s), float(t)) for s, t in state["history"]]
 
     def evaluate(self) -> Accuracy:
         """Validation / test accuracy counts of this rank's vertices (collective)."""

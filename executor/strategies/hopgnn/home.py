@@ -24,7 +24,15 @@ import numpy as np
 import torch
 
 from gnnplan.executor.data import iteration_batches, worker_seeds
-from gnnplan.executor.sampling import TimedSampler, _identity, _init_worker, _worker_context
+from gnnplan.executor.sampling import (
+    TimedSampler,
+    _identity,
+    _init_worker,
+    _worker_context,
+    epoch_seed,
+    loader_generator,
+    reseed_sampler_process,
+)
 from gnnplan.executor.trace import now
 from gnnplan.simulator.strategies.hopgnn.micrographs import home_groups, merge_groups, random_split
 
@@ -155,18 +163,20 @@ class GroupStream:
 
     def __init__(self, g: Any, sampler: TimedSampler, schedule: HomeSchedule, num_iterations: int, num_workers: int,
                  seed: int = 0) -> None:
-        self.g, self.sampler, self.schedule = g, sampler, schedule
+        self.g, self.sampler, self.schedule, self.seed = g, sampler, schedule, seed
         self.keys = _GroupKeys(num_iterations)
         self.loader = None
         if num_workers > 0:
             self.loader = torch.utils.data.DataLoader(
-                _SampledGroups(g, sampler, schedule), sampler=self.keys, batch_size=None, collate_fn=_identity,
+                _SampledGroups(g, sampler, schedule, seed), sampler=self.keys, batch_size=None, collate_fn=_identity,
                 num_workers=num_workers, persistent_workers=True, prefetch_factor=2,
-                worker_init_fn=functools.partial(_init_worker, seed), multiprocessing_context=_worker_context())
+                worker_init_fn=functools.partial(_init_worker, seed), multiprocessing_context=_worker_context(),
+                generator=loader_generator(seed))
 
     def epoch(self, epoch: int, merges: int) -> Iterator[HostedBatch]:
         """The hosted batches of ``epoch`` (with ``merges`` merges) in iteration order."""
         if self.loader is None:
+            dgl.seed(epoch_seed(self.seed, epoch))  # per epoch, as BatchStream (executor.sampling)
             for it in range(self.keys.num_iterations):
                 yield sample_hosted(self.g, self.sampler, *self.schedule.hosted(epoch, it, merges), (epoch, it))
             return
@@ -194,11 +204,14 @@ class _GroupKeys(torch.utils.data.Sampler):  # type: ignore[type-arg]
 class _SampledGroups(torch.utils.data.Dataset):  # type: ignore[type-arg]
     """Samples the hosted groups of an (epoch, iteration, merges) key."""
 
-    def __init__(self, g: Any, sampler: TimedSampler, schedule: HomeSchedule) -> None:
-        self.g, self.sampler, self.schedule = g, sampler, schedule
+    def __init__(self, g: Any, sampler: TimedSampler, schedule: HomeSchedule, seed: int = 0) -> None:
+        self.g, self.sampler, self.schedule, self.seed, self._epoch = g, sampler, schedule, seed, -1
 
     def __getitem__(self, key: tuple[int, int, int]) -> HostedBatch:
         epoch, it, merges = key
+        if epoch != self._epoch:
+            self._epoch = epoch
+            reseed_sampler_process(self.seed, epoch)
         return sample_hosted(self.g, self.sampler, *self.schedule.hosted(epoch, it, merges), (epoch, it))
 
 

@@ -1,21 +1,24 @@
 """Pre-propagation GNNs (``ppgnn``) for real: SGC / SIGN on stored hop matrices, data-parallel over workers.
 
 The same strategy as :mod:`simulator.strategies.ppgnn` (same ``NAME`` and ``Knobs``). Set-up (collective):
-rank 0 pre-propagates the dataset (or finds it cached, :func:`executor.strategies.ppgnn.preprop.prepropagated`) while
-the others
-wait; every rank then opens the matrices its model reads at the knob's placement (``placement=None``: the
-paper's rule, evaluated by the simulator's memory model on the plan's cluster) and builds its loader
+the ranks pre-propagate the dataset together, each its row shard (or find it cached,
+:func:`executor.strategies.ppgnn.preprop.prepropagated`); every rank then opens the matrices its model reads at
+the knob's placement (``placement=None``: the paper's rule, evaluated by the simulator's memory model on the
+plan's cluster) and builds its loader
 (:mod:`executor.strategies.ppgnn.loaders`). Per epoch the training rows are ordered by ``reshuffle`` (seeded by
 ``(training.seed, epoch)``, the same order on every rank), cut into global batches of ``batch_size`` rows and
 each batch split into W contiguous parts, one per rank. Per iteration a rank
 
 1. loads its part — span ``load`` (stream pcie): ``nbytes`` = bytes brought to the device (0 when the matrices
    live on it), args ``hit_bytes`` (gathered on the device), ``local_bytes`` (from host memory or files),
-   ``storage_bytes`` (read from files), ``num_requests``, ``num_input_vertices`` (rows); with double
-   buffering the span is the producer thread's load, overlapping the previous iteration's compute;
+   ``storage_bytes`` (read from files), ``num_requests``, ``num_matrices`` (M), ``num_input_vertices`` (rows);
+   with double buffering the span is the producer thread's load, overlapping the previous iteration's compute;
+   the ``baseline`` loader's DataLoader workers add a ``row_index`` span (stream loader, same args) from the start
+   of the batch's per-row indexing to the end of its collate, in the worker process;
 2. ``forward``: the loss is ``sum(cross-entropy of its rows) * W / B`` with ``B`` the global rows of the
    iteration, so DDP's averaging gives exactly the gradient of the global batch's mean loss;
-3. ``backward`` and ``all_reduce`` (DDP, one bucket; zero length with one worker, which runs without DDP);
+3. ``backward`` and ``all_reduce`` (DDP, buckets of ``training.ddp_bucket_bytes``: the span runs from the last
+   bucket's launch; zero length with one worker, which runs without DDP);
 4. ``optimizer`` (Adam with ``training.lr`` and ``training.weight_decay``).
 
 FLOPs on the compute spans come from :func:`simulator.strategies.ppgnn.cost.model_cost` for the batch's rows.
@@ -29,7 +32,6 @@ import torch
 import torch.nn.functional as F
 
 from gnnplan.executor import comm
-from gnnplan.executor.assemble import rank0_first
 from gnnplan.executor.data import Topology
 from gnnplan.executor.evaluate import Accuracy
 from gnnplan.executor.strategies.base import EpochStats
@@ -76,10 +78,8 @@ class Trainer:
         check_workload(plugin, wl)
         self.knobs = knobs = Knobs.model_validate(plan.knobs)
         self.batch_size = knobs.batch_size or wl.training.batch_size
-        def prep() -> HopFiles:
-            return prepropagated(wl.dataset, knobs.hops)
-
-        self.files = prep() if topo.world_size == 1 else rank0_first(prep)
+        # several ranks propagate their row shards together (executor.strategies.ppgnn.preprop_shards)
+        self.files: HopFiles = prepropagated(wl.dataset, knobs.hops, sharded=topo.world_size > 1)
         self.placement = placement_of(plan, knobs)
         self.source = HopSource(self.files, loaded_hops(wl.model.arch, knobs.hops), self.placement, topo.device)
         max_rows = -(-self.batch_size // topo.world_size)
@@ -87,7 +87,7 @@ class Trainer:
         self.labels = torch.from_numpy(self.files.labels())
         torch.manual_seed(wl.training.seed)
         self.model = build_model(wl.model, self.files.feature_dim, self.files.num_classes, knobs.hops).to(topo.device)
-        self.net, self.hook = comm.data_parallel(self.model)
+        self.net, self.hook = comm.data_parallel(self.model, wl.training.ddp_bucket_bytes)
         self.num_params = sum(p.numel() for p in self.model.parameters())
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
                                           weight_decay=wl.training.weight_decay)
@@ -135,9 +135,14 @@ class Trainer:
     def _record_load(self, batch: LoadedBatch, epoch: int, it: int, stats: EpochStats) -> None:
         on_device = self.placement == "gpu"
         storage = batch.nbytes if self.placement == "ssd" else 0
+        m = self.source.num_matrices
+        if batch.index_s is not None:
+            self.rec.add("row_index", *batch.index_s, "loader", epoch, it, storage_bytes=storage,
+                         local_bytes=batch.nbytes, num_requests=batch.num_requests, num_matrices=m,
+                         num_input_vertices=len(batch.rows))
         self.rec.add("load", batch.start_s, batch.end_s, "pcie", epoch, it, nbytes=0 if on_device else batch.nbytes,
                      hit_bytes=batch.nbytes if on_device else 0, local_bytes=0 if on_device else batch.nbytes,
-                     remote_bytes=0, storage_bytes=storage, num_requests=batch.num_requests,
+                     remote_bytes=0, storage_bytes=storage, num_requests=batch.num_requests, num_matrices=m,
                      num_input_vertices=len(batch.rows))
         stats.hit_bytes += batch.nbytes if on_device else 0
         stats.local_bytes += 0 if on_device else batch.nbytes
@@ -159,9 +164,10 @@ class Trainer:
         self.rec.add("forward", t1, t2, "compute", epoch, it, flops=cost.forward_flops)
         (ce * (self.topo.world_size / global_size)).backward()
         t3 = now()
-        launched = self.hook.first_launch_s or t3
+        launched = self.hook.last_launch_s or t3  # the end of the backward computation
         self.rec.add("backward", t2, launched, "compute", epoch, it, flops=cost.backward_flops)
-        self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=4 * self.num_params)
+        self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=4 * self.num_params,
+                     num_buckets=self.hook.num_buckets)
         return ce.detach().double().cpu()
 
     @torch.no_grad()

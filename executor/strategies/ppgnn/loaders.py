@@ -23,6 +23,9 @@ Loaders (brief §1.4 (a)-(c)):
   ``torch.utils.data.DataLoader(batch_sampler=..., num_workers=2, pin_memory=CUDA)``, then a copy to the device:
   the vanilla PP-GNN loader, one indexing operation per row and matrix. Device-resident (``gpu``) data are
   indexed in the training process (``num_workers = 0``: device tensors cannot be shared with workers).
+  A worker times its batch from the first row's indexing to the end of the collate (``LoadedBatch.index_s``:
+  PyTorch's batched fetch, ``Dataset.__getitems__``, then the collate function), so the trace shows the
+  workers' per-row cost apart from the trainer's wait for it.
 * ``fused``: one ``index_select`` per matrix per batch into a preallocated (pinned) staging buffer (from files:
   the batch's row reads, in parallel), then one copy into a preallocated device buffer. Under chunk
   reshuffling the batch consists of a few contiguous runs and each run is copied directly into its place in
@@ -121,6 +124,8 @@ class LoadedBatch:
         nbytes: bytes loaded (b M F 4).
         num_requests: indexing operations, run copies or file reads issued.
         start_s, end_s: ``perf_counter()`` readings around the load.
+        index_s: ``perf_counter()`` readings around the per-row indexing in a ``baseline`` DataLoader worker
+            process (CLOCK_MONOTONIC, shared by the processes of the machine); None when the load did it.
     """
 
     xs: list[torch.Tensor]
@@ -129,6 +134,7 @@ class LoadedBatch:
     num_requests: int
     start_s: float
     end_s: float
+    index_s: tuple[float, float] | None = None
 
 
 class _RowDataset(torch.utils.data.Dataset):  # type: ignore[type-arg]
@@ -151,6 +157,20 @@ class _RowDataset(torch.utils.data.Dataset):  # type: ignore[type-arg]
             return tuple(out)
         return tuple(t[i] for t in self.source.tensors)
 
+    def __getitems__(self, rows: list[int]) -> tuple[float, list[tuple[torch.Tensor, ...]]]:
+        """The items of one batch, row by row, and when their indexing began (PyTorch's batched fetch calls this
+        with the batch's rows and hands the result to the collate function, :func:`_timed_collate`)."""
+        start = now()
+        return start, [self[i] for i in rows]
+
+
+def _timed_collate(fetched: tuple[float, list[tuple[torch.Tensor, ...]]]) -> tuple[Any, torch.Tensor]:
+    """``default_collate`` of a batch's items, with ``perf_counter()`` readings at the start of its indexing and
+    after the collate (float64 tensor, so they cross the worker's queue with the batch)."""
+    start, items = fetched
+    parts = torch.utils.data.default_collate(items)
+    return parts, torch.tensor([start, now()], dtype=torch.float64)
+
 
 class BaselineLoader:
     """Per-row indexing through a PyTorch DataLoader (module docstring).
@@ -171,13 +191,17 @@ class BaselineLoader:
         src = self.source
         loader = torch.utils.data.DataLoader(
             _RowDataset(src), batch_sampler=[b.tolist() for b in batches if len(b)], num_workers=self.num_workers,
-            pin_memory=torch.cuda.is_available() and src.placement != "gpu",
+            collate_fn=_timed_collate, pin_memory=torch.cuda.is_available() and src.placement != "gpu",
             multiprocessing_context="fork" if self.num_workers else None)
         it = iter(loader)
         for rows in batches:
             t0 = now()
-            b = len(rows)
-            parts = next(it) if b else tuple(self.device_buf[m, :0] for m in range(src.num_matrices))
+            b, index_s = len(rows), None
+            if b:
+                parts, times = next(it)
+                index_s = tuple(times.tolist()) if self.num_workers else None
+            else:
+                parts = tuple(self.device_buf[m, :0] for m in range(src.num_matrices))
             if src.placement == "gpu":
                 xs = list(parts)
             else:
@@ -185,7 +209,8 @@ class BaselineLoader:
                     self.device_buf[m, :b].copy_(part, non_blocking=True)
                 xs = [self.device_buf[m, :b] for m in range(src.num_matrices)]
             _sync(src.device)
-            yield LoadedBatch(xs, rows, b * src.num_matrices * src.row_bytes, b * src.num_matrices, t0, now())
+            yield LoadedBatch(xs, rows, b * src.num_matrices * src.row_bytes, b * src.num_matrices, t0, now(),
+                              index_s)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Nothing to release (the DataLoader's workers end with each epoch)."""

@@ -146,6 +146,14 @@ def labelled_rows(graph: GraphData) -> np.ndarray:
     return np.concatenate([graph.train_idx, graph.val_idx, graph.test_idx]).astype(np.int64)
 
 
+def check_inputs(graph: GraphData, features: np.ndarray, hops: int) -> None:
+    """Raise ``ValueError`` unless ``hops >= 0`` and ``features`` has one row per vertex of ``graph``."""
+    if hops < 0:
+        raise ValueError(f"hops must be >= 0, got {hops}")
+    if features.shape[0] != graph.num_vertices:
+        raise ValueError(f"features have {features.shape[0]} rows, the graph has {graph.num_vertices} vertices")
+
+
 def preprocess(graph: GraphData, features: np.ndarray, hops: int, folder: str | Path,
                undirected: bool = True) -> HopFiles:
     """Propagate ``features`` ``hops`` times over ``graph`` and write the labelled rows of every hop.
@@ -165,10 +173,7 @@ def preprocess(graph: GraphData, features: np.ndarray, hops: int, folder: str | 
     Raises:
         ValueError: ``hops < 0`` or a feature matrix with the wrong number of rows.
     """
-    if hops < 0:
-        raise ValueError(f"hops must be >= 0, got {hops}")
-    if features.shape[0] != graph.num_vertices:
-        raise ValueError(f"features have {features.shape[0]} rows, the graph has {graph.num_vertices} vertices")
+    check_inputs(graph, features, hops)
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     rows = torch.from_numpy(labelled_rows(graph))
@@ -178,13 +183,18 @@ def preprocess(graph: GraphData, features: np.ndarray, hops: int, folder: str | 
         if r:
             x = torch.sparse.mm(adjacency, x)
         atomic_save_npy(out / hop_file(r), x.index_select(0, rows).numpy())
-    atomic_save_npy(out / LABELS_FILE, graph.labels[rows.numpy()].astype(np.int64))
-    files = HopFiles(out, hops, len(graph.train_idx), len(graph.val_idx), len(graph.test_idx),
-                     int(features.shape[1]), int(graph.num_classes), undirected)
-    atomic_write_json(out / META_FILE, {"format": FORMAT, "hops": hops, "num_train": files.num_train,
-                                        "num_val": files.num_val, "num_test": files.num_test,
-                                        "feature_dim": files.feature_dim, "num_classes": files.num_classes,
-                                        "undirected": undirected})
+    return write_meta(graph, out, hops, int(features.shape[1]), undirected)
+
+
+def write_meta(graph: GraphData, folder: Path, hops: int, feature_dim: int, undirected: bool) -> HopFiles:
+    """Complete a folder whose hop files are written: ``labels.npy``, then ``meta.json`` (last, atomically)."""
+    atomic_save_npy(folder / LABELS_FILE, graph.labels[labelled_rows(graph)].astype(np.int64))
+    files = HopFiles(folder, hops, len(graph.train_idx), len(graph.val_idx), len(graph.test_idx), feature_dim,
+                     int(graph.num_classes), undirected)
+    atomic_write_json(folder / META_FILE, {"format": FORMAT, "hops": hops, "num_train": files.num_train,
+                                           "num_val": files.num_val, "num_test": files.num_test,
+                                           "feature_dim": files.feature_dim, "num_classes": files.num_classes,
+                                           "undirected": undirected})
     return files
 
 
@@ -216,7 +226,7 @@ def cache_folder(dataset: str | GeneratedSpec, undirected: bool = True) -> Path:
 
 
 def prepropagated(dataset: str | GeneratedSpec, hops: int, undirected: bool = True,
-                  folder: str | Path | None = None) -> HopFiles:
+                  folder: str | Path | None = None, sharded: bool = False) -> HopFiles:
     """The hop files of a dataset with at least ``hops`` hops, computed (and cached) if needed.
 
     Features of the Planetoid presets are row-normalised first (:func:`executor.data.input_features`), as in
@@ -227,6 +237,9 @@ def prepropagated(dataset: str | GeneratedSpec, hops: int, undirected: bool = Tr
         hops: R needed.
         undirected: symmetrise the adjacency first.
         folder: where to keep the files (default :func:`cache_folder`).
+        sharded: collective over the process group: every rank propagates its row shard
+            (:func:`executor.strategies.ppgnn.preprop_shards.preprocess_sharded`); whether the cached folder
+            is complete is rank 0's view.
 
     Returns:
         The folder's description (``hops`` may exceed the request if more were stored earlier).
@@ -236,7 +249,22 @@ def prepropagated(dataset: str | GeneratedSpec, hops: int, undirected: bool = Tr
     """
     out = Path(folder) if folder is not None else cache_folder(dataset, undirected)
     files = read_hop_files(out)
-    if files is not None and files.hops >= hops and files.undirected == undirected:
-        return files
+    fresh = files is not None and files.hops >= hops and files.undirected == undirected
+    if not sharded:
+        return files if fresh and files is not None else _preprocess_dataset(dataset, hops, out, undirected)
+    from gnnplan.executor import comm
+    from gnnplan.executor.assemble import rank0_first
+    from gnnplan.executor.strategies.ppgnn.preprop_shards import preprocess_sharded
+
+    if not comm.broadcast_object(fresh):
+        graph = rank0_first(lambda: load_dataset(dataset))
+        preprocess_sharded(graph, input_features(graph, dataset), hops, out, undirected)
+    files = read_hop_files(out)
+    if files is None:
+        raise RuntimeError(f"pre-propagation: {out} is incomplete after the sharded run (not a shared folder?)")
+    return files
+
+
+def _preprocess_dataset(dataset: str | GeneratedSpec, hops: int, out: Path, undirected: bool) -> HopFiles:
     graph = load_dataset(dataset)
     return preprocess(graph, input_features(graph, dataset), hops, out, undirected)

@@ -25,7 +25,8 @@ Mechanism (brief §1.2-§1.6), per iteration:
    gradients are all-reduced, then Adam (brief §1.2 step 4).
 
 Beyond one machine [inferred; the paper has one host]: P has one part per GPU of the cluster, a machine's host
-memory holds its GPUs' partitions, and shuffle messages between machines cross PCIe, the network and PCIe.
+memory holds its GPUs' partitions, and shuffle messages between machines cross PCIe, the network and PCIe (the
+network alone with ``network.gpudirect_rdma``).
 
 Simulation: :mod:`.run` (the simpy window), :mod:`.work` (bytes, FLOPs, seconds and memory), :mod:`.stats`
 (measured split statistics of the window's batches); spans ``sample``, ``split``, ``load``, ``forward``,
@@ -120,7 +121,8 @@ def _iteration_gap_s(row: SpanRow) -> float:
 
 CALIBRATION: dict[str, PhaseRule] = {
     "sample": rules.sample_rule(),
-    "split": PhaseRule("sampling", lambda row: {"num_edges": rules.span_arg(row, "num_split_items")}),
+    "split": PhaseRule("sampling", lambda row: {"num_edges": rules.span_arg(row, "num_split_items"),
+                                                "num_calls": rules.span_arg(row, "num_sampler_calls")}),
     "load": PhaseRule("feature_load", _load_work),
     "shuffle": PhaseRule("shuffle", lambda row: {"intra_bytes": rules.span_arg(row, "intra_bytes"),
                                                  "network_bytes": rules.span_arg(row, "network_bytes")},
@@ -131,10 +133,11 @@ CALIBRATION: dict[str, PhaseRule] = {
                            target=_iteration_gap_s),
 }
 """How calibration prices ``gsplit``'s spans: ``split`` is one sampler pass over the split's vertex lookups
-(``num_split_items``); ``shuffle`` the priced ``shuffle`` of its intra-machine and network bytes, the fastest
-one of an iteration (an executor's shuffle span includes waiting for the slower splits, the simulator's
-``lockstep``; the rank that arrives last does not wait); ``load`` a feature load whose structure bytes are
-copied without a gather."""
+(``num_split_items``) in one call per layer (``num_sampler_calls``); ``shuffle`` the priced ``shuffle`` of its
+intra-machine and network bytes (one collective call: ``network.per_collective_s`` and the messages), one row per
+shuffle call, the fastest rank's (an executor's shuffle span includes waiting for the slower splits, which the
+simulator's barrier produces as ``lockstep``; the rank that arrives last does not wait); ``load`` a feature load
+whose structure bytes are copied without a gather."""
 
 
 def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:

@@ -7,20 +7,26 @@ Per iteration (brief §1.2, §1.5, §2.3):
 
 * ``sample`` and ``split`` (stream ``sampler``, on the machine's first GPU's time line): one mini-batch for all
   GPUs, then the online split, on one host core each (:meth:`~gnnplan.simulator.hardware.model.HardwareModel.sample`
-  with the sampled edges, then with the split's vertex lookups). With ``num_sampler_workers`` k > 0, k sampler
+  with the sampled edges, then with the split's vertex lookups, each in one call per layer:
+  ``host.sampler_call_s``). With ``num_sampler_workers`` k > 0, k sampler
   processes per machine run ahead (sampler j takes iterations j, j + k, ...), at most ``PREFETCH_FACTOR * k``
   batches ahead of the trainers; with 0 the first GPU's trainer samples inline and the others wait for it.
 * ``load``: host gather of the split's misses, one host-to-device copy of misses and structure, GPU gather of
   cache hits.
-* forward: segment l on the GPU, then ``lockstep`` (wait until every GPU reaches shuffle l: the slowest split
-  sets the pace; the executor cannot tell this wait from the exchange, its ``shuffle`` spans hold both) and
-  ``shuffle`` l: the collective call's fixed cost (``network.per_collective_s``), then all GPU pairs' messages at
-  once, one per pair, over NVLink
+* forward: segment l on the GPU, then shuffle l, one collective call
+  (:meth:`~gnnplan.simulator.strategies.base.WindowRun._collective`): ``lockstep`` (wait until every GPU reaches
+  it: the slowest split sets the pace; the executor cannot tell this wait from the exchange, its ``shuffle``
+  spans hold both) and ``shuffle`` l: the call's fixed cost (``network.per_collective_s``), then all GPU pairs'
+  messages at once, one per pair, over NVLink
   (:meth:`~gnnplan.simulator.hardware.model.HardwareModel.gpu_to_gpu`, PCIe through the host without it) inside
-  a machine and device-to-host, network, host-to-device across machines; a GPU goes on when its own messages
+  a machine and device-to-host, network, host-to-device across machines (the network alone with GPUDirect RDMA:
+  :meth:`~gnnplan.simulator.hardware.model.HardwareModel.gpu_network`); a GPU goes on when its own messages
   (sent and received) have arrived. After the last shuffle the last segment and the loss.
 * backward: the same in reverse, gradients flowing back along each pair (j to i).
-* ``all_reduce`` of the gradients (after every GPU arrives), ``optimizer``, ``iteration_overhead_s``.
+* ``all_reduce`` of the gradients (after every GPU arrives), ``optimizer``, ``iteration_overhead_s``. When the
+  gradients fill several DDP buckets (``training.ddp_bucket_bytes``), bucket k's all-reduce starts once backward
+  has produced it (:class:`~gnnplan.simulator.strategies.base.BucketedBackward`, over the backward segments and
+  their shuffles) and ``all_reduce`` is the part after backward.
 
 With sampler processes every trainer takes its machine's split batch from them (``host.sampler_handoff_s``,
 host work on one of the machine's cores) before it loads.
@@ -31,9 +37,15 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext, WindowRun
+from gnnplan.simulator.strategies.base import (
+    PREFETCH_FACTOR,
+    BucketedBackward,
+    IterationPlan,
+    SimContext,
+    WindowRun,
+)
 from gnnplan.simulator.strategies.gsplit.work import IterationWork
+from gnnplan.simulator.trace import Span
 
 PHASES = ("sample", "split", "load", "forward", "lockstep", "shuffle", "backward", "all_reduce", "optimizer")
 
@@ -69,12 +81,14 @@ class SplitRun(WindowRun):
 
     def _sample(self, leader: int, pos: int) -> Generator[Any, Any, None]:
         work, machine = self.works[pos], self.hw.machine_of(leader)
+        calls = float(len(work.has_backward))                          # one sampler call per layer
         start = self.engine.now
-        yield self.hw.sample(machine, work.num_sampled_edges)
-        self._span(leader, "sample", start, "sampler", pos, num_sampled_edges=work.num_sampled_edges)
+        yield self.hw.sample(machine, work.num_sampled_edges, calls)
+        self._span(leader, "sample", start, "sampler", pos, num_sampled_edges=work.num_sampled_edges,
+                   num_sampler_calls=calls)
         start = self.engine.now
-        yield self.hw.sample(machine, work.num_items)
-        self._span(leader, "split", start, "sampler", pos, num_split_items=work.num_items)
+        yield self.hw.sample(machine, work.num_items, calls)           # one split call per layer
+        self._span(leader, "split", start, "sampler", pos, num_split_items=work.num_items, num_sampler_calls=calls)
         self.ready[machine][pos].succeed()
 
     def _sampler(self, leader: int, j: int) -> Generator[Any, Any, None]:
@@ -97,8 +111,11 @@ class SplitRun(WindowRun):
             if self.k:
                 yield from self.hw.sampler_handoff(rank)
             yield from self._load(rank, pos, work)
-            yield from self._passes(rank, pos, work)
-            yield from self._all_reduce(rank, pos, work.gradient_bytes)
+            bucketed = yield from self._passes(rank, pos, work, self._ddp_buckets(work.gradient_bytes))
+            if bucketed is None:
+                yield from self._all_reduce(rank, pos, work.gradient_bytes)
+            else:  # the DDP buckets' all-reduces overlapped backward; wait for the last one
+                yield from bucketed.finish()
             t0 = self.engine.now
             yield from self.hw.compute(rank, work.optimizer_s)
             self._span(rank, "optimizer", t0, "compute", pos, flops=work.optimizer_flops)
@@ -109,37 +126,47 @@ class SplitRun(WindowRun):
 
     def _load(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
         split, start = work.splits[rank], self.engine.now
-        yield self.hw.host_gather(split.miss_bytes)
+        yield self.hw.host_gather(split.miss_bytes, rank)
         yield self.hw.host_to_gpu(rank, split.miss_bytes + split.structure_bytes)
         yield from self.hw.gpu_gather(rank, split.hit_bytes)
         self._span(rank, "load", start, "pcie", pos, nbytes=split.miss_bytes + split.structure_bytes,
                    hit_bytes=split.hit_bytes, local_bytes=split.miss_bytes, remote_bytes=0.0,
                    structure_bytes=split.structure_bytes, num_input_vertices=split.num_input_vertices)
 
-    def _passes(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
+    def _passes(self, rank: int, pos: int, work: IterationWork,
+                buckets: list[float] | None = None) -> Generator[Any, Any, BucketedBackward | None]:
         """Forward segments with the shuffles of layers 0..L-1 between them, then backward segments with the
-        backward shuffles of the layers that have one, L-1..0."""
+        backward shuffles of the layers that have one, L-1..0. With ``buckets`` (several DDP buckets,
+        :meth:`~simulator.strategies.base.WindowRun._ddp_buckets`) each bucket's all-reduce starts once the
+        backward segments so far have produced it, overlapping the rest of backward and its shuffles; returns
+        that :class:`~simulator.strategies.base.BucketedBackward` (None without buckets)."""
         split, num_layers = work.splits[rank], len(work.has_backward)
         backward = [layer for layer in reversed(range(num_layers)) if work.has_backward[layer]]
+        bucketed = None
         for phase, seconds, flops, layers in (("forward", split.forward_s, split.forward_flops, range(num_layers)),
                                               ("backward", split.backward_s, split.backward_flops, backward)):
+            if phase == "backward" and buckets is not None:
+                bucketed = BucketedBackward(self, rank, pos, buckets, float(sum(seconds)))
             for seg, (seg_s, seg_flops) in enumerate(zip(seconds, flops)):
                 t0 = self.engine.now
-                yield from self.hw.compute(rank, seg_s)
+                if bucketed is not None:
+                    yield from bucketed.compute(seg_s)
+                else:
+                    yield from self.hw.compute(rank, seg_s)
                 self._span(rank, phase, t0, "compute", pos, flops=seg_flops, segment=seg)
                 if seg < len(layers):
                     yield from self._shuffle(rank, pos, work, layers[seg], phase)
+        return bucketed
 
     def _shuffle(self, rank: int, pos: int, work: IterationWork, layer: int,
                  phase: str) -> Generator[Any, Any, None]:
-        t0 = self.engine.now
-        yield self.rendezvous.wait(("shuffle", pos, layer, phase))
-        self._span(rank, "lockstep", t0, "host", pos, layer=layer, direction=phase)
-        t1, g = self.engine.now, self.ctx.cluster.gpus_per_machine
+        t0, g = self.engine.now, self.ctx.cluster.gpus_per_machine
         fwd = work.shuffle_bytes[layer]
-        fixed_s = pricing.collective_s(self.ctx.cluster, float(fwd.sum()))  # one all-to-all call
-        if fixed_s > 0:
-            yield self.engine.timeout(fixed_s)
+        # one all-to-all call: wait for every GPU (the lockstep), then the call's fixed cost
+        waited = yield from self._collective(rank, ("shuffle", pos, layer, phase), float(fwd.sum()))
+        t1 = t0 + waited
+        self.spans.append(Span(rank, "lockstep", t0, waited, "host", 0.0, 0.0, 0, self.plan.window[pos],
+                               {"layer": layer, "direction": phase}))
         out = fwd[rank] if phase == "forward" else fwd[:, rank]                      # bytes to each peer
         back = fwd[:, rank] if phase == "forward" else fwd[rank]                     # bytes from each peer
         peers = [p for p in range(self.ctx.num_workers) if p != rank]
@@ -167,9 +194,6 @@ class SplitRun(WindowRun):
         if hw.machine_of(src) == hw.machine_of(dst):
             yield hw.gpu_to_gpu(src, dst, nbytes)
             return
-        host_cpu = self.ctx.cluster.gpu.is_host_cpu                    # rows already in host memory
-        if not host_cpu:
-            yield hw.gpu_to_host(src, nbytes)
-        yield hw.network(hw.machine_of(src), hw.machine_of(dst), nbytes)
-        if not host_cpu:
-            yield hw.host_to_gpu(dst, nbytes)
+        # staged: device-to-host, network, host-to-device one after the other (pricing.exchange_s); the NICs alone
+        # with GPUDirect RDMA, or on a CPU-only cluster (rows already in host memory)
+        yield hw.gpu_network(src, dst, nbytes, store_and_forward=True)

@@ -34,6 +34,7 @@ from gnnplan.simulator.strategies.gsplit.split import batch_seed, global_batches
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
 from gnnplan.simulator.workload.graphstats import CACHE_GRID, partition_owners
 from gnnplan.simulator.workload.partition import split_seeds
+from gnnplan.simulator.workload.proxy import for_card
 from gnnplan.simulator.workload.spec import GeneratedSpec
 
 STATS_FORMAT = 2
@@ -143,7 +144,7 @@ def split_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size: in
     path = cache_dir() / "stats" / params["dataset"] / f"gsplit-{digest}.json"
     cached = _read(path, params)
     if cached is not None:
-        return cached
+        return for_card(ref, cached, CARD_VERTEX_FIELDS)
     graph = load_dataset(ref)
     if len(graph.train_idx) == 0:
         raise SpecError(f"workload.dataset: {graph.name} has no training vertices to sample mini-batches from")
@@ -151,7 +152,12 @@ def split_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size: in
     stats = _measure(graph, owner, params)
     atomic_write_json(path, {"params": params, "stats": {f.name: _jsonable(getattr(stats, f.name))
                                                          for f in fields(stats)}})
-    return stats
+    return for_card(ref, stats, CARD_VERTEX_FIELDS)
+
+
+CARD_VERTEX_FIELDS = ("partition_sizes",)
+""":class:`SplitStats` fields scaled from a card's proxy to the card (:func:`simulator.workload.proxy.for_card`):
+the vertices each split owns; every per-batch field is kept (size-invariant rule)."""
 
 
 def dgl_graph(graph: GraphData, self_loops: bool) -> Any:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,13 +50,17 @@ def shuffle_widths(model: ModelSpec, feature_dim: int, num_classes: int) -> list
 
 def split_cost(model: ModelSpec, feature_dim: int, num_classes: int, src: np.ndarray, dst: np.ndarray,
                edges: np.ndarray) -> ModelCost:
-    """The model's kernels on one split: per layer, its owned sources, owned destinations and computed edges.
+    """The model's kernels on one split: per layer, its owned sources, owned destinations and computed edges;
+    its aggregations are torch index operations, no DGL message-passing calls (``Kernel.graph_op`` false).
 
     Shapes:
         src, dst, edges: (L,) counts.
     """
     blocks = [Block(float(s), float(d), float(e)) for s, d, e in zip(src, dst, edges)]
-    return model_cost(model, feature_dim, num_classes, blocks)
+    cost = model_cost(model, feature_dim, num_classes, blocks)
+    # the split layers aggregate with torch index ops (executor.strategies.gsplit.layers), not DGL calls
+    return replace(cost, forward=tuple(replace(k, graph_op=False) for k in cost.forward),
+                   backward=tuple(replace(k, graph_op=False) for k in cost.backward))
 
 
 def backward_shuffles(model: ModelSpec, feature_dim: int, num_classes: int) -> list[bool]:

@@ -17,7 +17,7 @@ Notation: m -> number of GPUs (``ctx.num_workers``); n -> ``num_chunks``; G_ij, 
 Host memory is per machine (the NUMA domains of brief §1.2 become machines on a multi-machine cluster): a row
 lives in the host of the machine of its level-1 owner GPU. The dedup levels ``gpu`` and ``reuse`` read only
 local host rows (owner-based T_ij); ``none`` reads other machines' rows across the network, and GPU-GPU traffic
-between machines takes PCIe, the network and PCIe.
+between machines takes PCIe, the network and PCIe (the network alone with ``network.gpudirect_rdma``).
 
 Reorganisation (Algorithm 4) is applied at dedup ``gpu`` and ``reuse`` (always on in the paper's +P2P and +RU
 configurations, brief §1.8); the simulated ``epoch`` span carries Eq. 4's volumes and its communication cost C
@@ -39,7 +39,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link
+from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link, staged_network
 from gnnplan.simulator.hardware.model import FLOAT_BYTES, compute_time_s
 from gnnplan.simulator.hardware.pricing import PhaseRule
 from gnnplan.simulator.hardware.spec import ClusterSpec
@@ -59,8 +59,10 @@ from gnnplan.simulator.strategies.hongtu.work import (
     optimizer_kernels,
 )
 from gnnplan.simulator.trace import Span
+from gnnplan.simulator.workload.cards import card_name
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.model_cost import param_count
+from gnnplan.simulator.workload.proxy import for_card, proxy_scale
 from gnnplan.simulator.workload.spec import GeneratedSpec, WorkloadSpec
 
 NAME = "hongtu"
@@ -98,7 +100,8 @@ CALIBRATION: dict[str, PhaseRule] = {
     "all_reduce": rules.all_reduce_rule(),
     "iteration": rules.iteration_rule(PHASES, sampler_knob=None)}
 """How calibration prices ``hongtu``'s spans: host-to-GPU loads, GPU-to-host writes, one peer message per span
-(the larger of sent and received bytes; across machines PCIe out, network, PCIe in; compared with the span's
+(the larger of sent and received bytes; across machines PCIe out, network, PCIe in, or the network alone with
+GPUDirect RDMA: :func:`~simulator.hardware.pricing.exchange_s`; compared with the span's
 time after its barrier wait ``wait_s``, while the iteration's gap keeps the wait out too), the CPU's gradient
 accumulation as a host-memory scatter touching 3 bytes per gradient byte, compute, all-reduce, and the fixed
 iteration cost."""
@@ -170,7 +173,11 @@ def slots(workload: WorkloadSpec, knobs: Knobs, num_parts: int) -> tuple[Layout,
 def batch_counts(ctx: SimContext, knobs: Knobs) -> list[list[dedup.BatchCounts]]:
     """Every GPU's :class:`~.dedup.BatchCounts` in every batch."""
     lay, placed = slots(ctx.workload, knobs, ctx.num_workers)
-    return dedup.batch_counts(placed, lay.owner, knobs.dedup, ctx.cluster.gpus_per_machine)
+    counts = dedup.batch_counts(placed, lay.owner, knobs.dedup, ctx.cluster.gpus_per_machine)
+    ref = ctx.workload.dataset  # a dataset card's proxy counts, scaled to the card (simulator/workload/proxy.py)
+    if card_name(ref) is None:
+        return counts
+    return [[for_card(ref, c, dedup.CARD_VERTEX_FIELDS, dedup.CARD_EDGE_FIELDS) for c in row] for row in counts]
 
 
 # ---------------------------------------------------------------------------------------------- simulation
@@ -208,13 +215,14 @@ def transfer_totals(arch: str, level: str, widths: list[int],
 def link_bytes_per_epoch(cluster: ClusterSpec, arch: str, widths: list[int], counts: list[list[dedup.BatchCounts]],
                          gradient_bytes: float) -> dict[str, float]:
     """Bytes all GPUs move over each link kind in one epoch: host loads and writes on PCIe; GPU-GPU rows over
-    NVLink (or twice over PCIe) within a machine, over PCIe twice and the network across machines; the
-    gradient all-reduce."""
+    NVLink (or twice over PCIe) within a machine, the network across machines (and PCIe twice when staged through
+    host memory, not with GPUDirect RDMA: :func:`~simulator.hardware.collectives.staged_network`); the gradient
+    all-reduce."""
     out = {k: 0.0 for k in LINKS}
     totals = transfer_totals(arch, "gpu", widths, counts)  # host loads and writes, peer rows apart
     out["pcie"] = totals["host_to_gpu"] + totals["gpu_to_host"]
     _, intra = intra_machine_link(cluster)
-    g = cluster.gpus_per_machine
+    g, staged = cluster.gpus_per_machine, staged_network(cluster)
     for rank, row in enumerate(counts):
         for c in row:
             for layer in range(len(widths) - 1):
@@ -223,7 +231,7 @@ def link_bytes_per_epoch(cluster: ClusterSpec, arch: str, widths: list[int], cou
                 for peer, rows in enumerate(sent):
                     same = peer // g == rank // g
                     out[intra if same else "network"] += rows * d
-                    out["pcie"] += 0 if same and intra == "nvlink" else 2 * rows * d
+                    out["pcie"] += 2 * rows * d if (intra == "pcie" if same else staged) else 0.0
     if cluster.num_gpus > 1:
         for kind, nbytes in all_reduce_link_bytes(gradient_bytes, cluster).items():
             out[kind] += cluster.num_gpus * nbytes
@@ -299,5 +307,10 @@ def _host_parts(ctx: SimContext, knobs: Knobs, widths: list[int]) -> dict[str, f
     vertices = np.bincount(machine, minlength=ctx.cluster.num_machines)
     edges = np.bincount(machine, weights=lay.csr.in_degrees, minlength=ctx.cluster.num_machines)
     biggest = int(np.argmax(vertices + edges))
-    return host_parts(ctx.workload.model, widths, int(vertices[biggest]), int(edges[biggest]), g,
-                      ctx.cluster.host.process_bytes)
+    owned_vertices, owned_edges = int(vertices[biggest]), int(edges[biggest])
+    name = card_name(ctx.workload.dataset)
+    if name is not None:  # a dataset card's proxy: owned rows scale to the card (simulator/workload/proxy.py)
+        scale = proxy_scale(name)
+        owned_vertices = round(owned_vertices * scale.vertex_factor)
+        owned_edges = round(owned_edges * scale.edge_factor)
+    return host_parts(ctx.workload.model, widths, owned_vertices, owned_edges, g, ctx.cluster.host.process_bytes)

@@ -171,6 +171,13 @@ class BatchCounts:
     flush_rows: int
 
 
+CARD_VERTEX_FIELDS = ("num_dst", "num_src", "buffer_rows", "load_rows", "pull_rows", "reused_rows", "push_rows",
+                      "flush_rows")
+CARD_EDGE_FIELDS = ("num_edges",)
+""":class:`BatchCounts` fields scaled from a dataset card's proxy to the card
+(:func:`simulator.workload.proxy.for_card`): rows (vertex counts) and edges (extensive rule)."""
+
+
 def _remote_rows(vertices: np.ndarray, owner: np.ndarray, rank: int, num_parts: int, gpus_per_machine: int,
                  peers_same_machine: bool) -> tuple[int, ...]:
     """Per worker k != rank, the rows of ``vertices`` that k owns (same-machine k only if asked)."""

@@ -6,8 +6,8 @@ run one after another (no overlap of communication and computation is described)
 * forward, l = 0..L-1, batch j = 0..n-1: ``h2d`` (the host rows the dedup level loads, PCIe), the peer fetch
   (Algorithm 2 step 2: a barrier, then slots s = 0..m-2 in which GPU i receives from GPU (i+s+1) mod m and sends
   to (i-s-1) mod m, the interleaved order of the paper; ``d2d`` within a machine over NVLink or PCIe,
-  ``exchange`` across machines: PCIe out, network, PCIe in), ``forward`` compute, ``d2h`` of h^{l+1}_{V_ij}
-  (∇h^L at the last layer) and, for GCN, the checkpoint a^l_{V_ij};
+  ``exchange`` across machines: PCIe out, network, PCIe in; the network alone with GPUDirect RDMA), ``forward``
+  compute, ``d2h`` of h^{l+1}_{V_ij} (∇h^L at the last layer) and, for GCN, the checkpoint a^l_{V_ij};
 * backward, l = L-1..0, batch j: ``h2d`` of ∇h^{l+1}_{V_ij} (+ a^l_{V_ij} for GCN; GAT reloads its neighbours
   through the forward's dedup path), ``backward`` compute; for l >= 1 the push of partial gradients (Algorithm 3
   step 1: a barrier, then slots sending to (i+s+1) mod m), ``d2h`` of the gradient rows flushed to the host and
@@ -181,8 +181,6 @@ class EpochRun(FullGraphRun):
         if nbytes > 0:
             if hw.machine_of(src) == hw.machine_of(dst):
                 yield hw.gpu_to_gpu(src, dst, nbytes)
-            else:
-                yield hw.gpu_to_host(src, nbytes)
-                yield hw.network(hw.machine_of(src), hw.machine_of(dst), nbytes)
-                yield hw.host_to_gpu(dst, nbytes)
+            else:  # copy out, send from host memory, copy in; the NICs alone with GPUDirect RDMA
+                yield hw.gpu_network(src, dst, nbytes, store_and_forward=True)
         self._event(key + (src, dst)).succeed()

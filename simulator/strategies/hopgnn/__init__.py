@@ -32,7 +32,9 @@ Per iteration and worker (simulated on :class:`~simulator.hardware.model.Hardwar
    ``iteration_overhead_s`` per step ([inferred]: each step is one forward/backward pass of the training loop),
    then, except after the last step, ``migrate``: a barrier over all workers (§5.1 idle slots) and a
    ring shift of parameters and accumulated gradients (``2 P b_p`` bytes, ``P b_p`` without parameters).
-4. ``all_reduce`` of the gradients, ``optimizer`` (as ``dp``). Knob ``sampler`` (``dgl`` / ``keyed``) is the
+4. ``all_reduce`` of the gradients, ``optimizer`` (as ``dp``); when the gradients fill several DDP buckets
+   (``training.ddp_bucket_bytes``) their all-reduces overlap the last step's backward
+   (:meth:`~simulator.strategies.base.WindowRun._final_step`). Knob ``sampler`` (``dgl`` / ``keyed``) is the
    executor's neighbour sampler; both are priced alike.
 
 With ``micrograph = false`` the naive feature-centric variant is simulated instead

@@ -30,14 +30,15 @@ class HopRun(WindowRun):
 
     def __init__(self, ctx: SimContext, num_sampler_workers: int, pregather: bool, plan: IterationPlan,
                  full: list[HopWork], last: list[HopWork]) -> None:
-        super().__init__(ctx, plan, num_sampler_workers)
+        # per-rank measured work: one representative machine only if it is the same on every machine
+        super().__init__(ctx, plan, num_sampler_workers, rank_works=list(zip(full, last)))
         self.pregather, self.k = pregather, num_sampler_workers
         self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
         self.ready, self.taken = self._events(), self._events()
 
     def execute(self) -> None:
-        """Run every worker's processes to the end of the window."""
-        for rank in range(self.ctx.num_workers):
+        """Run every simulated worker's processes to the end of the window."""
+        for rank in self.ranks:
             self.engine.process(self._trainer(rank))
             for j in range(self.k):
                 self.engine.process(self._sampler(rank, j))
@@ -45,8 +46,10 @@ class HopRun(WindowRun):
 
     def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
         work, start = self.works[pos][rank], self.engine.now
-        yield self.hw.sample(self.hw.machine_of(rank), work.num_sampled_edges)
-        self._span(rank, "sample", start, "sampler", pos, num_sampled_edges=work.num_sampled_edges)
+        calls = float(sum(len(step.blocks) for step in work.steps))  # one sampler call per group and layer
+        yield self.hw.sample(self.hw.machine_of(rank), work.num_sampled_edges, calls)
+        self._span(rank, "sample", start, "sampler", pos, num_sampled_edges=work.num_sampled_edges,
+                   num_sampler_calls=calls)
 
     def _sampler(self, rank: int, j: int) -> Generator[Any, Any, None]:
         depth = PREFETCH_FACTOR * self.k
@@ -69,11 +72,14 @@ class HopRun(WindowRun):
                 yield from self._pregather(rank, pos, work)
             for k, step in enumerate(work.steps):
                 yield from self._load(rank, pos, work, step)
+                if k == len(work.steps) - 1:  # the last backward overlaps the DDP buckets' all-reduce
+                    yield from self._final_step(rank, pos, step, work, start)
+                    break
                 yield from self._passes(rank, pos, step)
-                if k < len(work.steps) - 1:  # the last step's overhead is the one _update pays
-                    yield self.engine.timeout(self.ctx.cluster.iteration_overhead_s)
-                    yield from self._migrate(rank, pos, k, work)
-            yield from self._update(rank, pos, work, start)
+                yield self.engine.timeout(self.ctx.cluster.iteration_overhead_s)  # the last one _update pays
+                yield from self._migrate(rank, pos, k, work)
+            else:  # no step
+                yield from self._update(rank, pos, work, start)
         self._end_epoch(rank)
 
     def _others(self, me: int) -> list[int]:
@@ -92,7 +98,7 @@ class HopRun(WindowRun):
 
     def _pregather(self, rank: int, pos: int, work: HopWork) -> Generator[Any, Any, None]:
         start, me = self.engine.now, self.hw.machine_of(rank)
-        parts = [self.hw.host_gather(work.pregather_local_rows * work.row_bytes)]
+        parts = [self.hw.host_gather(work.pregather_local_rows * work.row_bytes, rank)]
         if work.pregather_remote_rows > 0 and self._others(me):
             parts.append(self.engine.process(self._pull(me, work.pregather_remote_rows, work.row_bytes)))
         yield self.engine.all_of(parts)
@@ -104,9 +110,9 @@ class HopRun(WindowRun):
         """Gather the step's input rows (pre-gathered, or local plus fetched) and copy them to the GPU."""
         hw, start = self.hw, self.engine.now
         if self.pregather:
-            yield hw.host_gather(step.input_bytes)
+            yield hw.host_gather(step.input_bytes, rank)
         else:
-            parts = [hw.host_gather(step.local_bytes)]
+            parts = [hw.host_gather(step.local_bytes, rank)]
             if step.remote_bytes > 0:
                 parts.append(self.engine.process(self._fetch(rank, pos, step, work.row_bytes)))
             yield self.engine.all_of(parts)

@@ -25,10 +25,11 @@ Per epoch and worker (simulation on :class:`~simulator.hardware.model.HardwareMo
 1. forward, l = 1..L: ``exchange`` of h^(l-1) rows. With ``ring`` (§4.3) slot s = 0..W-2 sends to worker
    (i+s+1) mod W and receives from (i-s-1) mod W, one slot after the other, so no two senders share a receiver;
    without it all messages start at once and share the receivers' NICs (incast). A message crosses the
-   sender's PCIe (device-to-host), the network and the receiver's PCIe (host-to-device); between GPUs of one
-   machine, NVLink or PCIe. Empty messages are not sent. With ``overlap`` (§4.3, "pipelining") the replica
-   block (the cached subtrees, which need no received row) is computed while the exchange is in flight; then
-   the master block.
+   sender's PCIe (device-to-host), the network and the receiver's PCIe (host-to-device), one after the other
+   (MPI sends from host memory, brief §1.9), or with ``network.gpudirect_rdma`` the network alone
+   (:meth:`~simulator.hardware.model.HardwareModel.gpu_network`); between GPUs of one machine, NVLink or PCIe.
+   Empty messages are not sent. With ``overlap`` (§4.3, "pipelining") the replica block (the cached subtrees,
+   which need no received row) is computed while the exchange is in flight; then the master block.
 2. backward, l = L..1: master block backward, then the gradients of the received rows go back to their owners
    (l >= 2; ``exchange``), overlapped with the replica block's backward when ``overlap`` is on.
 3. ``all_reduce`` of the weight gradients (synchronous ring, hierarchical on multi-GPU machines, as ``dp``),
@@ -48,7 +49,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link
+from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link, staged_network
 from gnnplan.simulator.hardware.pricing import PhaseRule
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS, SimResult
@@ -145,20 +146,35 @@ def dependency_counts(ctx: SimContext, knobs: Knobs) -> list[deps.WorkerCounts]:
 
     def build() -> list[deps.WorkerCounts]:
         _, in_graph, owner = load_structure(wl, ctx.num_workers, knobs.partitioner)
-        return [deps.worker_counts(in_graph, owner, worker_sets(cl, wl, knobs, in_graph, owner, r, sm.feature_dim,
+        kn = _proxy_budget(wl, knobs)
+        return [deps.worker_counts(in_graph, owner, worker_sets(cl, wl, kn, in_graph, owner, r, sm.feature_dim,
                                                                 sm.num_classes), ctx.num_workers)
                 for r in range(ctx.num_workers)]
 
     return deps.cached_counts(wl.dataset, params, build)
 
 
+def _proxy_budget(workload: WorkloadSpec, knobs: Knobs) -> Knobs:
+    """On a dataset card's proxy, the cache budget of a worker shrinks with its vertices (``budget /
+    vertex_factor``), so the greedy caches the share of dependencies the full-size worker could; unchanged for
+    any other dataset (:mod:`simulator.workload.proxy`)."""
+    from gnnplan.simulator.workload import cards, proxy
+
+    name = cards.card_name(workload.dataset)
+    if name is None or knobs.cache_budget_bytes is None:
+        return knobs
+    budget = knobs.cache_budget_bytes / proxy.proxy_scale(name).vertex_factor
+    return knobs.model_copy(update={"cache_budget_bytes": budget})
+
+
 # ---------------------------------------------------------------------------------------------- simulation
 
 def link_bytes_per_epoch(cluster: ClusterSpec, works: list[WorkerWork]) -> dict[str, float]:
     """Bytes all workers send over each link kind in one epoch: the exchanges (forward rows, backward
-    gradients for l >= 2; across machines each also crosses PCIe twice) and the gradient all-reduce."""
+    gradients for l >= 2; across machines each also crosses PCIe twice when staged through host memory, not
+    with GPUDirect RDMA: :func:`~simulator.hardware.collectives.staged_network`) and the gradient all-reduce."""
     out = {k: 0.0 for k in LINKS}
-    g = cluster.gpus_per_machine
+    g, staged = cluster.gpus_per_machine, staged_network(cluster)
     _, intra = intra_machine_link(cluster)
     for rank, work in enumerate(works):
         for i, layer in enumerate(work.layers):
@@ -170,7 +186,7 @@ def link_bytes_per_epoch(cluster: ClusterSpec, works: list[WorkerWork]) -> dict[
                     out[intra] += nbytes
                 else:
                     out["network"] += nbytes
-                    out["pcie"] += 2 * nbytes
+                    out["pcie"] += 2 * nbytes if staged else 0.0
         for kind, nbytes in all_reduce_link_bytes(work.gradient_bytes, cluster).items():
             out[kind] += nbytes
     return out
@@ -303,10 +319,8 @@ class _Run(FullGraphRun):
         if nbytes > 0:
             if hw.machine_of(src) == hw.machine_of(dst):
                 yield hw.gpu_to_gpu(src, dst, nbytes)
-            else:
-                yield hw.gpu_to_host(src, nbytes)
-                yield hw.network(hw.machine_of(src), hw.machine_of(dst), nbytes)
-                yield hw.host_to_gpu(dst, nbytes)
+            else:  # copy out, send from host memory, copy in; the NICs alone with GPUDirect RDMA
+                yield hw.gpu_network(src, dst, nbytes, store_and_forward=True)
         self._event(key + (src, dst)).succeed()
 
     def _all_reduce(self, rank: int) -> Generator[Any, Any, None]:

@@ -15,7 +15,9 @@ Partitioners (all workers see the same owner map; the executor calls :func:`owne
   uses 8 (m - 1)), as recorded in the mechanism brief ../shared/papers/neutronstar.md §1.2.
 * ``metis``: :func:`simulator.workload.graphstats.partition_owners` (pymetis, cached, seed 0).
 
-Per-worker counts for a dependency split (:class:`WorkerCounts`) are cached on disk under
+For a dataset card the counts are measured on its proxy and scaled to the card's size (:func:`cached_counts`,
+:mod:`simulator.workload.proxy`). Per-worker counts for a dependency split (:class:`WorkerCounts`) are cached on
+disk under
 :func:`simulator.paths.cache_dir` ``/stats/<dataset_key>/deps-<digest>.json``, keyed by every parameter,
 written atomically; a damaged entry is measured again.
 
@@ -239,12 +241,25 @@ def cached_counts(ref: str | GeneratedSpec, params: dict[str, Any],
     try:
         data = json.loads(path.read_text())
         if data.get("params") == full:
-            return [_counts_from_json(c) for c in data["workers"]]
+            return _for_card(ref, [_counts_from_json(c) for c in data["workers"]])
     except (OSError, ValueError, KeyError, TypeError):
         pass  # missing or damaged: measure below
     counts = list(build())
     atomic_write_json(path, {"params": full, "workers": [asdict(c) for c in counts]})
-    return counts
+    return _for_card(ref, counts)
+
+
+CARD_VERTEX_FIELDS = ("num_owned", "num_remote", "num_replicated", "replica_src", "received", "num_cached")
+CARD_EDGE_FIELDS = ("num_owned_edges", "replica_edges")
+""":class:`WorkerCounts` fields scaled from a card's proxy to the card (:func:`simulator.workload.proxy.for_card`):
+vertex counts and edge counts (extensive rule)."""
+
+
+def _for_card(ref: str | GeneratedSpec, counts: list[WorkerCounts]) -> list[WorkerCounts]:
+    """``counts`` measured on a card's proxy, scaled to the card; unchanged for any other dataset."""
+    from gnnplan.simulator.workload.proxy import for_card
+
+    return [for_card(ref, c, CARD_VERTEX_FIELDS, CARD_EDGE_FIELDS) for c in counts]
 
 
 def _counts_from_json(data: dict[str, Any]) -> WorkerCounts:

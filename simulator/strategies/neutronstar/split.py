@@ -15,8 +15,11 @@ and one more edge of that layer's kernels (:func:`simulator.workload.model_cost.
 :func:`simulator.hardware.model.compute_time` with the cluster's efficiency fractions, measured on a block of
 :data:`_PROBE_VERTICES` vertices and :data:`_PROBE_EDGES` edges so fixed costs such as reading the weights
 amortise away). ``comm_s[l-1]`` is the time of moving one row of h^(l-1) forward, and its gradient back for
-l >= 2, along the exchange path the simulator prices: a device-to-host copy (PCIe) at the sender, the network,
-a host-to-device copy at the receiver.
+l >= 2, along the exchange path the simulator prices (:func:`~simulator.hardware.pricing.exchange_per_byte_s`): a
+device-to-host copy (PCIe) at the sender, the network, a host-to-device copy at the receiver; the network alone with
+GPUDirect RDMA across machines. On one machine no exchange crosses a NIC, so the flag is ignored there and the
+host-staged rate kept ([simplification], as before the flag existed: the exchanges of one machine go over NVLink
+or PCIe, which this rate does not price).
 
 Subtree of a dependency u cached at layer l (brief §2, the inferred k-indexing): S^{l-1}(u) = {u} and
 S^{k-1}(u) = S^k(u) + in-neighbours of S^k(u); caching u replicates h^(k) of S^k(u) for k = l-1..0, minus owned
@@ -98,7 +101,9 @@ def split_costs(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num_cl
         more = _layer_s(cluster, model, feature_dim, num_classes, layer, Block(n, n, e))
         vertex.append(base / n)
         edge.append(max(more - base, 0.0) / e)
-    per_byte = exchange_per_byte_s(cluster)
+    staged = cluster if cluster.num_machines > 1 else cluster.model_copy(  # module docstring: one machine
+        update={"network": cluster.network.model_copy(update={"gpudirect_rdma": False})})
+    per_byte = exchange_per_byte_s(staged)
     comm = [FLOAT_BYTES * widths[k] * per_byte * (1 if k == 0 else 2) for k in range(model.num_layers)]
     rows = [float(FLOAT_BYTES * widths[k]) for k in range(model.num_layers)]
     return SplitCosts(tuple(vertex), tuple(edge), tuple(comm), tuple(rows))

@@ -16,8 +16,9 @@ Per-batch loading work and memory: :mod:`simulator.strategies.ppgnn.work` (brief
 
 Compute: roofline time of :mod:`simulator.strategies.ppgnn.cost`'s kernels / efficiency fractions; all_reduce:
 synchronous hierarchical ring of the gradients (as ``dp``); then Adam and ``iteration_overhead_s``.
-Pre-propagation (one-off, ``breakdown_s["preprocess"]``, not in the epoch time): R SpMMs on one GPU if the
-CSR matrix and two (n, F) matrices fit its memory, else on the host (memory-bound at host bandwidth).
+Pre-propagation (one-off, ``breakdown_s["preprocess"]``, not in the epoch time): R SpMMs sharded by rows over
+the workers, each exchanging the rows its shard reads from the others per hop, on the GPUs if every shard fits
+their memory, else in host memory (:mod:`simulator.strategies.ppgnn.preprop`).
 
 The paper's placement rule (§1.5): GPU if the input fits, else host memory, else SSD; ``placement=None``
 applies it.
@@ -27,14 +28,12 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from typing import Any
 
-from gnnplan.simulator.engine import FluidResource
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.pricing import PhaseRule
 from gnnplan.simulator.result import SimResult
-from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
     MAX_WINDOW_ITERATIONS,
     IterationPlan,
@@ -48,8 +47,10 @@ from gnnplan.simulator.strategies.base import (
     suggest_batch_size,
 )
 from gnnplan.simulator.strategies.contract import check_workload
+from gnnplan.simulator.strategies.ppgnn import calibration as ppgnn_calibration
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
 from gnnplan.simulator.strategies.ppgnn.knobs import Knobs
+from gnnplan.simulator.strategies.ppgnn.preprop import preprocess_time_s
 from gnnplan.simulator.strategies.ppgnn.work import (
     BASELINE_WORKERS,
     PLACEMENT_ORDER,
@@ -59,7 +60,6 @@ from gnnplan.simulator.strategies.ppgnn.work import (
     batch_rows,
     link_bytes_per_epoch,
     memory_model,
-    preprocess_time_s,
     resolved_placement,
     step_work,
 )
@@ -71,12 +71,10 @@ MODEL_ARCHS = ppgnn_cost.PP_ARCHS
 NEEDS_SAMPLE_STATS = False
 """This strategy uses no sampled-block statistics (only the dataset summary)."""
 PHASES = ("load", "forward", "backward", "all_reduce", "optimizer")
-CALIBRATION: dict[str, PhaseRule] = {
-    "load": rules.load_rule(), **rules.compute_rules(),
-    "iteration": rules.iteration_rule(("load", "forward", "backward", "all_reduce", "optimizer"), sampler_knob=None),
-    "all_reduce": rules.all_reduce_rule()}
-"""How calibration prices ``ppgnn``'s spans (a load is priced as host gather and copy; storage reads and
-per-row indexing are not separated from it)."""
+CALIBRATION: Mapping[str, PhaseRule] = ppgnn_calibration.CALIBRATION
+"""How calibration prices ``ppgnn``'s spans: loads and the baseline's DataLoader workers' ``row_index`` spans as
+batch loads (per-row indexing, storage reads, gather, copy), so they inform ``host.row_index_s`` and
+``storage.concurrency`` (:mod:`.calibration`)."""
 
 
 def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
@@ -144,9 +142,6 @@ class _Run(WindowRun):
         super().__init__(ctx, plan)
         self.knobs = knobs
         self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
-        cl = ctx.cluster
-        self.host_memory = [FluidResource(f"m{m}.host_memory", cl.host.memory_bandwidth_bytes_per_s *
-                                          cl.efficiency.gather_fraction) for m in range(cl.num_machines)]
         self.ready, self.asked = self._events(), self._events()
 
     def execute(self) -> None:
@@ -168,9 +163,12 @@ class _Run(WindowRun):
         for pos in range(j, len(self.plan.window), BASELINE_WORKERS):
             if pos >= depth:
                 yield self.asked[rank][pos - depth]
-            work = self.works[pos].load
+            work, start = self.works[pos].load, self.engine.now
             yield self.hw.host_work(self.hw.machine_of(rank), work.row_index_core_s)
             yield from self._storage(rank, work)
+            self._span(rank, "row_index", start, "loader", pos, storage_bytes=work.storage_bytes,
+                       local_bytes=work.nbytes, num_requests=work.num_requests, num_matrices=work.num_matrices,
+                       num_input_vertices=work.rows)
             self.ready[rank][pos].succeed()
 
     def _prefetcher(self, rank: int) -> Generator[Any, Any, None]:
@@ -184,9 +182,7 @@ class _Run(WindowRun):
     def _storage(self, rank: int, work: LoadWork) -> Generator[Any, Any, None]:
         if work.storage_bytes <= 0:
             return
-        hw, machine = self.hw, self.hw.machine_of(rank)
-        links = (hw.storage[machine], hw.pcie_h2d[rank]) if work.storage_direct else (hw.storage[machine],)
-        yield hw.transfer(links, work.storage_bytes, work.storage_latency_s)
+        yield self.hw.storage_read(rank, work.storage_bytes, work.storage_latency_s, work.storage_direct)
 
     def _load(self, rank: int, pos: int, start: float, inline: bool = True) -> Generator[Any, Any, None]:
         """The loading path run by the trainer (or the prefetcher): per-row indexing and storage reads unless
@@ -203,16 +199,16 @@ class _Run(WindowRun):
             copy_s = work.pcie_latency_s + pricing.bandwidth_s(cl.pcie, work.pcie_bytes) if work.pcie_bytes else 0.0
             yield from hw.compute(rank, gather_s + copy_s)
         else:
-            if work.host_gather_bytes:
-                yield self.engine.fluid.start((self.host_memory[machine],), work.host_gather_bytes)
-            yield hw.transfer((hw.pcie_h2d[rank],), work.pcie_bytes, work.pcie_latency_s)
+            if work.host_gather_bytes:  # the machine's gathers and copies share its host memory (and uplinks)
+                yield hw.host_gather(work.host_gather_bytes, rank)
+            yield hw.transfer(hw.host_to_gpu_path(rank), work.pcie_bytes, work.pcie_latency_s)
         if work.gpu_gather_bytes:
             yield from hw.gpu_gather(rank, work.gpu_gather_bytes)
         on_device = work.gpu_gather_bytes > 0
         self._span(rank, "load", start, "pcie", pos, nbytes=0.0 if on_device else work.nbytes,
                    hit_bytes=work.nbytes if on_device else 0.0, local_bytes=0.0 if on_device else work.nbytes,
                    remote_bytes=0.0, storage_bytes=work.storage_bytes, num_requests=work.num_requests,
-                   num_input_vertices=work.rows)
+                   num_matrices=work.num_matrices, num_input_vertices=work.rows)
 
     def _trainer(self, rank: int, background: bool) -> Generator[Any, Any, None]:
         for pos, work in enumerate(self.works):

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
-from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, compute_time_s
-from gnnplan.simulator.hardware.pricing import host_gather_s
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES
+from gnnplan.simulator.hardware.pricing import row_indexing_s, storage_reads_s
 from gnnplan.simulator.result import LINKS
 from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, MemoryEstimate, SimContext, StepCompute, memory_estimate
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
@@ -77,6 +77,7 @@ class LoadWork:
     pcie_bytes: float
     pcie_latency_s: float
     gpu_gather_bytes: float
+    num_matrices: float = 1.0
 
 
 def resolved_placement(ctx: SimContext, knobs: Knobs) -> str:
@@ -107,25 +108,27 @@ def load_work(ctx: SimContext, knobs: Knobs, placement: str, rows: float) -> Loa
     nbytes = rows * m * s
     per_row, chunked = knobs.loader == "baseline", knobs.reshuffle == "chunk"
     runs = 1.0 + max(0.0, rows - 1.0) / (knobs.chunk_size or ctx.batch_size) if chunked else rows
-    requests = rows * m if per_row else runs * m if chunked else float(m)
-    index_s = rows * m * cl.host.row_index_s if per_row else 0.0
+    # index operations (baseline: one per row and matrix), reads (ssd: one per row and matrix, or per run and
+    # matrix under chunk reshuffling) or transfers (host chunks), as the executor's loaders count them
+    requests = rows * m if per_row or (placement == "ssd" and not chunked) else runs * m if chunked else float(m)
+    index_s = row_indexing_s(cl, rows * m) if per_row else 0.0
     if placement == "gpu":
-        return LoadWork(rows, nbytes, requests, index_s, 0.0, 0.0, False, 0.0, 0.0, 0.0, nbytes)
+        return LoadWork(rows, nbytes, requests, index_s, 0.0, 0.0, False, 0.0, 0.0, 0.0, nbytes, m)
     storage, storage_latency, direct, gather = 0.0, 0.0, False, 0.0
     if placement == "ssd" and chunked and not per_row:  # one request per run and matrix
-        depth = min(float(IO_THREADS), cl.storage.concurrency)
-        storage, storage_latency = nbytes + runs * m * PAGE_BYTES, runs * m * cl.storage.latency_s / depth
+        storage, storage_latency = nbytes + runs * m * PAGE_BYTES, storage_reads_s(cl, 0.0, runs * m, IO_THREADS)
         direct = cl.storage.gpudirect
     elif placement == "ssd":  # one aligned request per row and matrix
         # fused: IO_THREADS in flight; baseline: one per DataLoader worker, the workers sharing the device
-        depth = (min(float(IO_THREADS), cl.storage.concurrency) if not per_row else
-                 min(float(BASELINE_WORKERS), cl.storage.concurrency) / BASELINE_WORKERS)
-        storage, storage_latency = rows * m * (PAGE_BYTES + s), rows * m * cl.storage.latency_s / depth
+        in_flight, sharers = (1.0, BASELINE_WORKERS) if per_row else (IO_THREADS, 1.0)
+        storage = rows * m * (PAGE_BYTES + s)
+        storage_latency = storage_reads_s(cl, 0.0, rows * m, in_flight, sharers)
     elif not per_row and not chunked:
         gather = nbytes
     transfers = runs * m if placement == "host" and chunked and not per_row else float(m)
     pcie, pcie_latency = (0.0, 0.0) if direct else (nbytes, transfers * cl.pcie.latency_s)
-    return LoadWork(rows, nbytes, requests, index_s, storage, storage_latency, direct, gather, pcie, pcie_latency, 0.0)
+    return LoadWork(rows, nbytes, requests, index_s, storage, storage_latency, direct, gather, pcie, pcie_latency, 0.0,
+                    m)
 
 
 def memory_model(ctx: SimContext, knobs: Knobs, placement: str) -> MemoryEstimate:
@@ -147,16 +150,6 @@ def memory_model(ctx: SimContext, knobs: Knobs, placement: str) -> MemoryEstimat
     host = {"worker processes and staging buffers": cl.gpus_per_machine * per_worker,
             "stored hop matrices": stored if placement == "host" else 0.0}
     return memory_estimate(cl, gpu, host, context=f"{placement} placement: ")
-
-
-def preprocess_time_s(ctx: SimContext, hops: int) -> float:
-    """Seconds of the one-off pre-propagation (module docstring)."""
-    sm, cl = ctx.summary, ctx.cluster
-    kernels = ppgnn_cost.preprocess_kernels(sm.num_vertices, sm.num_edges, sm.feature_dim, hops)
-    need = ppgnn_cost.preprocess_memory_bytes(sm.num_vertices, sm.num_edges, sm.feature_dim)
-    if need <= cl.gpu.memory_bytes:
-        return compute_time_s(kernels, cl.gpu, 1.0)
-    return sum(host_gather_s(cl, k.nbytes) for k in kernels)
 
 
 # ---------------------------------------------------------------------------------------------- simulation

@@ -22,7 +22,10 @@ RMAT = {"generator": "rmat", "num_vertices": 20000, "edge_factor": 8, "feature_d
 
 
 def dgx(gpus: int = 4, nvlink: bool = True) -> ClusterSpec:
+    """``gpus`` A100s of a DGX A100, each on a PCIe root port of its own as in HongTu's testbed (paper §2.1), so
+    the host link does not bind before NVLink does (DGX A100 itself pairs GPUs behind PCIe switches)."""
     cl = load_cluster("dgx-a100").model_copy(update={"gpus_per_machine": gpus})
+    cl = cl.model_copy(update={"pcie": cl.pcie.model_copy(update={"gpus_per_uplink": 1})})
     return cl if nvlink else cl.model_copy(update={"nvlink": None})
 
 

@@ -31,8 +31,12 @@ def test_calibration_recovers_hidden_parameters_from_depcomm(ring: bool, tmp_pat
     # pair of each step (and concurrent all-to-all messages share links): a few percent of model error
     for p in ("network.bandwidth_bytes_per_s", "network.latency_s"):
         assert get_param(fitted, p) == pytest.approx(TRUE[p], rel=0.1), p
-    for p in ("pcie.bandwidth_bytes_per_s", "host.sampling_edges_per_s_per_core"):
-        assert get_param(fitted, p) == get_param(start, p)  # exchange spans do not move PCIe; no sampling
+    # exchange spans do not move PCIe; no sampling. The all-reduce, staged through host memory (no GPUDirect
+    # RDMA on 10 GbE), is bounded by PCIe only far from here (PCIe is 20x the NIC): PCIe stays within 1e-4
+    assert get_param(fitted, "pcie.bandwidth_bytes_per_s") == pytest.approx(
+        get_param(start, "pcie.bandwidth_bytes_per_s"), rel=1e-4)
+    assert get_param(fitted, "host.sampling_edges_per_s_per_core") == get_param(
+        start, "host.sampling_edges_per_s_per_core")
     row = report["traces"]["ns.json"]
     # in-sample, without the former closure on iteration_overhead_s: the exchange's few percent of model error
     # (above) shows in the epoch time

@@ -1,0 +1,264 @@
+"""What a report shows, gathered from a ``gnnplan loop`` folder or from files named one by one.
+
+A loop folder (``gnnplan loop --out-dir DIR``) holds ``report.json`` (the loop's summary: study name and storage,
+the calibration report with its held-out rows and fitted parameters), ``plan.yaml``, the measured trace and, from
+this module's :func:`write_loop_outputs`, ``predicted.json`` (the simulator's timeline of the plan). Explicit
+arguments (``--study``, ``--storage``, ``--plan``, ``--trace``, ``--predicted-trace``) add to or replace what the
+folder gives; traces named with ``--trace`` are calibrated here, as ``gnnplan calibrate`` would.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.io import MAX_SPEC_BYTES
+from gnnplan.simulator.plan import Plan, load_plan
+from gnnplan.simulator.trace import Span, read_trace
+
+LOOP_REPORT = "report.json"
+PREDICTED_TRACE = "predicted.json"
+WHATIF_RECORD = "whatif.json"
+
+
+@dataclass
+class Timeline:
+    """A trace's spans and where they came from (``name``: the file, or ``simulated from <plan>``)."""
+
+    spans: list[Span]
+    name: str
+
+
+@dataclass
+class ReportInputs:
+    """Everything a report page can show; a missing piece leaves its sections with a note saying why.
+
+    Attributes:
+        title: the page's heading.
+        plan: the chosen plan (strategy, knobs, cluster, workload, prediction).
+        study: the Optuna study of ``gnnplan tune`` (trials carry their simulation results).
+        predicted: the simulator's timeline of the plan (one epoch).
+        measured: measured traces (``gnnplan run``), the first one drawn.
+        calibration: the report of :func:`gnnplan.simulator.calibrate.calibrate` (``parameters``, ``held_out``).
+        loop: the loop's summary (``measured_epoch_time_s``, ``predicted_before_s``, ...), when from a loop.
+        missing: section -> why it has no data.
+    """
+
+    title: str
+    plan: Plan | None = None
+    study: Any = None
+    predicted: Timeline | None = None
+    measured: list[Timeline] = field(default_factory=list)
+    calibration: dict[str, Any] | None = None
+    loop: dict[str, Any] | None = None
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    """A JSON object from a file, at most :data:`~gnnplan.simulator.io.MAX_SPEC_BYTES` long.
+
+    Raises:
+        SpecError: missing, too large, not JSON, nested too deeply, or not an object (message names ``what``).
+    """
+    if not path.is_file():
+        raise SpecError(f"{what}: file {str(path)!r} does not exist")
+    if path.stat().st_size > MAX_SPEC_BYTES:
+        raise SpecError(f"{what}: {path} is larger than {MAX_SPEC_BYTES // 2**20} MiB")
+    try:
+        data = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+        raise SpecError(f"{what}: {path} is not valid JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{what}: {path} must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _in_folder(folder: Path, recorded: Any, default: str) -> Path:
+    """A file the loop recorded by path: that path if it still exists, else its name inside ``folder``."""
+    if isinstance(recorded, str) and recorded:
+        p = Path(recorded)
+        return p if p.is_file() else folder / p.name
+    return folder / default
+
+
+def _loop_summary(folder: Path) -> dict[str, Any]:
+    """The loop's ``report.json``, checked for the keys the page reads.
+
+    Raises:
+        SpecError: not a loop report.
+    """
+    data = read_json(folder / LOOP_REPORT, "DIR")
+    for key, kind in (("tune", dict), ("calibration", dict), ("plan", str), ("trace", str)):
+        if not isinstance(data.get(key), kind):
+            raise SpecError(f"DIR: {folder / LOOP_REPORT} is not a gnnplan loop report: '{key}' must be a "
+                            f"{'JSON object' if kind is dict else 'string'}")
+    for key in ("study", "storage"):
+        if not isinstance(data["tune"].get(key), str):
+            raise SpecError(f"DIR: {folder / LOOP_REPORT}: tune.{key} must be a string")
+    cal = data["calibration"]
+    if not isinstance(cal.get("parameters"), dict) or not isinstance(cal.get("held_out"), dict):
+        raise SpecError(f"DIR: {folder / LOOP_REPORT}: calibration needs 'parameters' and 'held_out' objects")
+    return data
+
+
+def load_study(name: str | None, storage: str) -> Any:
+    """Open an existing Optuna study read-only in spirit (nothing is created).
+
+    Args:
+        name: the study name (None: the storage's only study).
+        storage: an Optuna storage URL; a SQLite file must exist.
+
+    Raises:
+        SpecError: the file or study does not exist, or ``name`` is None and the storage holds several.
+    """
+    import optuna
+
+    from gnnplan.autotune.study import open_storage
+
+    if storage.startswith("sqlite:///"):
+        db = Path(storage[len("sqlite:///"):])
+        if not db.is_file():
+            raise SpecError(f"--storage: {storage!r}: file {str(db)!r} does not exist")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    rdb = open_storage(storage)
+    names = [s.study_name for s in rdb.get_all_studies()]
+    if name is None:
+        if len(names) != 1:
+            raise SpecError(f"--study: {storage} holds {len(names)} studies; name one of: {', '.join(names)}"[:300])
+        name = names[0]
+    if name not in names:
+        raise SpecError(f"--study: no study {name!r} in {storage}; studies: {', '.join(names) or 'none'}"[:300])
+    return optuna.load_study(study_name=name, storage=rdb)
+
+
+def _timeline(path: Path, what: str) -> tuple[Timeline, dict[str, Any]]:
+    if not path.is_file():
+        raise SpecError(f"{what}: file {str(path)!r} does not exist")
+    spans, meta = read_trace(path)
+    if not spans:
+        raise SpecError(f"{what}: {path} holds no spans")
+    return Timeline(spans, path.name), meta
+
+
+def simulated_timeline(plan: Plan, label: str) -> Timeline:
+    """The simulator's timeline of a plan (one epoch), computed now (cached graph statistics make it quick)."""
+    from gnnplan.simulator.api import simulate
+
+    return Timeline(simulate(plan.cluster, plan.workload, plan.strategy, plan.knobs).spans, f"simulated from {label}")
+
+
+def _plan_of_trace(meta: dict[str, Any], path: Path) -> Plan | None:
+    try:
+        return Plan.model_validate(meta["plan"]) if isinstance(meta.get("plan"), dict) else None
+    except ValueError:
+        raise SpecError(f"--trace: {path}: metadata.plan is not a valid plan") from None
+
+
+def gather(folder: str | None = None, study: str | None = None, storage: str | None = None,
+           plan: str | None = None, traces: Sequence[str] = (), predicted: str | None = None) -> ReportInputs:
+    """Collect a report's inputs (module docstring).
+
+    Args:
+        folder: a ``gnnplan loop`` output folder (None: only the explicit files).
+        study, storage: the tuner's study (default: the loop's; storage default: the gnnplan home's SQLite file).
+        plan: plan YAML (default: the loop's ``plan.yaml``, else the first trace's plan).
+        traces: measured traces (default: the loop's trace, with the loop's calibration); traces given are
+            calibrated here.
+        predicted: a predicted trace (``gnnplan simulate --trace``; default: the loop's ``predicted.json``,
+            else the plan simulated now).
+
+    Returns:
+        The inputs; pieces that are not available are named in ``missing``.
+
+    Raises:
+        SpecError: a named file, folder or study that does not exist or is malformed, or nothing given at all.
+    """
+    if folder is None and not (study or storage or plan or traces or predicted):
+        raise SpecError("DIR: give a folder written by gnnplan loop, or --study/--storage, --plan or --trace")
+    out = ReportInputs(title="gnnplan report")
+    base = Path(folder) if folder is not None else None
+    if base is not None:
+        out.loop = _loop_summary(base)
+        out.title = f"gnnplan loop: {base.resolve().name}"
+        study = study or out.loop["tune"]["study"]
+        storage = storage or out.loop["tune"]["storage"]
+        plan = plan or str(_in_folder(base, out.loop["plan"], "plan.yaml"))
+        if not traces:  # the loop's trace and its calibration; traces given instead are calibrated below
+            traces = [str(_in_folder(base, out.loop["trace"], ""))]
+            out.calibration = out.loop["calibration"]
+        if predicted is None and (base / PREDICTED_TRACE).is_file():
+            predicted = str(base / PREDICTED_TRACE)
+    if study or storage:
+        from gnnplan.autotune.study import default_storage
+
+        out.study = load_study(study, storage or default_storage())
+    else:
+        out.missing["study"] = "no tuning study given (--study / --storage)"
+    metas = []
+    for t in traces:
+        timeline, meta = _timeline(Path(t), "--trace")
+        out.measured.append(timeline)
+        metas.append((Path(t), meta))
+    out.plan = load_plan(plan) if plan else next((p for path, m in metas if (p := _plan_of_trace(m, path))), None)
+    if predicted is not None:
+        out.predicted = _timeline(Path(predicted), "--predicted-trace")[0]
+    elif out.plan is not None:
+        out.predicted = simulated_timeline(out.plan, Path(plan).name if plan else "the trace's plan")
+    else:
+        out.missing["predicted"] = "no plan or predicted trace given (--plan / --predicted-trace)"
+    if not out.measured:
+        out.missing["measured"] = "no measured trace given (--trace)"
+    if out.calibration is None:
+        out.calibration = _calibrate(traces, out) if traces else None
+        if out.calibration is None:
+            out.missing.setdefault("calibration", "no measured trace to calibrate on (--trace)")
+    return out
+
+
+def _calibrate(traces: Sequence[str], out: ReportInputs) -> dict[str, Any] | None:
+    """Calibrate the plan's cluster on the traces (held-out rows included), as ``gnnplan calibrate`` would."""
+    from gnnplan.simulator.calibrate import calibrate
+
+    if out.plan is None:
+        out.missing["calibration"] = "the traces carry no plan, and no --plan was given: nothing to calibrate"
+        return None
+    try:
+        return calibrate({t: read_trace(t) for t in traces}, out.plan.cluster)[1]
+    except SpecError as exc:
+        out.missing["calibration"] = f"calibration failed: {exc}"
+        return None
+
+
+def whatif_folder(folder: str) -> bool:
+    """Whether ``folder`` is a ``gnnplan whatif`` output (has ``whatif.json`` and no loop report)."""
+    p = Path(folder)
+    return (p / WHATIF_RECORD).is_file() and not (p / LOOP_REPORT).is_file()
+
+
+def check_folder(folder: str) -> None:
+    """Raises SpecError unless ``folder`` is a loop or whatif output folder."""
+    p = Path(folder)
+    if not p.is_dir():
+        raise SpecError(f"DIR: {folder!r} is not a folder")
+    if not (p / LOOP_REPORT).is_file() and not (p / WHATIF_RECORD).is_file():
+        raise SpecError(f"DIR: {folder} has neither {LOOP_REPORT} (gnnplan loop) nor {WHATIF_RECORD} "
+                        "(gnnplan whatif)")
+
+
+def check_output(path: Path, flag: str = "-o") -> None:
+    """Fail early, before minutes of work, when ``path`` cannot be written as a file.
+
+    Raises:
+        SpecError: ``path`` is a folder, or one of its parents is an existing file.
+    """
+    if path.is_dir():
+        raise SpecError(f"{flag}: {str(path)!r} is a folder; name the HTML file to write")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise SpecError(f"{flag}: {str(parent)!r} is a file, not a folder")
+            break

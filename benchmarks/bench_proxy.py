@@ -1,0 +1,185 @@
+"""Proxy-estimated vs measured graph statistics: every statistic a strategy needs, estimated from a dataset card
+through its degree-matched synthetic proxy (simulator/workload/proxy.py) and measured on the real graph, with the
+relative error of each (goal: within 15%).
+
+Graphs: every real graph gnnplan bundles (Cora and CiteSeer, through their shipped cards ``card:cora`` and
+``card:citeseer``: the whole card path, proxy at the card's size) and an R-MAT graph of 2M vertices (Graph500
+quadrants, edge factor 8, no features materialised), whose card is derived from the graph itself
+(:func:`simulator.workload.cards.derived_card`: sizes, largest in-degree, moment exponent; R-MAT plants no
+communities) and whose proxy has 10^5 vertices, scaled by the proxy's rules (the same field lists the card path
+uses). Nothing is fitted to the statistics compared: the cards hold only sizes and degree / community summaries.
+
+Statistics, on the 2 x 4-GPU preset ``2x4-a100-nvlink3-200gbib`` (8 workers on 2 machines):
+
+* mini-batch sampling (``dp``, graphstats.sample_stats), METIS and random partitions: input vertices and sampled
+  edges per layer, cache hit fraction at 5% and 20% cached, remote input fraction, edge cut;
+* ``neutronstar`` (chunk partition, DepComm and DepCache): remote dependencies, rows received at layer 1,
+  replicated layer-0 closure and its in-edges, summed over workers;
+* ``hopgnn`` (METIS): micrograph and group locality, ``dp``'s remote input fraction;
+* ``hongtu`` (METIS, 4 chunks, reuse): chunk neighbour sets sum |N_ij|, rows loaded from hosts and pulled from
+  peers, summed over GPUs and batches;
+* ``gsplit`` (METIS split): mean split input vertices, local-edge fraction, largest partition.
+
+Run: ``python benchmarks/bench_proxy.py [--skip-rmat]``. Statistics are cached under ``$GNNPLAN_CACHE``; the first
+run generates the 2M-vertex graph (~4 min, ~3 GB peak) and partitions it with METIS. Timings are not reported
+(this is an accuracy benchmark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+from gnnplan.simulator.api import load_context  # noqa: E402
+from gnnplan.simulator.io import atomic_write_json  # noqa: E402
+from gnnplan.simulator.paths import cache_dir  # noqa: E402
+from gnnplan.simulator.strategies import gsplit, hongtu, hopgnn, neutronstar  # noqa: E402
+from gnnplan.simulator.strategies.gsplit import stats as gsplit_stats  # noqa: E402
+from gnnplan.simulator.strategies.hongtu import dedup  # noqa: E402
+from gnnplan.simulator.strategies.neutronstar import dependencies as deps  # noqa: E402
+from gnnplan.simulator.workload.cards import derived_card  # noqa: E402
+from gnnplan.simulator.workload.datasets import dataset_key, load_dataset  # noqa: E402
+from gnnplan.simulator.workload.proxy import ProxyScale, proxy_scale, proxy_spec, scale_counts  # noqa: E402
+from gnnplan.simulator.workload.spec import RmatSpec, workload_from_dict  # noqa: E402
+
+CLUSTER = "2x4-a100-nvlink3-200gbib"
+TOLERANCE = 0.15
+RMAT = RmatSpec(generator="rmat", num_vertices=2_000_000, edge_factor=8, seed=0)
+RMAT_PROXY_VERTICES = 100_000
+BENCH_FORMAT = 1
+"""Version of :func:`statistics`; part of the name of the kept measurements of the 2M-vertex graph."""
+
+
+def _workloads(dataset: Any, batch: int) -> tuple[Any, Any]:
+    mini = workload_from_dict({"dataset": dataset, "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 64},
+                               "training": {"mode": "mini-batch", "batch_size": batch, "fanouts": [10, 10]}})
+    full = workload_from_dict({"dataset": dataset, "model": {"arch": "gcn", "num_layers": 2, "hidden_dim": 64},
+                               "training": {"mode": "full-graph"}})
+    return mini, full
+
+
+def statistics(dataset: Any, batch: int, scale: ProxyScale | None) -> dict[str, float]:
+    """Every statistic of the module docstring on ``dataset``; ``scale`` applies the card path's scaling rules
+    to a proxy given as a generated spec (None: a real graph, or a card whose hooks scale already)."""
+    mini, full = _workloads(dataset, batch)
+    out: dict[str, float] = {}
+
+    def scaled(obj: Any, vertex: tuple[str, ...], edge: tuple[str, ...] = ()) -> Any:
+        return obj if scale is None else scale_counts(obj, scale, vertex, edge)
+
+    for part in ("metis", "random"):
+        _, _, ctx = load_context(CLUSTER, mini, "dp", {"partitioner": part})
+        st = ctx.sample
+        tag = f"sample[{part}]"
+        for layer in range(len(st.fanouts)):
+            out[f"{tag} input vertices L{layer}"] = st.num_src_vertices[layer]
+            out[f"{tag} sampled edges L{layer}"] = st.num_edges[layer]
+        for fraction in (0.05, 0.2):
+            out[f"{tag} hit fraction @{fraction:g}"] = st.access(fraction)[0]
+        out[f"{tag} remote fraction"] = st.remote_miss_fraction[0]
+        out[f"{tag} edge cut"] = st.edge_cut_fraction
+    for mode in ("depcomm", "depcache"):
+        kn = neutronstar.Knobs(mode=mode, partitioner="chunk")
+        _, _, ctx = load_context(CLUSTER, full, "neutronstar", kn)
+        counts = [scaled(c, deps.CARD_VERTEX_FIELDS, deps.CARD_EDGE_FIELDS)
+                  for c in neutronstar.dependency_counts(ctx, kn)]
+        if mode == "depcomm":
+            out["neutronstar remote dependencies"] = sum(c.num_remote for c in counts)
+            out["neutronstar rows received L1"] = sum(sum(c.received[0]) for c in counts)
+        else:
+            out["neutronstar replicated L0"] = sum(c.num_replicated[0] for c in counts)
+            out["neutronstar replica edges L1"] = sum(c.replica_edges[0] for c in counts)
+    kn_hop = hopgnn.Knobs()
+    _, _, ctx = load_context(CLUSTER, mini, "hopgnn", kn_hop)
+    mg = hopgnn.micrograph_stats(ctx, kn_hop)
+    out["hopgnn micrograph locality"] = mg.micrograph_local_fraction
+    out["hopgnn group locality"] = mg.group_local_fraction
+    out["hopgnn dp remote fraction"] = mg.dp_remote_fraction
+    kn_ht = hongtu.Knobs(num_chunks=4)
+    _, _, ctx = load_context(CLUSTER, full, "hongtu", kn_ht)
+    rows = hongtu.batch_counts(ctx, kn_ht)
+    rows = [[scaled(c, dedup.CARD_VERTEX_FIELDS, dedup.CARD_EDGE_FIELDS) for c in row] for row in rows]
+    out["hongtu chunk neighbour sets"] = sum(c.num_src for row in rows for c in row)
+    out["hongtu host rows loaded"] = sum(c.load_rows for row in rows for c in row)
+    out["hongtu peer rows pulled"] = sum(sum(c.pull_rows) for row in rows for c in row)
+    kn_gs = gsplit.Knobs()
+    _, _, ctx = load_context(CLUSTER, mini, "gsplit", kn_gs)
+    sp = scaled(gsplit.stats_of(ctx, kn_gs), gsplit_stats.CARD_VERTEX_FIELDS)
+    out["gsplit split input vertices"] = float(sp.split_src[:, 0, :].mean())
+    out["gsplit local-edge fraction"] = float(sp.local_edge_fraction().mean())
+    out["gsplit largest partition"] = float(sp.partition_sizes.max())
+    return out
+
+
+def compare(name: str, measured: dict[str, float], estimated: dict[str, float]) -> list[float]:
+    """Print one table; returns the relative errors."""
+    print(f"\n== {name}")
+    print(f"{'statistic':44s} {'measured':>14s} {'estimated':>14s} {'error':>8s}")
+    errors = []
+    for key, m in measured.items():
+        e = estimated[key]
+        err = abs(e - m) / abs(m) if m else (0.0 if e == 0 else math.inf)
+        errors.append(err)
+        flag = "" if err <= TOLERANCE else "  > 15%"
+        print(f"{key:44s} {m:14.6g} {e:14.6g} {100 * err:7.1f}%{flag}")
+    within = sum(err <= TOLERANCE for err in errors)
+    print(f"-- {within}/{len(errors)} within {TOLERANCE:.0%}; median error {100 * float(np.median(errors)):.1f}%, "
+          f"max {100 * max(errors):.1f}%")
+    return errors
+
+
+def run(label: str, work: Callable[[], dict[str, float]], keep: str | None = None) -> dict[str, float]:
+    """``work()``, timed on stderr; with ``keep`` (a file name) the result is kept in the cache folder and read
+    back on later runs (the measurements on the 2M-vertex graph take half an hour on a busy 2-core machine)."""
+    path = cache_dir() / "bench_proxy" / f"{keep}.json" if keep else None
+    if path is not None and path.is_file():
+        print(f"[{label}: read from {path}]", file=sys.stderr)
+        return json.loads(path.read_text())
+    started = time.perf_counter()
+    out = work()
+    print(f"[{label}: {time.perf_counter() - started:.0f} s]", file=sys.stderr)
+    if path is not None:
+        atomic_write_json(path, out)
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--skip-rmat", action="store_true", help="only the bundled real graphs")
+    args = parser.parse_args()
+    errors: list[float] = []
+    for name, batch in (("cora", 64), ("citeseer", 64)):
+        measured = run(f"{name} measured", lambda: statistics(name, batch, None))
+        estimated = run(f"card:{name} estimated", lambda: statistics(f"card:{name}", batch, None))
+        errors += compare(f"{name}: measured on the real graph vs estimated from card:{name} (proxy "
+                          f"{proxy_spec(name).name})", measured, estimated)
+    if not args.skip_rmat:
+        graph = load_dataset(RMAT)
+        card = derived_card("rmat2m", graph.num_vertices, graph.src, graph.dst, graph.feature_dim,
+                            graph.num_classes, (len(graph.train_idx), len(graph.val_idx), len(graph.test_idx)),
+                            how="measured on the 2M-vertex R-MAT graph")
+        del graph
+        spec = proxy_spec(card, RMAT_PROXY_VERTICES)
+        scale = proxy_scale(card, spec)
+        measured = run("rmat2m measured", lambda: statistics(RMAT, 1024, None),
+                       keep=f"measured-{dataset_key(RMAT)}-v{BENCH_FORMAT}")
+        estimated = run("rmat2m proxy estimated", lambda: statistics(spec, 1024, scale))
+        errors += compare(f"R-MAT 2M ({RMAT.name}) vs its proxy {spec.name} (x{scale.vertex_factor:.0f} vertices)",
+                          measured, estimated)
+    within = sum(err <= TOLERANCE for err in errors)
+    print(f"\nall graphs: {within}/{len(errors)} statistics within {TOLERANCE:.0%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

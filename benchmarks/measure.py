@@ -1,0 +1,95 @@
+"""Shared by the fidelity benchmarks (bench_whatif.py, bench_regret.py): run a plan for real, locally or on the
+emulated cluster, several times, and summarise the epoch times; probe the emulated cluster once per setting.
+
+Not a benchmark itself. Every figure it returns is measured; nothing is fitted here.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+BUSY_WAIT_S = 600.0
+"""How long a run waits for another process's emulated cluster to go away before giving up."""
+
+
+@dataclass
+class Measured:
+    """Epoch times of repeated runs of one configuration (seconds; each run's own median epoch)."""
+
+    runs_s: list[float] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def median_s(self) -> float:
+        return statistics.median(self.runs_s)
+
+    @property
+    def spread(self) -> float:
+        """(max - min) / median of the runs: how much the machine moved the measurement (0 with one run)."""
+        return (max(self.runs_s) - min(self.runs_s)) / self.median_s if len(self.runs_s) > 1 else 0.0
+
+    @property
+    def fastest(self) -> dict[str, Any]:
+        """The ``run --json`` object of the fastest run (the least disturbed; its trace is calibrated on)."""
+        return self.results[min(range(len(self.runs_s)), key=self.runs_s.__getitem__)]
+
+
+def run_once(plan: Any, trace_dir: str, epochs: int | None, limits: Any | None = None) -> dict[str, Any]:
+    """One real run: on the emulated cluster when ``limits`` is given (waiting while another process owns it),
+    else with local worker processes."""
+    if limits is None:
+        from gnnplan.executor.runner import run_plan
+
+        return run_plan(plan, nprocs=plan.num_workers, epochs=epochs, trace_dir=trace_dir, progress=False)
+    from gnnplan.executor.emulate import EmulationError
+    from gnnplan.executor.emulated_run import run_emulated
+
+    deadline = time.monotonic() + BUSY_WAIT_S
+    while True:
+        try:
+            return run_emulated(plan, epochs=epochs, trace_dir=trace_dir, limits=limits, timeout_s=1800)
+        except EmulationError as exc:
+            if "is running" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(5.0)
+
+
+def probe_emulated_cluster(bandwidth: float | None, quick: bool, cpu_quota: float | None = None) -> Any:
+    """``gnnplan probe --emulate`` of 2 machines x 1 worker at ``bandwidth`` (None = unshaped), as a spec."""
+    from gnnplan.executor.emulate import EmulationError, MachineLimits
+    from gnnplan.executor.probe_emulated import probe_emulated
+    from gnnplan.simulator.hardware.spec import cluster_from_dict
+
+    deadline = time.monotonic() + BUSY_WAIT_S
+    while True:
+        try:
+            return cluster_from_dict(probe_emulated(2, 1, MachineLimits(bandwidth, cpu_quota), quick=quick))
+        except EmulationError as exc:
+            if "is running" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(5.0)
+
+
+def measure(plans: dict[str, Any], repeats: int, trace_dir: str, epochs: int | None,
+            limits: Any | None = None, say: Any = print) -> dict[str, Measured]:
+    """Run every plan ``repeats`` times, interleaved (repeat 1 of all, then repeat 2, ...), so a burst of load
+    from other processes spoils one run of several plans rather than every run of one."""
+    out = {label: Measured() for label in plans}
+    for r in range(repeats):
+        for label, plan in plans.items():
+            res = run_once(plan, trace_dir, epochs, limits)
+            out[label].runs_s.append(float(res["epoch_time_s"]))
+            out[label].results.append(res)
+            say(f"  run {r + 1}/{repeats} {label}: {res['epoch_time_s'] * 1e3:.1f} ms/epoch")
+    return out
+
+
+def load_average() -> str:
+    """The 1-minute load average (other processes share this machine's cores)."""
+    return f"{os.getloadavg()[0]:.2f}"

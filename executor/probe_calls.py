@@ -1,0 +1,91 @@
+"""``gnnplan probe``'s per-call fixed costs of the sampling and message-passing libraries, which no per-edge rate
+or per-kernel launch cost covers (cluster fields ``host.sampler_call_s`` and ``gpu.graph_op_overhead_s``):
+
+* ``host.sampler_call_s``: one call of DGL's neighbour sampler per layer (``sample_neighbors`` + ``to_block``:
+  Python dispatch, frontier and block construction). The executor's own :class:`executor.sampling.TimedSampler`
+  samples batches of :data:`CALL_SEEDS` seeds of the probe's R-MAT graph on one thread, so few edges that their
+  time at the measured ``host.sampling_edges_per_s_per_core`` is a small correction: per call, the median batch
+  time minus its edges at that rate, divided by the layers.
+* ``gpu.graph_op_overhead_s``: DGL's ``SAGEConv(8, 4, "mean")`` forward and backward on a tiny block (its
+  aggregation is one ``update_all``, its gradient one more DGL call): the median time minus the
+  ``gpu.kernel_overhead_s`` of every kernel ``simulator.workload.model_cost`` lists for the layer forward and
+  backward, divided by the two message-passing calls (the way ``gpu.kernel_overhead_s`` itself is measured:
+  a pass's time over the kernels the simulator counts for it).
+
+Both are at least :data:`MIN_FIXED_S` (a difference of timings). Source of the method: Hockney's alpha-beta
+decomposition (Parallel Computing 20(3), 1994) of a call's time into a fixed part and a per-item part, the fixed
+part measured where the per-item part is negligible.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+MIN_FIXED_S = 1e-6
+"""Floor of a measured fixed cost (as :data:`executor.probe_overheads.MIN_FIXED_S`)."""
+CALL_SEEDS = 4
+"""Seeds of the sampler-call batches (a few dozen edges per layer)."""
+GRAPH_OP_DIMS = (8, 4)
+"""Input and output width of the graph-op measurement's layer (``in > out``: DGL projects before aggregating)."""
+
+
+def sampler_call_s(num_vertices: int, edge_factor: int, fanouts: tuple[int, ...], edges_per_s: float,
+                   num_batches: int) -> float:
+    """Fixed seconds of one sampler call (module docstring).
+
+    Args:
+        num_vertices, edge_factor: the R-MAT graph (:mod:`simulator.workload.rmat`).
+        fanouts: sampling fanouts (one call per entry).
+        edges_per_s: the measured per-edge rate of one core.
+        num_batches: timed batches (after one warm-up batch).
+    """
+    import dgl
+
+    from gnnplan.executor.sampling import TimedSampler
+    from gnnplan.simulator.workload.rmat import rmat_edges
+
+    src, dst = rmat_edges(num_vertices, edge_factor * num_vertices, seed=0)
+    g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=num_vertices)
+    sampler, rng = TimedSampler(list(fanouts)), np.random.default_rng(0)
+    per_call = []
+    dgl.seed(0)
+    for i in range(num_batches + 1):
+        seeds = torch.from_numpy(rng.choice(num_vertices, CALL_SEEDS, replace=False))
+        start = time.perf_counter()
+        _, _, blocks, _ = sampler.sample(g, seeds)
+        elapsed = time.perf_counter() - start
+        if i:
+            edges = sum(int(b.num_edges()) for b in blocks)
+            per_call.append((elapsed - edges / edges_per_s) / len(fanouts))
+    return max(MIN_FIXED_S, float(np.median(per_call)))
+
+
+def graph_op_overhead_s(kernel_overhead_s: float, repeats: int) -> float:
+    """Fixed seconds of one DGL message-passing call beyond its kernel's launch (module docstring).
+
+    Args:
+        kernel_overhead_s: the probe's ``gpu.kernel_overhead_s``.
+        repeats: timed forward + backward passes (after three warm-up passes).
+    """
+    import dgl
+
+    from gnnplan.simulator.workload.model_cost import Block, LayerDims, layer_kernels
+
+    graph = dgl.graph((torch.arange(8) % 6, torch.arange(8) % 4), num_nodes=6)
+    torch.manual_seed(0)
+    conv = dgl.nn.SAGEConv(GRAPH_OP_DIMS[0], GRAPH_OP_DIMS[1], "mean")
+    times, kernels = [], []
+    for i in range(repeats + 3):
+        block = dgl.to_block(graph, torch.arange(4))  # a fresh block, as every sampled batch is (no cached formats)
+        h = torch.randn(block.num_src_nodes(), GRAPH_OP_DIMS[0], requires_grad=True)
+        start = time.perf_counter()
+        conv(block, h).sum().backward()
+        if i >= 3:
+            times.append(time.perf_counter() - start)
+        kernels = layer_kernels("sage", LayerDims(*GRAPH_OP_DIMS),
+                                Block(block.num_src_nodes(), block.num_dst_nodes(), block.num_edges()), "sage0")
+    calls = 2 * sum(1 for k in kernels if k.graph_op)       # each aggregation forward and its gradient
+    return max(MIN_FIXED_S, (float(np.median(times)) - 2 * len(kernels) * kernel_overhead_s) / calls)

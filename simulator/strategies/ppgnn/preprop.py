@@ -1,0 +1,163 @@
+"""PP-GNN's one-off pre-propagation, sharded over the workers and simulated on the hardware model.
+
+Each of the W workers owns a contiguous row shard (:mod:`simulator.strategies.ppgnn.shards`) and computes its
+rows of ``X_r = B X_{r-1}``, r = 1..R, the 1D row-wise distributed SpMM (Tripathy, Yelick and Buluç, SC 2020,
+§IV-A), as the executor does (:func:`executor.strategies.ppgnn.preprop.preprocess_sharded`). Per worker p:
+
+1. on a GPU (when every shard's block, its input rows with halo and its output rows fit in GPU memory; else
+   in host memory, memory-bound as the unsharded rule, PP-GNN brief §1.1 App. G: "on a single GPU, except ...
+   on the CPU only"): copy its block of ``B`` and its rows of ``X`` host-to-device;
+2. per hop, after all workers have finished the previous one (the exchange is one all_to_all): receive its
+   halo rows of ``X_{r-1}`` from every owner q (``halo[p][q] * 4 F`` bytes; GPUs of one machine
+   :meth:`~simulator.hardware.model.HardwareModel.gpu_to_gpu`, of different machines device-to-host, network,
+   host-to-device; in host memory a gather of the rows and, across machines, the network);
+3. its SpMM: ``2 nnz_p F`` FLOPs and the block's structure + ``4 F (nnz_p + rows_p)`` bytes (as
+   :func:`simulator.strategies.ppgnn.cost.preprocess_kernels`), on its GPU's compute at the roofline, or as a
+   gather of those bytes from its machine's host memory (shared with the machine's other shards);
+4. on a GPU, copy its labelled rows of ``X_r`` device-to-host (they are written to the hop files).
+
+Every copy and gather goes through :class:`~simulator.hardware.model.HardwareModel`, so the machine's GPUs share
+its PCIe uplinks and host memory. With one worker this is the unsharded pre-propagation plus its copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+
+from gnnplan.simulator.engine import Engine, Rendezvous
+from gnnplan.simulator.hardware.model import HardwareModel, compute_time_s
+from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.ppgnn.shards import ShardStats, shard_stats
+from gnnplan.simulator.workload.model_cost import FLOAT_BYTES, INDEX_BYTES, Kernel
+
+
+@dataclass(frozen=True)
+class ShardWork:
+    """One worker's share of pre-propagation (module docstring).
+
+    Attributes:
+        rows: rows it owns; nnz: non-zeros of its block; labelled_rows: stored rows among them.
+        structure_bytes: its CSR block (values, column ids, row pointers).
+        receive_bytes: bytes per hop it receives from each worker (0 from itself).
+        kernel: one hop's SpMM.
+        memory_bytes: its block, its input rows with halo and its output rows.
+    """
+
+    rows: float
+    nnz: float
+    labelled_rows: float
+    structure_bytes: float
+    receive_bytes: tuple[float, ...]
+    kernel: Kernel
+    memory_bytes: float
+
+
+@dataclass(frozen=True)
+class PreprocessResult:
+    """The simulated pre-propagation: ``seconds`` end to end, where it ran, and the bytes every hop's exchange
+    moves in all (``exchange_bytes_per_hop``)."""
+
+    seconds: float
+    on_gpu: bool
+    exchange_bytes_per_hop: float
+    shards: tuple[ShardWork, ...]
+
+
+def shard_work(ctx: SimContext, stats: ShardStats) -> tuple[ShardWork, ...]:
+    """Every worker's :class:`ShardWork` on the summary's sizes, from the measured shard fractions."""
+    sm = ctx.summary
+    n, row = float(sm.num_vertices), FLOAT_BYTES * sm.feature_dim
+    total_nnz = float(sm.num_edges + sm.num_vertices)
+    num_labelled = float(sm.num_train + sm.num_val + sm.num_test)
+    out = []
+    for p in range(stats.num_parts):
+        rows, nnz = stats.rows_fraction[p] * n, stats.nnz_fraction[p] * total_nnz
+        structure = (FLOAT_BYTES + INDEX_BYTES) * nnz + INDEX_BYTES * (rows + 1)
+        receive = tuple(f * n * row for f in stats.halo_fraction[p])
+        kernel = Kernel("preprop.spmm", 2.0 * nnz * sm.feature_dim, structure + row * (nnz + rows), sparse=True,
+                        out_elems=rows * sm.feature_dim)
+        memory = structure + row * (2.0 * rows) + sum(receive)
+        out.append(ShardWork(rows, nnz, stats.labelled_fraction[p] * num_labelled, structure, receive, kernel,
+                             memory))
+    return tuple(out)
+
+
+def simulate_preprocess(ctx: SimContext, hops: int, stats: ShardStats | None = None) -> PreprocessResult:
+    """Simulate pre-propagation of ``hops`` hops sharded over the context's workers (module docstring).
+
+    Args:
+        ctx: the simulation's inputs (cluster, workload, dataset summary).
+        hops: R >= 0.
+        stats: the shards' measured fractions (default: :func:`~simulator.strategies.ppgnn.shards.shard_stats`
+            of the workload's dataset for the context's worker count).
+
+    Raises:
+        SpecError: the dataset cannot be loaded to measure its shards.
+    """
+    workers = ctx.num_workers
+    stats = stats if stats is not None else shard_stats(ctx.workload.dataset, workers)
+    shards = shard_work(ctx, stats)
+    on_gpu = all(s.memory_bytes <= ctx.cluster.gpu.memory_bytes for s in shards)
+    run = _PreprocessRun(ctx, shards, hops, on_gpu)
+    run.engine.run()
+    exchange = sum(sum(s.receive_bytes) for s in shards)
+    return PreprocessResult(run.engine.now, on_gpu, exchange, shards)
+
+
+def preprocess_time_s(ctx: SimContext, hops: int) -> float:
+    """Seconds of the one-off sharded pre-propagation (:func:`simulate_preprocess`)."""
+    return simulate_preprocess(ctx, hops).seconds
+
+
+class _PreprocessRun:
+    """The workers' processes on one engine (module docstring)."""
+
+    def __init__(self, ctx: SimContext, shards: tuple[ShardWork, ...], hops: int, on_gpu: bool) -> None:
+        self.ctx, self.shards, self.hops, self.on_gpu = ctx, shards, hops, on_gpu
+        self.engine = Engine(ctx.seed)
+        self.hw = HardwareModel(ctx.cluster, self.engine)
+        self.rendezvous = Rendezvous(self.engine, len(shards))
+        self.messages: dict[tuple[int, int, int], Any] = {}
+        for p in range(len(shards)):
+            self.engine.process(self._worker(p))
+
+    def _worker(self, p: int) -> Generator[Any, Any, None]:
+        hw, shard, cl = self.hw, self.shards[p], self.ctx.cluster
+        row = FLOAT_BYTES * self.ctx.summary.feature_dim
+        if self.on_gpu:
+            yield hw.host_to_gpu(p, shard.structure_bytes + row * shard.rows)
+        for r in range(1, self.hops + 1):
+            yield self.rendezvous.wait(("preprop", r))
+            peers = [q for q in range(len(self.shards)) if q != p]
+            waits = [self._message(r, q, p) for q in peers] + [self._message(r, p, q) for q in peers]
+            yield self.engine.all_of(waits)
+            if self.on_gpu:
+                yield from hw.compute(p, compute_time_s([shard.kernel], cl.gpu, 1.0))
+                yield hw.gpu_to_host(p, row * shard.labelled_rows)
+            else:
+                yield hw.host_gather(shard.kernel.nbytes, p)
+
+    def _message(self, hop: int, src: int, dst: int) -> Any:
+        """The event of ``src``'s halo rows for ``dst`` in hop ``hop``; the first worker that needs it starts it."""
+        key = (hop, src, dst)
+        if key not in self.messages:
+            self.messages[key] = self.engine.process(self._send(src, dst, self.shards[dst].receive_bytes[src]))
+        return self.messages[key]
+
+    def _send(self, src: int, dst: int, nbytes: float) -> Generator[Any, Any, None]:
+        hw = self.hw
+        if nbytes <= 0:
+            return
+        same = hw.machine_of(src) == hw.machine_of(dst)
+        if self.on_gpu and same:
+            yield hw.gpu_to_gpu(src, dst, nbytes)
+        elif self.on_gpu:
+            yield hw.gpu_to_host(src, nbytes)
+            yield hw.network(hw.machine_of(src), hw.machine_of(dst), nbytes)
+            yield hw.host_to_gpu(dst, nbytes)
+        else:
+            yield hw.host_gather(nbytes, src)
+            if not same:
+                yield hw.network(hw.machine_of(src), hw.machine_of(dst), nbytes)

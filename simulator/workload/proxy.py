@@ -1,0 +1,273 @@
+"""Statistics without the graph: a dataset card's degree-matched synthetic proxy, and the rules that scale what is
+measured on it to the card's size.
+
+The proxy (:func:`proxy_spec`) is a degree-corrected SBM (:mod:`simulator.workload.sbm`) of
+``n_p = min(n, proxy_vertices)`` vertices with the card's mean in-degree, share of vertices without in-edges
+(isolated in the proxy), in-degree exponent of the others, feature width,
+classes, split fractions and, where the card gives them, its communities and mixing ``mu``. Its largest expected
+degree is the ``1 - 1/n_p`` quantile of the card's degree law (what the largest of ``n_p`` draws from it is
+expected to reach; the card's own maximum at full size), at most half a community (so the generator can realise
+it). Its vertex ids are randomly permuted: a card says nothing about how ids are ordered, so they carry no
+locality (as Graph500 R-MAT), and contiguous-range partitioners (neutronstar's and hongtu's ``chunk``) see what
+they would on a randomly numbered graph. The card's degree law is the truncated power law of
+:func:`simulator.workload.sbm.expected_degrees` between the cut-off solved from the mean and the published maximum
+in-degree, or, where none is published, the natural cut-off ``x_min n^(1/(gamma-1))`` (Cohen, Erez, ben-Avraham
+and Havlin, PRL 85, 4626 (2000)), at most n - 1.
+
+Every strategy measures its statistics on the proxy with the same code that measures real graphs (the card
+loads as its proxy graph: :func:`simulator.workload.datasets.load_dataset`), and the results are scaled
+(:func:`scale_counts`):
+
+* **fractions** (cache hit curve, local / remote input fractions, edge cut, locality fractions) are kept: for
+  sparse graphs with a fixed degree law and community fractions, neighbourhood statistics converge as n grows
+  (local weak convergence of the configuration model and of the SBM: van der Hofstad, *Random Graphs and Complex
+  Networks* Vol. 2, ch. 2 and 3; the minimum-cut fraction of sparse random graphs converges: Dembo, Montanari and
+  Sen, Ann. Probab. 45(2) 2017);
+* **per-batch counts** (sampled vertices and edges per layer of a mini-batch of fixed seeds) are kept: a batch's
+  sampled neighbourhood is the same local tree-like ball at any size once it is small against n (same
+  references); the proxy is sized so a batch's reach stays a small part of it;
+* **whole-graph counts** (a worker's owned vertices and edges, remote dependencies, replicated closures, chunk
+  neighbour sets, rows moved per epoch) scale by ``vertex_factor = n / n_p`` (vertex counts) and
+  ``edge_factor = loaded edges / proxy edges`` (edge counts): with the fractions fixed, counts are extensive;
+* **dataset sizes** come from the card itself (published, exact).
+
+:func:`estimated` describes all of this for a result's ``estimated`` field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, fields, is_dataclass, replace
+from functools import lru_cache
+from typing import Any
+
+from gnnplan.simulator.workload.cards import CARD_DIR, Card, load_card
+from gnnplan.simulator.workload.sbm import powerlaw_min_degree
+from gnnplan.simulator.workload.spec import SbmSpec
+
+DEFAULT_PROXY_VERTICES = 100_000
+"""Vertices of a card's proxy (fewer when the card is smaller): 10^5 vertices are generated in < 1 s and measured
+in seconds, while a mini-batch of 16-64 seeds per worker with fanouts (15, 10, 5) reaches at most ~10% of them."""
+PROXY_SEED = 0
+"""Seed of every proxy graph (a card's statistics are reproducible)."""
+PROXY_MIN_TRAIN_FRACTION = 0.25
+"""Smallest training fraction of a proxy: per-batch statistics need every worker's share of training vertices to
+hold full batches (ogbn-papers100M trains on 1.1% of its vertices: 1,087 of a 10^5-vertex proxy); they do not
+depend on how many training vertices there are, and the iterations per epoch come from the card's split."""
+PROXY_FORMAT = 1
+"""Version of the proxy construction; part of the cache key of a card's statistics."""
+
+
+@dataclass(frozen=True)
+class ProxyScale:
+    """How a card relates to its proxy.
+
+    Attributes:
+        card: the card's name.
+        num_vertices, num_edges: the card's vertices and loaded (directed) edges.
+        proxy_vertices, proxy_edges: the proxy's vertices and directed edges.
+        vertex_factor: ``num_vertices / proxy_vertices``.
+        edge_factor: ``num_edges / proxy_edges``.
+    """
+
+    card: str
+    num_vertices: int
+    num_edges: int
+    proxy_vertices: int
+    proxy_edges: int
+
+    @property
+    def vertex_factor(self) -> float:
+        """n / n_p."""
+        return self.num_vertices / self.proxy_vertices
+
+    @property
+    def edge_factor(self) -> float:
+        """Loaded edges / proxy edges."""
+        return self.num_edges / self.proxy_edges
+
+
+def card_max_degree(card: Card) -> float:
+    """The largest in-degree of the card's degree law: the published one, else the natural cut-off
+    ``x_min n^(1/(gamma-1))`` with ``x_min`` the lower cut-off of the untruncated law of the card's mean
+    (gamma > 2: ``mean (gamma-2)/(gamma-1)``), at most n - 1 (module docstring)."""
+    n, gamma, mean = card.num_vertices.value, card.degree.exponent.value, card.connected_mean_in_degree
+    if card.degree.max_in_degree.value is not None:
+        return float(card.degree.max_in_degree.value)
+    if gamma <= 2.0:
+        return float(n - 1)
+    x_min = mean * (gamma - 2.0) / (gamma - 1.0)
+    return float(min(n - 1, max(2.0 * mean, x_min * n ** (1.0 / (gamma - 1.0)))))
+
+
+def proxy_max_degree(card: Card, proxy_vertices: int, num_communities: int) -> float:
+    """The proxy's largest expected degree: the ``1 - 1/n_p`` quantile of the card's truncated power law (the
+    card's maximum when ``n_p = n``), at most half a community of the proxy and at least 1.5 x the mean
+    (module docstring)."""
+    mean, gamma = card.connected_mean_in_degree, card.degree.exponent.value
+    k_max = card_max_degree(card)
+    a = gamma - 1.0
+    if proxy_vertices >= card.num_vertices.value:
+        quantile = k_max
+    else:
+        x = powerlaw_min_degree(mean, gamma, k_max)
+        quantile = (k_max ** -a + (x ** -a - k_max ** -a) / proxy_vertices) ** (-1.0 / a)
+    half_community = proxy_vertices * (1.0 - card.degree.zero_fraction) / num_communities / 2.0
+    return float(max(1.5 * mean, min(quantile, half_community)))
+
+
+def proxy_spec(card: str | Card, num_vertices: int | None = None, seed: int = PROXY_SEED) -> SbmSpec:
+    """The degree-matched synthetic proxy of a card (module docstring).
+
+    Args:
+        card: card name or card.
+        num_vertices: proxy vertices at most (the card's own count when smaller); None =
+            :data:`DEFAULT_PROXY_VERTICES`.
+        seed: generator seed.
+
+    Returns:
+        A :class:`SbmSpec` (features drawn lazily, only if the executor asks for them).
+
+    Raises:
+        SpecError: unknown card.
+    """
+    c = load_card(card) if isinstance(card, str) else card
+    n = c.num_vertices.value
+    n_p = min(n, int(DEFAULT_PROXY_VERTICES if num_vertices is None else num_vertices))
+    k = c.communities.num_communities.value if c.communities is not None else 1
+    k = max(1, min(k, n_p // 16))  # communities of at least 16 vertices in a small proxy
+    mu = c.communities.mu.value if c.communities is not None and k > 1 else 0.0
+    train = max(c.split.train.value / n, PROXY_MIN_TRAIN_FRACTION)
+    rest = 1.0 - train  # validation and test keep their published fractions while they fit beside training
+    val, test = min(c.split.valid.value / n, rest / 2), min(c.split.test.value / n, rest / 2)
+    return SbmSpec(generator="sbm", num_vertices=n_p, feature_dim=c.feature_dim.value,
+                   num_classes=c.num_classes.value, train_fraction=train, val_fraction=val, test_fraction=test,
+                   seed=seed,
+                   num_communities=k, mu=mu, mean_degree=c.mean_in_degree, degree_exponent=c.degree.exponent.value,
+                   max_degree=proxy_max_degree(c, n_p, k), permute_ids=True,
+                   isolated_fraction=c.degree.zero_fraction)
+
+
+def proxy_scale(card: str | Card, spec: SbmSpec | None = None) -> ProxyScale:
+    """The :class:`ProxyScale` of a card and its proxy (default :func:`proxy_spec`); the proxy's edge count is
+    the generator's exact ``2 round(n_p mean / 2)`` (:func:`simulator.workload.sbm.sbm_edges`)."""
+    if isinstance(card, str) and spec is None:
+        return _named_scale(card)
+    c = load_card(card) if isinstance(card, str) else card
+    spec = spec or proxy_spec(c)
+    proxy_edges = 2 * round(spec.num_vertices * spec.mean_degree / 2)
+    return ProxyScale(c.name, c.num_vertices.value, c.loaded_edges, spec.num_vertices, proxy_edges)
+
+
+@lru_cache(maxsize=64)
+def _named_scale(name: str) -> ProxyScale:
+    return proxy_scale(load_card(name), proxy_spec(name))
+
+
+@lru_cache(maxsize=64)
+def proxy_key(name: str) -> str:
+    """Cache key of a card's statistics: the card file's bytes, the proxy's parameters and
+    :data:`PROXY_FORMAT` (editing the card or the proxy rules invalidates every entry)."""
+    text = (CARD_DIR / f"{name}.yaml").read_bytes() + f"|{proxy_spec(name).name}|{PROXY_FORMAT}".encode()
+    return f"card-{name}-{hashlib.sha1(text).hexdigest()[:16]}"
+
+
+def _scaled(value: Any, factor: float) -> Any:
+    if isinstance(value, (tuple, list)):
+        return type(value)(_scaled(v, factor) for v in value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(round(value * factor))
+    if hasattr(value, "dtype"):  # numpy arrays keep their dtype kind (integers are rounded)
+        out = value * factor
+        return out.round().astype(value.dtype) if value.dtype.kind in "iu" else out.astype(value.dtype)
+    return float(value) * factor
+
+
+def scale_counts(stats: Any, scale: ProxyScale, vertex_fields: Iterable[str] = (),
+                 edge_fields: Iterable[str] = ()) -> Any:
+    """A copy of a statistics dataclass with its whole-graph counts scaled from the proxy to the card (module
+    docstring): ``vertex_fields`` by ``vertex_factor``, ``edge_fields`` by ``edge_factor`` (integers rounded,
+    nested tuples and numpy arrays element-wise); every other field is kept.
+
+    Raises:
+        TypeError: ``stats`` is not a dataclass, or a named field does not exist.
+    """
+    if not is_dataclass(stats) or isinstance(stats, type):
+        raise TypeError(f"scale_counts: {type(stats).__name__} is not a dataclass")
+    names = {f.name for f in fields(stats)}
+    changes: dict[str, Any] = {}
+    for group, factor in ((vertex_fields, scale.vertex_factor), (edge_fields, scale.edge_factor)):
+        for name in group:
+            if name not in names:
+                raise TypeError(f"scale_counts: {type(stats).__name__} has no field {name!r}")
+            changes[name] = _scaled(getattr(stats, name), factor)
+    return replace(stats, **changes)
+
+
+def estimated(card: str, statistics: dict[str, str]) -> dict[str, Any]:
+    """The ``estimated`` field of a result simulated from a card: where the sizes come from, the proxy, and per
+    statistic how it was estimated.
+
+    Args:
+        card: the card's name.
+        statistics: statistic -> how it was estimated (one sentence).
+    """
+    c = load_card(card)
+    spec = proxy_spec(c)
+    sc = proxy_scale(c, spec)
+    return {"card": card, "sizes": "published (card, exact)",
+            "proxy": {"generator": "sbm (degree-corrected, simulator/workload/sbm.py)", "name": spec.name,
+                      "num_vertices": sc.proxy_vertices, "num_edges": sc.proxy_edges,
+                      "vertex_factor": sc.vertex_factor, "edge_factor": sc.edge_factor},
+            "statistics": dict(statistics)}
+
+
+SAMPLE_STATS_RULE = ("measured on the proxy by graphstats.sample_stats (DGL NeighborSampler, the same fanouts, "
+                     "seeds per worker, cluster shape and partitioner); per-batch vertex and edge counts, the cache "
+                     "hit curve, local/remote input fractions and the edge cut are kept as measured "
+                     "(size-invariant rule)")
+STRATEGY_STATISTICS = {
+    "neutronstar": {"dependency_counts": "measured on the proxy by neutronstar.dependencies (same partitioner, "
+                                         "workers and mode); vertex counts x vertex_factor, edge counts x "
+                                         "edge_factor (extensive rule)"},
+    "hongtu": {"chunk_counts": "chunks, neighbour sets and deduplicated transfers measured on the proxy by "
+                               "hongtu.chunks / hongtu.dedup; row counts x vertex_factor, edge counts x edge_factor, "
+                               "owned vertices and edges per machine likewise (extensive rule)"},
+    "hopgnn": {"micrograph_stats": "measured on the proxy by hopgnn.micrographs (same batches and partition); "
+                                   "per-iteration counts and micrograph locality fractions kept (size-invariant "
+                                   "rule)"},
+    "gsplit": {"split_stats": "measured on the proxy by gsplit.stats; per-batch split sizes, cross-split edges and "
+                              "shuffle rows kept (size-invariant rule), partition sizes x vertex_factor"},
+}
+"""What each strategy measures beyond the sample statistics, and how its card estimate is obtained."""
+
+
+def strategy_statistics(strategy: str, needs_sample_stats: bool) -> dict[str, str]:
+    """Statistic -> how it is estimated from a card, for one strategy (the ``statistics`` of :func:`estimated`)."""
+    out = {"dataset_summary": "the card's published sizes (exact)"}
+    if needs_sample_stats:
+        out["sample_stats"] = SAMPLE_STATS_RULE
+    out.update(STRATEGY_STATISTICS.get(strategy, {}))
+    return out
+
+
+def for_card(ref: object, stats: Any, vertex_fields: Iterable[str] = (), edge_fields: Iterable[str] = ()) -> Any:
+    """The hook of a statistics module: ``stats`` measured on ``ref``'s graph, with its whole-graph counts scaled
+    to the card's size when ``ref`` is a card (:func:`scale_counts`), else unchanged."""
+    from gnnplan.simulator.workload.cards import card_name
+
+    name = card_name(ref)
+    if name is None:
+        return stats
+    return scale_counts(stats, proxy_scale(name), vertex_fields, edge_fields)
+
+
+def max_relative_error(estimate: float, measured: float) -> float:
+    """|estimate - measured| / |measured| (0 when both are 0, inf when only the measurement is 0)."""
+    if measured == 0:
+        return 0.0 if estimate == 0 else math.inf
+    return abs(estimate - measured) / abs(measured)

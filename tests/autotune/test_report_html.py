@@ -1,0 +1,212 @@
+"""``gnnplan report`` and the report ``gnnplan loop`` writes: one self-contained plotly page that renders in
+headless Chromium with every chart drawn and no console error; bad input is one line and exit 2, nothing written.
+
+The loop's input is small and deterministic: a real short study on Cora (4x-a100-10gbe, seeded TPE) and, instead
+of a real run, a synthetic trace of the plan's simulated epoch at known speeds (tests/calibration_traces.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from calibration_traces import epochs_trace
+from chromium import render, require_chromium
+
+from gnnplan.autotune.cli import main
+from gnnplan.autotune.report_page import CHARTS
+from gnnplan.simulator import api
+from gnnplan.simulator.calibrate import with_params
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.trace import read_trace
+from gnnplan.simulator.trace_merge import PID_OFFSET, ranks_by_label
+
+FACTORS = (2.0, 1.3, 1.0, 1.3)
+"""Epoch time scales of the synthetic run: a warm-up, then epochs 1 and 3 30% slower than epoch 2."""
+TRIALS = 14
+"""Enough trials of the seeded study to try dp, gsplit and hopgnn, with 5+ feasible trials for two of them."""
+CHECKED_IN = Path(__file__).resolve().parents[2] / "traces" / "cora-main-job.merged.sample.json"
+
+
+def _fake_run(trace_path: Path) -> Any:
+    """``run_plan`` replaced by a synthetic trace of the plan on a cluster slower than the prior."""
+    truth = with_params(load_cluster("4x-a100-10gbe"), {"efficiency.forward_fraction": 0.3,
+                                                         "network.bandwidth_bytes_per_s": 0.8e9})
+
+    def run_plan(plan: Any, nprocs: int, epochs: int | None, trace_dir: str, progress: bool) -> dict[str, Any]:
+        result = api.simulate(truth, plan.workload, plan.strategy, plan.knobs)
+        trace = epochs_trace(result, truth, plan.workload, trace_path, FACTORS)
+        return {"epoch_time_s": 1.3 * result.epoch_time_s, "test_accuracy": 0.5, "trace": str(trace)}
+    return run_plan
+
+
+@pytest.fixture(scope="module")
+def loop_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, str]]:
+    """(loop folder, storage URL, the loop's stdout)."""
+    import contextlib
+    import io
+
+    from gnnplan.executor import runner
+
+    tmp = tmp_path_factory.mktemp("report")
+    out_dir, storage = tmp / "loop", f"sqlite:///{tmp / 'studies.db'}"
+    argv = ["loop", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--trials", str(TRIALS), "--nprocs",
+            "4", "--epochs", str(len(FACTORS)), "--storage", storage, "--out-dir", str(out_dir)]
+    buf = io.StringIO()
+    with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(buf):
+        mp.setattr(runner, "run_plan", _fake_run(tmp / "run.json"))
+        assert main(argv) == 0
+    yield out_dir, storage, buf.getvalue()
+
+
+def test_loop_writes_the_report_and_says_where(loop_dir: tuple[Path, str, str]) -> None:
+    out_dir, _, text = loop_dir
+    page = out_dir / "report.html"
+    assert f"report: {page}" in text
+    html = page.read_text()
+    assert not re.search(r"<script[^>]+src=", html)  # plotly.js is inline: the page opens offline
+    assert html.count("Plotly.newPlot(") == len(CHARTS)
+    for cid in CHARTS:
+        assert f'id="{cid}"' in html
+    assert "PED-ANOVA" in html or "fANOVA" in html
+    pred, meta = read_trace(out_dir / "predicted.json")
+    assert meta["source"] == "simulator" and {s.phase for s in pred} >= {"epoch", "forward"}
+
+
+def test_report_renders_in_headless_chromium(loop_dir: tuple[Path, str, str], tmp_path: Path) -> None:
+    browser = require_chromium()
+    page = render(browser, loop_dir[0] / "report.html")
+    (tmp_path / "report.png").write_bytes(page.screenshot_png)
+    assert page.errors == [], page.messages
+    charts = page.value["charts"]
+    assert sorted(charts) == sorted(CHARTS) == sorted(page.value["divs"])
+    for cid, chart in charts.items():
+        assert chart["rendered"] and chart["traces"] >= 1 and chart["height"] > 100, (cid, chart)
+        assert page.ink["elements"][cid] > 0.01, (cid, page.ink["elements"][cid])  # the chart drew something
+    assert page.screenshot_png[:8] == b"\x89PNG\r\n\x1a\n" and len(page.screenshot_png) > 100_000
+    assert page.ink["width"] == 1400 and page.ink["height"] > 3000 and page.ink["colours"] > 20
+
+
+def test_chromium_helper_reports_console_errors(tmp_path: Path) -> None:
+    """The check above can fail: a page that logs an error and throws is reported, one line each."""
+    browser = require_chromium()
+    page = tmp_path / "bad.html"
+    page.write_text("<html><body><h1 id='h' data-ink>ink</h1><script>console.error('broken chart');"
+                    "undefinedFunction();</script></body></html>")
+    shown = render(browser, page, "document.getElementById('h').textContent", width=400, height=300, settle_s=0)
+    assert shown.value == "ink" and len(shown.errors) == 2
+    assert shown.errors[0] == "broken chart" and "undefinedFunction is not defined" in shown.errors[1]
+    assert shown.ink["width"] == 400 and 0 < shown.ink["elements"]["h"] < 1
+
+
+def _report(argv: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main(["report", *argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cli_report_from_the_folder_and_from_files(loop_dir: tuple[Path, str, str], tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir, storage, _ = loop_dir
+    loop = json.loads((out_dir / "report.json").read_text())
+    out = _report([str(out_dir), "-o", str(tmp_path / "a.html")], capsys)
+    assert out["charts"] == list(CHARTS) and out["missing"] == {}
+    # the same page from files named one by one: the trace is calibrated here, as gnnplan calibrate would
+    files = ["--study", loop["tune"]["study"], "--storage", storage, "--plan", str(out_dir / "plan.yaml"),
+             "--trace", loop["trace"], "-o", str(tmp_path / "b.html")]
+    assert _report(files, capsys)["charts"] == list(CHARTS)
+    held = re.findall(r"fit on 2\)", (tmp_path / "b.html").read_text())
+    assert held, "the held-out epochs 1, 3 are predicted by a fit on epoch 2"
+    # a plan alone: its predicted timeline; every other section says why it is empty
+    out = _report(["--plan", str(out_dir / "plan.yaml"), "-o", str(tmp_path / "c.html")], capsys)
+    assert out["charts"] == ["timeline-predicted"]
+    assert "--study" in out["missing"]["ranking"] and "--trace" in out["missing"]["calibration"]
+
+
+def _rejected(argv: list[str], capsys: pytest.CaptureFixture[str], match: str, out: Path) -> None:
+    assert main(["report", *argv]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and match in err, err
+    assert not out.exists() and not list(out.parent.glob(f".{out.name}.*"))
+
+
+def test_bad_input_is_one_line_and_writes_nothing(loop_dir: tuple[Path, str, str], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir, storage, _ = loop_dir
+    out = tmp_path / "r.html"
+    o = ["-o", str(out)]
+    _rejected(o, capsys, "give a folder", out)
+    _rejected([str(tmp_path / "none"), *o], capsys, "is not a folder", out)
+    _rejected([str(tmp_path), *o], capsys, "neither report.json", out)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for text, match in (("{", "not valid JSON"), ("[1]", "JSON object"), ('{"tune": 1}', "'tune' must be"),
+                        ("[" * 100_000, "not valid JSON")):
+        (bad / "report.json").write_text(text)
+        _rejected([str(bad), *o], capsys, match, out)
+    (tmp_path / "file").write_text("x")
+    _rejected([str(out_dir), "-o", str(tmp_path / "file" / "r.html")], capsys, "is a file", tmp_path / "r.html")
+    _rejected([str(out_dir), "-o", str(tmp_path)], capsys, "is a folder", out)
+    _rejected(["--study", "nope", "--storage", storage, *o], capsys, "no study 'nope'", out)
+    missing_db = tmp_path / "none.db"
+    _rejected(["--storage", f"sqlite:///{missing_db}", *o], capsys, "does not exist", out)
+    assert not missing_db.exists()  # the report never creates a storage
+    _rejected(["--trace", str(tmp_path / "file"), *o], capsys, "not a Chrome trace", out)
+    (bad / "whatif.json").write_text('{"axes": []}')
+    (bad / "report.json").unlink()
+    _rejected([str(bad), *o], capsys, "not a gnnplan whatif record", out)
+
+
+def test_report_redraws_a_whatif_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gnnplan.autotune.whatif import crossovers
+
+    def row(point: int, strategy: str, epoch_time_s: float) -> dict[str, Any]:
+        return {"point": point, "index": [point], "strategy": strategy, "model": "sage", "feasible": True,
+                "epoch_time_s": epoch_time_s, "iteration_time_s": epoch_time_s / 3, "knobs": {"cache_fraction": 0.5},
+                "reason": "", "num_trials": 2, "cluster": "4x-a100-10gbe"}
+    labels = ["1Gbit/s", "100Gbit/s"]
+    rows = [row(0, "dp", 0.03), row(0, "gsplit", 0.02), row(1, "dp", 0.01), row(1, "gsplit", 0.015)]
+    summary = [{"point": p, "index": [p], "labels": [labels[p]], "winner": w, "winner_epoch_time_s": t,
+                "runner_up": r, "runner_up_epoch_time_s": u, "speedup": u / t}
+               for p, w, t, r, u in ((0, "gsplit", 0.02, "dp", 0.03), (1, "dp", 0.01, "gsplit", 0.015))]
+    axis = {"field": "network.bandwidth_bytes_per_s", "target": "cluster", "path": "network.bandwidth_bytes_per_s",
+            "labels": labels, "values": [1.25e8, 1.25e10]}
+    (tmp_path / "whatif.json").write_text(json.dumps({"axes": [axis], "rows": rows, "summary": summary,
+                                                      "crossovers": crossovers(summary)}))
+    assert _report([str(tmp_path)], capsys) == {"output": str(tmp_path / "whatif.html"), "charts": ["whatif"],
+                                               "missing": {}}
+    html = (tmp_path / "whatif.html").read_text()
+    assert html.count("Plotly.newPlot(") == 1 and "100Gbit" in html and "winner" in html
+    _rejected([str(tmp_path), "--plan", "p.yaml"], capsys, "whatif folder", tmp_path / "report.html")
+
+
+def test_storage_with_several_studies_needs_a_name(loop_dir: tuple[Path, str, str], tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    out_dir, storage, _ = loop_dir
+    db = tmp_path / "two.db"
+    with sqlite3.connect(storage[len("sqlite:///"):]) as src, sqlite3.connect(db) as dst:
+        src.backup(dst)
+    import optuna
+
+    optuna.create_study(study_name="other", storage=f"sqlite:///{db}")
+    out = tmp_path / "r.html"
+    _rejected(["--storage", f"sqlite:///{db}", "-o", str(out)], capsys, "holds 2 studies", out)
+
+
+def test_checked_in_merged_trace_has_both_timelines() -> None:
+    """traces/cora-main-job.merged.sample.json: a real gnnplan loop's prediction and measurement (README there)."""
+    assert CHECKED_IN.stat().st_size < 1_000_000
+    doc = json.loads(CHECKED_IN.read_text())
+    spans, meta = read_trace(CHECKED_IN)
+    pids = ranks_by_label(doc)
+    assert pids["predicted"] and pids["measured"] and min(pids["measured"]) >= PID_OFFSET
+    assert {s.rank for s in spans} == set(pids["predicted"]) | set(pids["measured"])
+    for first, last in ((0, PID_OFFSET), (PID_OFFSET, 10**9)):
+        mine = [s for s in spans if first <= s.rank < last]
+        assert min(s.start_s for s in mine) == 0.0 and {"forward", "backward"} <= {s.phase for s in mine}
+    assert meta["merged"]["predicted"]["strategy"] == meta["merged"]["measured"]["strategy"]
+    assert all(t > 0 for t in meta["epoch_time_s"].values())

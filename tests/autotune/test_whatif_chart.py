@@ -1,0 +1,56 @@
+"""The chart ``gnnplan whatif`` writes, as a person sees it: the README's network what-if (10 GbE -> 100 Gb
+InfiniBand, the ``network`` group swapped whole), here on Cora so it runs in seconds, opened in headless Chromium
+(tests/chromium.py): rendered without console errors, one line per strategy plus the winners' stars, and ink on
+the screenshot where the chart is."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+from chromium import png_size, render, require_chromium
+
+from gnnplan.autotune.cli import main
+
+TEN_GBE = "{bandwidth_bytes_per_s: 1.177e+9, latency_s: 2.0e-5, gpudirect_rdma: false}"
+"""catalogue links.yaml eth-10g (achieved TCP goodput, kernel TCP latency), no GPUDirect RDMA over Ethernet."""
+EDR_IB = "{bandwidth_bytes_per_s: 12.0e+9, latency_s: 5.0e-6, gpudirect_rdma: true}"
+"""catalogue links.yaml ib-edr (achieved, RDMA latency), GPUDirect RDMA."""
+STRATEGIES = ("dp", "hopgnn")
+
+
+pytestmark = pytest.mark.slow  # ~15 s of graph statistics on an idle machine, ~50 s on a loaded one
+
+
+@pytest.fixture(scope="module")
+def whatif_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("whatif-chart")
+    code = main(["whatif", "--cluster", "4x-v100-32gb-100gbib", "--cluster-set", "num_machines=2", "--workload",
+                 "cora-sage", "--vary",
+                 f"network={TEN_GBE},{EDR_IB}", "--strategies", ",".join(STRATEGIES), "--trials", "3",
+                 "-o", str(out)])
+    assert code == 0
+    return out
+
+
+def test_the_network_what_if_says_infiniband_is_faster(whatif_dir: Path) -> None:
+    with open(whatif_dir / "whatif.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["strategy"] for r in rows] == list(STRATEGIES) * 2
+    slow = {r["strategy"]: float(r["epoch_time_s"]) for r in rows[:2]}
+    fast = {r["strategy"]: float(r["epoch_time_s"]) for r in rows[2:]}
+    assert all(fast[s] < slow[s] for s in STRATEGIES)  # 10x the bandwidth, a quarter of the latency
+
+
+def test_the_chart_renders_in_chromium(whatif_dir: Path) -> None:
+    browser = require_chromium()
+    page = render(browser, whatif_dir / "whatif.html")
+    assert page.errors == [], page.errors
+    assert page.value["ready"] and len(page.value["charts"]) == 1
+    (cid, chart), = page.value["charts"].items()
+    assert chart["rendered"] and chart["traces"] == len(STRATEGIES) + 1  # a line per strategy, the stars
+    assert chart["width"] > 1000 and chart["height"] >= 500
+    assert png_size(page.screenshot_png)[0] == 1400
+    assert page.ink is not None and page.ink["elements"][cid] > 0.02, page.ink  # lines, markers, axes drawn
+    assert page.ink["colours"] > 5  # more than black on white: the strategies' colours

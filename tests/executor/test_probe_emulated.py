@@ -1,0 +1,115 @@
+"""``gnnplan probe --emulate``: the emulated cluster measured into a cluster file.
+
+The fit and the CLI's mapping run anywhere; the network measurement over shaped namespaces needs root with
+CAP_NET_ADMIN and skips otherwise.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_emulate import needs_root  # the same skip reason as the emulated cluster's own tests
+
+from gnnplan.autotune.cli import main
+from gnnplan.executor import emulate, probe_emulated
+from gnnplan.executor.emulate import EmulatedCluster, MachineLimits
+from gnnplan.executor.probe import QUICK
+from gnnplan.simulator.hardware.spec import load_cluster
+
+
+def test_shaped_fit_ignores_the_token_bucket_burst() -> None:
+    # 1 ms latency, 10 MB/s, except that messages up to 32 KiB pass at line rate (the bucket's burst)
+    sizes = [8, 512, 32768, 1 << 20, 8 << 20]
+    times = [1e-3 + (s / 1e9 if s <= 32768 else s / 1e7) for s in sizes]
+    latency, bandwidth = probe_emulated.shaped_latency_bandwidth(sizes, times)
+    assert bandwidth == pytest.approx(1e7, rel=1e-9)
+    assert 0 < latency < 2e-3
+
+
+def test_shaped_fit_refuses_flat_times() -> None:
+    with pytest.raises(ValueError, match="largest messages"):
+        probe_emulated.shaped_latency_bandwidth([8, 1 << 20, 8 << 20], [1e-3, 0.1, 0.1])
+
+
+@pytest.mark.parametrize("argv, field", [
+    (["probe", "--bandwidth", "1Gbit/s"], "--bandwidth"),
+    (["probe", "--cpu-quota", "1"], "--cpu-quota"),
+    (["probe", "--emulate", "--machines", "1"], "--machines"),
+    (["probe", "--emulate", "--bandwidth", "fast"], "--bandwidth"),
+    (["probe", "--emulate", "--cpu-quota", "-1"], "--cpu-quota"),
+])
+def test_bad_flags_one_line_exit_2(argv: list[str], field: str, capsys: pytest.CaptureFixture[str],
+                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0]
+    assert not (tmp_path / "presets").exists()
+
+
+def test_cli_writes_the_emulated_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The written preset has the emulated shape, the machine's measurements, the network between machines and a
+    source for every field it set (the two measurements are replaced by recorded ones)."""
+    machine = _machine_mapping()
+    times = [1e-4 + s / 1.2e7 for s in QUICK.message_sizes]
+    seen: dict[str, Any] = {}
+
+    def fake_machine(cluster: Any, workers: int, quick: bool, tmp: Path, timeout_s: float) -> dict[str, Any]:
+        seen["workers"], seen["machines"] = workers, cluster.num_machines
+        seen["limits"] = cluster.limits
+        return machine
+
+    monkeypatch.setattr(probe_emulated, "_machine_probe", fake_machine)
+    monkeypatch.setattr(probe_emulated, "_ping_pong", lambda *a: times)
+    monkeypatch.setattr(probe_emulated, "EmulatedCluster", _NoCluster)
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path))
+    assert main(["probe", "--emulate", "--quick", "--machines", "3", "--bandwidth", "100Mbit/s",
+                 "--memory-limit", "4e9"]) == 0
+    assert seen == {"workers": 1, "machines": 3, "limits": MachineLimits(12.5e6, None, 4e9)}
+    spec = load_cluster(tmp_path / "presets" / "emulated.yaml")
+    assert (spec.name, spec.num_machines, spec.gpus_per_machine) == ("emulated", 3, 1)
+    assert spec.network.bandwidth_bytes_per_s == pytest.approx(1.2e7, rel=1e-3)
+    assert spec.host.memory_bytes == pytest.approx(4e9, rel=1e-3)
+    assert spec.gpu.peak_flops_per_s == machine["gpu"]["peak_flops_per_s"]
+    for field in ("network.bandwidth_bytes_per_s", "network.latency_s", "num_machines", "host.memory_bytes",
+                  "gpu.peak_flops_per_s"):
+        assert "gnnplan probe --emulate" in spec.sources[field]
+
+
+class _NoCluster:
+    """Stands in for :class:`EmulatedCluster` where the measurements are replaced."""
+
+    def __init__(self, num_machines: int, limits: MachineLimits) -> None:
+        self.num_machines, self.limits = num_machines, limits
+
+    def __enter__(self) -> _NoCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _machine_mapping() -> dict[str, Any]:
+    """A machine probe's mapping: the fields of the shipped ``local`` preset (a probe of this machine)."""
+    from gnnplan.simulator.hardware.spec import PRESET_DIR
+
+    data = load_cluster(PRESET_DIR / "local.yaml").to_yaml_dict()
+    data["sources"] = {"gpu.peak_flops_per_s": "measured by gnnplan probe on 2026-01-01: torch.mm"}
+    return data
+
+
+@needs_root
+def test_network_between_emulated_machines_is_the_shaped_rate() -> None:
+    """The ping-pong between two namespaces over a 100 Mbit/s token bucket gives the shaped rate (within the
+    TCP/IP overhead and scheduling noise) and the namespaces are gone afterwards."""
+    sizes = [8, 512, 32768, 1 << 20, 4 << 20]
+    with tempfile.TemporaryDirectory() as tmp, EmulatedCluster(2, MachineLimits(12.5e6)) as cluster:
+        times = probe_emulated._ping_pong(cluster, sizes, 3, Path(tmp), 120.0)
+    _, bandwidth = probe_emulated.shaped_latency_bandwidth(sizes, times)
+    assert 0.85 * 12.5e6 < bandwidth < 1.02 * 12.5e6
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert emulate.PREFIX not in listed

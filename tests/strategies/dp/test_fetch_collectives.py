@@ -1,0 +1,96 @@
+"""dp's remote fetch as the executor's ``RowStore.pull``: three collective calls, each with its fixed cost
+(``network.per_collective_s``), each waiting for the slowest rank; calibration prices the span the same way."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+from sim_fixtures import RMAT_SUMMARY, make_stats
+
+from gnnplan.simulator import symmetry
+from gnnplan.simulator.hardware.pricing import SpanRow
+from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.strategies import base, dp
+from gnnplan.simulator.strategies.base import FETCH_COLLECTIVES, SimContext
+from gnnplan.simulator.trace import Span
+from gnnplan.simulator.workload.spec import load_workload
+
+WORKLOAD = load_workload("rmat100k-sage")
+PER_COLLECTIVE_S = 7.0e-4
+DELAY_S = 3.0e-3
+
+
+def two_machines(per_collective_s: float) -> ClusterSpec:
+    """2 machines x 1 GPU on 10 GbE, with the given per-collective cost."""
+    cl = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 2})
+    return cl.model_copy(update={"network": cl.network.model_copy(update={"per_collective_s": per_collective_s})})
+
+
+def context(cluster: ClusterSpec) -> SimContext:
+    batch = WORKLOAD.training.batch_size
+    stats = make_stats(cluster.num_machines, cluster.gpus_per_machine, batch // cluster.num_gpus)
+    return SimContext(cluster, WORKLOAD, stats, RMAT_SUMMARY, batch)
+
+
+def fetch_spans(spans: list[Span]) -> dict[tuple[int, int], Span]:
+    return {(s.rank, s.iteration): s for s in spans if s.phase == "fetch"}
+
+
+def test_each_collective_call_of_the_fetch_costs_per_collective_s() -> None:
+    knobs = dp.Knobs(cache_fraction=0.1)  # inline sampling: nothing overlaps the fetch
+    without = fetch_spans(dp.simulate(context(two_machines(0.0)), knobs).spans)
+    costly = dp.simulate(context(two_machines(PER_COLLECTIVE_S)), knobs)
+    with_cost = fetch_spans(costly.spans)
+    assert FETCH_COLLECTIVES == 3 and without.keys() == with_cost.keys() and len(without) >= 2 * 3
+    for key, span in with_cost.items():
+        assert span.dur_s - without[key].dur_s == pytest.approx(FETCH_COLLECTIVES * PER_COLLECTIVE_S, rel=1e-9)
+        assert span.args["wait_s"] == 0.0  # equal work on every rank: nobody waits
+    # calibration prices the span as the simulator runs it (uncontended: one rank per NIC)
+    rule = dp.CALIBRATION["fetch"]
+    assert rule.rows == "fastest" and "network.per_collective_s" in rule.params
+    span = with_cost[(0, 1)]
+    row = SpanRow(span, {"fetch": [span]}, knobs.model_dump(), two_machines(PER_COLLECTIVE_S))
+    assert rule.predicted_s(row) == pytest.approx(span.dur_s, rel=1e-9)
+
+
+class _LateRank(dp._Run):
+    """dp's window with rank 1 reaching iteration 2's fetch ``DELAY_S`` late (a slower sampler)."""
+
+    def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
+        yield from super()._sample(rank, pos)
+        if rank == 1 and pos == 2:
+            yield self.engine.timeout(DELAY_S)
+
+
+def test_a_rank_that_reaches_the_fetch_early_waits_for_the_slower_one() -> None:
+    ctx, knobs = context(two_machines(PER_COLLECTIVE_S)), dp.Knobs(cache_fraction=0.1)
+    plan = base.iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
+    full, _ = dp.iteration_work(ctx, knobs)
+    last, _ = dp.iteration_work(ctx, knobs, plan.last_fraction)
+    with symmetry.disabled():  # both ranks simulated
+        run = _LateRank(ctx, knobs, plan, full, last)
+        run.execute()
+    fetch = fetch_spans(run.spans)
+    early, late = fetch[(0, 2)], fetch[(1, 2)]
+    assert late.start_s - early.start_s == pytest.approx(DELAY_S, rel=1e-9)
+    assert late.end_s == pytest.approx(early.end_s, rel=1e-12)  # the collectives end together
+    assert early.args["wait_s"] == pytest.approx(DELAY_S, rel=1e-9) and late.args["wait_s"] == 0.0
+    assert early.dur_s - late.dur_s == pytest.approx(DELAY_S, rel=1e-9)
+    assert late.dur_s == pytest.approx(fetch[(1, 1)].dur_s, rel=1e-9)  # the late rank's calls cost as usual
+
+
+def test_calibration_takes_the_fastest_rank_of_each_collective_call() -> None:
+    """Two fetch calls per iteration on two ranks: one row per call, the faster rank's (its wait excluded)."""
+    from types import SimpleNamespace
+
+    from gnnplan.simulator.calibrate import _collect
+
+    durations = {(0, 0): 5e-3, (1, 0): 1e-3, (0, 1): 2e-3, (1, 1): 4e-3}  # (rank, call) -> seconds
+    spans = [Span(rank, "fetch", 0.01 * call, dur, "network", nbytes=1e5, epoch=1, iteration=0)
+             for (rank, call), dur in durations.items()]
+    trace = SimpleNamespace(name="t", spans=spans, shape=two_machines(PER_COLLECTIVE_S), plugin=dp,
+                            plan=SimpleNamespace(knobs={}))
+    rows, _ = _collect(trace)  # type: ignore[arg-type]
+    assert sorted(r.measured_s for r in rows if r.op == "feature_fetch") == [1e-3, 2e-3]

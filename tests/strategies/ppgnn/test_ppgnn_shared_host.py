@@ -1,0 +1,94 @@
+"""PP-GNN on a machine's shared host side: the 1 -> 4 GPU speedup is lower when the GPUs share one PCIe uplink,
+and pre-propagation is split over the workers with the halo exchange it implies."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.strategies import ppgnn
+from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.ppgnn.cost import preprocess_kernels, preprocess_memory_bytes
+from gnnplan.simulator.strategies.ppgnn.preprop import shard_work, simulate_preprocess
+from gnnplan.simulator.strategies.ppgnn.shards import ShardStats, measure_shards, shard_bounds
+from gnnplan.simulator.workload.graphstats import DatasetSummary
+from gnnplan.simulator.workload.spec import workload_from_dict
+
+SGC = {"arch": "sgc", "num_layers": 1, "hidden_dim": 1}
+PAPERS = DatasetSummary("ogbn-papers100M", 111_059_956, 1_615_685_872, 128, 172, 1_207_179, 125_265, 214_338)
+"""ogbn-papers100M's sizes (PP-GNN brief, dataset table; OGB)."""
+
+
+def with_uplink(cluster: ClusterSpec, gpus_per_uplink: int) -> ClusterSpec:
+    return cluster.model_copy(update={"pcie": cluster.pcie.model_copy(update={"gpus_per_uplink": gpus_per_uplink})})
+
+
+def speedup(cluster: ClusterSpec, knobs: ppgnn.Knobs) -> float:
+    """Epoch time on one GPU of the machine over the epoch time on all of its GPUs (same global batch)."""
+    wl = workload_from_dict({"dataset": "cora", "model": SGC, "training": {"batch_size": 8000}})
+    one = cluster.model_copy(update={"gpus_per_machine": 1})
+    t1 = ppgnn.simulate(SimContext(one, wl, None, PAPERS, 8000), knobs).epoch_time_s  # type: ignore[arg-type]
+    tg = ppgnn.simulate(SimContext(cluster, wl, None, PAPERS, 8000), knobs).epoch_time_s  # type: ignore[arg-type]
+    return t1 / tg
+
+
+@pytest.mark.parametrize("loader", ["fused", "double_buffer"])
+def test_four_gpus_speed_up_less_behind_one_shared_uplink(loader: str) -> None:
+    """PP-GNN testbed (4 x RTX A6000): SGC loading host-resident hop matrices. Behind one x16 uplink (a single
+    root, as Supermicro SYS-4029GP-TRT3) the four loaders get the bandwidth one GPU had; on their own root
+    ports they get four links."""
+    base = load_cluster("4x-a6000-pcie4")
+    knobs = ppgnn.Knobs(hops=3, placement="host", loader=loader)
+    own, shared = speedup(with_uplink(base, 1), knobs), speedup(with_uplink(base, 4), knobs)
+    assert shared < own
+    assert shared < 1.2 < 1.5 < own  # the shared link binds: almost no speedup from more GPUs
+
+
+def test_one_shard_is_the_unsharded_pre_propagation() -> None:
+    wl = workload_from_dict({"dataset": "cora", "model": SGC})
+    ctx = SimContext(load_cluster("4x-a100-10gbe"), wl, None, PAPERS, 8000)  # type: ignore[arg-type]
+    (one,) = shard_work(ctx, ShardStats.single())
+    whole = preprocess_kernels(PAPERS.num_vertices, PAPERS.num_edges, PAPERS.feature_dim, 1)[0]
+    assert (one.kernel.flops, one.kernel.nbytes) == pytest.approx((whole.flops, whole.nbytes), rel=1e-12)
+    assert one.memory_bytes == pytest.approx(
+        preprocess_memory_bytes(PAPERS.num_vertices, PAPERS.num_edges, PAPERS.feature_dim), rel=1e-12)
+
+
+def test_shards_without_halo_take_the_time_of_one_quarter_graph() -> None:
+    """Four machines x 1 GPU, four equal shards that read nothing of each other: each worker does exactly what
+    one worker does on a graph a quarter the size."""
+    cl = load_cluster("4x-a100-10gbe")
+    wl = workload_from_dict({"dataset": "cora", "model": SGC})
+    sm = replace(PAPERS, num_vertices=4_000_000, num_edges=40_000_000, num_train=400_000, num_val=0, num_test=0)
+    quarter = replace(sm, num_vertices=1_000_000, num_edges=10_000_000, num_train=100_000)
+    split = ShardStats(4, (0.25,) * 4, (0.25,) * 4, ((0.0,) * 4,) * 4, (0.25,) * 4)
+    four = simulate_preprocess(SimContext(cl, wl, None, sm, 8000), 3, split)  # type: ignore[arg-type]
+    one = simulate_preprocess(SimContext(cl.model_copy(update={"num_machines": 1}), wl, None, quarter, 8000),  # type: ignore[arg-type]
+                              3, ShardStats.single())
+    assert four.on_gpu and four.exchange_bytes_per_hop == 0.0
+    assert four.seconds == pytest.approx(one.seconds, rel=1e-12)
+
+
+def test_the_halo_exchange_costs_network_time() -> None:
+    """Two machines: the measured halo of Cora's two row shards crosses the NIC every hop, so a slower network
+    makes pre-propagation slower by at least hops x the largest shard's received bytes / bandwidth delta."""
+    from gnnplan.simulator.workload.datasets import load_dataset
+
+    g = load_dataset("cora")
+    stats = measure_shards(g.src, g.dst, g.num_vertices, np.concatenate([g.train_idx, g.val_idx, g.test_idx]), 2)
+    assert sum(stats.rows_fraction) == pytest.approx(1.0) and sum(stats.nnz_fraction) == pytest.approx(1.0)
+    assert stats.halo_fraction[0][0] == stats.halo_fraction[1][1] == 0.0 < stats.halo_fraction[0][1]
+    base = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 2})
+    slow = base.model_copy(update={"network": base.network.model_copy(update={"bandwidth_bytes_per_s": 1.0e8})})
+    wl = workload_from_dict({"dataset": "cora", "model": SGC})
+    sm = replace(PAPERS, num_vertices=g.num_vertices, num_edges=g.num_edges, feature_dim=g.feature_dim)
+    fast_s = simulate_preprocess(SimContext(base, wl, None, sm, 8000), 3, stats)  # type: ignore[arg-type]
+    slow_s = simulate_preprocess(SimContext(slow, wl, None, sm, 8000), 3, stats)  # type: ignore[arg-type]
+    most = max(sum(s.receive_bytes) for s in fast_s.shards)
+    assert fast_s.exchange_bytes_per_hop == pytest.approx(
+        sum(f * g.num_vertices * g.feature_dim * 4 for r in stats.halo_fraction for f in r), rel=1e-12)
+    assert slow_s.seconds - fast_s.seconds >= 3 * most * (1 / 1.0e8 - 1 / base.network.bandwidth_bytes_per_s) * 0.999
+    assert shard_bounds(10, 4) == [0, 3, 6, 8, 10]

@@ -1,0 +1,124 @@
+"""Dataset cards: every shipped card is valid and sourced, the bundled graphs' cards match their files, card names
+resolve as workload datasets, and the degree estimators recover known exponents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.io import read_yaml
+from gnnplan.simulator.workload import cards
+from gnnplan.simulator.workload.datasets import load_dataset, resolve_dataset
+from gnnplan.simulator.workload.graphstats import dataset_summary
+from gnnplan.simulator.workload.sbm import expected_degrees
+from gnnplan.simulator.workload.spec import workload_from_dict
+
+REQUIRED = ("ogbn-arxiv", "ogbn-products", "ogbn-papers100M", "reddit", "com-orkut", "livejournal", "friendster",
+            "it-2004", "web-google", "pokec", "igb-medium", "igb-large", "cora", "citeseer")
+
+
+def test_required_cards_are_shipped_and_valid() -> None:
+    names = cards.card_names()
+    assert set(REQUIRED) <= set(names)
+    for name in names:
+        card = cards.load_card(name)
+        assert card.name == name
+        assert card.loaded_edges >= card.num_edges.value
+        assert sum(p.value for p in (card.split.train, card.split.valid, card.split.test)) <= card.num_vertices.value
+
+
+def _numbers_without_source(node: object, path: str = "") -> list[str]:
+    """Paths of numbers in a card's YAML that are not the ``value`` of a ``{value, source}`` mapping."""
+    bad = []
+    if isinstance(node, dict):
+        sourced = "value" in node and isinstance(node.get("source"), str) and len(node["source"]) >= 3
+        for key, child in node.items():
+            if key == "value" and sourced:
+                continue
+            bad += _numbers_without_source(child, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, child in enumerate(node):
+            bad += _numbers_without_source(child, f"{path}[{i}]")
+    elif isinstance(node, (int, float)) and not isinstance(node, bool):
+        bad.append(path)
+    return bad
+
+
+@pytest.mark.parametrize("name", REQUIRED)
+def test_every_number_has_a_source(name: str) -> None:
+    data = read_yaml(cards.CARD_DIR / f"{name}.yaml", "card")
+    assert _numbers_without_source(data) == []
+
+
+@pytest.mark.parametrize("name", ["cora", "citeseer"])
+def test_bundled_graph_cards_match_the_files(name: str) -> None:
+    card, g = cards.load_card(name), load_dataset(name)
+    assert card.num_vertices.value == g.num_vertices
+    assert card.loaded_edges == g.num_edges
+    assert card.feature_dim.value == g.feature_dim and card.num_classes.value == g.num_classes
+    assert (card.split.train.value, card.split.valid.value, card.split.test.value) == \
+        (len(g.train_idx), len(g.val_idx), len(g.test_idx))
+    degrees = g.in_degrees()
+    assert card.degree.max_in_degree.value == degrees.max()
+    assert card.degree.exponent.value == round(cards.moment_exponent(degrees[degrees > 0]), 3)
+    assert card.degree.zero_fraction == round(float(np.mean(degrees == 0)), 4)
+    k, mu = cards.louvain_communities(g.num_vertices, g.src, g.dst)
+    assert (card.communities.num_communities.value, card.communities.mu.value) == (k, round(mu, 4))
+
+
+def test_published_sizes_of_papers100m() -> None:
+    card = cards.load_card("ogbn-papers100M")
+    assert (card.num_vertices.value, card.num_edges.value, card.feature_dim.value, card.num_classes.value) == \
+        (111_059_956, 1_615_685_872, 128, 172)
+    assert card.edge_direction.value == "directed" and card.loaded_edges == 1_615_685_872
+    products = cards.load_card("ogbn-products")
+    assert products.edge_direction.value == "undirected" and products.loaded_edges == 2 * 61_859_140
+
+
+def test_card_names_resolve_as_datasets() -> None:
+    assert cards.card_name("cora") is None  # the bundled real graph
+    assert cards.card_name("card:cora") == "cora"
+    assert cards.card_name("ogbn-papers100M") == "ogbn-papers100M"
+    assert cards.card_name("no-such-graph") is None
+    assert resolve_dataset("ogbn-papers100M") == "ogbn-papers100M"
+    wl = workload_from_dict({"dataset": "ogbn-papers100M", "model": {"arch": "sage", "num_layers": 2,
+                                                                      "hidden_dim": 8}})
+    assert wl.dataset == "ogbn-papers100M"
+    with pytest.raises(SpecError, match="unknown card 'nope'; allowed: .*ogbn-papers100M"):
+        resolve_dataset("card:nope")
+    with pytest.raises(SpecError, match="neither a preset .* a card"):
+        resolve_dataset("no-such-graph")
+
+
+def test_summary_of_a_card_is_its_published_sizes_without_loading() -> None:
+    s = dataset_summary("ogbn-papers100M")
+    assert (s.num_vertices, s.num_edges, s.feature_dim, s.num_classes, s.num_train, s.num_val, s.num_test) == \
+        (111_059_956, 1_615_685_872, 128, 172, 1_207_179, 125_265, 214_338)
+
+
+def test_an_invalid_card_names_the_field(tmp_path: Path) -> None:
+    data = read_yaml(cards.CARD_DIR / "cora.yaml", "card")
+    data["split"]["train"]["value"] = 5000
+    with pytest.raises(SpecError, match=r"^card x: split: train >= 1.*got \(5000, 500, 1000\)"):
+        cards.card_from_dict(data, where="card x")
+    data = read_yaml(cards.CARD_DIR / "cora.yaml", "card")
+    data["num_vertices"]["source"] = ""
+    with pytest.raises(SpecError, match="num_vertices.source"):
+        cards.card_from_dict(data, where="card x")
+
+
+def test_tail_exponent_recovers_a_discrete_power_law() -> None:
+    rng = np.random.default_rng(0)
+    degrees = np.floor(rng.pareto(1.5, 20000) + 1).astype(np.int64) * 3  # P(d) ~ d^-2.5 above 3
+    gamma, d_min = cards.tail_exponent(degrees)
+    assert abs(gamma - 2.5) < 0.1 and d_min >= 3
+
+
+def test_moment_exponent_recovers_the_generating_law() -> None:
+    rng = np.random.default_rng(1)
+    theta = expected_degrees(50000, 8.0, 2.7, 400.0, rng)
+    degrees = rng.poisson(theta)
+    assert abs(cards.moment_exponent(degrees, 400.0) - 2.7) < 0.05
