@@ -59,7 +59,8 @@ def setting(name: str, cluster: Any, workload: Any, limits: Any, args: argparse.
 
     print(f"\n== {name}: cluster {cluster.name} ({cluster.num_machines} x {cluster.gpus_per_machine}), workload "
           f"{workload.name}, {args.trials} trials; load average {load_average()}", flush=True)
-    rows = tuned_configurations(cluster, workload, args.trials, args.top, f"sqlite:///{tmp}/{name}.db")
+    db = "".join(c if c.isalnum() else "-" for c in name)  # "emulated@100Mbit/s" is no file name
+    rows = tuned_configurations(cluster, workload, args.trials, args.top, f"sqlite:///{tmp}/{db}.db")
     plans = {r["label"]: Plan(strategy=r["strategy"], knobs=r["knobs"], num_workers=cluster.num_gpus,
                               cluster=cluster, workload=workload) for r in rows}
     got = measure(plans, args.repeats, tmp, args.epochs, limits)

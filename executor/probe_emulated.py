@@ -117,6 +117,9 @@ def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits, lat
     data["gpu"] = {**machine["gpu"], "memory_bytes": _sig(memory / w)}
     data["network"] = {**machine["network"], "bandwidth_bytes_per_s": _sig(bandwidth_bytes_per_s),
                        "latency_s": _sig(latency_s)}
+    # the machine probe's priors hold its loopback network; calibration must regularise toward the emulated NIC
+    data["priors"] = {**machine.get("priors", {}), "network.bandwidth_bytes_per_s": _sig(bandwidth_bytes_per_s),
+                      "network.latency_s": _sig(latency_s)}
     sources = {k: v.replace("measured by gnnplan probe", "measured by gnnplan probe --emulate inside emulated "
                                                           "machine 0", 1)
                for k, v in machine.get("sources", {}).items()}

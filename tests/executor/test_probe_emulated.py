@@ -73,6 +73,8 @@ def test_cli_writes_the_emulated_cluster(tmp_path: Path, monkeypatch: pytest.Mon
     spec = load_cluster(tmp_path / "presets" / "emulated.yaml")
     assert (spec.name, spec.num_machines, spec.gpus_per_machine) == ("emulated", 3, 1)
     assert spec.network.bandwidth_bytes_per_s == pytest.approx(1.2e7, rel=1e-3)
+    assert spec.priors["network.bandwidth_bytes_per_s"] == spec.network.bandwidth_bytes_per_s  # not the loopback's
+    assert spec.priors["network.latency_s"] == spec.network.latency_s
     assert spec.host.memory_bytes == pytest.approx(4e9, rel=1e-3)
     assert spec.gpu.peak_flops_per_s == machine["gpu"]["peak_flops_per_s"]
     for field in ("network.bandwidth_bytes_per_s", "network.latency_s", "num_machines", "host.memory_bytes",
@@ -99,6 +101,7 @@ def _machine_mapping() -> dict[str, Any]:
 
     data = load_cluster(PRESET_DIR / "local.yaml").to_yaml_dict()
     data["sources"] = {"gpu.peak_flops_per_s": "measured by gnnplan probe on 2026-01-01: torch.mm"}
+    data["priors"] = {"network.bandwidth_bytes_per_s": 4.5e9, "gpu.kernel_overhead_s": 4e-5}  # loopback, as probed
     return data
 
 
