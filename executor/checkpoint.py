@@ -303,10 +303,8 @@ def load_model_state(directory: str | Path, epoch: int | None = None, rank: int 
 def _remove_rank(directory: str | Path, epoch: int, rank: int) -> None:
     """Delete ``rank``'s checkpoint of ``epoch`` (and the epoch's folder once empty)."""
     shutil.rmtree(rank_dir(directory, epoch, rank), ignore_errors=True)
-    try:
+    with contextlib.suppress(OSError):  # other ranks' checkpoints still in it
         epoch_dir(directory, epoch).rmdir()
-    except OSError:
-        pass
 
 
 def _fsync_dir(path: Path) -> None:

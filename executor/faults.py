@@ -83,13 +83,11 @@ def one_line(text: str) -> str:
 
 def is_comm_error(exc: BaseException) -> bool:
     """Whether ``exc`` is a peer's failure seen from this rank (module docstring)."""
-    try:
+    with contextlib.suppress(ImportError, AttributeError):  # a torch without DistError: the markers decide
         import torch.distributed as dist
 
         if isinstance(exc, dist.DistError):
             return True
-    except (ImportError, AttributeError):
-        pass
     return isinstance(exc, RuntimeError) and any(m in str(exc) for m in COMM_MARKERS)
 
 
@@ -176,7 +174,7 @@ def watch_parent(pid: int, interval_s: float = WATCH_INTERVAL_S) -> threading.Th
                 with contextlib.suppress(OSError):
                     os.killpg(os.getpgrp(), signal.SIGKILL)
                 os._exit(1)
-            except PermissionError:
+            except PermissionError:  # alive, but another user's process now has the pid: keep watching
                 pass
 
     thread = threading.Thread(target=watch, name="gnnplan-parent-watch", daemon=True)

@@ -18,6 +18,7 @@ Use from a test::
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -227,10 +228,8 @@ def render(browser: str, page: str | Path, expression: str = PLOTLY_CHARTS_JS, w
             cdp = _Pipe(to_browser, from_browser, proc, time.monotonic() + TIMEOUT_S)
             return _drive(cdp, Path(page).resolve().as_uri(), expression, width, height, settle_s)
         finally:
-            try:
+            with contextlib.suppress(OSError):  # the browser already exited
                 os.write(to_browser, json.dumps({"id": 10**6, "method": "Browser.close"}).encode() + b"\0")
-            except OSError:
-                pass
             try:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:  # its own process group (session): the renderers go with it

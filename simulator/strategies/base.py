@@ -11,7 +11,6 @@ because every full iteration does the same work, so the window's tail is the ste
 from __future__ import annotations
 
 import math
-from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
@@ -23,7 +22,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel, Kernel, compute_time_s, roofline_s
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec
-from gnnplan.simulator.strategies.ddp_buckets import ddp_buckets, ready_fractions
+from gnnplan.simulator.strategies.ddp_buckets import BucketedBackward, ddp_buckets
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.graphstats import DatasetSummary, SampleStats
 from gnnplan.simulator.workload.model_cost import Block, ModelCost, model_cost
@@ -445,11 +444,12 @@ class WindowRun:
 
     def _backward_all_reduce(self, rank: int, pos: int, work: PassWork, buckets: list[float],
                              **args: Any) -> Generator[Any, Any, None]:
-        """Backward with DDP's bucketed gradient all-reduce overlapping it (:class:`BucketedBackward`): backward
-        runs in one segment per bucket, the end of segment k launches bucket k's all-reduce (once every worker
-        has launched it: a collective), and the buckets are reduced one after the other. Spans: ``backward`` (all
-        of it), one ``all_reduce_bucket`` per bucket, and ``all_reduce`` from the end of backward to the end of
-        the last bucket: the part left on the critical path (its ``nbytes`` the whole gradient)."""
+        """Backward with DDP's bucketed gradient all-reduce overlapping it
+        (:class:`~simulator.strategies.ddp_buckets.BucketedBackward`): backward runs in one segment per bucket, the end
+        of segment k launches bucket k's all-reduce (once every worker has launched it: a collective), and the buckets
+        are reduced one after the other. Spans: ``backward`` (all of it), one ``all_reduce_bucket`` per bucket, and
+        ``all_reduce`` from the end of backward to the end of the last bucket: the part left on the critical path (its
+        ``nbytes`` the whole gradient)."""
         bucketed = BucketedBackward(self, rank, pos, buckets, work.backward_s)
         t0 = self.engine.now
         yield from bucketed.compute(work.backward_s)
@@ -511,95 +511,3 @@ class WindowRun:
             for image in range(rank + g, self.ctx.num_workers, g):
                 self.spans.extend(replace(s, rank=image) for s in mine)
                 self.ends[image] = list(self.ends[rank])
-
-
-class BucketedBackward:
-    """One worker's backward pass of iteration ``pos`` with DDP's bucketed gradient all-reduce overlapping it
-    (:mod:`.ddp_buckets`): backward produces the gradient at a constant rate over its ``backward_s`` seconds of
-    compute, so bucket k is ready after ``ready_fractions[k] * backward_s`` of them, wherever the backward is cut
-    into segments (gsplit runs it between shuffles); its all-reduce then starts (once every worker has launched
-    it) and the buckets are reduced one after the other on their own stream.
-
-    Source: Li et al., "PyTorch Distributed", VLDB 13(12), 2020, §3.2.3-3.2.4 (via :mod:`.ddp_buckets`).
-
-    Args:
-        run: the window run (engine, hardware model, rendezvous, spans).
-        rank, pos: the worker and window position.
-        buckets: the bucket sizes in bytes, in the order backward fills them (at least one).
-        backward_s: uncontended seconds of the whole backward pass (the sum of its segments).
-    """
-
-    def __init__(self, run: WindowRun, rank: int, pos: int, buckets: list[float], backward_s: float) -> None:
-        self.run, self.rank, self.pos, self.buckets = run, rank, pos, buckets
-        self.points_s = [fraction * backward_s for fraction in ready_fractions(buckets)]
-        self.ready = [run.engine.event() for _ in buckets]
-        self.done_s, self.launched = 0.0, 0
-        self.comm = run.engine.process(run._bucket_all_reduces(rank, pos, buckets, self.ready))
-
-    def compute(self, seconds: float) -> Generator[Any, Any, None]:
-        """``seconds`` more of backward on the worker's compute, launching each bucket as soon as the backward
-        computed so far has produced it. Use with ``yield from``."""
-        end_s, hw = self.done_s + seconds, self.run.hw
-        while self.launched < len(self.buckets) and self.points_s[self.launched] <= end_s:
-            point_s = self.points_s[self.launched]
-            yield from hw.compute(self.rank, point_s - self.done_s)
-            self.done_s = max(self.done_s, point_s)
-            self.ready[self.launched].succeed()
-            self.launched += 1
-        yield from hw.compute(self.rank, end_s - self.done_s)
-        self.done_s = end_s
-
-    def finish(self) -> Generator[Any, Any, None]:
-        """After the last backward segment: launch the buckets not launched yet (the last one when the segments'
-        sum rounds below ``backward_s``), wait for the last bucket's all-reduce and record the ``all_reduce``
-        span from the end of backward to then (its ``nbytes`` the whole gradient, ``num_buckets`` its buckets).
-        Use with ``yield from``."""
-        for event in self.ready[self.launched:]:
-            event.succeed()
-        self.launched = len(self.buckets)
-        t1 = self.run.engine.now
-        yield self.comm
-        self.run._span(self.rank, "all_reduce", t1, "network", self.pos, nbytes=sum(self.buckets),
-                       num_buckets=len(self.buckets))
-
-
-class FullGraphRun(ABC):
-    """The simulated epoch of a full-graph strategy (``neutronstar``, ``hongtu``): one process per worker on
-    the hardware model, named events and all-party barriers for the exchanges between them, and the spans.
-    Subclasses define ``_worker(rank)``, the generator one worker runs for the whole epoch.
-
-    Args:
-        cluster: the hardware.
-        num_workers: workers (= GPUs) simulated.
-        seed: the engine's seed.
-    """
-
-    def __init__(self, cluster: ClusterSpec, num_workers: int, seed: int = 0) -> None:
-        self.engine = Engine(seed)
-        self.hw = HardwareModel(cluster, self.engine)
-        self.num_workers = num_workers
-        self.spans: list[Span] = []
-        self.ends = [0.0] * num_workers
-        self.events: dict[tuple[Any, ...], Any] = {}
-        self.rendezvous = Rendezvous(self.engine, num_workers)
-
-    @abstractmethod
-    def _worker(self, rank: int) -> Generator[Any, Any, None]:
-        """The generator worker ``rank`` runs for the whole epoch (the strategy's schedule)."""
-
-    def execute(self) -> None:
-        """Run every worker to the end of the epoch."""
-        for rank in range(self.num_workers):
-            self.engine.process(self._worker(rank))
-        self.engine.run()
-
-    def _event(self, key: tuple[Any, ...]) -> Any:
-        """The event named ``key`` (created on first use), e.g. a message's arrival."""
-        if key not in self.events:
-            self.events[key] = self.engine.event()
-        return self.events[key]
-
-    def _span(self, rank: int, phase: str, start: float, stream: str, nbytes: float = 0.0, flops: float = 0.0,
-              **args: Any) -> None:
-        """Record a span of epoch 0 from ``start`` to now (full-graph: one iteration per epoch)."""
-        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0, 0, args))

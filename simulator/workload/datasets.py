@@ -37,6 +37,7 @@ features, once read, are cached as ``<key>-features.npy`` and memory-mapped.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import zipfile
@@ -250,12 +251,10 @@ def _folder(ref: str) -> Path:
 def available_host_bytes() -> float:
     """Host memory available to a new allocation: ``MemAvailable`` of /proc/meminfo (Linux), else the physical
     memory (``os.sysconf``)."""
-    try:
+    with contextlib.suppress(OSError):  # no /proc (not Linux): fall back to physical memory
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
                 return float(line.split()[1]) * 1024.0
-    except OSError:
-        pass
     return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 

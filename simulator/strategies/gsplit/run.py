@@ -25,7 +25,7 @@ Per iteration (brief §1.2, §1.5, §2.3):
 * backward: the same in reverse, gradients flowing back along each pair (j to i).
 * ``all_reduce`` of the gradients (after every GPU arrives), ``optimizer``, ``iteration_overhead_s``. When the
   gradients fill several DDP buckets (``training.ddp_bucket_bytes``), bucket k's all-reduce starts once backward
-  has produced it (:class:`~gnnplan.simulator.strategies.base.BucketedBackward`, over the backward segments and
+  has produced it (:class:`~gnnplan.simulator.strategies.ddp_buckets.BucketedBackward`, over the backward segments and
   their shuffles) and ``all_reduce`` is the part after backward.
 
 With sampler processes every trainer takes its machine's split batch from them (``host.sampler_handoff_s``,
@@ -37,13 +37,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from gnnplan.simulator.strategies.base import (
-    PREFETCH_FACTOR,
-    BucketedBackward,
-    IterationPlan,
-    SimContext,
-    WindowRun,
-)
+from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext, WindowRun
+from gnnplan.simulator.strategies.ddp_buckets import BucketedBackward
 from gnnplan.simulator.strategies.gsplit.work import IterationWork
 from gnnplan.simulator.trace import Span
 
@@ -139,7 +134,7 @@ class SplitRun(WindowRun):
         backward shuffles of the layers that have one, L-1..0. With ``buckets`` (several DDP buckets,
         :meth:`~simulator.strategies.base.WindowRun._ddp_buckets`) each bucket's all-reduce starts once the
         backward segments so far have produced it, overlapping the rest of backward and its shuffles; returns
-        that :class:`~simulator.strategies.base.BucketedBackward` (None without buckets)."""
+        that :class:`~simulator.strategies.ddp_buckets.BucketedBackward` (None without buckets)."""
         split, num_layers = work.splits[rank], len(work.has_backward)
         backward = [layer for layer in reversed(range(num_layers)) if work.has_backward[layer]]
         bucketed = None

@@ -28,7 +28,7 @@ from typing import Any
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
 from gnnplan.simulator.hardware.spec import ClusterSpec
-from gnnplan.simulator.strategies.base import FullGraphRun
+from gnnplan.simulator.strategies.full_graph_run import FullGraphRun
 from gnnplan.simulator.strategies.hongtu.dedup import BatchCounts
 from gnnplan.simulator.strategies.hongtu.work import ChunkWork
 from gnnplan.simulator.trace import Span
@@ -176,11 +176,3 @@ class EpochRun(FullGraphRun):
             self._span(rank, "d2d" if local else "exchange", t0, "nvlink" if local else "network", layer=layer,
                        batch=j, direction=stage, received_bytes=0.0, num_messages=0, wait_s=waited)
 
-    def _message(self, key: tuple[Any, ...], src: int, dst: int, nbytes: float) -> Generator[Any, Any, None]:
-        hw = self.hw
-        if nbytes > 0:
-            if hw.machine_of(src) == hw.machine_of(dst):
-                yield hw.gpu_to_gpu(src, dst, nbytes)
-            else:  # copy out, send from host memory, copy in; the NICs alone with GPUDirect RDMA
-                yield hw.gpu_network(src, dst, nbytes, store_and_forward=True)
-        self._event(key + (src, dst)).succeed()

@@ -54,8 +54,9 @@ from gnnplan.simulator.hardware.pricing import PhaseRule
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import calibration_rules as rules
-from gnnplan.simulator.strategies.base import FullGraphRun, PhaseProfile, SimContext, kernel_profile
+from gnnplan.simulator.strategies.base import PhaseProfile, SimContext, kernel_profile
 from gnnplan.simulator.strategies.contract import check_workload
+from gnnplan.simulator.strategies.full_graph_run import FullGraphRun
 from gnnplan.simulator.strategies.neutronstar import dependencies as deps
 from gnnplan.simulator.strategies.neutronstar.split import hybrid_sets, layer_widths, split_costs
 from gnnplan.simulator.strategies.neutronstar.work import WorkerWork, layer_kernels, memory_model, worker_work
@@ -242,7 +243,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
 
 
 class _Run(FullGraphRun):
-    """One simulated epoch: a process per worker (:class:`~simulator.strategies.base.FullGraphRun`)."""
+    """One simulated epoch: a process per worker (:class:`~simulator.strategies.full_graph_run.FullGraphRun`)."""
 
     def __init__(self, ctx: SimContext, knobs: Knobs, works: list[WorkerWork]) -> None:
         super().__init__(ctx.cluster, len(works), ctx.seed)
@@ -313,15 +314,6 @@ class _Run(FullGraphRun):
         received = sum(b for p, b in enumerate(recv) if p != rank)
         self._span(rank, "exchange", t0, "network", nbytes=sent, layer=layer, direction=phase,
                    received_bytes=received)
-
-    def _message(self, key: tuple[Any, ...], src: int, dst: int, nbytes: float) -> Generator[Any, Any, None]:
-        hw = self.hw
-        if nbytes > 0:
-            if hw.machine_of(src) == hw.machine_of(dst):
-                yield hw.gpu_to_gpu(src, dst, nbytes)
-            else:  # copy out, send from host memory, copy in; the NICs alone with GPUDirect RDMA
-                yield hw.gpu_network(src, dst, nbytes, store_and_forward=True)
-        self._event(key + (src, dst)).succeed()
 
     def _all_reduce(self, rank: int) -> Generator[Any, Any, None]:
         start, nbytes = self.engine.now, self.works[rank].gradient_bytes
