@@ -173,13 +173,17 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
             time.sleep(0.2 * attempt)
 
 
-def objective(req: TuneRequest, trial: optuna.Trial, choices: dict[str, Candidate] | None = None) -> float:
+def objective(req: TuneRequest, trial: optuna.Trial, choices: dict[str, Candidate] | None = None,
+              memo: dict[str, Any] | None = None) -> float:
     """Simulate one configuration; record the result as user attributes and memory excess as a constraint.
 
     Args:
         req: the request.
         trial: the Optuna trial.
         choices: ``req.candidates()``, computed once per study (None = compute here).
+        memo: results of this study's configurations so far, by candidate and knobs: a configuration the sampler
+            proposes again (categorical and integer knobs repeat often) is not simulated again (the simulation is
+            deterministic, so the numbers are the same). None: simulate every trial.
 
     Returns:
         The simulated epoch time in seconds (for an infeasible configuration, a finite stand-in: the
@@ -190,7 +194,12 @@ def objective(req: TuneRequest, trial: optuna.Trial, choices: dict[str, Candidat
     knobs = get_strategy(chosen.strategy).suggest(trial, chosen.workload, req.tune_batch_size)
     if chosen.fixed_knobs:
         knobs = knobs.model_copy(update=chosen.fixed_knobs)
-    result = simulate(req.cluster, chosen.workload, chosen.strategy, knobs)
+    key = json.dumps([chosen.label, knobs.model_dump(mode="json")], sort_keys=True)
+    result = memo.get(key) if memo is not None else None
+    if result is None:
+        result = simulate(req.cluster, chosen.workload, chosen.strategy, knobs)
+        if memo is not None:
+            memo[key] = result
     trial.set_user_attr("result", result.to_json_dict())
     trial.set_user_attr("model", chosen.workload.model.arch)
     if chosen.model_changed:
@@ -238,9 +247,9 @@ def run_study(req: TuneRequest, progress: bool = False) -> optuna.Study:
     storage = open_storage(url)
     validate_request(req)
     study = open_study(req, storage)
-    choices = req.candidates()
+    choices, memo = req.candidates(), dict[str, Any]()
     with storage_errors(url), _quiet():
-        study.optimize(lambda t: objective(req, t, choices), n_trials=req.num_trials, show_progress_bar=progress,
+        study.optimize(lambda t: objective(req, t, choices, memo), n_trials=req.num_trials, show_progress_bar=progress,
                        catch=())
     return study
 

@@ -5,9 +5,15 @@ relative error of each (goal: within 15%).
 Graphs: every real graph gnnplan bundles (Cora and CiteSeer, through their shipped cards ``card:cora`` and
 ``card:citeseer``: the whole card path, proxy at the card's size) and an R-MAT graph of 2M vertices (Graph500
 quadrants, edge factor 8, no features materialised), whose card is derived from the graph itself
-(:func:`simulator.workload.cards.derived_card`: sizes, largest in-degree, moment exponent; R-MAT plants no
-communities) and whose proxy has 10^5 vertices, scaled by the proxy's rules (the same field lists the card path
-uses). Nothing is fitted to the statistics compared: the cards hold only sizes and degree / community summaries.
+(:func:`simulator.workload.cards.derived_card`: sizes, largest in-degree, moment exponent, the log-binned
+in-degree histogram the proxy draws its degrees from; R-MAT plants no communities) and whose proxy has 10^5
+vertices, scaled by the proxy's rules (the same field lists the card path uses) and by the per-batch rule
+(:func:`simulator.workload.proxy.scale_sample_stats`, :func:`~simulator.workload.proxy.batch_reach_scale`: block
+sizes, the cache-hit / local / remote split of a batch's inputs, hopgnn's dp remote share and gsplit's split
+sizes times the ratio of the occupancy model :func:`simulator.workload.degseq.batch_reach` at 2M and at 10^5
+vertices; at the cards' own size, Cora and CiteSeer, that ratio is ~1 and the card path's hooks do not apply it).
+Nothing is fitted to the statistics compared: the cards hold only sizes, degree histograms, connected-component
+sizes and the Louvain communities' block model (no cut, no cache or batch figure).
 
 Statistics, on the 2 x 4-GPU preset ``2x4-a100-nvlink3-200gbib`` (8 workers on 2 machines):
 
@@ -47,9 +53,17 @@ from gnnplan.simulator.strategies import gsplit, hongtu, hopgnn, neutronstar  # 
 from gnnplan.simulator.strategies.gsplit import stats as gsplit_stats  # noqa: E402
 from gnnplan.simulator.strategies.hongtu import dedup  # noqa: E402
 from gnnplan.simulator.strategies.neutronstar import dependencies as deps  # noqa: E402
-from gnnplan.simulator.workload.cards import derived_card  # noqa: E402
+from gnnplan.simulator.workload.cards import Card, derived_card  # noqa: E402
 from gnnplan.simulator.workload.datasets import dataset_key, load_dataset  # noqa: E402
-from gnnplan.simulator.workload.proxy import ProxyScale, proxy_scale, proxy_spec, scale_counts  # noqa: E402
+from gnnplan.simulator.workload.proxy import (  # noqa: E402
+    ProxyScale,
+    batch_reach_scale,
+    proxy_scale,
+    proxy_spec,
+    scale_counts,
+    scale_layers,
+    scale_sample_stats,
+)
 from gnnplan.simulator.workload.spec import RmatSpec, workload_from_dict  # noqa: E402
 
 CLUSTER = "2x4-a100-nvlink3-200gbib"
@@ -68,11 +82,15 @@ def _workloads(dataset: Any, batch: int) -> tuple[Any, Any]:
     return mini, full
 
 
-def statistics(dataset: Any, batch: int, scale: ProxyScale | None) -> dict[str, float]:
+def statistics(dataset: Any, batch: int, scale: ProxyScale | None, card: Card | None = None) -> dict[str, float]:
     """Every statistic of the module docstring on ``dataset``; ``scale`` applies the card path's scaling rules
-    to a proxy given as a generated spec (None: a real graph, or a card whose hooks scale already)."""
+    to a proxy given as a generated spec (None: a real graph, or a card whose hooks scale already), and with
+    ``card`` the per-batch rule too (:func:`simulator.workload.proxy.scale_sample_stats` and
+    :func:`~simulator.workload.proxy.batch_reach_scale`: the card's degree histogram at both sizes)."""
     mini, full = _workloads(dataset, batch)
     out: dict[str, float] = {}
+    graph = load_dataset(dataset) if card is not None else None
+    cut = {}
 
     def scaled(obj: Any, vertex: tuple[str, ...], edge: tuple[str, ...] = ()) -> Any:
         return obj if scale is None else scale_counts(obj, scale, vertex, edge)
@@ -80,6 +98,9 @@ def statistics(dataset: Any, batch: int, scale: ProxyScale | None) -> dict[str, 
     for part in ("metis", "random"):
         _, _, ctx = load_context(CLUSTER, mini, "dp", {"partitioner": part})
         st = ctx.sample
+        cut[part] = st.edge_cut_fraction
+        if card is not None:
+            st = scale_sample_stats(st, card, graph)
         tag = f"sample[{part}]"
         for layer in range(len(st.fanouts)):
             out[f"{tag} input vertices L{layer}"] = st.num_src_vertices[layer]
@@ -105,6 +126,9 @@ def statistics(dataset: Any, batch: int, scale: ProxyScale | None) -> dict[str, 
     out["hopgnn micrograph locality"] = mg.micrograph_local_fraction
     out["hopgnn group locality"] = mg.group_local_fraction
     out["hopgnn dp remote fraction"] = mg.dp_remote_fraction
+    if card is not None:  # the same batches as dp's: the remote share re-weighted like sample[metis]'s
+        reach = batch_reach_scale(card, graph, mg.fanouts, mg.batch_size_per_worker, 2, cut["metis"])
+        out["hopgnn dp remote fraction"] *= reach.remote_ratio
     kn_ht = hongtu.Knobs(num_chunks=4)
     _, _, ctx = load_context(CLUSTER, full, "hongtu", kn_ht)
     rows = hongtu.batch_counts(ctx, kn_ht)
@@ -115,7 +139,11 @@ def statistics(dataset: Any, batch: int, scale: ProxyScale | None) -> dict[str, 
     kn_gs = gsplit.Knobs()
     _, _, ctx = load_context(CLUSTER, mini, "gsplit", kn_gs)
     sp = scaled(gsplit.stats_of(ctx, kn_gs), gsplit_stats.CARD_VERTEX_FIELDS)
-    out["gsplit split input vertices"] = float(sp.split_src[:, 0, :].mean())
+    split_src = sp.split_src
+    if card is not None:  # one batch of B seeds over all GPUs: a uniform sample of the training vertices
+        reach = batch_reach_scale(card, graph, mini.training.fanouts, batch)
+        split_src = scale_layers(split_src, reach.src_ratio, axis=1)
+    out["gsplit split input vertices"] = float(split_src[:, 0, :].mean())
     out["gsplit local-edge fraction"] = float(sp.local_edge_fraction().mean())
     out["gsplit largest partition"] = float(sp.partition_sizes.max())
     return out
@@ -173,7 +201,7 @@ def main() -> int:
         scale = proxy_scale(card, spec)
         measured = run("rmat2m measured", lambda: statistics(RMAT, 1024, None),
                        keep=f"measured-{dataset_key(RMAT)}-v{BENCH_FORMAT}")
-        estimated = run("rmat2m proxy estimated", lambda: statistics(spec, 1024, scale))
+        estimated = run("rmat2m proxy estimated", lambda: statistics(spec, 1024, scale, card))
         errors += compare(f"R-MAT 2M ({RMAT.name}) vs its proxy {spec.name} (x{scale.vertex_factor:.0f} vertices)",
                           measured, estimated)
     within = sum(err <= TOLERANCE for err in errors)

@@ -1,30 +1,41 @@
 """Simulator wall time at scale (issue 10, "Simulation at scale").
 
-Three parts, each timed in this run (wall times on a shared 2-core machine are noisy: read ratios, not digits):
+Three parts, each timed in this run (wall times on a shared 2-core machine are noisy: read ratios, not digits).
+Every simulation runs in a child process (fork) with a time limit, so every stage is bounded: a run that would
+exceed it is stopped and printed as ``skipped (budget)``.
 
 1. Per strategy (dp, hopgnn, neutronstar) and cluster size (4, 16, 64, 256 GPUs: 4x1, 4x4, 8x8, 32x8 machines x
    GPUs of the ``2x4-a100-nvlink3-200gbib`` preset), the wall time of one simulation with the representative
    fast path (:mod:`gnnplan.simulator.symmetry`) and of the full simulation (``symmetry.disabled()``) measured
-   in the same run, their ratio, and the relative difference of the predicted epoch times. The full simulation
-   is skipped when the previous size's took longer than ``--full-budget`` seconds (cost grows ~10x per
-   doubling of GPUs). Graph statistics are measured (or read from the disk cache) before the clock starts.
-   Mini-batch strategies run the ``ogbn-papers100M`` dataset card (statistics estimated on its proxy);
-   neutronstar a 100k-vertex R-MAT graph trained full-graph (its dependency counts need the graph).
-2. The ``ogbn-papers100M`` card on 8 machines x 8 GPUs: wall time per configuration (target: under 1 s).
-3. A 200-trial Optuna study over all strategies at 64 GPUs (8x8; target: under 60 s).
+   in the same run, their ratio, and the relative difference of the predicted epoch times. Each timed
+   simulation may take ``--full-budget`` seconds; the full simulation is not tried at the next size once one
+   was over budget (cost grows ~10x per doubling of GPUs). Graph statistics are measured (or read from the disk
+   cache) before the clock starts (``--stats-budget`` seconds). Mini-batch strategies run the
+   ``ogbn-papers100M`` dataset card (statistics estimated on its proxy); neutronstar a 100k-vertex R-MAT graph
+   trained full-graph (its dependency counts need the graph).
+2. The ``ogbn-papers100M`` card on 8 machines x 8 GPUs: wall time per configuration of every strategy the card
+   allows (target: under 1 s), each within ``--card-budget`` seconds.
+3. A 200-trial Optuna study over all strategies at 64 GPUs (8x8; target: under 60 s), within ``--study-budget``
+   seconds (its trials so far are reported if stopped), with the time per trial by strategy and Optuna's own
+   share (the study's wall time minus its trials' durations).
 
 Usage: ``python benchmarks/bench_scale.py [--sizes 4,16,64,256] [--strategies dp,hopgnn,neutronstar]
-[--full-budget 30] [--trials 200] [--parts sizes,card,study]``.
+[--full-budget 30] [--stats-budget 300] [--card-budget 60] [--trials 200] [--study-budget 600]
+[--parts sizes,card,study]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import math
+import multiprocessing
+import os
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import optuna
 
 from gnnplan.autotune.study import TuneRequest, eligible_strategies, run_study
 from gnnplan.simulator import symmetry
@@ -56,91 +67,179 @@ def workload(strategy: str) -> WorkloadSpec:
     return workload_from_dict(FULL_GRAPH if strategy == "neutronstar" else CARD)
 
 
-def timed(strategy: str, num_gpus: int, full: bool) -> tuple[float, float, bool]:
-    """(wall seconds of the strategy's simulate, predicted epoch seconds, whether a representative was used)."""
-    module, knobs, ctx = load_context(cluster(num_gpus), workload(strategy), strategy, KNOBS[strategy])
-    if not full:  # a strategy's own statistics (hopgnn's micrographs) are measured on first use: not timed
-        module.simulate(ctx, knobs)
+def bounded(fn: Callable[[], Any], budget_s: float) -> Any:
+    """``fn()`` run in a forked child process, or None when it did not finish within ``budget_s`` seconds (the
+    child is then stopped). An exception in the child is raised here as a RuntimeError with its message."""
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+
+    def child() -> None:
+        try:
+            send.send(("ok", fn()))
+        except BaseException as exc:  # noqa: BLE001 -- reported to the parent, which raises it
+            send.send(("error", f"{type(exc).__name__}: {exc}"))
+
+    proc = ctx.Process(target=child, daemon=True)
+    proc.start()
+    try:
+        if not receive.poll(budget_s):
+            return None
+        status, value = receive.recv()
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join()
+    if status == "error":
+        raise RuntimeError(value)
+    return value
+
+
+def timed(strategy: str, num_gpus: int, full: bool, knobs: dict[str, Any] | None = None,
+          wl: WorkloadSpec | None = None, cl: ClusterSpec | None = None) -> tuple[float, float, bool]:
+    """(wall seconds of the strategy's simulate, predicted epoch seconds, whether a representative was used);
+    the statistics are loaded or measured first, not timed. Run it in :func:`bounded`."""
+    module, kn, ctx = load_context(cl or cluster(num_gpus), wl or workload(strategy), strategy,
+                                   KNOBS[strategy] if knobs is None else knobs)
+    warm(module, ctx, kn)
     with symmetry.disabled() if full else contextlib.nullcontext():
         start = time.perf_counter()
-        result = module.simulate(ctx, knobs)
+        result = module.simulate(ctx, kn)
         wall = time.perf_counter() - start
     folded = any(s.args.get("machines_represented", 1) > 1 for s in result.spans if s.phase == "epoch")
     return wall, result.epoch_time_s, folded
 
 
-def part_sizes(strategies: list[str], sizes: list[int], budget_s: float) -> Iterator[str]:
-    yield f"{'strategy':<12}{'GPUs':>5}{'shape':>7}{'fast s':>10}{'full s':>10}{'full/fast':>10}" \
+def warm(module: Any, ctx: Any, knobs: Any) -> None:
+    """Measure (or read) a strategy's own statistics before the clock starts: hopgnn's micrographs, gsplit's
+    splits, neutronstar's and hongtu's dependency counts (the same calls their ``simulate`` makes; cached)."""
+    name = module.NAME
+    if name == "gsplit":
+        module.stats_of(ctx, knobs)
+    elif name == "neutronstar":
+        module.dependency_counts(ctx, knobs)
+    elif name == "hopgnn":
+        module.simulate(ctx, knobs)  # its micrograph statistics are measured on first use (cached)
+
+
+def part_sizes(strategies: list[str], sizes: list[int], budget_s: float, stats_s: float) -> Iterator[str]:
+    yield f"{'strategy':<12}{'GPUs':>5}{'shape':>7}{'fast s':>10}{'full s':>18}{'full/fast':>10}" \
           f"{'epoch diff':>12}  path"
     for strategy in strategies:
-        last_full = 0.0
+        full_over = False
         for n in sizes:
-            fast, epoch, folded = timed(strategy, n, full=False)
-            if last_full <= budget_s:
-                last_full, full_epoch, _ = timed(strategy, n, full=True)
-                full_text, ratio = f"{last_full:10.3f}", f"{last_full / fast:10.1f}"
+            shape = "x".join(map(str, SHAPES[n]))
+            fast_run = bounded(lambda: timed(strategy, n, full=False), stats_s + 2 * budget_s)
+            if fast_run is None:
+                yield f"{strategy:<12}{n:>5}{shape:>7}{'skipped (budget)':>28}"
+                full_over = True
+                continue
+            fast, epoch, folded = fast_run
+            full_run = None if full_over else bounded(lambda: timed(strategy, n, full=True), stats_s + 2 * budget_s)
+            if full_run is not None and full_run[0] <= budget_s:
+                full_s, full_epoch, _ = full_run
+                full_text, ratio = f"{full_s:18.3f}", f"{full_s / fast:10.1f}"
                 diff = f"{abs(epoch - full_epoch) / full_epoch:12.1e}"
             else:
-                full_text, ratio, diff = f"{'skipped':>10}", f"{'-':>10}", f"{'-':>12}"
-                last_full = math.inf
-            shape = "x".join(map(str, SHAPES[n]))
+                full_text, ratio, diff = f"{'skipped (budget)':>18}", f"{'-':>10}", f"{'-':>12}"
+                full_over = True
             path = "representative machine" if folded else "full (asymmetric work)" if SHAPES[n][0] > 1 else "full"
             yield f"{strategy:<12}{n:>5}{shape:>7}{fast:10.3f}{full_text}{ratio}{diff}  {path}"
 
 
-def part_card() -> Iterator[str]:
-    configs = [("dp", {}), ("dp", {"cache_fraction": 0.2, "num_sampler_workers": 4}),
-               ("dp", {"partitioner": "random", "cache_placement": "partitioned", "cache_fraction": 0.05}),
-               ("hopgnn", {"num_steps": 2}), ("hopgnn", {"micrograph": False})]
-    for strategy, knobs in configs:
-        module, kn, ctx = load_context(cluster(64), workload_from_dict(CARD), strategy, knobs)
-        module.simulate(ctx, kn)  # measures the strategy's own statistics on first use (cached): not timed
-        start = time.perf_counter()
-        result = module.simulate(ctx, kn)
-        wall = time.perf_counter() - start
-        verdict = "under 1 s" if wall < 1.0 else "OVER 1 s"
-        yield f"{strategy:<8}{str(knobs):<78}{wall:8.3f} s  {verdict}  (epoch {result.epoch_time_s:.4g} s)"
+CARD_CONFIGS: list[tuple[str, dict[str, Any]]] = [
+    ("dp", {}), ("dp", {"cache_fraction": 0.2, "num_sampler_workers": 4}),
+    ("dp", {"partitioner": "random", "cache_placement": "partitioned", "cache_fraction": 0.05}),
+    ("hopgnn", {"num_steps": 2}), ("hopgnn", {"micrograph": False}),
+    ("gsplit", {}), ("gsplit", {"split": "random", "cache_fraction": 0.1, "num_sampler_workers": 2})]
+"""Configurations of part 2: several per strategy the card allows (ppgnn needs SGC / SIGN, neutronstar and hongtu
+full-graph training: :func:`eligible_strategies` checks the list covers the rest)."""
 
 
-def part_study(trials: int) -> Iterator[str]:
+def part_card(budget_s: float, stats_s: float) -> Iterator[str]:
     wl = workload_from_dict(CARD)
-    strategies = tuple(eligible_strategies(wl, None))
-    req = TuneRequest(cluster(64), wl, strategies, num_trials=trials, storage="sqlite:///:memory:",
+    allowed = set(eligible_strategies(wl, None))
+    missing = allowed - {s for s, _ in CARD_CONFIGS}
+    if missing:
+        yield f"(no configuration listed for {', '.join(sorted(missing))})"
+    for strategy, knobs in CARD_CONFIGS:
+        if strategy not in allowed:
+            continue
+        run = bounded(lambda: timed(strategy, 64, False, knobs, wl), stats_s + budget_s)
+        if run is None or run[0] > budget_s:
+            yield f"{strategy:<8}{str(knobs):<78}{'skipped (budget)':>10}  (over {budget_s:g} s)"
+            continue
+        wall, epoch, folded = run
+        verdict = "under 1 s" if wall < 1.0 else "OVER 1 s"
+        path = "representative machine" if folded else "full"
+        yield f"{strategy:<8}{str(knobs):<78}{wall:8.3f} s  {verdict}  (epoch {epoch:.4g} s, {path})"
+
+
+def study_run(trials: int, storage: str) -> float:
+    """Run the study (validated, statistics of every strategy cached by then) and return its wall seconds."""
+    wl = workload_from_dict(CARD)
+    req = TuneRequest(cluster(64), wl, tuple(eligible_strategies(wl, None)), num_trials=trials, storage=storage,
                       study_name="bench-scale")
     start = time.perf_counter()
-    study = run_study(req)
-    wall = time.perf_counter() - start
-    counts: dict[str, int] = {}
-    for t in study.trials:
-        counts[str(t.params.get("strategy", "?"))] = counts.get(str(t.params.get("strategy", "?")), 0) + 1
-    verdict = "under 60 s" if wall < 60.0 else "OVER 60 s"
-    yield f"{trials} trials over {', '.join(strategies)} at 64 GPUs (8x8): {wall:.1f} s  {verdict}"
-    yield f"trials per strategy: {counts}; best epoch {study.best_value:.4g} s"
+    run_study(req)
+    return time.perf_counter() - start
+
+
+def part_study(trials: int, budget_s: float) -> Iterator[str]:
+    wl = workload_from_dict(CARD)
+    strategies = tuple(eligible_strategies(wl, None))
+    with tempfile.TemporaryDirectory() as tmp:
+        storage = f"sqlite:///{tmp}/study.db"
+        started = time.perf_counter()
+        wall = bounded(lambda: study_run(trials, storage), budget_s)
+        stopped = wall is None
+        wall = time.perf_counter() - started if stopped else wall
+        study = optuna.load_study(study_name="bench-scale", storage=storage)
+        done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    by: dict[str, list[float]] = {}
+    for t in done:
+        by.setdefault(str(t.params.get("strategy", "?")), []).append(t.duration.total_seconds())
+    if stopped:
+        yield f"{trials} trials over {', '.join(strategies)} at 64 GPUs (8x8): skipped (budget): stopped after " \
+              f"{wall:.1f} s with {len(done)} trials done"
+    else:
+        verdict = "under 60 s" if wall < 60.0 else "OVER 60 s"
+        yield f"{trials} trials over {', '.join(strategies)} at 64 GPUs (8x8): {wall:.1f} s  {verdict}"
+    trial_s = sum(sum(v) for v in by.values())
+    for strategy, secs in sorted(by.items()):
+        yield f"  {strategy:<8}{len(secs):>4} trials  {sum(secs):8.2f} s in all  {sum(secs) / len(secs):8.3f} s/trial"
+    yield f"  Optuna and storage (wall - trials): {max(wall - trial_s, 0.0):.2f} s" + \
+          (f"; best epoch {min(t.value for t in done):.4g} s" if done else "")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="4,16,64,256", help="GPU counts among 4, 16, 64, 256")
     parser.add_argument("--full-budget", type=float, default=30.0,
-                        help="skip the full simulation after one that took longer than this (s)")
+                        help="seconds one timed simulation of part 1 may take (the full one is skipped beyond)")
+    parser.add_argument("--stats-budget", type=float, default=300.0,
+                        help="seconds measuring a configuration's statistics may take (cached on disk)")
+    parser.add_argument("--card-budget", type=float, default=60.0, help="seconds per configuration of part 2")
     parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--study-budget", type=float, default=600.0, help="seconds the study of part 3 may take")
     parser.add_argument("--parts", default="sizes,card,study")
     parser.add_argument("--strategies", default=",".join(KNOBS), help="strategies of part 1")
     args = parser.parse_args()
     parts = args.parts.split(",")
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
     if "sizes" in parts:
         print("1. wall time per configuration, representative fast path vs full simulation (same run)")
         sizes = [int(s) for s in args.sizes.split(",")]
-        for line in part_sizes(args.strategies.split(","), sizes, args.full_budget):
+        for line in part_sizes(args.strategies.split(","), sizes, args.full_budget, args.stats_budget):
             print(line, flush=True)
     if "card" in parts:
         print("\n2. ogbn-papers100M card on 8 machines x 8 GPUs: wall time per configuration")
-        for line in part_card():
+        for line in part_card(args.card_budget, args.stats_budget):
             print(line, flush=True)
     if "study" in parts:
         print("\n3. Optuna study over all strategies at 64 GPUs")
-        for line in part_study(args.trials):
+        for line in part_study(args.trials, args.study_budget):
             print(line, flush=True)
+    print(f"load average {os.getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":

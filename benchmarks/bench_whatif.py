@@ -6,38 +6,50 @@
    trace is calibrated on (:func:`gnnplan.simulator.calibrate.calibrate`). This is the ONLY data fitted; the
    printed parameter table compares every fitted parameter with its probed value (flags from calibration).
 3. Held-out points, each predicted by the calibrated cluster and measured ``--repeats`` times:
-   * every strategy of ``--strategies`` (default dp, hopgnn, gsplit: same training semantics) x every rate of
+   * every strategy of ``--strategies`` (default dp, hopgnn, gsplit: same training semantics; hopgnn at a fixed
+     step count, :data:`STRATEGY_KNOBS`) x every rate of
      ``--bandwidths`` (default 100 Mbit/s .. 3 Gbit/s plus unshaped), on Cora and on an R-MAT graph;
    * the same strategies at the calibration rate with a CPU quota (``--quota`` cores per machine, cgroup
      ``cpu.cfs_quota_us``), on Cora;
    * dp with another cache fraction and another batch size at the calibration rate, on Cora.
-   What a what-if changes in the cluster: the network rate scales the calibrated bandwidth by rate / calibration
-   rate (the link's efficiency is kept; the unshaped veth's rate is probed by the ping-pong of
-   ``probe --emulate``); a CPU quota of q cores on a machine of c cores multiplies every CPU throughput by q / c
-   and divides every fixed CPU cost by it (:func:`with_cpu_quota`, the fields listed there): a slower device.
+   What a what-if changes in the cluster: the network rate is the probe's NIC rate at that shaping rate (the
+   probed rate / shaping rate at the calibration rate, times the new rate; the unshaped veth's rate is probed by
+   the ping-pong of ``probe --emulate``) times the calibration's factor (fitted / probed bandwidth); a CPU quota of
+   q cores on a machine of c cores multiplies every CPU throughput by q / c and divides every fixed CPU cost by
+   it (:func:`with_cpu_quota`, the fields listed there): a slower device.
 4. Printed: per point measured (median of runs), predicted, error and run spread; MAPE over the held-out points;
    per workload and rate the measured and predicted order of strategies with Kendall's tau
    (:func:`scipy.stats.kendalltau`) and whether the orders agree wherever measured times differ by more than the
    run spread; per workload the rate where the measured winner changes (log-interpolated between the measured
    rates) and where the predicted one does (a fine sweep of the simulator), and their ratio.
 
-Needs root with CAP_NET_ADMIN. Takes ~20-40 minutes with the defaults on 2 cores.
+Record and replay: ``--record DIR`` keeps what was measured (the probed cluster, every point's run times and its
+fastest run's trace, ``record.json``) as it goes; ``--replay DIR`` calibrates and predicts again from such a folder
+without running anything (a model change can be checked against the same measurements), and ``--calib-point
+LABEL`` calibrates on another recorded point (a shaped one at full CPU; the original calibration point is then
+held out like the others).
+
+Needs root with CAP_NET_ADMIN (not with ``--replay``). Takes ~15 minutes with ``--repeats 3 --epochs 4
+--rmat-vertices 10000 --quick-probe`` on 2 cores.
 
 Usage::
 
     python benchmarks/bench_whatif.py [--calib 1Gbit/s] [--bandwidths 100Mbit/s,300Mbit/s,1Gbit/s,3Gbit/s,unshaped]
         [--strategies dp,hopgnn,gsplit] [--quota 0.5] [--repeats 2] [--epochs 6] [--rmat-vertices 20000]
-        [--quick-probe]
+        [--quick-probe] [--record DIR | --replay DIR [--calib-point LABEL]]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +58,12 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 
 from measure import Measured, load_average, measure, probe_emulated_cluster  # noqa: E402
 
+STRATEGY_KNOBS: dict[str, dict[str, Any]] = {"hopgnn": {"num_steps": 2}}
+"""Knobs every point of a strategy runs (and is predicted) with: hopgnn keeps its M = 2 steps per iteration (the
+paper's schedule before merging), because its merge controller explores step counts over the first epochs, which a
+short run would measure instead of the steady state the simulator predicts for ``num_steps = None``."""
+RECORD = "record.json"
+"""The measurements file of a ``--record`` folder (``--replay`` reads it)."""
 CPU_THROUGHPUTS = ("gpu.peak_flops_per_s", "gpu.sparse_flops_per_s", "gpu.memory_bandwidth_bytes_per_s",
                    "host.memory_bandwidth_bytes_per_s", "host.sampling_edges_per_s_per_core",
                    "pcie.bandwidth_bytes_per_s")
@@ -96,6 +114,12 @@ def with_cpu_quota(cluster: Any, quota_cores: float) -> Any:
     values = {p: get_param(cluster, p) * factor for p in CPU_THROUGHPUTS}
     values.update({p: get_param(cluster, p) / factor for p in CPU_FIXED_COSTS if _has(cluster, p)})
     return with_params(cluster, values)
+
+
+def with_network_prior(cluster: Any, bandwidth: float) -> Any:
+    """``cluster`` with its network rate and that rate's calibration prior both ``bandwidth`` (bytes/s)."""
+    return with_bandwidth(cluster, bandwidth).model_copy(update={"priors": {
+        **cluster.priors, "network.bandwidth_bytes_per_s": bandwidth}})
 
 
 def _has(cluster: Any, path: str) -> bool:
@@ -150,14 +174,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=6)
     parser.add_argument("--rmat-vertices", type=int, default=20_000)
     parser.add_argument("--quick-probe", action="store_true")
+    parser.add_argument("--record", help="folder to keep the measurements in (probed cluster, traces, run times)")
+    parser.add_argument("--replay", help="a --record folder: calibrate and predict again from it, running nothing")
+    parser.add_argument("--calib-point", help="label of the recorded point to calibrate on (default: dp on Cora "
+                        "at --calib), e.g. 'cora dp @100Mbit/s'")
     args = parser.parse_args(argv)
+    if args.replay:  # the recorded settings, not the flags' defaults, say what was measured
+        saved = json.loads((Path(args.replay) / RECORD).read_text())["settings"]
+        for key in ("calib", "bandwidths", "strategies", "quota", "epochs", "rmat_vertices"):
+            setattr(args, key, saved[key])
 
     from scipy.stats import kendalltau
 
     from gnnplan.executor.emulate import MachineLimits
-    from gnnplan.simulator.calibrate import calibrate
+    from gnnplan.simulator.io import atomic_write_json
     from gnnplan.simulator.plan import Plan
-    from gnnplan.simulator.trace import read_trace
     from gnnplan.simulator.units_parse import parse_quantity
     from gnnplan.simulator.workload.spec import load_workload
 
@@ -169,8 +200,15 @@ def main(argv: list[str] | None = None) -> int:
         update={"training": load_workload("cora-sage").training.model_copy(update={"num_epochs": args.epochs})}),
         "rmat": rmat_workload(args.rmat_vertices, args.epochs)}
 
+    if args.replay:
+        record = json.loads((Path(args.replay) / RECORD).read_text())
+        print(f"== what-if fidelity, replayed from {args.replay} (measured {record['measured_at']})", flush=True)
+        analyse(record, Path(args.replay), args.calib_point, workloads, strategies, rates, kendalltau)
+        return 0
     with tempfile.TemporaryDirectory(prefix="gnnplan-whatif-") as tmp:
         os.environ.setdefault("GNNPLAN_HOME", tmp)
+        keep = Path(args.record) if args.record else Path(tmp) / "record"
+        keep.mkdir(parents=True, exist_ok=True)
         print(f"== what-if fidelity: 2 emulated machines x 1 core; calibration dp on Cora at {args.calib}; "
               f"load average {load_average()}", flush=True)
         base = probe_emulated_cluster(calib_rate, quick=args.quick_probe)
@@ -178,48 +216,93 @@ def main(argv: list[str] | None = None) -> int:
         print(f"probed network at {args.calib}: {base.network.bandwidth_bytes_per_s:.4g} B/s "
               f"(shaped {calib_rate:.4g}); unshaped veth {unshaped:.4g} B/s", flush=True)
 
-        def plan(wl: Any, strategy: str, cl: Any, knobs: dict[str, Any] | None = None) -> Any:
-            return Plan(strategy=strategy, knobs=knobs or {}, num_workers=2, cluster=cl, workload=wl)
+        def plan(wl: Any, strategy: str, knobs: dict[str, Any] | None = None) -> Any:
+            return Plan(strategy=strategy, knobs=knobs or {}, num_workers=2, cluster=base, workload=wl)
 
-        fit = measure({"calibration": plan(workloads["cora"], "dp", base)}, args.repeats, tmp, None,
-                      MachineLimits(calib_rate))["calibration"]
-        trace = fit.fastest["trace"]
-        calibrated, rep = calibrate({Path(trace).name: read_trace(trace)}, base)
-        print(f"\n{'parameter':<38} {'probed':>10} {'fitted':>10} {'ratio':>7}  flags")
-        for name, p in rep["parameters"].items():
-            ratio = p["ratio_to_prior"]
-            print(f"{name:<38} {p['prior'] if p['prior'] is not None else float('nan'):>10.3g} {p['after']:>10.3g} "
-                  f"{ratio if ratio is not None else float('nan'):>7.2f}  {', '.join(p['flags'])}")
-        net = calibrated.network.bandwidth_bytes_per_s
-        print(f"fitted network bandwidth / shaped rate = {net / calib_rate:.3f} (target within 25%)", flush=True)
-
-        def cluster_at(rate: float | None, quota: float | None = None) -> Any:
-            cl = with_bandwidth(calibrated, net * rate / calib_rate if rate else unshaped)
-            return with_cpu_quota(cl, quota) if quota else cl
-
-        points: list[tuple[Point, Any, Any, Any]] = []  # (point, plan to run, cluster to predict with, limits)
-        for wname, wl in workloads.items():
-            for text, rate in rates.items():
-                for s in strategies:
-                    if wname == "cora" and s == "dp" and rate == calib_rate:
-                        continue  # the calibration run itself
-                    points.append((Point(wname, s, text), plan(wl, s, base), cluster_at(rate),
-                                   MachineLimits(rate)))
-        for s in strategies:
-            points.append((Point("cora", s, args.calib, quota=args.quota), plan(workloads["cora"], s, base),
-                           cluster_at(calib_rate, args.quota), MachineLimits(calib_rate, args.quota)))
-        for knobs in ({"cache_fraction": 0.2}, {"batch_size": 32}):
-            points.append((Point("cora", "dp", args.calib, knobs=tuple(knobs.items())),
-                           plan(workloads["cora"], "dp", base, knobs), cluster_at(calib_rate),
-                           MachineLimits(calib_rate)))
-
-        rows: list[tuple[Point, Measured, float]] = []
-        for pt, pl, cl, limits in points:
-            print(f"{pt.label}: load average {load_average()}", flush=True)
-            got = measure({pt.label: pl}, args.repeats, tmp, None, limits, say=lambda _m: None)[pt.label]
-            rows.append((pt, got, predict_s(cl, workloads[pt.workload], pt.strategy, dict(pt.knobs))))
-        report(rows, workloads, strategies, rates, calib_rate, cluster_at, kendalltau)
+        points: list[Point] = [Point(w, s, text) for w in workloads for text in rates for s in strategies]
+        points += [Point("cora", s, args.calib, quota=args.quota) for s in strategies]
+        points += [Point("cora", "dp", args.calib, knobs=tuple(k.items()))
+                   for k in ({"cache_fraction": 0.2}, {"batch_size": 32})]
+        record: dict[str, Any] = {
+            "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "calib_rate": calib_rate,
+            "settings": {k: getattr(args, k) for k in ("calib", "bandwidths", "strategies", "quota", "epochs",
+                                                      "rmat_vertices")},
+            "base_cluster": base.model_dump(mode="json"), "unshaped_bytes_per_s": unshaped, "points": []}
+        for i, pt in enumerate(points):
+            rate = rates.get(pt.rate, calib_rate)
+            load0 = load_average()
+            fixed = STRATEGY_KNOBS.get(pt.strategy, {})
+            got = measure({pt.label: plan(workloads[pt.workload], pt.strategy, {**fixed, **dict(pt.knobs)})},
+                          args.repeats, tmp, None, MachineLimits(rate, pt.quota), say=lambda _m: None)[pt.label]
+            trace = f"point{i:02d}.json"
+            shutil.copyfile(got.fastest["trace"], keep / trace)
+            record["points"].append({**asdict(pt), "knobs": dict(pt.knobs), "fixed_knobs": fixed,
+                                     "runs_s": got.runs_s, "trace": trace,
+                                     "load": f"{load0}-{load_average()}"})
+            print(f"{pt.label}: {got.median_s * 1e3:.1f} ms (runs {', '.join(f'{r * 1e3:.1f}' for r in got.runs_s)}"
+                  f"; load average {load0}-{load_average()})", flush=True)
+            atomic_write_json(keep / RECORD, record)
+        analyse(record, keep, args.calib_point, workloads, strategies, rates, kendalltau)
     return 0
+
+
+def analyse(record: dict[str, Any], folder: Path, calib_point: str | None, workloads: dict[str, Any],
+            strategies: list[str], rates: dict[str, float | None], kendalltau: Any) -> None:
+    """Calibrate on ONE recorded point (default: dp on Cora at the calibration rate; ``calib_point`` names
+    another by its label), print the fitted parameters against the probe, and predict every other point."""
+    from gnnplan.simulator.calibrate import calibrate
+    from gnnplan.simulator.hardware.spec import cluster_from_dict
+    from gnnplan.simulator.trace import read_trace
+    from gnnplan.simulator.units_parse import parse_quantity
+
+    probed = cluster_from_dict(record["base_cluster"])
+    probed_rate = float(record["calib_rate"])
+    unshaped = float(record["unshaped_bytes_per_s"])
+    recorded = [(Point(p["workload"], p["strategy"], p["rate"], p["quota"], tuple(p["knobs"].items())), p)
+                for p in record["points"]]
+    label = calib_point or Point("cora", "dp", record["settings"]["calib"]).label
+    chosen = [(pt, p) for pt, p in recorded if pt.label == label]
+    if not chosen:
+        raise SystemExit(f"--calib-point: {label!r} is not a recorded point (one of: "
+                         f"{', '.join(pt.label for pt, _ in recorded)})")
+    calib_pt, calib_rec = chosen[0]
+    if calib_pt.quota or calib_pt.rate == "unshaped":
+        raise SystemExit(f"--calib-point: {label!r} must be a shaped point at the full CPU")
+    calib_rate = parse_quantity(calib_pt.rate, "bandwidth", "--calib-point")
+    efficiency = probed.network.bandwidth_bytes_per_s / probed_rate  # probed NIC rate / shaping rate
+
+    def nic(rate: float | None) -> float:
+        """The probe's NIC rate at a shaping rate (None: the unshaped veth's probed rate)."""
+        return unshaped if rate is None else efficiency * rate
+
+    # the probe measured the NIC at probed_rate; a calibration point at another rate starts from the same probe
+    # with the NIC (and its prior) at that point's shaping rate
+    base = with_network_prior(probed, nic(calib_rate))
+    calibrated, rep = calibrate({calib_rec["trace"]: read_trace(folder / calib_rec["trace"])}, base)
+    print(f"calibrated on {label} (runs {', '.join(f'{r * 1e3:.1f}' for r in calib_rec['runs_s'])} ms)")
+    print(f"\n{'parameter':<38} {'probed':>10} {'fitted':>10} {'ratio':>7}  flags")
+    for name, p in rep["parameters"].items():
+        ratio = p["ratio_to_prior"]
+        print(f"{name:<38} {p['prior'] if p['prior'] is not None else float('nan'):>10.3g} {p['after']:>10.3g} "
+              f"{ratio if ratio is not None else float('nan'):>7.2f}  {', '.join(p['flags'])}")
+    net = calibrated.network.bandwidth_bytes_per_s
+    print(f"fitted network bandwidth / shaped rate = {net / calib_rate:.3f} (target within 25%)", flush=True)
+    fit_factor = net / nic(calib_rate)
+
+    def cluster_at(rate: float | None, quota: float | None = None) -> Any:
+        """The calibrated cluster at another shaping rate: the probe's NIC rate there times the fit's factor."""
+        cl = with_bandwidth(calibrated, nic(rate) * fit_factor)
+        return with_cpu_quota(cl, quota) if quota else cl
+
+    rows = []
+    for pt, p in recorded:
+        if pt.label == label:
+            continue  # the calibration run itself
+        rate = None if pt.rate == "unshaped" else parse_quantity(pt.rate, "bandwidth", "point rate")
+        got = Measured(runs_s=list(p["runs_s"]))
+        knobs = {**p.get("fixed_knobs", {}), **dict(pt.knobs)}
+        rows.append((pt, got, predict_s(cluster_at(rate, pt.quota), workloads[pt.workload], pt.strategy, knobs)))
+    report(rows, workloads, strategies, rates, calib_rate, cluster_at, kendalltau)
 
 
 def report(rows: list[tuple[Point, Measured, float]], workloads: dict[str, Any], strategies: list[str],
@@ -256,7 +339,8 @@ def report(rows: list[tuple[Point, Measured, float]], workloads: dict[str, Any],
                     pred_t[s].append(ps[s])
         measured_change = winner_change(used, meas_t) if len(used) > 1 else None
         sweep = [used[0] * (used[-1] / used[0]) ** (i / 200) for i in range(201)] if len(used) > 1 else []
-        pred_sweep = {s: [predict_s(cluster_at(r), workloads[wname], s, {}) for r in sweep] for s in strategies}
+        pred_sweep = {s: [predict_s(cluster_at(r), workloads[wname], s, STRATEGY_KNOBS.get(s, {})) for r in sweep]
+                      for s in strategies}
         predicted_change = winner_change(sweep, pred_sweep) if sweep else None
         ratio = (predicted_change / measured_change if measured_change and predicted_change else None)
         print(f"{wname}: winner changes at measured {_rate(measured_change)}, predicted {_rate(predicted_change)}"

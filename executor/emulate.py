@@ -4,18 +4,19 @@
 ``gnnplan-m<i>``. Each has one interface ``eth0`` (address ``198.18.0.<i+1>/24``, from the benchmarking range
 198.18.0.0/15 of RFC 2544) joined to a bridge in a hub namespace ``gnnplan-hub`` by a veth pair; nothing is
 added to the host's own namespace. Each machine's NIC is shaped in both directions to the plan's
-``network.bandwidth_bytes_per_s`` with a token-bucket filter (``tc qdisc ... tbf``: on ``eth0`` for what it
-sends, on its hub-side peer for what it receives); netem is not in this kernel, so no latency is added. A
-machine's ranks are pinned to its share of the cores (``taskset``) and may get a compute quota (cgroup v1
-``cpu.cfs_quota_us``) and a memory limit (cgroup v1 ``memory.limit_in_bytes``). The ranks start through the
+``network.bandwidth_bytes_per_s`` with a token-bucket filter that never sends faster than that rate (``tc qdisc ...
+tbf`` with a peak rate, :func:`tbf_args`: on ``eth0`` for what it sends, on its hub-side peer for what it receives);
+netem is not in this kernel, so no latency is added. A machine's ranks are pinned to its share of the cores
+(``taskset``) with the largest CPU weight there (cgroup v1 ``cpu.shares``), and may get a compute quota
+(``cpu.cfs_quota_us``) and a memory limit (cgroup v1 ``memory.limit_in_bytes``). The ranks start through the
 torchrun entry point (:mod:`executor.launch`) with ``GLOO_SOCKET_IFNAME=eth0`` and rank 0 on machine 0.
 
 Everything is removed on exit, on error and on Ctrl-C; a run killed before it could clean up leaves a state file
 naming its process, and the next run removes that stale set when the process is gone.
 
 Needs root with CAP_NET_ADMIN (namespaces, links, qdiscs) and the ``ip``, ``tc`` and ``taskset`` commands.
-Sources: ip-netns(8), ip-link(8) (veth, bridge), tc-tbf(8) (rate, burst, latency); Linux kernel documentation
-scheduler/sched-bwc.rst (CFS bandwidth control: ``cpu.cfs_quota_us``, ``cpu.cfs_period_us``) and
+Sources: ip-netns(8), ip-link(8) (veth, bridge), tc-tbf(8) (rate, burst, latency, peakrate, mtu); Linux kernel
+documentation scheduler/sched-bwc.rst (CFS bandwidth control: ``cpu.cfs_quota_us``, ``cpu.cfs_period_us``) and
 admin-guide/cgroup-v1/memory.rst (``memory.limit_in_bytes``). :mod:`executor.emulated_run` runs a plan on it.
 """
 
@@ -46,10 +47,21 @@ MASTER_PORT = 29500
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CFS_PERIOD_US = 100_000
 """CFS bandwidth period: the kernel default (sched-bwc.rst)."""
+CPU_SHARES = 262_144
+"""An emulated machine's CPU weight: the largest cgroup v1 ``cpu.shares`` (the kernel's MAX_SHARES, 2^18; the
+default is 1024), so on a shared box other processes run on its cores only when its ranks leave them idle."""
 NETNS_ETC = Path("/etc/netns")
 """Per-namespace files ``ip netns exec`` bind-mounts over /etc (ip-netns(8))."""
 TBF_LATENCY = "100ms"
 """Longest a packet may wait in the token bucket before it is dropped (tc-tbf(8))."""
+PEAK_RATE_FACTOR = 1.02
+"""The token bucket's peak rate over its rate (:func:`tbf_args`; tc-tbf(8) requires peakrate > rate)."""
+PEAK_BUCKET_S = 0.0005
+"""Traffic the peak-rate bucket holds, in seconds at the peak rate (:func:`tbf_args`)."""
+GSO_PACKET_BYTES = 70_000
+"""A whole GSO packet on a veth (64 KiB of payload plus headers) fits a peak bucket this large."""
+SEGMENTING_MAX_BYTES = 20_000
+"""Largest peak bucket for which tbf's splitting of GSO packets into segments kept the rate (measured)."""
 
 
 class EmulationError(SpecError):
@@ -108,11 +120,27 @@ def _has_net_admin() -> bool:
 
 
 def tbf_args(bandwidth_bytes_per_s: float) -> list[str]:
-    """``tc`` arguments of a token bucket at ``bandwidth_bytes_per_s``: the rate in bit/s, a burst of 10 ms of
-    traffic (at least 32 KiB, so the bucket holds a few full-size segments at any rate; tc-tbf(8): burst must
-    be at least rate / HZ) and :data:`TBF_LATENCY`."""
+    """``tc`` arguments of a token bucket that never sends faster than ``bandwidth_bytes_per_s``, as a NIC.
+
+    A plain token bucket (rate, burst) lets a message up to its burst through at the veth's own speed after an
+    idle gap, and a training step's messages arrive after idle gaps (its compute): with a burst of 10 ms of
+    traffic, a 737 kB all-reduce shaped to 1 Gbit/s took 4.0 ms, as long as unshaped (2026-11-23, this machine),
+    instead of >= 5.9 ms. A NIC never exceeds its line rate, so the bucket also gets a peak rate
+    (tc-tbf(8) ``peakrate``, 2% above the rate: it must exceed it) with a small second bucket (``mtu``, the
+    minburst). The second bucket holds :data:`PEAK_BUCKET_S` of traffic, at least 3000 bytes (two segments);
+    between 20 kB and one whole GSO packet (:data:`GSO_PACKET_BYTES`) it is raised to a whole packet, because
+    below that tbf splits every GSO packet into segments and at >= 400 Mbit/s that packet rate throttled the
+    link here (1 Gbit/s with a 64 KiB bucket moved 65 MB/s). Measured with 1 kB - 4 MB messages after 60 ms
+    idle: 100 Mbit/s 12.0-13.0 MB/s, 300 Mbit/s 36-46 MB/s, 1 Gbit/s 87-136 MB/s (64 kB: one packet, 0.18 ms).
+    The rate bucket keeps a burst of 10 ms of traffic (at least 32 KiB; tc-tbf(8): at least rate / HZ), which
+    now drains at the peak rate, and :data:`TBF_LATENCY`."""
     burst = max(int(bandwidth_bytes_per_s * 0.01), 32 * 1024)
-    return ["tbf", "rate", f"{int(bandwidth_bytes_per_s * 8)}bit", "burst", str(burst), "latency", TBF_LATENCY]
+    peak = bandwidth_bytes_per_s * PEAK_RATE_FACTOR
+    minburst = max(3000, int(peak * PEAK_BUCKET_S))
+    if SEGMENTING_MAX_BYTES < minburst < GSO_PACKET_BYTES:
+        minburst = GSO_PACKET_BYTES
+    return ["tbf", "rate", f"{int(bandwidth_bytes_per_s * 8)}bit", "burst", str(burst), "latency", TBF_LATENCY,
+            "peakrate", f"{int(peak * 8)}bit", "mtu", str(minburst)]
 
 
 def core_sets(num_machines: int, cores: list[int]) -> list[list[int]]:
@@ -186,11 +214,16 @@ class EmulatedCluster:
         (folder / "resolv.conf").write_text("")
 
     def _cgroups(self, i: int) -> None:
-        if self.limits.cpu_quota_cores is not None:
+        """Machine ``i``'s cgroups: a cpu group with the largest weight, so processes outside the emulation yield
+        its cores to it as another machine's would not exist (cgroup v1 ``cpu.shares``, :data:`CPU_SHARES`),
+        with the compute quota if one is set; a memory group with the limit if one is set."""
+        if (CGROUP_ROOT / "cpu").is_dir():
             group = CGROUP_ROOT / "cpu" / machine_ns(i)
             group.mkdir(exist_ok=True)
-            (group / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
-            (group / "cpu.cfs_quota_us").write_text(str(int(self.limits.cpu_quota_cores * CFS_PERIOD_US)))
+            (group / "cpu.shares").write_text(str(CPU_SHARES))
+            if self.limits.cpu_quota_cores is not None:
+                (group / "cpu.cfs_period_us").write_text(str(CFS_PERIOD_US))
+                (group / "cpu.cfs_quota_us").write_text(str(int(self.limits.cpu_quota_cores * CFS_PERIOD_US)))
         if self.limits.memory_bytes is not None:
             group = CGROUP_ROOT / "memory" / machine_ns(i)
             group.mkdir(exist_ok=True)

@@ -16,6 +16,10 @@ it, and adds them with their sources to the probe's cluster mapping (:func:`add_
   collective is the all-reduce minus what the simulator already charges for it, its ring's ``2 (W - 1)``
   messages at the probe's ``network.latency_s`` (W = 2; ring all-reduce, Thakur, Rabenseifner and Gropp,
   IJHPCA 19(1), 2005, §4.5), at least 1 us.
+* ``network.ddp_per_bucket_s``: in the same two processes, a DDP-wrapped model of :data:`DDP_MODEL_DIMS` (one
+  gradient bucket) runs backward; the time from the bucket's launch (the executor's
+  :class:`~executor.comm.GradientHook`, where its ``all_reduce`` span starts) to backward's return, minus a plain
+  ``all_reduce`` of the same bytes timed in the same round, is what DDP's reducer adds per bucket (median).
 * ``iteration_overhead_s``: the Python the executor's training loop runs per iteration outside its phase spans
   (:mod:`executor.strategies.dp` ``train_epoch``: the inline batch stream's step around the sampling itself,
   five span records, the loss sum of a detached scalar and the clock readings), timed over many iterations of
@@ -42,6 +46,7 @@ from gnnplan.executor.probe_calls import CALL_SEEDS, GRAPH_OP_DIMS, graph_op_ove
 from gnnplan.executor.trace import Recorder, now
 
 PRIOR_FIELDS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
+                "network.ddp_per_bucket_s",
                 "pcie.bandwidth_bytes_per_s", "pcie.latency_s", "gpu.kernel_overhead_s",
                 "host.sampling_edges_per_s_per_core", "host.sampler_handoff_s", "iteration_overhead_s",
                 "host.row_index_s", "storage.concurrency", "host.sampler_call_s", "gpu.graph_op_overhead_s")
@@ -107,8 +112,14 @@ def sampler_handoff_s(num_vertices: int, edge_factor: int, fanouts: tuple[int, .
     return float(np.median(times[2:]))
 
 
-def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float]:
-    """Rank program of :func:`per_collective_s`: median one-way 8-byte message time and 8-byte all-reduce."""
+DDP_MODEL_DIMS = (1433, 128, 7)
+"""The linear layers whose gradients the DDP measurement reduces (184k parameters, 0.74 MB: one bucket; the sizes
+of a 2-layer model on Cora)."""
+
+
+def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float, float, float]:
+    """Rank program of :func:`per_collective_s`: median one-way 8-byte message time, 8-byte all-reduce, a DDP
+    bucket's launch-to-return time and a plain all-reduce of the same bytes."""
     from gnnplan.executor import comm
 
     peer = 1 - topo.rank
@@ -126,11 +137,47 @@ def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float]:
         if i >= 3:
             one_way.append((middle - start) / 2.0)
             reduce.append(end - middle)
-    return float(np.median(one_way)), float(np.median(reduce))
+    ddp, flat = _ddp_bucket_times(repeats)
+    return float(np.median(one_way)), float(np.median(reduce)), ddp, flat
 
 
-def per_collective_s(repeats: int, latency_s: float) -> tuple[float, float, float]:
-    """The fixed cost of a gloo collective between two local processes (module docstring).
+def _bucket_bytes() -> int:
+    """Bytes of the DDP measurement's gradient (float32 weights and biases of :data:`DDP_MODEL_DIMS`)."""
+    a, b, c = DDP_MODEL_DIMS
+    return 4 * (a * b + b + b * c + c)
+
+
+def _ddp_bucket_times(repeats: int) -> tuple[float, float]:
+    """Median seconds, over interleaved rounds after three warm-ups, from the launch of a DDP model's one gradient
+    bucket (:class:`executor.comm.GradientHook`, as the executor's ``all_reduce`` span starts) to the return of
+    ``backward``, and of a plain ``all_reduce`` of the same bytes (collective: every rank calls it)."""
+    from gnnplan.executor import comm
+
+    torch.manual_seed(0)
+    a, b, c = DDP_MODEL_DIMS
+    model = torch.nn.Sequential(torch.nn.Linear(a, b), torch.nn.ReLU(), torch.nn.Linear(b, c))
+    net, hook = comm.data_parallel(model)
+    x, y = torch.randn(64, a), torch.randint(0, c, (64,))
+    flat_grad = torch.zeros(sum(p.numel() for p in model.parameters()))
+    ddp, flat = [], []
+    for i in range(repeats + 3):
+        comm.barrier()
+        hook.reset()
+        loss = torch.nn.functional.cross_entropy(net(x), y)
+        loss.backward()
+        returned = time.perf_counter()
+        comm.barrier()
+        start = time.perf_counter()
+        comm.all_reduce_(flat_grad)
+        end = time.perf_counter()
+        if i >= 3:
+            ddp.append(returned - (hook.last_launch_s or returned))
+            flat.append(end - start)
+    return float(np.median(ddp)), float(np.median(flat))
+
+
+def per_collective_s(repeats: int, latency_s: float) -> tuple[float, float, float, float]:
+    """The fixed cost of a gloo collective between two local processes, and DDP's per bucket (module docstring).
 
     Args:
         repeats: timed rounds.
@@ -138,13 +185,15 @@ def per_collective_s(repeats: int, latency_s: float) -> tuple[float, float, floa
 
     Returns:
         (per-collective seconds, floored at :data:`MIN_FIXED_S`; one-way 8-byte message seconds; 8-byte
-        all-reduce seconds).
+        all-reduce seconds; DDP's per-bucket seconds: a bucket's launch-to-return minus a plain all-reduce of its
+        bytes, floored at :data:`MIN_FIXED_S`).
     """
     from gnnplan.executor.launch import spawn
 
-    one_way, reduce = spawn(_collective_rank, 2, (repeats,))
+    one_way, reduce, ddp, flat = spawn(_collective_rank, 2, (repeats,))
     workers = 2
-    return max(reduce - 2.0 * (workers - 1) * latency_s, MIN_FIXED_S), one_way, reduce
+    return (max(reduce - 2.0 * (workers - 1) * latency_s, MIN_FIXED_S), one_way, reduce,
+            max(ddp - flat, MIN_FIXED_S))
 
 
 def iteration_overhead_s(iterations: int, repeats: int) -> float:
@@ -216,9 +265,10 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
         call = sampler_call_s(sizes.rmat_vertices, sizes.rmat_edge_factor, tuple(sizes.sampling_fanouts),
                               float(data["host"]["sampling_edges_per_s_per_core"]), num_batches)
     latency = float(data["network"]["latency_s"])
-    collective, one_way, reduce = per_collective_s(sizes.message_repeats, latency)
+    collective, one_way, reduce, ddp_bucket = per_collective_s(sizes.message_repeats, latency)
     data["host"]["sampler_handoff_s"] = _sig(handoff)
     data["network"]["per_collective_s"] = _sig(collective)
+    data["network"]["ddp_per_bucket_s"] = _sig(ddp_bucket)
     data["iteration_overhead_s"] = _sig(loop)
     data["host"]["sampler_call_s"] = _sig(call)
     data["gpu"]["graph_op_overhead_s"] = _sig(graph_op)
@@ -234,6 +284,11 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
             f"({reduce:.4g} s; an 8-byte message one way: {one_way:.4g} s; medians of {sizes.message_repeats} "
             f"interleaved rounds) minus its ring's 2 messages at network.latency_s ({latency:.4g} s), at least "
             f"{MIN_FIXED_S:g} s"),
+        "network.ddp_per_bucket_s": (
+            f"measured by gnnplan probe on {date}: median over {sizes.message_repeats} rounds between 2 spawned "
+            f"local processes of a DDP model's one gradient bucket ({_bucket_bytes()} bytes: linear layers "
+            f"{DDP_MODEL_DIMS}) from its launch to backward's return, minus a plain gloo all_reduce of the same "
+            f"bytes, at least {MIN_FIXED_S:g} s"),
         "iteration_overhead_s": (
             f"measured by gnnplan probe on {date}: median over {sizes.repeats} timings of {LOOP_ITERATIONS} "
             "iterations of the executor's training-loop calls outside its phase spans (inline BatchStream step "

@@ -6,18 +6,20 @@ Calibration knows no strategy. For each trace it looks up the strategy's plug-in
 :class:`~gnnplan.simulator.hardware.pricing.PhaseRule`, i.e. which priced operation of
 :mod:`~gnnplan.simulator.hardware.pricing` a span of that phase is (the same functions the simulator's processes
 use, with their formulas and sources) and the work it carries (shared rules:
-:mod:`~gnnplan.simulator.strategies.calibration_rules`). Spans of positive duration become rows, per rule: one
-per span, one per rank and iteration summing the phase's spans (compute phases: a full-graph strategy runs several
-blocks of different shape per phase, priced with the plug-in's ``compute_profile``), or the fastest rank's span
-per iteration and call (a collective, so waiting for stragglers is excluded; the k-th span of the phase in a rank's
-iteration is the k-th call, e.g. one row per shuffle of a layer); a rule may require several machines or
-workers (a network phase is empty on one). A row informs the parameters of its operation
-(:data:`~gnnplan.simulator.hardware.pricing.OPERATIONS`, ``params``) that are among :data:`PARAMS`, and only
-those: at trial parameter values the row is priced on the trace's cluster shape with just those fields replaced,
-so e.g. an ``exchange`` row moves the network parameters while its PCIe legs keep the cluster's values (one span
-cannot tell its legs apart; PCIe is determined by ``load`` spans). A rule may take only some spans of its phase
-(``PhaseRule.when``, e.g. the loads of one loader setting). A span phase the plug-in has no rule for is
-ignored and listed in the report (``fit["unpriced_phases"]``; ``epoch`` spans give the measured epoch times).
+:mod:`~gnnplan.simulator.strategies.calibration_rules`). Spans of positive duration become rows, per rule: one per
+span, one per rank and iteration summing the phase's spans (compute phases: a full-graph strategy runs several
+blocks of different shape per phase, priced with the plug-in's ``compute_profile``), or the fastest rank's span per
+iteration and call (a collective, so waiting for stragglers is excluded; the k-th span of the phase in a rank's
+iteration is the k-th call, e.g. one row per shuffle of a layer), carrying the largest bytes any rank's span of that
+call has (a collective ends when its busiest NIC is done; exact on two machines, where what one rank receives the
+other sends); a rule may require several machines or workers (a network phase is empty on one). A row informs the
+parameters of its operation (:data:`~gnnplan.simulator.hardware.pricing.OPERATIONS`, ``params``) that are among
+:data:`PARAMS`, and only those: at trial parameter values the row is priced on the trace's cluster shape with just
+those fields replaced, so e.g. an ``exchange`` row moves the network parameters while its PCIe legs keep the
+cluster's values (one span cannot tell its legs apart; PCIe is determined by ``load`` spans). A rule may take only
+some spans of its phase (``PhaseRule.when``, e.g. the loads of one loader setting). A span phase the plug-in has no
+rule for is ignored and listed in the report (``fit["unpriced_phases"]``; ``epoch`` spans give the measured epoch
+times).
 
 Fixed costs are parameters of their own, each where it is paid: ``gpu.kernel_overhead_s`` per kernel (compute
 rows), ``network.latency_s`` per message, ``network.per_collective_s`` per collective call (an all-reduce, each
@@ -146,6 +148,7 @@ def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
         by_key[(s.rank, s.epoch, s.iteration)][s.phase].append(s)
     rows: list[tuple[str, PhaseRule, SpanRow]] = []
     fastest: dict[tuple[str, int, int, int], SpanRow] = {}
+    most: dict[tuple[str, int, int, int], float] = defaultdict(float)  # the call's largest bytes over ranks
     for (_, epoch, it), phases in by_key.items():
         iteration = {p: [s for s in spans if s.dur_s > 0] for p, spans in phases.items()}
         for phase, rule in usable.items():
@@ -157,9 +160,12 @@ def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
                 key = (phase, epoch, it, call)
                 if rule.rows != "fastest":
                     rows.append((phase, rule, row))
-                elif key not in fastest or s.dur_s < fastest[key].span.dur_s:
-                    fastest[key] = row
-    rows += [(phase, usable[phase], row) for (phase, _, _, _), row in fastest.items()]
+                else:
+                    most[key] = max(most[key], s.nbytes)
+                    if key not in fastest or s.dur_s < fastest[key].span.dur_s:
+                        fastest[key] = row
+    rows += [(key[0], usable[key[0]], replace(row, span=replace(row.span, nbytes=most[key])))
+             for key, row in fastest.items()]
     return _fit_rows(t, rows), unpriced
 
 

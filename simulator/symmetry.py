@@ -84,6 +84,21 @@ def machine_symmetric(rank_works: Sequence[Any], num_machines: int, gpus_per_mac
     return True
 
 
+def shift_peers(values: Sequence[Any], ranks: int) -> tuple[Any, ...]:
+    """A per-peer vector (entry k about rank k) as seen from the rank ``ranks`` further on: entry ``k + ranks``
+    (mod the length) of the result is entry k of ``values``. Compare ``work.rows == shift_peers(image.rows, s * g)``
+    in a ``same`` of :func:`machine_symmetric` for work shifted by s machines of g GPUs.
+
+    Shapes:
+        values: (W,) -> (W,) tuple.
+    """
+    values = tuple(values)
+    if not values:
+        return values
+    ranks %= len(values)
+    return values[len(values) - ranks:] + values[:len(values) - ranks]
+
+
 @dataclass(frozen=True)
 class Representatives:
     """Which ranks a simulation runs.

@@ -382,7 +382,7 @@ class HardwareModel:
         yield self.transfer(nics, nbytes, num_messages * self.cluster.network.latency_s)
         yield self.host_to_gpu(dst, nbytes, num_messages)
 
-    def all_reduce(self, rank: int, nbytes: float) -> Generator[simpy.Event, Any, None]:
+    def all_reduce(self, rank: int, nbytes: float, ddp: bool = False) -> Generator[simpy.Event, Any, None]:
         """Worker ``rank``'s part of a hierarchical ring all-reduce of ``nbytes``; use with ``yield from`` once
         every worker has arrived (e.g. at a :class:`~simulator.engine.Rendezvous`).
 
@@ -390,8 +390,9 @@ class HardwareModel:
         steps), ring all-reduce across machines of this GPU's ``1/g`` shard (``2 (m-1)/m * nbytes / g`` from this
         GPU to the same GPU of the next machine in ``2 (m-1)`` steps, :meth:`gpu_network`: through the GPU's NIC,
         staged through host memory without GPUDirect RDMA), all-gather inside the machine; first the call's fixed cost
-        (:func:`~simulator.hardware.pricing.collective_s`). Uncontended, its time equals
-        :func:`~simulator.hardware.pricing.all_reduce_s`. Source: Patarasuk and Yuan,
+        (:func:`~simulator.hardware.pricing.collective_s`), and for a DDP bucket (``ddp``) the reducer's
+        ``network.ddp_per_bucket_s``. Uncontended, its time equals :func:`~simulator.hardware.pricing.all_reduce_s`
+        (:func:`~simulator.hardware.pricing.ddp_all_reduce_s`). Source: Patarasuk and Yuan,
         "Bandwidth optimal all-reduce algorithms", JPDC 69(2), 2009 (ring); the hierarchical form is NCCL's
         tree/ring across nodes (Jeaugey, GTC 2017).
         """
@@ -399,7 +400,9 @@ class HardwareModel:
         machine, local = divmod(rank, g)
         peer = machine * g + (local + 1) % g
         fixed_s = pricing.collective_s(self.cluster, nbytes)
-        if fixed_s > 0:  # the call's fixed cost (network.per_collective_s) before its first message
+        if ddp:
+            fixed_s += pricing.ddp_bucket_s(self.cluster, nbytes)
+        if fixed_s > 0:  # the call's fixed costs (network.per_collective_s, DDP's) before its first message
             yield self.engine.timeout(fixed_s)
         if g > 1:
             yield self.gpu_to_gpu(rank, peer, (g - 1) / g * nbytes, num_messages=g - 1, collective=True)

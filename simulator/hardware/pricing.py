@@ -195,6 +195,19 @@ def sampling_s(cluster: ClusterSpec, num_edges: float, cores: float = 1.0, num_c
     return edges_s + num_calls * cluster.host.sampler_call_s / cores if num_calls else edges_s
 
 
+def ddp_bucket_s(cluster: ClusterSpec, nbytes: float) -> float:
+    """The fixed cost DDP's reducer adds to the all-reduce of one gradient bucket of ``nbytes``:
+    ``network.ddp_per_bucket_s`` on a multi-worker cluster (PyTorch DistributedDataParallel: Li et al., "PyTorch
+    Distributed", VLDB 13(12), 2020, §3.2.3-3.2.4: buckets, the communication hook, copying the reduced bucket back
+    into the gradients)."""
+    return cluster.network.ddp_per_bucket_s if cluster.num_gpus > 1 and nbytes > 0 else 0.0
+
+
+def ddp_all_reduce_s(cluster: ClusterSpec, nbytes: float) -> float:
+    """A DDP gradient bucket's all-reduce: :func:`all_reduce_s` plus :func:`ddp_bucket_s`."""
+    return all_reduce_s(cluster, nbytes) + ddp_bucket_s(cluster, nbytes)
+
+
 def all_reduce_s(cluster: ClusterSpec, nbytes: float) -> float:
     """Hierarchical ring all-reduce of ``nbytes`` per GPU over the whole cluster, plus the collective's fixed
     cost (:func:`collective_s`)."""
@@ -228,10 +241,11 @@ def feature_fetch_s(cluster: ClusterSpec, nbytes: float, request_messages: float
 
 def feature_load_s(cluster: ClusterSpec, local_bytes: float, remote_bytes: float, hit_bytes: float,
                    fetch_s: float = 0.0) -> float:
-    """Load a batch's input features: host gather of local rows overlapping the remote fetch (``fetch_s``),
-    then the host-to-GPU copy of every miss, then the GPU gather of cache hits."""
-    return (max(host_gather_s(cluster, local_bytes), fetch_s) + host_to_gpu_s(cluster, local_bytes + remote_bytes)
-            + gpu_gather_s(cluster, hit_bytes))
+    """Load a batch's input features step after step, as the executor's ``FeatureStore.load``: the GPU gather of
+    cache hits, the host gather of local rows, the remote fetch (``fetch_s``, measured), then the host-to-GPU
+    copy of every miss (the executor does not overlap the gather with the fetch)."""
+    return (gpu_gather_s(cluster, hit_bytes) + host_gather_s(cluster, local_bytes) + fetch_s
+            + host_to_gpu_s(cluster, local_bytes + remote_bytes))
 
 
 def exchange_s(cluster: ClusterSpec, nbytes: float, steps: float = 1.0) -> float:
@@ -317,6 +331,8 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("host_gather", host_gather_s, ("efficiency.gather_fraction",)),
     PricedOp("sampling", sampling_s, ("host.sampling_edges_per_s_per_core", "host.sampler_call_s")),
     PricedOp("all_reduce", all_reduce_s, _NET + _PCIE + ("network.per_collective_s",)),
+    PricedOp("ddp_all_reduce", ddp_all_reduce_s,
+             _NET + _PCIE + ("network.per_collective_s", "network.ddp_per_bucket_s")),
     PricedOp("feature_fetch", feature_fetch_s, _NET + ("network.per_collective_s",)),
     PricedOp("feature_load", feature_load_s, _PCIE + ("efficiency.gather_fraction",)),
     PricedOp("exchange", exchange_s, _NET),

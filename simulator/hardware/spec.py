@@ -155,6 +155,14 @@ class NetworkSpec(LinkSpec):
                     "multi-worker cluster; default 0 = not modelled (the presets' sources); gnnplan probe "
                     "measures it (executor.probe_overheads.per_collective_s: an 8-byte gloo all_reduce minus "
                     "its ring's 2 (W - 1) one-way latencies)")
+    ddp_per_bucket_s: float = Field(
+        default=0.0, ge=0,
+        description="fixed seconds PyTorch DistributedDataParallel's reducer adds to each gradient bucket's "
+                    "all-reduce beyond the collective itself (the communication hook's dispatch and future, the "
+                    "copy of the reduced bucket back into the gradients, the finalisation after backward); paid "
+                    "by dp, whose executor trains with DDP (hopgnn and gsplit all-reduce a flat gradient); default "
+                    "0 = not modelled; gnnplan probe measures it (executor.probe_overheads.per_collective_s: a DDP "
+                    "bucket's launch-to-return time minus a plain all_reduce of the same bytes)")
     nics_per_machine: int = Field(
         default=1, ge=1, le=64,
         description="NICs of one machine, each with bandwidth_bytes_per_s per direction; GPU l of g uses NIC "

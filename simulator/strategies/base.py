@@ -370,6 +370,10 @@ class WindowRun:
             hardware model (:mod:`simulator.symmetry`). None: every rank runs.
     """
 
+    DDP = False
+    """Whether the strategy's gradient all-reduces are DDP buckets (its executor trains with
+    DistributedDataParallel): each then pays ``network.ddp_per_bucket_s`` (:func:`~.pricing.ddp_bucket_s`)."""
+
     def __init__(self, ctx: SimContext, plan: IterationPlan, sampler_processes_per_worker: int = 0,
                  rank_works: Sequence[Any] | None = None) -> None:
         self.ctx, self.plan = ctx, plan
@@ -462,7 +466,7 @@ class WindowRun:
             yield ready[k]
             start = self.engine.now
             yield self.rendezvous.wait((pos, "bucket", k))
-            yield from self.hw.all_reduce(rank, nbytes)
+            yield from self.hw.all_reduce(rank, nbytes, ddp=self.DDP)
             self._span(rank, "all_reduce_bucket", start, "network", pos, nbytes=nbytes, bucket=k)
 
     def _passes(self, rank: int, pos: int, work: PassWork, **args: Any) -> Generator[Any, Any, None]:
@@ -495,7 +499,7 @@ class WindowRun:
         start, many = self.engine.now, self.ctx.num_workers > 1
         if many:
             yield self.rendezvous.wait(pos)
-            yield from self.hw.all_reduce(rank, nbytes)
+            yield from self.hw.all_reduce(rank, nbytes, ddp=self.DDP)
         self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes if many else 0.0)
 
     def _end_epoch(self, rank: int) -> None:

@@ -13,8 +13,16 @@ number nobody published, e.g. a degree exponent, must say so). Fields (:class:`C
 * ``degree``: ``max_in_degree`` (None = not published) and the power-law ``exponent`` of the in-degrees: a
   published (tail) fit where one exists, else an assumption saying so; cards derived from a graph in memory use
   :func:`moment_exponent` (the single law whose size-biased mean matches the graph's, what sampling feels).
+  Optionally ``in_degree_histogram`` (log-binned, :mod:`simulator.workload.degseq`): the proxy then draws its
+  degrees from it (bulk and tail each as they are) instead of from the power law.
 * ``communities`` (optional): ``num_communities`` and the mixing parameter ``mu`` (fraction of edges between
-  communities, e.g. 1 - the edge homophily of the labels), which the proxy plants.
+  communities, e.g. 1 - the edge homophily of the labels), which the proxy plants; optionally a nested finer
+  level (``fine_num_communities``, ``fine_mu``), planted by a proxy drawn from a degree histogram.
+* ``components`` (optional): the sizes of the connected components other than the largest and their edges,
+  planted as separate pieces by a proxy drawn from a degree histogram (the communities then describe the
+  largest component).
+* ``split.train_in_degree_histogram`` (optional): the training vertices' in-degrees, when the split is not a
+  uniform sample (the proxy's training vertices then match it).
 
 Names: the file stem. ``cora`` and ``citeseer`` are bundled real graphs too; the bare name loads the real graph
 and ``card:cora`` its card (any card may be written ``card:<name>``).
@@ -49,21 +57,49 @@ class Sourced(_Model, Generic[T]):
     source: str = Field(min_length=3, description="publication / page, or 'derived: ...' / 'assumed: ...'")
 
 
+def _check_histogram(rows: list[tuple[float, float]], field: str) -> None:
+    total = sum(f for _, f in rows)
+    if not rows or any(m < 0 or not 0 < f <= 1 for m, f in rows) or abs(total - 1.0) > 1e-3 or any(
+            b[0] <= a[0] for a, b in zip(rows, rows[1:])):
+        raise ValueError(f"{field}: rows [mean degree >= 0, fraction in (0, 1]] in increasing degree, fractions "
+                         "summing to 1")
+
+
 class Split(_Model):
-    """Train / validation / test vertex counts."""
+    """Train / validation / test vertex counts and, optionally, the in-degree histogram of the training vertices
+    (rows as :attr:`DegreeSummary.in_degree_histogram`): a split chosen by label or popularity (Planetoid's 20
+    labelled vertices per class, OGB's sales-rank split) is not a uniform sample of the degrees, and mini-batch
+    seeds are training vertices; the proxy then draws its training vertices to match it."""
 
     train: Sourced[int]
     valid: Sourced[int]
     test: Sourced[int]
+    train_in_degree_histogram: Sourced[list[tuple[float, float]]] | None = None
+
+    @model_validator(mode="after")
+    def _histogram(self) -> Split:
+        if self.train_in_degree_histogram is not None:
+            _check_histogram(self.train_in_degree_histogram.value, "split.train_in_degree_histogram")
+        return self
 
 
 class DegreeSummary(_Model):
     """The in-degree distribution: its largest value (None = not published), the power-law exponent of the
-    vertices that have in-edges, and the fraction that have none (absent = 0: every vertex has in-edges)."""
+    vertices that have in-edges, the fraction that have none (absent = 0: every vertex has in-edges) and,
+    optionally, the log-binned histogram of :func:`simulator.workload.degseq.degree_histogram` (rows
+    ``[mean in-degree of the bin, fraction of vertices]``, increasing degree), which then decides the proxy's
+    degrees instead of the power law."""
 
     max_in_degree: Sourced[float | None]
     exponent: Sourced[float]
     zero_in_degree_fraction: Sourced[float] | None = None
+    in_degree_histogram: Sourced[list[tuple[float, float]]] | None = None
+
+    @model_validator(mode="after")
+    def _histogram(self) -> DegreeSummary:
+        if self.in_degree_histogram is not None:
+            _check_histogram(self.in_degree_histogram.value, "degree.in_degree_histogram")
+        return self
 
     @property
     def zero_fraction(self) -> float:
@@ -72,10 +108,68 @@ class DegreeSummary(_Model):
 
 
 class Communities(_Model):
-    """Community structure the proxy plants: how many communities and the fraction of edges between them."""
+    """Community structure the proxy plants: how many communities and the fraction of edges between them;
+    optionally a finer level nested in them (e.g. the first level of the Louvain dendrogram, whose last level
+    gives the communities): how many fine communities and the fraction of edge ends leaving them (>= mu); and
+    optionally the communities' block model (``block_sizes``: vertices of each; ``block_edges``: rows ``[i, j,
+    m_ij]``, i <= j, the undirected edges between communities i and j, inside i when i = j: the edge counts of
+    a degree-corrected SBM, Karrer and Newman, Phys. Rev. E 83, 016107 (2011)), which a proxy drawn from a
+    degree histogram then plants instead of ``num_communities`` equal communities mixed uniformly (which
+    communities share their edges decides how a partitioner can cut the graph)."""
 
     num_communities: Sourced[int]
     mu: Sourced[float]
+    fine_num_communities: Sourced[int] | None = None
+    fine_mu: Sourced[float] | None = None
+    block_sizes: Sourced[list[int]] | None = None
+    block_edges: Sourced[list[tuple[int, int, int]]] | None = None
+
+    @model_validator(mode="after")
+    def _fine(self) -> Communities:
+        if (self.fine_num_communities is None) != (self.fine_mu is None):
+            raise ValueError("communities: fine_num_communities and fine_mu go together")
+        if self.fine_num_communities is not None and self.fine_mu is not None and (
+                self.fine_num_communities.value < self.num_communities.value
+                or not self.mu.value <= self.fine_mu.value < 1.0):
+            raise ValueError("communities: need fine_num_communities >= num_communities and mu <= fine_mu < 1")
+        if (self.block_sizes is None) != (self.block_edges is None):
+            raise ValueError("communities: block_sizes and block_edges go together")
+        if self.block_sizes is not None and self.block_edges is not None:
+            k = len(self.block_sizes.value)
+            if k < 2 or min(self.block_sizes.value) < 1 or any(
+                    not 0 <= i <= j < k or m < 1 for i, j, m in self.block_edges.value):
+                raise ValueError("communities: block_sizes >= 1 (two or more) and block_edges rows [i <= j < "
+                                 "len(block_sizes), edges >= 1]")
+        return self
+
+
+class Components(_Model):
+    """The connected components other than the largest (of the undirected graph): ``small_sizes`` rows
+    ``[component size, number of such components]`` in increasing size and ``small_edges``, the undirected
+    edges inside them. A partitioner keeps a small component whole (METIS cuts none of its edges) and a
+    mini-batch seeded in one reaches only it, so a graph with many (CiteSeer: 438 components, 36% of the vertices
+    outside the largest) has a smaller cut and smaller batches than one connected graph of the same degrees; the
+    proxy plants them as separate pieces (:mod:`simulator.workload.degseq`)."""
+
+    small_sizes: Sourced[list[tuple[int, int]]]
+    small_edges: Sourced[int]
+
+    @model_validator(mode="after")
+    def _sizes(self) -> Components:
+        rows = self.small_sizes.value
+        if any(size < 1 or count < 1 for size, count in rows) or any(b[0] <= a[0] for a, b in zip(rows, rows[1:])):
+            raise ValueError("components.small_sizes: rows [size >= 1, count >= 1] in increasing size")
+        least = sum((size - 1) * count for size, count in rows)
+        most = sum(size * (size - 1) // 2 * count for size, count in rows)
+        if not least <= self.small_edges.value <= most:
+            raise ValueError(f"components.small_edges: a component of s vertices has s - 1 to s (s - 1) / 2 edges: "
+                             f"need {least} to {most}, got {self.small_edges.value}")
+        return self
+
+    @property
+    def num_small_vertices(self) -> int:
+        """Vertices outside the largest component."""
+        return sum(size * count for size, count in self.small_sizes.value)
 
 
 class Card(_Model):
@@ -91,6 +185,7 @@ class Card(_Model):
     split: Split
     degree: DegreeSummary
     communities: Communities | None = None
+    components: Components | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Card:
@@ -116,6 +211,8 @@ class Card(_Model):
             if not 1 <= k <= n // 2 or not 0.0 <= mu < 1.0 or (k == 1 and mu > 0):
                 raise ValueError("communities: need 1 <= num_communities <= num_vertices / 2 and 0 <= mu < 1 "
                                  "(mu = 0 with one community)")
+        if self.components is not None and not self.components.num_small_vertices <= n - 16:
+            raise ValueError("components: the small components leave fewer than 16 vertices to the largest")
         return self
 
     @property
@@ -270,8 +367,8 @@ def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray,
     """A card whose every number is measured on a graph in memory (for graphs without a published card, and to
     check a proxy against the graph it stands for: benchmarks/bench_proxy.py).
 
-    The degree summary is the largest in-degree, :func:`moment_exponent` of the positive in-degrees and the
-    fraction of vertices without in-edges. Communities:
+    The degree summary is the largest in-degree, :func:`moment_exponent` of the positive in-degrees, the
+    fraction of vertices without in-edges and the log-binned in-degree histogram. Communities:
     ``"labels"`` takes the label classes, ``mu`` the fraction of edges whose ends have different labels
     (1 - edge homophily; Zhu et al., "Beyond Homophily in Graph Neural Networks", NeurIPS 2020, §2);
     ``"louvain"`` :func:`louvain_communities`; None plants none.
@@ -286,6 +383,8 @@ def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray,
         how: what the numbers were measured on (goes into every ``source``).
         communities: ``"labels"``, ``"louvain"`` or None.
     """
+    from gnnplan.simulator.workload.degseq import degree_histogram
+
     deg = np.bincount(dst, minlength=num_vertices)
     gamma = moment_exponent(deg[deg > 0])
     src_text = f"derived: {how}"
@@ -301,7 +400,9 @@ def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray,
                    "exponent": {"value": round(gamma, 3),
                                 "source": f"{src_text}: moment_exponent of the positive in-degrees"},
                    "zero_in_degree_fraction": {"value": round(float(np.mean(deg == 0)), 4),
-                                               "source": f"{src_text}: vertices without in-edges"}},
+                                               "source": f"{src_text}: vertices without in-edges"},
+                   "in_degree_histogram": {"value": degree_histogram(deg),
+                                           "source": f"{src_text}: degseq.degree_histogram of the in-degrees"}},
     }
     if communities == "labels" and labels is not None:
         keep = (labels[src] >= 0) & (labels[dst] >= 0)
@@ -316,6 +417,60 @@ def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray,
                                                       "the Louvain communities (networkx, seed 0)"},
             "mu": {"value": round(mu, 4), "source": f"{src_text}: fraction of edges between Louvain communities"}}
     return card_from_dict(data, where=f"card {name}")
+
+
+def component_summary(num_vertices: int, src: np.ndarray, dst: np.ndarray
+                      ) -> tuple[list[list[int]], int, np.ndarray]:
+    """The connected components of a graph taken as undirected (scipy ``connected_components``): rows ``[size,
+    count]`` of the components other than the largest (increasing size; a card's ``components.small_sizes``),
+    the undirected edges inside them (``components.small_edges``; repeated pairs and self-loops counted once)
+    and the (num_vertices,) bool mask of the largest component."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    a = sp.coo_matrix((np.ones(len(src)), (src, dst)), shape=(num_vertices, num_vertices)).tocsr()
+    a = ((a + a.T) > 0).astype(np.int8)
+    _, label = connected_components(a, directed=False)
+    size = np.bincount(label)
+    largest = int(size.argmax())
+    counts = np.bincount(np.delete(size, largest)) if len(size) > 1 else np.zeros(1, dtype=np.int64)
+    rows = [[int(s), int(c)] for s, c in enumerate(counts) if c]
+    upper = sp.triu(a, 1).tocoo()
+    return rows, int(np.sum(label[upper.row] != largest)), label == largest
+
+
+def largest_component(num_vertices: int, src: np.ndarray, dst: np.ndarray
+                      ) -> tuple[int, np.ndarray, np.ndarray]:
+    """(vertices, src, dst) of the largest connected component (:func:`component_summary`), renumbered
+    0..n_c - 1 in id order."""
+    keep = component_summary(num_vertices, src, dst)[2]
+    new = np.full(num_vertices, -1, dtype=np.int64)
+    new[keep] = np.arange(int(keep.sum()))
+    inside = keep[src] & keep[dst]
+    return int(keep.sum()), new[src[inside]], new[dst[inside]]
+
+
+def louvain_blocks(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: int = 0
+                   ) -> tuple[list[int], list[list[int]]]:
+    """The block model of a graph's Louvain communities (the same networkx run as :func:`louvain_communities`):
+    the vertices of every community and rows ``[i, j, m_ij]`` (i <= j, m_ij >= 1) of the undirected simple
+    edges between communities i and j (inside i when i = j): a card's ``communities.block_sizes`` and
+    ``block_edges``."""
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_nodes_from(range(num_vertices))
+    g.add_edges_from(zip(src.tolist(), dst.tolist()))
+    comm = np.zeros(num_vertices, dtype=np.int64)
+    groups = nx.community.louvain_communities(g, seed=seed)
+    for i, members in enumerate(groups):
+        comm[list(members)] = i
+    k = len(groups)
+    a, b = np.array([e for e in g.edges() if e[0] != e[1]], dtype=np.int64).reshape(-1, 2).T
+    ca, cb = np.minimum(comm[a], comm[b]), np.maximum(comm[a], comm[b])
+    m = np.bincount(ca * k + cb, minlength=k * k).reshape(k, k)
+    rows = [[int(i), int(j), int(m[i, j])] for i, j in zip(*np.nonzero(m))]
+    return np.bincount(comm, minlength=k).tolist(), rows
 
 
 def louvain_communities(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: int = 0) -> tuple[int, float]:

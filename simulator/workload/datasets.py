@@ -318,7 +318,12 @@ def generate_sbm(spec: SbmSpec) -> GraphData:
     n, k, nc = spec.num_vertices, spec.num_communities, spec.connected_vertices
     mean = spec.mean_degree * n / nc  # the isolated vertices (ids nc..n-1 before permuting) carry no edge
     cap = spec.max_degree or default_max_degree(nc, k, mean)
-    src, dst = sbm_edges(nc, k, spec.mu, mean, spec.degree_exponent, cap, seed=spec.seed)
+    from gnnplan.simulator.workload.degseq import DegreeSequenceSpec, degree_sequence_edges, with_degree_matched_train
+
+    if isinstance(spec, DegreeSequenceSpec):  # a card's proxy drawn from its degree histogram
+        src, dst = degree_sequence_edges(spec)
+    else:
+        src, dst = sbm_edges(nc, k, spec.mu, mean, spec.degree_exponent, cap, seed=spec.seed)
     rng = np.random.default_rng(spec.seed + 1)
     labels = _sbm_labels(spec)
     _skip_normals(rng, spec.num_classes, spec.feature_dim)
@@ -327,7 +332,8 @@ def generate_sbm(spec: SbmSpec) -> GraphData:
         perm = _id_permutation(spec)
         src, dst = perm[src], perm[dst]
         labels = labels[np.argsort(perm)]
-    return _with_split(spec, src, dst, _lazy_generated(spec), labels, rng)
+    g = _with_split(spec, src, dst, _lazy_generated(spec), labels, rng)
+    return with_degree_matched_train(spec, g) if isinstance(spec, DegreeSequenceSpec) else g
 
 
 def _sbm_labels(spec: SbmSpec) -> np.ndarray:

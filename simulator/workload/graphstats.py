@@ -6,8 +6,9 @@ feature-cache hit rate versus cache fraction when each GPU caches the highest in
 policy: Lin et al., "PaGraph", SoCC 2020, §4.2). DGL and pymetis are imported lazily, only when measuring.
 
 A dataset card (:mod:`.cards`) is measured on its proxy (:mod:`.proxy`; ``load_dataset`` yields the proxy
-graph, and the cache folder is keyed by card and proxy): per-batch sizes and all fractions are taken as they are
-(the proxy's scaling rules), and the dataset summary is the card's published sizes.
+graph, and the cache folder is keyed by card and proxy): with a degree histogram in the card, per-batch sizes and
+the cache / local / remote split are scaled to the card's size (:func:`~.proxy.scale_sample_stats`, the per-batch
+rule); without one they are taken as they are; the dataset summary is the card's published sizes.
 
 Cache layout under :func:`simulator.paths.cache_dir` ``/stats/<dataset_key>/``: ``summary.json``,
 ``sample-<digest of all parameters>.json`` (parameters stored in the file and checked on read) and
@@ -37,6 +38,8 @@ from gnnplan.simulator.workload.spec import GeneratedSpec
 
 STATS_FORMAT = 2
 """Version of the measurement; part of every cache key, so changing how statistics are measured means bumping it."""
+SAMPLE_FORMAT = 3
+"""Version of :func:`sample_stats`' measurement (3: ``remote_busiest_ratio``); part of its cache key."""
 DEFAULT_NUM_BATCHES = 32
 """Mini-batches sampled per worker by :func:`sample_stats` (more epochs' shuffles are drawn when one epoch has
 fewer). Measured on the rmat100k-sage workload (4 machines, 256 seeds per worker, METIS, seeds 0-4): the
@@ -72,6 +75,16 @@ class SampleStats:
     ``hit_fraction[i]``, ``local_miss_fraction[i]`` and ``remote_miss_fraction[i]`` split the input vertices
     at ``cache_fractions[i]`` into feature-cache hits, misses owned by the worker's machine, and misses owned
     by another machine; the three add up to 1.
+
+    ``remote_busiest_ratio[i]`` is how much more than the average machine the busiest machine's NIC moves in one
+    iteration's fetch at ``cache_fractions[i]``: per iteration, the largest over machines of the rows it
+    receives (its workers' remote misses) and the rows it sends (other machines' misses it owns), over the mean
+    rows received per machine, as a ratio of sums over iterations. A partition balances vertices, not the
+    demand for them, so one machine's hubs can be in every batch: Cora on 2 METIS parts, 2 workers, batch 64
+    at cache 0: the two machines' remote rows were 1129 and 601 kB per epoch (2026-11-23). An all-to-all
+    ends when its busiest NIC is done (Thakur et al., "Optimization of Collective Communication Operations in
+    MPICH", IJHPCA 19(1), 2005, §2: the time of a personalised exchange is bounded by the largest per-process
+    volume). 1 on one machine; () in statistics measured before it existed (read as 1).
     """
 
     fanouts: tuple[int, ...]
@@ -87,6 +100,7 @@ class SampleStats:
     local_miss_fraction: tuple[float, ...]
     remote_miss_fraction: tuple[float, ...]
     edge_cut_fraction: float
+    remote_busiest_ratio: tuple[float, ...] = ()
 
     def access(self, cache_fraction: float) -> tuple[float, float, float]:
         """(hit, local miss, remote miss) fractions of input vertices at ``cache_fraction`` (linear
@@ -103,6 +117,13 @@ class SampleStats:
         remote = float(np.interp(cache_fraction, grid, self.remote_miss_fraction))
         total = hit + local + remote
         return hit / total, local / total, remote / total
+
+    def busiest_ratio(self, cache_fraction: float) -> float:
+        """The busiest NIC's fetch load over the average machine's at ``cache_fraction`` (class docstring;
+        linear interpolation between grid points), >= 1."""
+        if not self.remote_busiest_ratio:
+            return 1.0
+        return max(1.0, float(np.interp(cache_fraction, self.cache_fractions, self.remote_busiest_ratio)))
 
 
 def dataset_summary(ref: str | GeneratedSpec) -> DatasetSummary:
@@ -180,8 +201,21 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
         raise SpecError(f"workload.dataset: {graph.name} has no training vertices to sample mini-batches from")
     owner = partition_owners(ref, num_machines, partitioner, seed, graph=graph)
     stats = _measure(graph, owner, params)
+    card = _card_with_histogram(ref)
+    if card is not None:  # a card's proxy: per-batch counts at the card's size (proxy.py)
+        from gnnplan.simulator.workload.proxy import scale_sample_stats
+
+        stats = scale_sample_stats(stats, card, graph)
     atomic_write_json(path, {"params": params, "stats": asdict(stats)})
     return stats
+
+
+def _card_with_histogram(ref: str | GeneratedSpec) -> str | None:
+    """The card ``ref`` names if it has a degree histogram (the per-batch scaling rule needs one), else None."""
+    from gnnplan.simulator.workload.cards import card_name, load_card
+
+    name = card_name(ref)
+    return name if name is not None and load_card(name).degree.in_degree_histogram is not None else None
 
 
 def partition_owners(ref: str | GeneratedSpec, num_parts: int, partitioner: str, seed: int = 0,
@@ -231,7 +265,7 @@ def _sample_params(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_
             raise SpecError(f"{name}: must be >= 1, got {value}")
     if partitioner not in PARTITIONERS:
         raise SpecError(f"partitioner: {partitioner!r} is not one of {', '.join(PARTITIONERS)}")
-    return {"format": STATS_FORMAT, "dataset": dataset_key(ref), "fanouts": fan,
+    return {"format": SAMPLE_FORMAT, "dataset": dataset_key(ref), "fanouts": fan,
             "batch_size_per_worker": int(batch_size_per_worker), "num_machines": int(num_machines),
             "gpus_per_machine": int(gpus_per_machine), "partitioner": partitioner, "seed": int(seed),
             "num_batches": int(num_batches), "cache_grid": list(CACHE_GRID)}
@@ -248,22 +282,34 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Sam
         cached[i, cached_vertices(in_degrees, float(fraction))] = True
     sizes = np.zeros((len(params["fanouts"]), 3), dtype=np.float64)  # per layer: src, dst, edges
     counts = np.zeros((3, len(grid)), dtype=np.float64)              # hit, local, remote per grid point
+    machines = params["num_machines"]
+    received = np.zeros((params["num_batches"], machines, len(grid)))  # per iteration, machine, grid point
+    sent = np.zeros_like(received)
     full = max(len(b) for worker in batches for b in worker)         # seeds of a full batch
-    num_full = 0
+    num_full, position, last = 0, 0, -1
     for worker, block_sizes, inputs in _sample_batches(graph, params["fanouts"], batches, params["seed"]):
+        position = position + 1 if worker == last else 0             # the worker's iteration
+        last = worker
         hit = cached[:, inputs]
         mine = owner[inputs] == worker // gpus
-        counts += [hit.sum(1), (~hit & mine).sum(1), (~hit & ~mine).sum(1)]
+        remote = ~hit & ~mine
+        counts += [hit.sum(1), (~hit & mine).sum(1), remote.sum(1)]
+        received[position, worker // gpus] += remote.sum(1)
+        for i in range(len(grid)):
+            sent[position, :, i] += np.bincount(owner[inputs[remote[i]]], minlength=machines)
         if block_sizes[-1, 1] == full:  # block sizes of full batches; the simulator scales a partial last one
             sizes += block_sizes
             num_full += 1
     sizes /= num_full
     access = counts / counts[:, 0].sum()
+    busiest = np.maximum(received, sent).max(axis=1).sum(axis=0)    # per grid point
+    mean = received.sum(axis=(0, 1)) / machines
+    ratio = np.where(mean > 0, busiest / np.where(mean > 0, mean, 1.0), 1.0)
     cut = float(np.mean(owner[graph.src] != owner[graph.dst])) if graph.num_edges else 0.0
     return SampleStats(tuple(params["fanouts"]), params["batch_size_per_worker"], params["num_machines"], gpus,
                        params["partitioner"], tuple(sizes[:, 0].tolist()), tuple(sizes[:, 1].tolist()),
                        tuple(sizes[:, 2].tolist()), tuple(grid.tolist()), tuple(access[0].tolist()),
-                       tuple(access[1].tolist()), tuple(access[2].tolist()), cut)
+                       tuple(access[1].tolist()), tuple(access[2].tolist()), cut, tuple(ratio.tolist()))
 
 
 def _worker_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int,

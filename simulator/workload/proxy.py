@@ -14,6 +14,19 @@ they would on a randomly numbered graph. The card's degree law is the truncated 
 in-degree, or, where none is published, the natural cut-off ``x_min n^(1/(gamma-1))`` (Cohen, Erez, ben-Avraham
 and Havlin, PRL 85, 4626 (2000)), at most n - 1.
 
+A card with a log-binned in-degree histogram (``degree.in_degree_histogram``) gets a
+:class:`simulator.workload.degseq.DegreeSequenceSpec` proxy instead: its degrees are the histogram's, stratified
+to ``n_p`` vertices (the bulk as it is; each proxy vertex of the tail the mean of the ``n / n_p`` largest it
+stands for, so the tail keeps its share of edge ends), realised exactly by a planted-partition configuration
+model with the card's communities (and, if the card gives them, nested fine communities:
+``communities.fine_num_communities`` / ``fine_mu``, kept at their size), and, if the card gives the training
+vertices' histogram (``split.train_in_degree_histogram``: a split chosen by label or popularity), training
+vertices drawn to match it; if the card lists its small connected components (``components``), they are
+planted as separate pieces beside the largest (as many per vertex; random trees plus the card's extra edges).
+If the card gives its communities' block model (``communities.block_sizes`` / ``block_edges``), those
+communities are planted instead of equal ones, sizes in proportion, each keeping its share of its edge ends and
+sending the rest to the communities it is linked to in proportion to the card's edge counts.
+
 Every strategy measures its statistics on the proxy with the same code that measures real graphs (the card
 loads as its proxy graph: :func:`simulator.workload.datasets.load_dataset`), and the results are scaled
 (:func:`scale_counts`):
@@ -25,7 +38,12 @@ loads as its proxy graph: :func:`simulator.workload.datasets.load_dataset`), and
   Sen, Ann. Probab. 45(2) 2017);
 * **per-batch counts** (sampled vertices and edges per layer of a mini-batch of fixed seeds) are kept: a batch's
   sampled neighbourhood is the same local tree-like ball at any size once it is small against n (same
-  references); the proxy is sized so a batch's reach stays a small part of it;
+  references); the proxy is sized so a batch's reach stays a small part of it. Where it does not (a heavy tail:
+  a batch's draws pile up on the proxy's hubs), a card with a degree histogram has the per-batch rule
+  :func:`scale_sample_stats` / :func:`batch_reach_scale`: counts times the ratio of the expected distinct
+  vertices and edges of the occupancy model :func:`simulator.workload.degseq.batch_reach` at the card's size
+  over the proxy's, and the hit / local / remote split of the inputs re-weighted by degree band (an R-MAT graph
+  of 2M vertices from a 10^5-vertex proxy: layer-0 inputs 47% low kept, 8% low scaled; benchmarks/bench_proxy.py);
 * **whole-graph counts** (a worker's owned vertices and edges, remote dependencies, replicated closures, chunk
   neighbour sets, rows moved per epoch) scale by ``vertex_factor = n / n_p`` (vertex counts) and
   ``edge_factor = loaded edges / proxy edges`` (edge counts): with the fractions fixed, counts are extensive;
@@ -43,7 +61,16 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from gnnplan.simulator.workload.cards import CARD_DIR, Card, load_card
+from gnnplan.simulator.workload.degseq import (
+    BatchReach,
+    DegreeSequenceSpec,
+    batch_reach,
+    class_share,
+    histogram_classes,
+)
 from gnnplan.simulator.workload.sbm import powerlaw_min_degree
 from gnnplan.simulator.workload.spec import SbmSpec
 
@@ -128,7 +155,8 @@ def proxy_spec(card: str | Card, num_vertices: int | None = None, seed: int = PR
         seed: generator seed.
 
     Returns:
-        A :class:`SbmSpec` (features drawn lazily, only if the executor asks for them).
+        A :class:`SbmSpec`, a :class:`DegreeSequenceSpec` when the card has a degree histogram (features drawn
+        lazily, only if the executor asks for them).
 
     Raises:
         SpecError: unknown card.
@@ -142,17 +170,40 @@ def proxy_spec(card: str | Card, num_vertices: int | None = None, seed: int = PR
     train = max(c.split.train.value / n, PROXY_MIN_TRAIN_FRACTION)
     rest = 1.0 - train  # validation and test keep their published fractions while they fit beside training
     val, test = min(c.split.valid.value / n, rest / 2), min(c.split.test.value / n, rest / 2)
-    return SbmSpec(generator="sbm", num_vertices=n_p, feature_dim=c.feature_dim.value,
-                   num_classes=c.num_classes.value, train_fraction=train, val_fraction=val, test_fraction=test,
-                   seed=seed,
-                   num_communities=k, mu=mu, mean_degree=c.mean_in_degree, degree_exponent=c.degree.exponent.value,
-                   max_degree=proxy_max_degree(c, n_p, k), permute_ids=True,
-                   isolated_fraction=c.degree.zero_fraction)
+    common = dict(generator="sbm", num_vertices=n_p, feature_dim=c.feature_dim.value,
+                  num_classes=c.num_classes.value, train_fraction=train, val_fraction=val, test_fraction=test,
+                  seed=seed, num_communities=k, mu=mu, mean_degree=c.mean_in_degree,
+                  degree_exponent=c.degree.exponent.value, permute_ids=True)
+    hist = c.degree.in_degree_histogram
+    if hist is not None:  # the card's own degree distribution, bulk and tail (simulator/workload/degseq.py)
+        top = max(1.5 * c.mean_in_degree, min(hist.value[-1][0], n_p - 1.0))
+        train_hist = c.split.train_in_degree_histogram
+        fine = c.communities.fine_num_communities if c.communities is not None and k > 1 else None
+        if fine is not None:  # fine communities keep their size: per community, at least 2 vertices each
+            per = max(1, min(round(fine.value * n_p / n / k), n_p // (2 * k)))
+            common.update(fine_per_community=per, fine_mu=c.communities.fine_mu.value)
+        if c.communities is not None and c.communities.block_sizes is not None and k > 1:
+            common.update(block_sizes=tuple(c.communities.block_sizes.value),
+                          block_edges=tuple(map(tuple, c.communities.block_edges.value)))
+        if c.components is not None:  # planted beside the largest, as many per vertex as the card has
+            rows = [(size, round(count * n_p / n)) for size, count in c.components.small_sizes.value]
+            rows = [(int(size), int(count)) for size, count in rows if count > 0]
+            least = sum((size - 1) * count for size, count in rows)
+            most = sum(size * (size - 1) // 2 * count for size, count in rows)
+            edges = round(c.components.small_edges.value * sum(sz * k_ for sz, k_ in rows)
+                          / c.components.num_small_vertices)
+            common.update(small_components=tuple(rows) or None, small_component_edges=min(most, max(least, edges)))
+        return DegreeSequenceSpec(**common, max_degree=top, degree_histogram=tuple(map(tuple, hist.value)),
+                                  source_vertices=n, train_degree_histogram=None if train_hist is None else
+                                  tuple(map(tuple, train_hist.value)))
+    return SbmSpec(**common, max_degree=proxy_max_degree(c, n_p, k), isolated_fraction=c.degree.zero_fraction)
 
 
 def proxy_scale(card: str | Card, spec: SbmSpec | None = None) -> ProxyScale:
     """The :class:`ProxyScale` of a card and its proxy (default :func:`proxy_spec`); the proxy's edge count is
-    the generator's exact ``2 round(n_p mean / 2)`` (:func:`simulator.workload.sbm.sbm_edges`)."""
+    the generator's exact ``2 round(n_p mean / 2)`` (:func:`simulator.workload.sbm.sbm_edges`; a proxy drawn from
+    a degree histogram has that degree sum, :func:`simulator.workload.degseq.degree_sequence_edges`, and pairs
+    every stub but the few of a hub that find no distinct partner)."""
     if isinstance(card, str) and spec is None:
         return _named_scale(card)
     c = load_card(card) if isinstance(card, str) else card
@@ -206,6 +257,137 @@ def scale_counts(stats: Any, scale: ProxyScale, vertex_fields: Iterable[str] = (
                 raise TypeError(f"scale_counts: {type(stats).__name__} has no field {name!r}")
             changes[name] = _scaled(getattr(stats, name), factor)
     return replace(stats, **changes)
+
+
+@dataclass(frozen=True)
+class BatchReachScale:
+    """Per-batch ratios from a proxy to its card (:func:`batch_reach_scale`): the expected block sizes of
+    :func:`simulator.workload.degseq.batch_reach` at the card's size over those at the proxy's.
+
+    Attributes:
+        src_ratio, dst_ratio, edge_ratio: (L,) ratios of source vertices, destination vertices and sampled
+            edges per block, input side first.
+        full, proxy: the two :class:`simulator.workload.degseq.BatchReach` (band shares of the input vertices,
+            own and other parts, for :func:`scale_sample_stats`).
+    """
+
+    src_ratio: np.ndarray
+    dst_ratio: np.ndarray
+    edge_ratio: np.ndarray
+    full: BatchReach
+    proxy: BatchReach
+
+    @property
+    def remote_ratio(self) -> float:
+        """Ratio of the share of a batch's input vertices owned by another part (a remote-input fraction
+        without a cache), card over proxy."""
+        full = self.full.other_inputs.sum() / self.full.num_src[0]
+        prox = self.proxy.other_inputs.sum() / self.proxy.num_src[0]
+        return float(full / prox) if prox > 0 else 1.0
+
+
+def batch_reach_scale(card: str | Card, graph: Any, fanouts: Iterable[int], batch_size: float, num_parts: int = 1,
+                      cut: float = 0.0) -> BatchReachScale:
+    """The per-batch scaling rule from a proxy graph to its card: a mini-batch's sampled neighbourhood is not
+    size-invariant when the proxy is small enough that a batch's reach overlaps itself (an R-MAT graph of 2M
+    vertices at a 10^5-vertex proxy: 1024 seeds with fanouts (10, 10) make ~10^5 draws, most of them on
+    vertices drawn already), so per-batch counts are scaled by the ratio of the expected distinct counts of
+    :func:`simulator.workload.degseq.batch_reach` (occupancy of size-biased edge-end draws, layer by layer) at
+    the card's size (its degree histogram at n vertices, its training vertices' histogram or a uniform sample
+    as the seeds) and at the proxy's (the proxy graph's realised degrees and training vertices, so the stubs a
+    hub lost in the proxy are accounted for). Degree correlations, communities and cycles are in the proxy's
+    measurement and assumed to change the count by the same factor at both sizes. At ``n_p = n`` the ratios
+    differ from 1 only by the histogram's binning.
+
+    Args:
+        card: the card (name or :class:`Card`), which must have ``degree.in_degree_histogram``.
+        graph: the proxy graph (:class:`simulator.workload.datasets.GraphData`; its ``in_degrees()`` and
+            ``train_idx``).
+        fanouts: per block, input side first.
+        batch_size: seeds of one batch (per worker for ``dp``, the whole batch for ``gsplit``).
+        num_parts: machines of the partition the seeds are split by (1: a uniform sample of all training
+            vertices).
+        cut: the partition's edge-cut fraction (as measured on the proxy; the cut fraction is kept).
+
+    Returns:
+        The :class:`BatchReachScale`.
+
+    Raises:
+        ValueError: the card has no degree histogram.
+    """
+    c = load_card(card) if isinstance(card, str) else card
+    hist = c.degree.in_degree_histogram
+    if hist is None:
+        raise ValueError(f"batch_reach_scale: card {c.name} has no degree.in_degree_histogram")
+    fan = tuple(int(f) for f in fanouts)
+    deg_f, cnt_f = histogram_classes(hist.value, c.num_vertices.value)
+    train_hist = c.split.train_in_degree_histogram
+    share_f = class_share(deg_f, None if train_hist is None else train_hist.value, cnt_f)
+    full = batch_reach(deg_f, cnt_f, share_f, batch_size, fan, num_parts, cut)
+    deg = graph.in_degrees()
+    values, cnt_p = np.unique(deg, return_counts=True)
+    train = np.asarray(graph.train_idx)
+    share_p = np.bincount(np.searchsorted(values, deg[train]), minlength=len(values)) / max(len(train), 1)
+    proxy = batch_reach(values.astype(np.float64), cnt_p.astype(np.float64), share_p, batch_size, fan, num_parts,
+                        cut)
+
+    def ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.where(b > 0, a / np.where(b > 0, b, 1.0), 1.0)
+
+    return BatchReachScale(ratio(full.num_src, proxy.num_src), ratio(full.num_dst, proxy.num_dst),
+                           ratio(full.num_edges, proxy.num_edges), full, proxy)
+
+
+def scale_sample_stats(stats: Any, card: str | Card, graph: Any) -> Any:
+    """A proxy's :class:`simulator.workload.graphstats.SampleStats` at the card's size (:func:`batch_reach_scale`
+    with the stats' fanouts, seeds per worker, machines and the proxy's measured edge cut): block sizes times
+    their ratios; the input vertices' split into cache hits, local and remote misses re-weighted band by band,
+    where a band is the vertices between two cache fractions in degree order (PaGraph's cache holds the
+    highest-degree ones): the proxy's measured local and remote inputs of a band times the ratio of the model's
+    share of the inputs in that band owned by the worker's machine (local) or another (remote), at the card's
+    size over the proxy's (post-stratification by degree band: what is kept is each band's local / remote
+    composition relative to the model, what changes is how many of a batch's inputs fall in each band),
+    renormalised to 1. ``remote_busiest_ratio`` and the edge cut are kept.
+
+    Raises:
+        ValueError: the card has no degree histogram.
+    """
+    rs = batch_reach_scale(card, graph, stats.fanouts, stats.batch_size_per_worker, stats.num_machines,
+                           stats.edge_cut_fraction)
+    grid = np.asarray(stats.cache_fractions, dtype=np.float64)
+    hit = np.asarray(stats.hit_fraction)
+    local, remote = np.asarray(stats.local_miss_fraction), np.asarray(stats.remote_miss_fraction)
+    band_local, band_remote = local[:-1] - local[1:], remote[:-1] - remote[1:]  # measured, per band
+
+    def weight(part: str) -> np.ndarray:
+        full = rs.full.band_inputs(grid, part) / rs.full.num_src[0]
+        prox = rs.proxy.band_inputs(grid, part) / rs.proxy.num_src[0]
+        return np.where(prox > 0, full / np.where(prox > 0, prox, 1.0), 1.0)
+
+    new_local, new_remote = band_local * weight("own"), band_remote * weight("other")
+    total = float(new_local.sum() + new_remote.sum())
+    if total <= 0 or not np.isclose(hit[0], 0.0) or not np.isclose(grid[-1], 1.0):
+        new_hit, new_loc, new_rem = hit, local, remote
+    else:
+        new_local, new_remote = new_local / total, new_remote / total
+        new_loc = np.concatenate([np.cumsum(new_local[::-1])[::-1], [0.0]])
+        new_rem = np.concatenate([np.cumsum(new_remote[::-1])[::-1], [0.0]])
+        new_hit = 1.0 - new_loc - new_rem
+    return replace(stats, num_src_vertices=tuple((np.asarray(stats.num_src_vertices) * rs.src_ratio).tolist()),
+                   num_dst_vertices=tuple((np.asarray(stats.num_dst_vertices) * rs.dst_ratio).tolist()),
+                   num_edges=tuple((np.asarray(stats.num_edges) * rs.edge_ratio).tolist()),
+                   hit_fraction=tuple(np.clip(new_hit, 0.0, 1.0).tolist()),
+                   local_miss_fraction=tuple(np.clip(new_loc, 0.0, 1.0).tolist()),
+                   remote_miss_fraction=tuple(np.clip(new_rem, 0.0, 1.0).tolist()))
+
+
+def scale_layers(values: np.ndarray, ratios: np.ndarray, axis: int) -> np.ndarray:
+    """``values`` (any shape, float) with its layer axis ``axis`` multiplied by ``ratios`` (L,) (a
+    :class:`BatchReachScale` ratio applied to per-batch, per-layer counts such as gsplit's ``split_src``)."""
+    v = np.asarray(values, dtype=np.float64)
+    shape = [1] * v.ndim
+    shape[axis] = len(ratios)
+    return v * np.asarray(ratios, dtype=np.float64).reshape(shape)
 
 
 def estimated(card: str, statistics: dict[str, str]) -> dict[str, Any]:

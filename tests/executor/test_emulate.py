@@ -32,8 +32,38 @@ needs_root = pytest.mark.skipif(not _can_emulate(), reason="needs root with CAP_
 
 
 def test_token_bucket_arguments() -> None:
-    assert emulate.tbf_args(12.5e6) == ["tbf", "rate", "100000000bit", "burst", "125000", "latency", "100ms"]
+    assert emulate.tbf_args(12.5e6) == ["tbf", "rate", "100000000bit", "burst", "125000", "latency", "100ms",
+                                        "peakrate", "102000000bit", "mtu", "6375"]
     assert emulate.tbf_args(1e5)[4] == str(32 * 1024)  # never below a few full-size segments
+    assert emulate.tbf_args(1e5)[-1] == "3000"  # the peak bucket holds at least two segments
+    assert emulate.tbf_args(125e6)[-1] == "70000"  # 64 kB at 1 Gbit/s: raised to a whole GSO packet
+    assert emulate.tbf_args(375e6)[-1] == "191250"  # 0.5 ms at 3.06 Gbit/s
+
+
+@needs_root
+def test_message_after_idle_is_not_faster_than_the_line_rate() -> None:
+    """The burst a plain token bucket lets through after an idle gap is gone: 256 kB at 300 Mbit/s, sent 60 ms
+    after the previous message, takes at least 85% of its line-rate time (6.8 ms), as on a NIC."""
+    server = ("import socket; s = socket.create_server(('0.0.0.0', 29601)); c, _ = s.accept()\n"
+              "for _ in range(5):\n"
+              "    n = 0\n"
+              "    while n < 256000: n += len(c.recv(1 << 20))\n"
+              "    c.sendall(b'k')")
+    client = (f"import socket, time; c = socket.create_connection(('{emulate.machine_address(0)}', 29601), "
+              "timeout=10); t = []\n"
+              "for _ in range(5):\n"
+              "    time.sleep(0.06); t0 = time.perf_counter(); c.sendall(b'x' * 256000); c.recv(1)\n"
+              "    t.append(time.perf_counter() - t0)\n"
+              "print(min(t))")
+    rate = 37.5e6
+    with EmulatedCluster(2, MachineLimits(rate)) as cluster:
+        listener = subprocess.Popen(cluster.command(0, [sys.executable, "-c", server]))
+        assert cluster.wait_listening(0, 29601, timeout_s=30)
+        out = subprocess.run(cluster.command(1, [sys.executable, "-c", client]), capture_output=True, text=True,
+                             timeout=60)
+        listener.wait(timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) >= 0.85 * 256000 / rate
 
 
 def test_core_sets_split_the_cores() -> None:
@@ -119,4 +149,17 @@ def test_quota_and_memory_limit_apply_to_the_machines_processes() -> None:
     cpu_key = next(k for k in lines if "cpu" in k.split(","))
     assert lines[cpu_key].endswith("/gnnplan-m0") and lines["memory"].endswith("/gnnplan-m0")
     assert quota == str(emulate.CFS_PERIOD_US // 2) and "tbf" not in qdisc  # no bandwidth given: unshaped
+    assert not emulate._cgroup_dirs()
+
+
+@needs_root
+def test_machines_get_the_largest_cpu_weight_without_a_quota() -> None:
+    with EmulatedCluster(2, MachineLimits(None)) as cluster:
+        groups = subprocess.run(cluster.command(1, ["cat", "/proc/self/cgroup"]), capture_output=True,
+                                text=True, check=True).stdout
+        folder = emulate.CGROUP_ROOT / "cpu" / emulate.machine_ns(1)
+        shares, quota = (folder / "cpu.shares").read_text().strip(), (folder / "cpu.cfs_quota_us").read_text()
+    cpu_line = next(line for line in groups.splitlines() if "cpu" in line.split(":")[1].split(","))
+    assert cpu_line.endswith("/gnnplan-m1")
+    assert shares == str(emulate.CPU_SHARES) and quota.strip() == "-1"  # weight only: no quota
     assert not emulate._cgroup_dirs()

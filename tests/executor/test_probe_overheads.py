@@ -12,15 +12,24 @@ from gnnplan.executor import launch, probe_overheads
 @pytest.mark.parametrize(("one_way", "reduce", "expected"), [(2e-4, 5e-4, 5e-4 - 2 * 1e-4), (2e-4, 1.5e-4, 1e-6)])
 def test_a_collective_costs_what_its_messages_do_not(monkeypatch: pytest.MonkeyPatch, one_way: float, reduce: float,
                                                    expected: float) -> None:
-    def spawn(fn: Any, nprocs: int, args: tuple[Any, ...]) -> tuple[float, float]:
+    def spawn(fn: Any, nprocs: int, args: tuple[Any, ...]) -> tuple[float, float, float, float]:
         assert (fn, nprocs, args) == (probe_overheads._collective_rank, 2, (5,))
-        return one_way, reduce
+        return one_way, reduce, 3e-3, 1e-3
 
     monkeypatch.setattr(launch, "spawn", spawn)
     # the ring's 2 messages are charged at the modelled latency (1e-4 s), not at the measured one-way time
-    collective, measured_one_way, measured_reduce = probe_overheads.per_collective_s(5, 1e-4)
+    collective, measured_one_way, measured_reduce, ddp = probe_overheads.per_collective_s(5, 1e-4)
     assert collective == pytest.approx(expected, rel=1e-12)  # at least MIN_FIXED_S
     assert (measured_one_way, measured_reduce) == (one_way, reduce)
+    assert ddp == pytest.approx(2e-3, rel=1e-12)  # a DDP bucket's launch-to-return minus the plain all-reduce
+
+
+def test_ddp_bucket_time_is_measured_on_the_executors_ddp_path() -> None:
+    """Two real gloo processes: a DDP bucket's launch-to-return time and a plain all-reduce of its bytes, both
+    positive; the returned DDP cost is their difference (at least MIN_FIXED_S)."""
+    one_way, reduce, ddp, flat = launch.spawn(probe_overheads._collective_rank, 2, (3,))
+    assert min(one_way, reduce, ddp, flat) > 0
+    assert probe_overheads._bucket_bytes() == 4 * (1433 * 128 + 128 + 128 * 7 + 7)
 
 
 def test_handoff_and_loop_costs_are_measured_on_the_executors_paths() -> None:

@@ -51,20 +51,26 @@ def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, 
     start = _start()
     fitted, report = calibrate_files(_traces(tmp_path, with_params(start, TRUE)), start)
     params = report["parameters"]
-    # the feature load's host gather hides behind the remote fetch and its PCIe latency behind the bytes: the
-    # traces carry less information on them than their priors, and the report says so
+    # the feature load's host gather and the copy of the same local bytes trade against each other, and its PCIe
+    # latency hides behind the bytes: the traces carry less information on them than their priors, and the
+    # report says so
     weak = {p for p in DP_PARAMS if "not informed" in params[p]["flags"]}
     assert weak == {"pcie.latency_s", "efficiency.gather_fraction"}
     for p in ("host.row_index_s", "storage.concurrency"):  # ppgnn's loaders' parameters
         assert not params[p]["constrained"] and not params[p]["fitted"] and params[p]["flags"] == ["not informed"], p
-    for p in ("host.sampler_call_s", "gpu.graph_op_overhead_s"):  # 0 in truth and start, no prior: not moved
+    for p in ("host.sampler_call_s", "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s"):
+        # 0 in truth and start, no prior: not moved
         assert params[p]["constrained"] and not params[p]["fitted"] and get_param(fitted, p) == 0.0, p
     assert set(PARAMS) - set(DP_PARAMS) == {"host.row_index_s", "storage.concurrency", "host.sampler_call_s",
-                                            "gpu.graph_op_overhead_s"}
+                                            "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s"}
     for p in DP_PARAMS:
         assert params[p]["constrained"] and params[p]["before"] == get_param(start, p), p
         assert params[p]["low"] < params[p]["after"] < params[p]["high"], p
-        if p not in weak:
+        if p == "pcie.bandwidth_bytes_per_s":
+            # local rows are gathered and then copied, one after the other: the gather, not informed, stays near
+            # its prior (1.0, truth 0.5), and the copy of the same bytes takes up its ~1/100e9 s per byte
+            assert get_param(fitted, p) == pytest.approx(TRUE[p], rel=0.05), p
+        elif p not in weak:
             assert get_param(fitted, p) == pytest.approx(TRUE[p], rel=0.025), p
             assert params[p]["high"] / params[p]["low"] < 1.3, p  # one sigma within +-15%
     # the hand-off and the per-iteration overhead share the iteration rows; traces with and without sampler

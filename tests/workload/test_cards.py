@@ -65,8 +65,11 @@ def test_bundled_graph_cards_match_the_files(name: str) -> None:
     assert card.degree.max_in_degree.value == degrees.max()
     assert card.degree.exponent.value == round(cards.moment_exponent(degrees[degrees > 0]), 3)
     assert card.degree.zero_fraction == round(float(np.mean(degrees == 0)), 4)
-    k, mu = cards.louvain_communities(g.num_vertices, g.src, g.dst)
-    assert (card.communities.num_communities.value, card.communities.mu.value) == (k, round(mu, 4))
+    rows, small_edges, _ = cards.component_summary(g.num_vertices, g.src, g.dst)
+    assert (card.components.small_sizes.value, card.components.small_edges.value) == \
+        ([tuple(r) for r in rows], small_edges)
+    k, mu = cards.louvain_communities(*cards.largest_component(g.num_vertices, g.src, g.dst))  # the communities
+    assert (card.communities.num_communities.value, card.communities.mu.value) == (k, round(mu, 4))  # of it
 
 
 def test_published_sizes_of_papers100m() -> None:

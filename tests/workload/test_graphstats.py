@@ -103,6 +103,12 @@ def test_two_machines_split_inputs_by_owner(tiny: str) -> None:
     assert s.edge_cut_fraction == 5 / 8
     # At cache fraction 0.5 vertices {0, 2, 1} are cached: remote misses {4} and {6}, local misses {3}, {5}.
     assert s.access(0.5) == pytest.approx((3 / 7, 2 / 7, 2 / 7), abs=1e-12)
+    # Each iteration machine 1 receives 3 rows (1, 2, 4) that machine 0 sends, machine 0 receives 1 (6): the busiest
+    # NIC moves 3 rows, the average machine receives 2. At 0.5 both receive and send one row.
+    assert s.remote_busiest_ratio[0] == 1.5
+    assert s.busiest_ratio(0.0) == 1.5 and s.busiest_ratio(0.5) == 1.0
+    one = graphstats.sample_stats(tiny, [-1, -1], 1, 1, 1, "random", num_batches=2)
+    assert set(one.remote_busiest_ratio) == {1.0}  # nothing remote on one machine
 
 
 def _check_fractions(s: SampleStats) -> None:

@@ -60,13 +60,13 @@ def test_small_card_proxy_has_the_card_sizes() -> None:
 
 def test_isolated_vertices_of_the_card_are_planted() -> None:
     card = load_card("citeseer")  # 48 of 3,327 vertices without edges
-    spec = proxy.proxy_spec(card)
-    assert spec.isolated_fraction == card.degree.zero_fraction == 0.0144
+    spec = proxy.proxy_spec(card)  # drawn from the card's degree histogram, whose zeros are the isolated ones
+    assert card.degree.zero_fraction == 0.0144 and card.degree.in_degree_histogram.value[0][0] == 0
     g = load_dataset(spec)
     degrees = g.in_degrees()
     assert g.num_edges == card.loaded_edges  # the edges are the card's, carried by the connected vertices
-    assert np.mean(degrees == 0) >= spec.isolated_fraction
-    assert len(np.unique(np.concatenate([g.src, g.dst]))) <= spec.connected_vertices
+    assert np.sum(degrees == 0) == 48
+    assert len(np.unique(np.concatenate([g.src, g.dst]))) == 3327 - 48
 
 
 @dataclass(frozen=True)
@@ -116,3 +116,67 @@ def test_full_graph_counts_scale_to_the_card(small_proxies: None) -> None:
     assert abs(sum(c.num_owned_edges for c in counts) - card.loaded_edges) <= len(counts)
     remote = sum(c.num_remote for c in counts)
     assert 0 < remote <= 8 * card.num_vertices.value
+
+
+def _cora_like_graph() -> object:
+    """Cora with every degree below 16 (edges of the vertices above dropped), so its card's histogram is exact,
+    and every vertex a training vertex (the card's uniform seeds)."""
+    from gnnplan.simulator.workload.cards import derived_card
+
+    g = load_dataset("cora")
+    deg = g.in_degrees()
+    keep = (deg[g.src] < 16) & (deg[g.dst] < 16)
+    small = dataclasses_replace(g, src=g.src[keep], dst=g.dst[keep], train_idx=np.arange(g.num_vertices))
+    card = derived_card("coralow", small.num_vertices, small.src, small.dst, 8, 7, (g.num_vertices, 0, 0))
+    return small, card
+
+
+def dataclasses_replace(obj: object, **changes: object) -> object:
+    from dataclasses import replace
+
+    return replace(obj, **changes)  # type: ignore[type-var]
+
+
+def test_per_batch_rule_is_the_identity_when_the_proxy_is_the_graph() -> None:
+    g, card = _cora_like_graph()
+    rs = proxy.batch_reach_scale(card, g, [10, 10], 32, num_parts=2, cut=0.05)
+    assert np.allclose(rs.src_ratio, 1.0) and np.allclose(rs.edge_ratio, 1.0) and rs.remote_ratio == \
+        pytest.approx(1.0)
+    st = load_context(CLUSTER, workload_from_dict(
+        {"dataset": "cora", "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 16},
+         "training": {"mode": "mini-batch", "batch_size": 256, "fanouts": [10, 10]}}), "dp",
+        {"partitioner": "metis"})[2].sample
+    same = proxy.scale_sample_stats(st, card, g)  # card and graph agree: nothing moves (uniform seeds, exact)
+    assert np.allclose(same.num_src_vertices, st.num_src_vertices)
+    assert np.allclose(same.hit_fraction, st.hit_fraction) and np.allclose(same.remote_miss_fraction,
+                                                                           st.remote_miss_fraction)
+
+
+def test_per_batch_rule_grows_the_reach_of_a_small_proxy() -> None:
+    """A card 20x larger than its proxy's graph (the same degree law): a batch reaches more distinct vertices,
+    samples more edges at layer 0 (more distinct frontier vertices), and the split of its inputs still sums
+    to 1."""
+    g, card = _cora_like_graph()
+    big = card.model_copy(update={"num_vertices": card.num_vertices.model_copy(update={"value": 20 * 2708}),
+                                  "num_edges": card.num_edges.model_copy(update={"value": 20 * card.num_edges.value})})
+    rs = proxy.batch_reach_scale(big, g, [10, 10], 128)
+    assert rs.src_ratio[0] > rs.src_ratio[1] > 1.0 and rs.edge_ratio[0] > 1.0
+    # the seeds sample the same edges at any size (up to the histogram's 6-digit fractions)
+    assert rs.edge_ratio[1] == pytest.approx(1.0, rel=1e-5) and rs.dst_ratio[1] == pytest.approx(1.0)
+    st = load_context(CLUSTER, workload_from_dict(
+        {"dataset": "cora", "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 16},
+         "training": {"mode": "mini-batch", "batch_size": 1024, "fanouts": [10, 10]}}), "dp",
+        {"partitioner": "random"})[2].sample
+    out = proxy.scale_sample_stats(st, big, g)
+    total = np.asarray(out.hit_fraction) + np.asarray(out.local_miss_fraction) + np.asarray(out.remote_miss_fraction)
+    assert np.allclose(total, 1.0) and out.num_src_vertices[0] > st.num_src_vertices[0]
+    assert out.edge_cut_fraction == st.edge_cut_fraction
+
+
+def test_proxy_scales_the_small_components_of_a_card() -> None:
+    spec = proxy.proxy_spec("citeseer", 1664)  # half the vertices: half as many components of every size
+    card = load_card("citeseer")
+    want = {s: round(c * 1664 / 3327) for s, c in card.components.small_sizes.value}
+    assert dict(spec.small_components) == {s: c for s, c in want.items() if c}
+    least = sum((s - 1) * c for s, c in spec.small_components)
+    assert least <= spec.small_component_edges <= card.components.small_edges.value

@@ -174,7 +174,8 @@ def stats_of(ctx: SimContext, knobs: Knobs) -> SplitStats:
     """The measured split statistics of this context (cached on disk; :func:`.stats.split_stats`)."""
     wl = ctx.workload
     return split_stats(wl.dataset, wl.training.fanouts, ctx.batch_size, ctx.num_workers, knobs.split,
-                       self_loops=wl.model.arch == "gat", seed=wl.training.seed, partition_seed=ctx.seed)
+                       self_loops=wl.model.arch == "gat", seed=wl.training.seed, partition_seed=ctx.seed,
+                       num_train=ctx.summary.num_train)
 
 
 def window_works(ctx: SimContext, knobs: Knobs) -> tuple[SplitStats, IterationPlan, list[IterationWork]]:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from gnnplan.simulator import symmetry
 from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext, WindowRun
 from gnnplan.simulator.strategies.ddp_buckets import BucketedBackward
 from gnnplan.simulator.strategies.gsplit.work import IterationWork
@@ -57,7 +58,8 @@ class SplitRun(WindowRun):
 
     def __init__(self, ctx: SimContext, plan: IterationPlan, works: list[IterationWork],
                  num_sampler_workers: int) -> None:
-        super().__init__(ctx, plan, num_sampler_workers)
+        super().__init__(ctx, plan, num_sampler_workers,
+                         rank_works=rank_works(works, ctx.num_workers, ctx.cluster.gpus_per_machine))
         self.works, self.k = works, num_sampler_workers
         n, machines = len(plan.window), ctx.cluster.num_machines
         self.ready = [[self.engine.event() for _ in range(n)] for _ in range(machines)]
@@ -65,11 +67,11 @@ class SplitRun(WindowRun):
         self.messages: dict[tuple[Any, ...], Any] = {}
 
     def execute(self) -> None:
-        """Run every trainer and sampler to the end of the window."""
+        """Run every simulated trainer and its machine's samplers to the end of the window."""
         g = self.ctx.cluster.gpus_per_machine
-        for rank in range(self.ctx.num_workers):
+        for rank in self.ranks:
             self.engine.process(self._trainer(rank))
-        for machine in range(self.ctx.cluster.num_machines):
+        for machine in sorted({rank // g for rank in self.ranks}):
             for j in range(self.k):
                 self.engine.process(self._sampler(machine * g, j))
         self.engine.run()
@@ -177,7 +179,14 @@ class SplitRun(WindowRun):
 
     def _message(self, key: tuple[Any, ...], src: int, dst: int, nbytes: float) -> Any:
         """The event of one pair's message; the first GPU that needs it starts it (both start it at the same
-        simulated time, so the order is irrelevant)."""
+        simulated time, so the order is irrelevant). When only machine 0 runs, a message from another machine's
+        GPU is its image under the shift that takes the sender to machine 0 (:mod:`simulator.symmetry`): the
+        same bytes, started at the same time by a simulated GPU."""
+        if self.represent.folded:
+            g, w = self.ctx.cluster.gpus_per_machine, self.ctx.num_workers
+            offset = (src // g) * g
+            src, dst = src - offset, (dst - offset) % w
+            key = key[:-2] + (src, dst)
         if key not in self.messages:
             self.messages[key] = self.engine.process(self._send(src, dst, nbytes))
         return self.messages[key]
@@ -192,3 +201,19 @@ class SplitRun(WindowRun):
         # staged: device-to-host, network, host-to-device one after the other (pricing.exchange_s); the NICs alone
         # with GPUDirect RDMA, or on a CPU-only cluster (rows already in host memory)
         yield hw.gpu_network(src, dst, nbytes, store_and_forward=True)
+
+
+
+def rank_works(works: list[IterationWork], num_workers: int, gpus_per_machine: int) -> list[tuple[Any, ...]]:
+    """Each rank's work in the window, for :func:`simulator.symmetry.representatives`: per window position its
+    split and, per layer, the bytes it sends to and receives from every GPU in the forward shuffle, the peers
+    counted from its own machine's first GPU (entry k is about GPU ``(m g + k) mod W`` for a GPU of machine m),
+    so a rank's work equals its image's exactly when the schedule is the image's shifted by whole machines."""
+    out = []
+    for rank in range(num_workers):
+        offset = -(rank // gpus_per_machine) * gpus_per_machine
+        out.append(tuple((w.splits[rank],
+                          tuple(symmetry.shift_peers(layer[rank].tolist(), offset) for layer in w.shuffle_bytes),
+                          tuple(symmetry.shift_peers(layer[:, rank].tolist(), offset) for layer in w.shuffle_bytes))
+                         for w in works))
+    return out

@@ -21,7 +21,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -31,14 +31,15 @@ from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.strategies.base import iteration_plan
 from gnnplan.simulator.strategies.gsplit.split import batch_seed, global_batches, layer_counts, partition_cache
+from gnnplan.simulator.workload.cards import card_name, load_card
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
 from gnnplan.simulator.workload.graphstats import CACHE_GRID, partition_owners
 from gnnplan.simulator.workload.partition import split_seeds
-from gnnplan.simulator.workload.proxy import for_card
+from gnnplan.simulator.workload.proxy import batch_reach_scale, for_card, scale_layers
 from gnnplan.simulator.workload.spec import GeneratedSpec
 
-STATS_FORMAT = 2
-"""Version of the measurement, part of the cache key."""
+STATS_FORMAT = 3
+"""Version of the measurement, part of the cache key (3: a card's split inputs scaled by the per-batch rule)."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,8 @@ class SplitStats:
 
 
 def split_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size: int, num_splits: int, split: str,
-                self_loops: bool, seed: int = 0, partition_seed: int = 0) -> SplitStats:
+                self_loops: bool, seed: int = 0, partition_seed: int = 0,
+                num_train: int | None = None) -> SplitStats:
     """The split statistics of a configuration, read from the cache or measured once and cached.
 
     Args:
@@ -126,6 +128,9 @@ def split_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size: in
         self_loops: sample from the graph with one self-loop per vertex (GAT, as the executor trains it).
         seed: ``training.seed`` (batch order and sampling, as the executor).
         partition_seed: seed of the partitioner (the executor's ``PARTITION_SEED``).
+        num_train: training vertices of the epoch whose window is measured (the simulation's
+            ``DatasetSummary.num_train``); None: the loaded graph's. For a dataset card they are the card's, many
+            more than its proxy's: the window's batches are then drawn from the proxy (:func:`window_batches`).
 
     Returns:
         The statistics.
@@ -140,6 +145,8 @@ def split_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size: in
     params = {"format": STATS_FORMAT, "dataset": dataset_key(ref), "fanouts": fan, "batch_size": int(batch_size),
               "num_splits": int(num_splits), "split": split, "self_loops": bool(self_loops), "seed": int(seed),
               "partition_seed": int(partition_seed), "cache_grid": list(CACHE_GRID)}
+    if num_train is not None:
+        params["num_train"] = int(num_train)
     digest = hashlib.sha1(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir() / "stats" / params["dataset"] / f"gsplit-{digest}.json"
     cached = _read(path, params)
@@ -150,6 +157,12 @@ def split_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size: in
         raise SpecError(f"workload.dataset: {graph.name} has no training vertices to sample mini-batches from")
     owner = partition_owners(ref, num_splits, split, partition_seed, graph=graph)
     stats = _measure(graph, owner, params)
+    card = card_name(ref)
+    if card is not None and load_card(card).degree.in_degree_histogram is not None:
+        # one batch of B seeds over all GPUs, a uniform sample of the training vertices: its per-layer input
+        # vertices at the card's size (the per-batch rule, simulator.workload.proxy.batch_reach_scale)
+        reach = batch_reach_scale(card, graph, fan, batch_size)
+        stats = replace(stats, split_src=scale_layers(stats.split_src, reach.src_ratio, axis=1))
     atomic_write_json(path, {"params": params, "stats": {f.name: _jsonable(getattr(stats, f.name))
                                                          for f in fields(stats)}})
     return for_card(ref, stats, CARD_VERTEX_FIELDS)
@@ -205,8 +218,9 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Spl
     import dgl
 
     g_split, seed, grid = params["num_splits"], params["seed"], np.asarray(params["cache_grid"])
-    plan = iteration_plan(len(graph.train_idx), params["batch_size"], 1)
-    batches = global_batches(graph.train_idx, params["batch_size"], seed, 0)
+    num_train = params.get("num_train", len(graph.train_idx))
+    plan = iteration_plan(num_train, params["batch_size"], 1)
+    batches = window_batches(graph.train_idx, num_train, params["batch_size"], seed)
     g = dgl_graph(graph, params["self_loops"])
     sampler = dgl.dataloading.NeighborSampler(params["fanouts"])
     cache_rank = _cache_rank(graph.in_degrees(), owner, g_split)
@@ -231,6 +245,40 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Spl
     out = {k: np.asarray(v) for k, v in rows.items() if v}
     return SplitStats(num_iterations=plan.num_iterations, cache_fractions=grid,
                       partition_sizes=np.bincount(owner, minlength=g_split), **out)
+
+
+def window_batches(train_idx: np.ndarray, num_train: int, batch_size: int, seed: int) -> dict[int, np.ndarray]:
+    """The seeds of every batch of epoch 0 that the simulator's window simulates (``iteration_plan(num_train,
+    batch_size, 1).window``), by iteration.
+
+    When the epoch is the graph's (``num_train == len(train_idx)``), the executor's batches
+    (:func:`.split.global_batches`). Otherwise the epoch is a dataset card's and the graph its proxy, which has
+    fewer training vertices than the card (``simulator.workload.proxy.PROXY_MIN_TRAIN_FRACTION``): window
+    iteration ``it`` then takes as many seeds as the card's epoch gives it (B; the last iteration
+    ``num_train - (n - 1) B``), drawn without replacement from the proxy's training vertices with
+    ``numpy.random.default_rng((seed, 0, it))``. A batch of an epoch's random permutation is a uniform random
+    subset of its size, so the drawn batch has the same law; per-batch statistics are kept from proxy to card
+    (:mod:`simulator.workload.proxy`, size-invariant rule), or scaled by the per-batch rule when the card has a
+    degree histogram (:func:`split_stats`).
+
+    Shapes:
+        train_idx: (n_train,) int64 -> {iteration: (b,) int64 seeds} for every iteration of the window.
+
+    Raises:
+        SpecError: a batch needs more seeds than the graph has training vertices.
+    """
+    train_idx = np.asarray(train_idx, dtype=np.int64)
+    plan = iteration_plan(num_train, batch_size, 1)
+    if num_train == len(train_idx):
+        epoch = global_batches(train_idx, batch_size, seed, 0)
+        return {it: epoch[it] for it in plan.window}
+    last = plan.num_iterations - 1
+    sizes = {it: num_train - last * batch_size if it == last else batch_size for it in plan.window}
+    if max(sizes.values()) > len(train_idx):
+        raise SpecError(f"training.batch_size: {batch_size} seeds per gsplit batch, but the dataset card's proxy "
+                        f"has {len(train_idx)} training vertices to draw them from; use at most {len(train_idx)}")
+    return {it: np.random.default_rng((seed, 0, it)).choice(train_idx, size=b, replace=False)
+            for it, b in sizes.items()}
 
 
 def _cache_rank(in_degrees: np.ndarray, owner: np.ndarray, num_splits: int) -> np.ndarray:

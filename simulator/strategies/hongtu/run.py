@@ -23,8 +23,10 @@ Every duration comes from a :class:`~simulator.hardware.model.HardwareModel` eve
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
+from dataclasses import replace
 from typing import Any
 
+from gnnplan.simulator import symmetry
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
 from gnnplan.simulator.hardware.spec import ClusterSpec
@@ -59,7 +61,15 @@ class EpochRun(FullGraphRun):
         self.cluster, self.arch, self.level, self.counts = cluster, arch, level, counts
         self.works, self.widths = works, widths
         self.optimizer, self.gradient_bytes = optimizer, gradient_bytes
-        super().__init__(cluster, len(counts), seed)
+        g = cluster.gpus_per_machine
+
+        def same(a: Any, b: Any, shift: int) -> bool:  # counts name peers: compare after the shift
+            return a[1] == b[1] and all(
+                x == replace(y, pull_rows=symmetry.shift_peers(y.pull_rows, shift * g),
+                             push_rows=symmetry.shift_peers(y.push_rows, shift * g)) for x, y in zip(a[0], b[0]))
+
+        # one representative machine when every GPU's batches and chunks are its image's (simulator.symmetry)
+        super().__init__(cluster, len(counts), seed, rank_works=list(zip(counts, works)), same=same)
         self.num_batches = len(counts[0])
         m = self.num_workers  # (stage, batch) -> whether any GPU moves rows in that peer stage
         self.active = {(stage, j): any(self._rows(a, b, j, stage) for a in range(m) for b in range(m) if a != b)
@@ -164,7 +174,7 @@ class EpochRun(FullGraphRun):
             row, t0 = self._row_bytes(layer), t0 if not spans else self.engine.now
             waits = [self.engine.process(self._message(key, rank, dst, sent * row))]
             if received:
-                waits.append(self._event(key + (src, rank)))
+                waits.append(self._arrival(key, src, rank))
             yield self.engine.all_of(waits)
             local = self.hw.machine_of(src) == self.hw.machine_of(rank) == self.hw.machine_of(dst)
             self._span(rank, "d2d" if local else "exchange", t0, "nvlink" if local else "network",

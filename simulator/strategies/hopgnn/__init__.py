@@ -43,6 +43,11 @@ steady state: the epoch time of every S is simulated and the hill climb of §5.3
 epoch time falls) is followed; ``merge_revert`` keeps the best S seen, else the first S that did not improve.
 The controller's exploration epochs are not charged. ``controller_warmup_epochs`` only affects the executor.
 
+Window: every worker's measured work is its own, so every rank is simulated (no representative machine). Without
+sampler processes the first :data:`LOCKSTEP_ITERATIONS` iterations and the last are simulated first; when every
+worker ends each iteration at the same instant, later iterations repeat the first and that short window is
+extrapolated (:func:`window_run`); otherwise the window of :mod:`simulator.strategies.base`.
+
 Memory: ``dp``'s model without a feature cache, plus the migration buffer (GPU) and the pre-gather buffer (host).
 """
 
@@ -51,6 +56,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -233,6 +239,51 @@ def _infeasible(ctx: SimContext, gpu: dict[str, float], host: dict[str, float]) 
     return "; ".join(reasons)
 
 
+LOCKSTEP_ITERATIONS = 3
+"""Full iterations of the short window tried first when the trainers sample inline (:func:`window_run`)."""
+LOCKSTEP_REL_TOL = 1e-9
+"""Relative slack on "every worker ends iteration p at (p + 1) times the first iteration's end" (floating point)."""
+
+
+def in_lockstep(ends: list[list[float]], num_full: int) -> bool:
+    """Whether every worker ends each of the first ``num_full`` iterations at the same time, one period D apart:
+    ``|ends[r][p] - (p + 1) D| <= 1e-9 (p + 1) D`` for every rank r and p < ``num_full``, D the latest end of
+    iteration 0.
+
+    Args:
+        ends: per rank, the end time of each window position (seconds).
+        num_full: leading positions to check.
+    """
+    period = max(e[0] for e in ends)
+    return period > 0 and all(abs(e[p] - (p + 1) * period) <= LOCKSTEP_REL_TOL * (p + 1) * period
+                              for e in ends for p in range(num_full))
+
+
+def window_run(ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: list[HopWork],
+               last: list[HopWork]) -> tuple[HopRun, IterationPlan]:
+    """Simulate the epoch's window; returns the run and the plan whose window it simulated.
+
+    Without sampler processes a worker carries nothing from one iteration into the next (its sampling, pulls,
+    steps, all-reduce and optimizer all end before its next iteration starts), so when every worker ends an
+    iteration at the same instant the cluster is in the state it started the epoch in, shifted in time (the
+    model is time-invariant): every later full iteration repeats the first. The first
+    :data:`LOCKSTEP_ITERATIONS` iterations and the last are simulated first; when they run in lockstep
+    (:func:`in_lockstep`) that short window is the result (its steady period, breakdown and the last iteration's
+    start are those of the full window, up to rounding), else the plan's window (:mod:`simulator.strategies.base`:
+    up to ``MAX_WINDOW_ITERATIONS``) is simulated.
+    """
+    pregather = knobs.pregather or not knobs.micrograph
+    if knobs.num_sampler_workers == 0 and len(plan.window) > LOCKSTEP_ITERATIONS + 1:
+        short = replace(plan, window=tuple(range(LOCKSTEP_ITERATIONS)) + (plan.num_iterations - 1,))
+        run = HopRun(ctx, 0, pregather, short, full, last)
+        run.execute()
+        if in_lockstep(run.ends, LOCKSTEP_ITERATIONS):
+            return run, short
+    run = HopRun(ctx, knobs.num_sampler_workers, pregather, plan, full, last)
+    run.execute()
+    return run, plan
+
+
 def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, num_steps: int) -> SimResult:
     """Simulate one epoch with a fixed number of steps (``num_steps`` <= M; ignored by the naive variant)."""
     started = time.perf_counter()
@@ -247,8 +298,7 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
     if reason:
         return SimResult(feasible=False, reason=reason, epoch_time_s=math.inf, iteration_time_s=math.inf,
                          sim_wall_s=time.perf_counter() - started, **common)
-    run = HopRun(ctx, knobs.num_sampler_workers, knobs.pregather or not knobs.micrograph, plan, full, last)
-    run.execute()
+    run, plan = window_run(ctx, knobs, plan, full, last)
     ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(plan.window))]
     period = steady_period_s(ends, plan)
     epoch = ends[-1] + plan.extrapolated * period

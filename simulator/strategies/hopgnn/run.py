@@ -107,15 +107,15 @@ class HopRun(WindowRun):
                    num_remote_vertices=work.pregather_remote_rows)
 
     def _load(self, rank: int, pos: int, work: HopWork, step: StepWork) -> Generator[Any, Any, None]:
-        """Gather the step's input rows (pre-gathered, or local plus fetched) and copy them to the GPU."""
+        """Gather the step's input rows (pre-gathered, or the local ones and then the fetched ones, one after
+        the other as the executor's ``FeatureStore.load``) and copy them to the GPU."""
         hw, start = self.hw, self.engine.now
         if self.pregather:
             yield hw.host_gather(step.input_bytes, rank)
         else:
-            parts = [hw.host_gather(step.local_bytes, rank)]
+            yield hw.host_gather(step.local_bytes, rank)
             if step.remote_bytes > 0:
-                parts.append(self.engine.process(self._fetch(rank, pos, step, work.row_bytes)))
-            yield self.engine.all_of(parts)
+                yield from self._fetch(rank, pos, step, work.row_bytes)
         yield hw.host_to_gpu(rank, step.input_bytes)
         self._span(rank, "load", start, "pcie", pos, nbytes=step.input_bytes, local_bytes=step.local_bytes,
                    remote_bytes=step.remote_bytes, num_seeds=step.num_seeds)

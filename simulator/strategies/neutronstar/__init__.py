@@ -248,6 +248,8 @@ class _Run(FullGraphRun):
     def __init__(self, ctx: SimContext, knobs: Knobs, works: list[WorkerWork]) -> None:
         super().__init__(ctx.cluster, len(works), ctx.seed)
         self.ctx, self.knobs, self.works = ctx, knobs, works
+        self._received = [[w.layers[i].received_rows for w in works] for i in range(len(works[0].layers))]
+        """Per layer index, per worker, rows received from each owner (``LayerWork.received_rows``)."""
 
     def _worker(self, rank: int) -> Generator[Any, Any, None]:
         num_layers = len(self.works[rank].layers)
@@ -290,24 +292,27 @@ class _Run(FullGraphRun):
     def _sizes(self, rank: int, layer: int, phase: str) -> tuple[list[float], list[float]]:
         """(bytes sent to each worker, bytes received from each) in one exchange."""
         row = self.works[rank].layers[layer - 1].row_bytes
-        need = [[w.layers[layer - 1].received_rows[o] * row for o in range(self.num_workers)] for w in self.works]
-        mine_in = [need[rank][p] for p in range(self.num_workers)]
-        mine_out = [need[p][rank] for p in range(self.num_workers)]
+        received = self._received[layer - 1]
+        mine_in = [rows * row for rows in received[rank]]
+        mine_out = [received[p][rank] * row for p in range(self.num_workers)]
         return (mine_out, mine_in) if phase == "forward" else (mine_in, mine_out)
 
     def _exchange(self, rank: int, layer: int, phase: str) -> Generator[Any, Any, None]:
         send, recv = self._sizes(rank, layer, phase)
         t0, w = self.engine.now, self.num_workers
         key = (layer, phase)
+        # an empty message is not sent (module docstring) and no receiver waits for it: no process for it
         if self.knobs.ring:
             for s in range(w - 1):
                 dst, src = (rank + s + 1) % w, (rank - s - 1) % w
-                waits = [self.engine.process(self._message(key, rank, dst, send[dst]))]
+                waits = [self.engine.process(self._message(key, rank, dst, send[dst]))] if send[dst] > 0 else []
                 if recv[src] > 0:
                     waits.append(self._event(key + (src, rank)))
-                yield self.engine.all_of(waits)
+                if waits:
+                    yield self.engine.all_of(waits)
         else:
-            waits = [self.engine.process(self._message(key, rank, p, send[p])) for p in range(w) if p != rank]
+            waits = [self.engine.process(self._message(key, rank, p, send[p])) for p in range(w)
+                     if p != rank and send[p] > 0]
             waits += [self._event(key + (p, rank)) for p in range(w) if p != rank and recv[p] > 0]
             yield self.engine.all_of(waits)
         sent = sum(b for p, b in enumerate(send) if p != rank)

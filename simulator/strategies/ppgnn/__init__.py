@@ -139,16 +139,17 @@ class _Run(WindowRun):
     """One simulated epoch window: per worker a trainer and, depending on the loader, producer processes."""
 
     def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: StepWork, last: StepWork) -> None:
-        super().__init__(ctx, plan)
+        # every worker loads and computes the same batches: one representative machine (simulator.symmetry)
+        super().__init__(ctx, plan, rank_works=[(full, last)] * ctx.num_workers)
         self.knobs = knobs
         self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
         self.ready, self.asked = self._events(), self._events()
 
     def execute(self) -> None:
-        """Run every worker's processes to the end of the window."""
+        """Run every simulated worker's processes to the end of the window."""
         background = self.knobs.loader == "double_buffer" or (
             self.knobs.loader == "baseline" and resolved_placement(self.ctx, self.knobs) != "gpu")
-        for rank in range(self.ctx.num_workers):
+        for rank in self.ranks:
             self.engine.process(self._trainer(rank, background))
             if self.knobs.loader == "double_buffer":
                 self.engine.process(self._prefetcher(rank))

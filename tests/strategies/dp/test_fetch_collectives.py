@@ -14,6 +14,7 @@ from gnnplan.simulator.hardware.pricing import SpanRow
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.strategies import base, dp
 from gnnplan.simulator.strategies.base import FETCH_COLLECTIVES, SimContext
+from gnnplan.simulator.strategies.dp.run import DpRun
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.spec import load_workload
 
@@ -55,7 +56,7 @@ def test_each_collective_call_of_the_fetch_costs_per_collective_s() -> None:
     assert rule.predicted_s(row) == pytest.approx(span.dur_s, rel=1e-9)
 
 
-class _LateRank(dp._Run):
+class _LateRank(DpRun):
     """dp's window with rank 1 reaching iteration 2's fetch ``DELAY_S`` late (a slower sampler)."""
 
     def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:

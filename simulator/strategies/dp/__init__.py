@@ -1,0 +1,250 @@
+"""Data-parallel mini-batch training in the style of DGL/DistDGL (``dp``): the baseline strategy.
+
+Per iteration, every worker (GPU) takes its share of the global mini-batch (seeds split by owner, DistDGL's
+``node_split``), then:
+
+1. samples an L-layer block list on the host CPU (DGL ``NeighborSampler``, fanouts input side first);
+2. loads the input vertices' features: hits in its GPU feature cache (the ``cache_fraction`` highest-degree
+   vertices, as PaGraph) cost a GPU-memory read; misses owned by its machine cross PCIe from host memory;
+   misses owned by another machine cross that machine's NIC and then PCIe (DistDGL's KVStore pull);
+3. runs forward and backward;
+4. all-reduces the gradients (ring all-reduce, DDP).
+
+With ``num_sampler_workers > 0`` sampling of the next iterations runs ahead of compute in separate
+processes, as DGL's DataLoader prefetches; with 0 it runs inline. Feature loading stays in the training loop
+(DistDGL's ``load_subtensor`` in examples/distributed/graphsage/node_classification.py).
+
+Simulation (``simulate``), per worker and iteration, on :class:`~simulator.hardware.model.HardwareModel`:
+
+* ``sample``: ``sum(num_edges)`` sampled edges on one host core of the worker's machine (a flow on the
+  machine's cores, so samplers of co-located workers and, on a CPU-only cluster, compute compete for cores).
+  With k sampler processes, iteration i is dispatched when the trainer takes batch ``i - 2k``: PyTorch
+  DataLoader's default ``prefetch_factor=2`` per worker process (torch.utils.data.DataLoader docs), which
+  DGL 1.1's ``dgl.dataloading.DataLoader`` inherits; sampler j handles iterations j, j+k, ... The trainer then
+  takes the batch (``host.sampler_handoff_s``: queue get and unpickling, on one of its machine's cores).
+  With ``graph_structure = partitioned`` (DistDGL) each machine holds only its partition's adjacency: layer by
+  layer from the seeds outward, the destination vertices owned by other machines are sent to their owners
+  (int64 ids, one request per owner), which sample them on their own cores and send back the sampled edges
+  (source, destination and edge id, int64 each: DGL's ``SubgraphResponse``), while the local vertices are
+  sampled at home (DistDGL issues the remote requests first, ``_distributed_access``); see
+  :func:`remote_sampling`. Source: Zheng et al., "DistDGL", IA3 2020, §3.3 (distributed sampler);
+  dgl/distributed/graph_services.py (DGL 1.1.3).
+* ``load``, step after step as the executor's ``FeatureStore.load`` does it: with ``cache_placement =
+  partitioned`` (Quiver) the hits in peer GPUs' slices first (ids to each peer, rows back over NVLink, PCIe
+  through the host without it; :func:`cache_access`); the own cache's hits gathered on the GPU; local misses
+  gathered from host memory; then remote misses pulled (``fetch``, as the executor's ``RowStore.pull``: three
+  ``all_to_all`` calls over all workers, the row counts (one int64 to every rank of the other machines), the int64
+  ids to their owners, then the rows back; each call is a collective: it waits until every worker has called it,
+  pays ``network.per_collective_s``, then sends one message to each other machine, a flow through the worker's
+  NIC and the owner's NIC on the same rail, owners equally loaded; the ``fetch`` span includes the waits,
+  ``wait_s``, as the executor's does); then all misses cross PCIe host-to-device. The executor does not overlap
+  the local gather with the pull (DistDGL's ``KVClient.pull`` would: it sends the remote requests before the
+  local gather), so neither does this model.
+* ``forward``, ``backward``: roofline time of the model's kernels (:mod:`simulator.workload.model_cost`)
+  divided by ``efficiency.forward_fraction`` / ``backward_fraction``.
+* ``all_reduce``: waits for every worker (synchronous DDP), then the hierarchical ring all-reduce of the
+  gradients as flows: reduce-scatter over NVLink (PCIe without it), ring across machines on each GPU's shard,
+  all-gather; its time without contention equals :func:`~simulator.hardware.collectives.hierarchical_all_reduce_time`.
+* ``optimizer`` (Adam, roofline / ``efficiency.optimizer_fraction``), then ``iteration_overhead_s``.
+
+Memory model (``memory_model``): per GPU = framework reserve + parameters, gradients and Adam state + the
+batch's input features + activations and block structure + the feature cache; per machine host = graph
+structure (every machine holds the whole graph, or with ``graph_structure = partitioned`` its ``1/M`` share:
+the in-edges and ids of the vertices it owns) + the machine's
+feature partition and labels + per worker a process reserve and sampler buffers (one batch per batch in flight);
+on a CPU-only cluster the "GPU" part lives in host memory too.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES
+from gnnplan.simulator.hardware.pricing import PhaseRule, iteration_fixed_s
+from gnnplan.simulator.result import LINKS, SimResult
+from gnnplan.simulator.strategies import calibration_rules as rules
+from gnnplan.simulator.strategies.base import (
+    FETCH_COLLECTIVES,
+    FETCH_REQUEST_MESSAGES,
+    PREFETCH_FACTOR,
+    IterationPlan,
+    MemoryEstimate,
+    PhaseProfile,
+    SimContext,
+    iteration_plan,
+    memory_estimate,
+    minibatch_compute_profile,
+    phase_breakdown,
+    place_window,
+    steady_period_s,
+    suggest_batch_size,
+)
+from gnnplan.simulator.strategies.contract import check_workload
+from gnnplan.simulator.strategies.dp.run import DpRun
+from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES as SAMPLED_EDGE_BYTES
+from gnnplan.simulator.strategies.dp.work import IterationWork, iteration_work
+from gnnplan.simulator.strategies.dp.work import cache_access as cache_access
+from gnnplan.simulator.strategies.dp.work import remote_sampling as remote_sampling
+from gnnplan.simulator.workload.model_cost import INDEX_BYTES, ModelCost, model_state_bytes
+from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
+
+NAME = "dp"
+EXECUTOR = "gnnplan.executor.strategies.dp"
+SUPPORTS = ("mini-batch",)
+MODEL_ARCHS = MESSAGE_PASSING_ARCHS
+NEEDS_SAMPLE_STATS = True
+"""Sizes of the sampled blocks come from the measured mini-batch statistics."""
+
+
+class Knobs(BaseModel):
+    """The ``dp`` strategy's knobs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    cache_fraction: float = Field(
+        default=0.0, ge=0, le=1,
+        description="fraction of all vertices whose features each GPU caches, highest in-degree first")
+    partitioner: Literal["metis", "random"] = Field(
+        default="metis", description="how vertices (and their features) are assigned to machines")
+    num_sampler_workers: int = Field(
+        default=0, ge=0, le=64, description="sampler processes per worker; 0 samples inline without overlap")
+    batch_size: int | None = Field(
+        default=None, ge=1, description="overrides training.batch_size (global seeds per iteration) if set")
+    cache_placement: Literal["replicated", "partitioned"] = Field(
+        default="replicated",
+        description="replicated: every GPU caches the same hottest vertices (PaGraph); partitioned: the g GPUs "
+                    "of a machine cache disjoint slices of the g x cache_fraction hottest, a peer's hit comes "
+                    "over NVLink (Quiver)")
+    graph_structure: Literal["replicated", "partitioned"] = Field(
+        default="replicated",
+        description="replicated: every machine holds the whole graph structure and samples locally; partitioned: "
+                    "each machine holds its partition's adjacency (DistDGL), so sampling a vertex owned by another "
+                    "machine sends a request there and receives the sampled edges; simulated only (the executor "
+                    "replicates the structure)")
+    sampler: Literal["dgl", "keyed"] = Field(
+        default="dgl",
+        description="dgl: DGL's NeighborSampler; keyed: each vertex's neighbours chosen by a hash of (seed, epoch, "
+                    "iteration, layer, vertex) (executor.sampling_keyed), the same on every machine, so hopgnn "
+                    "with keyed sampling computes dp's exact gradient; slower, priced like dgl by the simulator")
+
+
+def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
+    """The Optuna search space of ``dp`` (parameter names ``dp.<knob>``).
+
+    Args:
+        trial: an ``optuna.Trial`` (duck-typed: ``suggest_float``, ``suggest_categorical``, ``suggest_int``).
+        workload: the :class:`~simulator.workload.spec.WorkloadSpec`; its batch size is the centre of the
+            batch-size range when ``tune_batch_size`` is set.
+        tune_batch_size: whether the user allows changing the batch size.
+
+    Returns:
+        The knobs of this trial.
+    """
+    knobs: dict[str, Any] = {
+        "cache_fraction": trial.suggest_float(f"{NAME}.cache_fraction", 0.0, 1.0),
+        "partitioner": trial.suggest_categorical(f"{NAME}.partitioner", ["metis", "random"]),
+        "num_sampler_workers": trial.suggest_int(f"{NAME}.num_sampler_workers", 0, 4),
+        "cache_placement": trial.suggest_categorical(f"{NAME}.cache_placement", ["replicated", "partitioned"]),
+    }
+    if tune_batch_size:
+        knobs["batch_size"] = suggest_batch_size(trial, NAME, workload)
+    return Knobs(**knobs)
+
+
+# ---------------------------------------------------------------------------------------------- simulation
+
+PHASES = ("sample", "load", "fetch", "forward", "backward", "all_reduce", "optimizer")
+CALIBRATION: dict[str, PhaseRule] = {
+    "fetch": rules.fetch_rule(FETCH_REQUEST_MESSAGES, FETCH_COLLECTIVES), "load": rules.load_rule(),
+    **rules.compute_rules(),
+    "sample": rules.sample_rule(),
+    "iteration": rules.iteration_rule(("load", "forward", "backward", "all_reduce", "optimizer")),
+    "all_reduce": rules.all_reduce_rule(ddp=True)}
+"""How calibration prices ``dp``'s spans (the trainer's path: load, which holds the fetch, forward, backward,
+all_reduce, optimizer; sampling inline or prefetched by ``num_sampler_workers`` processes)."""
+
+
+def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstimate:
+    """Peak memory of a ``dp`` configuration (module docstring) and whether it fits the cluster."""
+    cl, sm = ctx.cluster, ctx.summary
+    row = sm.feature_dim * FLOAT_BYTES
+    n_in = ctx.sample.num_src_vertices[0]
+    cached = math.floor(knobs.cache_fraction * sm.num_vertices + 1e-9)
+    gpu = {"framework reserve": 0.0 if cl.gpu.is_host_cpu else CUDA_CONTEXT_BYTES,
+           "parameters, gradients and Adam state": model_state_bytes(cost.num_params),
+           "input features": n_in * row, "activations": cost.activation_bytes, "blocks": cost.block_bytes,
+           "feature cache": cached * row}
+    in_flight = PREFETCH_FACTOR * knobs.num_sampler_workers if knobs.num_sampler_workers else 1
+    per_worker = cl.host.process_bytes + in_flight * (cost.block_bytes + n_in * row)
+    share = cl.num_machines if knobs.graph_structure == "partitioned" else 1
+    host = {"graph structure (COO + CSC, int64)":
+            (4.0 * sm.num_edges / share + sm.num_vertices / share + 1) * INDEX_BYTES,
+            "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
+            "worker processes and sampler buffers": cl.gpus_per_machine * per_worker}
+    return memory_estimate(cl, gpu, host)
+
+
+def link_bytes_per_epoch(ctx: SimContext, plan: IterationPlan, full: IterationWork,
+                         last: IterationWork) -> dict[str, float]:
+    """Bytes all workers send over each link kind in one epoch (features, id requests, remote sampling and
+    all-reduce)."""
+    out = {k: 0.0 for k in LINKS}
+    collective = all_reduce_link_bytes(full.compute.gradient_bytes, ctx.cluster)
+    for work, count in ((full, plan.num_iterations - 1), (last, 1)):
+        out["pcie"] += count * (work.local_bytes + work.remote_bytes)
+        out["network"] += count * (work.remote_bytes + work.request_bytes + work.count_bytes + work.sample_request_bytes
+                                   + work.sample_reply_bytes)
+        out[intra_machine_link(ctx.cluster)[1]] += count * (work.peer_bytes + work.peer_request_bytes)
+        for kind, nbytes in collective.items():
+            out[kind] += count * nbytes
+    return {k: v * ctx.num_workers for k, v in out.items()}
+
+
+def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
+    """Simulate one epoch of ``dp`` (module docstring) and return the ``simulate --json`` result with spans.
+
+    Args:
+        ctx: cluster, workload and measured statistics.
+        knobs: this strategy's knobs.
+
+    Returns:
+        The result; an infeasible configuration has ``feasible=False``, a reason, and infinite times.
+
+    Raises:
+        SpecError: a workload this strategy cannot run (not mini-batch, or a model without message passing).
+    """
+    started = time.perf_counter()
+    check_workload(sys.modules[__name__], ctx.workload)
+    plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
+    full, cost = iteration_work(ctx, knobs)
+    last, _ = iteration_work(ctx, knobs, plan.last_fraction)
+    memory = memory_model(ctx, knobs, cost)
+    common: dict[str, Any] = {
+        "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
+        "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, full, last),
+        "peak_memory_bytes": memory.peak_memory_bytes}
+    if not memory.feasible:
+        return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
+    run = DpRun(ctx, knobs, plan, full, last)
+    run.execute()
+    ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(plan.window))]
+    period = steady_period_s(ends, plan)
+    epoch = ends[-1] + plan.extrapolated * period
+    breakdown = phase_breakdown(run.spans, plan, PHASES)
+    breakdown["overhead"] = plan.num_iterations * iteration_fixed_s(ctx.cluster,
+                                                                    handoffs=float(knobs.num_sampler_workers > 0))
+    return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / plan.num_iterations,
+                     breakdown_s=breakdown, spans=place_window(run.spans, plan, period),
+                     sim_wall_s=time.perf_counter() - started, **common)
+
+
+def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
+    """Forward, backward and optimizer of the mean mini-batch, one span each per iteration (for calibration;
+    the knobs do not change the model)."""
+    return minibatch_compute_profile(ctx)

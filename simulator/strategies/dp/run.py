@@ -1,0 +1,144 @@
+"""``dp``'s simulated epoch window: a trainer process per worker plus its sampler processes (the package docstring
+gives the phases, their order and sources)."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+from gnnplan.simulator.strategies.base import (
+    PREFETCH_FACTOR,
+    IterationPlan,
+    SimContext,
+    WindowRun,
+)
+from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES, IterationWork
+from gnnplan.simulator.workload.model_cost import INDEX_BYTES
+
+if TYPE_CHECKING:
+    from gnnplan.simulator.strategies.dp import Knobs
+
+
+class DpRun(WindowRun):
+    """One simulated epoch window of ``dp``: a trainer process per worker plus its sampler processes."""
+
+    DDP = True  # the executor trains with DistributedDataParallel (executor.comm.data_parallel)
+
+    def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: IterationWork,
+                 last: IterationWork) -> None:
+        # every worker does the same work: one representative machine suffices (simulator.symmetry)
+        super().__init__(ctx, plan, knobs.num_sampler_workers, rank_works=[(full, last)] * ctx.num_workers)
+        self.knobs = knobs
+        self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
+        self.ready, self.taken = self._events(), self._events()
+
+    def execute(self) -> None:
+        """Run every simulated worker's processes to the end of the window."""
+        for rank in self.ranks:
+            self.engine.process(self._trainer(rank))
+            for j in range(self.knobs.num_sampler_workers):
+                self.engine.process(self._sampler(rank, j))
+        self.engine.run()
+
+    def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
+        work, start = self.works[pos], self.engine.now
+        if work.remote_sampling:
+            for local_edges, remote_edges, remote_vertices in work.remote_sampling:
+                yield from self._sample_layer(rank, local_edges, remote_edges, remote_vertices)
+        else:  # one sampler call per layer
+            yield self.hw.sample(self.hw.machine_of(rank), work.num_sampled_edges, self._num_layers())
+        self._span(rank, "sample", start, "sampler", pos, num_input_vertices=work.num_input_vertices,
+                   num_sampled_edges=work.num_sampled_edges, num_sampler_calls=self._num_layers(),
+                   nbytes=work.sample_request_bytes + work.sample_reply_bytes)
+
+    def _num_layers(self) -> float:
+        """Sampler calls per batch: one per layer (``host.sampler_call_s`` each)."""
+        return float(len(self.ctx.workload.training.fanouts))
+
+    def _sample_layer(self, rank: int, local_edges: float, remote_edges: float,
+                      remote_vertices: float) -> Generator[Any, Any, None]:
+        """One layer on a partitioned structure: requests to every other machine (equal shares), which sample
+        there and reply with the edges, while the local vertices are sampled at home."""
+        hw, me = self.hw, self.hw.machine_of(rank)
+        owners = [m for m in range(self.ctx.cluster.num_machines) if m != me]
+        parts = [hw.sample(me, local_edges, 1.0)]
+        if remote_vertices > 0:
+            share = 1.0 / len(owners)
+            parts += [self.engine.process(self._remote_sample(rank, o, remote_vertices * share,
+                                                              remote_edges * share)) for o in owners]
+        yield self.engine.all_of(parts)
+
+    def _remote_sample(self, rank: int, owner: int, vertices: float, edges: float) -> Generator[Any, Any, None]:
+        me, rail = self.hw.machine_of(rank), self.hw.nic_of(rank)
+        yield self.hw.network(me, owner, vertices * INDEX_BYTES, rail=rail)
+        yield self.hw.sample(owner, edges)
+        yield self.hw.network(owner, me, edges * SAMPLED_EDGE_BYTES, rail=rail)
+
+    def _sampler(self, rank: int, j: int) -> Generator[Any, Any, None]:
+        k = self.knobs.num_sampler_workers
+        depth = PREFETCH_FACTOR * k
+        for pos in range(j, len(self.plan.window), k):
+            if pos >= depth:
+                yield self.taken[rank][pos - depth]
+            yield from self._sample(rank, pos)
+            self.ready[rank][pos].succeed()
+
+    def _trainer(self, rank: int) -> Generator[Any, Any, None]:
+        for pos, work in enumerate(self.works):
+            start = self.engine.now
+            if self.knobs.num_sampler_workers:
+                yield self.ready[rank][pos]
+                self.taken[rank][pos].succeed()
+                yield from self.hw.sampler_handoff(rank)
+            else:
+                yield from self._sample(rank, pos)
+            yield from self._load(rank, pos, work)
+            yield from self._step(rank, pos, work.compute, start)
+        self._end_epoch(rank)
+
+    def _load(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
+        """The batch's input rows, step after step (module docstring, ``load``)."""
+        hw, start = self.hw, self.engine.now
+        if work.peer_bytes > 0:
+            yield from self._peers(rank, work)
+        yield from hw.gpu_gather(rank, work.hit_bytes)
+        yield hw.host_gather(work.local_bytes, rank)
+        if work.remote_bytes > 0:
+            yield from self._fetch(rank, pos, work)
+        yield hw.host_to_gpu(rank, work.local_bytes + work.remote_bytes)
+        self._span(rank, "load", start, "pcie", pos, nbytes=work.local_bytes + work.remote_bytes,
+                   hit_bytes=work.hit_bytes, local_bytes=work.local_bytes, remote_bytes=work.remote_bytes,
+                   peer_bytes=work.peer_bytes, num_input_vertices=work.num_input_vertices)
+
+    def _peers(self, rank: int, work: IterationWork) -> Generator[Any, Any, None]:
+        """Rows in the peers' cache slices (``partitioned``): the ids to every peer of the machine, then the rows
+        back over NVLink (PCIe through the host without it), each peer serving an equal share."""
+        g = self.ctx.cluster.gpus_per_machine
+        peers = [self.hw.machine_of(rank) * g + p for p in range(g) if p != rank % g]
+
+        def one(peer: int) -> Generator[Any, Any, None]:
+            yield self.hw.gpu_to_gpu(rank, peer, work.peer_request_bytes / len(peers))
+            yield self.hw.gpu_to_gpu(peer, rank, work.peer_bytes / len(peers))
+
+        yield self.engine.all_of([self.engine.process(one(p)) for p in peers])
+
+    def _fetch(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
+        """The remote pull as the executor's ``RowStore.pull``: its three ``all_to_all`` calls (counts, ids, rows
+        back; :data:`~.base.FETCH_COLLECTIVES`), each a collective (:meth:`~.base.WindowRun._collective`: the wait
+        for every worker, then the call's fixed cost) followed by one message per other machine (equal shares,
+        the worker's NIC rail). The ids and rows calls end when the busiest NIC has moved its load, so every
+        worker's messages carry ``busiest_ratio`` times its average share: the symmetric schedule then takes the
+        busiest NIC's time (the bytes counted stay the average). The span covers the waits too (``wait_s``), as
+        the executor's span does."""
+        start, me = self.engine.now, self.hw.machine_of(rank)
+        owners = [m for m in range(self.ctx.cluster.num_machines) if m != me]
+        share, rail, waited = 1.0 / len(owners), self.hw.nic_of(rank), 0.0
+        busiest = work.busiest_ratio
+        for call, nbytes, outward in (("counts", work.count_bytes, True), ("ids", work.request_bytes * busiest, True),
+                                      ("rows", work.remote_bytes * busiest, False)):
+            waited += yield from self._collective(rank, (pos, "fetch", call), nbytes)
+            yield self.engine.all_of(self.hw.network(me, o, nbytes * share, rail=rail) if outward else
+                                     self.hw.network(o, me, nbytes * share, rail=rail) for o in owners)
+        self._span(rank, "fetch", start, "network", pos,
+                   nbytes=work.remote_bytes + work.request_bytes + work.count_bytes,
+                   num_remote_vertices=work.num_remote_vertices, wait_s=waited, busiest_ratio=busiest)

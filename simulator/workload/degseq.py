@@ -1,0 +1,646 @@
+"""A card's degree histogram as a proxy degree sequence, and the planted-partition configuration model that
+realises it (vectorised numpy).
+
+Degree histogram (:func:`degree_histogram`): the in-degrees of a graph as ``[mean degree of the bin, fraction of
+vertices]`` rows in increasing degree, one bin per degree up to :data:`EXACT_DEGREES` and log-spaced bins of
+ratio :data:`BIN_RATIO` above (log binning: Newman, "Power laws, Pareto distributions and Zipf's law",
+Contemp. Phys. 46, 323 (2005), §2). Within a bin every vertex is taken at the bin's mean, so the histogram keeps
+the mean degree exactly and the second moment to within ``(ratio - 1)^2 / 12`` (~0.3%) of the graph's.
+
+Proxy degree sequence (:func:`proxy_degrees`): ``n_p`` vertices standing for the ``n`` of the histogram in
+degree order; proxy vertex i is the i-th stratum of ``n / n_p`` vertices and takes their mean degree (randomised
+rounding). Stratified sampling keeps the mean exactly and the tail's share of edge ends (what a sampled
+neighbourhood meets, Newman, Strogatz and Watts, Phys. Rev. E 64, 026118 (2001), §II.A): the largest hubs of
+the full graph are averaged into the proxy's largest vertex instead of being lost above its ``1 - 1/n_p``
+quantile. At ``n_p = n`` it is the histogram itself.
+
+Generator (:func:`planted_configuration_edges`): the configuration model (Molloy and Reed, Random Struct.
+Algorithms 6, 161 (1995)) with a planted partition: each vertex's stubs are split Binomial(d, 1 - mu) into
+intra- and inter-community stubs (mu = LFR mixing parameter: Lancichinetti, Fortunato and Radicchi, Phys. Rev.
+E 78, 046110 (2008)); intra stubs are paired uniformly inside their community, inter stubs across communities.
+Self-loops, repeated pairs and inter pairs that land inside one community are rewired: their stubs are pooled
+with those of as many random accepted edges of the same kind and paired again (the edge-switching repair of
+Milo et al., "On the uniform generation of random graphs with prescribed degree sequences", arXiv
+cond-mat/0312028 (2003)), for at most :data:`REPAIR_ROUNDS` rounds (fewer once they stall, :data:`STALL`).
+Intra stubs still unpaired then (a hub with more intra stubs than its community has partners) join the inter
+pool; inter stubs still unpaired after its rounds are dropped (visible in the returned graph's degree sum: a hub
+of a heavy-tailed sequence at reduced size, e.g. 25,571 stubs among 51,000 connected vertices, finds too few
+distinct partners and keeps about half). With the card's connected components (:func:`small_component_edges`)
+the small ones are planted beside the largest as random trees (plus their extra edges), and with the card's
+block model the inter-community stubs are paired community pair by community pair (:func:`_block_pairs`).
+
+Per-batch reach (:func:`batch_reach`): the expected block sizes of a mini-batch sampled in the configuration
+model of a degree sequence (occupancy of size-biased edge-end draws), the basis of the proxy's per-batch
+scaling rule (:func:`simulator.workload.proxy.batch_reach_scale`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any
+
+import numpy as np
+from pydantic import Field
+
+from gnnplan.simulator.workload.sbm import community_starts
+from gnnplan.simulator.workload.spec import SbmSpec
+
+EXACT_DEGREES = 16
+"""Degrees 0..15 get a bin each (the bulk of a sparse graph, where min(d, fanout) is decided)."""
+BIN_RATIO = 2.0 ** 0.25
+"""Ratio of consecutive log bins above :data:`EXACT_DEGREES` (4 bins per octave)."""
+REPAIR_ROUNDS = 24
+"""Rewiring rounds before remaining bad stubs are dropped."""
+STALL = 0.9
+"""Rewiring stops early (after :data:`STALL_AFTER` rounds) once a round leaves more than this share of the
+previous round's bad pairs (hub stubs with no distinct partner left: further rounds only reshuffle them)."""
+STALL_AFTER = 8
+
+
+def bin_edges(max_degree: float) -> np.ndarray:
+    """(B + 1,) float64 lower edges of the histogram's bins up to past ``max_degree``: 0, 1, ..., 16, then
+    ``ceil(previous x BIN_RATIO)`` (bin b holds degrees in ``[edges[b], edges[b + 1])``)."""
+    top = max(float(max_degree) + 1.0, EXACT_DEGREES + 1.0)
+    edges = [float(x) for x in range(EXACT_DEGREES + 1)]
+    while edges[-1] < top:
+        edges.append(max(edges[-1] + 1.0, float(np.ceil(edges[-1] * BIN_RATIO))))
+    return np.asarray(edges)
+
+
+def degree_histogram(degrees: np.ndarray) -> list[list[float]]:
+    """The log-binned histogram of a degree sequence (module docstring).
+
+    Args:
+        degrees: (n,) int degrees, n >= 1.
+
+    Returns:
+        Rows ``[mean degree of the bin, fraction of vertices]`` for the non-empty bins, in increasing degree;
+        means rounded to 4 significant digits, fractions to 6 (the fractions sum to 1 up to that rounding).
+    """
+    d = np.asarray(degrees, dtype=np.int64)
+    edges = bin_edges(int(d.max()))
+    which = np.searchsorted(edges, d, side="right") - 1
+    counts = np.bincount(which, minlength=len(edges))
+    sums = np.bincount(which, weights=d.astype(np.float64), minlength=len(edges))
+    rows = []
+    for c, s in zip(counts, sums):
+        if c:
+            rows.append([float(f"{s / c:.4g}"), float(f"{c / len(d):.6g}")])
+    return rows
+
+
+def proxy_degrees(histogram: list[list[float]], num_vertices: int, proxy_vertices: int,
+                  rng: np.random.Generator, total: int | None = None) -> np.ndarray:
+    """(n_p,) int64 degree sequence of ``proxy_vertices`` vertices standing for the ``num_vertices`` of
+    ``histogram`` (stratified: module docstring), in random order, with an even sum: ``total`` when given (the
+    card's exact edge count at the proxy's size; the histogram's rounded bin means come within ~0.1% of it, and
+    the difference is spread over vertices drawn in proportion to their degree, one stub each).
+
+    Raises:
+        ValueError: an empty histogram, or ``proxy_vertices`` outside [1, num_vertices].
+    """
+    if not histogram or not 1 <= proxy_vertices <= num_vertices:
+        raise ValueError(f"proxy_degrees: need a histogram and 1 <= proxy_vertices <= num_vertices, got "
+                         f"{len(histogram)} rows, {proxy_vertices} of {num_vertices}")
+    h = np.asarray(histogram, dtype=np.float64)
+    mean_deg, frac = h[:, 0], h[:, 1] / h[:, 1].sum()
+    # vertices in decreasing degree: cumulative count (in units of the full graph) and cumulative degree mass
+    order = np.argsort(-mean_deg, kind="stable")
+    count = np.concatenate([[0.0], np.cumsum(frac[order])]) * num_vertices
+    mass = np.concatenate([[0.0], np.cumsum(frac[order] * mean_deg[order])]) * num_vertices
+    bounds = np.arange(proxy_vertices + 1) * (num_vertices / proxy_vertices)
+    stratum_mass = np.diff(np.interp(bounds, count, mass))  # degree mass is piecewise linear in the count
+    mean = stratum_mass / (num_vertices / proxy_vertices)
+    base = np.floor(mean)
+    deg = (base + (rng.random(proxy_vertices) < mean - base)).astype(np.int64)
+    deg = np.minimum(deg, proxy_vertices - 1)
+    want = int(deg.sum()) - int(deg.sum()) % 2 if total is None else int(total)
+    diff = want - int(deg.sum())
+    if diff:
+        room = deg if diff > 0 else np.where(deg >= 2, deg, 0)  # no vertex is emptied
+        room = np.where(deg < proxy_vertices - 1, room, 0) if diff > 0 else room
+        pick = rng.choice(proxy_vertices, abs(diff), replace=False, p=room / room.sum())
+        deg[pick] += 1 if diff > 0 else -1
+    return deg[rng.permutation(proxy_vertices)]
+
+
+def _pair(stubs: np.ndarray, group: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Pair ``stubs`` uniformly at random inside each ``group`` value: (a, b) of the pairs and the stubs left
+    over (one per group with an odd count)."""
+    order = np.lexsort((rng.random(len(stubs)), group))
+    s, g = stubs[order], group[order]
+    first = np.concatenate([[True], g[1:] != g[:-1]]) if len(g) else np.zeros(0, dtype=bool)
+    rank = np.arange(len(s)) - np.maximum.accumulate(np.where(first, np.arange(len(s)), 0))
+    nxt_same = np.concatenate([g[1:] == g[:-1], [False]])
+    lead = (rank % 2 == 0) & nxt_same
+    idx = np.flatnonzero(lead)
+    paired = np.zeros(len(s), dtype=bool)
+    paired[idx] = paired[idx + 1] = True
+    return np.stack([s[idx], s[idx + 1]]), s[~paired]
+
+
+def _pool_edges(stubs: np.ndarray, group_of: np.ndarray, apart: np.ndarray | None, n: int, taken: np.ndarray,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys ``min * n + max`` of one pool, paired inside ``group_of`` and (``apart`` given) only
+    between different ``apart`` values, none in ``taken``, repaired by rewiring (module docstring), and the stubs
+    left unpaired."""
+    good = np.empty(0, dtype=np.int64)
+    pool = stubs
+    last_bad = np.inf
+    for round_ in range(REPAIR_ROUNDS + 1):
+        if len(pool) < 2:
+            break
+        pairs, _left = _pair(pool, group_of[pool], rng)
+        a, b = np.minimum(pairs[0], pairs[1]), np.maximum(pairs[0], pairs[1])
+        key = a * n + b
+        ok = a != b
+        if apart is not None:
+            ok &= apart[a] != apart[b]
+        ok &= ~np.isin(key, taken) & ~np.isin(key, good)
+        # repeated pairs within this round: keep the first of each
+        k_ok = key[ok]
+        uniq, first_at = np.unique(k_ok, return_index=True)
+        keep = np.zeros(len(k_ok), dtype=bool)
+        keep[first_at] = True
+        ok_idx = np.flatnonzero(ok)
+        ok[ok_idx[~keep]] = False
+        good = np.union1d(good, uniq)
+        bad = ~ok
+        pool = np.concatenate([pairs[0][bad], pairs[1][bad], _left])
+        if not bad.any() or round_ >= STALL_AFTER and bad.sum() > STALL * last_bad:  # done, or no longer helps
+            break
+        last_bad = float(bad.sum())
+        # break as many accepted edges as there are bad pairs and pool their stubs too (edge switching)
+        r = min(len(good), int(bad.sum()))
+        drop = rng.choice(len(good), r, replace=False)
+        broken = good[drop]
+        good = np.delete(good, drop)
+        pool = np.concatenate([pool, broken // n, broken % n])
+    return good, pool
+
+
+def planted_configuration_edges(degrees: np.ndarray, starts: np.ndarray, mu: float, seed: int = 0,
+                                fine_starts: np.ndarray | None = None, fine_mu: float = 0.0,
+                                block_edges: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A simple symmetric graph with (up to dropped stubs) the given degrees and ``1 - mu`` of its edge ends
+    inside the communities ``[starts[c], starts[c + 1])`` (module docstring); with ``fine_starts`` (communities
+    nested in those: every ``starts`` value is one of them) ``1 - fine_mu`` of the edge ends lie inside a fine
+    community, ``fine_mu - mu`` inside a community but across its fine ones (a two-level nested planted
+    partition, as the levels of a Louvain dendrogram: Blondel et al., J. Stat. Mech. P10008 (2008); nested SBM:
+    Peixoto, Phys. Rev. X 4, 011047 (2014)).
+
+    Args:
+        degrees: (n,) int64 target degrees (even sum).
+        starts: (K + 1,) int64 first id of every community and n.
+        mu: fraction of inter-community edge ends in [0, 1); 0 when K = 1.
+        seed: RNG seed (the result is a pure function of the arguments).
+        fine_starts: (F + 1,) int64 nested finer communities, or None.
+        fine_mu: fraction of edge ends outside their fine community, in [mu, 1).
+        block_edges: (K, K) symmetric edge counts between (off the diagonal) and inside (diagonal, undirected)
+            the communities, or None: then each community keeps ``2 m_cc / kappa_c`` of its vertices' edge ends
+            (kappa_c = its degree sum in the counts) instead of ``1 - mu``, and its inter-community stubs go to
+            community c' in proportion to ``m_cc'`` (:func:`_block_pairs`; a degree-corrected SBM with the
+            block edge counts of Karrer and Newman, Phys. Rev. E 83, 016107 (2011)); ``mu`` only marks that
+            there are communities.
+
+    Returns:
+        (src, dst) int64 listing both directions of every undirected edge, sorted by (src, dst), without
+        self-loops or duplicates.
+    """
+    rng = np.random.default_rng(seed)
+    d = np.asarray(degrees, dtype=np.int64)
+    n = len(d)
+    ids = np.arange(n, dtype=np.int64)
+    comm = (np.searchsorted(starts, ids, side="right") - 1).astype(np.int64)
+    mu = mu if len(starts) > 2 else 0.0
+    partner = None
+    leave_comm: float | np.ndarray = mu
+    if block_edges is not None and len(starts) > 2:  # per community: intra share and partner communities
+        m = np.asarray(block_edges, dtype=np.float64)
+        off = m - np.diag(np.diag(m))
+        kappa = 2.0 * np.diag(m) + off.sum(1)
+        leave_comm = (off.sum(1) / np.maximum(kappa, 1e-300))[comm]
+        partner = off / np.maximum(off.sum(1, keepdims=True), 1e-300)
+    levels = [(comm, leave_comm)]  # innermost first: (community of every vertex, fraction of edge ends leaving it)
+    if fine_starts is not None and len(fine_starts) > len(starts):
+        levels.insert(0, ((np.searchsorted(fine_starts, ids, side="right") - 1).astype(np.int64),
+                          np.maximum(fine_mu, leave_comm)))
+    keys: list[np.ndarray] = []
+    left, remaining = np.empty(0, dtype=np.int64), d
+    outer = None
+    for level, (group, leave) in enumerate(levels):
+        prev = levels[level - 1][1] if level else 1.0
+        share = (np.asarray(prev) - leave) / np.maximum(prev, 1e-12) if level else 1.0 - np.asarray(leave)
+        inside = rng.binomial(remaining, np.clip(share, 0.0, 1.0))
+        stubs = np.concatenate([np.repeat(ids, inside), left])
+        good, left = _pool_edges(stubs, group, outer, n, _union(keys), rng)
+        keys.append(good)
+        remaining, outer = remaining - inside, group
+    # the rest across the outermost communities; stubs left over inside go across too
+    stubs = np.concatenate([np.repeat(ids, remaining), left])
+    if partner is not None:  # paired block pair by block pair (the block-model edge counts), the rest below
+        good, stubs = _block_pairs(stubs, comm, partner, n, _union(keys), rng)
+        keys.append(good)
+    good, rest = _pool_edges(stubs, np.zeros(n, dtype=np.int64), outer if np.any(np.asarray(mu) > 0) or
+                             partner is not None else None, n, _union(keys), rng)
+    for _ in range(4 if partner is not None else 0):  # the few a community pair could not place (a hub's,
+        if len(rest) < 2:  # typically): switched with twice as many random edges, anywhere, instead of dropped
+            break
+        placed = _union(keys + [good])
+        drop = rng.choice(len(placed), min(2 * len(rest), len(placed)), replace=False)
+        pool = np.concatenate([rest, placed[drop] // n, placed[drop] % n])
+        placed = np.delete(placed, drop)
+        good, rest = _pool_edges(pool, np.zeros(n, dtype=np.int64), None, n, placed, rng)
+        keys = [placed]
+    key = np.concatenate(keys + [good])
+    a, b = key // n, key % n
+    both = np.sort(np.concatenate([a * n + b, b * n + a]))
+    return both // n, both % n
+
+
+def _block_pairs(stubs: np.ndarray, comm: np.ndarray, partner: np.ndarray, n: int, taken: np.ndarray,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Inter-community stubs paired by block pair: each stub of community c draws a partner community c' with
+    probability ``partner[c, c']`` (the block model's edge counts, Karrer and Newman, Phys. Rev. E 83, 016107
+    (2011), Eq. 1), and the i-th stub of c drawn towards c' is paired with the i-th of c' drawn towards c (both
+    sides in random order). Returns the sorted distinct keys ``min * n + max`` of the simple pairs not in
+    ``taken``, and the stubs left (unmatched counts, self-loops, repeats) for the uniform cross pool."""
+    if len(stubs) == 0:
+        return np.empty(0, dtype=np.int64), stubs
+    c = comm[stubs]
+    cdf = np.cumsum(partner, axis=1)
+    u = rng.random(len(stubs)) * cdf[c, -1]
+    to = np.minimum((u[:, None] >= cdf[c]).sum(1), partner.shape[0] - 1)
+    k = partner.shape[0]
+    pair = np.minimum(c, to) * k + np.maximum(c, to)
+    side = (c > to).astype(np.int64)
+    order = np.lexsort((rng.random(len(stubs)), side, pair))
+    st, pr, sd = stubs[order], pair[order], side[order]
+    run = pr * 2 + sd
+    first = np.concatenate([[True], run[1:] != run[:-1]])
+    rank = np.arange(len(st)) - np.maximum.accumulate(np.where(first, np.arange(len(st)), 0))
+    order2 = np.lexsort((sd, rank, pr))  # the i-th of both sides next to each other
+    st, pr, sd, rank = st[order2], pr[order2], sd[order2], rank[order2]
+    lead = np.concatenate([(pr[1:] == pr[:-1]) & (rank[1:] == rank[:-1]) & (sd[:-1] == 0), [False]])
+    idx = np.flatnonzero(lead)
+    a, b = np.minimum(st[idx], st[idx + 1]), np.maximum(st[idx], st[idx + 1])
+    key = a * n + b
+    ok = (a != b) & ~np.isin(key, taken)
+    uniq, first_at = np.unique(key[ok], return_index=True)
+    keep = np.zeros(int(ok.sum()), dtype=bool)
+    keep[first_at] = True
+    ok_idx = np.flatnonzero(ok)
+    ok[ok_idx[~keep]] = False
+    used = np.zeros(len(st), dtype=bool)
+    used[idx[ok]] = used[idx[ok] + 1] = True
+    return uniq, st[~used]
+
+
+def _union(parts: list[np.ndarray]) -> np.ndarray:
+    return np.sort(np.concatenate(parts)) if parts else np.empty(0, dtype=np.int64)
+
+
+class DegreeSequenceSpec(SbmSpec):
+    """A card's proxy drawn from the card's degree histogram: :func:`proxy_degrees` of ``degree_histogram``
+    (standing for ``source_vertices`` vertices) realised by :func:`planted_configuration_edges` with the
+    SbmSpec's communities (contiguous ranges) and ``mu``, each split into ``fine_per_community`` nested fine
+    communities that ``fine_mu`` of the edge ends leave; ``mean_degree`` is the card's mean and
+    ``degree_exponent`` / ``max_degree`` only describe the card (the histogram decides the degrees)."""
+
+    degree_histogram: tuple[tuple[float, float], ...] = Field(min_length=1)
+    source_vertices: int = Field(ge=16, description="vertices of the graph the histogram describes")
+    train_degree_histogram: tuple[tuple[float, float], ...] | None = Field(
+        default=None, description="in-degree histogram of the training vertices (None: a uniform sample)")
+    fine_per_community: int = Field(default=1, ge=1, description="nested fine communities per community")
+    fine_mu: float = Field(default=0.0, ge=0, lt=1, description="fraction of edge ends leaving their fine community")
+    small_components: tuple[tuple[int, int], ...] | None = Field(
+        default=None, description="[size, count] of the components planted beside the largest (None: none)")
+    small_component_edges: int = Field(default=0, ge=0, description="undirected edges inside the small components")
+    block_sizes: tuple[int, ...] | None = Field(
+        default=None, description="vertices of each community of the card's block model (None: equal communities)")
+    block_edges: tuple[tuple[int, int, int], ...] | None = Field(
+        default=None, description="[i, j, edges] of the card's block model (planted in proportion)")
+
+    def _generator_name(self) -> str:
+        text = repr((self.degree_histogram, self.train_degree_histogram, self.fine_per_community, self.fine_mu)
+                    + ((self.small_components, self.small_component_edges) if self.small_components else ())
+                    + ((self.block_sizes, self.block_edges) if self.block_sizes else ()))
+        digest = hashlib.sha1(text.encode()).hexdigest()[:10]
+        return f"{super()._generator_name()}-hist{digest}-of{self.source_vertices}"
+
+
+def degree_sequence_edges(spec: DegreeSequenceSpec) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) of a :class:`DegreeSequenceSpec` graph in community order (seeded by ``spec.seed``): the
+    largest component on the first ids (the planted partition), then the small components, if any
+    (:func:`small_component_edges`; their vertices take, from the proxy's degree sequence, the degrees nearest
+    to those their trees give them, and the largest component the rest)."""
+    rng = np.random.default_rng((spec.seed, 3))
+    total = 2 * round(spec.num_vertices * spec.mean_degree / 2)  # the card's edges at the proxy's size
+    deg = proxy_degrees([list(r) for r in spec.degree_histogram], spec.source_vertices, spec.num_vertices, rng,
+                        total)
+    small_a = small_b = np.empty(0, dtype=np.int64)
+    n_small = 0
+    if spec.small_components:
+        small_a, small_b, small_deg = small_component_edges(spec.small_components, spec.small_component_edges,
+                                                            np.random.default_rng((spec.seed, 5)))
+        n_small = len(small_deg)
+        deg = _adjust_total(_remove_nearest(deg, small_deg, rng), total - 2 * len(small_a), rng)
+    n = spec.num_vertices - n_small
+    k, r = spec.num_communities, spec.fine_per_community
+    fine = community_starts(n, k * r) if r > 1 else None
+    starts, blocks = community_starts(n, k), None
+    # the card's communities, sizes in proportion, fine ones nested in each
+    if spec.block_sizes and spec.block_edges and k > 1:
+        starts, blocks = block_starts(spec.block_sizes, n), block_matrix(spec.block_edges, len(spec.block_sizes))
+        if r > 1:
+            piece = n / (k * r)
+            fine = np.unique(np.concatenate([a + (b - a) * np.arange(max(1, round((b - a) / piece)) + 1)
+                                             // max(1, round((b - a) / piece)) for a, b in zip(starts, starts[1:])]))
+    src, dst = planted_configuration_edges(deg, starts, spec.mu, seed=spec.seed, fine_starts=fine,
+                                           fine_mu=spec.fine_mu, block_edges=blocks)
+    if not n_small:
+        return src, dst
+    key = np.sort(np.concatenate([src * spec.num_vertices + dst, (small_a + n) * spec.num_vertices + small_b + n,
+                                  (small_b + n) * spec.num_vertices + small_a + n]))
+    return key // spec.num_vertices, key % spec.num_vertices
+
+
+def block_starts(sizes: tuple[int, ...] | list[int], num_vertices: int) -> np.ndarray:
+    """(K + 1,) int64 contiguous community ranges of ``num_vertices`` vertices in proportion to ``sizes`` (each at
+    least one vertex; largest remainders), first ids and ``num_vertices``."""
+    w = np.asarray(sizes, dtype=np.float64)
+    exact = w / w.sum() * num_vertices
+    cnt = np.maximum(1, np.floor(exact)).astype(np.int64)
+    extra = int(num_vertices - cnt.sum())
+    if extra > 0:
+        cnt[np.argsort(-(exact - np.floor(exact)), kind="stable")[:extra]] += 1
+    elif extra < 0:
+        for i in np.argsort(-cnt, kind="stable")[: -extra]:
+            cnt[i] -= 1
+    return np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+
+
+def block_matrix(rows: tuple[tuple[int, int, int], ...] | list[list[int]], k: int) -> np.ndarray:
+    """(K, K) symmetric float64 block edge counts of rows ``[i, j, m_ij]`` (diagonal: edges inside)."""
+    m = np.zeros((k, k))
+    for i, j, e in rows:
+        m[i, j] = m[j, i] = float(e)
+    return m
+
+
+def small_component_edges(sizes: tuple[tuple[int, int], ...] | list[list[int]], num_edges: int,
+                          rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Separate connected components of the given sizes (rows ``[size, count]``) with ``num_edges`` undirected
+    edges in all: each a uniform random labelled tree (decoded from a uniform Prüfer sequence: Prüfer, Arch.
+    Math. Phys. 27, 742 (1918)), and the edges beyond the trees' ``sum (s - 1)`` added between random
+    non-adjacent pairs of the components of 3 or more vertices (a component drawn in proportion to its free
+    pairs). Vertices are numbered component by component from 0.
+
+    Returns:
+        (a, b, degrees): (e,) int64 ends of every undirected edge (a < b) and (S,) int64 degree of every vertex,
+        S = sum of size x count.
+
+    Raises:
+        ValueError: ``num_edges`` outside [sum (s - 1), sum s (s - 1) / 2].
+    """
+    import heapq
+
+    comp = [int(size) for size, count in sizes for _ in range(int(count))]
+    least, most = sum(s - 1 for s in comp), sum(s * (s - 1) // 2 for s in comp)
+    if not least <= num_edges <= most:
+        raise ValueError(f"small_component_edges: need {least} <= num_edges <= {most}, got {num_edges}")
+    edges: list[tuple[int, int]] = []
+    first = 0
+    starts = []
+    for s in comp:
+        starts.append(first)
+        if s == 2:
+            edges.append((first, first + 1))
+        elif s > 2:
+            code = rng.integers(0, s, s - 2)
+            degree = np.bincount(code, minlength=s) + 1
+            leaves = [int(v) for v in np.flatnonzero(degree == 1)]
+            heapq.heapify(leaves)
+            for v in code.tolist():
+                leaf = heapq.heappop(leaves)
+                edges.append((first + min(leaf, v), first + max(leaf, v)))
+                degree[v] -= 1
+                if degree[v] == 1:
+                    heapq.heappush(leaves, v)
+            u, w = heapq.heappop(leaves), heapq.heappop(leaves)
+            edges.append((first + min(u, w), first + max(u, w)))
+        first += s
+    have = set(edges)
+    free = np.array([s * (s - 1) // 2 - (s - 1) for s in comp], dtype=np.float64)
+    for _ in range(num_edges - least):
+        c = int(rng.choice(len(comp), p=free / free.sum()))
+        while True:
+            u, w = sorted(int(x) for x in rng.choice(comp[c], 2, replace=False))
+            if (starts[c] + u, starts[c] + w) not in have:
+                break
+        have.add((starts[c] + u, starts[c] + w))
+        edges.append((starts[c] + u, starts[c] + w))
+        free[c] -= 1
+    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
+    deg = np.bincount(e.ravel(), minlength=first).astype(np.int64)
+    return e[:, 0], e[:, 1], deg
+
+
+def _remove_nearest(deg: np.ndarray, take: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``deg`` without one entry per value of ``take``, each the nearest still there (ties at random), in a
+    random order."""
+    pool = np.sort(deg[rng.permutation(len(deg))], kind="stable")
+    keep = np.ones(len(pool), dtype=bool)
+    for value, count in zip(*np.unique(take, return_counts=True)):
+        idx = np.flatnonzero(keep)
+        order = idx[np.argsort(np.abs(pool[idx] - value), kind="stable")]
+        keep[order[:count]] = False
+    return pool[keep][rng.permutation(int(keep.sum()))]
+
+
+def _adjust_total(deg: np.ndarray, want: int, rng: np.random.Generator) -> np.ndarray:
+    """``deg`` with its sum moved to ``want`` (even) one stub at a time on vertices drawn in proportion to their
+    degree (none emptied, none above n - 1), as :func:`proxy_degrees` does."""
+    deg = deg.copy()
+    n = len(deg)
+    diff = int(want) - int(deg.sum())
+    if diff:
+        room = deg if diff > 0 else np.where(deg >= 2, deg, 0)
+        room = np.where(deg < n - 1, room, 0) if diff > 0 else room
+        pick = rng.choice(n, abs(diff), replace=bool(abs(diff) > np.count_nonzero(room)), p=room / room.sum())
+        np.add.at(deg, pick, 1 if diff > 0 else -1)
+    return deg
+
+
+def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: np.ndarray, rest: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Training vertices whose in-degrees follow ``spec.train_degree_histogram``: as many as ``train`` holds,
+    drawn without replacement with weight ``p_train(bin) / p_proxy(bin)`` of their degree's bin
+    (:func:`bin_edges`; importance weights, so the drawn set's bin shares are the card's), and the other
+    vertices of ``train`` and ``rest`` (validation then test, in a seeded random order) to refill the rest.
+
+    Shapes:
+        degrees: (n,) int64; train: (a,) int64 ids; rest: (r,) int64 ids of the validation and test vertices.
+
+    Returns:
+        (new train ids sorted, the r vertices that take the validation and test places in order).
+    """
+    rng = np.random.default_rng((spec.seed, 4))
+    n = len(degrees)
+    if spec.train_degree_histogram is None:
+        return train, rest
+    h = np.asarray(spec.train_degree_histogram, dtype=np.float64)
+    edges = bin_edges(max(float(degrees.max()), float(h[:, 0].max())))
+    want = np.bincount(np.searchsorted(edges, h[:, 0], side="right") - 1, weights=h[:, 1], minlength=len(edges))
+    which = np.searchsorted(edges, degrees, side="right") - 1
+    have = np.bincount(which, minlength=len(edges)) / n
+    weight = np.where(have[which] > 0, want[which] / np.maximum(have[which], 1e-300), 0.0)
+    a = len(train)
+    if np.count_nonzero(weight) < a:  # too few vertices in the card's bins: the rest uniformly
+        weight = weight + 1e-9
+    new_train = np.sort(rng.choice(n, a, replace=False, p=weight / weight.sum()))
+    pool = np.setdiff1d(np.concatenate([train, rest]), new_train)
+    return new_train, rng.permutation(pool)[:len(rest)]
+
+
+def with_degree_matched_train(spec: DegreeSequenceSpec, g: Any) -> Any:
+    """``g`` (a :class:`simulator.workload.datasets.GraphData`) with its training vertices redrawn by
+    :func:`degree_matched_train` when the spec has a training-degree histogram (validation and test keep their
+    sizes), else ``g`` itself."""
+    if spec.train_degree_histogram is None:
+        return g
+    rest = np.concatenate([g.val_idx, g.test_idx])
+    train, rest = degree_matched_train(spec, g.in_degrees(), g.train_idx, rest)
+    nv = len(g.val_idx)
+    return dataclasses.replace(g, train_idx=train, val_idx=np.sort(rest[:nv]), test_idx=np.sort(rest[nv:]))
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchReach:
+    """Expected sizes of one worker's mini-batch blocks in an uncorrelated random graph (:func:`batch_reach`).
+
+    Attributes:
+        num_src, num_dst, num_edges: (L,) expected source vertices, destination vertices and sampled edges of
+            every block, input side first (DGL's block order; ``num_dst[-1]`` is the batch size).
+        degrees, counts: (C,) the degree classes and their vertex counts (whole graph).
+        own_inputs, other_inputs: (C,) expected input vertices (layer-0 sources) of each class owned by the
+            worker's part and by the other parts (``num_src[0]`` is their total).
+    """
+
+    num_src: np.ndarray
+    num_dst: np.ndarray
+    num_edges: np.ndarray
+    degrees: np.ndarray
+    counts: np.ndarray
+    own_inputs: np.ndarray
+    other_inputs: np.ndarray
+
+    def band_inputs(self, fractions: np.ndarray, part: str = "all") -> np.ndarray:
+        """(len(fractions) - 1,) expected input vertices among the vertices ranked ``[fractions[i] n,
+        fractions[i + 1] n)`` by decreasing degree (the bands between two cache fractions of PaGraph's
+        degree-ordered cache, :func:`simulator.workload.partition.cached_vertices`; a class straddling a
+        boundary is split in proportion to its vertices), of the worker's part (``"own"``), the others
+        (``"other"``) or both (``"all"``)."""
+        inputs = {"own": self.own_inputs, "other": self.other_inputs,
+                  "all": self.own_inputs + self.other_inputs}[part]
+        order = np.argsort(-self.degrees, kind="stable")
+        cum = np.concatenate([[0.0], np.cumsum(self.counts[order])]) / self.counts.sum()
+        mass = np.concatenate([[0.0], np.cumsum(inputs[order])])  # input mass is piecewise linear in the rank
+        return np.diff(np.interp(np.asarray(fractions, dtype=np.float64), cum, mass))
+
+
+def batch_reach(degrees: np.ndarray, counts: np.ndarray, seed_share: np.ndarray, batch_size: float,
+                fanouts: tuple[int, ...] | list[int], num_parts: int = 1, cut: float = 0.0) -> BatchReach:
+    """Expected block sizes of one worker's mini-batch of ``batch_size`` seeds sampled with DGL's
+    ``NeighborSampler`` (``fanouts`` input side first, -1 = every neighbour) in the configuration model of a
+    degree sequence given by classes (graph symmetric: a vertex's in- and out-degree are its degree), whose
+    vertices are split into ``num_parts`` equal parts with ``cut`` of the edges between parts; the seeds are
+    the worker's part's training vertices (DistDGL ``node_split``).
+
+    Layer by layer from the seeds: every frontier vertex of degree d samples ``min(d, f)`` of its edges
+    (``k`` draws in all); an edge end lies at vertex u with probability ``p_u = d_u / D_part`` within the part
+    it lands in (D_part = the part's degree sum; size-biased: Newman, Strogatz and Watts, Phys. Rev. E 64,
+    026118 (2001), §II.A), independently for different edges, so u escapes all draws with probability
+    ``(1 - p_u)^k`` and the expected number of distinct vertices reached is ``sum_u 1 - (1 - p_u)^k``: the
+    occupancy (coupon-collector) count with unequal probabilities (Flajolet, Gardy and Thimonier, "Birthday
+    paradox, coupon collectors, caching algorithms and self-organizing search", Discrete Appl. Math. 39, 207
+    (1992), §4). A draw from a vertex of the worker's part leaves it with probability ``cut``; one from another
+    part enters the worker's with probability ``cut / (P - 1)`` (a two-block stochastic block model with the
+    partition's cut; a random partition, ``cut = (P - 1) / P``, is the unpartitioned graph up to the
+    Poisson approximation ``(1 - P p)^(k / P) ~ (1 - p)^k``). A block's sources
+    are its destinations and the vertices reached (DGL includes the destinations), so a vertex is a source
+    with probability ``1 - (1 - P(destination)) (1 - p_u)^k``. Seeds are a uniform sample of the part's
+    training vertices (``P = B * seed_share_c / (counts_c / P)`` in class c).
+
+    The model ignores degree correlations, communities other than the parts, and short cycles (locally
+    tree-like); a proxy's rules use only its ratio between two sizes
+    (:func:`simulator.workload.proxy.batch_reach_scale`), where those effects largely cancel.
+
+    Args:
+        degrees: (C,) float degree of every class (>= 0).
+        counts: (C,) float vertices of every class (> 0).
+        seed_share: (C,) share of the seeds in every class (sums to 1).
+        batch_size: seeds B.
+        fanouts: per block, input side first.
+        num_parts: P, parts (machines) of the partition, >= 1.
+        cut: fraction of edges between parts, in [0, 1 - 1/P] (ignored when P = 1).
+
+    Returns:
+        The :class:`BatchReach`.
+
+    Raises:
+        ValueError: mismatched shapes, no edges, a fanout that is 0 or below -1, or P < 1.
+    """
+    d = np.asarray(degrees, dtype=np.float64)
+    c = np.asarray(counts, dtype=np.float64)
+    s = np.asarray(seed_share, dtype=np.float64)
+    if not d.shape == c.shape == s.shape or d.ndim != 1 or (d * c).sum() <= 0 or num_parts < 1:
+        raise ValueError(f"batch_reach: need (C,) degrees, counts and seed shares with edges and >= 1 part, got "
+                         f"{d.shape}, {c.shape}, {s.shape}, {num_parts} parts")
+    if any(int(f) == 0 or int(f) < -1 for f in fanouts):
+        raise ValueError(f"batch_reach: fanouts must be positive or -1, got {list(fanouts)}")
+    parts = int(num_parts)
+    leave = min(max(float(cut), 0.0), 1.0 - 1.0 / parts) if parts > 1 else 0.0
+    enter = leave / (parts - 1) if parts > 1 else 0.0
+    c_own, c_oth = c / parts, c * (parts - 1) / parts
+    d_own, d_oth = float((d * c_own).sum()), float((d * c_oth).sum())
+    log_own = np.log1p(-np.minimum(d / d_own, 1.0 - 1e-15))  # log(1 - p_u) per draw landing in the part
+    log_oth = np.log1p(-np.minimum(d / d_oth, 1.0 - 1e-15)) if d_oth > 0 else np.zeros_like(d)
+    own = np.minimum(1.0, batch_size * s / np.maximum(c_own, 1e-300))  # P(vertex is a frontier vertex)
+    oth = np.zeros_like(d)
+    src, dst, edges = [], [], []
+    for f in reversed(list(fanouts)):
+        take = d if int(f) == -1 else np.minimum(d, float(f))
+        k_own, k_oth = float((c_own * own * take).sum()), float((c_oth * oth * take).sum())
+        dst.append(float((c_own * own + c_oth * oth).sum()))
+        edges.append(k_own + k_oth)
+        into_own = k_own * (1.0 - leave) + k_oth * enter
+        into_oth = k_own * leave + k_oth * (1.0 - enter)
+        own = 1.0 - (1.0 - own) * np.exp(into_own * log_own)
+        oth = 1.0 - (1.0 - oth) * np.exp(into_oth * log_oth)
+        src.append(float((c_own * own + c_oth * oth).sum()))
+    return BatchReach(np.asarray(src[::-1]), np.asarray(dst[::-1]), np.asarray(edges[::-1]), d, c,
+                      c_own * own, c_oth * oth)
+
+
+def histogram_classes(histogram: list[list[float]] | tuple[tuple[float, float], ...],
+                      num_vertices: int) -> tuple[np.ndarray, np.ndarray]:
+    """(degrees, counts) of a card histogram's bins at ``num_vertices`` vertices (each bin at its mean degree,
+    the module docstring's convention), float64 (C,)."""
+    h = np.asarray(histogram, dtype=np.float64)
+    return h[:, 0], h[:, 1] / h[:, 1].sum() * num_vertices
+
+
+def class_share(degrees: np.ndarray, histogram: list[list[float]] | tuple[tuple[float, float], ...] | None,
+                counts: np.ndarray) -> np.ndarray:
+    """(C,) share of a vertex subset (e.g. the training vertices, given by its own histogram; None = a uniform
+    sample) in each of the classes ``degrees`` (a histogram row goes to the class of the nearest degree on a
+    log scale, degree 0 to a class of degree 0 if there is one)."""
+    if histogram is None:
+        return counts / counts.sum()
+    h = np.asarray(histogram, dtype=np.float64)
+    logd = np.log1p(degrees)
+    which = np.abs(np.log1p(h[:, 0])[:, None] - logd[None, :]).argmin(axis=1)
+    share = np.bincount(which, weights=h[:, 1], minlength=len(degrees))
+    return share / share.sum()

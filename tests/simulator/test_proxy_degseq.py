@@ -1,0 +1,183 @@
+"""A card's degree histogram and the proxy drawn from it: the histogram is exact for small degrees, the stratified
+degree sequence keeps the mean and the tail's edge mass, and the planted-partition configuration model realises
+the sequence (the bundled graphs' cards reproduce their in-degrees exactly)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.workload import degseq
+from gnnplan.simulator.workload.cards import card_from_dict, derived_card, load_card
+from gnnplan.simulator.workload.datasets import load_dataset
+from gnnplan.simulator.workload.proxy import proxy_scale, proxy_spec
+from gnnplan.simulator.workload.sbm import community_starts
+
+
+def test_histogram_bins_small_degrees_exactly_and_log_bins_the_tail() -> None:
+    deg = np.array([0, 1, 1, 2, 15, 16, 17, 100, 101])
+    rows = degseq.degree_histogram(deg)
+    assert rows[:4] == [[0.0, pytest.approx(1 / 9, rel=1e-5)], [1.0, pytest.approx(2 / 9, rel=1e-5)],
+                        [2.0, pytest.approx(1 / 9, rel=1e-5)], [15.0, pytest.approx(1 / 9, rel=1e-5)]]
+    assert rows[4] == [16.5, pytest.approx(2 / 9, rel=1e-5)]  # bin [16, 20): 16 and 17
+    assert rows[5] == [100.5, pytest.approx(2 / 9, rel=1e-5)]
+    assert sum(m * f for m, f in rows) == pytest.approx(deg.mean(), rel=1e-5)
+
+
+def test_proxy_degrees_keep_the_sequence_at_full_size_and_the_mass_when_smaller() -> None:
+    rng = np.random.default_rng(5)
+    deg = np.minimum(rng.zipf(2.3, 20_000), 5_000)
+    rows = degseq.degree_histogram(deg)
+    full = degseq.proxy_degrees(rows, len(deg), len(deg), np.random.default_rng(0))
+    small_bulk = np.sort(deg)[deg.size // 2]
+    assert np.sort(full)[deg.size // 2] == small_bulk and abs(int(full.sum()) - int(deg.sum())) <= 0.002 * deg.sum()
+    small = degseq.proxy_degrees(rows, len(deg), 1_000, np.random.default_rng(0))
+    assert len(small) == 1_000 and small.sum() % 2 == 0
+    assert small.mean() == pytest.approx(deg.mean(), rel=0.01)
+    top = np.sort(deg)[::-1][:20].mean()  # the 20 largest of 20,000 become the proxy's largest of 1,000
+    assert small.max() == pytest.approx(top, rel=0.05)
+
+
+@pytest.mark.parametrize("name", ["cora", "citeseer"])
+def test_card_proxy_reproduces_the_bundled_in_degrees(name: str) -> None:
+    real = np.sort(load_dataset(name).in_degrees())
+    spec = proxy_spec(name)
+    assert isinstance(spec, degseq.DegreeSequenceSpec) and spec.num_vertices == len(real)
+    got = np.sort(load_dataset(f"card:{name}").in_degrees())
+    # one bin per degree below 16: the same counts, up to the few stubs that bring the sum to the card's edges
+    low = degseq.EXACT_DEGREES
+    diff = np.abs(np.bincount(got[got < low], minlength=low) - np.bincount(real[real < low], minlength=low))
+    assert diff.sum() <= 10  # Cora: 4 stubs off the histogram's rounded sum, CiteSeer: 4
+    assert got.sum() == pytest.approx(real.sum(), rel=1e-3)
+    assert real.max() - 1 <= got.max() <= real.max()  # the parity fix may take one stub off the largest
+    assert proxy_scale(name).proxy_edges == got.sum() == load_card(name).loaded_edges
+
+
+def test_planted_configuration_model_is_simple_symmetric_and_mixes_as_asked() -> None:
+    deg = degseq.proxy_degrees(load_card("cora").degree.in_degree_histogram.value, 2708, 2708,
+                               np.random.default_rng(1))
+    starts = community_starts(2708, 8)
+    src, dst = degseq.planted_configuration_edges(deg, starts, mu=0.2, seed=3)
+    assert np.array_equal(np.bincount(dst, minlength=2708), deg)  # every stub paired
+    assert not np.any(src == dst) and len(np.unique(src * 2708 + dst)) == len(src)
+    assert np.array_equal(np.sort(src * 2708 + dst), np.sort(dst * 2708 + src))
+    comm = np.searchsorted(starts, np.arange(2708), side="right") - 1
+    assert np.mean(comm[src] != comm[dst]) == pytest.approx(0.2, abs=0.02)
+    again = degseq.planted_configuration_edges(deg, starts, mu=0.2, seed=3)
+    assert np.array_equal(again[0], src) and np.array_equal(again[1], dst)
+
+
+def test_derived_card_carries_a_valid_histogram_and_a_bad_one_is_one_line() -> None:
+    g = load_dataset("cora")
+    card = derived_card("c", g.num_vertices, g.src, g.dst, 8, 7, (10, 10, 10))
+    assert card.degree.in_degree_histogram.value == [tuple(r) for r in degseq.degree_histogram(g.in_degrees())]
+    data = card.model_dump()
+    data["degree"]["in_degree_histogram"]["value"] = [[3.0, 0.5], [1.0, 0.5]]  # not in increasing degree
+    with pytest.raises(SpecError, match="in_degree_histogram") as exc:
+        card_from_dict(data)
+    assert "\n" not in str(exc.value)
+
+
+def test_batch_reach_is_the_occupancy_count_of_size_biased_draws() -> None:
+    """One block, fanout above every degree: each seed samples all its edges, whose other ends are size-biased
+    draws; the expected distinct vertices reached (Monte Carlo over 4,000 batches) is the closed form."""
+    rng = np.random.default_rng(0)
+    deg = np.minimum(rng.zipf(2.2, 3_000), 200).astype(np.float64)
+    values, counts = np.unique(deg, return_counts=True)
+    r = degseq.batch_reach(values, counts.astype(float), counts / counts.sum(), 50, [1000])
+    k = r.num_edges[0]
+    assert r.num_dst[0] == pytest.approx(50) and k == pytest.approx(50 * deg.mean(), rel=1e-12)
+    p = deg / deg.sum()
+    seeds_in = 50 / len(deg)  # every vertex is a seed with this probability
+    draws = rng.choice(len(deg), size=(4_000, int(round(k))), p=p)
+    seed_hit = rng.random((4_000, len(deg))) < seeds_in
+    hit = seed_hit.copy()
+    np.put_along_axis(hit, draws, True, axis=1)
+    assert hit.sum(1).mean() == pytest.approx(r.num_src[0], rel=0.01)
+    # the closed form itself: sum over vertices of 1 - (1 - P(seed)) (1 - p_u)^k
+    assert r.num_src[0] == pytest.approx(np.sum(1 - (1 - seeds_in) * (1 - p) ** k), rel=1e-9)
+
+
+def test_batch_reach_random_partition_is_the_unpartitioned_graph_and_a_tight_one_stays_home() -> None:
+    values, counts = np.array([1.0, 2, 5, 40]), np.array([5000.0, 3000, 1500, 50])
+    share = counts / counts.sum()
+    one = degseq.batch_reach(values, counts, share, 64, [10, 5])
+    rand = degseq.batch_reach(values, counts, share, 64, [10, 5], num_parts=4, cut=0.75)
+    # equal up to the Poisson approximation (1 - 4p)^(k/4) ~ (1 - p)^k of the four parts' escape probabilities
+    assert np.allclose(one.num_src, rand.num_src, rtol=1e-3) and np.allclose(one.num_edges, rand.num_edges,
+                                                                               rtol=1e-3)
+    assert rand.other_inputs.sum() / rand.num_src[0] == pytest.approx(0.75 * (1 - 64 / rand.num_src[0]), rel=0.02)
+    home = degseq.batch_reach(values, counts, share, 64, [10, 5], num_parts=4, cut=0.0)
+    assert home.other_inputs.sum() == 0.0 and home.num_src[0] < one.num_src[0]  # a quarter of the graph: overlap
+    with pytest.raises(ValueError, match="fanouts"):
+        degseq.batch_reach(values, counts, share, 64, [0])
+
+
+def test_small_components_have_the_sizes_and_edges_asked_for() -> None:
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    rows = [(1, 3), (2, 5), (4, 2), (9, 1)]
+    a, b, deg = degseq.small_component_edges(rows, 4 + 6 + 8 + 5, np.random.default_rng(2))
+    n = 3 + 10 + 8 + 9
+    assert len(deg) == n and len(a) == 23 and np.all(a < b) and len(set(zip(a, b))) == 23
+    g = sp.coo_matrix((np.ones(len(a)), (a, b)), shape=(n, n))
+    _, label = connected_components(g, directed=False)
+    assert sorted(np.bincount(label).tolist()) == [1, 1, 1, 2, 2, 2, 2, 2, 4, 4, 9]
+    assert np.array_equal(deg, np.bincount(np.concatenate([a, b]), minlength=n))
+    with pytest.raises(ValueError, match="num_edges"):
+        degseq.small_component_edges(rows, 4 + 6 + 8 - 1, np.random.default_rng(2))
+
+
+def test_citeseer_proxy_plants_its_small_components() -> None:
+    card = load_card("citeseer")
+    g = load_dataset("card:citeseer")
+    rows, _, largest = derived_components(g)
+    outside = 1.0 - largest.mean()
+    assert outside == pytest.approx(card.components.num_small_vertices / card.num_vertices.value, abs=0.03)
+    have = dict(rows)
+    assert all(have.get(size, 0) >= count for size, count in card.components.small_sizes.value)  # all planted
+    assert g.num_edges == card.loaded_edges  # the largest component takes the remaining stubs
+
+
+def derived_components(g: object) -> tuple[list[list[int]], int, np.ndarray]:
+    from gnnplan.simulator.workload.cards import component_summary
+
+    return component_summary(g.num_vertices, g.src, g.dst)  # type: ignore[attr-defined]
+
+
+def test_components_that_cannot_hold_their_edges_are_one_line() -> None:
+    data = load_card("citeseer").model_dump()
+    data["components"]["small_edges"]["value"] = 10
+    with pytest.raises(SpecError, match="small_edges") as exc:
+        card_from_dict(data)
+    assert "\n" not in str(exc.value)
+
+
+def test_block_model_puts_inter_community_edges_where_the_card_does() -> None:
+    """Cora's card: the Louvain block model of its largest component (sums to that component's edges); the
+    proxy's communities keep their share of edge ends, and its inter-community edges lie on the card's
+    community pairs more than uniform mixing would (overlap of the two pair distributions: 0.67-0.75 over seeds
+    0-3, uniform mixing 0.53; the rest are the unmatched counts of sparse pairs, placed uniformly)."""
+    card = load_card("cora")
+    sizes, rows = card.communities.block_sizes.value, card.communities.block_edges.value
+    assert sum(sizes) == card.num_vertices.value - card.components.num_small_vertices
+    assert sum(m for _, _, m in rows) == card.num_edges.value // 2 - card.components.small_edges.value
+    k = len(sizes)
+    m = degseq.block_matrix(rows, k)
+    starts = degseq.block_starts(sizes, sum(sizes))
+    assert np.array_equal(np.diff(starts), sizes)
+    deg = degseq.proxy_degrees(card.degree.in_degree_histogram.value, 2708, sum(sizes), np.random.default_rng(0))
+    src, dst = degseq.planted_configuration_edges(deg, starts, 0.128, seed=1, block_edges=m)
+    assert np.array_equal(np.bincount(dst, minlength=len(deg)), deg)  # every stub placed, simple graph
+    assert len(np.unique(src * len(deg) + dst)) == len(src) and not np.any(src == dst)
+    comm = np.searchsorted(starts, np.arange(len(deg)), side="right") - 1
+    inter = comm[src] != comm[dst]
+    assert inter.mean() == pytest.approx(0.128, abs=0.03)
+    got = np.zeros((k, k))
+    np.add.at(got, (comm[src[inter]], comm[dst[inter]]), 1.0)
+    want = m - np.diag(np.diag(m))
+    overlap = np.minimum(got / got.sum(), want / want.sum()).sum()
+    uniform = np.outer(sizes, sizes) * (1 - np.eye(k))
+    assert overlap > 0.7 and np.minimum(uniform / uniform.sum(), want / want.sum()).sum() < 0.55
