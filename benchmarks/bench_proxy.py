@@ -10,7 +10,7 @@ in-degree histogram the proxy draws its degrees from; R-MAT plants no communitie
 vertices, scaled by the proxy's rules (the same field lists the card path uses) and by the per-batch rule
 (:func:`simulator.workload.proxy.scale_sample_stats`, :func:`~simulator.workload.proxy.batch_reach_scale`: block
 sizes, the cache-hit / local / remote split of a batch's inputs, hopgnn's dp remote share and gsplit's split
-sizes times the ratio of the occupancy model :func:`simulator.workload.degseq.batch_reach` at 2M and at 10^5
+sizes times the ratio of the occupancy model :func:`simulator.workload.reach.batch_reach` at 2M and at 10^5
 vertices; at the cards' own size, Cora and CiteSeer, that ratio is ~1 and the card path's hooks do not apply it).
 Nothing is fitted to the statistics compared: the cards hold only sizes, degree histograms, connected-component
 sizes and the Louvain communities' block model (no cut, no cache or batch figure).

@@ -41,7 +41,7 @@ loads as its proxy graph: :func:`simulator.workload.datasets.load_dataset`), and
   references); the proxy is sized so a batch's reach stays a small part of it. Where it does not (a heavy tail:
   a batch's draws pile up on the proxy's hubs), a card with a degree histogram has the per-batch rule
   :func:`scale_sample_stats` / :func:`batch_reach_scale`: counts times the ratio of the expected distinct
-  vertices and edges of the occupancy model :func:`simulator.workload.degseq.batch_reach` at the card's size
+  vertices and edges of the occupancy model :func:`simulator.workload.reach.batch_reach` at the card's size
   over the proxy's, and the hit / local / remote split of the inputs re-weighted by degree band (an R-MAT graph
   of 2M vertices from a 10^5-vertex proxy: layer-0 inputs 47% low kept, 8% low scaled; benchmarks/bench_proxy.py);
 * **whole-graph counts** (a worker's owned vertices and edges, remote dependencies, replicated closures, chunk
@@ -64,13 +64,8 @@ from typing import Any
 import numpy as np
 
 from gnnplan.simulator.workload.cards import CARD_DIR, Card, load_card
-from gnnplan.simulator.workload.degseq import (
-    BatchReach,
-    DegreeSequenceSpec,
-    batch_reach,
-    class_share,
-    histogram_classes,
-)
+from gnnplan.simulator.workload.degseq import DegreeSequenceSpec
+from gnnplan.simulator.workload.reach import BatchReach, batch_reach, class_share, histogram_classes
 from gnnplan.simulator.workload.sbm import powerlaw_min_degree
 from gnnplan.simulator.workload.spec import SbmSpec
 
@@ -262,12 +257,12 @@ def scale_counts(stats: Any, scale: ProxyScale, vertex_fields: Iterable[str] = (
 @dataclass(frozen=True)
 class BatchReachScale:
     """Per-batch ratios from a proxy to its card (:func:`batch_reach_scale`): the expected block sizes of
-    :func:`simulator.workload.degseq.batch_reach` at the card's size over those at the proxy's.
+    :func:`simulator.workload.reach.batch_reach` at the card's size over those at the proxy's.
 
     Attributes:
         src_ratio, dst_ratio, edge_ratio: (L,) ratios of source vertices, destination vertices and sampled
             edges per block, input side first.
-        full, proxy: the two :class:`simulator.workload.degseq.BatchReach` (band shares of the input vertices,
+        full, proxy: the two :class:`simulator.workload.reach.BatchReach` (band shares of the input vertices,
             own and other parts, for :func:`scale_sample_stats`).
     """
 
@@ -292,7 +287,7 @@ def batch_reach_scale(card: str | Card, graph: Any, fanouts: Iterable[int], batc
     size-invariant when the proxy is small enough that a batch's reach overlaps itself (an R-MAT graph of 2M
     vertices at a 10^5-vertex proxy: 1024 seeds with fanouts (10, 10) make ~10^5 draws, most of them on
     vertices drawn already), so per-batch counts are scaled by the ratio of the expected distinct counts of
-    :func:`simulator.workload.degseq.batch_reach` (occupancy of size-biased edge-end draws, layer by layer) at
+    :func:`simulator.workload.reach.batch_reach` (occupancy of size-biased edge-end draws, layer by layer) at
     the card's size (its degree histogram at n vertices, its training vertices' histogram or a uniform sample
     as the seeds) and at the proxy's (the proxy graph's realised degrees and training vertices, so the stubs a
     hub lost in the proxy are accounted for). Degree correlations, communities and cycles are in the proxy's

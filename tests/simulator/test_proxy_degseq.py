@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.workload import degseq
+from gnnplan.simulator.workload import degseq, reach
 from gnnplan.simulator.workload.cards import card_from_dict, derived_card, load_card
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.proxy import proxy_scale, proxy_spec
@@ -85,7 +85,7 @@ def test_batch_reach_is_the_occupancy_count_of_size_biased_draws() -> None:
     rng = np.random.default_rng(0)
     deg = np.minimum(rng.zipf(2.2, 3_000), 200).astype(np.float64)
     values, counts = np.unique(deg, return_counts=True)
-    r = degseq.batch_reach(values, counts.astype(float), counts / counts.sum(), 50, [1000])
+    r = reach.batch_reach(values, counts.astype(float), counts / counts.sum(), 50, [1000])
     k = r.num_edges[0]
     assert r.num_dst[0] == pytest.approx(50) and k == pytest.approx(50 * deg.mean(), rel=1e-12)
     p = deg / deg.sum()
@@ -102,16 +102,16 @@ def test_batch_reach_is_the_occupancy_count_of_size_biased_draws() -> None:
 def test_batch_reach_random_partition_is_the_unpartitioned_graph_and_a_tight_one_stays_home() -> None:
     values, counts = np.array([1.0, 2, 5, 40]), np.array([5000.0, 3000, 1500, 50])
     share = counts / counts.sum()
-    one = degseq.batch_reach(values, counts, share, 64, [10, 5])
-    rand = degseq.batch_reach(values, counts, share, 64, [10, 5], num_parts=4, cut=0.75)
+    one = reach.batch_reach(values, counts, share, 64, [10, 5])
+    rand = reach.batch_reach(values, counts, share, 64, [10, 5], num_parts=4, cut=0.75)
     # equal up to the Poisson approximation (1 - 4p)^(k/4) ~ (1 - p)^k of the four parts' escape probabilities
     assert np.allclose(one.num_src, rand.num_src, rtol=1e-3) and np.allclose(one.num_edges, rand.num_edges,
                                                                                rtol=1e-3)
     assert rand.other_inputs.sum() / rand.num_src[0] == pytest.approx(0.75 * (1 - 64 / rand.num_src[0]), rel=0.02)
-    home = degseq.batch_reach(values, counts, share, 64, [10, 5], num_parts=4, cut=0.0)
+    home = reach.batch_reach(values, counts, share, 64, [10, 5], num_parts=4, cut=0.0)
     assert home.other_inputs.sum() == 0.0 and home.num_src[0] < one.num_src[0]  # a quarter of the graph: overlap
     with pytest.raises(ValueError, match="fanouts"):
-        degseq.batch_reach(values, counts, share, 64, [0])
+        reach.batch_reach(values, counts, share, 64, [0])
 
 
 def test_small_components_have_the_sizes_and_edges_asked_for() -> None:
