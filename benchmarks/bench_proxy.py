@@ -5,7 +5,7 @@ relative error of each (goal: within 15%).
 Graphs: every real graph gnnplan bundles (Cora and CiteSeer, through their shipped cards ``card:cora`` and
 ``card:citeseer``: the whole card path, proxy at the card's size) and an R-MAT graph of 2M vertices (Graph500
 quadrants, edge factor 8, no features materialised), whose card is derived from the graph itself
-(:func:`simulator.workload.cards.derived_card`: sizes, largest in-degree, moment exponent, the log-binned
+(:func:`simulator.workload.card_measures.derived_card`: sizes, largest in-degree, moment exponent, the log-binned
 in-degree histogram the proxy draws its degrees from; R-MAT plants no communities) and whose proxy has 10^5
 vertices, scaled by the proxy's rules (the same field lists the card path uses) and by the per-batch rule
 (:func:`simulator.workload.proxy.scale_sample_stats`, :func:`~simulator.workload.proxy.batch_reach_scale`: block
@@ -53,7 +53,8 @@ from gnnplan.simulator.strategies import gsplit, hongtu, hopgnn, neutronstar  # 
 from gnnplan.simulator.strategies.gsplit import stats as gsplit_stats  # noqa: E402
 from gnnplan.simulator.strategies.hongtu import dedup  # noqa: E402
 from gnnplan.simulator.strategies.neutronstar import dependencies as deps  # noqa: E402
-from gnnplan.simulator.workload.cards import Card, derived_card  # noqa: E402
+from gnnplan.simulator.workload.card_measures import derived_card  # noqa: E402
+from gnnplan.simulator.workload.cards import Card  # noqa: E402
 from gnnplan.simulator.workload.datasets import dataset_key, load_dataset  # noqa: E402
 from gnnplan.simulator.workload.proxy import (  # noqa: E402
     ProxyScale,

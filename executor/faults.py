@@ -170,12 +170,12 @@ def watch_parent(pid: int, interval_s: float = WATCH_INTERVAL_S) -> threading.Th
             time.sleep(interval_s)
             try:
                 os.kill(pid, 0)
+            except PermissionError:  # alive, but another user's process now has the pid: keep watching
+                continue
             except ProcessLookupError:
                 with contextlib.suppress(OSError):
                     os.killpg(os.getpgrp(), signal.SIGKILL)
                 os._exit(1)
-            except PermissionError:  # alive, but another user's process now has the pid: keep watching
-                pass
 
     thread = threading.Thread(target=watch, name="gnnplan-parent-watch", daemon=True)
     thread.start()

@@ -318,7 +318,8 @@ def generate_sbm(spec: SbmSpec) -> GraphData:
     n, k, nc = spec.num_vertices, spec.num_communities, spec.connected_vertices
     mean = spec.mean_degree * n / nc  # the isolated vertices (ids nc..n-1 before permuting) carry no edge
     cap = spec.max_degree or default_max_degree(nc, k, mean)
-    from gnnplan.simulator.workload.degseq import DegreeSequenceSpec, degree_sequence_edges, with_degree_matched_train
+    from gnnplan.simulator.workload.degseq import DegreeSequenceSpec, degree_sequence_edges
+    from gnnplan.simulator.workload.train_split import with_degree_matched_train
 
     if isinstance(spec, DegreeSequenceSpec):  # a card's proxy drawn from its degree histogram
         src, dst = degree_sequence_edges(spec)

@@ -30,14 +30,13 @@ the small ones are planted beside the largest as random trees (plus their extra 
 block model the inter-community stubs are paired community pair by community pair (:func:`_block_pairs`).
 
 The per-batch reach model that scales a proxy's mini-batch statistics to the card's size is
-:mod:`simulator.workload.reach`.
+:mod:`simulator.workload.reach`; the proxy's training vertices matched to the card's training-degree histogram,
+:mod:`simulator.workload.train_split`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -470,46 +469,3 @@ def _adjust_total(deg: np.ndarray, want: int, rng: np.random.Generator) -> np.nd
         pick = rng.choice(n, abs(diff), replace=bool(abs(diff) > np.count_nonzero(room)), p=room / room.sum())
         np.add.at(deg, pick, 1 if diff > 0 else -1)
     return deg
-
-
-def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: np.ndarray, rest: np.ndarray
-                         ) -> tuple[np.ndarray, np.ndarray]:
-    """Training vertices whose in-degrees follow ``spec.train_degree_histogram``: as many as ``train`` holds,
-    drawn without replacement with weight ``p_train(bin) / p_proxy(bin)`` of their degree's bin
-    (:func:`bin_edges`; importance weights, so the drawn set's bin shares are the card's), and the other
-    vertices of ``train`` and ``rest`` (validation then test, in a seeded random order) to refill the rest.
-
-    Shapes:
-        degrees: (n,) int64; train: (a,) int64 ids; rest: (r,) int64 ids of the validation and test vertices.
-
-    Returns:
-        (new train ids sorted, the r vertices that take the validation and test places in order).
-    """
-    rng = np.random.default_rng((spec.seed, 4))
-    n = len(degrees)
-    if spec.train_degree_histogram is None:
-        return train, rest
-    h = np.asarray(spec.train_degree_histogram, dtype=np.float64)
-    edges = bin_edges(max(float(degrees.max()), float(h[:, 0].max())))
-    want = np.bincount(np.searchsorted(edges, h[:, 0], side="right") - 1, weights=h[:, 1], minlength=len(edges))
-    which = np.searchsorted(edges, degrees, side="right") - 1
-    have = np.bincount(which, minlength=len(edges)) / n
-    weight = np.where(have[which] > 0, want[which] / np.maximum(have[which], 1e-300), 0.0)
-    a = len(train)
-    if np.count_nonzero(weight) < a:  # too few vertices in the card's bins: the rest uniformly
-        weight = weight + 1e-9
-    new_train = np.sort(rng.choice(n, a, replace=False, p=weight / weight.sum()))
-    pool = np.setdiff1d(np.concatenate([train, rest]), new_train)
-    return new_train, rng.permutation(pool)[:len(rest)]
-
-
-def with_degree_matched_train(spec: DegreeSequenceSpec, g: Any) -> Any:
-    """``g`` (a :class:`simulator.workload.datasets.GraphData`) with its training vertices redrawn by
-    :func:`degree_matched_train` when the spec has a training-degree histogram (validation and test keep their
-    sizes), else ``g`` itself."""
-    if spec.train_degree_histogram is None:
-        return g
-    rest = np.concatenate([g.val_idx, g.test_idx])
-    train, rest = degree_matched_train(spec, g.in_degrees(), g.train_idx, rest)
-    nv = len(g.val_idx)
-    return dataclasses.replace(g, train_idx=train, val_idx=np.sort(rest[:nv]), test_idx=np.sort(rest[nv:]))

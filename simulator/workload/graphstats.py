@@ -201,7 +201,9 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
         raise SpecError(f"workload.dataset: {graph.name} has no training vertices to sample mini-batches from")
     owner = partition_owners(ref, num_machines, partitioner, seed, graph=graph)
     stats = _measure(graph, owner, params)
-    card = _card_with_histogram(ref)
+    from gnnplan.simulator.workload.cards import card_with_histogram
+
+    card = card_with_histogram(ref)
     if card is not None:  # a card's proxy: per-batch counts at the card's size (proxy.py)
         from gnnplan.simulator.workload.proxy import scale_sample_stats
 
@@ -209,13 +211,6 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
     atomic_write_json(path, {"params": params, "stats": asdict(stats)})
     return stats
 
-
-def _card_with_histogram(ref: str | GeneratedSpec) -> str | None:
-    """The card ``ref`` names if it has a degree histogram (the per-batch scaling rule needs one), else None."""
-    from gnnplan.simulator.workload.cards import card_name, load_card
-
-    name = card_name(ref)
-    return name if name is not None and load_card(name).degree.in_degree_histogram is not None else None
 
 
 def partition_owners(ref: str | GeneratedSpec, num_parts: int, partitioner: str, seed: int = 0,

@@ -9,7 +9,8 @@ import pytest
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.workload import degseq, reach
-from gnnplan.simulator.workload.cards import card_from_dict, derived_card, load_card
+from gnnplan.simulator.workload.card_measures import derived_card
+from gnnplan.simulator.workload.cards import card_from_dict, load_card
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.proxy import proxy_scale, proxy_spec
 from gnnplan.simulator.workload.sbm import community_starts
@@ -142,7 +143,7 @@ def test_citeseer_proxy_plants_its_small_components() -> None:
 
 
 def derived_components(g: object) -> tuple[list[list[int]], int, np.ndarray]:
-    from gnnplan.simulator.workload.cards import component_summary
+    from gnnplan.simulator.workload.card_measures import component_summary
 
     return component_summary(g.num_vertices, g.src, g.dst)  # type: ignore[attr-defined]
 

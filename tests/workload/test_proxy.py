@@ -121,7 +121,7 @@ def test_full_graph_counts_scale_to_the_card(small_proxies: None) -> None:
 def _cora_like_graph() -> object:
     """Cora with every degree below 16 (edges of the vertices above dropped), so its card's histogram is exact,
     and every vertex a training vertex (the card's uniform seeds)."""
-    from gnnplan.simulator.workload.cards import derived_card
+    from gnnplan.simulator.workload.card_measures import derived_card
 
     g = load_dataset("cora")
     deg = g.in_degrees()

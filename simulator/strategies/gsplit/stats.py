@@ -31,7 +31,7 @@ from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.strategies.base import iteration_plan
 from gnnplan.simulator.strategies.gsplit.split import batch_seed, global_batches, layer_counts, partition_cache
-from gnnplan.simulator.workload.cards import card_name, load_card
+from gnnplan.simulator.workload.cards import card_with_histogram
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
 from gnnplan.simulator.workload.graphstats import CACHE_GRID, partition_owners
 from gnnplan.simulator.workload.partition import split_seeds
@@ -157,8 +157,8 @@ def split_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size: in
         raise SpecError(f"workload.dataset: {graph.name} has no training vertices to sample mini-batches from")
     owner = partition_owners(ref, num_splits, split, partition_seed, graph=graph)
     stats = _measure(graph, owner, params)
-    card = card_name(ref)
-    if card is not None and load_card(card).degree.in_degree_histogram is not None:
+    card = card_with_histogram(ref)
+    if card is not None:
         # one batch of B seeds over all GPUs, a uniform sample of the training vertices: its per-layer input
         # vertices at the card's size (the per-batch rule, simulator.workload.proxy.batch_reach_scale)
         reach = batch_reach_scale(card, graph, fan, batch_size)

@@ -1,0 +1,56 @@
+"""A degree-sequence proxy's training vertices redrawn so that their in-degrees follow the card's training-degree
+histogram (``split.train_in_degree_histogram``: a split chosen by label or popularity is not a uniform sample, e.g.
+Planetoid's 20 per class), with the proxy's validation and test sizes kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from gnnplan.simulator.workload.degseq import DegreeSequenceSpec, bin_edges
+
+
+def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: np.ndarray, rest: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """Training vertices whose in-degrees follow ``spec.train_degree_histogram``: as many as ``train`` holds,
+    drawn without replacement with weight ``p_train(bin) / p_proxy(bin)`` of their degree's bin
+    (:func:`~.degseq.bin_edges`; importance weights, so the drawn set's bin shares are the card's), and the other
+    vertices of ``train`` and ``rest`` (validation then test, in a seeded random order) to refill the rest.
+
+    Shapes:
+        degrees: (n,) int64; train: (a,) int64 ids; rest: (r,) int64 ids of the validation and test vertices.
+
+    Returns:
+        (new train ids sorted, the r vertices that take the validation and test places in order).
+    """
+    rng = np.random.default_rng((spec.seed, 4))
+    n = len(degrees)
+    if spec.train_degree_histogram is None:
+        return train, rest
+    h = np.asarray(spec.train_degree_histogram, dtype=np.float64)
+    edges = bin_edges(max(float(degrees.max()), float(h[:, 0].max())))
+    want = np.bincount(np.searchsorted(edges, h[:, 0], side="right") - 1, weights=h[:, 1], minlength=len(edges))
+    which = np.searchsorted(edges, degrees, side="right") - 1
+    have = np.bincount(which, minlength=len(edges)) / n
+    weight = np.where(have[which] > 0, want[which] / np.maximum(have[which], 1e-300), 0.0)
+    a = len(train)
+    if np.count_nonzero(weight) < a:  # too few vertices in the card's bins: the rest uniformly
+        weight = weight + 1e-9
+    new_train = np.sort(rng.choice(n, a, replace=False, p=weight / weight.sum()))
+    pool = np.setdiff1d(np.concatenate([train, rest]), new_train)
+    return new_train, rng.permutation(pool)[:len(rest)]
+
+
+def with_degree_matched_train(spec: DegreeSequenceSpec, g: Any) -> Any:
+    """``g`` (a :class:`simulator.workload.datasets.GraphData`) with its training vertices redrawn by
+    :func:`degree_matched_train` when the spec has a training-degree histogram (validation and test keep their
+    sizes), else ``g`` itself."""
+    if spec.train_degree_histogram is None:
+        return g
+    rest = np.concatenate([g.val_idx, g.test_idx])
+    train, rest = degree_matched_train(spec, g.in_degrees(), g.train_idx, rest)
+    nv = len(g.val_idx)
+    return dataclasses.replace(g, train_idx=train, val_idx=np.sort(rest[:nv]), test_idx=np.sort(rest[nv:]))
