@@ -27,7 +27,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gnnplan.simulator.strategies.base import WindowRun
+    from gnnplan.simulator.strategies.window_run import WindowRun
 
 
 def ddp_buckets(gradient_bytes: float, bucket_bytes: float) -> list[float]:

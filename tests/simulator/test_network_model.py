@@ -23,9 +23,10 @@ from gnnplan.simulator.hardware.collectives import (
 from gnnplan.simulator.hardware.model import HardwareModel
 from gnnplan.simulator.hardware.spec import ClusterSpec, cluster_from_dict, load_cluster
 from gnnplan.simulator.strategies import dp
-from gnnplan.simulator.strategies.base import BucketedBackward, IterationPlan, SimContext, StepCompute, WindowRun
+from gnnplan.simulator.strategies.base import IterationPlan, SimContext
 from gnnplan.simulator.strategies.calibration_rules import all_reduce_rule
-from gnnplan.simulator.strategies.ddp_buckets import ddp_buckets, ready_fractions
+from gnnplan.simulator.strategies.ddp_buckets import BucketedBackward, ddp_buckets, ready_fractions
+from gnnplan.simulator.strategies.window_run import StepCompute, WindowRun
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.units import INDEX_BYTES
 from gnnplan.simulator.workload.model_cost import Block

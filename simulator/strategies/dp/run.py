@@ -6,13 +6,9 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from gnnplan.simulator.strategies.base import (
-    PREFETCH_FACTOR,
-    IterationPlan,
-    SimContext,
-    WindowRun,
-)
+from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
 from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES, IterationWork
+from gnnplan.simulator.strategies.window_run import WindowRun
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES
 
 if TYPE_CHECKING:
@@ -124,7 +120,7 @@ class DpRun(WindowRun):
 
     def _fetch(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
         """The remote pull as the executor's ``RowStore.pull``: its three ``all_to_all`` calls (counts, ids, rows
-        back; :data:`~.base.FETCH_COLLECTIVES`), each a collective (:meth:`~.base.WindowRun._collective`: the wait
+        back; :data:`~.base.FETCH_COLLECTIVES`), each a collective (:meth:`~.window_run.WindowRun._collective`: the wait
         for every worker, then the call's fixed cost) followed by one message per other machine (equal shares,
         the worker's NIC rail). The ids and rows calls end when the busiest NIC has moved its load, so every
         worker's messages carry ``busiest_ratio`` times its average share: the symmetric schedule then takes the

@@ -8,12 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
-from gnnplan.simulator.strategies.base import (
-    SimContext,
-    StepCompute,
-    minibatch_blocks,
-    minibatch_model_cost,
-)
+from gnnplan.simulator.strategies.base import SimContext, minibatch_blocks, minibatch_model_cost
+from gnnplan.simulator.strategies.window_run import StepCompute
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost
 
 if TYPE_CHECKING:

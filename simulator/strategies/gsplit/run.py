@@ -14,7 +14,7 @@ Per iteration (brief §1.2, §1.5, §2.3):
 * ``load``: host gather of the split's misses, one host-to-device copy of misses and structure, GPU gather of
   cache hits.
 * forward: segment l on the GPU, then shuffle l, one collective call
-  (:meth:`~gnnplan.simulator.strategies.base.WindowRun._collective`): ``lockstep`` (wait until every GPU reaches
+  (:meth:`~gnnplan.simulator.strategies.window_run.WindowRun._collective`): ``lockstep`` (wait until every GPU reaches
   it: the slowest split sets the pace; the executor cannot tell this wait from the exchange, its ``shuffle``
   spans hold both) and ``shuffle`` l: the call's fixed cost (``network.per_collective_s``), then all GPU pairs'
   messages at once, one per pair, over NVLink
@@ -38,9 +38,10 @@ from collections.abc import Generator
 from typing import Any
 
 from gnnplan.simulator import symmetry
-from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext, WindowRun
+from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
 from gnnplan.simulator.strategies.ddp_buckets import BucketedBackward
 from gnnplan.simulator.strategies.gsplit.work import IterationWork
+from gnnplan.simulator.strategies.window_run import WindowRun
 from gnnplan.simulator.trace import Span
 
 PHASES = ("sample", "split", "load", "forward", "lockstep", "shuffle", "backward", "all_reduce", "optimizer")
@@ -134,7 +135,7 @@ class SplitRun(WindowRun):
                 buckets: list[float] | None = None) -> Generator[Any, Any, BucketedBackward | None]:
         """Forward segments with the shuffles of layers 0..L-1 between them, then backward segments with the
         backward shuffles of the layers that have one, L-1..0. With ``buckets`` (several DDP buckets,
-        :meth:`~simulator.strategies.base.WindowRun._ddp_buckets`) each bucket's all-reduce starts once the
+        :meth:`~simulator.strategies.window_run.WindowRun._ddp_buckets`) each bucket's all-reduce starts once the
         backward segments so far have produced it, overlapping the rest of backward and its shuffles; returns
         that :class:`~simulator.strategies.ddp_buckets.BucketedBackward` (None without buckets)."""
         split, num_layers = work.splits[rank], len(work.has_backward)

@@ -34,7 +34,7 @@ Per iteration and worker (simulated on :class:`~simulator.hardware.model.Hardwar
    ring shift of parameters and accumulated gradients (``2 P b_p`` bytes, ``P b_p`` without parameters).
 4. ``all_reduce`` of the gradients, ``optimizer`` (as ``dp``); when the gradients fill several DDP buckets
    (``training.ddp_bucket_bytes``) their all-reduces overlap the last step's backward
-   (:meth:`~simulator.strategies.base.WindowRun._final_step`). Knob ``sampler`` (``dgl`` / ``keyed``) is the
+   (:meth:`~simulator.strategies.window_run.WindowRun._final_step`). Knob ``sampler`` (``dgl`` / ``keyed``) is the
    executor's neighbour sampler; both are priced alike.
 
 With ``micrograph = false`` the naive feature-centric variant is simulated instead

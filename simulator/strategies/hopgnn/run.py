@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext, WindowRun
+from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, StepWork
+from gnnplan.simulator.strategies.window_run import WindowRun
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES
 
 PHASES = ("sample", "pregather", "load", "fetch", "forward", "backward", "migrate", "all_reduce", "optimizer")

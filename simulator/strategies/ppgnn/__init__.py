@@ -39,7 +39,6 @@ from gnnplan.simulator.strategies.base import (
     IterationPlan,
     PhaseProfile,
     SimContext,
-    WindowRun,
     kernel_profile,
     phase_breakdown,
     place_window,
@@ -63,6 +62,7 @@ from gnnplan.simulator.strategies.ppgnn.work import (
     resolved_placement,
     step_work,
 )
+from gnnplan.simulator.strategies.window_run import WindowRun
 
 NAME = "ppgnn"
 EXECUTOR = "gnnplan.executor.strategies.ppgnn"

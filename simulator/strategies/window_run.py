@@ -1,0 +1,238 @@
+"""The simulated epoch window of a data-parallel strategy (:class:`WindowRun`: ``dp``, ``ppgnn``, ``hopgnn``,
+``gsplit``): the engine, the hardware model, every worker's spans and iteration ends, the synchronous step every
+such strategy ends an iteration with, and its collectives (barrier, then the call). Which iterations the window
+holds and how the rest is extrapolated: :mod:`simulator.strategies.base`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from gnnplan.simulator import symmetry
+from gnnplan.simulator.engine import Engine, Rendezvous
+from gnnplan.simulator.hardware import pricing
+from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel, compute_time_s
+from gnnplan.simulator.hardware.spec import ClusterSpec
+from gnnplan.simulator.strategies.base import IterationPlan, SimContext
+from gnnplan.simulator.strategies.ddp_buckets import BucketedBackward, ddp_buckets
+from gnnplan.simulator.trace import Span
+from gnnplan.simulator.workload.model_cost import ModelCost
+
+
+class PassWork(Protocol):
+    """The forward and backward pass of one training step (:class:`StepCompute`, hopgnn's ``StepWork``)."""
+
+    @property
+    def forward_s(self) -> float: ...
+
+    @property
+    def backward_s(self) -> float: ...
+
+    @property
+    def forward_flops(self) -> float: ...
+
+    @property
+    def backward_flops(self) -> float: ...
+
+
+class UpdateWork(Protocol):
+    """What ends an iteration: the gradient all-reduce and the optimizer (:class:`StepCompute`, hopgnn's
+    ``HopWork``)."""
+
+    @property
+    def gradient_bytes(self) -> float: ...
+
+    @property
+    def optimizer_s(self) -> float: ...
+
+    @property
+    def optimizer_flops(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class StepCompute:
+    """The compute of one worker's data-parallel training step: uncontended seconds and FLOPs of forward,
+    backward and the optimizer, and the bytes of the gradients it all-reduces (float32)."""
+
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+    forward_flops: float
+    backward_flops: float
+    optimizer_flops: float
+    gradient_bytes: float
+
+    @classmethod
+    def of(cls, cost: ModelCost, cluster: ClusterSpec) -> StepCompute:
+        """Price a model's kernels on ``cluster`` (:func:`simulator.hardware.model.compute_time` with the
+        efficiency fraction of each phase)."""
+        eff, gpu = cluster.efficiency, cluster.gpu
+        return cls(compute_time_s(cost.forward, gpu, eff.forward_fraction),
+                   compute_time_s(cost.backward, gpu, eff.backward_fraction),
+                   compute_time_s(cost.optimizer, gpu, eff.optimizer_fraction),
+                   sum(k.flops for k in cost.forward), sum(k.flops for k in cost.backward),
+                   sum(k.flops for k in cost.optimizer), float(FLOAT_BYTES * cost.num_params))
+
+
+class WindowRun:
+    """The simulated epoch window of a data-parallel strategy (``dp``, ``ppgnn``): the engine, the hardware
+    model, the spans, every worker's iteration end times, and the step every such strategy ends its iteration
+    with (:meth:`_step`). Subclasses add how a worker gets its batch.
+
+    Args:
+        ctx: the simulation's inputs.
+        plan: the epoch's iterations and the simulated window.
+        sampler_processes_per_worker: sampler processes beside each worker (their threads come out of its
+            compute share on a CPU-only cluster, :class:`~simulator.hardware.model.HardwareModel`).
+        rank_works: each rank's work, when the strategy's schedule is the same on every machine given equal
+            work; if they are equal machine by machine, only machine 0's ranks run (:attr:`ranks`) on a folded
+            hardware model (:mod:`simulator.symmetry`). None: every rank runs.
+    """
+
+    DDP = False
+    """Whether the strategy's gradient all-reduces are DDP buckets (its executor trains with
+    DistributedDataParallel): each then pays ``network.ddp_per_bucket_s`` (:func:`~.pricing.ddp_bucket_s`)."""
+
+    def __init__(self, ctx: SimContext, plan: IterationPlan, sampler_processes_per_worker: int = 0,
+                 rank_works: Sequence[Any] | None = None) -> None:
+        self.ctx, self.plan = ctx, plan
+        self.engine = Engine(ctx.seed)
+        self.hw = HardwareModel(ctx.cluster, self.engine, sampler_processes_per_worker)
+        self.spans: list[Span] = []
+        self.ends = [[0.0] * len(plan.window) for _ in range(ctx.num_workers)]
+        self.represent = symmetry.representatives(ctx.cluster.num_machines, ctx.cluster.gpus_per_machine,
+                                                  rank_works)
+        self.ranks = self.represent.ranks
+        """The ranks simulated (those not simulated keep iteration ends of 0)."""
+        if self.represent.folded:
+            symmetry.fold_machines(self.hw, ctx.cluster.num_machines)
+        self.rendezvous = Rendezvous(self.engine, len(self.ranks))
+
+    def _events(self) -> list[list[Any]]:
+        """One fresh event per worker and window position."""
+        return [[self.engine.event() for _ in self.plan.window] for _ in range(self.ctx.num_workers)]
+
+    def _span(self, rank: int, phase: str, start: float, stream: str, pos: int, nbytes: float = 0.0,
+              flops: float = 0.0, **args: Any) -> None:
+        self.spans.append(Span(rank, phase, start, self.engine.now - start, stream, nbytes, flops, 0,
+                               self.plan.window[pos], args))
+
+    def _collective(self, rank: int, key: Any, nbytes: float) -> Generator[Any, Any, float]:
+        """Worker ``rank`` calls the collective named ``key`` (one ``all_to_all`` of a pull, a shuffle): the call
+        completes only when every worker has reached it, so the worker first waits for the slowest one (a
+        barrier: :class:`~simulator.engine.Rendezvous`), then pays the call's fixed cost
+        (:func:`~simulator.hardware.pricing.collective_s` of the ``nbytes`` it exchanges:
+        ``network.per_collective_s``); the caller then sends the call's messages. Use with ``yield from``.
+
+        Returns:
+            The seconds this worker waited for the others.
+        """
+        arrived = self.engine.now
+        yield self.rendezvous.wait(key)
+        waited = self.engine.now - arrived
+        fixed_s = pricing.collective_s(self.ctx.cluster, nbytes)
+        if fixed_s > 0:
+            yield self.engine.timeout(fixed_s)
+        return waited
+
+    def _step(self, rank: int, pos: int, work: StepCompute, start: float) -> Generator[Any, Any, None]:
+        """Forward, backward, then :meth:`_update` of iteration ``pos`` (which began at ``start``): the
+        :meth:`_final_step` of ``work``."""
+        yield from self._final_step(rank, pos, work, work, start)
+
+    def _final_step(self, rank: int, pos: int, passes: PassWork, update: UpdateWork,
+                    start: float) -> Generator[Any, Any, None]:
+        """The forward and backward pass that end iteration ``pos`` (which began at ``start``; e.g. hopgnn's last
+        time step), then :meth:`_update` of ``update``. When its gradients fill several DDP buckets
+        (:meth:`_ddp_buckets`), each bucket is all-reduced while backward goes on (:meth:`_backward_all_reduce`)
+        and only the optimizer follows."""
+        buckets = self._ddp_buckets(update.gradient_bytes)
+        if buckets is None:
+            yield from self._passes(rank, pos, passes)
+            yield from self._update(rank, pos, update, start)
+            return
+        t0 = self.engine.now
+        yield from self.hw.compute(rank, passes.forward_s)
+        self._span(rank, "forward", t0, "compute", pos, flops=passes.forward_flops)
+        yield from self._backward_all_reduce(rank, pos, passes, buckets)
+        yield from self._optimizer(rank, pos, update, start)
+
+    def _ddp_buckets(self, gradient_bytes: float) -> list[float] | None:
+        """The DDP buckets of ``gradient_bytes`` (:func:`.ddp_buckets.ddp_buckets` with
+        ``training.ddp_bucket_bytes``) when their all-reduces overlap backward: several buckets and several
+        workers. None when the gradient fits one bucket or there is one worker: the all-reduce, if any, starts
+        when backward ends (:meth:`_all_reduce`)."""
+        buckets = ddp_buckets(gradient_bytes, self.ctx.workload.training.ddp_bucket_bytes)
+        return buckets if len(buckets) > 1 and self.ctx.num_workers > 1 else None
+
+    def _backward_all_reduce(self, rank: int, pos: int, work: PassWork, buckets: list[float],
+                             **args: Any) -> Generator[Any, Any, None]:
+        """Backward with DDP's bucketed gradient all-reduce overlapping it
+        (:class:`~simulator.strategies.ddp_buckets.BucketedBackward`): backward runs in one segment per bucket, the end
+        of segment k launches bucket k's all-reduce (once every worker has launched it: a collective), and the buckets
+        are reduced one after the other. Spans: ``backward`` (all of it), one ``all_reduce_bucket`` per bucket, and
+        ``all_reduce`` from the end of backward to the end of the last bucket: the part left on the critical path (its
+        ``nbytes`` the whole gradient)."""
+        bucketed = BucketedBackward(self, rank, pos, buckets, work.backward_s)
+        t0 = self.engine.now
+        yield from bucketed.compute(work.backward_s)
+        self._span(rank, "backward", t0, "compute", pos, flops=work.backward_flops, **args)
+        yield from bucketed.finish()
+
+    def _bucket_all_reduces(self, rank: int, pos: int, buckets: list[float],
+                            ready: list[Any]) -> Generator[Any, Any, None]:
+        for k, nbytes in enumerate(buckets):
+            yield ready[k]
+            start = self.engine.now
+            yield self.rendezvous.wait((pos, "bucket", k))
+            yield from self.hw.all_reduce(rank, nbytes, ddp=self.DDP)
+            self._span(rank, "all_reduce_bucket", start, "network", pos, nbytes=nbytes, bucket=k)
+
+    def _passes(self, rank: int, pos: int, work: PassWork, **args: Any) -> Generator[Any, Any, None]:
+        """The forward and the backward pass of ``work`` on worker ``rank``'s compute, one span each."""
+        for phase, seconds, flops in (("forward", work.forward_s, work.forward_flops),
+                                      ("backward", work.backward_s, work.backward_flops)):
+            t0 = self.engine.now
+            yield from self.hw.compute(rank, seconds)
+            self._span(rank, phase, t0, "compute", pos, flops=flops, **args)
+
+    def _update(self, rank: int, pos: int, work: UpdateWork, start: float) -> Generator[Any, Any, None]:
+        """The synchronous gradient all-reduce, the optimizer and ``iteration_overhead_s`` that end iteration
+        ``pos`` (which began at ``start``); records the spans and the iteration's end."""
+        yield from self._all_reduce(rank, pos, work.gradient_bytes)
+        yield from self._optimizer(rank, pos, work, start)
+
+    def _optimizer(self, rank: int, pos: int, work: UpdateWork, start: float) -> Generator[Any, Any, None]:
+        """The optimizer and ``iteration_overhead_s`` after the gradients are reduced; records the spans and the
+        end of iteration ``pos`` (which began at ``start``)."""
+        t0 = self.engine.now
+        yield from self.hw.compute(rank, work.optimizer_s)
+        self._span(rank, "optimizer", t0, "compute", pos, flops=work.optimizer_flops)
+        yield self.engine.timeout(self.ctx.cluster.iteration_overhead_s)
+        self._span(rank, "iteration", start, "host", pos)
+        self.ends[rank][pos] = self.engine.now
+
+    def _all_reduce(self, rank: int, pos: int, nbytes: float) -> Generator[Any, Any, None]:
+        """Wait for every worker (synchronous DDP), then the hierarchical ring all-reduce of ``nbytes``; nothing
+        to reduce with one worker."""
+        start, many = self.engine.now, self.ctx.num_workers > 1
+        if many:
+            yield self.rendezvous.wait(pos)
+            yield from self.hw.all_reduce(rank, nbytes, ddp=self.DDP)
+        self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes if many else 0.0)
+
+    def _end_epoch(self, rank: int) -> None:
+        """Record worker ``rank``'s ``epoch`` span (the window; :func:`place_window` stretches it); its args say
+        how many machines a simulated machine stands for (:mod:`simulator.symmetry`). When only the
+        representative machine runs, its spans and iteration ends are copied to the same GPU of every other
+        machine (their schedule is the same: module docstring of :mod:`simulator.symmetry`)."""
+        args = {"machines_represented": self.represent.num_machines_represented}
+        self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0, args=args))
+        if self.represent.folded:
+            g = self.ctx.cluster.gpus_per_machine
+            mine = [s for s in self.spans if s.rank == rank]
+            for image in range(rank + g, self.ctx.num_workers, g):
+                self.spans.extend(replace(s, rank=image) for s in mine)
+                self.ends[image] = list(self.ends[rank])
