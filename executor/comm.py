@@ -8,7 +8,7 @@ Every collective adds the bytes this process sends to and receives from OTHER ra
   all-reduce (Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms", JPDC 69(2), 2009; the same
   formula as :func:`simulator.hardware.collectives.ring_all_reduce_bytes`). The backend may pick another
   algorithm; the count is the ring's, so measured and predicted link bytes use one convention.
-* ``all_gather``: ``(p-1) * nbytes`` each way; ``send``/``recv``/``shift``/``isend``/``irecv``: the tensors' bytes.
+* ``all_gather``: ``(p-1) * nbytes`` each way; ``send``/``recv``/``shift``/``post_exchange``: the tensors' bytes.
 * object collectives (``gather_object``, ``broadcast_object``): the size of the object's JSON encoding
   (:mod:`executor.wire`; objects cross as JSON in uint8 tensors, never pickled), sent once per receiver.
 
@@ -33,7 +33,6 @@ import contextlib
 import ipaddress
 import os
 import socket
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -262,6 +261,11 @@ def all_to_all_single(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int
     """Personalised exchange: rank r sends ``inp``'s ``in_splits[j]`` rows (in order) to rank j and receives
     ``out_splits[j]`` rows from rank j into ``out``.
 
+    On gloo it is one :func:`post_exchange` per peer (the receive posted first), not gloo's ``alltoallv``,
+    which posts each peer's send before its receive: a rank arriving late with a large payload then holds its
+    peers' replies back until its payload has left (:func:`post_exchange`). Other backends run
+    ``dist.all_to_all_single``.
+
     Shapes:
         inp: (sum(in_splits), *row); out: (sum(out_splits), *row).
 
@@ -269,9 +273,17 @@ def all_to_all_single(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int
         ``out``.
     """
     me = rank()
-    row = _nbytes(inp[:1]) if inp.shape[0] else _nbytes(out[:1]) if out.shape[0] else 0
-    COUNTER.add(row * (sum(in_splits) - in_splits[me]), row * (sum(out_splits) - out_splits[me]))
-    dist.all_to_all_single(out, inp, output_split_sizes=out_splits, input_split_sizes=in_splits)
+    if dist.get_backend() != "gloo":
+        row = _nbytes(inp[:1]) if inp.shape[0] else _nbytes(out[:1]) if out.shape[0] else 0
+        COUNTER.add(row * (sum(in_splits) - in_splits[me]), row * (sum(out_splits) - out_splits[me]))
+        dist.all_to_all_single(out, inp, output_split_sizes=out_splits, input_split_sizes=in_splits)
+        return out
+    outs, ins = torch.split(out, out_splits), torch.split(inp, in_splits)
+    outs[me].copy_(ins[me])
+    requests = [r for p in range(len(outs)) if p != me
+                for r in post_exchange(ins[p] if in_splits[p] else None, p, outs[p] if out_splits[p] else None, p)]
+    for request in requests:
+        request.wait()
     return out
 
 
@@ -300,28 +312,34 @@ def recv(t: torch.Tensor, src: int) -> torch.Tensor:
 def shift(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: int) -> torch.Tensor:
     """Send ``send_t`` to rank ``dst`` while receiving ``recv_t`` from rank ``src`` (one step of a ring shift:
     both transfers are posted before either is waited on, so a ring of these cannot deadlock); returns
-    ``recv_t``. With ``dst == src ==`` this rank it is a local copy (not counted)."""
+    ``recv_t``. With ``dst == src ==`` this rank it is a local copy (not counted). The receive is posted first
+    (:func:`post_exchange`)."""
     if dst == rank() and src == rank():
         return recv_t.copy_(send_t)
-    COUNTER.add(_nbytes(send_t), _nbytes(recv_t))
-    requests = [dist.isend(send_t, dst), dist.irecv(recv_t, src)]
-    for request in requests:
-        if request is not None:  # None only for a rank outside the group
-            request.wait()
+    for request in post_exchange(send_t, dst, recv_t, src):
+        request.wait()
     return recv_t
 
 
-def isend(t: torch.Tensor, dst: int) -> Any:
-    """Start sending ``t`` to rank ``dst``; returns the request (``.wait()`` it). Counts ``t``'s bytes as sent."""
-    COUNTER.add(_nbytes(t), 0)
-    return dist.isend(t, dst)
+def post_exchange(send_t: torch.Tensor | None, dst: int, recv_t: torch.Tensor | None, src: int) -> list[Any]:
+    """Post the receive of ``recv_t`` from ``src``, then the send of ``send_t`` to ``dst`` (either may be None);
+    returns the requests to ``.wait()``. Counts the bytes.
 
-
-def irecv(t: torch.Tensor, src: int) -> Any:
-    """Start receiving into ``t`` from rank ``src``; returns the request (``.wait()`` it). Counts ``t``'s bytes as
-    received."""
-    COUNTER.add(0, _nbytes(t))
-    return dist.irecv(t, src)
+    The order matters on gloo: a send leaves only once the peer's "ready to receive" notice has arrived, and
+    that notice travels on the same TCP connection as the peer's own outgoing data (gloo
+    ``transport/tcp/pair.cc``: ``Pair::handleRemotePendingRecv``, ``sendNotifyRecvReady``). A rank that posted
+    its send first queues its notice behind its payload, so in a two-way exchange where it arrives late its peer's
+    payload waits for its whole payload: measured on two emulated machines at 100 Mbit/s, 1.475 MB each way, the
+    late rank took 242-249 ms with send first and 123 ms with receive first (one way: 121 ms; 2026-11-23).
+    """
+    requests = []
+    if recv_t is not None:
+        COUNTER.add(0, _nbytes(recv_t))
+        requests.append(dist.irecv(recv_t, src))
+    if send_t is not None:
+        COUNTER.add(_nbytes(send_t), 0)
+        requests.append(dist.isend(send_t, dst))
+    return [r for r in requests if r is not None]  # None only for a rank outside the group
 
 
 def gather_object(obj: Any, dst: int = 0) -> list[Any] | None:
@@ -368,85 +386,3 @@ def _bytes_tensor(data: bytes, length: int) -> torch.Tensor:
     if data:
         buf[: len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     return buf.to(_device)
-
-
-class GradientHook:
-    """A DDP communication hook that averages gradient buckets with an all-reduce, like DDP's default
-    (``torch.distributed.algorithms.ddp_comm_hooks.default_hooks.allreduce_hook``), and also counts the
-    bytes and buckets and notes when buckets of an iteration were launched. DDP launches a bucket as soon as
-    backward has produced all its gradients, so the last bucket's launch is the end of the backward computation
-    (with one bucket, the first launch too); the all-reduces of the earlier buckets overlap the rest of backward.
-
-    Attributes:
-        first_launch_s: ``time.perf_counter()`` of the first bucket launched since :meth:`reset` (None if none).
-        last_launch_s: ``time.perf_counter()`` of the last bucket launched since :meth:`reset` (None if none).
-        nbytes: gradient bytes all-reduced since :meth:`reset` (the buckets' buffers, summed).
-        num_buckets: buckets all-reduced since :meth:`reset`.
-    """
-
-    def __init__(self) -> None:
-        self.first_launch_s: float | None = None
-        self.last_launch_s: float | None = None
-        self.nbytes = 0
-        self.num_buckets = 0
-
-    def reset(self) -> None:
-        """Start a new iteration."""
-        self.first_launch_s = self.last_launch_s = None
-        self.nbytes = 0
-        self.num_buckets = 0
-
-    def register(self, ddp_model: torch.nn.parallel.DistributedDataParallel) -> None:
-        """Install this hook on a DDP model."""
-        ddp_model.register_comm_hook(self, _gradient_hook)
-
-
-DEFAULT_BUCKET_BYTES = 25.0 * 2**20
-"""DDP's default bucket cap, ``bucket_cap_mb = 25`` (torch.nn.parallel.DistributedDataParallel documentation), the
-default of ``training.ddp_bucket_bytes``."""
-
-
-def data_parallel(model: torch.nn.Module,
-                  bucket_bytes: float = DEFAULT_BUCKET_BYTES) -> tuple[torch.nn.Module, GradientHook]:
-    """The module to train with and its gradient hook: ``model`` wrapped in DistributedDataParallel with buckets
-    of at most ``bucket_bytes`` (``bucket_cap_mb = bucket_bytes / 2**20``: each bucket is all-reduced as soon
-    as backward has produced its gradients, while backward goes on, as
-    :mod:`simulator.strategies.ddp_buckets` models it; the hook installed), or, with one rank, ``model`` itself
-    and an idle hook (there is nothing to reduce, and DDP's reducer costs ~10% of a small model's iteration).
-
-    Args:
-        model: the model, already on :func:`device`'s kind of device for this rank.
-        bucket_bytes: the bucket cap in bytes (the workload's ``training.ddp_bucket_bytes``, > 0). Given
-            explicitly, DDP uses it for the first bucket too (its 1 MiB first bucket applies only to the default).
-            DDP (torch 2.x, ``find_unused_parameters`` off) reduces the first iteration's gradients in one bucket
-            and rebuilds its buckets by this cap, in the order backward produced the gradients, after it.
-
-    Raises:
-        ValueError: ``bucket_bytes`` <= 0.
-    """
-    if not bucket_bytes > 0:
-        raise ValueError(f"training.ddp_bucket_bytes: must be a positive number of bytes, got {bucket_bytes}")
-    hook = GradientHook()
-    if world_size() == 1:
-        return model, hook
-    param = next(model.parameters(), None)
-    device_ids = [param.device] if param is not None and param.device.type == "cuda" else None
-    net = torch.nn.parallel.DistributedDataParallel(model, device_ids=device_ids, bucket_cap_mb=bucket_bytes / 2**20)
-    hook.register(net)
-    return net, hook
-
-
-def _gradient_hook(state, bucket):  # type: ignore[no-untyped-def]
-    """DDP hook ``(GradientHook, dist.GradBucket) -> Future[Tensor]``; unannotated because DDP compares the
-    annotations with the real types and this module uses postponed (string) annotations."""
-    state.last_launch_s = time.perf_counter()
-    if state.first_launch_s is None:
-        state.first_launch_s = state.last_launch_s
-    tensor = bucket.buffer()
-    state.nbytes += _nbytes(tensor)
-    state.num_buckets += 1
-    p = world_size()
-    n = ring_bytes(_nbytes(tensor), p)
-    COUNTER.add(n, n)
-    tensor.div_(p)
-    return dist.all_reduce(tensor, async_op=True).get_future().then(lambda fut: fut.value()[0])

@@ -18,7 +18,7 @@ it, and adds them with their sources to the probe's cluster mapping (:func:`add_
   IJHPCA 19(1), 2005, §4.5), at least 1 us.
 * ``network.ddp_per_bucket_s``: in the same two processes, a DDP-wrapped model of :data:`DDP_MODEL_DIMS` (one
   gradient bucket) runs backward; the time from the bucket's launch (the executor's
-  :class:`~executor.comm.GradientHook`, where its ``all_reduce`` span starts) to backward's return, minus a plain
+  :class:`~executor.ddp.GradientHook`, where its ``all_reduce`` span starts) to backward's return, minus a plain
   ``all_reduce`` of the same bytes timed in the same round, is what DDP's reducer adds per bucket (median).
 * ``iteration_overhead_s``: the Python the executor's training loop runs per iteration outside its phase spans
   (:mod:`executor.strategies.dp` ``train_epoch``: the inline batch stream's step around the sampling itself,
@@ -149,17 +149,17 @@ def _bucket_bytes() -> int:
 
 def _ddp_bucket_times(repeats: int) -> tuple[float, float]:
     """Median seconds, over interleaved rounds after three warm-ups, from the launch of a DDP model's one gradient
-    bucket (:class:`executor.comm.GradientHook`, as the executor's ``all_reduce`` span starts) to the return of
+    bucket (:class:`executor.ddp.GradientHook`, as the executor's ``all_reduce`` span starts) to the return of
     ``backward``, and of a plain ``all_reduce`` of the same bytes (collective: every rank calls it)."""
-    from gnnplan.executor import comm
+    from gnnplan.executor import comm, ddp
 
     torch.manual_seed(0)
     a, b, c = DDP_MODEL_DIMS
     model = torch.nn.Sequential(torch.nn.Linear(a, b), torch.nn.ReLU(), torch.nn.Linear(b, c))
-    net, hook = comm.data_parallel(model)
+    net, hook = ddp.data_parallel(model)
     x, y = torch.randn(64, a), torch.randint(0, c, (64,))
     flat_grad = torch.zeros(sum(p.numel() for p in model.parameters()))
-    ddp, flat = [], []
+    bucket, flat = [], []
     for i in range(repeats + 3):
         comm.barrier()
         hook.reset()
@@ -171,9 +171,9 @@ def _ddp_bucket_times(repeats: int) -> tuple[float, float]:
         comm.all_reduce_(flat_grad)
         end = time.perf_counter()
         if i >= 3:
-            ddp.append(returned - (hook.last_launch_s or returned))
+            bucket.append(returned - (hook.last_launch_s or returned))
             flat.append(end - start)
-    return float(np.median(ddp)), float(np.median(flat))
+    return float(np.median(bucket)), float(np.median(flat))
 
 
 def per_collective_s(repeats: int, latency_s: float) -> tuple[float, float, float, float]:

@@ -15,7 +15,7 @@ every worker takes ``batch_size // W`` seeds per iteration and all workers run t
    number of seeds of the iteration, so DDP's gradient averaging (divide by W) yields exactly the gradient of
    the global batch's mean loss even when workers hold different numbers of seeds;
 4. backward — ``backward``, then DDP's gradient all-reduce — ``all_reduce`` (``nbytes`` = gradient bytes,
-   ``num_buckets``); DDP's buckets hold at most ``training.ddp_bucket_bytes`` (:func:`executor.comm.data_parallel`),
+   ``num_buckets``); DDP's buckets hold at most ``training.ddp_bucket_bytes`` (:func:`executor.ddp.data_parallel`),
    each all-reduced as soon as backward has produced it, so with several buckets the all-reduce overlaps backward
    and the span is the part after it (from the last bucket's launch), as the simulator models. With one worker
    there is nothing to reduce: the model runs without the DDP wrapper (whose reducer costs ~10% of a small
@@ -36,7 +36,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gnnplan.executor import comm
+from gnnplan.executor import comm, ddp
 from gnnplan.executor.assemble import load_training_data
 from gnnplan.executor.data import Topology, iteration_batches, rank_batches, split_batch, worker_seeds
 from gnnplan.executor.evaluate import Accuracy, Evaluator
@@ -129,7 +129,7 @@ class Trainer:
         torch.manual_seed(wl.training.seed)
         dgl.seed(wl.training.seed)
         self.model = GNN(wl.model, self.data.feature_dim, self.data.num_classes).to(topo.device)
-        self.net, self.hook = comm.data_parallel(self.model, wl.training.ddp_bucket_bytes)
+        self.net, self.hook = ddp.data_parallel(self.model, wl.training.ddp_bucket_bytes)
         self.gradient_bytes = FLOAT_BYTES * num_params(self.model)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
                                           weight_decay=wl.training.weight_decay)

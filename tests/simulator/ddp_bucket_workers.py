@@ -1,5 +1,5 @@
 """Programs tests/simulator/test_network_model.py runs on every gloo rank (module-level so spawned workers can
-import them): DDP's gradient buckets in the executor (:func:`gnnplan.executor.comm.data_parallel`)."""
+import them): DDP's gradient buckets in the executor (:func:`gnnplan.executor.ddp.data_parallel`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnnplan.executor import comm
+from gnnplan.executor import comm, ddp
 from gnnplan.executor.data import Topology
 
 LAYERS, WIDTH = 4, 16
@@ -28,12 +28,12 @@ def rank_inputs(rank: int) -> torch.Tensor:
 
 def bucket_runs(topo: Topology, emit: Any, bucket_sizes: list[float]) -> dict[str, Any]:
     """For each bucket cap: two iterations (DDP reduces every gradient in one bucket in the first and rebuilds its
-    buckets by the cap after it) of the chain model wrapped by ``comm.data_parallel``; per iteration the hook's
+    buckets by the cap after it) of the chain model wrapped by ``ddp.data_parallel``; per iteration the hook's
     bucket count and bytes and the bytes the counters saw; the averaged gradients after the second."""
     out = []
     for cap in bucket_sizes:
         model = chain_model()
-        net, hook = comm.data_parallel(model, cap)
+        net, hook = ddp.data_parallel(model, cap)
         iterations = []
         for _ in range(2):
             model.zero_grad()

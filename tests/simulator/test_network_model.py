@@ -430,7 +430,8 @@ def test_the_executor_buckets_follow_the_workload() -> None:
     import numpy as np
     from ddp_bucket_workers import LAYERS, WIDTH, chain_model, rank_inputs, several
 
-    from gnnplan.executor.comm import DEFAULT_BUCKET_BYTES, ring_bytes
+    from gnnplan.executor.comm import ring_bytes
+    from gnnplan.executor.ddp import DEFAULT_BUCKET_BYTES
     from gnnplan.executor.launch import spawn
 
     caps = [1024.0, 2048.0, DEFAULT_BUCKET_BYTES]

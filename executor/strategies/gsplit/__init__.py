@@ -14,7 +14,7 @@ Per iteration every rank
    the slower splits, which the simulator shows apart as ``lockstep``); the loss is
    ``sum(cross-entropy of its own targets) / B``;
 4. backward, the shuffles sending gradients back — ``backward`` segments between ``shuffle`` spans;
-5. all-reduces the gradients with the project's DDP set-up (:func:`gnnplan.executor.comm.data_parallel`: buckets
+5. all-reduces the gradients with the project's DDP set-up (:func:`gnnplan.executor.ddp.data_parallel`: buckets
    of at most ``training.ddp_bucket_bytes``, each launched when backward has produced it, so with several they
    overlap backward and its shuffles; the loss is scaled by W so DDP's average is the sum, exactly the
    gradient of the global batch's mean loss) — ``all_reduce`` (from the last bucket's launch); then Adam —
@@ -37,7 +37,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gnnplan.executor import comm
+from gnnplan.executor import comm, ddp
 from gnnplan.executor.assemble import load_training_data, rank0_first
 from gnnplan.executor.data import PARTITION_SEED, Topology, input_features
 from gnnplan.executor.evaluate import Accuracy, Evaluator
@@ -82,7 +82,7 @@ class Trainer:
         torch.manual_seed(seed)
         dgl.seed(seed)
         self.model = GNN(wl.model, self.data.feature_dim, self.data.num_classes).to(topo.device)
-        self.net, self.hook = comm.data_parallel(SplitNet(self.model), wl.training.ddp_bucket_bytes)
+        self.net, self.hook = ddp.data_parallel(SplitNet(self.model), wl.training.ddp_bucket_bytes)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
                                           weight_decay=wl.training.weight_decay)
         self.gradient_bytes = FLOAT_BYTES * num_params(self.model)

@@ -148,13 +148,11 @@ class Mover:
             dst, src = (ahead, behind) if push else (behind, ahead)
             if not len(send[dst]) and not recv_rows[src]:
                 continue
-            t0, requests, incoming = t0 if not spans else now(), [], None
+            t0, incoming = t0 if not spans else now(), None
             outgoing = source[send[dst]]
-            if len(outgoing):
-                requests.append(comm.isend(outgoing, dst))
             if recv_rows[src]:
                 incoming = torch.empty(recv_rows[src], width)
-                requests.append(comm.irecv(incoming, src))
+            requests = comm.post_exchange(outgoing if len(outgoing) else None, dst, incoming, src)
             self.ws.hold("exchange staging", outgoing, incoming)
             for request in requests:
                 request.wait()

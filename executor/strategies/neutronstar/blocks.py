@@ -144,11 +144,8 @@ def exchange(outgoing: list[torch.Tensor], incoming: list[torch.Tensor], ring: b
     if ring:
         for s in range(world - 1):
             dst, src = (me + s + 1) % world, (me - s - 1) % world
-            requests = []
-            if outgoing[dst].shape[0]:
-                requests.append(comm.isend(outgoing[dst].contiguous(), dst))
-            if incoming[src].shape[0]:
-                requests.append(comm.irecv(incoming[src], src))
+            requests = comm.post_exchange(outgoing[dst].contiguous() if outgoing[dst].shape[0] else None, dst,
+                                          incoming[src] if incoming[src].shape[0] else None, src)
             for request in requests:
                 request.wait()
     elif world > 1:

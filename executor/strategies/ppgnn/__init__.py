@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from gnnplan.executor import comm
+from gnnplan.executor import comm, ddp
 from gnnplan.executor.data import Topology
 from gnnplan.executor.evaluate import Accuracy
 from gnnplan.executor.strategies.base import EpochStats
@@ -87,7 +87,7 @@ class Trainer:
         self.labels = torch.from_numpy(self.files.labels())
         torch.manual_seed(wl.training.seed)
         self.model = build_model(wl.model, self.files.feature_dim, self.files.num_classes, knobs.hops).to(topo.device)
-        self.net, self.hook = comm.data_parallel(self.model, wl.training.ddp_bucket_bytes)
+        self.net, self.hook = ddp.data_parallel(self.model, wl.training.ddp_bucket_bytes)
         self.num_params = sum(p.numel() for p in self.model.parameters())
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
                                           weight_decay=wl.training.weight_decay)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 class DpRun(WindowRun):
     """One simulated epoch window of ``dp``: a trainer process per worker plus its sampler processes."""
 
-    DDP = True  # the executor trains with DistributedDataParallel (executor.comm.data_parallel)
+    DDP = True  # the executor trains with DistributedDataParallel (executor.ddp.data_parallel)
 
     def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: IterationWork,
                  last: IterationWork) -> None:

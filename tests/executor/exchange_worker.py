@@ -1,0 +1,52 @@
+"""One rank of the two-way exchange test (tests/executor/test_comm_exchange.py), run inside an emulated machine.
+
+argv: rank, master address, payload bytes, order (``receive-first``: :func:`executor.comm.shift`; ``send-first``:
+the order it replaced). Rank 1 posts 10 ms after rank 0 in the timed exchanges. Prints the median one-way time and
+the median exchange time of rank 1 (seconds, JSON) on rank 1.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+from gnnplan.executor import comm
+
+rank, address, nbytes, order = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+dist.init_process_group("gloo", init_method=f"tcp://{address}:29611", rank=rank, world_size=2)
+out, inc = torch.ones(nbytes // 4), torch.empty(nbytes // 4)
+
+
+def exchange() -> None:
+    if order == "receive-first":
+        comm.shift(out, 1 - rank, inc, 1 - rank)
+    else:
+        for request in [dist.isend(out, 1 - rank), dist.irecv(inc, 1 - rank)]:
+            request.wait()
+
+
+one_way, both = [], []
+for _ in range(3):
+    dist.barrier()
+    t0 = time.perf_counter()
+    if rank == 0:
+        dist.send(out, 1)
+    else:
+        dist.recv(inc, 0)
+        one_way.append(time.perf_counter() - t0)
+    dist.barrier()
+    time.sleep(0.05)
+    if rank == 1:
+        time.sleep(0.01)
+    t0 = time.perf_counter()
+    exchange()
+    both.append(time.perf_counter() - t0)
+    dist.barrier()
+if rank == 1:
+    print(json.dumps({"one_way_s": statistics.median(one_way), "exchange_s": statistics.median(both)}))
+dist.destroy_process_group()
