@@ -211,6 +211,39 @@ def louvain_blocks(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: in
     return np.bincount(comm, minlength=k).tolist(), rows
 
 
+def _louvain_of_largest(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: int = 0
+                        ) -> tuple[np.ndarray, np.ndarray, int]:
+    """(keep, comm, K): the (n,) bool mask of the largest connected component, the (n,) int64 Louvain community
+    of every vertex (-1 outside it; the networkx run of :func:`louvain_blocks` on :func:`largest_component`, so
+    the same community numbers) and the number of communities."""
+    import networkx as nx
+
+    keep = component_summary(num_vertices, src, dst)[2]
+    n_c, a, b = largest_component(num_vertices, src, dst)
+    g = nx.Graph()
+    g.add_nodes_from(range(n_c))
+    g.add_edges_from(zip(a.tolist(), b.tolist()))
+    inner = np.zeros(n_c, dtype=np.int64)
+    groups = nx.community.louvain_communities(g, seed=seed)
+    for i, members in enumerate(groups):
+        inner[list(members)] = i
+    comm = np.full(num_vertices, -1, dtype=np.int64)
+    comm[keep] = inner
+    return keep, comm, len(groups)
+
+
+def louvain_train_counts(num_vertices: int, src: np.ndarray, dst: np.ndarray, train_idx: np.ndarray,
+                         seed: int = 0) -> list[int]:
+    """Training vertices in each of the Louvain communities of a graph's largest connected component, in the
+    order of :func:`louvain_blocks` on that component (:func:`largest_component`; the same networkx run): a card's
+    ``communities.block_train``. A split chosen by label (Planetoid: 20 per class) is not spread over the
+    communities in proportion to their size, and a partitioner that keeps communities whole then gives its parts
+    unequal shares of the seeds."""
+    _, comm, k = _louvain_of_largest(num_vertices, src, dst, seed)
+    inside = comm[np.asarray(train_idx, dtype=np.int64)]
+    return np.bincount(inside[inside >= 0], minlength=k).tolist()
+
+
 def louvain_communities(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: int = 0) -> tuple[int, float]:
     """(effective number of communities, mixing mu) of a graph's Louvain communities.
 

@@ -15,13 +15,18 @@ number nobody published, e.g. a degree exponent, must say so). Fields (:class:`C
   :func:`~.card_measures.moment_exponent` (the single law whose size-biased mean matches the graph's, what
   sampling feels).
   Optionally ``in_degree_histogram`` (log-binned, :mod:`simulator.workload.degseq`): the proxy then draws its
-  degrees from it (bulk and tail each as they are) instead of from the power law.
+  degrees from it (bulk and tail each as they are) instead of from the power law; and ``assortativity`` (the
+  degree correlation of an edge's ends), to which such a proxy is rewired.
 * ``communities`` (optional): ``num_communities`` and the mixing parameter ``mu`` (fraction of edges between
   communities, e.g. 1 - the edge homophily of the labels), which the proxy plants; optionally a nested finer
-  level (``fine_num_communities``, ``fine_mu``), planted by a proxy drawn from a degree histogram.
+  level (``fine_num_communities``, ``fine_mu``), planted by a proxy drawn from a degree histogram; optionally
+  the block model (``block_sizes``, ``block_edges``) and the training vertices in each community
+  (``block_train``).
 * ``components`` (optional): the sizes of the connected components other than the largest and their edges,
   planted as separate pieces by a proxy drawn from a degree histogram (the communities then describe the
   largest component).
+* ``clustering`` (optional): the average clustering coefficient, reached by a proxy drawn from a degree
+  histogram through triangle closure.
 * ``split.train_in_degree_histogram`` (optional): the training vertices' in-degrees, when the split is not a
   uniform sample (the proxy's training vertices then match it).
 
@@ -90,17 +95,22 @@ class DegreeSummary(_Model):
     vertices that have in-edges, the fraction that have none (absent = 0: every vertex has in-edges) and,
     optionally, the log-binned histogram of :func:`simulator.workload.degseq.degree_histogram` (rows
     ``[mean in-degree of the bin, fraction of vertices]``, increasing degree), which then decides the proxy's
-    degrees instead of the power law."""
+    degrees instead of the power law; optionally the degree ``assortativity`` (Newman, Phys. Rev. Lett. 89,
+    208701 (2002): the correlation of the degrees at the two ends of an edge), to which such a proxy is then
+    rewired (:mod:`simulator.workload.assortativity`)."""
 
     max_in_degree: Sourced[float | None]
     exponent: Sourced[float]
     zero_in_degree_fraction: Sourced[float] | None = None
     in_degree_histogram: Sourced[list[tuple[float, float]]] | None = None
+    assortativity: Sourced[float] | None = None
 
     @model_validator(mode="after")
     def _histogram(self) -> DegreeSummary:
         if self.in_degree_histogram is not None:
             _check_histogram(self.in_degree_histogram.value, "degree.in_degree_histogram")
+        if self.assortativity is not None and not -1.0 < self.assortativity.value < 1.0:
+            raise ValueError("degree.assortativity must be in (-1, 1)")
         return self
 
     @property
@@ -117,7 +127,10 @@ class Communities(_Model):
     m_ij]``, i <= j, the undirected edges between communities i and j, inside i when i = j: the edge counts of
     a degree-corrected SBM, Karrer and Newman, Phys. Rev. E 83, 016107 (2011)), which a proxy drawn from a
     degree histogram then plants instead of ``num_communities`` equal communities mixed uniformly (which
-    communities share their edges decides how a partitioner can cut the graph)."""
+    communities share their edges decides how a partitioner can cut the graph); optionally the training
+    vertices in each of them (``block_train``: a split chosen by label, such as Planetoid's 20 per class, is not
+    spread over the communities in proportion to their size, and a partitioner that keeps communities whole then
+    gives its parts unequal shares of the seeds), which the proxy's training vertices then follow."""
 
     num_communities: Sourced[int]
     mu: Sourced[float]
@@ -125,6 +138,7 @@ class Communities(_Model):
     fine_mu: Sourced[float] | None = None
     block_sizes: Sourced[list[int]] | None = None
     block_edges: Sourced[list[tuple[int, int, int]]] | None = None
+    block_train: Sourced[list[int]] | None = None
 
     @model_validator(mode="after")
     def _fine(self) -> Communities:
@@ -142,6 +156,10 @@ class Communities(_Model):
                     not 0 <= i <= j < k or m < 1 for i, j, m in self.block_edges.value):
                 raise ValueError("communities: block_sizes >= 1 (two or more) and block_edges rows [i <= j < "
                                  "len(block_sizes), edges >= 1]")
+        if self.block_train is not None and (self.block_sizes is None or len(self.block_train.value) != len(
+                self.block_sizes.value) or any(not 0 <= t <= s for t, s in zip(self.block_train.value,
+                                                                                 self.block_sizes.value))):
+            raise ValueError("communities: block_train needs block_sizes, one count in [0, size] per community")
         return self
 
 
@@ -174,6 +192,22 @@ class Components(_Model):
         return sum(size * count for size, count in self.small_sizes.value)
 
 
+class Clustering(_Model):
+    """How clustered the graph is: its average clustering coefficient (Watts and Strogatz, Nature 393, 440
+    (1998); vertices of degree < 2 count 0, as networkx ``average_clustering`` and SNAP's published "Average
+    clustering coefficient"), which a proxy drawn from a degree histogram reaches by degree-preserving triangle
+    closure (:mod:`simulator.workload.clustering`); without it the proxy keeps the few triangles its random
+    pairing makes."""
+
+    average_clustering: Sourced[float]
+
+    @model_validator(mode="after")
+    def _range(self) -> Clustering:
+        if not 0.0 <= self.average_clustering.value < 1.0:
+            raise ValueError("clustering.average_clustering must be in [0, 1)")
+        return self
+
+
 class Card(_Model):
     """A dataset card (module docstring)."""
 
@@ -188,6 +222,7 @@ class Card(_Model):
     degree: DegreeSummary
     communities: Communities | None = None
     components: Components | None = None
+    clustering: Clustering | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Card:
@@ -213,6 +248,9 @@ class Card(_Model):
             if not 1 <= k <= n // 2 or not 0.0 <= mu < 1.0 or (k == 1 and mu > 0):
                 raise ValueError("communities: need 1 <= num_communities <= num_vertices / 2 and 0 <= mu < 1 "
                                  "(mu = 0 with one community)")
+        if self.communities is not None and self.communities.block_train is not None and \
+                sum(self.communities.block_train.value) > self.split.train.value:
+            raise ValueError("communities.block_train: more training vertices than split.train")
         if self.components is not None and not self.components.num_small_vertices <= n - 16:
             raise ValueError("components: the small components leave fewer than 16 vertices to the largest")
         return self

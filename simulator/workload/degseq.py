@@ -27,7 +27,9 @@ pool; inter stubs still unpaired after its rounds are dropped (visible in the re
 of a heavy-tailed sequence at reduced size, e.g. 25,571 stubs among 51,000 connected vertices, finds too few
 distinct partners and keeps about half). With the card's connected components (:func:`small_component_edges`)
 the small ones are planted beside the largest as random trees (plus their extra edges), and with the card's
-block model the inter-community stubs are paired community pair by community pair (:func:`_block_pairs`).
+block model the communities' edge counts are planted exactly (:mod:`simulator.workload.blockmodel`); with the
+card's degree assortativity, it is rewired to it (:mod:`simulator.workload.assortativity`), and with its average
+clustering, triangles are closed up to it (:mod:`simulator.workload.clustering`).
 
 The per-batch reach model that scales a proxy's mini-batch statistics to the card's size is
 :mod:`simulator.workload.reach`; the proxy's training vertices matched to the card's training-degree histogram,
@@ -54,6 +56,14 @@ STALL = 0.9
 """Rewiring stops early (after :data:`STALL_AFTER` rounds) once a round leaves more than this share of the
 previous round's bad pairs (hub stubs with no distinct partner left: further rounds only reshuffle them)."""
 STALL_AFTER = 8
+BLOCK_FORMAT = 4
+"""Version of the block-model planting (4: exact block counts, hubs in blocks that can hold them, the largest
+component joined: :mod:`simulator.workload.blockmodel`, :mod:`simulator.workload.structure`); in the name of a
+proxy with a block model (its cached graph and statistics are redrawn when it changes)."""
+CLOSURE_FORMAT = 3
+"""Version of the triangle closure and assortativity rewiring (3: 2K-preserving, largest component only:
+:mod:`simulator.workload.clustering`, :mod:`simulator.workload.assortativity`); in the name of a proxy that
+closes triangles."""
 
 
 def bin_edges(max_degree: float) -> np.ndarray:
@@ -196,11 +206,11 @@ def planted_configuration_edges(degrees: np.ndarray, starts: np.ndarray, mu: flo
         fine_starts: (F + 1,) int64 nested finer communities, or None.
         fine_mu: fraction of edge ends outside their fine community, in [mu, 1).
         block_edges: (K, K) symmetric edge counts between (off the diagonal) and inside (diagonal, undirected)
-            the communities, or None: then each community keeps ``2 m_cc / kappa_c`` of its vertices' edge ends
-            (kappa_c = its degree sum in the counts) instead of ``1 - mu``, and its inter-community stubs go to
-            community c' in proportion to ``m_cc'`` (:func:`_block_pairs`; a degree-corrected SBM with the
-            block edge counts of Karrer and Newman, Phys. Rev. E 83, 016107 (2011)); ``mu`` only marks that
-            there are communities.
+            the communities (None: ``mu`` and ``fine_mu`` as above); given, they are planted exactly, stubs
+            labelled by block pair (:func:`simulator.workload.blockmodel.plant_blocks`: the microcanonical
+            degree-corrected SBM; the degrees should be dealt to the blocks by
+            :func:`~simulator.workload.blockmodel.assign_block_degrees`), and ``mu`` only marks that there are
+            communities.
 
     Returns:
         (src, dst) int64 listing both directions of every undirected edge, sorted by (src, dst), without
@@ -212,87 +222,54 @@ def planted_configuration_edges(degrees: np.ndarray, starts: np.ndarray, mu: flo
     ids = np.arange(n, dtype=np.int64)
     comm = (np.searchsorted(starts, ids, side="right") - 1).astype(np.int64)
     mu = mu if len(starts) > 2 else 0.0
-    partner = None
-    leave_comm: float | np.ndarray = mu
-    if block_edges is not None and len(starts) > 2:  # per community: intra share and partner communities
-        m = np.asarray(block_edges, dtype=np.float64)
-        off = m - np.diag(np.diag(m))
-        kappa = 2.0 * np.diag(m) + off.sum(1)
-        leave_comm = (off.sum(1) / np.maximum(kappa, 1e-300))[comm]
-        partner = off / np.maximum(off.sum(1, keepdims=True), 1e-300)
-    levels = [(comm, leave_comm)]  # innermost first: (community of every vertex, fraction of edge ends leaving it)
-    if fine_starts is not None and len(fine_starts) > len(starts):
-        levels.insert(0, ((np.searchsorted(fine_starts, ids, side="right") - 1).astype(np.int64),
-                          np.maximum(fine_mu, leave_comm)))
-    keys: list[np.ndarray] = []
-    left, remaining = np.empty(0, dtype=np.int64), d
-    outer = None
-    for level, (group, leave) in enumerate(levels):
-        prev = levels[level - 1][1] if level else 1.0
-        share = (np.asarray(prev) - leave) / np.maximum(prev, 1e-12) if level else 1.0 - np.asarray(leave)
-        inside = rng.binomial(remaining, np.clip(share, 0.0, 1.0))
-        stubs = np.concatenate([np.repeat(ids, inside), left])
-        good, left = _pool_edges(stubs, group, outer, n, _union(keys), rng)
-        keys.append(good)
-        remaining, outer = remaining - inside, group
-    # the rest across the outermost communities; stubs left over inside go across too
-    stubs = np.concatenate([np.repeat(ids, remaining), left])
-    if partner is not None:  # paired block pair by block pair (the block-model edge counts), the rest below
-        good, stubs = _block_pairs(stubs, comm, partner, n, _union(keys), rng)
-        keys.append(good)
-    good, rest = _pool_edges(stubs, np.zeros(n, dtype=np.int64), outer if np.any(np.asarray(mu) > 0) or
-                             partner is not None else None, n, _union(keys), rng)
-    for _ in range(4 if partner is not None else 0):  # the few a community pair could not place (a hub's,
-        if len(rest) < 2:  # typically): switched with twice as many random edges, anywhere, instead of dropped
-            break
-        placed = _union(keys + [good])
-        drop = rng.choice(len(placed), min(2 * len(rest), len(placed)), replace=False)
-        pool = np.concatenate([rest, placed[drop] // n, placed[drop] % n])
-        placed = np.delete(placed, drop)
-        good, rest = _pool_edges(pool, np.zeros(n, dtype=np.int64), None, n, placed, rng)
+    if block_edges is not None and len(starts) > 2:  # the card's block model, planted exactly
+        from gnnplan.simulator.workload.blockmodel import plant_blocks
+
+        placed, rest = plant_blocks(d, starts, block_edges, rng, fine_starts, fine_mu)
+        good, rest = _pool_edges(rest, np.zeros(n, dtype=np.int64), comm, n, placed, rng)
+        for _ in range(4):  # the few no community pair could place (a hub's, typically): switched with twice as
+            if len(rest) < 2:  # many random edges between communities (the ones inside keep their counts)
+                break
+            placed = _union([placed, good])
+            across = np.flatnonzero(comm[placed // n] != comm[placed % n])
+            drop = rng.choice(across, min(2 * len(rest), len(across)), replace=False)
+            pool = np.concatenate([rest, placed[drop] // n, placed[drop] % n])
+            placed = np.delete(placed, drop)
+            good, rest = _pool_edges(pool, np.zeros(n, dtype=np.int64), comm, n, placed, rng)
         keys = [placed]
+    else:
+        nested = fine_starts if fine_starts is not None and len(fine_starts) > len(starts) else None
+        keys, good = _nested_levels(d, comm, mu, nested, fine_mu, rng)
     key = np.concatenate(keys + [good])
     a, b = key // n, key % n
     both = np.sort(np.concatenate([a * n + b, b * n + a]))
     return both // n, both % n
 
 
-def _block_pairs(stubs: np.ndarray, comm: np.ndarray, partner: np.ndarray, n: int, taken: np.ndarray,
-                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Inter-community stubs paired by block pair: each stub of community c draws a partner community c' with
-    probability ``partner[c, c']`` (the block model's edge counts, Karrer and Newman, Phys. Rev. E 83, 016107
-    (2011), Eq. 1), and the i-th stub of c drawn towards c' is paired with the i-th of c' drawn towards c (both
-    sides in random order). Returns the sorted distinct keys ``min * n + max`` of the simple pairs not in
-    ``taken``, and the stubs left (unmatched counts, self-loops, repeats) for the uniform cross pool."""
-    if len(stubs) == 0:
-        return np.empty(0, dtype=np.int64), stubs
-    c = comm[stubs]
-    cdf = np.cumsum(partner, axis=1)
-    u = rng.random(len(stubs)) * cdf[c, -1]
-    to = np.minimum((u[:, None] >= cdf[c]).sum(1), partner.shape[0] - 1)
-    k = partner.shape[0]
-    pair = np.minimum(c, to) * k + np.maximum(c, to)
-    side = (c > to).astype(np.int64)
-    order = np.lexsort((rng.random(len(stubs)), side, pair))
-    st, pr, sd = stubs[order], pair[order], side[order]
-    run = pr * 2 + sd
-    first = np.concatenate([[True], run[1:] != run[:-1]])
-    rank = np.arange(len(st)) - np.maximum.accumulate(np.where(first, np.arange(len(st)), 0))
-    order2 = np.lexsort((sd, rank, pr))  # the i-th of both sides next to each other
-    st, pr, sd, rank = st[order2], pr[order2], sd[order2], rank[order2]
-    lead = np.concatenate([(pr[1:] == pr[:-1]) & (rank[1:] == rank[:-1]) & (sd[:-1] == 0), [False]])
-    idx = np.flatnonzero(lead)
-    a, b = np.minimum(st[idx], st[idx + 1]), np.maximum(st[idx], st[idx + 1])
-    key = a * n + b
-    ok = (a != b) & ~np.isin(key, taken)
-    uniq, first_at = np.unique(key[ok], return_index=True)
-    keep = np.zeros(int(ok.sum()), dtype=bool)
-    keep[first_at] = True
-    ok_idx = np.flatnonzero(ok)
-    ok[ok_idx[~keep]] = False
-    used = np.zeros(len(st), dtype=bool)
-    used[idx[ok]] = used[idx[ok] + 1] = True
-    return uniq, st[~used]
+def _nested_levels(d: np.ndarray, comm: np.ndarray, mu: float, fine_starts: np.ndarray | None, fine_mu: float,
+                   rng: np.random.Generator) -> tuple[list[np.ndarray], np.ndarray]:
+    """The nested planted partition without a block model: per level (fine, then community) a Binomial share of
+    every vertex's remaining stubs paired inside, the rest across the communities (module docstring)."""
+    n = len(d)
+    ids = np.arange(n, dtype=np.int64)
+    levels: list[tuple[np.ndarray, float]] = [(comm, mu)]  # innermost first: (group, share of ends leaving it)
+    if fine_starts is not None:
+        levels.insert(0, ((np.searchsorted(fine_starts, ids, side="right") - 1).astype(np.int64), max(fine_mu, mu)))
+    keys: list[np.ndarray] = []
+    left, remaining = np.empty(0, dtype=np.int64), d
+    outer = None
+    for level, (group, leave) in enumerate(levels):
+        prev = levels[level - 1][1] if level else 1.0
+        share = (prev - leave) / max(prev, 1e-12) if level else 1.0 - leave
+        inside = rng.binomial(remaining, min(max(share, 0.0), 1.0))
+        stubs = np.concatenate([np.repeat(ids, inside), left])
+        good, left = _pool_edges(stubs, group, outer, n, _union(keys), rng)
+        keys.append(good)
+        remaining, outer = remaining - inside, group
+    # the rest across the outermost communities; stubs left over inside go across too
+    stubs = np.concatenate([np.repeat(ids, remaining), left])
+    good, _rest = _pool_edges(stubs, np.zeros(n, dtype=np.int64), outer if mu > 0 else None, n, _union(keys), rng)
+    return keys, good
 
 
 def _union(parts: list[np.ndarray]) -> np.ndarray:
@@ -319,11 +296,18 @@ class DegreeSequenceSpec(SbmSpec):
         default=None, description="vertices of each community of the card's block model (None: equal communities)")
     block_edges: tuple[tuple[int, int, int], ...] | None = Field(
         default=None, description="[i, j, edges] of the card's block model (planted in proportion)")
+    assortativity: float | None = Field(default=None, gt=-1, lt=1, description="rewired to (None: as drawn)")
+    average_clustering: float | None = Field(default=None, ge=0, lt=1, description="closed up to (None: as drawn)")
+    block_train: tuple[int, ...] | None = Field(
+        default=None, description="training vertices per block-model community, then outside the largest component")
 
     def _generator_name(self) -> str:
         text = repr((self.degree_histogram, self.train_degree_histogram, self.fine_per_community, self.fine_mu)
                     + ((self.small_components, self.small_component_edges) if self.small_components else ())
-                    + ((self.block_sizes, self.block_edges) if self.block_sizes else ()))
+                    + ((self.block_sizes, self.block_edges, BLOCK_FORMAT) if self.block_sizes else ())
+                    + ((self.block_train,) if self.block_train else ())
+                    + (("C", self.average_clustering, CLOSURE_FORMAT) if self.average_clustering is not None else ())
+                    + (("r", self.assortativity, CLOSURE_FORMAT) if self.assortativity is not None else ()))
         digest = hashlib.sha1(text.encode()).hexdigest()[:10]
         return f"{super()._generator_name()}-hist{digest}-of{self.source_vertices}"
 
@@ -350,18 +334,25 @@ def degree_sequence_edges(spec: DegreeSequenceSpec) -> tuple[np.ndarray, np.ndar
     starts, blocks = community_starts(n, k), None
     # the card's communities, sizes in proportion, fine ones nested in each
     if spec.block_sizes and spec.block_edges and k > 1:
+        from gnnplan.simulator.workload.blockmodel import assign_block_degrees, block_degree_mass, block_inside_share
+
         starts, blocks = block_starts(spec.block_sizes, n), block_matrix(spec.block_edges, len(spec.block_sizes))
+        deg = assign_block_degrees(deg, starts, block_degree_mass(blocks), rng, block_inside_share(blocks))
         if r > 1:
             piece = n / (k * r)
             fine = np.unique(np.concatenate([a + (b - a) * np.arange(max(1, round((b - a) / piece)) + 1)
                                              // max(1, round((b - a) / piece)) for a, b in zip(starts, starts[1:])]))
     src, dst = planted_configuration_edges(deg, starts, spec.mu, seed=spec.seed, fine_starts=fine,
                                            fine_mu=spec.fine_mu, block_edges=blocks)
-    if not n_small:
-        return src, dst
-    key = np.sort(np.concatenate([src * spec.num_vertices + dst, (small_a + n) * spec.num_vertices + small_b + n,
-                                  (small_b + n) * spec.num_vertices + small_a + n]))
-    return key // spec.num_vertices, key % spec.num_vertices
+    if n_small:
+        key = np.sort(np.concatenate([src * spec.num_vertices + dst, (small_a + n) * spec.num_vertices + small_b
+                                      + n, (small_b + n) * spec.num_vertices + small_a + n]))
+        src, dst = key // spec.num_vertices, key % spec.num_vertices
+    if spec.assortativity is not None or spec.average_clustering is not None or (n_small and spec.block_sizes):
+        from gnnplan.simulator.workload.structure import shape  # connectivity, correlations, clustering
+
+        src, dst = shape(spec, src, dst, starts, n)
+    return src, dst
 
 
 def block_starts(sizes: tuple[int, ...] | list[int], num_vertices: int) -> np.ndarray:

@@ -24,8 +24,9 @@ vertices' histogram (``split.train_in_degree_histogram``: a split chosen by labe
 vertices drawn to match it; if the card lists its small connected components (``components``), they are
 planted as separate pieces beside the largest (as many per vertex; random trees plus the card's extra edges).
 If the card gives its communities' block model (``communities.block_sizes`` / ``block_edges``), those
-communities are planted instead of equal ones, sizes in proportion, each keeping its share of its edge ends and
-sending the rest to the communities it is linked to in proportion to the card's edge counts.
+communities are planted instead of equal ones, sizes in proportion, with the card's edge counts exactly
+(:mod:`simulator.workload.blockmodel`), its training vertices per community (``block_train``) if given; a card's
+degree ``assortativity`` and average clustering are reached by rewiring (:mod:`simulator.workload.structure`).
 
 Every strategy measures its statistics on the proxy with the same code that measures real graphs (the card
 loads as its proxy graph: :func:`simulator.workload.datasets.load_dataset`), and the results are scaled
@@ -180,6 +181,11 @@ def proxy_spec(card: str | Card, num_vertices: int | None = None, seed: int = PR
         if c.communities is not None and c.communities.block_sizes is not None and k > 1:
             common.update(block_sizes=tuple(c.communities.block_sizes.value),
                           block_edges=tuple(map(tuple, c.communities.block_edges.value)))
+            if c.communities.block_train is not None:  # per community, then outside the largest component
+                train_in = c.communities.block_train.value
+                common.update(block_train=(*train_in, c.split.train.value - sum(train_in)))
+        common.update(assortativity=None if c.degree.assortativity is None else c.degree.assortativity.value,
+                      average_clustering=None if c.clustering is None else c.clustering.average_clustering.value)
         if c.components is not None:  # planted beside the largest, as many per vertex as the card has
             rows = [(size, round(count * n_p / n)) for size, count in c.components.small_sizes.value]
             rows = [(int(size), int(count)) for size, count in rows if count > 0]

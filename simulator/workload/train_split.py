@@ -1,7 +1,7 @@
 """A degree-sequence proxy's training vertices redrawn so that their in-degrees follow the card's training-degree
 histogram (``split.train_in_degree_histogram``: a split chosen by label or popularity is not a uniform sample, e.g.
-Planetoid's 20 per class), with the proxy's validation and test sizes kept.
-"""
+Planetoid's 20 per class) and, if the card gives them, its training vertices per community of its block model
+(``communities.block_train``), with the proxy's validation and test sizes kept."""
 
 from __future__ import annotations
 
@@ -18,7 +18,10 @@ def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: n
     """Training vertices whose in-degrees follow ``spec.train_degree_histogram``: as many as ``train`` holds,
     drawn without replacement with weight ``p_train(bin) / p_proxy(bin)`` of their degree's bin
     (:func:`~.degseq.bin_edges`; importance weights, so the drawn set's bin shares are the card's), and the other
-    vertices of ``train`` and ``rest`` (validation then test, in a seeded random order) to refill the rest.
+    vertices of ``train`` and ``rest`` (validation then test, in a seeded random order) to refill the rest. With
+    ``spec.block_train`` (the card's training vertices per community of its block model, then outside the
+    largest component) the draw is stratified: each community, and the small components together, get their
+    card share of the training vertices (largest remainders), drawn inside with the same degree weights.
 
     Shapes:
         degrees: (n,) int64; train: (a,) int64 ids; rest: (r,) int64 ids of the validation and test vertices.
@@ -28,27 +31,52 @@ def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: n
     """
     rng = np.random.default_rng((spec.seed, 4))
     n = len(degrees)
-    if spec.train_degree_histogram is None:
+    if spec.train_degree_histogram is None and spec.block_train is None:
         return train, rest
-    h = np.asarray(spec.train_degree_histogram, dtype=np.float64)
-    edges = bin_edges(max(float(degrees.max()), float(h[:, 0].max())))
-    want = np.bincount(np.searchsorted(edges, h[:, 0], side="right") - 1, weights=h[:, 1], minlength=len(edges))
-    which = np.searchsorted(edges, degrees, side="right") - 1
-    have = np.bincount(which, minlength=len(edges)) / n
-    weight = np.where(have[which] > 0, want[which] / np.maximum(have[which], 1e-300), 0.0)
+    weight = np.ones(n)
+    if spec.train_degree_histogram is not None:
+        h = np.asarray(spec.train_degree_histogram, dtype=np.float64)
+        edges = bin_edges(max(float(degrees.max()), float(h[:, 0].max())))
+        want = np.bincount(np.searchsorted(edges, h[:, 0], side="right") - 1, weights=h[:, 1], minlength=len(edges))
+        which = np.searchsorted(edges, degrees, side="right") - 1
+        have = np.bincount(which, minlength=len(edges)) / n
+        weight = np.where(have[which] > 0, want[which] / np.maximum(have[which], 1e-300), 0.0)
     a = len(train)
-    if np.count_nonzero(weight) < a:  # too few vertices in the card's bins: the rest uniformly
-        weight = weight + 1e-9
-    new_train = np.sort(rng.choice(n, a, replace=False, p=weight / weight.sum()))
+    if spec.block_train is None:
+        new_train = _draw(rng, np.arange(n), weight, a)
+    else:
+        from gnnplan.simulator.workload.blockmodel import proxy_block_of
+
+        stratum = proxy_block_of(spec)  # -1: outside the largest component, the card's last count
+        counts = np.asarray(spec.block_train, dtype=np.float64)
+        exact = counts / max(counts.sum(), 1.0) * a
+        quota = np.floor(exact).astype(np.int64)
+        quota[np.argsort(-(exact - quota), kind="stable")[: a - int(quota.sum())]] += 1
+        picks = []
+        for c, q in enumerate(quota):
+            members = np.flatnonzero(stratum == (c if c < len(quota) - 1 else -1))
+            picks.append(_draw(rng, members, weight[members], min(int(q), len(members))))
+        new_train = np.sort(np.concatenate(picks))
     pool = np.setdiff1d(np.concatenate([train, rest]), new_train)
     return new_train, rng.permutation(pool)[:len(rest)]
+
+
+def _draw(rng: np.random.Generator, ids: np.ndarray, weight: np.ndarray, count: int) -> np.ndarray:
+    """``count`` of ``ids`` without replacement with probability in proportion to ``weight`` (uniformly among
+    the rest once too few have a positive weight), sorted."""
+    if count <= 0 or len(ids) == 0:
+        return np.empty(0, dtype=np.int64)
+    w = np.asarray(weight, dtype=np.float64)
+    if np.count_nonzero(w) < count:  # too few vertices in the card's bins: the rest uniformly
+        w = w + 1e-9
+    return np.sort(rng.choice(ids, count, replace=False, p=w / w.sum())).astype(np.int64)
 
 
 def with_degree_matched_train(spec: DegreeSequenceSpec, g: Any) -> Any:
     """``g`` (a :class:`simulator.workload.datasets.GraphData`) with its training vertices redrawn by
     :func:`degree_matched_train` when the spec has a training-degree histogram (validation and test keep their
     sizes), else ``g`` itself."""
-    if spec.train_degree_histogram is None:
+    if spec.train_degree_histogram is None and spec.block_train is None:
         return g
     rest = np.concatenate([g.val_idx, g.test_idx])
     train, rest = degree_matched_train(spec, g.in_degrees(), g.train_idx, rest)

@@ -11,6 +11,8 @@ import pytest
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import read_yaml
 from gnnplan.simulator.workload import card_measures, cards
+from gnnplan.simulator.workload.assortativity import assortativity
+from gnnplan.simulator.workload.clustering import average_clustering
 from gnnplan.simulator.workload.datasets import load_dataset, resolve_dataset
 from gnnplan.simulator.workload.graphstats import dataset_summary
 from gnnplan.simulator.workload.sbm import expected_degrees
@@ -71,6 +73,10 @@ def test_bundled_graph_cards_match_the_files(name: str) -> None:
     largest = card_measures.largest_component(g.num_vertices, g.src, g.dst)
     k, mu = card_measures.louvain_communities(*largest)  # the communities of the largest component
     assert (card.communities.num_communities.value, card.communities.mu.value) == (k, round(mu, 4))
+    assert card.communities.block_train.value == card_measures.louvain_train_counts(g.num_vertices, g.src, g.dst,
+                                                                                   g.train_idx)
+    assert card.degree.assortativity.value == round(assortativity(g.num_vertices, g.src, g.dst), 4)
+    assert card.clustering.average_clustering.value == round(average_clustering(g.num_vertices, g.src, g.dst), 4)
 
 
 def test_published_sizes_of_papers100m() -> None:

@@ -1,0 +1,313 @@
+"""A card's block model planted exactly: the microcanonical degree-corrected SBM with the card's block edge counts
+(vectorised numpy).
+
+A card's block model (``communities.block_sizes`` / ``block_edges``) gives, for every pair of communities c, c',
+the edges m_cc' between them (inside c when c = c'). Its degree-corrected SBM (Karrer and Newman, Phys. Rev. E
+83, 016107 (2011)) in the microcanonical form (Peixoto, "Nonparametric Bayesian inference of the microcanonical
+stochastic block model", Phys. Rev. E 95, 012317 (2017), §II: the block edge counts are fixed, not Poisson means)
+is realised here by:
+
+1. **degrees to blocks** (:func:`assign_block_degrees`): the proxy's degree sequence is dealt to the blocks so
+   that every block has its card size and, as nearly as the sequence allows, its card degree mass
+   ``kappa_c = 2 m_cc + sum_c' m_cc'`` (the degree sum of the card's community; scaled to the sequence's sum):
+   vertices in decreasing degree, each to the block with the largest remaining mass per remaining vertex slot
+   (greedy largest-deficit, [inferred]: a planted community whose vertices carry more or fewer edge ends than
+   the card's cannot hold its card edges, and the surplus of a random deal lands between communities);
+2. **stub labels** (:func:`plant_blocks`): the stubs of block c get a random permutation of the multiset of
+   ``2 m_cc`` labels "inside c" and ``m_cc'`` labels "towards c'" (scaled to the block's stubs, largest
+   remainders), so c sends as many stubs towards c' as c' sends towards c;
+3. **pairing**: stubs towards each other are paired block pair by block pair (the i-th of c towards c' with
+   the i-th of c' towards c, both sides in random order); stubs inside a block are paired inside its nested fine
+   communities first (a share ``(1 - fine_mu) / (1 - mu_c)`` of them, ``mu_c`` the block's card share of edge
+   ends leaving it: the nested planted partition of
+   :func:`simulator.workload.degseq.planted_configuration_edges`), the rest across fine communities inside the
+   block. Repeated pairs are repaired by edge switching within the same block pair (Milo et al., arXiv
+   cond-mat/0312028 (2003)), which keeps every block count, inside a block with :data:`SWITCH_DILUTION` times
+   as many accepted edges as failed stubs (:func:`_switch_inside`); what still fails (a hub with nearly as many
+   stubs inside its block as the block has vertices) is returned for the caller's cross pool.
+
+Measured on the bundled graphs' cards (benchmarks/bench_proxy.py proxies; tests/simulator/test_proxy_degseq.py):
+Cora's proxy has 658 edges between communities for the card's 649 and CiteSeer's 375 for 359 (the few failed
+stubs of hubs), the pair distributions overlapping 95%, where the Binomial split of every vertex's stubs with
+the card's mixing and a random deal of degrees to communities put 985 and 533 there (a community's realised
+degree mass scattered 0.6-1.8x around the card's, and an over-full community's surplus stubs, which cannot pair
+inside it, went across); the proxy's METIS edge cut came 30% and 145% above the real graphs' (2 parts), 9% and
+7% now (benchmarks/bench_proxy.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gnnplan.simulator.workload.degseq import (
+    REPAIR_ROUNDS,
+    DegreeSequenceSpec,
+    _pool_edges,
+    _union,
+    block_starts,
+)
+
+
+def block_inside_share(block_edges: np.ndarray) -> np.ndarray:
+    """(K,) share ``2 m_cc / kappa_c`` of every block's edge ends that stay inside it (0 for an empty block)."""
+    m = np.asarray(block_edges, dtype=np.float64)
+    mass = block_degree_mass(m)
+    return np.where(mass > 0, 2.0 * np.diag(m) / np.maximum(mass, 1e-300), 0.0)
+
+
+def block_degree_mass(block_edges: np.ndarray) -> np.ndarray:
+    """(K,) float64 degree mass ``kappa_c = 2 m_cc + sum_{c' != c} m_cc'`` of every block of a (K, K) symmetric
+    block edge-count matrix (diagonal: undirected edges inside)."""
+    m = np.asarray(block_edges, dtype=np.float64)
+    return np.diag(m) + m.sum(1)
+
+
+def assign_block_degrees(degrees: np.ndarray, starts: np.ndarray, mass: np.ndarray, rng: np.random.Generator,
+                         inside: np.ndarray | None = None) -> np.ndarray:
+    """``degrees`` rearranged so that block c (ids ``[starts[c], starts[c + 1])``) holds degrees summing to
+    nearly ``mass[c]`` scaled to ``degrees.sum()`` (module docstring, step 1); within a block in random order.
+    A vertex only goes to a block with room for its degree whose size allows its expected stubs inside,
+    ``degree x inside[c]``, to meet distinct partners in at most half the block's vertices (else a hub pairs
+    with the same vertices again and again and its stubs end up between communities; on the real graphs the
+    hubs' inside edges reach 35-43% of their community: Cora's 168-degree hub in a community of 356), while any
+    block still has such room.
+
+    Shapes:
+        degrees: (n,) int64; starts: (K + 1,) int64 (starts[-1] = n); mass: (K,) float >= 0; inside: (K,) share
+        of each block's edge ends inside it (None: 1).
+
+    Returns:
+        (n,) int64, a permutation of ``degrees``.
+    """
+    d = np.asarray(degrees, dtype=np.int64)
+    slots = np.diff(np.asarray(starts, dtype=np.int64))
+    k = len(slots)
+    share = np.ones(k) if inside is None else np.asarray(inside, dtype=np.float64)
+    half = (slots.astype(np.float64) - 1.0) / 2.0  # half a block's other vertices
+    target = np.asarray(mass, dtype=np.float64) / max(float(np.sum(mass)), 1e-300) * float(d.sum())
+    order = np.lexsort((rng.random(len(d)), -d))
+    have = np.zeros(k)
+    left = slots.copy()
+    block_of = np.empty(len(d), dtype=np.int64)
+    # one vertex at a time, but a run of equal degrees goes to one block for as long as the one-at-a-time rule
+    # would keep choosing it (the bulk of a sparse graph is a few degree values over most vertices)
+    sd = d[order]
+    neg = -sd  # increasing, for searchsorted
+    pos = 0
+    while pos < len(sd):
+        value = float(sd[pos])
+        end = int(np.searchsorted(neg, neg[pos], side="right"))
+        room = target - have
+        # its stubs fit the block's remaining mass, and its expected stubs inside at most half the block's vertices
+        fits = (left > 0) & (room >= value) & (value * share <= half)
+        if not fits.any():
+            fits = (left > 0) & (room >= min(value, room[left > 0].max()))
+        need = np.where(fits, room / np.maximum(left, 1), -np.inf)
+        c = int(np.argmax(need))
+        second = float(np.partition(need, -2)[-2]) if k > 1 else -np.inf
+        take = int(min(left[c], end - pos))
+        if value > second and np.isfinite(second):  # c stays the neediest for 1 + (R - s L) / (v - s) more
+            take = min(take, 1 + int((target[c] - have[c] - second * left[c]) // (value - second)))
+        take = max(take, 1)
+        block_of[order[pos: pos + take]] = c
+        left[c] -= take
+        have[c] += take * value
+        pos += take
+    out = np.empty_like(d)
+    for c in range(k):
+        mine = d[block_of == c]
+        out[starts[c]: starts[c + 1]] = mine[rng.permutation(len(mine))]
+    return out
+
+
+def _labels(counts: np.ndarray, stubs_per_block: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Per stub (in block order) the block it points to: for block c a random permutation of ``counts[c]``
+    scaled to ``stubs_per_block[c]`` (largest remainders)."""
+    k = len(stubs_per_block)
+    out = []
+    for c in range(k):
+        s = int(stubs_per_block[c])
+        row = counts[c]
+        if s == 0:
+            continue
+        exact = row / max(row.sum(), 1e-300) * s
+        cnt = np.floor(exact).astype(np.int64)
+        extra = s - int(cnt.sum())
+        if extra > 0:
+            cnt[np.argsort(-(exact - cnt), kind="stable")[:extra]] += 1
+        out.append(rng.permutation(np.repeat(np.arange(k), cnt)))
+    return np.concatenate(out) if out else np.empty(0, dtype=np.int64)
+
+
+def _bipartite_pairs(stubs: np.ndarray, pair: np.ndarray, side: np.ndarray, n: int, rng: np.random.Generator
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pair the i-th stub of side 0 with the i-th of side 1 within every ``pair`` group (random order).
+    Returns (a, b, group) of the pairs and the stubs left over (unequal sides)."""
+    order = np.lexsort((rng.random(len(stubs)), side, pair))
+    st, pr, sd = stubs[order], pair[order], side[order]
+    run = pr * 2 + sd
+    first = np.concatenate([[True], run[1:] != run[:-1]]) if len(run) else np.zeros(0, dtype=bool)
+    rank = np.arange(len(st)) - np.maximum.accumulate(np.where(first, np.arange(len(st)), 0))
+    order2 = np.lexsort((sd, rank, pr))
+    st, pr, sd, rank = st[order2], pr[order2], sd[order2], rank[order2]
+    lead = np.concatenate([(pr[1:] == pr[:-1]) & (rank[1:] == rank[:-1]) & (sd[:-1] == 0), [False]]) \
+        if len(st) else np.zeros(0, dtype=bool)
+    idx = np.flatnonzero(lead)
+    used = np.zeros(len(st), dtype=bool)
+    used[idx] = used[idx + 1] = True
+    return np.stack([st[idx], st[idx + 1]]), pr[idx], st[~used]
+
+
+def _cross_edges(stubs: np.ndarray, to: np.ndarray, comm: np.ndarray, n: int, k: int, rng: np.random.Generator
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Stubs of block ``comm[stub]`` pointing to block ``to`` paired block pair by block pair, repeated pairs
+    repaired by switching with random accepted edges of the same pair (module docstring). Returns the sorted
+    distinct keys ``min * n + max`` and the stubs left over."""
+    good = np.empty(0, dtype=np.int64)
+    good_pair = np.empty(0, dtype=np.int64)
+    pool, pool_to = stubs, to
+    left = np.empty(0, dtype=np.int64)
+    for _ in range(REPAIR_ROUNDS + 1):
+        if len(pool) < 2:
+            left = np.concatenate([left, pool])
+            break
+        c = comm[pool]
+        pair = np.minimum(c, pool_to) * k + np.maximum(c, pool_to)
+        pairs, pr, rest = _bipartite_pairs(pool, pair, (c > pool_to).astype(np.int64), n, rng)
+        left = np.concatenate([left, rest])
+        a, b = np.minimum(pairs[0], pairs[1]), np.maximum(pairs[0], pairs[1])
+        key = a * n + b
+        ok = ~np.isin(key, good)
+        _, first_at = np.unique(key, return_index=True)
+        once = np.zeros(len(key), dtype=bool)
+        once[first_at] = True
+        ok &= once
+        good = np.concatenate([good, key[ok]])
+        good_pair = np.concatenate([good_pair, pr[ok]])
+        bad = ~ok
+        if not bad.any():
+            pool = np.empty(0, dtype=np.int64)
+            break
+        # break as many accepted edges of each failing block pair as it has bad pairs, and pair again
+        nbad = np.bincount(pr[bad], minlength=k * k)
+        rank_key = rng.random(len(good))
+        order = np.lexsort((rank_key, good_pair))
+        gp = good_pair[order]
+        first = np.concatenate([[True], gp[1:] != gp[:-1]]) if len(gp) else np.zeros(0, dtype=bool)
+        rank = np.arange(len(gp)) - np.maximum.accumulate(np.where(first, np.arange(len(gp)), 0))
+        drop = order[rank < nbad[gp]]
+        broken = good[drop]
+        keep = np.ones(len(good), dtype=bool)
+        keep[drop] = False
+        good, good_pair = good[keep], good_pair[keep]
+        ends = np.concatenate([pairs[0][bad], pairs[1][bad], broken // n, broken % n])
+        # every end points to the block at the other end of its pair (the pair's blocks are the ends' blocks)
+        other = np.concatenate([comm[pairs[1][bad]], comm[pairs[0][bad]], comm[broken % n], comm[broken // n]])
+        pool, pool_to = ends, other
+    left = np.concatenate([left, pool])
+    return np.sort(good), left
+
+
+SWITCH_ROUNDS = 8
+"""Rounds of :func:`_switch_inside`."""
+SWITCH_DILUTION = 4
+"""Accepted edges of its block broken per stub left over, per round of :func:`_switch_inside`."""
+
+
+def _switch_inside(keys: np.ndarray, left: np.ndarray, comm: np.ndarray, n: int, rng: np.random.Generator
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Stubs left over inside their blocks (a hub's repeated pairs) switched with ``SWITCH_DILUTION`` x as many
+    random accepted edges of the same block and paired again inside it, for up to ``SWITCH_ROUNDS`` rounds
+    (edge switching, Milo et al. 2003: the hub's stubs are a small share of the re-paired pool, so they meet
+    distinct partners). Returns the keys (sorted) and the stubs still left."""
+    for _ in range(SWITCH_ROUNDS):
+        if len(left) < 2:
+            break
+        block = comm[keys // n]
+        want = np.bincount(comm[left], minlength=int(comm.max()) + 1) * SWITCH_DILUTION
+        order = np.lexsort((rng.random(len(keys)), block))
+        b = block[order]
+        first = np.concatenate([[True], b[1:] != b[:-1]]) if len(b) else np.zeros(0, dtype=bool)
+        rank = np.arange(len(b)) - np.maximum.accumulate(np.where(first, np.arange(len(b)), 0))
+        drop = order[rank < want[b]]
+        keep = np.ones(len(keys), dtype=bool)
+        keep[drop] = False
+        pool = np.concatenate([left, keys[drop] // n, keys[drop] % n])
+        good, left = _pool_edges(pool, comm, None, n, keys[keep], rng)
+        keys = _union([keys[keep], good])
+    return keys, left
+
+
+def plant_blocks(degrees: np.ndarray, starts: np.ndarray, block_edges: np.ndarray, rng: np.random.Generator,
+                 fine_starts: np.ndarray | None = None, fine_mu: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """The block model's edges on vertices with the given degrees (module docstring, steps 2 and 3).
+
+    Args:
+        degrees: (n,) int64, dealt to the blocks already (:func:`assign_block_degrees`).
+        starts: (K + 1,) int64 first id of every block and n.
+        block_edges: (K, K) symmetric edge counts (diagonal: inside).
+        rng: random generator.
+        fine_starts: (F + 1,) int64 nested fine communities (every ``starts`` value among them), or None.
+        fine_mu: fraction of edge ends leaving their fine community.
+
+    Returns:
+        (keys, left): sorted distinct keys ``min * n + max`` of the planted undirected edges, and the stubs
+        (vertex ids, one per stub) that found no partner of their kind.
+    """
+    d = np.asarray(degrees, dtype=np.int64)
+    n, k = len(d), len(starts) - 1
+    ids = np.arange(n, dtype=np.int64)
+    comm = (np.searchsorted(starts, ids, side="right") - 1).astype(np.int64)
+    m = np.asarray(block_edges, dtype=np.float64)
+    counts = m + np.diag(np.diag(m))  # row c: 2 m_cc inside, m_cc' towards c'
+    stubs = np.repeat(ids, d)  # in block order (ids are contiguous per block)
+    to = _labels(counts, np.bincount(comm, weights=d, minlength=k).astype(np.int64), rng)
+    inside = to == comm[stubs]
+    keys: list[np.ndarray] = []
+    leftover: list[np.ndarray] = []
+    inner = stubs[inside]
+    if fine_starts is not None and len(fine_starts) > len(starts):
+        mass = block_degree_mass(m)
+        leave = np.where(mass > 0, (mass - 2.0 * np.diag(m)) / np.maximum(mass, 1e-300), 0.0)
+        stay = np.clip((1.0 - np.maximum(fine_mu, leave)) / np.maximum(1.0 - leave, 1e-12), 0.0, 1.0)
+        fine = (np.searchsorted(fine_starts, ids, side="right") - 1).astype(np.int64)
+        mask = rng.random(len(inner)) < stay[comm[inner]]
+        good, left = _pool_edges(inner[mask], fine, None, n, np.empty(0, dtype=np.int64), rng)
+        keys.append(good)
+        good, left = _pool_edges(np.concatenate([inner[~mask], left]), comm, fine, n, _union(keys), rng)
+        keys.append(good)
+        inner = left
+    good, left = _pool_edges(inner, comm, None, n, _union(keys), rng)
+    keys.append(good)
+    inside_keys, left = _switch_inside(_union(keys), left, comm, n, rng)
+    keys = [inside_keys]
+    leftover.append(left)
+    cross, left = _cross_edges(stubs[~inside], to[~inside], comm, n, k, rng)
+    keys.append(cross)
+    leftover.append(left)
+    return _union(keys), np.concatenate(leftover)
+
+
+def proxy_block_of(spec: DegreeSequenceSpec) -> np.ndarray:
+    """(n,) int64 community of the block model of every vertex of a proxy graph with a block model, in the
+    graph's vertex ids (after ``permute_ids``); -1 for the vertices of the small components planted beside the
+    largest (:func:`simulator.workload.degseq.degree_sequence_edges` lays the largest out first, communities in
+    :func:`~simulator.workload.degseq.block_starts` ranges).
+
+    Raises:
+        ValueError: the spec has no block model.
+    """
+    from gnnplan.simulator.workload.datasets import _id_permutation
+
+    if not spec.block_sizes:
+        raise ValueError(f"proxy_block_of: {spec.name} has no block model")
+    n_small = sum(size * count for size, count in spec.small_components or ())
+    n_big = spec.num_vertices - n_small
+    starts = block_starts(spec.block_sizes, n_big)
+    block = np.full(spec.num_vertices, -1, dtype=np.int64)
+    block[:n_big] = np.searchsorted(starts, np.arange(n_big), side="right") - 1
+    if spec.permute_ids:  # vertex v becomes perm[v]
+        out = np.empty_like(block)
+        out[_id_permutation(spec)] = block
+        return out
+    return block
