@@ -65,11 +65,12 @@ short run would measure instead of the steady state the simulator predicts for `
 RECORD = "record.json"
 """The measurements file of a ``--record`` folder (``--replay`` reads it)."""
 CPU_THROUGHPUTS = ("gpu.peak_flops_per_s", "gpu.sparse_flops_per_s", "gpu.memory_bandwidth_bytes_per_s",
-                   "host.memory_bandwidth_bytes_per_s", "host.sampling_edges_per_s_per_core",
-                   "pcie.bandwidth_bytes_per_s")
+                   "gpu.rng_elements_per_s", "host.memory_bandwidth_bytes_per_s",
+                   "host.sampling_edges_per_s_per_core", "pcie.bandwidth_bytes_per_s")
 """Rates a CPU worker's quota scales (``pcie`` is the CPU gather path of the probed cluster)."""
-CPU_FIXED_COSTS = ("gpu.kernel_overhead_s", "iteration_overhead_s", "host.sampler_handoff_s", "host.row_index_s",
-                   "pcie.latency_s", "network.per_collective_s")
+CPU_FIXED_COSTS = ("gpu.kernel_overhead_s", "gpu.graph_op_overhead_s", "iteration_overhead_s",
+                   "host.sampler_handoff_s", "host.sampler_call_s", "host.row_index_s", "pcie.latency_s",
+                   "network.per_collective_s", "network.ddp_per_bucket_s")
 """Fixed per-call CPU costs a quota stretches."""
 
 
@@ -111,7 +112,7 @@ def with_cpu_quota(cluster: Any, quota_cores: float) -> Any:
     from gnnplan.simulator.calibrate_fit import get_param, with_params
 
     factor = min(quota_cores, cluster.host.num_cores) / cluster.host.num_cores
-    values = {p: get_param(cluster, p) * factor for p in CPU_THROUGHPUTS}
+    values = {p: get_param(cluster, p) * factor for p in CPU_THROUGHPUTS if _has(cluster, p)}
     values.update({p: get_param(cluster, p) / factor for p in CPU_FIXED_COSTS if _has(cluster, p)})
     return with_params(cluster, values)
 

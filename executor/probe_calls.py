@@ -15,6 +15,14 @@ or per-kernel launch cost covers (cluster fields ``host.sampler_call_s`` and ``g
 Both are at least :data:`MIN_FIXED_S` (a difference of timings). Source of the method: Hockney's alpha-beta
 decomposition (Parallel Computing 20(3), 1994) of a call's time into a fixed part and a per-item part, the fixed
 part measured where the per-item part is negligible.
+
+A rate the roofline misses is measured here too:
+
+* ``gpu.rng_elements_per_s``: the executor's dropout (``nn.Dropout(0.5)`` in training) draws one Bernoulli
+  number per element, and on CPU that draw, not the memory traffic, bounds it (PyTorch's CPU ``bernoulli_``: ~40
+  times the elementwise roofline on the development machine, 2026-11-23). Per element: the median time of a
+  dropout of :data:`DROPOUT_ELEMENTS` float32 elements minus its memory-bound time (read, mask, write), over the
+  elements.
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ CALL_SEEDS = 4
 """Seeds of the sampler-call batches (a few dozen edges per layer)."""
 GRAPH_OP_DIMS = (8, 4)
 """Input and output width of the graph-op measurement's layer (``in > out``: DGL projects before aggregating)."""
+DROPOUT_ELEMENTS = 1 << 18
+"""Elements of the dropout-rate measurement (a 4096 x 64 hidden activation)."""
 
 
 def sampler_call_s(num_vertices: int, edge_factor: int, fanouts: tuple[int, ...], edges_per_s: float,
@@ -89,3 +99,22 @@ def graph_op_overhead_s(kernel_overhead_s: float, repeats: int) -> float:
                                 Block(block.num_src_nodes(), block.num_dst_nodes(), block.num_edges()), "sage0")
     calls = 2 * sum(1 for k in kernels if k.graph_op)       # each aggregation forward and its gradient
     return max(MIN_FIXED_S, (float(np.median(times)) - 2 * len(kernels) * kernel_overhead_s) / calls)
+
+
+def dropout_elements_per_s(memory_bandwidth_bytes_per_s: float, repeats: int) -> float:
+    """Random numbers per second of the executor's dropout mask (module docstring), on the calling thread pool.
+
+    Args:
+        memory_bandwidth_bytes_per_s: the probe's memory bandwidth of one worker (prices the elementwise part).
+        repeats: timed dropouts (after two warm-up ones).
+    """
+    x = torch.randn(DROPOUT_ELEMENTS)
+    dropout = torch.nn.Dropout(0.5).train()
+    times = []
+    for i in range(repeats + 2):
+        start = time.perf_counter()
+        dropout(x)
+        if i >= 2:
+            times.append(time.perf_counter() - start)
+    streamed_s = 3 * 4 * DROPOUT_ELEMENTS / memory_bandwidth_bytes_per_s  # read x, write mask and output
+    return DROPOUT_ELEMENTS / max(float(np.median(times)) - streamed_s, MIN_FIXED_S)

@@ -24,8 +24,8 @@ it, and adds them with their sources to the probe's cluster mapping (:func:`add_
   (:mod:`executor.strategies.dp` ``train_epoch``: the inline batch stream's step around the sampling itself,
   five span records, the loss sum of a detached scalar and the clock readings), timed over many iterations of
   exactly those calls.
-* ``host.sampler_call_s`` (per sampler call) and ``gpu.graph_op_overhead_s`` (per DGL message-passing call):
-  :mod:`executor.probe_calls`.
+* ``host.sampler_call_s`` (per sampler call), ``gpu.graph_op_overhead_s`` (per DGL message-passing call) and
+  ``gpu.rng_elements_per_s`` (dropout's random draws): :mod:`executor.probe_calls`.
 
 The ``priors`` block repeats the probe's measured value of every parameter calibration fits that the probe
 measures (:data:`PRIOR_FIELDS`): the fields themselves change when a cluster is calibrated, the priors do not.
@@ -42,7 +42,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnnplan.executor.probe_calls import CALL_SEEDS, GRAPH_OP_DIMS, graph_op_overhead_s, sampler_call_s
+from gnnplan.executor.probe_calls import (
+    CALL_SEEDS,
+    DROPOUT_ELEMENTS,
+    GRAPH_OP_DIMS,
+    dropout_elements_per_s,
+    graph_op_overhead_s,
+    sampler_call_s,
+)
 from gnnplan.executor.trace import Recorder, now
 
 PRIOR_FIELDS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
@@ -261,6 +268,7 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
                                     batch, num_batches)
         loop = iteration_overhead_s(LOOP_ITERATIONS, sizes.repeats)
         graph_op = graph_op_overhead_s(float(data["gpu"]["kernel_overhead_s"]), 10 * sizes.repeats)
+        rng = dropout_elements_per_s(float(data["gpu"]["memory_bandwidth_bytes_per_s"]), 3 * sizes.repeats)
     with torch_threads(1):  # a sampler samples on one thread (executor.sampling)
         call = sampler_call_s(sizes.rmat_vertices, sizes.rmat_edge_factor, tuple(sizes.sampling_fanouts),
                               float(data["host"]["sampling_edges_per_s_per_core"]), num_batches)
@@ -272,6 +280,7 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
     data["iteration_overhead_s"] = _sig(loop)
     data["host"]["sampler_call_s"] = _sig(call)
     data["gpu"]["graph_op_overhead_s"] = _sig(graph_op)
+    data["gpu"]["rng_elements_per_s"] = _sig(rng)
     date = datetime.date.today().isoformat()
     data["sources"].update({
         "host.sampler_handoff_s": (
@@ -304,6 +313,10 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
             f"DGL SAGEConv{GRAPH_OP_DIMS} on a fresh tiny block on {threads} thread(s), minus gpu.kernel_overhead_s "
             "per kernel simulator.workload.model_cost lists for them, per DGL message-passing call "
             "(executor.probe_calls)"),
+        "gpu.rng_elements_per_s": (
+            f"measured by gnnplan probe on {date}: {DROPOUT_ELEMENTS} elements over the median of "
+            f"{3 * sizes.repeats} torch.nn.Dropout(0.5) calls on {threads} thread(s) minus their memory-bound time "
+            "at gpu.memory_bandwidth_bytes_per_s (executor.probe_calls)"),
         "priors": f"measured by gnnplan probe on {date}: the probe's values of the fields calibration fits "
                   f"({', '.join(PRIOR_FIELDS)}); calibration regularises toward them and keeps them"})
     return set_priors(data)

@@ -23,6 +23,7 @@ UNIT_RANGES: tuple[tuple[str, float, float, str], ...] = (
     ("_bytes_per_s", 1.0e3, 1.0e15, "B/s"),
     ("_flops_per_s", 1.0e6, 1.0e18, "FLOP/s"),
     ("_edges_per_s_per_core", 1.0, 1.0e12, "edges/s"),
+    ("_elements_per_s", 1.0, 1.0e15, "elements/s"),
     ("_bytes", 0.0, 1.0e16, "B"),
     ("_s", 0.0, 3600.0, "s"),
 )
@@ -30,7 +31,8 @@ UNIT_RANGES: tuple[tuple[str, float, float, str], ...] = (
 
 Rates: 1 kB/s is 10^5 below the slowest NIC of the presets (6 GbE), 1 PB/s 200 times HBM3e's 4.8 TB/s (NVIDIA
 H200 datasheet); 1 MFLOP/s to 1 EFLOP/s spans a CPU core share to 250 times an H100's 4 PFLOP/s FP8 (NVIDIA H100
-datasheet); sampling rates 1 to 1e12 edges/s per core around DGL's ~2e7. Sizes: up to 10 PB of memory. Times (every
+datasheet); sampling rates 1 to 1e12 edges/s per core around DGL's ~2e7; random-number rates 1 to 1e15 elements/s
+around a CPU core's ~4e7 (PyTorch's bernoulli_). Sizes: up to 10 PB of memory. Times (every
 ``_s`` field is a fixed cost per message, kernel, call or iteration): up to an hour, 10^6 times the slowest
 measured (kernel TCP latency ~1e-4 s, gnnplan probe's per-iteration overhead ~1e-3 s)."""
 

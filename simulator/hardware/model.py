@@ -108,7 +108,8 @@ def roofline_s(kernels: Iterable[Kernel], gpu: GpuSpec) -> float:
 
 def compute_time_s(kernels: Iterable[Kernel], gpu: GpuSpec, efficiency_fraction: float) -> float:
     """Time of a sequence of kernels: the sum of their roofline times divided by the achieved fraction, plus
-    ``gpu.kernel_overhead_s`` per kernel (module docstring).
+    ``gpu.kernel_overhead_s`` per kernel (module docstring), plus their random draws (dropout masks) at the
+    measured ``gpu.rng_elements_per_s`` when set (an achieved rate: not divided by the fraction).
 
     Args:
         kernels: the phase's kernels.
@@ -118,6 +119,8 @@ def compute_time_s(kernels: Iterable[Kernel], gpu: GpuSpec, efficiency_fraction:
     ks = tuple(kernels)
     out = roofline_s(ks, gpu) / efficiency_fraction + len(ks) * gpu.kernel_overhead_s
     graph_ops = sum(1 for k in ks if getattr(k, "graph_op", False))  # DGL message-passing calls
+    if gpu.rng_elements_per_s:
+        out += sum(getattr(k, "random_elems", 0.0) for k in ks) / gpu.rng_elements_per_s
     return out + graph_ops * gpu.graph_op_overhead_s if graph_ops and gpu.graph_op_overhead_s else out
 
 

@@ -19,8 +19,9 @@ Formulas and sources:
 * sampling: ``(num_edges / host.sampling_edges_per_s_per_core + num_calls * host.sampler_call_s) / cores`` (DGL's
   sampler is edge-bound on one core per sampler process, plus a fixed cost per call: one call per layer).
 * compute of a phase: ``flops * seconds_per_flop / efficiency.<phase>_fraction + kernels *
-  gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s`` (the DGL message-passing calls among the
-  kernels; :func:`gnnplan.simulator.hardware.model.compute_time_s` on a kernel list).
+  gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s + random_elems / gpu.rng_elements_per_s`` (the DGL
+  message-passing calls among the kernels, and their dropout draws when the rate is measured;
+  :func:`gnnplan.simulator.hardware.model.compute_time_s` on a kernel list).
 * all-reduce: hierarchical ring (:func:`gnnplan.simulator.hardware.collectives.hierarchical_all_reduce_time_s`)
   plus ``network.per_collective_s`` once per call on a multi-worker cluster (the backend's fixed cost of a
   collective beyond its messages' latencies: dispatch, algorithm set-up, completion wait).
@@ -285,12 +286,15 @@ def shuffle_s(cluster: ClusterSpec, intra_bytes: float = 0.0, network_bytes: flo
 
 
 def phase_compute_s(cluster: ClusterSpec, phase: str, flops: float, seconds_per_flop: float,
-                    kernels: float, graph_ops: float = 0.0) -> float:
+                    kernels: float, graph_ops: float = 0.0, random_elems: float = 0.0) -> float:
     """A compute phase (``forward``, ``backward``, ``optimizer``) from its FLOPs, its roofline seconds per FLOP,
-    its kernel count and the DGL message-passing calls among them: ``flops * seconds_per_flop / efficiency +
-    kernels * gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s``."""
+    its kernel count, the DGL message-passing calls among them and the random numbers they draw: ``flops *
+    seconds_per_flop / efficiency + kernels * gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s +
+    random_elems / gpu.rng_elements_per_s`` (the last term only when the rate is measured)."""
     fraction = getattr(cluster.efficiency, f"{phase}_fraction")
     out = flops * seconds_per_flop / fraction + kernels * cluster.gpu.kernel_overhead_s
+    if random_elems and cluster.gpu.rng_elements_per_s:
+        out += random_elems / cluster.gpu.rng_elements_per_s
     return out + graph_ops * cluster.gpu.graph_op_overhead_s if graph_ops else out
 
 

@@ -68,6 +68,12 @@ class GpuSpec(_Spec):
                     "kernel_overhead_s, paid by each aggregation of a DGL layer forward and by its gradient; "
                     "default 0 = not modelled; gnnplan probe measures it (executor.probe_overheads."
                     "graph_op_overhead_s: 1.0-1.4 ms on the 2-core development machine, DGL 1.1.3)")
+    rng_elements_per_s: float | None = Field(
+        default=None, gt=0,
+        description="random numbers per second one worker draws for a dropout mask (Bernoulli), priced on top of "
+                    "the dropout kernel's memory-bound roofline time; None = free (a GPU's fused dropout draws "
+                    "Philox numbers in registers); gnnplan probe measures it on CPU workers (executor."
+                    "probe_calls.dropout_elements_per_s: ~3-5e7/s on one core of the development machine)")
 
 
 class HostSpec(_Spec):

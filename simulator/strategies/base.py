@@ -86,17 +86,19 @@ class SimContext:
 class PhaseProfile:
     """How one compute phase's span time depends on the cluster (used by :mod:`simulator.calibrate`):
     ``span seconds = flops * seconds_per_flop / efficiency + kernels_per_span * gpu.kernel_overhead_s +
-    graph_ops_per_span * gpu.graph_op_overhead_s``.
+    graph_ops_per_span * gpu.graph_op_overhead_s + random_elems_per_span / gpu.rng_elements_per_s``.
 
     Attributes:
         seconds_per_flop: roofline seconds per FLOP of the phase's kernels (efficiency 1, no overhead).
         kernels_per_span: kernels one span of the phase runs (mean over the phase's spans).
         graph_ops_per_span: of those, DGL message-passing calls (``Kernel.graph_op``).
+        random_elems_per_span: random numbers one span draws (``Kernel.random_elems``).
     """
 
     seconds_per_flop: float
     kernels_per_span: float
     graph_ops_per_span: float = 0.0
+    random_elems_per_span: float = 0.0
 
 
 def kernel_profile(spans: Sequence[Sequence[Kernel]], gpu: GpuSpec) -> PhaseProfile:
@@ -104,8 +106,9 @@ def kernel_profile(spans: Sequence[Sequence[Kernel]], gpu: GpuSpec) -> PhaseProf
     flops = sum(k.flops for ks in spans for k in ks)
     seconds = sum(roofline_s(ks, gpu) for ks in spans)
     graph_ops = sum(1 for ks in spans for k in ks if getattr(k, "graph_op", False))
+    drawn = sum(getattr(k, "random_elems", 0.0) for ks in spans for k in ks)
     return PhaseProfile(seconds / max(flops, 1.0), sum(len(ks) for ks in spans) / max(len(spans), 1),
-                        graph_ops / max(len(spans), 1))
+                        graph_ops / max(len(spans), 1), drawn / max(len(spans), 1))
 
 
 def minibatch_blocks(ctx: SimContext, scale: float = 1.0) -> list[Block]:

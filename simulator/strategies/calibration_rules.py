@@ -25,7 +25,8 @@ def _compute_work(phase: str) -> Callable[[SpanRow], dict[str, float]]:
         prof = row.profile[phase]
         spans = span_arg(row, "num_spans")
         return {"flops": row.span.flops, "seconds_per_flop": prof.seconds_per_flop,
-                "kernels": spans * prof.kernels_per_span, "graph_ops": spans * prof.graph_ops_per_span}
+                "kernels": spans * prof.kernels_per_span, "graph_ops": spans * prof.graph_ops_per_span,
+                "random_elems": spans * prof.random_elems_per_span}
     return work
 
 

@@ -35,7 +35,7 @@ from gnnplan.simulator.units import FLOAT_BYTES, INDEX_BYTES
 from gnnplan.simulator.workload.spec import ModelSpec
 
 __all__ = ["FLOAT_BYTES", "INDEX_BYTES", "ADAM_FLOPS_PER_PARAM", "Block", "Kernel", "ModelCost", "model_cost",
-           "layer_dims", "model_state_bytes"]
+           "layer_dims", "model_state_bytes", "adam_kernels", "param_numels"]
 ADAM_FLOPS_PER_PARAM = 14.0
 """Adam with L2 weight decay: ~14 FLOPs per parameter (Kingma and Ba, ICLR 2015, Algorithm 1: two moment
 updates, bias corrections, sqrt, divide, update; plus the decay term)."""
@@ -73,6 +73,8 @@ class Kernel:
         graph_op: run as one DGL message-passing call (update_all / apply_edges / edge_softmax), which adds
             ``gpu.graph_op_overhead_s`` to its launch (its gradient is one too); the sparse kernels of the DGL
             layers are.
+        random_elems: random numbers the kernel draws (a dropout mask: one Bernoulli draw per element), priced
+            at ``gpu.rng_elements_per_s`` when that is measured (its gradient draws none).
     """
 
     name: str
@@ -83,6 +85,7 @@ class Kernel:
     out_elems: float = 0.0
     input_grad: bool = True
     graph_op: bool = False
+    random_elems: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -132,19 +135,47 @@ def layer_dims(model: ModelSpec, feature_dim: int, num_classes: int) -> list[Lay
     return dims
 
 
+def layer_param_numels(arch: str, d: LayerDims) -> tuple[int, ...]:
+    """Elements of each trainable parameter tensor of one DGL layer, one entry per tensor (see module docstring
+    for each architecture).
+
+    Raises:
+        ValueError: ``arch`` has no message-passing layer.
+    """
+    i, o, h = d.in_dim, d.out_dim, d.num_heads
+    numels = {"gcn": (i * o, o), "sage": (i * o, i * o, o), "gat": (i * h * o, h * o, h * o, h * o),
+              "gin": (i * o, o, o * o, o)}
+    if arch not in numels:
+        raise ValueError(f"model.arch: {arch!r} is not a message-passing model; allowed: {', '.join(numels)}")
+    return numels[arch]
+
+
 def layer_param_count(arch: str, d: LayerDims) -> int:
     """Trainable parameters of one DGL layer (see module docstring for each architecture)."""
-    i, o, h = d.in_dim, d.out_dim, d.num_heads
-    counts = {"gcn": i * o + o, "sage": 2 * i * o + o, "gat": i * h * o + 3 * h * o,
-              "gin": (i * o + o) + (o * o + o)}
-    if arch not in counts:
-        raise ValueError(f"model.arch: {arch!r} is not a message-passing model; allowed: {', '.join(counts)}")
-    return counts[arch]
+    return sum(layer_param_numels(arch, d))
+
+
+def adam_kernels(numels: Sequence[int]) -> tuple[Kernel, ...]:
+    """One Adam step: one kernel per parameter tensor of ``numels`` elements.
+
+    PyTorch's Adam on CPU tensors takes its single-tensor path, a loop over the parameter tensors with about ten
+    tensor operations each (torch.optim.adam._single_tensor_adam in PyTorch 2.x; the multi-tensor ``foreach`` path
+    is the default only on CUDA), so a step's fixed cost grows with the number of tensors, not of parameters:
+    each tensor's update is one modelled kernel, paying ``gpu.kernel_overhead_s``. Measured on the development
+    machine (one thread, after a backward, 2026-11-23): GraphSAGE's 6 tensors took 0.50 ms with 18 k parameters
+    and 0.89 ms with 184 k.
+    """
+    return tuple(Kernel(f"adam.{j}", ADAM_FLOPS_PER_PARAM * n, ADAM_BYTES_PER_PARAM * n) for j, n in enumerate(numels))
 
 
 def param_count(model: ModelSpec, feature_dim: int, num_classes: int) -> int:
     """Trainable parameters of the whole model (equals ``sum(p.numel())`` of the executor's DGL model)."""
-    return sum(layer_param_count(model.arch, d) for d in layer_dims(model, feature_dim, num_classes))
+    return sum(param_numels(model, feature_dim, num_classes))
+
+
+def param_numels(model: ModelSpec, feature_dim: int, num_classes: int) -> tuple[int, ...]:
+    """Elements of every trainable parameter tensor of the model, layer by layer (:func:`layer_param_numels`)."""
+    return tuple(n for d in layer_dims(model, feature_dim, num_classes) for n in layer_param_numels(model.arch, d))
 
 
 def _gemm(name: str, rows: float, i: int, o: int, bias: bool, grad: bool) -> Kernel:
@@ -210,7 +241,7 @@ def _backward(kernel: Kernel, layer: int) -> Kernel | None:
     else:
         return None
     return replace(kernel, name=f"{kernel.name}.grad", flops=kernel.flops * factor, nbytes=kernel.nbytes * factor,
-                   out_elems=0.0)
+                   out_elems=0.0, random_elems=0.0)
 
 
 def model_cost(model: ModelSpec, feature_dim: int, num_classes: int, blocks: Sequence[Block]) -> ModelCost:
@@ -239,7 +270,8 @@ def model_cost(model: ModelSpec, feature_dim: int, num_classes: int, blocks: Seq
         if layer < model.num_layers - 1:
             n = b.num_dst * d.out_total
             kernels += [_elementwise(f"{model.arch}{layer}.relu", n, True),
-                        _elementwise(f"{model.arch}{layer}.dropout", n, True, 2)]
+                        replace(_elementwise(f"{model.arch}{layer}.dropout", n, True, 2),
+                                random_elems=n if model.dropout > 0 else 0.0)]  # ATen returns p = 0 input as is
             activation += n  # one-byte dropout mask
         forward += kernels
         backward += [k for k in (_backward(k, layer) for k in reversed(kernels)) if k is not None]
@@ -249,8 +281,9 @@ def model_cost(model: ModelSpec, feature_dim: int, num_classes: int, blocks: Seq
     forward.append(loss)
     backward.insert(0, replace(loss, name="loss.grad", out_elems=0.0))
     activation += FLOAT_BYTES * loss.out_elems
-    num_params = param_count(model, feature_dim, num_classes)
-    optimizer = (Kernel("adam", ADAM_FLOPS_PER_PARAM * num_params, ADAM_BYTES_PER_PARAM * num_params),)
+    numels = param_numels(model, feature_dim, num_classes)
+    num_params = sum(numels)
+    optimizer = adam_kernels(numels)
     block_bytes = sum(INDEX_BYTES * (2 * b.num_edges + b.num_src) for b in blocks)
     return ModelCost(tuple(forward), tuple(backward), optimizer, num_params, activation, block_bytes)
 

@@ -18,9 +18,9 @@ from gnnplan.simulator.trace import Span
 TRUE = {"network.bandwidth_bytes_per_s": 0.8e9, "network.latency_s": 5e-5, "network.per_collective_s": 2e-4,
         "pcie.bandwidth_bytes_per_s": 12e9, "pcie.latency_s": 1e-5, "efficiency.gather_fraction": 0.5,
         "efficiency.forward_fraction": 0.3, "efficiency.backward_fraction": 0.25, "efficiency.optimizer_fraction": 0.2,
-        "gpu.kernel_overhead_s": 2e-5, "host.sampling_edges_per_s_per_core": 1e7, "host.sampler_handoff_s": 3e-3,
+        "gpu.kernel_overhead_s": 5e-6, "host.sampling_edges_per_s_per_core": 1e7, "host.sampler_handoff_s": 3e-3,
         "iteration_overhead_s": 2e-3}
-PRIORS = {"network.per_collective_s": 1e-4, "gpu.kernel_overhead_s": 1e-5, "host.sampler_handoff_s": 1e-3,
+PRIORS = {"network.per_collective_s": 1e-4, "gpu.kernel_overhead_s": 2.5e-6, "host.sampler_handoff_s": 1e-3,
           "iteration_overhead_s": 1e-3}
 """Fixed costs the preset does not model (0), given measured-like starting values (the others: the preset's)."""
 KNOBS = {"a.json": {"cache_fraction": 0.0}, "b.json": {"cache_fraction": 0.3, "num_sampler_workers": 2}}
@@ -70,6 +70,10 @@ def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, 
             # local rows are gathered and then copied, one after the other: the gather, not informed, stays near
             # its prior (1.0, truth 0.5), and the copy of the same bytes takes up its ~1/100e9 s per byte
             assert get_param(fitted, p) == pytest.approx(TRUE[p], rel=0.05), p
+        elif p == "efficiency.optimizer_fraction":
+            # Adam runs one update per parameter tensor (model_cost.adam_kernels): 6 kernel launches make ~90% of
+            # the optimizer span, so its fraction rests on the other ~10% and its prior (1) pulls it up a little
+            assert get_param(fitted, p) == pytest.approx(TRUE[p], rel=0.12), p
         elif p not in weak:
             assert get_param(fitted, p) == pytest.approx(TRUE[p], rel=0.025), p
             assert params[p]["high"] / params[p]["low"] < 1.3, p  # one sigma within +-15%

@@ -9,6 +9,7 @@ from gnnplan.simulator.workload.model_cost import (
     LayerDims,
     layer_dims,
     layer_param_count,
+    layer_param_numels,
     model_cost,
     model_state_bytes,
     param_count,
@@ -27,6 +28,8 @@ def test_parameter_counts_equal_dgl_layers(arch: str) -> None:
                                                               torch.nn.Linear(o, o)), "sum")}[arch]()
     assert layer_param_count(arch, LayerDims(i, o, h if arch == "gat" else 1)) == \
         sum(p.numel() for p in layer.parameters())
+    assert sorted(layer_param_numels(arch, LayerDims(i, o, h if arch == "gat" else 1))) == \
+        sorted(p.numel() for p in layer.parameters())
 
 
 def test_layer_widths_and_whole_model_parameters() -> None:
@@ -66,3 +69,12 @@ def test_wrong_block_count_and_unknown_arch_raise() -> None:
         model_cost(ModelSpec(arch="sage", num_layers=2, hidden_dim=8), 4, 3, [Block(1, 1, 1)])
     with pytest.raises(ValueError, match="allowed"):
         layer_param_count("sgc", LayerDims(4, 3))
+
+
+def test_adam_is_one_kernel_per_parameter_tensor_and_dropout_draws_its_mask() -> None:
+    model = ModelSpec(arch="sage", num_layers=2, hidden_dim=8, dropout=0.5)
+    cost = model_cost(model, 4, 3, [Block(50.0, 10.0, 40.0), Block(10.0, 2.0, 8.0)])
+    assert [k.nbytes / 28 for k in cost.optimizer] == [32, 32, 8, 24, 24, 3]  # 7 float32 per parameter
+    assert sum(k.flops for k in cost.optimizer) == 14 * cost.num_params
+    drawn = [(k.name, k.random_elems) for k in cost.forward + cost.backward if k.random_elems]
+    assert drawn == [("sage0.dropout", 10.0 * 8)]  # the hidden layer's mask; its gradient reuses it

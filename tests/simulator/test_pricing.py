@@ -115,3 +115,24 @@ def test_the_iteration_rule_prices_steps_and_handoffs() -> None:
     assert rule.measured_s(inline) == pytest.approx(0.1 - 0.05 - 0.03, rel=1e-12)
     assert rule.predicted_s(prefetched) == pytest.approx(2 * 1e-3 + 5e-3, rel=1e-12)
     assert rule.predicted_s(inline) == pytest.approx(2 * 1e-3, rel=1e-12)
+
+
+def test_dropout_draws_are_priced_at_the_measured_rate_in_both_pricings() -> None:
+    """A dropout mask costs its random draws at ``gpu.rng_elements_per_s`` (an achieved rate, not divided by the
+    efficiency); the simulator's kernel pricing and calibration's phase pricing agree; without the rate it is free."""
+    from gnnplan.simulator.hardware.model import compute_time_s
+    from gnnplan.simulator.strategies.base import kernel_profile
+    from gnnplan.simulator.workload.model_cost import Block, model_cost
+    from gnnplan.simulator.workload.spec import ModelSpec
+
+    cost = model_cost(ModelSpec(arch="sage", num_layers=2, hidden_dim=64), 32, 4,
+                      [Block(900.0, 300.0, 3000.0), Block(300.0, 64.0, 640.0)])
+    drawn = 300.0 * 64
+    rng = CLUSTER.model_copy(update={"gpu": CLUSTER.gpu.model_copy(update={"rng_elements_per_s": 2e7})})
+    extra = compute_time_s(cost.forward, rng.gpu, 0.5) - compute_time_s(cost.forward, CLUSTER.gpu, 0.5)
+    assert extra == pytest.approx(drawn / 2e7, rel=1e-12)
+    prof = kernel_profile([cost.forward], rng.gpu)
+    priced = pricing.phase_compute_s(rng, "forward", cost.forward_flops, prof.seconds_per_flop, prof.kernels_per_span,
+                                     prof.graph_ops_per_span, prof.random_elems_per_span)
+    assert priced == pytest.approx(compute_time_s(cost.forward, rng.gpu, rng.efficiency.forward_fraction), rel=1e-12)
+    assert compute_time_s(cost.backward, rng.gpu, 0.5) == compute_time_s(cost.backward, CLUSTER.gpu, 0.5)

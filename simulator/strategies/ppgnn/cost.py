@@ -20,12 +20,11 @@ import itertools
 from dataclasses import replace
 
 from gnnplan.simulator.workload.model_cost import (
-    ADAM_BYTES_PER_PARAM,
-    ADAM_FLOPS_PER_PARAM,
     FLOAT_BYTES,
     INDEX_BYTES,
     Kernel,
     ModelCost,
+    adam_kernels,
 )
 from gnnplan.simulator.workload.spec import ModelSpec
 
@@ -45,18 +44,24 @@ def num_matrices(arch: str, hops: int) -> int:
     raise ValueError(f"model.arch: {arch!r} is not a pre-propagation model; allowed: {', '.join(PP_ARCHS)}")
 
 
-def _ffn_params(i: int, h: int, o: int, layers: int) -> int:
+def _ffn_numels(i: int, h: int, o: int, layers: int) -> tuple[int, ...]:
     widths = [i] + [h] * (layers - 1) + [o]
-    return sum(a * b + b for a, b in itertools.pairwise(widths)) + (1 if layers > 1 else 0)
+    return tuple(n for a, b in itertools.pairwise(widths) for n in (a * b, b)) + ((1,) if layers > 1 else ())
+
+
+def param_numels(model: ModelSpec, feature_dim: int, num_classes: int, hops: int) -> tuple[int, ...]:
+    """Elements of every trainable parameter tensor (weights, biases, PReLU slopes), one entry per tensor of
+    :func:`executor.strategies.ppgnn.models.build_model`."""
+    f, c, h, layers = feature_dim, num_classes, model.hidden_dim, model.num_layers
+    if model.arch == "sgc":
+        return (f * c, c)
+    num_matrices(model.arch, hops)
+    return (_ffn_numels(f, h, h, layers) * (hops + 1) + (1,) + _ffn_numels((hops + 1) * h, h, c, layers))
 
 
 def param_count(model: ModelSpec, feature_dim: int, num_classes: int, hops: int) -> int:
     """Trainable parameters (equals ``sum(p.numel())`` of :func:`executor.strategies.ppgnn.models.build_model`)."""
-    f, c, h, layers = feature_dim, num_classes, model.hidden_dim, model.num_layers
-    if model.arch == "sgc":
-        return f * c + c
-    num_matrices(model.arch, hops)
-    return (hops + 1) * _ffn_params(f, h, h, layers) + 1 + _ffn_params((hops + 1) * h, h, c, layers)
+    return sum(param_numels(model, feature_dim, num_classes, hops))
 
 
 def _gemm(name: str, rows: float, i: int, o: int, input_grad: bool = True) -> Kernel:
@@ -68,13 +73,18 @@ def _elementwise(name: str, n: float, flops_per: float = 1.0, reads: int = 1) ->
     return Kernel(name, n * flops_per, FLOAT_BYTES * n * (reads + 1), out_elems=n)
 
 
-def _ffn(tag: str, rows: float, i: int, h: int, o: int, layers: int, on_input: bool) -> list[Kernel]:
+def _dropout(name: str, n: float, p: float) -> Kernel:
+    """A dropout of ``n`` elements: elementwise, drawing its mask (none at ``p = 0``: ATen returns the input)."""
+    return replace(_elementwise(name, n, 2.0), random_elems=n if p > 0 else 0.0)
+
+
+def _ffn(tag: str, rows: float, i: int, h: int, o: int, layers: int, on_input: bool, p: float) -> list[Kernel]:
     widths = [i] + [h] * (layers - 1) + [o]
     out: list[Kernel] = []
     for k, (a, b) in enumerate(itertools.pairwise(widths)):
         out.append(_gemm(f"{tag}.linear{k}", rows, a, b, input_grad=not (on_input and k == 0)))
         if k < layers - 1:
-            out += [_elementwise(f"{tag}.prelu{k}", rows * b, 2.0), _elementwise(f"{tag}.dropout{k}", rows * b, 2.0)]
+            out += [_elementwise(f"{tag}.prelu{k}", rows * b, 2.0), _dropout(f"{tag}.dropout{k}", rows * b, p)]
     return out
 
 
@@ -87,11 +97,11 @@ def forward_kernels(model: ModelSpec, feature_dim: int, num_classes: int, hops: 
         num_matrices(model.arch, hops)
         kernels = []
         for r in range(hops + 1):
-            kernels += _ffn(f"sign.hop{r}", rows, f, h, h, layers, on_input=True)
+            kernels += _ffn(f"sign.hop{r}", rows, f, h, h, layers, True, model.dropout)
         width = (hops + 1) * h
         kernels += [_elementwise("sign.concat", rows * width), _elementwise("sign.prelu", rows * width, 2.0),
-                    _elementwise("sign.dropout", rows * width, 2.0)]
-        kernels += _ffn("sign.project", rows, width, h, c, layers, on_input=False)
+                    _dropout("sign.dropout", rows * width, model.dropout)]
+        kernels += _ffn("sign.project", rows, width, h, c, layers, False, model.dropout)
     return kernels + [_elementwise("loss.cross_entropy", rows * c, 4.0)]
 
 
@@ -106,9 +116,10 @@ def model_cost(model: ModelSpec, feature_dim: int, num_classes: int, hops: int, 
     for k in reversed(forward):
         factor = (2.0 if k.input_grad else 1.0) if k.gemm else 1.0
         backward.append(replace(k, name=f"{k.name}.grad", flops=k.flops * factor, nbytes=k.nbytes * factor,
-                                out_elems=0.0))
-    params = param_count(model, feature_dim, num_classes, hops)
-    optimizer = (Kernel("adam", ADAM_FLOPS_PER_PARAM * params, ADAM_BYTES_PER_PARAM * params),)
+                                out_elems=0.0, random_elems=0.0))
+    numels = param_numels(model, feature_dim, num_classes, hops)
+    params = sum(numels)
+    optimizer = adam_kernels(numels)
     masks = sum(k.out_elems for k in forward if ".dropout" in k.name)  # one byte per dropout mask element
     activation = FLOAT_BYTES * sum(k.out_elems for k in forward) + masks
     return ModelCost(tuple(forward), tuple(backward), optimizer, params, activation, block_bytes=0.0)

@@ -14,7 +14,7 @@ from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.strategies import ppgnn
 from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.contract import check_workload
-from gnnplan.simulator.strategies.ppgnn.cost import input_bytes, model_cost, param_count
+from gnnplan.simulator.strategies.ppgnn.cost import input_bytes, model_cost, param_count, param_numels
 from gnnplan.simulator.strategies.ppgnn.work import load_work, resolved_placement
 from gnnplan.simulator.workload.graphstats import DatasetSummary, dataset_summary
 from gnnplan.simulator.workload.spec import workload_from_dict
@@ -206,3 +206,15 @@ def test_tuner_picks_placement_by_what_fits(expected: str) -> None:
     assert study.best_value < 1e9
     best = {p: min(t.value for t in study.trials if t.user_attrs["placement"] == p) for p in ("gpu", "host", "ssd")}
     assert all(best[expected] < best[p] for p in best if p != expected)  # not a tie
+
+
+@pytest.mark.parametrize(("arch", "layers"), [("sgc", 1), ("sign", 1), ("sign", 2), ("sign", 3)])
+def test_parameter_tensors_equal_the_executor_models(arch: str, layers: int) -> None:
+    """One Adam kernel per parameter tensor of the executor's model (its fixed cost is per tensor)."""
+    pytest.importorskip("torch")
+    from gnnplan.executor.strategies.ppgnn.models import build_model
+
+    spec = workload_from_dict({"dataset": "cora", "model": {"arch": arch, "num_layers": layers, "hidden_dim": 8}}).model
+    numels = sorted(p.numel() for p in build_model(spec, 20, 5, 2).parameters())
+    assert sorted(param_numels(spec, 20, 5, 2)) == numels
+    assert sorted(k.nbytes / 28 for k in model_cost(spec, 20, 5, 2, 10).optimizer) == numels
