@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 import torch
+from emulation import needs_root
 
 from gnnplan.executor import comm, emulate
-from gnnplan.executor.emulate import EmulatedCluster, EmulationError, MachineLimits
+from gnnplan.executor.emulate import EmulatedCluster, MachineLimits
 
 
 def test_receive_is_posted_before_send(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -25,14 +26,6 @@ def test_receive_is_posted_before_send(monkeypatch: pytest.MonkeyPatch) -> None:
     assert posted == [("recv", 1), ("send", 2)]
     assert comm.post_exchange(None, 2, torch.empty(5), 1) == ["r"]  # either side may be absent
     assert comm.post_exchange(torch.ones(3), 2, None, 1) == ["s"]
-
-
-def _can_emulate() -> bool:
-    try:
-        emulate.check_available()
-    except EmulationError:
-        return False
-    return True
 
 
 def _late_exchange(order: str) -> dict[str, Any]:
@@ -47,7 +40,7 @@ def _late_exchange(order: str) -> dict[str, Any]:
     return dict(json.loads(outs[1]))
 
 
-@pytest.mark.skipif(not _can_emulate(), reason="needs root with CAP_NET_ADMIN and ip/tc/ss/taskset")
+@needs_root
 def test_late_rank_exchange_takes_one_transfer_time() -> None:
     """1 MB each way at 300 Mbit/s with rank 1 posting 10 ms late: with the receive first rank 1's exchange takes
     about one one-way transfer (under 1.5x); posting the send first, as before, it took two (measured ~2x)."""

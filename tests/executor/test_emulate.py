@@ -12,23 +12,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from emulation import needs_root
 
 from gnnplan.executor import emulate
 from gnnplan.executor.emulate import EmulatedCluster, EmulationError, MachineLimits
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.workload.spec import load_workload
-
-
-def _can_emulate() -> bool:
-    try:
-        emulate.check_available()
-    except EmulationError:
-        return False
-    return True
-
-
-needs_root = pytest.mark.skipif(not _can_emulate(), reason="needs root with CAP_NET_ADMIN and ip/tc/ss/taskset")
 
 
 def test_token_bucket_arguments() -> None:
