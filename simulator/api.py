@@ -181,7 +181,8 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
     started = time.perf_counter()
     module, kn, ctx = load_context(cluster, workload, strategy, knobs, stats_seed=stats_seed)
     result: SimResult = module.simulate(ctx, kn)
-    result.estimated = ctx.estimated
+    if result.estimated is None:  # a strategy may have said more about how it used the estimates (gsplit)
+        result.estimated = ctx.estimated
     result.sim_wall_s = time.perf_counter() - started
     return result
 

@@ -117,11 +117,12 @@ def max_min_rates(flows: list[_Flow]) -> None:
 class _Active:
     """A flow in progress: done when its group has served ``target`` units per flow (module docstring)."""
 
-    __slots__ = ("amount", "event", "group", "target", "seq", "live")
+    __slots__ = ("amount", "event", "group", "target", "seq", "live", "count")
 
-    def __init__(self, amount: float, event: simpy.Event, group: _Group, target: float, seq: int) -> None:
+    def __init__(self, amount: float, event: simpy.Event, group: _Group, target: float, seq: int,
+                 count: int = 1) -> None:
         self.amount, self.event, self.group, self.target, self.seq = amount, event, group, target, seq
-        self.live = True
+        self.live, self.count = True, count
 
 
 class _Group:
@@ -202,17 +203,26 @@ class FluidScheduler:
         self._seq = 0
         self._active = 0
 
-    def start(self, resources: Iterable[FluidResource], amount: float, cap: float = INF) -> simpy.Event:
-        """Start a flow now.
+    def start(self, resources: Iterable[FluidResource], amount: float, cap: float = INF,
+              count: int = 1) -> simpy.Event:
+        """Start a flow now (``count`` identical flows).
 
         Args:
             resources: every resource the flow crosses (it gets the same rate on all of them).
             amount: units to move (bytes, or core-seconds); <= 0 completes immediately.
             cap: maximum rate of this flow (e.g. 1 core), default unbounded.
+            count: identical flows started at once (same resources, amount and cap): each gets its own max-min
+                share, as ``count`` calls would, and all finish together (identical flows in one group get the
+                same rate and are due at the same time: module docstring); >= 1.
 
         Returns:
-            An event that fires when the flow has moved ``amount``.
+            An event that fires when the flow (all ``count`` of them) has moved ``amount``.
+
+        Raises:
+            ValueError: ``count`` < 1.
         """
+        if count < 1:
+            raise ValueError(f"count: {count} identical flows; must be >= 1")
         event = self.env.event()
         res = tuple(resources)
         if amount <= 0 or not res:
@@ -226,12 +236,12 @@ class FluidScheduler:
             for r in res:
                 self._by_resource.setdefault(r, {})[group] = None
         group.advance(now)
-        flow = _Active(amount, event, group, group.served + amount, self._seq)
+        flow = _Active(amount, event, group, group.served + amount, self._seq, count)
         heapq.heappush(group.by_target, (flow.target, flow.seq, flow))
         heapq.heappush(group.by_settle, (flow.target - _REL_TOL * amount, flow.seq, flow))
-        group.size += 1
+        group.size += count
         self._fresh[group] = None
-        self._active += 1
+        self._active += count
         self._touch(res)
         return event
 
@@ -339,7 +349,7 @@ class FluidScheduler:
             self._fresh[g] = None
         for f in sorted(done, key=lambda f: f.seq):
             g = f.group
-            g.size -= 1
+            g.size -= f.count
             if not g.size:
                 g.gen += 1  # its heap entries are stale
                 del self._groups[(g.resources, g.cap)]
@@ -349,7 +359,7 @@ class FluidScheduler:
                     if not users:
                         del self._by_resource[r]
                 self._fresh.pop(g, None)
-            self._active -= 1
+            self._active -= f.count
             self._touch(g.resources)
             f.event.succeed()
 

@@ -231,8 +231,11 @@ class HardwareModel:
         up = (uplinks[self.uplink_of(rank)],) if uplinks else ()
         return (links[rank],) + up + (self.host_memory[self.machine_of(rank)],)
 
-    def transfer(self, resources: Iterable[FluidResource], nbytes: float, latency_s: float) -> simpy.Event:
+    def transfer(self, resources: Iterable[FluidResource], nbytes: float, latency_s: float,
+                 count: int = 1) -> simpy.Event:
         """Move ``nbytes`` across ``resources`` after ``latency_s``; bandwidth is shared with concurrent flows.
+        ``count`` identical transfers (same resources, bytes and start) are one call: each gets its own share
+        (:meth:`~simulator.fluid.FluidScheduler.start`).
 
         Returns:
             An event fired when the last byte has arrived.
@@ -247,7 +250,7 @@ class HardwareModel:
             done.succeed()
 
         def _start(_ev: Any = None) -> None:
-            self.engine.fluid.start(res, nbytes).callbacks.append(_finish)
+            self.engine.fluid.start(res, nbytes, count=count).callbacks.append(_finish)
 
         if latency_s > 0:
             self.engine.timeout(latency_s).callbacks.append(_start)
@@ -255,17 +258,17 @@ class HardwareModel:
             _start()
         return done
 
-    def host_to_gpu(self, rank: int, nbytes: float, num_messages: int = 1) -> simpy.Event:
+    def host_to_gpu(self, rank: int, nbytes: float, num_messages: int = 1, count: int = 1) -> simpy.Event:
         """Copy host memory to worker ``rank``'s GPU (host-to-device): its PCIe link, its switch uplink and the
         machine's host memory, shared with the machine's other copies and gathers (module docstring);
         ``num_messages`` copies pay the latency that many times. Alone it takes
-        :func:`~simulator.hardware.pricing.host_to_gpu_s`."""
-        return self.transfer(self._h2d_path[rank], nbytes, num_messages * self.cluster.pcie.latency_s)
+        :func:`~simulator.hardware.pricing.host_to_gpu_s`. ``count``: identical copies (:meth:`transfer`)."""
+        return self.transfer(self._h2d_path[rank], nbytes, num_messages * self.cluster.pcie.latency_s, count)
 
-    def gpu_to_host(self, rank: int, nbytes: float, num_messages: int = 1) -> simpy.Event:
+    def gpu_to_host(self, rank: int, nbytes: float, num_messages: int = 1, count: int = 1) -> simpy.Event:
         """Copy worker ``rank``'s GPU memory to the host (device-to-host), the reverse path of
         :meth:`host_to_gpu`."""
-        return self.transfer(self._d2h_path[rank], nbytes, num_messages * self.cluster.pcie.latency_s)
+        return self.transfer(self._d2h_path[rank], nbytes, num_messages * self.cluster.pcie.latency_s, count)
 
     def host_to_gpu_path(self, rank: int) -> tuple[FluidResource, ...]:
         """The resources a host-to-device copy to worker ``rank``'s GPU crosses (for :meth:`transfer` with a
@@ -281,7 +284,7 @@ class HardwareModel:
         return self.transfer((self.storage[machine], last), nbytes, latency_s)
 
     def gpu_to_gpu(self, src: int, dst: int, nbytes: float, num_messages: int = 1,
-                   collective: bool = False) -> simpy.Event:
+                   collective: bool = False, count: int = 1) -> simpy.Event:
         """Copy between two GPUs of one machine: NVLink if present, else PCIe peer to peer.
 
         ``num_messages`` back-to-back messages pay the latency that many times (e.g. the steps of a ring). On
@@ -295,11 +298,11 @@ class HardwareModel:
             path = (self.nvlink_tx[src], self.nvlink_rx[dst])
             if nvlink.topology == "pairwise" and not collective:
                 path += (self.nvlink_pair(src, dst),)
-            return self.transfer(path, nbytes, num_messages * nvlink.latency_s)
+            return self.transfer(path, nbytes, num_messages * nvlink.latency_s, count)
         path = (self.pcie_d2h[src], self.pcie_h2d[dst])
         if self.uplink_h2d and self.uplink_of(src) != self.uplink_of(dst):  # peer to peer via the root complex
             path += (self.uplink_d2h[self.uplink_of(src)], self.uplink_h2d[self.uplink_of(dst)])
-        return self.transfer(path, nbytes, num_messages * self.cluster.pcie.latency_s)
+        return self.transfer(path, nbytes, num_messages * self.cluster.pcie.latency_s, count)
 
     def nvlink_pair(self, src: int, dst: int) -> FluidResource:
         """The direct NVLink from GPU ``src`` to GPU ``dst`` of its machine on a ``pairwise`` topology: the GPU's
@@ -342,7 +345,7 @@ class HardwareModel:
                                   for k in range(n))
 
     def gpu_network(self, src: int, dst: int, nbytes: float, num_messages: int = 1,
-                    store_and_forward: bool = False) -> simpy.Event:
+                    store_and_forward: bool = False, count: int = 1) -> simpy.Event:
         """Send ``nbytes`` from GPU ``src`` to GPU ``dst`` of another machine, each through its own NIC
         (:meth:`nic_of`), ``num_messages`` network latencies.
 
@@ -366,7 +369,7 @@ class HardwareModel:
         copies to host memory and sends from there itself, e.g. NeutronStar's MPI sends driven by CPU threads,
         brief ../shared/papers/neutronstar.md §1.9); alone it takes
         :func:`~simulator.hardware.pricing.exchange_s`. With GPUDirect RDMA (or CPU-only) it is the NICs alone
-        either way.
+        either way. ``count``: identical messages at once (:meth:`transfer`).
         """
         n = self.cluster.network.nics_per_machine
         src_nic = self.nic_tx[self.machine_of(src) * n + self.nic_of(src)]
@@ -375,15 +378,15 @@ class HardwareModel:
         latency_s = num_messages * self.cluster.network.latency_s
         if not (self.cluster.network.gpudirect_rdma or self.cluster.gpu.is_host_cpu):
             if store_and_forward:
-                return self.engine.process(self._store_and_forward(src, dst, path, nbytes, num_messages))
+                return self.engine.process(self._store_and_forward(src, dst, path, nbytes, num_messages, count))
             path = self._d2h_path[src] + path + self._h2d_path[dst]
-        return self.transfer(path, nbytes, latency_s)
+        return self.transfer(path, nbytes, latency_s, count)
 
     def _store_and_forward(self, src: int, dst: int, nics: tuple[FluidResource, ...], nbytes: float,
-                           num_messages: int) -> Generator[simpy.Event, Any, None]:
-        yield self.gpu_to_host(src, nbytes, num_messages)
-        yield self.transfer(nics, nbytes, num_messages * self.cluster.network.latency_s)
-        yield self.host_to_gpu(dst, nbytes, num_messages)
+                           num_messages: int, count: int = 1) -> Generator[simpy.Event, Any, None]:
+        yield self.gpu_to_host(src, nbytes, num_messages, count)
+        yield self.transfer(nics, nbytes, num_messages * self.cluster.network.latency_s, count)
+        yield self.host_to_gpu(dst, nbytes, num_messages, count)
 
     def all_reduce(self, rank: int, nbytes: float, ddp: bool = False) -> Generator[simpy.Event, Any, None]:
         """Worker ``rank``'s part of a hierarchical ring all-reduce of ``nbytes``; use with ``yield from`` once

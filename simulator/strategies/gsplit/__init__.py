@@ -30,7 +30,11 @@ network alone with ``network.gpudirect_rdma``).
 
 Simulation: :mod:`.run` (the simpy window), :mod:`.work` (bytes, FLOPs, seconds and memory), :mod:`.stats`
 (measured split statistics of the window's batches); spans ``sample``, ``split``, ``load``, ``forward``,
-``lockstep``, ``shuffle``, ``backward``, ``all_reduce``, ``optimizer``, ``iteration``.
+``lockstep``, ``shuffle``, ``backward``, ``all_reduce``, ``optimizer``, ``iteration``. For a dataset card on
+several machines every GPU does the per-rank mean split, each shuffle at the busiest measured link's load
+(:mod:`.rank_mean`: the statistics are one proxy partition's, where their imbalance sits is estimation noise),
+so one representative machine is simulated (:mod:`gnnplan.simulator.symmetry`; the result's ``estimated`` says
+so); measured splits of a real graph are simulated rank by rank.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ from gnnplan.simulator.strategies.base import (
     suggest_batch_size,
 )
 from gnnplan.simulator.strategies.contract import check_workload as contract_check
+from gnnplan.simulator.strategies.gsplit import rank_mean
 from gnnplan.simulator.strategies.gsplit.run import PHASES, SplitRun
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats, split_stats
 from gnnplan.simulator.strategies.gsplit.work import IterationWork, iteration_work, link_bytes, memory_model, segments
@@ -205,14 +210,28 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     """
     started = time.perf_counter()
     check_workload(ctx.workload)
-    stats, plan, works = window_works(ctx, knobs)
+    stats = stats_of(ctx, knobs)
+    plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, 1)
+    estimated, simulated = ctx.estimated, stats
+    if rank_mean.applies(ctx):  # a card: every GPU at the mean split, one representative machine (rank_mean)
+        simulated = rank_mean.rank_mean_stats(stats, ctx.cluster.gpus_per_machine)
+        if estimated is not None:
+            statistics = dict(estimated.get("statistics", {}))
+            statistics["split_stats"] = f"{statistics.get('split_stats', 'measured on the proxy')}; {rank_mean.NOTE}"
+            estimated = {**estimated, "statistics": statistics}
+    works = [iteration_work(ctx, simulated, knobs.cache_fraction, pos) for pos in range(len(plan.window))]
+    # memory: the largest measured split; bytes: the mean keeps every total over GPUs and link kinds
     memory = memory_model(ctx, stats, knobs.cache_fraction, knobs.num_sampler_workers, works)
+    sim_works = works
+    if simulated is not stats:  # each shuffle at its busiest measured link's load (rank_mean.busiest_shuffles)
+        sim_works = rank_mean.busiest_shuffles(works, stats, ctx.workload.model.arch, ctx.cluster.gpus_per_machine)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, works), "peak_memory_bytes": memory.peak_memory_bytes}
     if not memory.feasible:
-        return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
-    run = SplitRun(ctx, plan, works, knobs.num_sampler_workers)
+        return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, estimated=estimated,
+                                    **common)
+    run = SplitRun(ctx, plan, sim_works, knobs.num_sampler_workers)
     run.execute()
     ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(plan.window))]
     period = steady_period_s(ends, plan)
@@ -222,7 +241,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
         ctx.cluster, handoffs=float(knobs.num_sampler_workers > 0))
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / plan.num_iterations,
                      breakdown_s=breakdown, spans=place_window(run.spans, plan, period),
-                     sim_wall_s=time.perf_counter() - started, **common)
+                     sim_wall_s=time.perf_counter() - started, estimated=estimated, **common)
 
 
 def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:

@@ -62,10 +62,13 @@ class SplitRun(WindowRun):
         super().__init__(ctx, plan, num_sampler_workers,
                          rank_works=rank_works(works, ctx.num_workers, ctx.cluster.gpus_per_machine))
         self.works, self.k = works, num_sampler_workers
+        self.g, self.w = ctx.cluster.gpus_per_machine, ctx.num_workers
         n, machines = len(plan.window), ctx.cluster.num_machines
         self.ready = [[self.engine.event() for _ in range(n)] for _ in range(machines)]
         self.taken = [[self.engine.event() for _ in range(n)] for _ in range(machines)]
         self.messages: dict[tuple[Any, ...], Any] = {}
+        self.sent: dict[tuple[Any, ...], list[list[float]]] = {}
+        self.bundles: dict[tuple[Any, ...], list[list[Any]]] = {}
 
     def execute(self) -> None:
         """Run every simulated trainer and its machine's samplers to the end of the window."""
@@ -168,8 +171,15 @@ class SplitRun(WindowRun):
         out = fwd[rank] if phase == "forward" else fwd[:, rank]                      # bytes to each peer
         back = fwd[:, rank] if phase == "forward" else fwd[rank]                     # bytes from each peer
         peers = [p for p in range(self.ctx.num_workers) if p != rank]
-        waits = [self._message((pos, layer, phase, rank, p), rank, p, float(out[p])) for p in peers]
-        waits += [self._message((pos, layer, phase, p, rank), p, rank, float(back[p])) for p in peers]
+        key = (pos, layer, phase)
+        if key not in self.sent:                                   # sent[i][j]: bytes from GPU i to GPU j
+            self.sent[key] = (fwd if phase == "forward" else fwd.T).tolist()
+        sent = self.sent[key]
+        if self.represent.folded:
+            waits = self._folded(key, sent)[rank]
+        else:
+            waits = [self._message(key + (rank, p), rank, p, sent) for p in peers]
+            waits += [self._message(key + (p, rank), p, rank, sent) for p in peers]
         yield self.engine.all_of(waits)
         intra = [p for p in peers if p // g == rank // g]
         across = [p for p in peers if p // g != rank // g]
@@ -178,31 +188,57 @@ class SplitRun(WindowRun):
                    intra_bytes=max(float(out[intra].sum()), float(back[intra].sum())),
                    network_bytes=max(float(out[across].sum()), float(back[across].sum())))
 
-    def _message(self, key: tuple[Any, ...], src: int, dst: int, nbytes: float) -> Any:
-        """The event of one pair's message; the first GPU that needs it starts it (both start it at the same
-        simulated time, so the order is irrelevant). When only machine 0 runs, a message from another machine's
-        GPU is its image under the shift that takes the sender to machine 0 (:mod:`simulator.symmetry`): the
-        same bytes, started at the same time by a simulated GPU."""
-        if self.represent.folded:
-            g, w = self.ctx.cluster.gpus_per_machine, self.ctx.num_workers
-            offset = (src // g) * g
-            src, dst = src - offset, (dst - offset) % w
-            key = key[:-2] + (src, dst)
+    def _message(self, key: tuple[Any, ...], src: int, dst: int, sent: list[list[float]]) -> Any:
+        """The event of one pair's message (``sent[src][dst]`` bytes); the first GPU that needs it starts it (both
+        start it at the same simulated time, so the order is irrelevant)."""
         if key not in self.messages:
-            self.messages[key] = self.engine.process(self._send(src, dst, nbytes))
+            self.messages[key] = self._send(src, dst, sent[src][dst], 1)
         return self.messages[key]
 
-    def _send(self, src: int, dst: int, nbytes: float) -> Generator[Any, Any, None]:
+    def _folded(self, key: tuple[Any, ...], sent: list[list[float]]) -> list[list[Any]]:
+        """When only machine 0 runs (:mod:`simulator.symmetry`): start every message of shuffle ``key`` that
+        machine 0's GPUs send, and return, per local GPU, the events of the messages it waits for (started at the
+        first call; every GPU calls at the same simulated time).
+
+        A message a GPU of machine 0 receives from GPU ``l'`` of machine m is the image, under the shift that
+        takes the sender to machine 0, of the message ``l'`` sends to the same GPU of machine ``M - m``: the same
+        bytes, started at the same time. So GPU ``l`` waits for what it sends, what machine 0's GPUs send it, and
+        what they send to GPU ``l`` of every other machine. The messages from one GPU to the same GPU of machines
+        1..M-1 cross the same (folded) resources; those with equal bytes are identical flows, started as one
+        with their count (:meth:`~simulator.fluid.FluidScheduler.start`), which gives each its own max-min share
+        exactly, as separate flows would."""
+        if key not in self.bundles:
+            g, w = self.g, self.w
+            waits: list[list[Any]] = [[] for _ in range(g)]
+            for src in range(g):
+                row = sent[src]
+                for dst in range(g):                                 # on machine 0: NVLink (or PCIe)
+                    if dst != src:
+                        event = self._send(src, dst, row[dst], 1)
+                        waits[src].append(event)
+                        waits[dst].append(event)
+                for local in range(g):                               # to GPU `local` of machines 1..M-1
+                    counts: dict[float, int] = {}
+                    for dst in range(g + local, w, g):
+                        counts[row[dst]] = counts.get(row[dst], 0) + 1
+                    for nbytes, count in counts.items():
+                        event = self._send(src, g + local, nbytes, count)
+                        waits[src].append(event)
+                        waits[local].append(event)
+            self.bundles[key] = waits
+        return self.bundles[key]
+
+    def _send(self, src: int, dst: int, nbytes: float, count: int) -> Any:
+        """Start ``count`` identical messages of ``nbytes`` from ``src`` to ``dst`` (the others to GPUs whose
+        resources are the same as ``dst``'s) and return the event of their arrival."""
         hw = self.hw
         if nbytes <= 0:
-            return
+            return self.engine.event().succeed()
         if hw.machine_of(src) == hw.machine_of(dst):
-            yield hw.gpu_to_gpu(src, dst, nbytes)
-            return
+            return hw.gpu_to_gpu(src, dst, nbytes, count=count)
         # staged: device-to-host, network, host-to-device one after the other (pricing.exchange_s); the NICs alone
         # with GPUDirect RDMA, or on a CPU-only cluster (rows already in host memory)
-        yield hw.gpu_network(src, dst, nbytes, store_and_forward=True)
-
+        return hw.gpu_network(src, dst, nbytes, store_and_forward=True, count=count)
 
 
 def rank_works(works: list[IterationWork], num_workers: int, gpus_per_machine: int) -> list[tuple[Any, ...]]:

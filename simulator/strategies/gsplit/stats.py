@@ -86,11 +86,13 @@ class SplitStats:
         """g."""
         return int(self.partition_sizes.shape[0])
 
-    def hits(self, cache_fraction: float) -> np.ndarray:
+    def hits(self, cache_fraction: float, batch: int | None = None) -> np.ndarray:
         """(n_b, g) cache hits of every split's layer-0 vertices at ``cache_fraction`` (linear interpolation
-        between grid points)."""
+        between grid points); (g,) those of measured batch ``batch`` alone when given."""
         grid = self.cache_fractions
-        return np.apply_along_axis(lambda row: np.interp(cache_fraction, grid, row), 2, self.input_hits)
+        table = self.input_hits if batch is None else self.input_hits[batch][None]
+        out = np.array([[np.interp(cache_fraction, grid, row) for row in splits] for splits in table])
+        return out.reshape(table.shape[:2]) if batch is None else out.reshape(table.shape[1])
 
     def edges(self, arch: str) -> np.ndarray:
         """(n_b, L, g) edges each split computes: at the source's owner for GraphSAGE (pre-aggregation), at the
@@ -302,14 +304,34 @@ def _jsonable(value: Any) -> Any:
     return value.tolist() if isinstance(value, np.ndarray) else value
 
 
+_LOADED: dict[str, tuple[tuple[int, int], dict[str, Any], SplitStats]] = {}
+"""Statistics read from the disk cache in this process, by file, with the file's (mtime_ns, size) when read and
+its parameters."""
+LOADED_ENTRIES = 16
+"""Files :data:`_LOADED` keeps (a study's trials read the same few files again and again)."""
+
+
 def _read(path: Any, params: dict[str, Any]) -> SplitStats | None:
-    """The cached statistics at ``path`` if measured with exactly ``params``, else None."""
+    """The cached statistics at ``path`` if measured with exactly ``params``, else None. A file read before in
+    this process and unchanged since (same modification time and size) is not parsed again: its arrays are
+    returned read-only."""
     try:
+        stat = os.stat(path)
+        version = (stat.st_mtime_ns, stat.st_size)
+        seen = _LOADED.get(str(path))
+        if seen is not None and seen[0] == version and seen[1] == params:
+            return seen[2]
         data = json.loads(path.read_text())
         if data.get("params") != params:
             return None
         raw = data["stats"]
         arrays = {f.name: np.asarray(raw[f.name]) for f in fields(SplitStats) if f.name != "num_iterations"}
-        return SplitStats(num_iterations=int(raw["num_iterations"]), **arrays)
+        for a in arrays.values():
+            a.flags.writeable = False
+        stats = SplitStats(num_iterations=int(raw["num_iterations"]), **arrays)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+    _LOADED[str(path)] = (version, params, stats)
+    while len(_LOADED) > LOADED_ENTRIES:
+        _LOADED.pop(next(iter(_LOADED)))
+    return stats

@@ -180,14 +180,18 @@ def iteration_work(ctx: SimContext, stats: SplitStats, cache_fraction: float, ba
     arch, num_layers = wl.model.arch, wl.model.num_layers
     has_backward = backward_shuffles(wl.model, sm.feature_dim, sm.num_classes)
     row = sm.feature_dim * FLOAT_BYTES
-    hits = stats.hits(cache_fraction)[batch]
+    hits = stats.hits(cache_fraction, batch)
     edges = stats.edges(arch)[batch]                                               # (L, g)
     splits = []
+    priced: dict[tuple[float, ...], SplitWork] = {}       # equal splits (e.g. the rank mean) priced once
     for i in range(stats.num_splits):
-        cost = split_cost(wl.model, sm.feature_dim, sm.num_classes, stats.split_src[batch, :, i],
-                          stats.split_dst[batch, :, i], edges[:, i])
-        splits.append(split_work(cl, cost, arch, has_backward, float(stats.split_src[batch, 0, i]),
-                                 float(hits[i]), row, float(edges[:, i].sum())))
+        src, dst, own = stats.split_src[batch, :, i], stats.split_dst[batch, :, i], edges[:, i]
+        key = (*src.tolist(), *dst.tolist(), *own.tolist(), float(hits[i]))
+        if key not in priced:
+            cost = split_cost(wl.model, sm.feature_dim, sm.num_classes, src, dst, own)
+            priced[key] = split_work(cl, cost, arch, has_backward, float(src[0]), float(hits[i]), row,
+                                     float(own.sum()))
+        splits.append(priced[key])
     widths = np.asarray(shuffle_widths(wl.model, sm.feature_dim, sm.num_classes), dtype=np.float64)
     rows = stats.rows(arch)[batch].astype(np.float64)                              # (L, g, g)
     shuffle = rows * widths[:, None, None] * FLOAT_BYTES
@@ -218,33 +222,79 @@ def link_bytes(cl: ClusterSpec, work: IterationWork) -> dict[str, float]:
     return out
 
 
+def split_sizes(model: ModelSpec, feature_dim: int, num_classes: int, src: np.ndarray, dst: np.ndarray,
+                edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Activation bytes and structure bytes (:class:`~simulator.workload.model_cost.ModelCost`'s
+    ``activation_bytes`` and ``block_bytes``) of many splits at once, without pricing each one.
+
+    Both are linear in a split's per-layer counts (every kernel's output elements and the blocks' ids are counts
+    times widths: :func:`~simulator.workload.model_cost.model_cost`), so they are evaluated at zero and at every
+    unit count (3 L + 1 model costs) and combined; the largest split is checked against its direct evaluation
+    (relative 1e-9), and every split is evaluated directly if it differs (a model cost no longer linear).
+
+    Shapes:
+        src, dst, edges: (n, L) counts of n splits -> (n,) activation bytes, (n,) structure bytes.
+    """
+    src, dst, edges = (np.asarray(a, dtype=np.float64) for a in (src, dst, edges))
+
+    def direct(s: np.ndarray, d: np.ndarray, e: np.ndarray) -> np.ndarray:
+        cost = split_cost(model, feature_dim, num_classes, s, d, e)
+        return np.array([cost.activation_bytes, cost.block_bytes])
+
+    counts = np.concatenate([src, dst, edges], axis=1)                            # (n, 3L)
+    num_layers = src.shape[1]
+    base = direct(*np.zeros((3, num_layers)))
+    basis = np.eye(3 * num_layers).reshape(3 * num_layers, 3, num_layers)
+    sizes = base + counts @ np.stack([direct(*unit) - base for unit in basis])      # (n, 2)
+    if len(counts):
+        big = int(np.argmax(counts.sum(axis=1)))
+        check = direct(src[big], dst[big], edges[big])
+        if not np.allclose(sizes[big], check, rtol=1e-9, atol=0.0):
+            sizes = np.stack([direct(s, d, e) for s, d, e in zip(src, dst, edges)])
+    return sizes[:, 0], sizes[:, 1]
+
+
 def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_sampler_workers: int,
                  works: list[IterationWork]) -> MemoryEstimate:
     """Peak memory of a ``gsplit`` configuration and whether it fits.
 
-    Per GPU (the largest split of any measured batch): framework reserve, parameters, gradients and Adam state,
-    the owned input features, activations and split structure, the shuffle buffers (sent plus received rows of
-    a layer: twice the largest either), and the feature cache C_i (``min(c n, |P_i|)`` rows). Per machine: the whole
-    graph structure (the sampler needs every vertex's neighbours), the features and labels of its GPUs'
-    partitions, one process per GPU, and the sampler's batches in flight (their block structure).
+    Per GPU (the largest measured split of any batch of ``works``, from ``stats``: the measured splits even when
+    ``works`` are the per-rank mean of :mod:`.rank_mean`): framework reserve, parameters, gradients and Adam
+    state, the owned input features, activations and split structure (:func:`split_sizes`), the shuffle buffers
+    (sent plus received rows of a layer: twice the largest either), and the feature cache C_i
+    (``min(c n, |P_i|)`` rows). Per machine: the whole graph structure (the sampler needs every vertex's
+    neighbours), the features and labels of its GPUs' partitions, one process per GPU, and the sampler's batches
+    in flight (their block structure).
     """
-    cl, sm = ctx.cluster, ctx.summary
+    cl, wl, sm = ctx.cluster, ctx.workload, ctx.summary
     row = sm.feature_dim * FLOAT_BYTES
-    splits = [s for w in works for s in w.splits]
-    sent = max(float(max(w.shuffle_bytes[layer].sum(axis=1).max(), w.shuffle_bytes[layer].sum(axis=0).max()))
-               for w in works for layer in range(w.shuffle_bytes.shape[0]))
+    batches = [w.batch for w in works]
+    layers = range(wl.model.num_layers)
+
+    def per_split(a: np.ndarray) -> np.ndarray:                                  # (n_b, L, g) -> (n_b g, L)
+        return np.concatenate([a[b].T for b in batches]).astype(np.float64)
+
+    src = per_split(stats.split_src)
+    activation, structure = split_sizes(wl.model, sm.feature_dim, sm.num_classes, src,
+                                        per_split(stats.split_dst), per_split(stats.edges(wl.model.arch)))
+    widths = np.asarray(shuffle_widths(wl.model, sm.feature_dim, sm.num_classes), dtype=np.float64)
+    sent = 0.0
+    for b in batches:
+        for layer in layers:
+            rows = stats.rows(wl.model.arch)[b, layer].astype(np.float64) * widths[layer] * FLOAT_BYTES
+            np.fill_diagonal(rows, 0.0)
+            sent = max(sent, float(rows.sum(axis=1).max()), float(rows.sum(axis=0).max()))
     cached = min(math.floor(cache_fraction * sm.num_vertices + 1e-9), int(stats.partition_sizes.max()))
     gpu = {"framework reserve": 0.0 if cl.gpu.is_host_cpu else CUDA_CONTEXT_BYTES,
-           "parameters, gradients and Adam state": model_state_bytes(splits[0].cost.num_params),
-           "input features": max(s.num_input_vertices for s in splits) * row,
-           "activations": max(s.cost.activation_bytes for s in splits),
-           "split structure": max(s.cost.block_bytes for s in splits), "shuffle buffers": 2.0 * sent,
+           "parameters, gradients and Adam state": model_state_bytes(works[0].splits[0].cost.num_params),
+           "input features": float(src[:, 0].max()) * row,
+           "activations": float(activation.max()),
+           "split structure": float(structure.max()), "shuffle buffers": 2.0 * sent,
            "feature cache": cached * row}
     g = cl.gpus_per_machine
     owned = max(float(stats.partition_sizes[m * g:(m + 1) * g].sum()) for m in range(cl.num_machines))
     in_flight = PREFETCH_FACTOR * num_sampler_workers if num_sampler_workers else 1
-    batch_structure = max(INDEX_BYTES * float((2 * stats.num_edges[w.batch] + stats.num_src[w.batch]).sum())
-                          for w in works)
+    batch_structure = max(INDEX_BYTES * float((2 * stats.num_edges[b] + stats.num_src[b]).sum()) for b in batches)
     host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
             "features and labels of the machine's partitions": owned * (row + INDEX_BYTES),
             "worker processes": g * cl.host.process_bytes,

@@ -39,11 +39,13 @@ Per iteration and worker (simulated on :class:`~simulator.hardware.model.Hardwar
 
 With ``micrograph = false`` the naive feature-centric variant is simulated instead
 (:func:`~simulator.strategies.hopgnn.work.naive_work`). ``num_steps = None`` predicts the merge controller's
-steady state: the epoch time of every S is simulated and the hill climb of §5.3 (start at M, merge while the
-epoch time falls) is followed; ``merge_revert`` keeps the best S seen, else the first S that did not improve.
+steady state: the hill climb of §5.3 (start at M, merge while the epoch time falls) is followed, simulating the
+epoch time of each S it visits; ``merge_revert`` keeps the best S seen, else the first S that did not improve.
 The controller's exploration epochs are not charged. ``controller_warmup_epochs`` only affects the executor.
 
-Window: every worker's measured work is its own, so every rank is simulated (no representative machine). Without
+Window: every worker's measured work is its own, so every rank is simulated, except for a dataset card: its
+statistics come from one proxy draw, so every worker does the per-rank mean (:mod:`.rank_mean`, said in the
+result's ``estimated``) and only one representative machine is simulated (:mod:`simulator.symmetry`). Without
 sampler processes the first :data:`LOCKSTEP_ITERATIONS` iterations and the last are simulated first; when every
 worker ends each iteration at the same instant, later iterations repeat the first and that short window is
 extrapolated (:func:`window_run`); otherwise the window of :mod:`simulator.strategies.base`.
@@ -56,6 +58,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
 
@@ -79,9 +82,9 @@ from gnnplan.simulator.strategies.base import (
     suggest_batch_size,
 )
 from gnnplan.simulator.strategies.contract import check_workload
-from gnnplan.simulator.strategies.hopgnn import micrographs
+from gnnplan.simulator.strategies.hopgnn import micrographs, rank_mean
 from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
-from gnnplan.simulator.strategies.hopgnn.run import PHASES, HopRun
+from gnnplan.simulator.strategies.hopgnn.run import PHASES, HopRun, with_images
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, hop_work, model_costs, naive_work
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
@@ -177,16 +180,19 @@ def micrograph_stats(ctx: SimContext, knobs: Knobs) -> MicrographStats:
 
 
 def iteration_works(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, plan: IterationPlan,
-                    num_steps: int) -> tuple[list[HopWork], list[HopWork]]:
-    """Every worker's work in a full iteration and in the (possibly partial) last one."""
+                    num_steps: int, uniform: bool = False) -> tuple[list[HopWork], list[HopWork]]:
+    """Every worker's work in a full iteration and in the (possibly partial) last one. ``uniform``: every
+    worker's statistics are the same (:func:`.rank_mean.rank_mean_stats`), so worker 0's work is priced once
+    and shared."""
     out = []
+    ranks = range(1 if uniform else ctx.num_workers)
     for scale in (1.0, plan.last_fraction):
         if not knobs.micrograph:
-            out.append([naive_work(ctx, r, scale) for r in range(ctx.num_workers)])
+            works = [naive_work(ctx, r, scale) for r in ranks]
         else:
             assert mg is not None
-            out.append([hop_work(ctx, mg, r, num_steps, knobs.migrate_parameters, scale)
-                        for r in range(ctx.num_workers)])
+            works = [hop_work(ctx, mg, r, num_steps, knobs.migrate_parameters, scale) for r in ranks]
+        out.append(works * ctx.num_workers if uniform else works)
     return out[0], out[1]
 
 
@@ -208,17 +214,22 @@ def link_bytes_per_epoch(ctx: SimContext, knobs: Knobs, plan: IterationPlan, ful
     return out
 
 
-def memory_bytes(ctx: SimContext, knobs: Knobs, full: list[HopWork]) -> tuple[dict[str, float], dict[str, float]]:
-    """Peak (GPU, host) memory parts of the busiest worker."""
+def memory_bytes(ctx: SimContext, knobs: Knobs, full: list[HopWork],
+                 peaks: tuple[float, float] | None = None) -> tuple[dict[str, float], dict[str, float]]:
+    """Peak (GPU, host) memory parts of the busiest worker; ``peaks`` (the largest group's input bytes, the
+    largest pre-gather's rows: :func:`.rank_mean.measured_peaks`) replace those of ``full`` when given."""
     cl, sm = ctx.cluster, ctx.summary
     cost = model_costs(ctx)
     row = sm.feature_dim * FLOAT_BYTES
-    biggest = max((s.input_bytes for w in full for s in w.steps), default=0.0)
+    biggest = max((s.input_bytes for w in full for s in w.steps), default=0.0) if peaks is None else peaks[0]
     gpu = {"framework reserve": 0.0 if cl.gpu.is_host_cpu else CUDA_CONTEXT_BYTES,
            "parameters, gradients and Adam state": model_state_bytes(cost.num_params),
            "migration buffer": full[0].migration_bytes, "input features": biggest,
            "activations": cost.activation_bytes, "blocks": cost.block_bytes}
-    buffer = max((w.pregather_remote_rows + w.pregather_local_rows) * row for w in full) if knobs.pregather else 0.0
+    buffer = 0.0
+    if knobs.pregather:
+        buffer = max((w.pregather_remote_rows + w.pregather_local_rows) * row for w in full) if peaks is None \
+            else peaks[1] * row
     per_worker = cl.host.process_bytes + cost.block_bytes + buffer
     host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
@@ -260,7 +271,7 @@ def in_lockstep(ends: list[list[float]], num_full: int) -> bool:
 
 
 def window_run(ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: list[HopWork],
-               last: list[HopWork]) -> tuple[HopRun, IterationPlan]:
+               last: list[HopWork], images: bool = True) -> tuple[HopRun, IterationPlan]:
     """Simulate the epoch's window; returns the run and the plan whose window it simulated.
 
     Without sampler processes a worker carries nothing from one iteration into the next (its sampling, pulls,
@@ -270,26 +281,34 @@ def window_run(ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: list[Ho
     :data:`LOCKSTEP_ITERATIONS` iterations and the last are simulated first; when they run in lockstep
     (:func:`in_lockstep`) that short window is the result (its steady period, breakdown and the last iteration's
     start are those of the full window, up to rounding), else the plan's window (:mod:`simulator.strategies.base`:
-    up to ``MAX_WINDOW_ITERATIONS``) is simulated.
+    up to ``MAX_WINDOW_ITERATIONS``) is simulated. ``images``: see :class:`~.run.HopRun`.
     """
     pregather = knobs.pregather or not knobs.micrograph
     if knobs.num_sampler_workers == 0 and len(plan.window) > LOCKSTEP_ITERATIONS + 1:
         short = replace(plan, window=tuple(range(LOCKSTEP_ITERATIONS)) + (plan.num_iterations - 1,))
-        run = HopRun(ctx, 0, pregather, short, full, last)
+        run = HopRun(ctx, 0, pregather, short, full, last, images)
         run.execute()
         if in_lockstep(run.ends, LOCKSTEP_ITERATIONS):
             return run, short
-    run = HopRun(ctx, knobs.num_sampler_workers, pregather, plan, full, last)
+    run = HopRun(ctx, knobs.num_sampler_workers, pregather, plan, full, last, images)
     run.execute()
     return run, plan
 
 
-def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, num_steps: int) -> SimResult:
-    """Simulate one epoch with a fixed number of steps (``num_steps`` <= M; ignored by the naive variant)."""
+def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, num_steps: int,
+                   measured: MicrographStats | None = None, images: bool = True) -> SimResult:
+    """Simulate one epoch with a fixed number of steps (``num_steps`` <= M; ignored by the naive variant).
+    ``measured``: the per-rank statistics when ``mg`` is their per-rank mean (:mod:`.rank_mean`; every worker's
+    work is then priced once, and the memory check uses the measured peaks). ``images`` False: when a
+    representative machine was simulated, the spans are its GPUs' only (:func:`complete_spans` adds the rest;
+    times and breakdown are the same)."""
     started = time.perf_counter()
     plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
-    full, last = iteration_works(ctx, knobs, mg, plan, num_steps)
-    gpu, host = memory_bytes(ctx, knobs, full)
+    full, last = iteration_works(ctx, knobs, mg, plan, num_steps, uniform=measured is not None)
+    peaks = None
+    if measured is not None and knobs.micrograph:
+        peaks = rank_mean.measured_peaks(measured, num_steps, float(ctx.summary.feature_dim * FLOAT_BYTES))
+    gpu, host = memory_bytes(ctx, knobs, full, peaks)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, knobs, plan, full, last),
@@ -298,7 +317,7 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
     if reason:
         return SimResult(feasible=False, reason=reason, epoch_time_s=math.inf, iteration_time_s=math.inf,
                          sim_wall_s=time.perf_counter() - started, **common)
-    run, plan = window_run(ctx, knobs, plan, full, last)
+    run, plan = window_run(ctx, knobs, plan, full, last, images)
     ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(plan.window))]
     period = steady_period_s(ends, plan)
     epoch = ends[-1] + plan.extrapolated * period
@@ -335,12 +354,46 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     m = ctx.cluster.num_machines
     if not knobs.micrograph:
         return simulate_steps(ctx, knobs, None, m)
-    mg = micrograph_stats(ctx, knobs)
+    measured = micrograph_stats(ctx, knobs)
+    mean = rank_mean.applies(ctx)
+    mg = rank_mean.rank_mean_stats(measured) if mean else measured
+    results: dict[int, SimResult] = {}
+
+    def run(num_steps: int) -> SimResult:  # spans of other machines are copied for the chosen S only
+        if num_steps not in results:
+            results[num_steps] = simulate_steps(ctx, knobs, mg, num_steps, measured if mean else None, images=False)
+        return results[num_steps]
+
     if knobs.num_steps is not None:
-        result = simulate_steps(ctx, knobs, mg, min(knobs.num_steps, m))
+        result = run(min(knobs.num_steps, m))
     else:
-        results = {s: simulate_steps(ctx, knobs, mg, s) for s in range(1, m + 1)}
-        chosen = controller_steps({s: r.epoch_time_s for s, r in results.items()}, m, knobs.merge_revert)
-        result = results[chosen]
+        result = run(controller_steps(_EpochTimes(lambda s: run(s).epoch_time_s), m, knobs.merge_revert))
+    complete_spans(result, ctx.cluster.gpus_per_machine, ctx.num_workers)
+    if mean and ctx.estimated is not None:
+        stats = dict(ctx.estimated.get("statistics", {}))
+        stats["micrograph_stats"] = "; ".join(x for x in (stats.get("micrograph_stats"), rank_mean.NOTE) if x)
+        result.estimated = {**ctx.estimated, "statistics": stats}
     result.sim_wall_s = time.perf_counter() - started
     return result
+
+
+def complete_spans(result: SimResult, gpus_per_machine: int, num_workers: int) -> None:
+    """Give every GPU its spans when ``result`` (of :func:`simulate_steps` with ``images=False``) holds only a
+    representative machine's: each simulated span is copied to the same GPU of every other machine
+    (:func:`~.run.with_images`); nothing to do for a full simulation."""
+    ranks = {s.rank for s in result.spans}
+    if ranks and max(ranks) < gpus_per_machine < num_workers:
+        result.spans = with_images(result.spans, gpus_per_machine, num_workers)
+
+
+class _EpochTimes(dict[int, float]):
+    """Epoch time per step count S, simulated on first use: the controller's hill climb visits only some S and
+    settles where it would with every S simulated."""
+
+    def __init__(self, epoch_time_s: Callable[[int], float]) -> None:
+        super().__init__()
+        self.epoch_time_s = epoch_time_s
+
+    def __missing__(self, num_steps: int) -> float:
+        value = self[num_steps] = self.epoch_time_s(num_steps)
+        return value

@@ -237,18 +237,35 @@ def micrograph_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_siz
         raise SpecError(f"seed_split: {seed_split!r} is not one of {', '.join(SEED_SPLITS)}")
     params.update(format=MICROGRAPH_FORMAT, seed_split=seed_split)
     path = cache_dir() / "stats" / params["dataset"] / f"micrograph-{graphstats._digest(params)}.json"
+    try:
+        stat = path.stat()
+        key: tuple[str, int, int] | None = (str(path), stat.st_mtime_ns, stat.st_size)
+    except OSError:
+        key = None
+    if key is not None and key in _READ:
+        return _READ[key]
     data = graphstats._read_json(path)
     if data is not None and data.get("params") == params:
         try:
             fields: dict[str, Any] = {k: tuple(v) if k == "fanouts" else v for k, v in data["stats"].items()}
-            return MicrographStats(**fields)
+            stats = MicrographStats(**fields)
         except TypeError:
             pass  # a damaged entry is measured again
+        else:
+            if key is not None:
+                _READ.clear()  # keep one: a study or the merge controller reads the same file again and again
+                _READ[key] = stats
+            return stats
     graph = load_dataset(ref)
     owner = graphstats.partition_owners(ref, num_machines, partitioner, seed, graph=graph)
     stats = _measure(graph, owner, params)
     atomic_write_json(path, {"params": params, "stats": asdict(stats)})
     return stats
+
+
+_READ: dict[tuple[str, int, int], MicrographStats] = {}
+"""The statistics last read from the cache in this process, by (file, modification time, size): parsing the JSON
+of 256 workers takes seconds, and a file rewritten (re-measured) is read again."""
 
 
 class _Totals:

@@ -7,11 +7,13 @@ Notation: S (time steps) -> ``len(work.steps)``, M -> ``num_machines``.
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import replace
 from typing import Any
 
 from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, StepWork
 from gnnplan.simulator.strategies.window_run import WindowRun
+from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES
 
 PHASES = ("sample", "pregather", "load", "fetch", "forward", "backward", "migrate", "all_reduce", "optimizer")
@@ -27,13 +29,17 @@ class HopRun(WindowRun):
         pregather: pre-gather once per iteration (else fetch per step).
         plan: the epoch's iterations.
         full, last: every worker's work in a full and in the last iteration.
+        images: when only the representative machine runs, copy its spans to every other machine's GPUs at the
+            end (:meth:`~simulator.strategies.window_run.WindowRun._end_epoch`); False leaves that to the caller
+            (:func:`with_images`; the iteration ends are copied either way). Ends, breakdowns and epoch times
+            are the same without the copies: every image's spans are its original's.
     """
 
     def __init__(self, ctx: SimContext, num_sampler_workers: int, pregather: bool, plan: IterationPlan,
-                 full: list[HopWork], last: list[HopWork]) -> None:
+                 full: list[HopWork], last: list[HopWork], images: bool = True) -> None:
         # per-rank measured work: one representative machine only if it is the same on every machine
         super().__init__(ctx, plan, num_sampler_workers, rank_works=list(zip(full, last)))
-        self.pregather, self.k = pregather, num_sampler_workers
+        self.pregather, self.k, self.images = pregather, num_sampler_workers, images
         self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
         self.ready, self.taken = self._events(), self._events()
 
@@ -44,6 +50,16 @@ class HopRun(WindowRun):
             for j in range(self.k):
                 self.engine.process(self._sampler(rank, j))
         self.engine.run()
+
+    def _end_epoch(self, rank: int) -> None:
+        if self.images or not self.represent.folded:
+            super()._end_epoch(rank)
+            return
+        args = {"machines_represented": self.represent.num_machines_represented}
+        self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0, args=args))
+        for image in range(rank + self.ctx.cluster.gpus_per_machine, self.ctx.num_workers,
+                           self.ctx.cluster.gpus_per_machine):
+            self.ends[image] = list(self.ends[rank])
 
     def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
         work, start = self.works[pos][rank], self.engine.now
@@ -135,3 +151,16 @@ class HopRun(WindowRun):
         if m > 1:
             yield self.hw.network(me, (me + 1) % m, work.migration_bytes)
         self._span(rank, "migrate", start, "network", pos, nbytes=work.migration_bytes if m > 1 else 0.0, step=k)
+
+
+def with_images(spans: list[Span], gpus_per_machine: int, num_workers: int) -> list[Span]:
+    """``spans`` of a representative machine's GPUs (ranks < ``gpus_per_machine``) followed by their copies on
+    the same GPU of every other machine (what :class:`HopRun` with ``images`` does; span order aside).
+
+    Shapes:
+        spans: (n,) -> (n * num_workers / gpus_per_machine,).
+    """
+    out = list(spans)
+    for shift in range(gpus_per_machine, num_workers, gpus_per_machine):
+        out.extend(replace(s, rank=s.rank + shift) for s in spans)
+    return out

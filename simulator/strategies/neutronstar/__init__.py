@@ -37,6 +37,10 @@ Per epoch and worker (simulation on :class:`~simulator.hardware.model.HardwareMo
 
 Memory: :func:`simulator.strategies.neutronstar.work.memory_model`; DepCache runs out of GPU memory when the
 replicated closure does not fit (a result, not an error).
+
+Scale: when every worker's work (its rows received from each owner shifted with it) equals its image's on machine 0,
+only machine 0's workers are simulated (:class:`~simulator.strategies.full_graph_run.FullGraphRun`,
+:mod:`simulator.symmetry`); measured partitions are uneven, so they are simulated in full.
 """
 
 from __future__ import annotations
@@ -44,11 +48,13 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Generator
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from gnnplan.simulator import symmetry
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link, staged_network
 from gnnplan.simulator.hardware.pricing import PhaseRule
 from gnnplan.simulator.hardware.spec import ClusterSpec
@@ -246,7 +252,15 @@ class _Run(FullGraphRun):
     """One simulated epoch: a process per worker (:class:`~simulator.strategies.full_graph_run.FullGraphRun`)."""
 
     def __init__(self, ctx: SimContext, knobs: Knobs, works: list[WorkerWork]) -> None:
-        super().__init__(ctx.cluster, len(works), ctx.seed)
+        g = ctx.cluster.gpus_per_machine
+
+        def same(a: WorkerWork, b: WorkerWork, shift: int) -> bool:  # rows received name owners: shift them
+            layers = tuple(replace(lw, received_rows=symmetry.shift_peers(lw.received_rows, shift * g))
+                           for lw in b.layers)
+            return a == replace(b, layers=layers)
+
+        # one representative machine when every worker's work is its image's on machine 0 (simulator.symmetry)
+        super().__init__(ctx.cluster, len(works), ctx.seed, rank_works=works, same=same)
         self.ctx, self.knobs, self.works = ctx, knobs, works
         self._received = [[w.layers[i].received_rows for w in works] for i in range(len(works[0].layers))]
         """Per layer index, per worker, rows received from each owner (``LayerWork.received_rows``)."""
@@ -307,13 +321,13 @@ class _Run(FullGraphRun):
                 dst, src = (rank + s + 1) % w, (rank - s - 1) % w
                 waits = [self.engine.process(self._message(key, rank, dst, send[dst]))] if send[dst] > 0 else []
                 if recv[src] > 0:
-                    waits.append(self._event(key + (src, rank)))
+                    waits.append(self._arrival(key, src, rank))
                 if waits:
                     yield self.engine.all_of(waits)
         else:
             waits = [self.engine.process(self._message(key, rank, p, send[p])) for p in range(w)
                      if p != rank and send[p] > 0]
-            waits += [self._event(key + (p, rank)) for p in range(w) if p != rank and recv[p] > 0]
+            waits += [self._arrival(key, p, rank) for p in range(w) if p != rank and recv[p] > 0]
             yield self.engine.all_of(waits)
         sent = sum(b for p, b in enumerate(send) if p != rank)
         received = sum(b for p, b in enumerate(recv) if p != rank)

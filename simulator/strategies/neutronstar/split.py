@@ -28,7 +28,9 @@ vertices and pairs already replicated. Its redundant compute is the sum over the
 dependency's features (brief §1.5). Its size is ``4 d^(k)`` bytes per new pair plus, for k >= 1, the in-edges
 (two int64 ids and a float32 weight each). Layers are processed 1..L; within a layer the dependencies are popped
 cheapest first and re-measured (lazy update, Algorithm 4 line 10); once the budget would be exceeded the
-current layer's remaining and every later layer's dependencies are communicated (lines 14-15).
+current layer's remaining and every later layer's dependencies are communicated (lines 14-15). Layers 1 and 2 are
+decided with array operations (:meth:`_Greedy._layer_at_once`: the same pairs and bytes as the pops, tested
+against them), deeper layers pop one dependency at a time.
 """
 
 from __future__ import annotations
@@ -140,22 +142,77 @@ class _Greedy:
                     size += edges * EDGE_BYTES
         return seconds, size, pairs
 
-    def run(self, deps: np.ndarray) -> None:
-        """Decide every layer; marks the replicated pairs in ``self.rep``."""
+    def run(self, deps: np.ndarray, vectorised: bool = True) -> None:
+        """Decide every layer; marks the replicated pairs in ``self.rep``. Layers 1 and 2 are decided at once
+        (:meth:`_layer_at_once`, the same result) unless ``vectorised`` is False; deeper layers pop one
+        dependency at a time (:meth:`_layer_by_pops`)."""
         for layer in range(1, len(self.rep) + 1):
-            t_c = self.costs.comm_s[layer - 1]
-            heap = [(self.subtree(int(u), layer)[0], int(u)) for u in deps]
-            heapq.heapify(heap)
-            while heap:
-                _, u = heapq.heappop(heap)
-                t_r, size, pairs = self.subtree(u, layer)
-                if t_r >= t_c:
-                    continue
-                if self.used + size > self.budget:
-                    return  # this layer's rest and every later layer are communicated
-                self.used += size
-                for k, vertices in pairs:
-                    self.rep[k][vertices] = True
+            decide = self._layer_at_once if vectorised and layer <= 2 else self._layer_by_pops
+            if not decide(np.asarray(deps, dtype=np.int64), layer):
+                return  # the budget ran out: this layer's rest and every later layer are communicated
+
+    def _layer_by_pops(self, deps: np.ndarray, layer: int) -> bool:
+        """Algorithm 4's lines 5-15 for one layer, one pop at a time; False when the budget ran out."""
+        t_c = self.costs.comm_s[layer - 1]
+        heap = [(self.subtree(int(u), layer)[0], int(u)) for u in deps]
+        heapq.heapify(heap)
+        while heap:
+            _, u = heapq.heappop(heap)
+            t_r, size, pairs = self.subtree(u, layer)
+            if t_r >= t_c:
+                continue
+            if self.used + size > self.budget:
+                return False
+            self.used += size
+            for k, vertices in pairs:
+                self.rep[k][vertices] = True
+        return True
+
+    def _layer_at_once(self, deps: np.ndarray, layer: int) -> bool:
+        """:meth:`_layer_by_pops` for layer 1 or 2, vectorised with the same result (the same pairs replicated,
+        the same bytes used, bit for bit). At these layers a dependency's subtree has one vertex above the raw
+        features (u itself at k = l-1 = 1, none at l = 1), which no other dependency's subtree contains, so its
+        seconds t_r do not change while the layer is decided: the pops come in the order of the initial heap
+        ((t_r, u) ascending), those with t_r < t_c are cached in that order until the budget would be exceeded,
+        and only their sizes interact, through raw-feature rows (k = 0) two subtrees share, which count for the
+        first cached subtree that reaches them. False when the budget ran out."""
+        g, c, local = self.g, self.costs, self.local
+        deps = deps[~local[deps]]
+        zero = np.zeros(len(deps))
+        if layer == 2:
+            new_top = ~self.rep[1][deps]
+            edges = self.deg[deps].astype(np.float64)
+            seconds = 0.0 + np.where(new_top, 1 * c.vertex_s[0] + edges * c.edge_s[0], zero)
+            top_size = np.where(new_top, (0.0 + 1 * c.row_bytes[1]) + edges * EDGE_BYTES, zero)
+        else:
+            seconds, top_size = zero, zero
+        order = np.lexsort((deps, seconds))
+        take = order[seconds[order] < c.comm_s[layer - 1]]
+        cand = deps[take]
+        # raw-feature rows of each candidate's subtree, listed in pop order: u, then (layer 2) its in-neighbours
+        pos, rows = np.arange(len(cand)), cand
+        if layer == 2:
+            lo, deg = g.indptr[cand], self.deg[cand]
+            starts = np.repeat(np.cumsum(deg) - deg, deg)
+            nbrs = g.indices[np.repeat(lo, deg) + np.arange(int(deg.sum())) - starts]
+            pos = np.concatenate([pos, np.repeat(pos, deg)])
+            rows = np.concatenate([cand, nbrs])
+            by_pos = np.argsort(pos, kind="stable")
+            pos, rows = pos[by_pos], rows[by_pos]
+        fresh = ~local[rows] & ~self.rep[0][rows]
+        pos, rows = pos[fresh], rows[fresh]
+        _, first = np.unique(rows, return_index=True)
+        new_rows = np.bincount(pos[first], minlength=len(cand))
+        sizes = np.where(new_top[take], top_size[take], 0.0) if layer == 2 else np.zeros(len(cand))
+        sizes = np.where(new_rows > 0, sizes + new_rows * c.row_bytes[0], sizes)
+        used = np.cumsum(np.concatenate([[self.used], sizes]))  # sequential sums, as used += size
+        over = np.flatnonzero(used[1:] > self.budget)
+        stop = int(over[0]) if len(over) else len(cand)
+        self.used = float(used[stop])
+        if layer == 2:
+            self.rep[1][cand[:stop][new_top[take][:stop]]] = True
+        self.rep[0][rows[pos < stop]] = True
+        return stop == len(cand)
 
 
 def hybrid_sets(in_graph: InGraph, owner: np.ndarray, rank: int, num_layers: int, costs: SplitCosts,
