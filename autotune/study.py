@@ -4,14 +4,18 @@ Out-of-GPU/host-memory configurations are rejected through Optuna's constraint m
 (``Trial.set_constraint``: a positive value = memory over budget, in bytes), so the TPE sampler learns the
 feasible region and ``study.best_trial`` only returns feasible trials. The default storage is a SQLite file,
 so a study resumes and several ``gnnplan tune`` processes can share one study; any SQLAlchemy URL
-(``postgresql://...``) works the same way on a cluster.
+(``postgresql://...``) works the same way on a cluster. Trials run on an in-memory twin of the stored study and
+each finished trial is written in one transaction (:mod:`autotune.study_mirror`); a configuration proposed again
+reuses its earlier result (:mod:`autotune.trial_cache`, marked by the ``reused`` user attribute).
 
 The trial's ``strategy`` parameter ranges over :func:`autotune.candidates.candidates`: the strategies that run
 the workload as given and, with ``allow_model_change``, ``ppgnn/sgc``-style candidates whose model differs
 (recorded on the trial as the ``workload`` user attribute).
 
 Input is validated before the study is created or opened (:func:`validate_request`), so input that ``gnnplan tune``
-rejects never leaves a FAIL trial. Trials send Optuna heartbeats (:data:`HEARTBEAT_INTERVAL_S`): a trial left
+rejects never leaves a FAIL trial. :func:`run_study` stores a trial only once it has finished, so a killed
+``gnnplan tune`` leaves nothing of its last trial. Trials run on the storage itself (Optuna's own
+``study.optimize``, older gnnplan versions) send Optuna heartbeats (:data:`HEARTBEAT_INTERVAL_S`): a trial left
 RUNNING by a killed process stops beating and is marked FAIL (``optuna.storages.fail_stale_trials``) when the
 study is next opened, once :data:`HEARTBEAT_GRACE_S` has passed, while trials of processes still running keep
 beating and are left alone.
@@ -31,7 +35,8 @@ from typing import Any
 import optuna
 
 from gnnplan.autotune.candidates import Candidate, candidates
-from gnnplan.simulator.api import simulate
+from gnnplan.autotune.study_mirror import MirroredRun
+from gnnplan.autotune.trial_cache import TrialCache
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.paths import user_home
@@ -107,8 +112,7 @@ def open_study(req: TuneRequest, storage: optuna.storages.RDBStorage | None = No
         SpecError: the storage fails (:func:`storage_errors`).
     """
     storage = storage or open_storage(req.storage or default_storage())
-    with _quiet():
-        sampler = optuna.samplers.TPESampler(seed=req.seed, multivariate=True, group=True)
+    sampler = _sampler(req)
     name = req.study_name or study_name_for(req)
     with storage_errors(req.storage or default_storage()):
         for attempt in range(5):
@@ -123,6 +127,12 @@ def open_study(req: TuneRequest, storage: optuna.storages.RDBStorage | None = No
         with _quiet():
             optuna.storages.fail_stale_trials(study)
     return study
+
+
+def _sampler(req: TuneRequest) -> optuna.samplers.TPESampler:
+    """The study's sampler: multivariate TPE over the strategies' conditional spaces (``group``), seeded."""
+    with _quiet():
+        return optuna.samplers.TPESampler(seed=req.seed, multivariate=True, group=True)
 
 
 @contextmanager
@@ -174,16 +184,20 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
 
 
 def objective(req: TuneRequest, trial: optuna.Trial, choices: dict[str, Candidate] | None = None,
-              memo: dict[str, Any] | None = None) -> float:
+              cache: TrialCache | None = None) -> float:
     """Simulate one configuration; record the result as user attributes and memory excess as a constraint.
+
+    User attributes: ``result`` (the ``simulate --json`` object), ``model``, ``workload`` (a changed model only),
+    ``reused`` (True when the result came from the memo: the same candidate and knobs were simulated by an earlier
+    trial of this process, :mod:`autotune.trial_cache`) and ``wall_s`` (``{"setup": s, "simulate": s}``: this
+    trial's wall seconds building the simulation context and simulating; both 0 for a reused result).
 
     Args:
         req: the request.
         trial: the Optuna trial.
         choices: ``req.candidates()``, computed once per study (None = compute here).
-        memo: results of this study's configurations so far, by candidate and knobs: a configuration the sampler
-            proposes again (categorical and integer knobs repeat often) is not simulated again (the simulation is
-            deterministic, so the numbers are the same). None: simulate every trial.
+        cache: the study's memo of results and contexts (:class:`autotune.trial_cache.TrialCache`); None: a fresh
+            one for this trial (every trial simulated).
 
     Returns:
         The simulated epoch time in seconds (for an infeasible configuration, a finite stand-in: the
@@ -194,14 +208,12 @@ def objective(req: TuneRequest, trial: optuna.Trial, choices: dict[str, Candidat
     knobs = get_strategy(chosen.strategy).suggest(trial, chosen.workload, req.tune_batch_size)
     if chosen.fixed_knobs:
         knobs = knobs.model_copy(update=chosen.fixed_knobs)
-    key = json.dumps([chosen.label, knobs.model_dump(mode="json")], sort_keys=True)
-    result = memo.get(key) if memo is not None else None
-    if result is None:
-        result = simulate(req.cluster, chosen.workload, chosen.strategy, knobs)
-        if memo is not None:
-            memo[key] = result
+    outcome = (cache or TrialCache()).run(req.cluster, chosen.label, chosen.strategy, chosen.workload, knobs)
+    result = outcome.result
     trial.set_user_attr("result", result.to_json_dict())
     trial.set_user_attr("model", chosen.workload.model.arch)
+    trial.set_user_attr("reused", outcome.reused)
+    trial.set_user_attr("wall_s", {"setup": outcome.setup_s, "simulate": outcome.simulate_s})
     if chosen.model_changed:
         trial.set_user_attr("workload", chosen.workload.to_yaml_dict())
     trial.set_constraint("memory_excess_bytes", _memory_excess(req.cluster, result.peak_memory_bytes))
@@ -237,7 +249,9 @@ def validate_request(req: TuneRequest) -> None:
 
 def run_study(req: TuneRequest, progress: bool = False) -> optuna.Study:
     """Run ``req.num_trials`` more trials in this process and return the study: the storage is opened first, the
-    input validated (:func:`validate_request`), and only then the study created or resumed.
+    input validated (:func:`validate_request`), and only then the study created or resumed. The trials run in
+    memory and are written to the storage one transaction each as they finish (:class:`MirroredRun`); results
+    and simulation contexts are shared between the trials (:class:`TrialCache`).
 
     Raises:
         SpecError: bad input, a bad storage URL, or a storage failure while running (:func:`storage_errors`).
@@ -247,10 +261,10 @@ def run_study(req: TuneRequest, progress: bool = False) -> optuna.Study:
     storage = open_storage(url)
     validate_request(req)
     study = open_study(req, storage)
-    choices, memo = req.candidates(), dict[str, Any]()
+    choices, cache = req.candidates(), TrialCache()
     with storage_errors(url), _quiet():
-        study.optimize(lambda t: objective(req, t, choices, memo), n_trials=req.num_trials, show_progress_bar=progress,
-                       catch=())
+        run = MirroredRun(study, _sampler(req))
+        run.optimize(lambda t: objective(req, t, choices, cache), req.num_trials, show_progress_bar=progress)
     return study
 
 

@@ -28,6 +28,7 @@ import optuna
 
 from gnnplan.autotune.candidates import Candidate, candidates
 from gnnplan.autotune.study import TuneRequest, objective
+from gnnplan.autotune.trial_cache import TrialCache
 from gnnplan.simulator.api import coerce_knobs
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
@@ -205,7 +206,8 @@ def tune_candidate(point: Point, cand: Candidate, trials: int, seed: int,
     for first in (warm, default_params(cand)):
         if first:
             study.enqueue_trial(first, skip_if_exists=True)
-    study.optimize(lambda t: objective(req, t, {cand.label: cand}), n_trials=trials, catch=())
+    cache = TrialCache()  # a repeated configuration is not simulated again; one context per batch/partitioner
+    study.optimize(lambda t: objective(req, t, {cand.label: cand}, cache), n_trials=trials, catch=())
     done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     try:
         best = study.best_trial

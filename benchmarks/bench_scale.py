@@ -14,14 +14,17 @@ exceed it is stopped and printed as ``skipped (budget)``.
    ``ogbn-papers100M`` dataset card (statistics estimated on its proxy); neutronstar a 100k-vertex R-MAT graph
    trained full-graph (its dependency counts need the graph).
 2. The ``ogbn-papers100M`` card on 8 machines x 8 GPUs: wall time per configuration of every strategy the card
-   allows (target: under 1 s), each within ``--card-budget`` seconds.
+   allows (target: under 1 s), each within ``--card-budget`` seconds; with ``--card-full`` also the full
+   simulation of the named strategies' configurations (e.g. gsplit's per-rank mean vs every rank's split).
 3. A 200-trial Optuna study over all strategies at 64 GPUs (8x8; target: under 60 s), within ``--study-budget``
-   seconds (its trials so far are reported if stopped), with the time per trial by strategy and Optuna's own
-   share (the study's wall time minus its trials' durations).
+   seconds (its trials so far are reported if stopped): per strategy the trials, how many were simulated and how
+   many reused a memoised result, simulation seconds per simulated trial; then where the rest went (set-up before
+   the first trial, simulation contexts, sampler and attributes inside trials, storage writes between trials) and,
+   when stopped, the in-flight trial cut off by the budget, counted apart (:func:`study_accounts`).
 
 Usage: ``python benchmarks/bench_scale.py [--sizes 4,16,64,256] [--strategies dp,hopgnn,neutronstar]
-[--full-budget 30] [--stats-budget 300] [--card-budget 60] [--trials 200] [--study-budget 600]
-[--parts sizes,card,study]``.
+[--full-budget 30] [--stats-budget 300] [--card-budget 60] [--card-full gsplit] [--trials 200]
+[--study-budget 600] [--study-baseline] [--parts sizes,card,study]``.
 """
 
 from __future__ import annotations
@@ -37,7 +40,15 @@ from typing import Any
 
 import optuna
 
-from gnnplan.autotune.study import TuneRequest, eligible_strategies, run_study
+from gnnplan.autotune.study import (
+    TuneRequest,
+    eligible_strategies,
+    objective,
+    open_storage,
+    open_study,
+    run_study,
+    validate_request,
+)
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.api import load_context
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
@@ -149,13 +160,16 @@ def part_sizes(strategies: list[str], sizes: list[int], budget_s: float, stats_s
 CARD_CONFIGS: list[tuple[str, dict[str, Any]]] = [
     ("dp", {}), ("dp", {"cache_fraction": 0.2, "num_sampler_workers": 4}),
     ("dp", {"partitioner": "random", "cache_placement": "partitioned", "cache_fraction": 0.05}),
-    ("hopgnn", {"num_steps": 2}), ("hopgnn", {"micrograph": False}),
+    ("hopgnn", {"num_steps": 2}), ("hopgnn", {}), ("hopgnn", {"micrograph": False}),
     ("gsplit", {}), ("gsplit", {"split": "random", "cache_fraction": 0.1, "num_sampler_workers": 2})]
 """Configurations of part 2: several per strategy the card allows (ppgnn needs SGC / SIGN, neutronstar and hongtu
 full-graph training: :func:`eligible_strategies` checks the list covers the rest)."""
 
 
-def part_card(budget_s: float, stats_s: float) -> Iterator[str]:
+def part_card(budget_s: float, stats_s: float, full: tuple[str, ...] = ()) -> Iterator[str]:
+    """Part 2; for the strategies in ``full`` also the full simulation (``symmetry.disabled()``: every rank, a
+    card's per-rank statistics as measured on its proxy) of each configuration in the same run: its wall time,
+    full / fast, and the relative difference of the predicted epochs."""
     wl = workload_from_dict(CARD)
     allowed = set(eligible_strategies(wl, None))
     missing = allowed - {s for s, _ in CARD_CONFIGS}
@@ -172,42 +186,108 @@ def part_card(budget_s: float, stats_s: float) -> Iterator[str]:
         verdict = "under 1 s" if wall < 1.0 else "OVER 1 s"
         path = "representative machine" if folded else "full"
         yield f"{strategy:<8}{str(knobs):<78}{wall:8.3f} s  {verdict}  (epoch {epoch:.4g} s, {path})"
+        if strategy in full:
+            ref = bounded(lambda: timed(strategy, 64, True, knobs, wl), stats_s + 2 * budget_s)
+            if ref is None:
+                yield f"{'':8}{'full simulation (symmetry.disabled())':<78}{'skipped (budget)':>10}"
+            else:
+                diff = (epoch - ref[1]) / ref[1]
+                yield f"{'':8}{'full simulation (symmetry.disabled())':<78}{ref[0]:8.3f} s  full/fast " \
+                      f"{ref[0] / wall:.0f}x  (epoch {ref[1]:.4g} s; fast - full {diff:+.2%})"
 
 
-def study_run(trials: int, storage: str) -> float:
-    """Run the study (validated, statistics of every strategy cached by then) and return its wall seconds."""
+def study_run(trials: int, storage: str, plain: bool = False) -> float:
+    """Run the study (validated, statistics of every strategy cached by then) and return its wall seconds.
+
+    ``plain``: the baseline, Optuna's ``study.optimize`` on the stored study (every suggestion and attribute its
+    own transaction) with every trial simulated in a context built for it (no memo), instead of
+    :func:`gnnplan.autotune.study.run_study`'s in-memory twin and trial cache."""
     wl = workload_from_dict(CARD)
     req = TuneRequest(cluster(64), wl, tuple(eligible_strategies(wl, None)), num_trials=trials, storage=storage,
                       study_name="bench-scale")
     start = time.perf_counter()
-    run_study(req)
+    if plain:
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        validate_request(req)
+        study, choices = open_study(req, open_storage(storage)), req.candidates()
+        study.optimize(lambda t: objective(req, t, choices), n_trials=trials, catch=())
+    else:
+        run_study(req)
     return time.perf_counter() - start
 
 
-def part_study(trials: int, budget_s: float) -> Iterator[str]:
+def study_accounts(done: list[optuna.trial.FrozenTrial], started: float, wall: float) -> dict[str, Any]:
+    """Where the study's wall time went, from its stored trials (start and end times, ``wall_s`` and ``reused``
+    user attributes, :func:`gnnplan.autotune.study.objective`).
+
+    Args:
+        done: the completed trials in order.
+        started: ``time.time()`` when the study process started.
+        wall: the study's wall seconds (up to the budget when stopped).
+
+    Returns:
+        ``by`` (strategy -> trials, simulated, reused, simulate_s, context_s), ``setup_s`` (process start to the
+        first trial: validation, storage, study), ``in_trial_s`` (sampler, parameters and attributes inside the
+        trials: their durations minus context and simulation), ``between_s`` (between trials: recording a result
+        and writing it to the storage), ``tail_s`` (after the last stored trial: a trial cut off by the budget,
+        or the process's end).
+    """
+    by: dict[str, dict[str, float]] = {}
+    in_trial = 0.0
+    for t in done:
+        row = by.setdefault(str(t.params.get("strategy", "?")),
+                            {"trials": 0, "simulated": 0, "reused": 0, "simulate_s": 0.0, "context_s": 0.0})
+        spent = t.user_attrs.get("wall_s", {"setup": 0.0, "simulate": 0.0})
+        row["trials"] += 1
+        row["reused" if t.user_attrs.get("reused") else "simulated"] += 1
+        row["simulate_s"] += spent["simulate"]
+        row["context_s"] += spent["setup"]
+        in_trial += t.duration.total_seconds() - spent["simulate"] - spent["setup"]
+    if not done:
+        return {"by": by, "setup_s": wall, "in_trial_s": 0.0, "between_s": 0.0, "tail_s": 0.0}
+    first, last = done[0].datetime_start.timestamp(), done[-1].datetime_complete.timestamp()
+    durations = sum(t.duration.total_seconds() for t in done)
+    return {"by": by, "setup_s": first - started, "in_trial_s": in_trial, "between_s": last - first - durations,
+            "tail_s": started + wall - last}
+
+
+def part_study(trials: int, budget_s: float, plain: bool = False) -> Iterator[str]:
     wl = workload_from_dict(CARD)
     strategies = tuple(eligible_strategies(wl, None))
     with tempfile.TemporaryDirectory() as tmp:
         storage = f"sqlite:///{tmp}/study.db"
-        started = time.perf_counter()
-        wall = bounded(lambda: study_run(trials, storage), budget_s)
+        started, clock = time.time(), time.perf_counter()
+        wall = bounded(lambda: study_run(trials, storage, plain), budget_s)
         stopped = wall is None
-        wall = time.perf_counter() - started if stopped else wall
+        wall = time.perf_counter() - clock
         study = optuna.load_study(study_name="bench-scale", storage=storage)
-        done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    by: dict[str, list[float]] = {}
-    for t in done:
-        by.setdefault(str(t.params.get("strategy", "?")), []).append(t.duration.total_seconds())
+        done = sorted((t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE),
+                      key=lambda t: t.datetime_start)
     if stopped:
         yield f"{trials} trials over {', '.join(strategies)} at 64 GPUs (8x8): skipped (budget): stopped after " \
               f"{wall:.1f} s with {len(done)} trials done"
     else:
         verdict = "under 60 s" if wall < 60.0 else "OVER 60 s"
         yield f"{trials} trials over {', '.join(strategies)} at 64 GPUs (8x8): {wall:.1f} s  {verdict}"
-    trial_s = sum(sum(v) for v in by.values())
-    for strategy, secs in sorted(by.items()):
-        yield f"  {strategy:<8}{len(secs):>4} trials  {sum(secs):8.2f} s in all  {sum(secs) / len(secs):8.3f} s/trial"
-    yield f"  Optuna and storage (wall - trials): {max(wall - trial_s, 0.0):.2f} s" + \
+    acc = study_accounts(done, started, wall)
+    yield f"  {'strategy':<9}{'trials':>7}{'simulated':>10}{'reused':>8}{'simulate s':>12}{'s/simulation':>14}" \
+          f"{'context s':>11}"
+    for strategy, row in sorted(acc["by"].items()):
+        per = row["simulate_s"] / row["simulated"] if row["simulated"] else float("nan")
+        yield f"  {strategy:<9}{row['trials']:>7}{row['simulated']:>10}{row['reused']:>8}{row['simulate_s']:12.2f}" \
+              f"{per:14.3f}{row['context_s']:11.2f}"
+    reused = sum(r["reused"] for r in acc["by"].values())
+    simulate_s = sum(r["simulate_s"] for r in acc["by"].values())
+    context_s = sum(r["context_s"] for r in acc["by"].values())
+    overhead = acc["setup_s"] + acc["in_trial_s"] + acc["between_s"]
+    yield f"  reused (memoised) trials: {reused}/{len(done)}" + (f" ({reused / len(done):.0%})" if done else "")
+    yield f"  simulation {simulate_s:.2f} s; contexts {context_s:.2f} s; set-up before the first trial " \
+          f"{acc['setup_s']:.2f} s; sampler and attributes in trials {acc['in_trial_s']:.2f} s; between trials " \
+          f"(storage writes) {acc['between_s']:.2f} s"
+    yield f"  non-simulation overhead {overhead + context_s:.2f} s " \
+          f"({(overhead + context_s) / max(len(done), 1):.3f} s/trial); " + \
+          (f"cut off by the budget (in-flight trial) {acc['tail_s']:.2f} s" if stopped else
+           f"after the last trial {acc['tail_s']:.2f} s") + \
           (f"; best epoch {min(t.value for t in done):.4g} s" if done else "")
 
 
@@ -219,7 +299,11 @@ def main() -> None:
     parser.add_argument("--stats-budget", type=float, default=300.0,
                         help="seconds measuring a configuration's statistics may take (cached on disk)")
     parser.add_argument("--card-budget", type=float, default=60.0, help="seconds per configuration of part 2")
+    parser.add_argument("--card-full", default="",
+                        help="strategies of part 2 whose full simulation is also timed (e.g. gsplit; slow)")
     parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--study-baseline", action="store_true",
+                        help="part 3 also runs the plain study (Optuna's optimize on SQLite, no memo) first")
     parser.add_argument("--study-budget", type=float, default=600.0, help="seconds the study of part 3 may take")
     parser.add_argument("--parts", default="sizes,card,study")
     parser.add_argument("--strategies", default=",".join(KNOBS), help="strategies of part 1")
@@ -233,10 +317,15 @@ def main() -> None:
             print(line, flush=True)
     if "card" in parts:
         print("\n2. ogbn-papers100M card on 8 machines x 8 GPUs: wall time per configuration")
-        for line in part_card(args.card_budget, args.stats_budget):
+        for line in part_card(args.card_budget, args.stats_budget, tuple(filter(None, args.card_full.split(",")))):
             print(line, flush=True)
     if "study" in parts:
         print("\n3. Optuna study over all strategies at 64 GPUs")
+        if args.study_baseline:
+            print("baseline: Optuna's optimize on SQLite, every trial simulated (no memo, context per trial)")
+            for line in part_study(args.trials, args.study_budget, plain=True):
+                print(line, flush=True)
+            print("run_study: in-memory twin written once per trial, memo and shared contexts")
         for line in part_study(args.trials, args.study_budget):
             print(line, flush=True)
     print(f"load average {os.getloadavg()[0]:.2f}", flush=True)

@@ -180,10 +180,18 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
     """
     started = time.perf_counter()
     module, kn, ctx = load_context(cluster, workload, strategy, knobs, stats_seed=stats_seed)
-    result: SimResult = module.simulate(ctx, kn)
-    if result.estimated is None:  # a strategy may have said more about how it used the estimates (gsplit)
-        result.estimated = ctx.estimated
+    result = simulate_in_context(module, kn, ctx)
     result.sim_wall_s = time.perf_counter() - started
+    return result
+
+
+def simulate_in_context(module: ModuleType, knobs: BaseModel, ctx: SimContext) -> SimResult:
+    """The strategy plug-in ``module``'s simulation on a context :func:`load_context` built, with the context's
+    ``estimated`` note unless the strategy set a fuller one (gsplit and hopgnn say how they used a card's
+    estimates); ``sim_wall_s`` is left to the caller."""
+    result: SimResult = module.simulate(ctx, knobs)
+    if result.estimated is None:
+        result.estimated = ctx.estimated
     return result
 
 

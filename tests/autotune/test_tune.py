@@ -82,23 +82,25 @@ def test_tune_writes_plan_and_resumes(tmp_path: Path, capsys) -> None:  # type: 
 def test_a_configuration_proposed_again_is_not_simulated_again(tmp_path: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """neutronstar on a full-graph workload has one categorical knob (3 modes): 12 trials repeat configurations,
-    which the study's memo answers with the very result of the first simulation."""
-    from gnnplan.autotune import study as study_module
+    which the study's memo answers with the very result of the first simulation (marked ``reused``)."""
+    from gnnplan.simulator.strategies import get_strategy
 
-    calls: list[str] = []
-    real = study_module.simulate
+    module = get_strategy("neutronstar")
+    calls: list[Any] = []
+    real = module.simulate
 
     def counting(*args: Any, **kwargs: Any) -> Any:
-        calls.append(args[2])
+        calls.append(args[1])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(study_module, "simulate", counting)
+    monkeypatch.setattr(module, "simulate", counting)
     req = TuneRequest(load_cluster("4x-a100-10gbe"), load_workload("cora-gcn-full"), ("neutronstar",),
                       num_trials=12, storage=f"sqlite:///{tmp_path / 's.db'}", study_name="memo")
     study = run_study(req)
     assert len(study.trials) == 12
     distinct = {tuple(sorted(t.params.items())) for t in study.trials}
     assert len(calls) == len(distinct) < 12
+    assert sum(not t.user_attrs["reused"] for t in study.trials) == len(distinct)
     by_params: dict[tuple[Any, ...], dict[str, Any]] = {}
     for t in study.trials:
         seen = by_params.setdefault(tuple(sorted(t.params.items())), t.user_attrs["result"])
