@@ -44,8 +44,9 @@ epoch time of each S it visits; ``merge_revert`` keeps the best S seen, else the
 The controller's exploration epochs are not charged. ``controller_warmup_epochs`` only affects the executor.
 
 Window: every worker's measured work is its own, so every rank is simulated, except for a dataset card: its
-statistics come from one proxy draw, so every worker does the per-rank mean (:mod:`.rank_mean`, said in the
-result's ``estimated``) and only one representative machine is simulated (:mod:`simulator.symmetry`). Without
+statistics come from one proxy draw, so only one representative machine is simulated (:mod:`simulator.symmetry`),
+running between two step barriers the measured work of the machine whose worker is slowest there
+(:mod:`.rank_mean`, said in the result's ``estimated``). Without
 sampler processes the first :data:`LOCKSTEP_ITERATIONS` iterations and the last are simulated first; when every
 worker ends each iteration at the same instant, later iterations repeat the first and that short window is
 extrapolated (:func:`window_run`); otherwise the window of :mod:`simulator.strategies.base`.
@@ -180,56 +181,51 @@ def micrograph_stats(ctx: SimContext, knobs: Knobs) -> MicrographStats:
 
 
 def iteration_works(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, plan: IterationPlan,
-                    num_steps: int, uniform: bool = False) -> tuple[list[HopWork], list[HopWork]]:
-    """Every worker's work in a full iteration and in the (possibly partial) last one. ``uniform``: every
-    worker's statistics are the same (:func:`.rank_mean.rank_mean_stats`), so worker 0's work is priced once
-    and shared."""
+                    num_steps: int) -> tuple[list[HopWork], list[HopWork]]:
+    """Every worker's work in a full iteration and in the (possibly partial) last one."""
     out = []
-    ranks = range(1 if uniform else ctx.num_workers)
     for scale in (1.0, plan.last_fraction):
         if not knobs.micrograph:
-            works = [naive_work(ctx, r, scale) for r in ranks]
+            out.append([naive_work(ctx, r, scale) for r in range(ctx.num_workers)])
         else:
             assert mg is not None
-            works = [hop_work(ctx, mg, r, num_steps, knobs.migrate_parameters, scale) for r in ranks]
-        out.append(works * ctx.num_workers if uniform else works)
+            out.append([hop_work(ctx, mg, r, num_steps, knobs.migrate_parameters, scale)
+                        for r in range(ctx.num_workers)])
     return out[0], out[1]
 
 
 def link_bytes_per_epoch(ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: list[HopWork],
-                         last: list[HopWork]) -> dict[str, float]:
+                         last: list[HopWork] | float) -> dict[str, float]:
     """Bytes all workers send over each link kind in one epoch: pre-gather (or per-step fetch), migrations,
-    all-reduce on the network; every group's input rows over PCIe."""
+    all-reduce on the network; every group's input rows over PCIe. ``last``: the last iteration's works, or the
+    fraction of a full batch it trains (the full works' row bytes scaled by it: :func:`~.work.hop_work` scales
+    every row count linearly)."""
     out = {k: 0.0 for k in LINKS}
     multi = ctx.cluster.num_machines > 1
-    for works, count in ((full, plan.num_iterations - 1), (last, 1)):
+    final = (full, 1, last) if isinstance(last, float) else (last, 1, 1.0)
+    for works, count, rows in ((full, plan.num_iterations - 1, 1.0), final):
         for w in works:
             remote = w.pregather_remote_rows if knobs.pregather else sum(s.remote_bytes for s in w.steps) / w.row_bytes
             migrations = len(w.steps) - 1 if knobs.micrograph else w.extra.get("naive_migrations", 0.0)
-            net = remote * (w.row_bytes + INDEX_BYTES) + migrations * w.migration_bytes
+            net = rows * remote * (w.row_bytes + INDEX_BYTES) + migrations * w.migration_bytes
             out["network"] += count * (net if multi else 0.0)
-            out["pcie"] += count * sum(s.input_bytes for s in w.steps)
+            out["pcie"] += count * rows * sum(s.input_bytes for s in w.steps)
             for kind, nbytes in all_reduce_link_bytes(w.gradient_bytes, ctx.cluster).items():
                 out[kind] += count * nbytes
     return out
 
 
-def memory_bytes(ctx: SimContext, knobs: Knobs, full: list[HopWork],
-                 peaks: tuple[float, float] | None = None) -> tuple[dict[str, float], dict[str, float]]:
-    """Peak (GPU, host) memory parts of the busiest worker; ``peaks`` (the largest group's input bytes, the
-    largest pre-gather's rows: :func:`.rank_mean.measured_peaks`) replace those of ``full`` when given."""
+def memory_bytes(ctx: SimContext, knobs: Knobs, full: list[HopWork]) -> tuple[dict[str, float], dict[str, float]]:
+    """Peak (GPU, host) memory parts of the busiest worker."""
     cl, sm = ctx.cluster, ctx.summary
     cost = model_costs(ctx)
     row = sm.feature_dim * FLOAT_BYTES
-    biggest = max((s.input_bytes for w in full for s in w.steps), default=0.0) if peaks is None else peaks[0]
+    biggest = max((s.input_bytes for w in full for s in w.steps), default=0.0)
     gpu = {"framework reserve": 0.0 if cl.gpu.is_host_cpu else CUDA_CONTEXT_BYTES,
            "parameters, gradients and Adam state": model_state_bytes(cost.num_params),
            "migration buffer": full[0].migration_bytes, "input features": biggest,
            "activations": cost.activation_bytes, "blocks": cost.block_bytes}
-    buffer = 0.0
-    if knobs.pregather:
-        buffer = max((w.pregather_remote_rows + w.pregather_local_rows) * row for w in full) if peaks is None \
-            else peaks[1] * row
+    buffer = max((w.pregather_remote_rows + w.pregather_local_rows) * row for w in full) if knobs.pregather else 0.0
     per_worker = cl.host.process_bytes + cost.block_bytes + buffer
     host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
@@ -296,27 +292,34 @@ def window_run(ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: list[Ho
 
 
 def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, num_steps: int,
-                   measured: MicrographStats | None = None, images: bool = True) -> SimResult:
+                   slowest: bool = False, images: bool = True) -> SimResult:
     """Simulate one epoch with a fixed number of steps (``num_steps`` <= M; ignored by the naive variant).
-    ``measured``: the per-rank statistics when ``mg`` is their per-rank mean (:mod:`.rank_mean`; every worker's
-    work is then priced once, and the memory check uses the measured peaks). ``images`` False: when a
+    ``slowest``: simulate the representative machine of :func:`.rank_mean.slowest_machine_works` (a dataset
+    card); bytes per link and memory still come from every rank's work. ``images`` False: when a
     representative machine was simulated, the spans are its GPUs' only (:func:`complete_spans` adds the rest;
     times and breakdown are the same)."""
     started = time.perf_counter()
     plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
-    full, last = iteration_works(ctx, knobs, mg, plan, num_steps, uniform=measured is not None)
-    peaks = None
-    if measured is not None and knobs.micrograph:
-        peaks = rank_mean.measured_peaks(measured, num_steps, float(ctx.summary.feature_dim * FLOAT_BYTES))
-    gpu, host = memory_bytes(ctx, knobs, full, peaks)
+    slowest = slowest and knobs.micrograph
+    if slowest:  # every rank's full iteration; the last one's bytes scale with its rows
+        assert mg is not None
+        full = [hop_work(ctx, mg, r, num_steps, knobs.migrate_parameters) for r in range(ctx.num_workers)]
+        last: list[HopWork] = []
+    else:
+        full, last = iteration_works(ctx, knobs, mg, plan, num_steps)
+    gpu, host = memory_bytes(ctx, knobs, full)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
-        "bytes_per_epoch": link_bytes_per_epoch(ctx, knobs, plan, full, last),
+        "bytes_per_epoch": link_bytes_per_epoch(ctx, knobs, plan, full, float(plan.last_fraction) if slowest else last),
         "peak_memory_bytes": {"gpu": sum(gpu.values()), "host": sum(host.values())}}
     reason = _infeasible(ctx, gpu, host)
     if reason:
         return SimResult(feasible=False, reason=reason, epoch_time_s=math.inf, iteration_time_s=math.inf,
                          sim_wall_s=time.perf_counter() - started, **common)
+    if slowest:
+        assert mg is not None
+        full, last = rank_mean.slowest_machine_works(ctx, mg, full, knobs.pregather, knobs.num_sampler_workers == 0,
+                                                     knobs.migrate_parameters, plan.last_fraction)
     run, plan = window_run(ctx, knobs, plan, full, last, images)
     ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(plan.window))]
     period = steady_period_s(ends, plan)
@@ -355,13 +358,12 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     if not knobs.micrograph:
         return simulate_steps(ctx, knobs, None, m)
     measured = micrograph_stats(ctx, knobs)
-    mean = rank_mean.applies(ctx)
-    mg = rank_mean.rank_mean_stats(measured) if mean else measured
+    slowest = rank_mean.applies(ctx)
     results: dict[int, SimResult] = {}
 
     def run(num_steps: int) -> SimResult:  # spans of other machines are copied for the chosen S only
         if num_steps not in results:
-            results[num_steps] = simulate_steps(ctx, knobs, mg, num_steps, measured if mean else None, images=False)
+            results[num_steps] = simulate_steps(ctx, knobs, measured, num_steps, slowest, images=False)
         return results[num_steps]
 
     if knobs.num_steps is not None:
@@ -369,7 +371,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     else:
         result = run(controller_steps(_EpochTimes(lambda s: run(s).epoch_time_s), m, knobs.merge_revert))
     complete_spans(result, ctx.cluster.gpus_per_machine, ctx.num_workers)
-    if mean and ctx.estimated is not None:
+    if slowest and ctx.estimated is not None:
         stats = dict(ctx.estimated.get("statistics", {}))
         stats["micrograph_stats"] = "; ".join(x for x in (stats.get("micrograph_stats"), rank_mean.NOTE) if x)
         result.estimated = {**ctx.estimated, "statistics": stats}

@@ -1,33 +1,60 @@
-"""The per-rank mean of a dataset card's micrograph statistics: every worker hosts the mean micrograph group at
-each time step, so ``hopgnn`` runs the representative-machine fast path (:mod:`gnnplan.simulator.symmetry`)
-instead of every rank.
+"""A dataset card's per-rank micrograph work folded onto one representative machine that runs, at every time
+step, the groups of the machine whose worker is slowest at that step, so ``hopgnn`` runs the representative-machine
+fast path (:mod:`gnnplan.simulator.symmetry`) instead of every rank.
 
 Why it is allowed for a card, and only there: a card's micrograph statistics are measured on one synthetic proxy
 (:mod:`gnnplan.simulator.workload.proxy`): one random degree-matched graph, one METIS (or random) partition of
 it, one draw of seeds and samples per iteration. Which worker hosts the larger group at a step, or pre-gathers
 more rows, is an artefact of that draw; the real graph's partition would put it elsewhere. Only
-distribution-level quantities carry over from proxy to card, so the simulator keeps the per-rank mean (what a
-worker does on average at the k-th step) and drops the per-rank pattern. Measured statistics of a real graph
-are simulated in full, worker by worker.
+distribution-level quantities carry over from proxy to card: how much the slowest machine lags at each barrier,
+not where it sits. Measured statistics of a real graph are simulated in full, worker by worker.
 
-What is averaged, for every step count S (:class:`~.micrographs.MicrographStats`, index ``[S-1][w][k]``): over
-the hosts w, the seeds of the group at step k, its block sizes (sources, destinations, edges per layer), its
-local and remote input vertices, and each worker's pre-gathered remote and local rows. The schedule is then
-the same on every machine (model d visits the machines in ring order; a pull takes equal shares from every
-other machine; a migration goes to the next machine), so shifting machines maps it onto itself.
+The rule (:func:`slowest_machine_works`). Every time step ends at a barrier (the migration's rendezvous; the last
+one at the gradient all-reduce), which waits for the slowest worker (brief ../shared/papers/hopgnn.md §2.2:
+``T_step(t) = max_s [...]``, ``T_iter = max_s T_sample(s) + max_s T_pg(s) + ...``; §5.1, idle slots). Between two
+barriers the workers run independently except for what their machine shares. So the representative machine runs,
+in barrier segment k, the measured work of the machine m*_k holding the slowest worker of segment k: its local
+GPU j does rank ``m*_k g + j``'s group at step k (seeds, block sizes, local and remote input rows, hence its
+load, forward and backward). Segment 0 also holds the sampling (inline samplers) and the pre-gather, so those are
+m*_0's workers': a worker's sampled edges and pre-gathered rows are those of the machine that is slowest to reach
+the first barrier. One whole machine is taken, not the slowest worker copied g times, because its other GPUs
+share its NICs, host memory and PCIe uplinks with it: the slowest worker's finish depends on its machine-mates'
+real loads. The representative's pulls then load every machine's NIC with m*_0's rows, as the busiest machine's
+NIC is loaded in the full simulation (a pull takes equal shares from every other machine, so the busiest receiver
+is the busiest link; the senders' loads are averages of the receivers'), i.e. the pre-gather lasts what the
+full simulation's bottleneck link gives it.
 
-Totals over workers (seeds, sampled edges, input rows per step, pre-gathered rows, hence the bytes per link) are
-unchanged; what is lost is the largest group's lead at every step's barrier (paper §5.1, the idle slots of
-unbalanced groups) and the busiest pre-gather's, so the predicted epoch is shorter than the full simulation of the
-proxy's per-rank statistics: by 8-12 % on ``ogbn-papers100M`` at 4, 16 and 64 GPUs (``benchmarks/bench_scale.py``
-part 1, ``epoch diff``), by 0.1-2 % on the ``cora`` card at 2 x 2 GPUs
-(tests/strategies/hopgnn/test_hopgnn_rank_mean.py bounds it). The memory check keeps the measured per-rank peaks
-(:func:`measured_peaks`: the largest group and pre-gather buffer must fit).
+Which worker is slowest in a segment is decided by an estimate (:func:`segment_estimates`, seconds): per worker
+and step, the uncontended forward and backward, the host-to-device copy of its input rows, and its gather (and,
+without pre-gathering, its fetch) at the processor-sharing finish time on its machine's host memory (network:
+its NICs), ``sum_j min(b_j, b_w) / rate`` over the machine's workers j (equal flows started together, max-min
+fair); segment 0 adds the inline sampling (:func:`~simulator.hardware.pricing.sampling_s`) and the pre-gather
+(the larger of the gather of its local rows and the pull of its remote rows, each at that finish time). The
+estimate only chooses the machine; the simulation then prices the chosen work with every contention modelled.
 
-Source: replacing per-component parameters that are estimation noise by their mean to obtain a symmetric model is
-the mean-field reduction of symmetric systems; the representative model of :mod:`gnnplan.simulator.symmetry`
-(Emerson and Sistla 1996) then applies to it exactly. The same rule as ``gsplit``'s
-(:mod:`gnnplan.simulator.strategies.gsplit.rank_mean`).
+What is kept: every worker leaves a barrier at the same instant, so nothing carries from one segment into the
+next and the iteration is the sum over segments of the slowest worker's segment time; running each segment's
+slowest machine, as measured, keeps every term when the estimate picks the right machine. Exactness on
+machine-symmetric statistics (every machine is then the same, whichever is picked:
+tests/strategies/hopgnn/test_hopgnn_rank_mean.py). The bytes per link and the memory check, computed from every
+rank's measured work, as in the full simulation. What is lost: a wrong pick (two machines within the estimate's
+error) drops the difference between them; the senders of the representative's pulls are as busy as its receiver
+(the full simulation's senders carry the mean), which changes nothing while the receiving NIC is the bottleneck;
+with sampler processes the sampling overlaps the previous iteration (then not within one segment) and is taken
+from m*_0 all the same; the last, partial iteration keeps the full iteration's picks. Measured on
+``ogbn-papers100M`` (``benchmarks/bench_scale.py`` part 1, 2 steps): the epoch is 0.03 %, 0.17 % and 0.91 % shorter
+than the full simulation's at 4, 16 and 64 GPUs (``epoch diff`` 3.3e-4, 1.7e-3, 9.1e-3; the per-rank mean this
+replaces: 8.8e-2, 7.6e-2, 1.2e-1, all shorter); at 16 GPUs with the controller, with 4 steps and random seeds, with
+sampler processes, and at 64 GPUs without pre-gathering, 0.06-0.31 % shorter. On the ``cora`` card at 2 x 2,
+4 x 1 and 4 x 2 GPUs the epochs are equal (tests/strategies/hopgnn/test_hopgnn_rank_mean.py bounds them at 0.1 %,
+and checks a skewed draw whose slowest machine differs between the two steps: 0.01 %; the per-rank mean: 4.9 %).
+Cost: every rank's full iteration is priced (:func:`~.work.hop_work`, as the full simulation does) to find the
+slowest machines and the bytes; the last iteration only for the representative.
+
+Source: the barrier's wait is the maximum over workers (brief §2.2, the derived cost model); folding identical
+machines onto one representative is the quotient of a symmetric model (Emerson and Sistla 1996,
+:mod:`gnnplan.simulator.symmetry`), applied to the machine-symmetric work built here; max-min fairness and
+processor sharing of equal flows: Bertsekas and Gallager, "Data Networks", 1992, §6.5.2.
 """
 
 from __future__ import annotations
@@ -39,37 +66,157 @@ from typing import Any, overload
 import numpy as np
 
 from gnnplan.simulator import symmetry
+from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
+from gnnplan.simulator.strategies.hopgnn.work import HopWork, StepWork, hop_work, step_work
 from gnnplan.simulator.workload.cards import card_name
+from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block
 
 STEP_FIELDS = ("step_seeds", "step_src", "step_dst", "step_edges", "step_local_inputs", "step_remote_inputs")
-"""``[S-1][w][k]`` (``[S-1][w][k][l]`` for block sizes) fields averaged over the hosts w."""
+"""``[S-1][w][k]`` (``[S-1][w][k][l]`` for block sizes) fields of :func:`rank_mean_stats`."""
 WORKER_FIELDS = ("pregather_remote", "pregather_local")
-"""``[S-1][w]`` fields averaged over the workers w."""
-NOTE = ("simulated with every worker at the per-rank mean of the proxy's micrograph groups and pre-gathers (per-rank "
-        "differences are those of one proxy partition and draw) on one representative machine (hopgnn.rank_mean); "
-        "no worker waits for a slower one at the step barriers, so the epoch is shorter than with the proxy's "
-        "per-rank statistics (ogbn-papers100M, 4-64 GPUs: 8-12 %); the memory check uses the measured per-rank peaks")
-"""What a result simulated with the mean says in ``estimated.statistics.micrograph_stats``."""
+"""``[S-1][w]`` fields of :func:`rank_mean_stats`."""
+NOTE = ("simulated on one representative machine that runs, between two step barriers, the proxy's measured "
+        "micrograph groups of the machine whose worker is slowest there (hopgnn.rank_mean; which machine is slowest "
+        "is an artefact of one proxy partition and draw, how much it lags is kept); bytes per link and the memory "
+        "check use every rank's measured work")
+"""What a result simulated with :func:`slowest_machine_works` says in ``estimated.statistics.micrograph_stats``."""
 
 
 def applies(ctx: SimContext) -> bool:
-    """Whether ``hopgnn`` simulates the per-rank mean: the dataset is a card (statistics estimated on its proxy),
-    the cluster has several machines (else nothing to fold), and the fast path is on (not inside
-    :func:`gnnplan.simulator.symmetry.disabled`)."""
+    """Whether ``hopgnn`` simulates the representative of :func:`slowest_machine_works`: the dataset is a card
+    (statistics estimated on its proxy), the cluster has several machines (else nothing to fold), and the fast
+    path is on (not inside :func:`gnnplan.simulator.symmetry.disabled`)."""
     return (card_name(ctx.workload.dataset) is not None and ctx.cluster.num_machines > 1
             and symmetry.enabled())
 
 
+def _shared_finish(nbytes: np.ndarray) -> np.ndarray:
+    """Per worker, the bytes its machine's resource has carried when its own flow ends, all the machine's flows
+    starting together at equal (max-min fair) rates: ``sum_j min(b_j, b_w)`` over the machine's workers j.
+
+    Shapes:
+        nbytes: (M, g, ...) -> (M, g, ...).
+    """
+    return np.minimum(nbytes[:, :, None], nbytes[:, None, :]).sum(axis=2)
+
+
+def segment_estimates(ctx: SimContext, works: Sequence[HopWork], pregather: bool,
+                      inline_sampling: bool) -> np.ndarray:
+    """Estimated seconds each worker spends in each barrier segment (module docstring): segment k is step k's
+    load, forward and backward; segment 0 adds the inline sampling and the pre-gather. Used only to rank workers.
+
+    Args:
+        ctx: the context (cluster of M machines x g GPUs).
+        works: every rank's work, rank ``m * g + l`` at index ``m * g + l``, all with the same step count S.
+        pregather: whether the rows are pre-gathered (else each step fetches its remote rows).
+        inline_sampling: whether the trainer samples (no sampler processes), so sampling is in segment 0.
+
+    Returns:
+        (M, g, S) seconds.
+    """
+    cl = ctx.cluster
+    m, g = cl.num_machines, cl.gpus_per_machine
+    gather_rate = cl.host.memory_bandwidth_bytes_per_s * cl.efficiency.gather_fraction
+    net_rate = cl.network.bandwidth_bytes_per_s * cl.network.nics_per_machine
+    row = works[0].row_bytes
+    steps = [[(s.input_bytes, s.local_bytes, s.remote_bytes, s.forward_s + s.backward_s) for s in w.steps]
+             for w in works]
+    arr = np.asarray(steps, dtype=np.float64).reshape(m, g, works[0].num_steps, 4)
+    inputs, local, remote, compute = (arr[..., i] for i in range(4))
+    h2d = np.vectorize(lambda b: pricing.host_to_gpu_s(cl, float(b)), otypes=[float])(inputs)
+    if pregather:
+        load = _shared_finish(inputs) / gather_rate
+    else:
+        load = _shared_finish(local) / gather_rate
+        if m > 1:
+            load = load + _shared_finish(remote / row * (row + INDEX_BYTES)) / net_rate
+    out = compute + h2d + load
+    first = np.zeros((m, g))
+    if inline_sampling:
+        calls = [float(sum(len(s.blocks) for s in w.steps)) for w in works]
+        first += np.asarray([pricing.sampling_s(cl, w.num_sampled_edges, num_calls=c)
+                             for w, c in zip(works, calls)]).reshape(m, g)
+    if pregather:
+        local_rows = np.asarray([w.pregather_local_rows for w in works], dtype=np.float64).reshape(m, g)
+        remote_rows = np.asarray([w.pregather_remote_rows for w in works], dtype=np.float64).reshape(m, g)
+        pull = _shared_finish(remote_rows * (row + INDEX_BYTES)) / net_rate if m > 1 else 0.0 * remote_rows
+        first += np.maximum(_shared_finish(local_rows * row) / gather_rate, pull)
+    out[:, :, 0] += first
+    return out
+
+
+def slowest_machines(ctx: SimContext, works: Sequence[HopWork], pregather: bool,
+                     inline_sampling: bool) -> list[int]:
+    """m*_k per barrier segment k (module docstring): the machine of the worker with the largest
+    :func:`segment_estimates` in segment k, the first such machine on ties.
+
+    Args:
+        ctx, works, pregather, inline_sampling: as :func:`segment_estimates`.
+
+    Shapes:
+        -> (S,) machine indices.
+    """
+    return [int(m) for m in segment_estimates(ctx, works, pregather, inline_sampling).max(axis=1).argmax(axis=0)]
+
+
+def slowest_machine_works(ctx: SimContext, mg: MicrographStats, works: Sequence[HopWork], pregather: bool,
+                          inline_sampling: bool, migrate_parameters: bool,
+                          last_fraction: float) -> tuple[list[HopWork], list[HopWork]]:
+    """The representative machine's work in a full and in the last iteration, one copy per machine (module
+    docstring): local GPU j does, at step k, the group of rank ``m*_k g + j`` (:func:`slowest_machines` of the
+    full iteration, kept for the last one: the same draw at ``last_fraction`` of the seeds), and samples and
+    pre-gathers what rank ``m*_0 g + j`` does; everything else is the same on every rank.
+
+    Args:
+        ctx, pregather, inline_sampling: as :func:`segment_estimates`.
+        mg: the measured statistics that priced ``works``.
+        works: every rank's work in a full iteration (:func:`~.work.hop_work`), S steps.
+        migrate_parameters: as :func:`~.work.hop_work`.
+        last_fraction: seeds of the last iteration over a full one's.
+
+    Returns:
+        (full, last): W works each, rank r's the same object as rank ``r mod g``'s (machine-symmetric:
+        :func:`gnnplan.simulator.symmetry.machine_symmetric` holds).
+    """
+    g, n = ctx.cluster.gpus_per_machine, len(works)
+    if not works or works[0].num_steps == 0:
+        return list(works), list(works)
+    picks = slowest_machines(ctx, works, pregather, inline_sampling)
+    out = []
+    for scale in (1.0, last_fraction):
+        rep = []
+        for j in range(g):
+            home = works[picks[0] * g + j] if scale == 1.0 else \
+                hop_work(ctx, mg, picks[0] * g + j, len(picks), migrate_parameters, scale)
+            steps = tuple(home.steps[k] if m == picks[0] else
+                          works[m * g + j].steps[k] if scale == 1.0 else _step(ctx, mg, m * g + j, k, len(picks), scale)
+                          for k, m in enumerate(picks))
+            rep.append(replace(home, steps=steps))
+        out.append([rep[r % g] for r in range(n)])
+    return out[0], out[1]
+
+
+def _step(ctx: SimContext, mg: MicrographStats, rank: int, k: int, num_steps: int, scale: float) -> StepWork:
+    """Rank ``rank``'s step k of S = ``num_steps`` at ``scale`` x a full batch, as :func:`~.work.hop_work`
+    prices it."""
+    i = num_steps - 1
+    blocks = [Block(s * scale, d * scale, e * scale) for s, d, e in
+              zip(mg.step_src[i][rank][k], mg.step_dst[i][rank][k], mg.step_edges[i][rank][k])]
+    return step_work(ctx, blocks, mg.step_seeds[i][rank][k] * scale, mg.step_local_inputs[i][rank][k] * scale,
+                     mg.step_remote_inputs[i][rank][k] * scale)
+
+
 def rank_mean_stats(mg: MicrographStats) -> MicrographStats:
-    """The statistics with every worker's groups and pre-gather replaced by their mean over workers (module
-    docstring).
+    """The statistics with every worker's groups and pre-gather replaced by their mean over workers: totals over
+    workers kept, every worker the same (machine-symmetric statistics; what this module's fast path simulated
+    before :func:`slowest_machine_works`, 8-12 % short of the full simulation on ``ogbn-papers100M``).
 
     Shapes:
         every field of :data:`STEP_FIELDS` ``[S-1]``: (W, S) or (W, S, L) -> the same, every row equal (floats);
         every field of :data:`WORKER_FIELDS` ``[S-1]``: (W,) -> the same, every entry equal. Each ``[S-1]`` is
-        averaged on first use (a simulation reads only the step counts it simulates).
+        averaged on first use.
     """
     out: dict[str, Any] = {name: _RankMeans(getattr(mg, name)) for name in STEP_FIELDS + WORKER_FIELDS}
     return replace(mg, **out)
@@ -101,22 +248,3 @@ class _RankMeans(Sequence[list[Any]]):
             row = np.asarray(values, dtype=np.float64).mean(axis=0).tolist()
             self.means[i] = [row] * len(values)
         return self.means[i]
-
-
-def measured_peaks(mg: MicrographStats, num_steps: int, row_bytes: float) -> tuple[float, float]:
-    """(bytes of the largest group's input rows over workers and steps, the largest worker's pre-gathered rows,
-    remote plus local) of the measured statistics with ``num_steps`` steps in a full iteration: what
-    :func:`~simulator.strategies.hopgnn.memory_bytes` checks, from the per-rank statistics (a group without
-    seeds loads nothing, as :func:`~simulator.strategies.hopgnn.work.step_work`).
-
-    Args:
-        mg: the measured statistics.
-        num_steps: S, 1..M.
-        row_bytes: bytes of one feature row.
-    """
-    i = num_steps - 1
-    seeds = np.asarray(mg.step_seeds[i], dtype=np.float64)
-    rows = np.asarray(mg.step_local_inputs[i], dtype=np.float64) + np.asarray(mg.step_remote_inputs[i])
-    inputs = np.where(seeds > 0, rows * row_bytes, 0.0)
-    buffer = np.asarray(mg.pregather_remote[i], dtype=np.float64) + np.asarray(mg.pregather_local[i])
-    return float(inputs.max(initial=0.0)), float(buffer.max(initial=0.0))
