@@ -1,9 +1,12 @@
-"""Constructed graph statistics shared by the simulator tests (no graph is measured)."""
+"""Constructed graph statistics and cluster shapes shared by the simulator tests (no graph is measured)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
+from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.workload.graphstats import CACHE_GRID, DatasetSummary, SampleStats
 
 RMAT_SUMMARY = DatasetSummary("rmat-test", num_vertices=100_000, num_edges=3_200_000, feature_dim=128,
@@ -29,3 +32,12 @@ def make_stats(num_machines: int = 4, gpus_per_machine: int = 1, batch_size_per_
         num_src_vertices=(60.0 * seeds, 9.0 * seeds), num_dst_vertices=(9.0 * seeds, seeds),
         num_edges=(80.0 * seeds, 9.5 * seeds), cache_fractions=tuple(CACHE_GRID), hit_fraction=tuple(hit),
         local_miss_fraction=tuple(local), remote_miss_fraction=tuple(remote), edge_cut_fraction=0.35)
+
+
+def shaped(preset: str, machines: int, gpus: int, **network: Any) -> ClusterSpec:
+    """Preset ``preset`` resized to ``machines`` x ``gpus``, with ``network`` fields replaced."""
+    cl = load_cluster(preset)
+    update: dict[str, Any] = {"num_machines": machines, "gpus_per_machine": gpus}
+    if network:
+        update["network"] = cl.network.model_copy(update=network)
+    return cl.model_copy(update=update)

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from sim_fixtures import RMAT_SUMMARY, make_stats
+from sim_fixtures import RMAT_SUMMARY, make_stats, shaped
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.engine import Engine, FluidResource
 from gnnplan.simulator.hardware.model import HardwareModel
-from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies import dp, hopgnn
 from gnnplan.simulator.strategies.base import SimContext, iteration_plan
 from gnnplan.simulator.strategies.hopgnn.run import HopRun
@@ -20,14 +20,6 @@ from gnnplan.simulator.workload.spec import load_workload
 WORKLOAD = load_workload("rmat100k-sage")
 REL = 1e-9
 """Tolerance of fast path vs full simulation: the same max-min arithmetic on the same flows (observed: 0)."""
-
-
-def shaped(preset: str, machines: int, gpus: int, **network: object) -> ClusterSpec:
-    cl = load_cluster(preset)
-    update: dict[str, object] = {"num_machines": machines, "gpus_per_machine": gpus}
-    if network:
-        update["network"] = cl.network.model_copy(update=network)
-    return cl.model_copy(update=update)
 
 
 def ctx_for(cluster: ClusterSpec, batch: int = 512) -> SimContext:

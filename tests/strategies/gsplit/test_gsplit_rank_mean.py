@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sim_fixtures import shaped
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.api import load_context
-from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.strategies import gsplit
 from gnnplan.simulator.strategies.base import SimContext, iteration_plan
 from gnnplan.simulator.strategies.gsplit.rank_mean import busiest_shuffles, rank_mean_stats
@@ -29,14 +29,6 @@ lockstep (observed: epoch 0.83 %, shuffle 0.59 %; ogbn-papers100M at 8 x 8: epoc
 benchmarks/bench_scale.py --parts card --card-full gsplit)."""
 SUMMARY = DatasetSummary("fake", num_vertices=20_000, num_edges=200_000, feature_dim=128, num_classes=8,
                          num_train=1_000, num_val=0, num_test=0)
-
-
-def shaped(preset: str, machines: int, gpus: int, **network: Any) -> ClusterSpec:
-    cl = load_cluster(preset)
-    update: dict[str, Any] = {"num_machines": machines, "gpus_per_machine": gpus}
-    if network:
-        update["network"] = cl.network.model_copy(update=network)
-    return cl.model_copy(update=update)
 
 
 def represented(result: Any) -> set[int]:

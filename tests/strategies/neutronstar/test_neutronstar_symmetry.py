@@ -8,10 +8,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sim_fixtures import shaped
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.api import load_context
-from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies import neutronstar as ns
 from gnnplan.simulator.strategies.neutronstar import dependencies as deps
 from gnnplan.simulator.strategies.neutronstar.split import SplitCosts, _Greedy
@@ -20,14 +21,6 @@ from gnnplan.simulator.workload.spec import load_workload
 
 REL = 1e-9
 """Fast path vs full simulation: the same max-min arithmetic on the same flows (observed: 0)."""
-
-
-def shaped(preset: str, machines: int, gpus: int, **network: Any) -> ClusterSpec:
-    cl = load_cluster(preset)
-    update: dict[str, Any] = {"num_machines": machines, "gpus_per_machine": gpus}
-    if network:
-        update["network"] = cl.network.model_copy(update=network)
-    return cl.model_copy(update=update)
 
 
 def circulant_counts(machines: int, gpus: int, straggler: bool = False) -> list[deps.WorkerCounts]:
