@@ -41,3 +41,20 @@ def shaped(preset: str, machines: int, gpus: int, **network: Any) -> ClusterSpec
     if network:
         update["network"] = cl.network.model_copy(update=network)
     return cl.model_copy(update=update)
+
+
+def represented(result: Any) -> set[int]:
+    """The ``machines_represented`` of a result's epoch spans (1: the representative fast path)."""
+    return {s.args["machines_represented"] for s in result.spans if s.phase == "epoch"}
+
+
+def assert_same(fast: Any, full: Any, rel: float, memory: bool = False) -> None:
+    """The fast path's epoch, breakdown and bytes (and with ``memory`` its peak memory) equal the full
+    simulation's (within ``rel``)."""
+    import pytest
+
+    assert fast.epoch_time_s == pytest.approx(full.epoch_time_s, rel=rel)
+    for phase, seconds in full.breakdown_s.items():
+        assert fast.breakdown_s[phase] == pytest.approx(seconds, rel=rel, abs=1e-15), phase
+    assert fast.bytes_per_epoch == full.bytes_per_epoch
+    assert not memory or fast.peak_memory_bytes == full.peak_memory_bytes

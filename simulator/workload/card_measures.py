@@ -6,6 +6,7 @@ without a published card, and to check a proxy against the graph it stands for: 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -194,16 +195,7 @@ def louvain_blocks(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: in
     the vertices of every community and rows ``[i, j, m_ij]`` (i <= j, m_ij >= 1) of the undirected simple
     edges between communities i and j (inside i when i = j): a card's ``communities.block_sizes`` and
     ``block_edges``."""
-    import networkx as nx
-
-    g = nx.Graph()
-    g.add_nodes_from(range(num_vertices))
-    g.add_edges_from(zip(src.tolist(), dst.tolist()))
-    comm = np.zeros(num_vertices, dtype=np.int64)
-    groups = nx.community.louvain_communities(g, seed=seed)
-    for i, members in enumerate(groups):
-        comm[list(members)] = i
-    k = len(groups)
+    g, comm, k = _louvain(num_vertices, src, dst, seed)
     a, b = np.array([e for e in g.edges() if e[0] != e[1]], dtype=np.int64).reshape(-1, 2).T
     ca, cb = np.minimum(comm[a], comm[b]), np.maximum(comm[a], comm[b])
     m = np.bincount(ca * k + cb, minlength=k * k).reshape(k, k)
@@ -216,20 +208,26 @@ def _louvain_of_largest(num_vertices: int, src: np.ndarray, dst: np.ndarray, see
     """(keep, comm, K): the (n,) bool mask of the largest connected component, the (n,) int64 Louvain community
     of every vertex (-1 outside it; the networkx run of :func:`louvain_blocks` on :func:`largest_component`, so
     the same community numbers) and the number of communities."""
-    import networkx as nx
-
     keep = component_summary(num_vertices, src, dst)[2]
-    n_c, a, b = largest_component(num_vertices, src, dst)
-    g = nx.Graph()
-    g.add_nodes_from(range(n_c))
-    g.add_edges_from(zip(a.tolist(), b.tolist()))
-    inner = np.zeros(n_c, dtype=np.int64)
-    groups = nx.community.louvain_communities(g, seed=seed)
-    for i, members in enumerate(groups):
-        inner[list(members)] = i
+    _, inner, k = _louvain(*largest_component(num_vertices, src, dst), seed)
     comm = np.full(num_vertices, -1, dtype=np.int64)
     comm[keep] = inner
-    return keep, comm, len(groups)
+    return keep, comm, k
+
+
+def _louvain(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: int) -> tuple[Any, np.ndarray, int]:
+    """(networkx graph, (n,) int64 Louvain community of every vertex, number of communities): one networkx
+    ``louvain_communities`` run (seeded) on the undirected graph of the edges."""
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_nodes_from(range(num_vertices))
+    g.add_edges_from(zip(src.tolist(), dst.tolist()))
+    comm = np.zeros(num_vertices, dtype=np.int64)
+    groups = nx.community.louvain_communities(g, seed=seed)
+    for i, members in enumerate(groups):
+        comm[list(members)] = i
+    return g, comm, len(groups)
 
 
 def louvain_train_counts(num_vertices: int, src: np.ndarray, dst: np.ndarray, train_idx: np.ndarray,

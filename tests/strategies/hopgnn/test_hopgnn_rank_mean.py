@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from sim_fixtures import assert_same, represented
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.api import load_context
@@ -26,20 +27,6 @@ def shaped(preset: str, machines: int, gpus: int) -> ClusterSpec:
     return load_cluster(preset).model_copy(update={"num_machines": machines, "gpus_per_machine": gpus})
 
 
-def represented(result: Any) -> set[int]:
-    return {s.args["machines_represented"] for s in result.spans if s.phase == "epoch"}
-
-
-def assert_same(fast: Any, full: Any) -> None:
-    assert fast.epoch_time_s == pytest.approx(full.epoch_time_s, rel=REL)
-    for phase, seconds in full.breakdown_s.items():
-        assert fast.breakdown_s[phase] == pytest.approx(seconds, rel=REL, abs=1e-15), phase
-    assert fast.bytes_per_epoch == full.bytes_per_epoch and fast.peak_memory_bytes == full.peak_memory_bytes
-    key = lambda s: (s.rank, s.iteration, s.phase, s.start_s)  # noqa: E731
-    a, b = sorted(fast.spans, key=key), sorted(full.spans, key=key)
-    assert [(s.rank, s.phase, s.iteration, s.nbytes) for s in a] == [(s.rank, s.phase, s.iteration, s.nbytes)
-                                                                      for s in b]
-    assert all(x.end_s == pytest.approx(y.end_s, rel=REL, abs=1e-15) for x, y in zip(a, b))
 
 
 @pytest.mark.parametrize(("preset", "machines", "gpus"), [("4x-a100-10gbe", 4, 1),
@@ -57,7 +44,7 @@ def test_representative_equals_full_on_symmetric_statistics(monkeypatch: pytest.
             full = module.simulate(ctx, kn)
         assert represented(fast) == {machines} and represented(full) == {1}, knobs
         assert {s.rank for s in fast.spans} == set(range(machines * gpus))
-        assert_same(fast, full)
+        assert_same(fast, full, REL, memory=True)
 
 
 def test_measured_statistics_of_a_real_graph_are_simulated_in_full() -> None:

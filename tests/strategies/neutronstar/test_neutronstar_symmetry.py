@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from sim_fixtures import shaped
+from sim_fixtures import assert_same, represented, shaped
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.api import load_context
@@ -52,19 +52,6 @@ def simulate_pair(monkeypatch: pytest.MonkeyPatch, cluster: ClusterSpec, counts:
     return fast, full
 
 
-def represented(result: Any) -> set[int]:
-    return {s.args["machines_represented"] for s in result.spans if s.phase == "epoch"}
-
-
-def assert_same(fast: Any, full: Any) -> None:
-    assert fast.epoch_time_s == pytest.approx(full.epoch_time_s, rel=REL)
-    for phase, seconds in full.breakdown_s.items():
-        assert fast.breakdown_s[phase] == pytest.approx(seconds, rel=REL, abs=1e-15), phase
-    assert fast.bytes_per_epoch == full.bytes_per_epoch
-    key = lambda s: (s.rank, s.phase, s.start_s, s.args.get("layer", -1))  # noqa: E731
-    a, b = sorted(fast.spans, key=key), sorted(full.spans, key=key)
-    assert [(s.rank, s.phase, s.nbytes) for s in a] == [(s.rank, s.phase, s.nbytes) for s in b]
-    assert all(x.end_s == pytest.approx(y.end_s, rel=REL, abs=1e-15) for x, y in zip(a, b))
 
 
 @pytest.mark.parametrize(("preset", "machines", "gpus", "network"), [
@@ -79,7 +66,7 @@ def test_representative_equals_full(monkeypatch: pytest.MonkeyPatch, preset: str
                   {"mode": "depcomm", "ring": True, "overlap": False}):
         fast, full = simulate_pair(monkeypatch, cluster, circulant_counts(machines, gpus), **knobs)
         assert represented(fast) == {machines} and represented(full) == {1}, knobs
-        assert_same(fast, full)
+        assert_same(fast, full, REL)
 
 
 def test_a_straggler_falls_back_to_the_full_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
