@@ -117,12 +117,7 @@ class SplitRun(WindowRun):
                 yield from self._all_reduce(rank, pos, work.gradient_bytes)
             else:  # the DDP buckets' all-reduces overlapped backward; wait for the last one
                 yield from bucketed.finish()
-            t0 = self.engine.now
-            yield from self.hw.compute(rank, work.optimizer_s)
-            self._span(rank, "optimizer", t0, "compute", pos, flops=work.optimizer_flops)
-            yield self.engine.timeout(self.ctx.cluster.iteration_overhead_s)
-            self._span(rank, "iteration", start, "host", pos)
-            self.ends[rank][pos] = self.engine.now
+            yield from self._optimizer(rank, pos, work, start)
         self._end_epoch(rank)
 
     def _load(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from gnnplan.simulator.hardware.model import FLOAT_BYTES, compute_time_s
 from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
-from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost, model_cost
+from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost, adam_kernels, model_cost, param_numels
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,16 @@ def model_costs(ctx: SimContext) -> ModelCost:
     return model_cost(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
 
 
+def update_costs(ctx: SimContext) -> tuple[float, float, float]:
+    """(gradient bytes, optimizer seconds, optimizer FLOPs) of one Adam step of the workload's model: they depend on
+    its parameter tensors only (:func:`~gnnplan.simulator.workload.model_cost.param_numels`,
+    :func:`~gnnplan.simulator.workload.model_cost.adam_kernels`), not on a batch."""
+    numels = param_numels(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes)
+    adam, cl = adam_kernels(numels), ctx.cluster
+    return (float(FLOAT_BYTES * sum(numels)), compute_time_s(adam, cl.gpu, cl.efficiency.optimizer_fraction),
+            sum(k.flops for k in adam))
+
+
 def hop_work(ctx: SimContext, mg: MicrographStats, rank: int, num_steps: int, migrate_parameters: bool,
              scale: float = 1.0) -> HopWork:
     """Worker ``rank``'s work in an iteration with ``num_steps`` steps whose seeds are ``scale`` x a full batch.
@@ -100,22 +110,21 @@ def hop_work(ctx: SimContext, mg: MicrographStats, rank: int, num_steps: int, mi
     T_redistribute ~ 0, one pre-gather of |R_s| rows, S steps of host-to-device copy + forward + backward, S - 1
     migrations of 2 P b_p bytes, all-reduce).
     """
-    i, cl = num_steps - 1, ctx.cluster
-    cost = model_costs(ctx)
+    i = num_steps - 1
     steps = []
     for k in range(num_steps):
         blocks = [Block(s * scale, d * scale, e * scale) for s, d, e in
                   zip(mg.step_src[i][rank][k], mg.step_dst[i][rank][k], mg.step_edges[i][rank][k])]
         steps.append(step_work(ctx, blocks, mg.step_seeds[i][rank][k] * scale,
                                mg.step_local_inputs[i][rank][k] * scale, mg.step_remote_inputs[i][rank][k] * scale))
-    grad = float(FLOAT_BYTES * cost.num_params)
+    grad, optimizer_s, optimizer_flops = update_costs(ctx)
     return HopWork(
         steps=tuple(steps), num_sampled_edges=sum(b.num_edges for w in steps for b in w.blocks),
         pregather_remote_rows=mg.pregather_remote[i][rank] * scale,
         pregather_local_rows=mg.pregather_local[i][rank] * scale,
         migration_bytes=grad * (2.0 if migrate_parameters else 1.0), gradient_bytes=grad,
-        optimizer_s=compute_time_s(cost.optimizer, cl.gpu, cl.efficiency.optimizer_fraction),
-        optimizer_flops=sum(k.flops for k in cost.optimizer), row_bytes=float(ctx.summary.feature_dim * FLOAT_BYTES))
+        optimizer_s=optimizer_s, optimizer_flops=optimizer_flops,
+        row_bytes=float(ctx.summary.feature_dim * FLOAT_BYTES))
 
 
 def naive_work(ctx: SimContext, rank: int, scale: float = 1.0) -> HopWork:
@@ -130,7 +139,6 @@ def naive_work(ctx: SimContext, rank: int, scale: float = 1.0) -> HopWork:
     """
     st, cl = ctx.sample, ctx.cluster
     m = cl.num_machines
-    cost = model_costs(ctx)
     row = float(ctx.summary.feature_dim * FLOAT_BYTES)
     inputs = st.num_src_vertices[0] * scale
     local_share = 1.0 - st.remote_miss_fraction[0]
@@ -143,9 +151,7 @@ def naive_work(ctx: SimContext, rank: int, scale: float = 1.0) -> HopWork:
                           compute_time_s(full.forward, cl.gpu, eff.forward_fraction),
                           compute_time_s(full.backward, cl.gpu, eff.backward_fraction),
                           full.forward_flops, full.backward_flops, tuple(blocks)))
-    grad = float(FLOAT_BYTES * cost.num_params)
+    grad, optimizer_s, optimizer_flops = update_costs(ctx)
     carried = grad + 2.0 * st.num_dst_vertices[0] * scale * row + 2.0 * INDEX_BYTES * sum(st.num_edges) * scale
-    return HopWork(tuple(steps), sum(st.num_edges) * scale, 0.0, 0.0, carried, grad,
-                   compute_time_s(cost.optimizer, cl.gpu, cl.efficiency.optimizer_fraction),
-                   sum(k.flops for k in cost.optimizer), row,
-                   {"naive_migrations": float(m)})
+    return HopWork(tuple(steps), sum(st.num_edges) * scale, 0.0, 0.0, carried, grad, optimizer_s, optimizer_flops,
+                   row, {"naive_migrations": float(m)})
