@@ -2,9 +2,11 @@
 
 1. ``gnnplan probe --emulate`` measures 2 emulated machines x 1 core at the calibration rate (``--calib``); that
    is the cluster the predictions start from (its priors are the probe's measurements).
-2. Calibration: ``dp`` with its default knobs on Cora at that rate, run ``--repeats`` times; the fastest run's
-   trace is calibrated on (:func:`gnnplan.simulator.calibrate.calibrate`). This is the ONLY data fitted; the
-   printed parameter table compares every fitted parameter with its probed value (flags from calibration).
+2. Calibration: ``dp`` with its default knobs on Cora at that rate, run ``--repeats`` times; the median run's
+   trace is calibrated on (:func:`gnnplan.simulator.calibrate.calibrate`; the median run, because the held-out
+   points are compared by their median runs: a fit to the fastest run predicts a best case, low by the spread).
+   This is the ONLY data fitted; the printed parameter table compares every fitted parameter with its probed value
+   (flags from calibration).
 3. Held-out points, each predicted by the calibrated cluster and measured ``--repeats`` times:
    * every strategy of ``--strategies`` (default dp, hopgnn, gsplit: same training semantics; hopgnn at a fixed
      step count, :data:`STRATEGY_KNOBS`) x every rate of
@@ -24,7 +26,7 @@
    rates) and where the predicted one does (a fine sweep of the simulator), and their ratio.
 
 Record and replay: ``--record DIR`` keeps what was measured (the probed cluster, every point's run times and its
-fastest run's trace, ``record.json``) as it goes; ``--replay DIR`` calibrates and predicts again from such a folder
+median run's trace, ``record.json``) as it goes; ``--replay DIR`` calibrates and predicts again from such a folder
 without running anything (a model change can be checked against the same measurements), and ``--calib-point
 LABEL`` calibrates on another recorded point (a shaped one at full CPU; the original calibration point is then
 held out like the others).
@@ -217,8 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"probed network at {args.calib}: {base.network.bandwidth_bytes_per_s:.4g} B/s "
               f"(shaped {calib_rate:.4g}); unshaped veth {unshaped:.4g} B/s", flush=True)
 
-        def plan(wl: Any, strategy: str, knobs: dict[str, Any] | None = None) -> Any:
-            return Plan(strategy=strategy, knobs=knobs or {}, num_workers=2, cluster=base, workload=wl)
+        def plan(wl: Any, strategy: str, knobs: dict[str, Any], rate: float | None) -> Any:
+            """The run's plan: its network rate is the NIC rate probed at that shaping rate (what the executor's
+            exchanges choose their protocol by, :func:`gnnplan.executor.comm.set_link_rate`)."""
+            nic = unshaped if rate is None else base.network.bandwidth_bytes_per_s / calib_rate * rate
+            return Plan(strategy=strategy, knobs=knobs, num_workers=2, cluster=with_bandwidth(base, nic), workload=wl)
 
         points: list[Point] = [Point(w, s, text) for w in workloads for text in rates for s in strategies]
         points += [Point("cora", s, args.calib, quota=args.quota) for s in strategies]
@@ -233,10 +238,10 @@ def main(argv: list[str] | None = None) -> int:
             rate = rates.get(pt.rate, calib_rate)
             load0 = load_average()
             fixed = STRATEGY_KNOBS.get(pt.strategy, {})
-            got = measure({pt.label: plan(workloads[pt.workload], pt.strategy, {**fixed, **dict(pt.knobs)})},
+            got = measure({pt.label: plan(workloads[pt.workload], pt.strategy, {**fixed, **dict(pt.knobs)}, rate)},
                           args.repeats, tmp, None, MachineLimits(rate, pt.quota), say=lambda _m: None)[pt.label]
             trace = f"point{i:02d}.json"
-            shutil.copyfile(got.fastest["trace"], keep / trace)
+            shutil.copyfile(got.median_run["trace"], keep / trace)
             record["points"].append({**asdict(pt), "knobs": dict(pt.knobs), "fixed_knobs": fixed,
                                      "runs_s": got.runs_s, "trace": trace,
                                      "load": f"{load0}-{load_average()}"})

@@ -35,9 +35,11 @@ class Measured:
         return (max(self.runs_s) - min(self.runs_s)) / self.median_s if len(self.runs_s) > 1 else 0.0
 
     @property
-    def fastest(self) -> dict[str, Any]:
-        """The ``run --json`` object of the fastest run (the least disturbed; its trace is calibrated on)."""
-        return self.results[min(range(len(self.runs_s)), key=self.runs_s.__getitem__)]
+    def median_run(self) -> dict[str, Any]:
+        """The ``run --json`` object of the run whose epoch time is the median (the lower middle of an even
+        count): the run the point's statistic describes."""
+        order = sorted(range(len(self.runs_s)), key=self.runs_s.__getitem__)
+        return self.results[order[(len(order) - 1) // 2]]
 
 
 def run_once(plan: Any, trace_dir: str, epochs: int | None, limits: Any | None = None) -> dict[str, Any]:

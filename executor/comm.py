@@ -256,18 +256,44 @@ def all_reduce_(t: torch.Tensor, op: str = "sum") -> torch.Tensor:
     return t
 
 
-def all_to_all_single(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int], in_splits: list[int],
-                      align: bool = False) -> torch.Tensor:
+RECEIVE_FIRST_MIN_S = 0.005
+"""Shortest per-peer transfer (seconds at the link rate, :func:`set_link_rate`) for which
+:func:`all_to_all_single` posts its receives before its sends instead of calling gloo's ``alltoallv``. Measured on
+two emulated machines with one core each (mean of 30-40 exchanges after compute, 2026-11-23): at 1 Gbit/s
+1.48 MB each way (12 ms) took 17.2 ms with ``alltoallv`` and 14.6 ms receive-first; 368 kB (3 ms) 3.8 and 4.0 ms;
+at 100 Mbit/s 1.48 MB took 160 ms and 131 ms (one way 121 ms); unshaped, 128 B - 368 kB took 0.4-0.8 ms with
+``alltoallv`` and 1.7-2.5 ms receive-first (each point-to-point wait costs a wake-up of the waiting core)."""
+
+_link_bytes_per_s: float | None = None
+
+
+def set_link_rate(bytes_per_s: float | None) -> None:
+    """The network rate (bytes/s) between this rank's machine and the others' machines, which
+    :func:`all_to_all_single` picks its protocol by; None (the default) when every rank is on one machine."""
+    global _link_bytes_per_s
+    _link_bytes_per_s = bytes_per_s
+
+
+def receive_first(chunk_bytes: float) -> bool:
+    """Whether an exchange whose largest per-peer chunk is ``chunk_bytes`` posts its receives first: on gloo, across
+    machines, when that chunk takes at least :data:`RECEIVE_FIRST_MIN_S` at the link rate."""
+    return (_link_bytes_per_s is not None and dist.get_backend() == "gloo"
+            and chunk_bytes >= RECEIVE_FIRST_MIN_S * _link_bytes_per_s)
+
+
+def all_to_all_single(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int],
+                      in_splits: list[int]) -> torch.Tensor:
     """Personalised exchange: rank r sends ``inp``'s ``in_splits[j]`` rows (in order) to rank j and receives
     ``out_splits[j]`` rows from rank j into ``out``.
 
-    ``align`` (every rank must pass the same): on gloo, a barrier first, so that every rank posts its sends
-    together. Gloo's ``alltoallv`` posts each peer's send before its receive, and a send leaves only once the
+    Protocol: gloo's ``alltoallv`` posts each peer's send before its receive, and a send leaves only once the
     peer's ready-to-receive notice has arrived, which travels behind that peer's own outgoing payload
-    (:func:`post_exchange`): a rank that arrives late with a large payload holds its peers' replies back until its
-    own has left, up to one extra transfer. Gloo's own ``alltoallv`` is kept rather than one :func:`post_exchange`
-    per peer: with one core per machine each point-to-point wait cost ~3.5 ms against ~0.25 ms for the collective
-    (two emulated machines, 64 B to 2 MB, 2026-11-23).
+    (:func:`post_exchange`): when both payloads are large, one side's may wait for the other's, up to one extra
+    transfer. So a pair whose larger chunk takes long at the link rate (:func:`receive_first`; both ranks of a pair
+    know both its chunks, so they agree) exchanges point to point, every receive posted before any send; the other
+    pairs go through the backend's own collective, whose one wait is cheaper (:data:`RECEIVE_FIRST_MIN_S`). With
+    two ranks the collective is skipped when their one pair went point to point; with more, every rank joins it
+    (sizes 0 for its point-to-point pairs), because no rank knows the other pairs.
 
     Shapes:
         inp: (sum(in_splits), *row); out: (sum(out_splits), *row).
@@ -275,12 +301,29 @@ def all_to_all_single(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int
     Returns:
         ``out``.
     """
-    me = rank()
+    me, p = rank(), world_size()
     row = _nbytes(inp[:1]) if inp.shape[0] else _nbytes(out[:1]) if out.shape[0] else 0
     COUNTER.add(row * (sum(in_splits) - in_splits[me]), row * (sum(out_splits) - out_splits[me]))
-    if align and dist.get_backend() == "gloo" and world_size() > 1:
-        dist.barrier()
-    dist.all_to_all_single(out, inp, output_split_sizes=out_splits, input_split_sizes=in_splits)
+    direct = [j != me and receive_first(row * max(in_splits[j], out_splits[j])) for j in range(p)]
+    if not any(direct):
+        dist.all_to_all_single(out, inp, output_split_sizes=out_splits, input_split_sizes=in_splits)
+        return out
+    outs, ins = torch.split(out, out_splits), torch.split(inp.contiguous(), in_splits)
+    requests = [dist.irecv(outs[j], j) for j in range(p) if direct[j] and out_splits[j]]
+    requests += [dist.isend(ins[j], j) for j in range(p) if direct[j] and in_splits[j]]
+    if p > 2:
+        kept_out = [0 if direct[j] else n for j, n in enumerate(out_splits)]
+        kept_in = [0 if direct[j] else n for j, n in enumerate(in_splits)]
+        got = out.new_empty((sum(kept_out), *out.shape[1:]))
+        dist.all_to_all_single(got, torch.cat([ins[j] for j in range(p) if not direct[j]]),
+                               output_split_sizes=kept_out, input_split_sizes=kept_in)
+        for j, piece in enumerate(torch.split(got, kept_out)):
+            if not direct[j]:
+                outs[j].copy_(piece)
+    else:
+        outs[me].copy_(ins[me])
+    for request in requests:
+        request.wait()
     return out
 
 
@@ -309,14 +352,14 @@ def recv(t: torch.Tensor, src: int) -> torch.Tensor:
 def shift(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: int) -> torch.Tensor:
     """Send ``send_t`` to rank ``dst`` while receiving ``recv_t`` from rank ``src``: one step of a ring shift,
     collective (every rank calls it with its own ring neighbours); returns ``recv_t``. With ``dst == src ==``
-    this rank it is a local copy (not counted). An aligned :func:`all_to_all_single` of the flattened tensors
-    (sizes 0 to every other rank), so a late rank does not hold its peer's payload back."""
+    this rank it is a local copy (not counted). An :func:`all_to_all_single` of the flattened tensors (sizes 0 to
+    every other rank): receive-first when the payload is large, so a late rank does not hold its peer's back."""
     if dst == rank() and src == rank():
         return recv_t.copy_(send_t)
     p = world_size()
     in_splits, out_splits = [0] * p, [0] * p
     in_splits[dst], out_splits[src] = send_t.numel(), recv_t.numel()
-    all_to_all_single(recv_t.view(-1), send_t.reshape(-1), out_splits, in_splits, align=True)
+    all_to_all_single(recv_t.view(-1), send_t.reshape(-1), out_splits, in_splits)
     return recv_t
 
 

@@ -9,7 +9,10 @@ limit (cgroup v1), and a NIC shaped by ``tc tbf``. So the probe runs where the r
   cgroups, for ``workers_per_machine`` workers;
 * the network is measured between machines: a gloo send/recv ping-pong between a rank on machine 0 and a rank on
   machine 1 over the shaped veth pairs and bridge, fitted with the alpha-beta model
-  (:func:`executor.probe_io.fit_latency_bandwidth`; Hockney, Parallel Computing 20(3), 1994).
+  (:func:`executor.probe_io.fit_latency_bandwidth`; Hockney, Parallel Computing 20(3), 1994), and the fixed cost
+  of a collective call from the mean 8-byte ``all_reduce`` between the same two ranks
+  (:func:`executor.probe_io.collective_mean_s`), not from two processes inside machine 0, whose all-reduce never
+  crosses the shaped link.
 
 The result has ``num_machines`` machines of ``workers_per_machine`` workers each; every measured field's
 ``sources`` entry says it was measured on the emulated machine. A token bucket passes a little less than its rate
@@ -31,6 +34,8 @@ from typing import IO, Any
 
 from gnnplan.executor.emulate import MASTER_PORT, EmulatedCluster, EmulationError, MachineLimits, rank_environment
 from gnnplan.executor.launch import WorkerError
+from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_CALLS
+from gnnplan.executor.probe_overheads import MIN_FIXED_S
 from gnnplan.simulator.errors import SpecError
 
 __all__ = ["emulated_network_sources", "probe_emulated", "shaped_latency_bandwidth"]
@@ -70,9 +75,9 @@ def probe_emulated(num_machines: int = 2, workers_per_machine: int = 1, limits: 
     sizes = QUICK if quick else FULL
     with tempfile.TemporaryDirectory(prefix="gnnplan-probe-") as tmp, EmulatedCluster(num_machines, limits) as cl:
         machine = _machine_probe(cl, workers_per_machine, quick, Path(tmp), timeout_s)
-        times = _ping_pong(cl, list(sizes.message_sizes), sizes.message_repeats, Path(tmp), timeout_s)
+        times, reduce = _ping_pong(cl, list(sizes.message_sizes), sizes.message_repeats, Path(tmp), timeout_s)
     latency, bandwidth = shaped_latency_bandwidth(sizes.message_sizes, times)
-    return _cluster(machine, num_machines, workers_per_machine, limits, latency, bandwidth, sizes)
+    return _cluster(machine, num_machines, workers_per_machine, limits, (latency, bandwidth, reduce), sizes)
 
 
 def shaped_latency_bandwidth(sizes_bytes: list[int] | tuple[int, ...], times_s: list[float]) -> tuple[float, float]:
@@ -105,10 +110,15 @@ def shaped_latency_bandwidth(sizes_bytes: list[int] | tuple[int, ...], times_s: 
     return latency, (s2 - s1) / (t2 - t1)
 
 
-def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits, latency_s: float,
-             bandwidth_bytes_per_s: float, sizes: Any) -> dict[str, Any]:
-    """The machine probe's mapping turned into the emulated cluster's."""
+def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits, network: tuple[float, float, float],
+             sizes: Any) -> dict[str, Any]:
+    """The machine probe's mapping turned into the emulated cluster's; ``network`` is what was measured between
+    machines: (latency s, bandwidth B/s, mean 8-byte all-reduce s)."""
     from gnnplan.executor.probe import _sig, host_memory_bytes
+    from gnnplan.executor.probe_overheads import collective_fixed_s
+
+    latency_s, bandwidth_bytes_per_s, reduce_s = network
+    collective = collective_fixed_s(reduce_s, latency_s)
 
     data = dict(machine)
     memory = limits.memory_bytes or host_memory_bytes() / m
@@ -116,20 +126,20 @@ def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits, lat
     data["host"] = {**machine["host"], "memory_bytes": _sig(memory)}
     data["gpu"] = {**machine["gpu"], "memory_bytes": _sig(memory / w)}
     data["network"] = {**machine["network"], "bandwidth_bytes_per_s": _sig(bandwidth_bytes_per_s),
-                       "latency_s": _sig(latency_s)}
+                       "latency_s": _sig(latency_s), "per_collective_s": _sig(collective)}
     # the machine probe's priors hold its loopback network; calibration must regularise toward the emulated NIC
     data["priors"] = {**machine.get("priors", {}), "network.bandwidth_bytes_per_s": _sig(bandwidth_bytes_per_s),
-                      "network.latency_s": _sig(latency_s)}
+                      "network.latency_s": _sig(latency_s), "network.per_collective_s": _sig(collective)}
     sources = {k: v.replace("measured by gnnplan probe", "measured by gnnplan probe --emulate inside emulated "
                                                           "machine 0", 1)
                for k, v in machine.get("sources", {}).items()}
-    sources.update(emulated_network_sources(m, w, limits, memory, sizes))
+    sources.update(emulated_network_sources(m, w, limits, memory, sizes, reduce_s))
     data["sources"] = sources
     return data
 
 
 def emulated_network_sources(m: int, w: int, limits: MachineLimits, memory_bytes: float,
-                             sizes: Any) -> dict[str, str]:
+                             sizes: Any, all_reduce_s: float) -> dict[str, str]:
     """``sources`` entries of the fields :func:`probe_emulated` sets itself."""
     date = datetime.date.today().isoformat()
     shaped = (f"NICs shaped by tc tbf to {limits.bandwidth_bytes_per_s:.4g} B/s per direction"
@@ -147,6 +157,11 @@ def emulated_network_sources(m: int, w: int, limits: MachineLimits, memory_bytes
             "round trips / 2 per size; bandwidth = slope between the two largest sizes (asymptotic rate, above the "
             "token bucket's burst), latency fitted by non-negative least squares on relative residuals over all "
             "sizes"),
+        "network.per_collective_s": (
+            f"mean 8-byte gloo all_reduce between the same two ranks ({all_reduce_s:.4g} s; "
+            f"executor.probe_io.collective_mean_s: {COLLECTIVE_CALLS} calls each after "
+            f"{COLLECTIVE_BUSY_S * 1e3:g} ms of compute, 5% trimmed each side) minus its ring's 2 messages at "
+            f"network.latency_s, at least {MIN_FIXED_S:g} s"),
     }
     return {k: f"measured by gnnplan probe --emulate on {date}: {v}" for ks, v in methods.items()
             for k in ks.split()}
@@ -167,8 +182,9 @@ def _machine_probe(cluster: EmulatedCluster, workers: int, quick: bool, tmp: Pat
 
 
 def _ping_pong(cluster: EmulatedCluster, sizes: list[int], repeats: int, tmp: Path, timeout_s: float
-               ) -> list[float]:
-    """One-way times per size between a rank on machine 0 and one on machine 1 (rank 0 prints them)."""
+               ) -> tuple[list[float], float]:
+    """One-way times per size between a rank on machine 0 and one on machine 1, and the mean 8-byte all-reduce
+    between them (:func:`executor.probe_io.collective_mean_s`; rank 0 prints them)."""
     argv = _module_argv("pingpong", "--sizes", ",".join(map(str, sizes)), "--repeats", str(repeats))
     with open(tmp / "pp.out", "w+") as out, open(tmp / "pp0.err", "w+") as err0, \
             open(tmp / "pp1.err", "w+") as err1:
@@ -181,10 +197,11 @@ def _ping_pong(cluster: EmulatedCluster, sizes: list[int], repeats: int, tmp: Pa
         procs.append(subprocess.Popen(cluster.command(1, argv), env=rank_environment(1, 2, 1),
                                       stdout=subprocess.DEVNULL, stderr=err1, text=True))
         _wait(procs, [err0, err1], timeout_s, "the network probe")
-        times = _json_line(out, "the network probe")
-    if not isinstance(times, list) or len(times) != len(sizes):
-        raise WorkerError(f"probe --emulate: the network probe returned {times!r}")
-    return [float(t) for t in times]
+        got = _json_line(out, "the network probe")
+    times = got.get("one_way_s") if isinstance(got, dict) else None
+    if not isinstance(times, list) or len(times) != len(sizes) or not isinstance(got.get("all_reduce_s"), float):
+        raise WorkerError(f"probe --emulate: the network probe returned {got!r}")
+    return [float(t) for t in times], float(got["all_reduce_s"])
 
 
 def _wait(procs: list[subprocess.Popen[str]], errs: list[IO[str]], timeout_s: float, what: str) -> None:
@@ -235,21 +252,23 @@ def _main_machine(ns: argparse.Namespace) -> None:
 def _main_pingpong(ns: argparse.Namespace) -> None:
     from gnnplan.executor import comm
     from gnnplan.executor.launch import torchrun_topology
-    from gnnplan.executor.probe_io import ping_pong_times
+    from gnnplan.executor.probe_io import collective_mean_s, ping_pong_times
 
     topo = torchrun_topology()
     try:
         times = ping_pong_times(topo.rank, [int(s) for s in ns.sizes.split(",")], ns.repeats)
+        reduce = collective_mean_s()
     finally:
         comm.destroy()
     if topo.rank == 0:
-        sys.stdout.write(json.dumps(times) + "\n")
+        sys.stdout.write(json.dumps({"one_way_s": times, "all_reduce_s": reduce}) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry of the processes :func:`probe_emulated` starts inside the emulated machines:
     ``machine --workers W [--quick]`` (prints the machine probe as JSON) and ``pingpong --sizes S,... --repeats R``
-    (a rank of the network ping-pong from torchrun's environment; rank 0 prints the one-way times as JSON)."""
+    (a rank of the network ping-pong and collective from torchrun's environment; rank 0 prints the one-way times
+    and the mean all-reduce as JSON)."""
     parser = argparse.ArgumentParser(prog="python -m gnnplan.executor.probe_emulated", description=main.__doc__)
     sub = parser.add_subparsers(dest="step", required=True)
     p = sub.add_parser("machine")

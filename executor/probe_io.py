@@ -83,6 +83,42 @@ def ping_pong_times(rank: int, sizes: Sequence[int], repeats: int) -> list[float
     return [float(np.median(samples)) for samples in times]
 
 
+COLLECTIVE_BUSY_S = 0.001
+"""Compute each rank does before each timed collective of :func:`collective_mean_s` (a busy loop, seconds): in
+training a collective follows compute, so the core goes from busy to waiting, as it does here."""
+COLLECTIVE_CALLS = 100
+"""Timed calls of :func:`collective_mean_s` (whatever the probe's size; ~0.2 s): a mean over a slow quarter of the
+calls needs many."""
+
+
+def collective_mean_s(repeats: int = COLLECTIVE_CALLS) -> float:
+    """Mean seconds of an 8-byte gloo ``all_reduce`` of the joined process group, each after
+    :data:`COLLECTIVE_BUSY_S` of compute, over ``repeats`` calls after three warm-ups; the top and bottom 5% are
+    trimmed (:func:`scipy.stats.trim_mean`) so that a rare pause of the machine does not count.
+
+    The mean, not the median: an epoch sums its calls, so a per-call cost must be what a call costs on average.
+    On a virtual machine a call that waits can find its core descheduled: two emulated machines (one core each,
+    1 Gbit/s, 2026-11-23) took 0.51 ms median but 1.92 ms mean per 64-byte ``all_reduce`` (a quarter of the calls
+    3-5 ms).
+    """
+    import scipy.stats
+
+    from gnnplan.executor import comm
+
+    value = torch.ones(1, dtype=torch.float64)
+    times = []
+    comm.barrier()
+    for i in range(repeats + 3):
+        end = time.perf_counter() + COLLECTIVE_BUSY_S
+        while time.perf_counter() < end:
+            pass
+        start = time.perf_counter()
+        comm.all_reduce_(value)
+        if i >= 3:
+            times.append(time.perf_counter() - start)
+    return float(scipy.stats.trim_mean(times, 0.05))
+
+
 def network_latency_bandwidth(sizes: Sequence[int], repeats: int) -> tuple[float, float]:
     """gloo send/recv ping-pong between two spawned local processes over 127.0.0.1.
 

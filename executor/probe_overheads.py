@@ -198,9 +198,15 @@ def per_collective_s(repeats: int, latency_s: float) -> tuple[float, float, floa
     from gnnplan.executor.launch import spawn
 
     one_way, reduce, ddp, flat = spawn(_collective_rank, 2, (repeats,))
+    return collective_fixed_s(reduce, latency_s), one_way, reduce, max(ddp - flat, MIN_FIXED_S)
+
+
+def collective_fixed_s(all_reduce_s: float, latency_s: float) -> float:
+    """A collective's fixed cost from an 8-byte all-reduce between two ranks: its time minus what the simulator
+    already charges for it, the ring's ``2 (W - 1)`` messages at ``latency_s`` (W = 2; Thakur, Rabenseifner and
+    Gropp, IJHPCA 19(1), 2005, §4.5), at least :data:`MIN_FIXED_S`."""
     workers = 2
-    return (max(reduce - 2.0 * (workers - 1) * latency_s, MIN_FIXED_S), one_way, reduce,
-            max(ddp - flat, MIN_FIXED_S))
+    return max(all_reduce_s - 2.0 * (workers - 1) * latency_s, MIN_FIXED_S)
 
 
 def iteration_overhead_s(iterations: int, repeats: int) -> float:

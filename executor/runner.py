@@ -201,6 +201,7 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
     started = time.perf_counter()
     saving = saving or Checkpointing("")
     rec = Recorder(topo.rank, shared_origin())
+    comm.set_link_rate(plan.cluster.network.bandwidth_bytes_per_s if topo.num_machines > 1 else None)
     trainer = get_executor(plan.strategy).Trainer(topo, plan, rec)
     records: list[dict[str, Any]] = []
     earlier: list[Any] = []  # spans of the epochs before a resumption

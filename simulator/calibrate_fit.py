@@ -21,9 +21,10 @@ Residuals (all divided by their standard deviation, so the loss is a negative lo
   re-estimating ``s_k``, at most :data:`MAX_ROUNDS` times, until no ``s_k`` moves by more than 5%. Source:
   feasible weighted least squares with variance re-estimated from the residuals, Carroll and Ruppert,
   "Transformation and Weighting in Regression", Chapman & Hall, 1988, §2.3.
-* prior, one per log-space parameter: ``x / PRIOR_WIDTH``; ``PRIOR_WIDTH = log 3``: one standard deviation is
+* prior, one per log-space parameter: ``x / w``; ``w = PRIOR_WIDTH = log 3``: one standard deviation is
   a factor of 3 from the prior (the probe's micro-benchmarks time the same calls as the executor, but alone, on
-  an idle machine, with other sizes).
+  an idle machine, with other sizes), narrower for what the probe measures directly (:data:`PRIOR_WIDTHS`,
+  :func:`prior_width`).
 
 Solver: ``scipy.optimize.least_squares`` (trust-region reflective, bounded; Branch, Coleman and Li, SIAM J. Sci.
 Comput. 21(1), 1999). A price may depend on a parameter only beyond a kink (``storage.concurrency`` matters only
@@ -35,7 +36,7 @@ limit). Uncertainty: the Gauss-Newton covariance ``(J^T J)^-1`` of the variables
 is ``(J^T J)^-1`` scaled by the residual variance (Bates and Watts, "Nonlinear Regression Analysis and Its
 Applications", Wiley, 1988, §2.3.1). A direction the residuals do not determine (a null singular vector of
 ``J``) gives its parameters an infinite uncertainty. Each parameter's share of information from the traces is
-``1 - var / PRIOR_WIDTH**2`` (a posterior variance as wide as the prior: the traces added nothing).
+``1 - var / w**2`` (a posterior variance as wide as the prior: the traces added nothing).
 
 Flags (:func:`flags_of`): ``at bound``, ``not informed`` (no row's price depends on it, or the traces carry less
 than half of its information, so the value mostly restates the prior), ``beyond 3x of prior``, ``no prior``.
@@ -69,6 +70,12 @@ all-reduces), and the requests a storage device serves at once."""
 
 PRIOR_WIDTH = math.log(3.0)
 """One standard deviation of a log-space prior: a factor of 3 (module docstring)."""
+PRIOR_WIDTHS = {"network.bandwidth_bytes_per_s": math.log(1.5)}
+"""Narrower priors, for parameters the probe measures directly rather than through a stand-in call: the network
+rate is the asymptotic rate of the transport's own large messages between the machines (:mod:`executor.probe_io`,
+``probe --emulate``), which five probes at 1 Gbit/s on 2026-11-23 repeated within 3% (1.187e8 - 1.195e8 B/s); a
+factor of 1.5 leaves room for what the transfers of a real run add (headers, several flows) and keeps the traces
+from trading it against per-message latency, which one rate cannot separate from it."""
 BEYOND_FACTOR = 3.0
 """A fitted value this many times its prior, or less than its inverse, is flagged ``beyond 3x of prior``."""
 MAX_ROUNDS = 6
@@ -154,6 +161,13 @@ def overridden(model: BaseModel, values: Mapping[str, float]) -> Any:
     return model.model_copy(update=update)
 
 
+def prior_width(p: str, measured: bool = True) -> float:
+    """One standard deviation of ``p``'s log-space prior: :data:`PRIOR_WIDTHS` when the prior is a measurement
+    (``measured``: the cluster's ``priors`` block, which only the probe writes, holds it), else
+    :data:`PRIOR_WIDTH` (a preset's catalogue value is a rate others achieved, not this cluster's)."""
+    return PRIOR_WIDTHS.get(p, PRIOR_WIDTH) if measured else PRIOR_WIDTH
+
+
 def priors_of(cluster: ClusterSpec) -> dict[str, float]:
     """Each parameter's prior: the cluster's ``priors`` entry, else its own value (module docstring)."""
     return {p: float(cluster.priors.get(p, get_param(cluster, p))) for p in PARAMS}
@@ -184,6 +198,7 @@ class _Problem:
         self.rows = list(rows)
         self.before = {p: get_param(start, p) for p in PARAMS}
         self.prior = priors_of(start)
+        self.width = {p: prior_width(p, p in start.priors) for p in PARAMS}
         self.measured = np.array([r.measured_s for r in self.rows])
         groups: dict[tuple[int, str], list[int]] = defaultdict(list)
         for i, r in enumerate(self.rows):
@@ -242,7 +257,7 @@ class _Problem:
     def residuals(self, x: np.ndarray, noise: np.ndarray) -> np.ndarray:
         """Data residuals over each kind's noise, then the prior (or ridge) residuals."""
         data = (self.predicted(self.values(x)) - self.measured) / noise[self.kind_index]
-        reg = [xi / PRIOR_WIDTH if self.logged(p) else _RIDGE * xi for p, xi in zip(self.variables, x)]
+        reg = [xi / self.width[p] if self.logged(p) else _RIDGE * xi for p, xi in zip(self.variables, x)]
         return np.concatenate([data, np.array(reg)])
 
     def jacobian(self, x: np.ndarray, noise: np.ndarray) -> np.ndarray:
@@ -262,7 +277,7 @@ class _Problem:
                     idx = group[2]
                     change = self._priced(group, shifted, self.variables) - base[idx]
                     jac[idx, j] = change / step / noise[self.kind_index[idx]]
-            jac[len(self.rows) + j, j] = 1.0 / PRIOR_WIDTH if self.logged(p) else _RIDGE
+            jac[len(self.rows) + j, j] = 1.0 / self.width[p] if self.logged(p) else _RIDGE
         return jac
 
     def _informed(self) -> tuple[list[str], dict[str, int]]:
@@ -294,7 +309,7 @@ class _Problem:
         up = before * math.exp(_PROBE_STEP)
         out = [up if up <= _UPPER.get(p, math.inf) else before * math.exp(-_PROBE_STEP)]
         for k in _SCAN_WIDTHS:
-            out += [before * math.exp(sign * k * PRIOR_WIDTH) for sign in (-1.0, 1.0)]
+            out += [before * math.exp(sign * k * self.width[p]) for sign in (-1.0, 1.0)]
         return [v for v in out if _LOWER.get(p, 0.0) <= v <= _UPPER.get(p, math.inf)]
 
     def start(self, noise: np.ndarray) -> np.ndarray:
@@ -313,7 +328,7 @@ class _Problem:
             best, best_cost = x[j], float(np.sum(self.residuals(x, noise) ** 2))
             for k in _SCAN_WIDTHS:
                 for sign in (-1.0, 1.0):
-                    moved[j] = min(max(x[j] + sign * k * PRIOR_WIDTH, lo[j] + 1e-9), hi[j] - 1e-9)
+                    moved[j] = min(max(x[j] + sign * k * self.width[p], lo[j] + 1e-9), hi[j] - 1e-9)
                     cost = float(np.sum(self.residuals(moved, noise) ** 2))
                     if cost < best_cost:
                         best, best_cost = moved[j], cost
@@ -412,7 +427,7 @@ def _parameter(prob: _Problem, p: str, value: float, x: np.ndarray, lo: np.ndarr
         sd = math.sqrt(variance[i]) if math.isfinite(variance[i]) else math.inf
         if prob.logged(p):
             out["low"], out["high"] = value * math.exp(-sd), value * math.exp(sd) if sd < 700 else math.inf
-            out["data_share"] = max(0.0, 1.0 - sd ** 2 / PRIOR_WIDTH ** 2) if math.isfinite(sd) else 0.0
+            out["data_share"] = max(0.0, 1.0 - sd ** 2 / prob.width[p] ** 2) if math.isfinite(sd) else 0.0
         else:
             out["low"], out["high"] = max(0.0, value - sd * _LINEAR_UNIT_S), value + sd * _LINEAR_UNIT_S
             out["data_share"] = 1.0 if math.isfinite(sd) else 0.0

@@ -117,3 +117,27 @@ class _ThreadProbe(torch.utils.data.Dataset):  # type: ignore[type-arg]
         from gnnplan.executor.threads import current_threads
 
         return os.getpid(), current_threads()
+
+
+EXCHANGE_ROWS = [[1, 2, 30], [2, 1, 3], [40, 3, 1]]
+"""Rows rank r sends rank j in :func:`exchange_protocols` (100 float32 each: 400 B)."""
+
+
+def exchange_protocols(topo: Topology, emit: Any, link_bytes_per_s: float) -> dict[str, Any]:
+    """:func:`executor.comm.all_to_all_single` of :data:`EXCHANGE_ROWS` (row k from rank r to j holds
+    r * 1000 + j * 10 + k) with no link rate (gloo's ``alltoallv``) and at ``link_bytes_per_s`` (long pairs point
+    to point); every rank's two results and bytes counted, on rank 0."""
+    me, rows = topo.rank, EXCHANGE_ROWS
+    inp = torch.cat([torch.full((n, 100), float(me * 1000 + j * 10)) + torch.arange(n, dtype=torch.float32)[:, None]
+                     for j, n in enumerate(rows[me])])
+    got = {}
+    for name, rate in (("collective", None), ("direct", link_bytes_per_s)):
+        comm.set_link_rate(rate)
+        sent = comm.bytes_sent()
+        out = torch.empty(sum(r[me] for r in rows), 100)
+        comm.all_to_all_single(out, inp, [r[me] for r in rows], rows[me])
+        got[name] = out.numpy()
+        got[name + "_sent"] = comm.bytes_sent() - sent
+    comm.set_link_rate(None)
+    everyone = comm.gather_object(got)
+    return {"ranks": everyone} if everyone is not None else {}

@@ -1,8 +1,9 @@
 """One rank of the two-way exchange test (tests/executor/test_comm_exchange.py), run inside an emulated machine.
 
-argv: rank, master address, payload bytes, order (``receive-first``: :func:`executor.comm.shift`; ``send-first``:
-the order it replaced). Rank 1 posts 10 ms after rank 0 in the timed exchanges. Prints the median one-way time and
-the median exchange time of rank 1 (seconds, JSON) on rank 1.
+argv: rank, master address, payload bytes, order (``receive-first``: :func:`executor.comm.shift` at the link rate
+given as the fifth argument, bytes/s; ``send-first``: the order it replaced). Rank 1 posts 10 ms after rank 0 in
+the timed exchanges. Prints the median one-way time and the median exchange time of rank 1 (seconds, JSON) on
+rank 1.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch.distributed as dist
 from gnnplan.executor import comm
 
 rank, address, nbytes, order = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+comm.set_link_rate(float(sys.argv[5]))
 dist.init_process_group("gloo", init_method=f"tcp://{address}:29611", rank=rank, world_size=2)
 out, inc = torch.ones(nbytes // 4), torch.empty(nbytes // 4)
 

@@ -1,5 +1,6 @@
-"""Two-way exchanges post the receive first (:func:`executor.comm.post_exchange`): on gloo a send leaves only once
-the peer's ready-to-receive notice arrived, and that notice queues behind the peer's own outgoing payload."""
+"""Two-way exchanges post the receive first (:func:`executor.comm.post_exchange`, and
+:func:`executor.comm.all_to_all_single` for chunks that take long at the link rate): on gloo a send leaves only
+once the peer's ready-to-receive notice arrived, and that notice queues behind the peer's own outgoing payload."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from emulation import needs_root
+from executor_workers import EXCHANGE_ROWS, exchange_protocols
 
 from gnnplan.executor import comm, emulate
 from gnnplan.executor.emulate import EmulatedCluster, MachineLimits
+from gnnplan.executor.launch import spawn
 
 
 def test_receive_is_posted_before_send(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,12 +32,63 @@ def test_receive_is_posted_before_send(monkeypatch: pytest.MonkeyPatch) -> None:
     assert comm.post_exchange(torch.ones(3), 2, None, 1) == ["s"]
 
 
+class _Posted:
+    """``torch.distributed`` stand-in that records what is posted, in order."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, rank: int, world: int) -> None:
+        self.log: list[tuple[str, int]] = []
+        monkeypatch.setattr(comm, "rank", lambda: rank)
+        monkeypatch.setattr(comm, "world_size", lambda: world)
+        monkeypatch.setattr(comm.dist, "get_backend", lambda: "gloo")
+        monkeypatch.setattr(comm.dist, "irecv", lambda t, src: self.log.append(("recv", src)) or _Done())
+        monkeypatch.setattr(comm.dist, "isend", lambda t, dst: self.log.append(("send", dst)) or _Done())
+        monkeypatch.setattr(comm.dist, "all_to_all_single",
+                            lambda out, inp, output_split_sizes, input_split_sizes: self.log.append(
+                                ("alltoallv", tuple(output_split_sizes), tuple(input_split_sizes))))
+
+
+class _Done:
+    def wait(self) -> None:
+        pass
+
+
+def test_long_chunks_go_receive_first_short_ones_through_alltoallv(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 1 MB/s a chunk of >= 5 kB (5 ms) is long: two ranks exchange it point to point, receive posted first, and
+    skip the collective; short chunks, one machine (no link rate) or NCCL keep the backend's collective."""
+    posted = _Posted(monkeypatch, rank=0, world=2)
+    monkeypatch.setattr(comm, "_link_bytes_per_s", 1e6)
+    row = torch.zeros(2, 1000)  # 4 kB rows
+    comm.all_to_all_single(torch.empty(3, 1000), row, [1, 2], [1, 1])
+    assert posted.log == [("recv", 1), ("send", 1)]  # 8 kB from rank 1: long
+    posted.log.clear()
+    comm.all_to_all_single(torch.empty(2, 10), torch.zeros(2, 10), [1, 1], [1, 1])  # 40 B
+    assert posted.log == [("alltoallv", (1, 1), (1, 1))]
+    posted.log.clear()
+    monkeypatch.setattr(comm, "_link_bytes_per_s", None)
+    comm.all_to_all_single(torch.empty(3, 1000), row, [1, 2], [1, 1])
+    assert posted.log == [("alltoallv", (1, 2), (1, 1))]
+    monkeypatch.setattr(comm, "_link_bytes_per_s", 1e6)
+    monkeypatch.setattr(comm.dist, "get_backend", lambda: "nccl")
+    assert not comm.receive_first(1e9)
+
+
+def test_mixed_pairs_post_direct_receives_then_join_the_collective(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three ranks, rank 1's view: its pair with rank 2 is long (both chunks known to both), with rank 0 short; the
+    long pair is posted receive first and every rank still joins ``alltoallv`` with 0 rows for it."""
+    posted = _Posted(monkeypatch, rank=1, world=3)
+    monkeypatch.setattr(comm, "_link_bytes_per_s", 1e6)
+    out = torch.empty(1 + 1 + 3, 1000)
+    comm.all_to_all_single(out, torch.zeros(1 + 1 + 2, 1000), [1, 1, 3], [1, 1, 2])
+    assert posted.log == [("recv", 2), ("send", 2), ("alltoallv", (1, 1, 0), (1, 1, 0))]
+
+
 def _late_exchange(order: str) -> dict[str, Any]:
     worker = str(Path(__file__).with_name("exchange_worker.py"))
     env = {**os.environ, "GLOO_SOCKET_IFNAME": emulate.IFACE}
     with EmulatedCluster(2, MachineLimits(37.5e6)) as cluster:
         ranks = [subprocess.Popen(cluster.command(i, [sys.executable, worker, str(i), emulate.machine_address(0),
-                                                      "1000000", order]), env=env, stdout=subprocess.PIPE, text=True)
+                                                      "1000000", order, "37.5e6"]),
+                                  env=env, stdout=subprocess.PIPE, text=True)
                  for i in range(2)]
         outs = [p.communicate(timeout=120)[0] for p in ranks]
     assert all(p.returncode == 0 for p in ranks)
@@ -46,3 +101,16 @@ def test_late_rank_exchange_takes_one_transfer_time() -> None:
     about one one-way transfer (under 1.5x); posting the send first, as before, it took two (measured ~2x)."""
     fixed = _late_exchange("receive-first")
     assert fixed["exchange_s"] < 1.5 * fixed["one_way_s"], fixed
+
+
+def test_point_to_point_pairs_deliver_what_alltoallv_does() -> None:
+    """Three gloo ranks on localhost: at 1 MB/s the pair (0, 2) (30 and 40 rows of 400 B) goes point to point and
+    the rest through ``alltoallv``; every rank receives the same rows, in the same order, as with ``alltoallv``
+    alone, and counts the same bytes."""
+    ranks = spawn(exchange_protocols, 3, (1e6,))["ranks"]
+    for j, got in enumerate(ranks):
+        expected = np.concatenate([np.full((r[j], 100), i * 1000 + j * 10) + np.arange(r[j])[:, None]
+                                   for i, r in enumerate(EXCHANGE_ROWS)])
+        np.testing.assert_array_equal(got["collective"], expected)
+        np.testing.assert_array_equal(got["direct"], expected)
+        assert got["direct_sent"] == got["collective_sent"] == 400 * (sum(EXCHANGE_ROWS[j]) - EXCHANGE_ROWS[j][j])

@@ -64,7 +64,7 @@ def test_cli_writes_the_emulated_cluster(tmp_path: Path, monkeypatch: pytest.Mon
         return machine
 
     monkeypatch.setattr(probe_emulated, "_machine_probe", fake_machine)
-    monkeypatch.setattr(probe_emulated, "_ping_pong", lambda *a: times)
+    monkeypatch.setattr(probe_emulated, "_ping_pong", lambda *a: (times, 1.5e-3))
     monkeypatch.setattr(probe_emulated, "EmulatedCluster", _NoCluster)
     monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path))
     assert main(["probe", "--emulate", "--quick", "--machines", "3", "--bandwidth", "100Mbit/s",
@@ -75,10 +75,13 @@ def test_cli_writes_the_emulated_cluster(tmp_path: Path, monkeypatch: pytest.Mon
     assert spec.network.bandwidth_bytes_per_s == pytest.approx(1.2e7, rel=1e-3)
     assert spec.priors["network.bandwidth_bytes_per_s"] == spec.network.bandwidth_bytes_per_s  # not the loopback's
     assert spec.priors["network.latency_s"] == spec.network.latency_s
+    # the collective measured between machines, less its ring's two messages (not the loopback's inside machine 0)
+    assert spec.network.per_collective_s == pytest.approx(1.5e-3 - 2 * spec.network.latency_s, rel=1e-3)
+    assert spec.priors["network.per_collective_s"] == spec.network.per_collective_s
     assert spec.host.memory_bytes == pytest.approx(4e9, rel=1e-3)
     assert spec.gpu.peak_flops_per_s == machine["gpu"]["peak_flops_per_s"]
-    for field in ("network.bandwidth_bytes_per_s", "network.latency_s", "num_machines", "host.memory_bytes",
-                  "gpu.peak_flops_per_s"):
+    for field in ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s", "num_machines",
+                  "host.memory_bytes", "gpu.peak_flops_per_s"):
         assert "gnnplan probe --emulate" in spec.sources[field]
 
 
@@ -108,11 +111,13 @@ def _machine_mapping() -> dict[str, Any]:
 @needs_root
 def test_network_between_emulated_machines_is_the_shaped_rate() -> None:
     """The ping-pong between two namespaces over a 100 Mbit/s token bucket gives the shaped rate (within the
-    TCP/IP overhead and scheduling noise) and the namespaces are gone afterwards."""
+    TCP/IP overhead and scheduling noise), the 8-byte all-reduce between them takes at least one message (the
+    ring's two steps each exchange both ways at once), and the namespaces are gone afterwards."""
     sizes = [8, 512, 32768, 1 << 20, 4 << 20]
     with tempfile.TemporaryDirectory() as tmp, EmulatedCluster(2, MachineLimits(12.5e6)) as cluster:
-        times = probe_emulated._ping_pong(cluster, sizes, 3, Path(tmp), 120.0)
-    _, bandwidth = probe_emulated.shaped_latency_bandwidth(sizes, times)
+        times, reduce = probe_emulated._ping_pong(cluster, sizes, 3, Path(tmp), 120.0)
+    latency, bandwidth = probe_emulated.shaped_latency_bandwidth(sizes, times)
     assert 0.85 * 12.5e6 < bandwidth < 1.02 * 12.5e6
+    assert times[0] < reduce < 0.1  # one 8-byte one-way message at least; no transfer of any size
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     assert emulate.PREFIX not in listed

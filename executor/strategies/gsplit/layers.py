@@ -81,7 +81,7 @@ def exchange(rows: torch.Tensor, send_counts: list[int], recv_counts: list[int],
     flat = rows.reshape(rows.shape[0], -1).contiguous()
     out = flat.new_empty((sum(recv_counts), flat.shape[1]))
     if comm.world_size() > 1:
-        comm.all_to_all_single(out, flat, recv_counts, send_counts, align=True)  # ranks arrive after their compute
+        comm.all_to_all_single(out, flat, recv_counts, send_counts)
     else:
         out.copy_(flat)
     row = flat.shape[1] * flat.element_size()
