@@ -98,8 +98,9 @@ def collective_mean_s(repeats: int = COLLECTIVE_CALLS) -> float:
 
     The mean, not the median: an epoch sums its calls, so a per-call cost must be what a call costs on average.
     On a virtual machine a call that waits can find its core descheduled: two emulated machines (one core each,
-    1 Gbit/s, 2026-11-23) took 0.51 ms median but 1.92 ms mean per 64-byte ``all_reduce`` (a quarter of the calls
-    3-5 ms).
+    1 Gbit/s, 2026-11-23) took 0.51 ms median but 1.92 ms mean per 64-byte ``all_reduce`` after matrix products
+    (a quarter of the calls 3-5 ms). After this busy loop the same machines gave 0.28-0.35 ms mean (three probes):
+    fewer slow calls than after training's kernels, so on such a machine the prior stays low.
     """
     import scipy.stats
 
