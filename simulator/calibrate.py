@@ -8,18 +8,18 @@ Calibration knows no strategy. For each trace it looks up the strategy's plug-in
 use, with their formulas and sources) and the work it carries (shared rules:
 :mod:`~gnnplan.simulator.strategies.calibration_rules`). Spans of positive duration become rows, per rule: one per
 span, one per rank and iteration summing the phase's spans (compute phases: a full-graph strategy runs several
-blocks of different shape per phase, priced with the plug-in's ``compute_profile``), or the fastest rank's span per
-iteration and call (a collective, so waiting for stragglers is excluded; the k-th span of the phase in a rank's
-iteration is the k-th call, e.g. one row per shuffle of a layer), carrying the largest bytes any rank's span of that
-call has (a collective ends when its busiest NIC is done; exact on two machines, where what one rank receives the
-other sends); a rule may require several machines or workers (a network phase is empty on one). A row informs the
-parameters of its operation (:data:`~gnnplan.simulator.hardware.pricing.OPERATIONS`, ``params``) that are among
-:data:`PARAMS`, and only those: at trial parameter values the row is priced on the trace's cluster shape with just
-those fields replaced, so e.g. an ``exchange`` row moves the network parameters while its PCIe legs keep the
-cluster's values (one span cannot tell its legs apart; PCIe is determined by ``load`` spans). A rule may take only
-some spans of its phase (``PhaseRule.when``, e.g. the loads of one loader setting). A span phase the plug-in has no
-rule for is ignored and listed in the report (``fit["unpriced_phases"]``; ``epoch`` spans give the measured epoch
-times).
+blocks of different shape per phase, priced with the plug-in's ``compute_profile``), or one row per iteration and
+collective call (rule ``rows="per_call"``; the k-th span of the phase in a rank's iteration is the k-th call, e.g.
+one row per shuffle of a layer): the span of the rank that moved the most bytes, timed from the last rank's arrival
+to its end, so waiting for stragglers is excluded and the time is that of the busiest NIC (a rank that mostly sends
+can end while its bytes are still in TCP buffers; the one that receives them cannot); a rule may require several
+machines or workers (a network phase is empty on one). A row informs the parameters of its operation
+(:data:`~gnnplan.simulator.hardware.pricing.OPERATIONS`, ``params``) that are among :data:`PARAMS`, and only those:
+at trial parameter values the row is priced on the trace's cluster shape with just those fields replaced, so e.g. an
+``exchange`` row moves the network parameters while its PCIe legs keep the cluster's values (one span cannot tell
+its legs apart; PCIe is determined by ``load`` spans). A rule may take only some spans of its phase
+(``PhaseRule.when``, e.g. the loads of one loader setting). A span phase the plug-in has no rule for is ignored and
+listed in the report (``fit["unpriced_phases"]``; ``epoch`` spans give the measured epoch times).
 
 Fixed costs are parameters of their own, each where it is paid: ``gpu.kernel_overhead_s`` per kernel (compute
 rows), ``network.latency_s`` per message, ``network.per_collective_s`` per collective call (an all-reduce, each
@@ -126,7 +126,7 @@ def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: 
 
 
 def _row_spans(rule: PhaseRule, spans: list[Span]) -> list[Span]:
-    """The spans of one phase, rank and iteration that become rows of ``rule`` (``fastest``: the candidates);
+    """The spans of one phase, rank and iteration that become rows of ``rule`` (``per_call``: the candidates);
     ``iteration_sum`` adds them into one span (durations, bytes and FLOPs; ``args["num_spans"]`` their count)."""
     if rule.rows != "iteration_sum" or not spans:
         return spans
@@ -138,7 +138,7 @@ def _row_spans(rule: PhaseRule, spans: list[Span]) -> list[Span]:
 
 def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
     """One trace's rows (module docstring): per rank and iteration, each rule of the plug-in's ``CALIBRATION``
-    in order, then the ``fastest`` rows; and the span phases no rule prices."""
+    in order, then the ``per_call`` rows; and the span phases no rule prices."""
     rules: Mapping[str, PhaseRule] = t.plugin.CALIBRATION
     unpriced = {s.phase for s in t.spans if s.phase not in rules and s.phase != EPOCH_PHASE}
     usable = {p: r for p, r in rules.items()
@@ -147,8 +147,7 @@ def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
     for s in t.spans:
         by_key[(s.rank, s.epoch, s.iteration)][s.phase].append(s)
     rows: list[tuple[str, PhaseRule, SpanRow]] = []
-    fastest: dict[tuple[str, int, int, int], SpanRow] = {}
-    most: dict[tuple[str, int, int, int], float] = defaultdict(float)  # the call's largest bytes over ranks
+    calls: dict[tuple[str, int, int, int], list[SpanRow]] = defaultdict(list)  # every rank's span of a call
     for (_, epoch, it), phases in by_key.items():
         iteration = {p: [s for s in spans if s.dur_s > 0] for p, spans in phases.items()}
         for phase, rule in usable.items():
@@ -158,15 +157,28 @@ def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
                 if not rule.applies(row):
                     continue
                 key = (phase, epoch, it, call)
-                if rule.rows != "fastest":
+                if rule.rows != "per_call":
                     rows.append((phase, rule, row))
                 else:
-                    most[key] = max(most[key], s.nbytes)
-                    if key not in fastest or s.dur_s < fastest[key].span.dur_s:
-                        fastest[key] = row
-    rows += [(key[0], usable[key[0]], replace(row, span=replace(row.span, nbytes=most[key])))
-             for key, row in fastest.items()]
+                    calls[key].append(row)
+    rows += [(key[0], usable[key[0]], _call_row(spans)) for key, spans in calls.items()]
     return _fit_rows(t, rows), unpriced
+
+
+def _call_row(spans: list[SpanRow]) -> SpanRow:
+    """One collective call's row from every rank's span of it (module docstring): the rank that moved the most
+    bytes, timed from the last rank's arrival (before it nothing could move) to its own end. A rank that sends
+    more than it receives may end before its bytes arrive (TCP buffers them), so the fastest rank's span is not
+    the busiest NIC's time; the busiest rank must wait for its bytes. Clocks that put its end before the last
+    arrival fall back to the fastest rank's span."""
+    last = max(r.span.start_s for r in spans)
+    most = max(r.span.nbytes for r in spans)
+    busiest = min((r for r in spans if r.span.nbytes == most), key=lambda r: r.span.start_s + r.span.dur_s)
+    dur = busiest.span.start_s + busiest.span.dur_s - last
+    if dur <= 0:
+        fastest = min(spans, key=lambda r: r.span.dur_s)
+        return replace(fastest, span=replace(fastest.span, nbytes=most))
+    return replace(busiest, span=replace(busiest.span, dur_s=dur))
 
 
 def _fit_rows(t: _Trace, rows: list[tuple[str, PhaseRule, SpanRow]]) -> list[FitRow]:

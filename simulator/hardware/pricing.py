@@ -387,8 +387,10 @@ class PhaseRule:
         op: a key of :data:`OPERATIONS`.
         work: the operation's keyword arguments for one row (its ``cluster`` is supplied by calibration).
         rows: ``each`` span is a row; ``iteration_sum``: the phase's spans of one rank and iteration summed
-            into one row; ``fastest``: per iteration and call (the k-th span of the phase in a rank's iteration),
-            the fastest rank's span only (a collective, so waiting for stragglers is excluded).
+            into one row; ``per_call``: per iteration and call (the k-th span of the phase in a rank's iteration),
+            one row from every rank's span of it: the rank that moved the most bytes, from the last rank's
+            arrival to its end (a collective, so waiting for stragglers is excluded; calibration's
+            ``_call_row``).
         target: the measured seconds the prediction is compared with (default: the span's duration).
         min_machines: rows are used only for traces with at least this many machines (e.g. 2 for a network
             phase that is empty on one machine).
@@ -401,7 +403,7 @@ class PhaseRule:
 
     op: str
     work: Callable[[SpanRow], dict[str, float]]
-    rows: Literal["each", "iteration_sum", "fastest"] = "each"
+    rows: Literal["each", "iteration_sum", "per_call"] = "each"
     target: Callable[[SpanRow], float] | None = None
     min_machines: int = 1
     min_workers: int = 1
@@ -411,8 +413,8 @@ class PhaseRule:
     def __post_init__(self) -> None:
         if self.op not in OPERATIONS:
             raise ValueError(f"op: unknown priced operation {self.op!r}; allowed: {', '.join(OPERATIONS)}")
-        if self.rows not in ("each", "iteration_sum", "fastest"):
-            raise ValueError(f"rows: unknown row kind {self.rows!r}; allowed: each, iteration_sum, fastest")
+        if self.rows not in ("each", "iteration_sum", "per_call"):
+            raise ValueError(f"rows: unknown row kind {self.rows!r}; allowed: each, iteration_sum, per_call")
 
     @property
     def params(self) -> tuple[str, ...]:

@@ -43,13 +43,14 @@ def sample_rule() -> PhaseRule:
 
 
 def all_reduce_rule(ddp: bool = False) -> PhaseRule:
-    """``all_reduce``: the gradient bytes, fastest rank per iteration, traces with 2+ workers; only spans of one
+    """``all_reduce``: the gradient bytes, one row per call timed from the last rank's arrival (``per_call``),
+    traces with 2+ workers; only spans of one
     DDP bucket (``num_buckets`` absent or 1): with several the span is the part of the buckets' all-reduces left
     after backward, not an all-reduce of its bytes. With ``ddp`` (a strategy whose executor trains with
     DistributedDataParallel) priced with the reducer's fixed cost per bucket
     (:func:`~gnnplan.simulator.hardware.pricing.ddp_all_reduce_s`)."""
     return PhaseRule("ddp_all_reduce" if ddp else "all_reduce", lambda row: {"nbytes": row.span.nbytes},
-                     rows="fastest", min_workers=2, when=lambda row: span_arg(row, "num_buckets") <= 1)
+                     rows="per_call", min_workers=2, when=lambda row: span_arg(row, "num_buckets") <= 1)
 
 
 def fetch_rule(request_messages: int, num_collectives: int = 0) -> PhaseRule:
@@ -57,16 +58,16 @@ def fetch_rule(request_messages: int, num_collectives: int = 0) -> PhaseRule:
     machine's workers sharing its NIC. With ``num_collectives`` > 0 the pull is that many collective calls over
     all workers (the executor's ``RowStore.pull``), each priced with its fixed cost
     (``network.per_collective_s``); a rank's span then also holds the wait for the slowest rank at each call,
-    which the simulator's barriers produce and the price leaves out, so the row is the fastest rank's span of
-    the iteration (the one that arrived last and waited least), traces with 2+ machines, with the largest bytes
-    of any rank's span of the call (calibration's ``fastest`` rows): the call ends when its busiest NIC is
-    done. A simulated span (the average rank's) says how much busier that NIC is (``busiest_ratio``)."""
+    which the simulator's barriers produce and the price leaves out, so the row is the span of the rank that
+    received the most, from the last rank's arrival to its end (calibration's ``per_call`` rows), traces with 2+
+    machines: the call ends when its busiest NIC is done. A simulated span (the average rank's) says how much
+    busier that NIC is (``busiest_ratio``)."""
     def work(row: SpanRow) -> dict[str, float]:
         busiest = span_arg(row, "busiest_ratio") or 1.0  # the simulator's spans are the average rank's
         return {"nbytes": row.span.nbytes * busiest, "request_messages": float(request_messages),
                 "sharers": float(row.shape.gpus_per_machine), "num_collectives": float(num_collectives)}
     if num_collectives:
-        return PhaseRule("feature_fetch", work, rows="fastest", min_machines=2)
+        return PhaseRule("feature_fetch", work, rows="per_call", min_machines=2)
     return PhaseRule("feature_fetch", work)
 
 

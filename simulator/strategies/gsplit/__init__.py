@@ -131,7 +131,7 @@ CALIBRATION: dict[str, PhaseRule] = {
     "load": PhaseRule("feature_load", _load_work),
     "shuffle": PhaseRule("shuffle", lambda row: {"intra_bytes": rules.span_arg(row, "intra_bytes"),
                                                  "network_bytes": rules.span_arg(row, "network_bytes")},
-                         rows="fastest", min_workers=2),
+                         rows="per_call", min_workers=2),
     **rules.compute_rules(),
     "all_reduce": rules.all_reduce_rule(),
     "iteration": PhaseRule("iteration_overhead", lambda row: {"handoffs": float(_prefetched(row))},
@@ -140,8 +140,8 @@ CALIBRATION: dict[str, PhaseRule] = {
 """How calibration prices ``gsplit``'s spans: ``split`` is one sampler pass over the split's vertex lookups
 (``num_split_items``) in one call per layer (``num_sampler_calls``); ``shuffle`` the priced ``shuffle`` of its
 intra-machine and network bytes (one collective call: ``network.per_collective_s`` and the messages), one row per
-shuffle call, the fastest rank's (an executor's shuffle span includes waiting for the slower splits, which the
-simulator's barrier produces as ``lockstep``; the rank that arrives last does not wait); ``load`` a feature load
+shuffle call, timed from the last rank's arrival (an executor's shuffle span includes waiting for the slower
+splits, which the simulator's barrier produces as ``lockstep``); ``load`` a feature load
 whose structure bytes are copied without a gather."""
 
 

@@ -50,7 +50,7 @@ def test_each_collective_call_of_the_fetch_costs_per_collective_s() -> None:
         assert span.args["wait_s"] == 0.0  # equal work on every rank: nobody waits
     # calibration prices the span as the simulator runs it (uncontended: one rank per NIC)
     rule = dp.CALIBRATION["fetch"]
-    assert rule.rows == "fastest" and "network.per_collective_s" in rule.params
+    assert rule.rows == "per_call" and "network.per_collective_s" in rule.params
     span = with_cost[(0, 1)]
     row = SpanRow(span, {"fetch": [span]}, knobs.model_dump(), two_machines(PER_COLLECTIVE_S))
     assert rule.predicted_s(row) == pytest.approx(span.dur_s, rel=1e-9)
@@ -95,3 +95,24 @@ def test_calibration_takes_the_fastest_rank_of_each_collective_call() -> None:
                             plan=SimpleNamespace(knobs={}))
     rows, _ = _collect(trace)  # type: ignore[arg-type]
     assert sorted(r.measured_s for r in rows if r.op == "feature_fetch") == [1e-3, 2e-3]
+
+
+def test_a_call_row_is_the_busiest_rank_timed_from_the_last_arrival() -> None:
+    """Rank 0 arrives first and mostly sends (its bytes can sit in TCP buffers when it ends); rank 1 arrives 2 ms
+    later and receives 600 kB. The call's row is rank 1's span from the last arrival: 7 ms with 600 kB, not the
+    fastest span (rank 0's 5 ms) with the largest bytes. A clock that ends the busiest rank before the last
+    arrival falls back to the fastest span."""
+    from gnnplan.simulator.calibrate import _call_row
+
+    cluster = two_machines(PER_COLLECTIVE_S)
+
+    def row(rank: int, start: float, dur: float, nbytes: float) -> SpanRow:
+        span = Span(rank, "fetch", start, dur, "network", nbytes, 0.0, 1, 0)
+        return SpanRow(span, {"fetch": [span]}, {}, cluster)
+
+    sender, receiver = row(0, 0.0, 5e-3, 1e5), row(1, 2e-3, 7e-3, 6e5)
+    picked = _call_row([sender, receiver]).span
+    assert (picked.rank, picked.dur_s, picked.nbytes) == (1, pytest.approx(7e-3), 6e5)
+    late = row(0, 1e-2, 2e-3, 1e5)  # arrives after the busiest rank ended: clocks that do not align
+    picked = _call_row([late, row(1, 0.0, 5e-3, 6e5)]).span
+    assert (picked.rank, picked.dur_s, picked.nbytes) == (0, pytest.approx(2e-3), 6e5)
