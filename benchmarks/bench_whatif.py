@@ -111,7 +111,7 @@ def with_bandwidth(cluster: Any, bandwidth: float) -> Any:
 
 def with_cpu_quota(cluster: Any, quota_cores: float) -> Any:
     """``cluster`` with each machine limited to ``quota_cores`` of CPU time (module docstring, step 3)."""
-    from gnnplan.simulator.calibrate_fit import get_param, with_params
+    from gnnplan.simulator.calibrate_params import get_param, with_params
 
     factor = min(quota_cores, cluster.host.num_cores) / cluster.host.num_cores
     values = {p: get_param(cluster, p) * factor for p in CPU_THROUGHPUTS if _has(cluster, p)}

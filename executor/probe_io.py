@@ -91,6 +91,15 @@ COLLECTIVE_CALLS = 100
 calls needs many."""
 
 
+def _busy_s(seconds: float) -> int:
+    """Keep this core busy for ``seconds`` (reading the clock; no sleep, so the core never idles); returns the
+    clock readings taken."""
+    end, readings = time.perf_counter() + seconds, 1
+    while time.perf_counter() < end:
+        readings += 1
+    return readings
+
+
 def collective_mean_s(repeats: int = COLLECTIVE_CALLS) -> float:
     """Mean seconds of an 8-byte gloo ``all_reduce`` of the joined process group, each after
     :data:`COLLECTIVE_BUSY_S` of compute, over ``repeats`` calls after three warm-ups; the top and bottom 5% are
@@ -110,9 +119,7 @@ def collective_mean_s(repeats: int = COLLECTIVE_CALLS) -> float:
     times = []
     comm.barrier()
     for i in range(repeats + 3):
-        end = time.perf_counter() + COLLECTIVE_BUSY_S
-        while time.perf_counter() < end:
-            pass
+        _busy_s(COLLECTIVE_BUSY_S)
         start = time.perf_counter()
         comm.all_reduce_(value)
         if i >= 3:

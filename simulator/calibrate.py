@@ -55,7 +55,7 @@ from typing import Any
 
 import numpy as np
 
-from gnnplan.simulator.calibrate_fit import PARAMS, FitResult, FitRow, fit, get_param, priors_of, with_params
+from gnnplan.simulator.calibrate_fit import FitResult, FitRow, fit
 from gnnplan.simulator.calibrate_holdout import (
     EPOCH_PHASE,
     EpochSplit,
@@ -64,6 +64,7 @@ from gnnplan.simulator.calibrate_holdout import (
     held_out_epochs,
     split_epochs,
 )
+from gnnplan.simulator.calibrate_params import PARAMS, get_param, priors_of, with_params
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.pricing import PhaseRule, SpanRow
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster

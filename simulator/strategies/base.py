@@ -17,10 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from gnnplan.simulator import symmetry
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.model import Kernel, roofline_s
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec
 from gnnplan.simulator.trace import Span
+from gnnplan.simulator.workload.cards import card_name
 from gnnplan.simulator.workload.graphstats import DatasetSummary, SampleStats
 from gnnplan.simulator.workload.model_cost import Block, ModelCost, model_cost
 from gnnplan.simulator.workload.spec import WorkloadSpec
@@ -298,3 +300,11 @@ def place_window(spans: list[Span], plan: IterationPlan, period_s: float) -> lis
             s = replace(s, start_s=s.start_s + offset)
         out.append(s)
     return out
+
+
+def folds_proxy_ranks(ctx: SimContext) -> bool:
+    """Whether a strategy that measures per-rank statistics on a card's proxy simulates one representative machine
+    from them (``gsplit.rank_mean``, ``hopgnn.rank_mean``): the dataset is a card (its per-rank differences are
+    those of one proxy partition), the cluster has several machines (else nothing to fold), and the fast path is
+    on (not inside :func:`gnnplan.simulator.symmetry.disabled`)."""
+    return card_name(ctx.workload.dataset) is not None and ctx.cluster.num_machines > 1 and symmetry.enabled()

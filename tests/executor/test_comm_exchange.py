@@ -48,8 +48,10 @@ class _Posted:
 
 
 class _Done:
+    """A request that has already completed."""
+
     def wait(self) -> None:
-        pass
+        """Nothing to wait for."""
 
 
 def test_long_chunks_go_receive_first_short_ones_through_alltoallv(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -217,7 +217,7 @@ def test_the_measured_network_rate_has_a_narrower_prior(fake_graphstats: list[di
     above the truth, exact simulated traces still determine the rate (both fits within 0.1% of it), but the narrow
     prior pulls it further toward itself than the wide one, and its share of information from the traces is
     counted against its own width."""
-    from gnnplan.simulator import calibrate_fit
+    from gnnplan.simulator import calibrate_params
 
     start = _start()
     paths = _traces(tmp_path, with_params(start, TRUE))
@@ -225,11 +225,12 @@ def test_the_measured_network_rate_has_a_narrower_prior(fake_graphstats: list[di
         "network.bandwidth_bytes_per_s"]}
     begin = start.model_copy(update={"priors": prior})
     rate = "network.bandwidth_bytes_per_s"
-    assert calibrate_fit.prior_width(rate) == pytest.approx(math.log(1.5))
-    assert calibrate_fit.prior_width(rate, measured=False) == calibrate_fit.PRIOR_WIDTH
-    assert calibrate_fit.prior_width("network.latency_s") == calibrate_fit.PRIOR_WIDTH == pytest.approx(math.log(3))
+    assert calibrate_params.prior_width(rate) == pytest.approx(math.log(1.5))
+    assert calibrate_params.prior_width(rate, measured=False) == calibrate_params.PRIOR_WIDTH
+    wide_width = calibrate_params.PRIOR_WIDTH
+    assert calibrate_params.prior_width("network.latency_s") == wide_width == pytest.approx(math.log(3))
     narrow = calibrate_files(paths, begin)[1]["parameters"][rate]
-    monkeypatch.setattr(calibrate_fit, "PRIOR_WIDTHS", {})
+    monkeypatch.setattr(calibrate_params, "PRIOR_WIDTHS", {})
     wide = calibrate_files(paths, begin)[1]["parameters"][rate]
     assert wide["after"] < narrow["after"] < prior[rate]
     for fitted in (narrow, wide):

@@ -44,11 +44,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from gnnplan.simulator import symmetry
-from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.base import SimContext, folds_proxy_ranks
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats
 from gnnplan.simulator.strategies.gsplit.work import IterationWork
-from gnnplan.simulator.workload.cards import card_name
 
 PER_SPLIT_FIELDS = ("split_src", "split_dst", "edges_by_src", "edges_by_dst", "local_edges")
 """(n_b, L, g) fields averaged over their last axis."""
@@ -62,11 +60,8 @@ NOTE = ("simulated with every GPU at the per-rank mean of the proxy's splits (pe
 
 
 def applies(ctx: SimContext) -> bool:
-    """Whether ``gsplit`` simulates the per-rank mean: the dataset is a card (statistics estimated on its proxy),
-    the cluster has several machines (else nothing to fold), and the fast path is on (not inside
-    :func:`gnnplan.simulator.symmetry.disabled`)."""
-    return (card_name(ctx.workload.dataset) is not None and ctx.cluster.num_machines > 1
-            and symmetry.enabled())
+    """Whether ``gsplit`` simulates the per-rank mean (:func:`~gnnplan.simulator.strategies.base.folds_proxy_ranks`)."""
+    return folds_proxy_ranks(ctx)
 
 
 def rank_mean_stats(stats: SplitStats, gpus_per_machine: int) -> SplitStats:

@@ -65,12 +65,10 @@ from typing import Any, overload
 
 import numpy as np
 
-from gnnplan.simulator import symmetry
 from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.base import SimContext, folds_proxy_ranks
 from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, StepWork, hop_work, step_work
-from gnnplan.simulator.workload.cards import card_name
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block
 
 STEP_FIELDS = ("step_seeds", "step_src", "step_dst", "step_edges", "step_local_inputs", "step_remote_inputs")
@@ -85,11 +83,9 @@ NOTE = ("simulated on one representative machine that runs, between two step bar
 
 
 def applies(ctx: SimContext) -> bool:
-    """Whether ``hopgnn`` simulates the representative of :func:`slowest_machine_works`: the dataset is a card
-    (statistics estimated on its proxy), the cluster has several machines (else nothing to fold), and the fast
-    path is on (not inside :func:`gnnplan.simulator.symmetry.disabled`)."""
-    return (card_name(ctx.workload.dataset) is not None and ctx.cluster.num_machines > 1
-            and symmetry.enabled())
+    """Whether ``hopgnn`` simulates the representative of :func:`slowest_machine_works`
+    (:func:`~gnnplan.simulator.strategies.base.folds_proxy_ranks`)."""
+    return folds_proxy_ranks(ctx)
 
 
 def _shared_finish(nbytes: np.ndarray) -> np.ndarray:

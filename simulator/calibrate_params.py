@@ -1,0 +1,84 @@
+"""The cluster parameters calibration fits, how to read and replace them by dotted path, and their priors.
+
+Calibration's solver (:mod:`simulator.calibrate_fit`) regularises each parameter in log space toward its prior:
+the value ``gnnplan probe`` measured (the cluster's ``priors`` block), else the cluster's own value, one standard
+deviation :func:`prior_width` wide.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from gnnplan.simulator.hardware.spec import ClusterSpec, cluster_from_dict
+
+PARAMS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
+          "pcie.bandwidth_bytes_per_s", "pcie.latency_s", "efficiency.gather_fraction",
+          "efficiency.forward_fraction", "efficiency.backward_fraction", "efficiency.optimizer_fraction",
+          "gpu.kernel_overhead_s", "host.sampling_edges_per_s_per_core", "host.sampler_handoff_s",
+          "iteration_overhead_s", "host.row_index_s", "storage.concurrency", "host.sampler_call_s",
+          "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s")
+"""The cluster parameters calibration fits (dotted field paths): rates, efficiencies and the fixed costs, each
+one cost's own field (per kernel, per message, per collective, per batch handed off, per iteration, per row a
+per-row loader indexes, per sampler call, per DGL message-passing call, per gradient bucket DDP's reducer
+all-reduces), and the requests a storage device serves at once."""
+
+PRIOR_WIDTH = math.log(3.0)
+"""One standard deviation of a log-space prior: a factor of 3 (:mod:`simulator.calibrate_fit`)."""
+PRIOR_WIDTHS = {"network.bandwidth_bytes_per_s": math.log(1.5)}
+"""Narrower priors, for parameters the probe measures directly rather than through a stand-in call: the network
+rate is the asymptotic rate of the transport's own large messages between the machines (:mod:`executor.probe_io`,
+``probe --emulate``), which five probes at 1 Gbit/s on 2026-11-23 repeated within 3% (1.187e8 - 1.195e8 B/s); a
+factor of 1.5 leaves room for what the transfers of a real run add (headers, several flows) and keeps the traces
+from trading it against per-message latency, which one rate cannot separate from it."""
+
+def get_param(cluster: ClusterSpec, path: str) -> float:
+    """A numeric cluster field by dotted path (``"network.latency_s"``)."""
+    obj: Any = cluster
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return float(obj)
+
+
+def with_params(cluster: ClusterSpec, values: Mapping[str, float]) -> ClusterSpec:
+    """A copy of ``cluster`` with the dotted-path fields in ``values`` replaced (validated)."""
+    data = cluster.to_yaml_dict()
+    for path, value in values.items():
+        node = data
+        *parents, leaf = path.split(".")
+        for part in parents:
+            node = node[part]
+        node[leaf] = float(value)
+    return cluster_from_dict(data, where=f"cluster {cluster.name}")
+
+
+def overridden(model: BaseModel, values: Mapping[str, float]) -> Any:
+    """A copy of a spec with the dotted-path fields in ``values`` replaced, without validation (nested
+    ``model_copy``: cheap enough for every residual evaluation; the fit keeps values within their bounds)."""
+    nested: dict[str, dict[str, float]] = defaultdict(dict)
+    update: dict[str, Any] = {}
+    for path, value in values.items():
+        head, _, rest = path.partition(".")
+        if rest:
+            nested[head][rest] = value
+        else:
+            update[head] = value
+    for head, sub in nested.items():
+        update[head] = overridden(getattr(model, head), sub)
+    return model.model_copy(update=update)
+
+
+def prior_width(p: str, measured: bool = True) -> float:
+    """One standard deviation of ``p``'s log-space prior: :data:`PRIOR_WIDTHS` when the prior is a measurement
+    (``measured``: the cluster's ``priors`` block, which only the probe writes, holds it), else
+    :data:`PRIOR_WIDTH` (a preset's catalogue value is a rate others achieved, not this cluster's)."""
+    return PRIOR_WIDTHS.get(p, PRIOR_WIDTH) if measured else PRIOR_WIDTH
+
+
+def priors_of(cluster: ClusterSpec) -> dict[str, float]:
+    """Each parameter's prior: the cluster's ``priors`` entry, else its own value (module docstring)."""
+    return {p: float(cluster.priors.get(p, get_param(cluster, p))) for p in PARAMS}
