@@ -119,22 +119,14 @@ class DpRun(WindowRun):
         yield self.engine.all_of([self.engine.process(one(p)) for p in peers])
 
     def _fetch(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
-        """The remote pull as the executor's ``RowStore.pull``: its three ``all_to_all`` calls (counts, ids, rows
-        back; :data:`~.base.FETCH_COLLECTIVES`), each a collective (:meth:`~.window_run.WindowRun._collective`: the wait
-        for every worker, then the call's fixed cost) followed by one message per other machine (equal shares,
-        the worker's NIC rail). The ids and rows calls end when the busiest NIC has moved its load, so every
-        worker's messages carry ``busiest_ratio`` times its average share: the symmetric schedule then takes the
-        busiest NIC's time (the bytes counted stay the average). The span covers the waits too (``wait_s``), as
-        the executor's span does."""
-        start, me = self.engine.now, self.hw.machine_of(rank)
-        owners = [m for m in range(self.ctx.cluster.num_machines) if m != me]
-        share, rail, waited = 1.0 / len(owners), self.hw.nic_of(rank), 0.0
-        busiest = work.busiest_ratio
-        for call, nbytes, outward in (("counts", work.count_bytes, True), ("ids", work.request_bytes * busiest, True),
-                                      ("rows", work.remote_bytes * busiest, False)):
-            waited += yield from self._collective(rank, (pos, "fetch", call), nbytes)
-            yield self.engine.all_of(self.hw.network(me, o, nbytes * share, rail=rail) if outward else
-                                     self.hw.network(o, me, nbytes * share, rail=rail) for o in owners)
+        """The remote pull as the executor's ``RowStore.pull`` (:meth:`~.window_run.WindowRun._pull_rows`: three
+        collective ``all_to_all`` calls, counts, ids and rows back). The ids and rows calls end when the busiest
+        NIC has moved its load, so every worker's messages carry ``busiest_ratio`` times its average share: the
+        symmetric schedule then takes the busiest NIC's time (the bytes counted stay the average). The span
+        covers the waits too (``wait_s``), as the executor's span does."""
+        start, busiest = self.engine.now, work.busiest_ratio
+        waited = yield from self._pull_rows(rank, (pos, "fetch"), work.count_bytes, work.request_bytes * busiest,
+                                            work.remote_bytes * busiest)
         self._span(rank, "fetch", start, "network", pos,
                    nbytes=work.remote_bytes + work.request_bytes + work.count_bytes,
                    num_remote_vertices=work.num_remote_vertices, wait_s=waited, busiest_ratio=busiest)

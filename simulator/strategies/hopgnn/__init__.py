@@ -24,10 +24,12 @@ Per iteration and worker (simulated on :class:`~simulator.hardware.model.Hardwar
    redistribution of root ids needs no message (brief §1.9 step 4) and nothing else crosses the network before the
    pre-gather. Sampled edges: the groups' measured block sizes (:mod:`.micrographs`), so the loss of
    deduplication between groups (a vertex two groups reach is sampled twice) is charged.
-2. ``pregather`` (knob ``pregather``): the distinct remote input rows of all hosted groups are pulled once
-   (ids to each owner, rows back) while the local rows are gathered from host memory (§5.2).
+2. ``pregather`` (knob ``pregather``): the local input rows of all hosted groups are gathered from host memory,
+   then their distinct remote rows are pulled once (§5.2) as the executor pulls them (``RowStore.pull``, also with
+   no remote row: three collective ``all_to_all`` calls, row counts, ids to each owner, rows back, each paying
+   ``network.per_collective_s`` after waiting for every worker, :data:`~.base.FETCH_COLLECTIVES`).
 3. S steps: ``load`` (the group's rows: from the pre-gather buffer, or local gather + remote ``fetch`` per step
-   without pre-gathering; then host-to-device), ``forward``, ``backward`` (their kernels' launch cost
+   without pre-gathering, the same collective pull, on every worker at every step; then host-to-device), ``forward``, ``backward`` (their kernels' launch cost
    ``gpu.kernel_overhead_s`` is paid per step, the per-step launches of §5.3), the framework's fixed cost
    ``iteration_overhead_s`` per step ([inferred]: each step is one forward/backward pass of the training loop),
    then, except after the last step, ``migrate``: a barrier over all workers (§5.1 idle slots) and a
@@ -71,6 +73,7 @@ from gnnplan.simulator.hardware.pricing import PhaseRule, iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
+    FETCH_COLLECTIVES,
     FETCH_REQUEST_MESSAGES,
     IterationPlan,
     PhaseProfile,
@@ -97,13 +100,14 @@ MODEL_ARCHS = MESSAGE_PASSING_ARCHS
 NEEDS_SAMPLE_STATS = True
 """The models' mini-batches are ``dp``'s, sized by the measured mini-batch statistics."""
 CALIBRATION: dict[str, PhaseRule] = {
-    "fetch": rules.fetch_rule(FETCH_REQUEST_MESSAGES), "load": rules.load_rule(), **rules.compute_rules(),
-    "sample": rules.sample_rule(),
+    "fetch": rules.fetch_rule(FETCH_REQUEST_MESSAGES, FETCH_COLLECTIVES), "load": rules.load_rule(),
+    **rules.compute_rules(), "sample": rules.sample_rule(),
     "iteration": rules.iteration_rule(("pregather", "load", "forward", "backward", "migrate", "all_reduce",
                                        "optimizer"), per_span_of="forward"),
     "all_reduce": rules.all_reduce_rule()}
-"""How calibration prices ``hopgnn``'s spans (the executor pulls rows with the same feature store as ``dp``);
-``pregather`` and ``migrate`` are on the trainer's path but not priced; the fixed framework cost
+"""How calibration prices ``hopgnn``'s spans (the executor pulls rows with the same feature store as ``dp``: three
+collective calls per pull); ``pregather`` (a local gather and such a pull in one span) and ``migrate`` are on the
+trainer's path but not priced; the fixed framework cost
 is paid once per step (module docstring, 4.)."""
 
 
@@ -282,11 +286,11 @@ def window_run(ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: list[Ho
     pregather = knobs.pregather or not knobs.micrograph
     if knobs.num_sampler_workers == 0 and len(plan.window) > LOCKSTEP_ITERATIONS + 1:
         short = replace(plan, window=tuple(range(LOCKSTEP_ITERATIONS)) + (plan.num_iterations - 1,))
-        run = HopRun(ctx, 0, pregather, short, full, last, images)
+        run = HopRun(ctx, 0, pregather, short, full, last, images, knobs.micrograph)
         run.execute()
         if in_lockstep(run.ends, LOCKSTEP_ITERATIONS):
             return run, short
-    run = HopRun(ctx, knobs.num_sampler_workers, pregather, plan, full, last, images)
+    run = HopRun(ctx, knobs.num_sampler_workers, pregather, plan, full, last, images, knobs.micrograph)
     run.execute()
     return run, plan
 

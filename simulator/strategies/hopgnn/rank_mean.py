@@ -11,26 +11,28 @@ not where it sits. Measured statistics of a real graph are simulated in full, wo
 
 The rule (:func:`slowest_machine_works`). Every time step ends at a barrier (the migration's rendezvous; the last
 one at the gradient all-reduce), which waits for the slowest worker (brief ../shared/papers/hopgnn.md §2.2:
-``T_step(t) = max_s [...]``, ``T_iter = max_s T_sample(s) + max_s T_pg(s) + ...``; §5.1, idle slots). Between two
-barriers the workers run independently except for what their machine shares. So the representative machine runs,
-in barrier segment k, the measured work of the machine m*_k holding the slowest worker of segment k: its local
-GPU j does rank ``m*_k g + j``'s group at step k (seeds, block sizes, local and remote input rows, hence its
-load, forward and backward). Segment 0 also holds the sampling (inline samplers) and the pre-gather, so those are
-m*_0's workers': a worker's sampled edges and pre-gathered rows are those of the machine that is slowest to reach
-the first barrier. One whole machine is taken, not the slowest worker copied g times, because its other GPUs
-share its NICs, host memory and PCIe uplinks with it: the slowest worker's finish depends on its machine-mates'
-real loads. The representative's pulls then load every machine's NIC with m*_0's rows, as the busiest machine's
-NIC is loaded in the full simulation (a pull takes equal shares from every other machine, so the busiest receiver
-is the busiest link; the senders' loads are averages of the receivers'), i.e. the pre-gather lasts what the
-full simulation's bottleneck link gives it.
+``T_step(t) = max_s [...]``, ``T_iter = max_s T_sample(s) + max_s T_pg(s) + ...``; §5.1, idle slots), and so does
+every pull of remote rows, whose calls are collective (the executor's ``RowStore.pull``: the pre-gather's before
+step 0, or without pre-gathering each step's after its local gather). Between two barriers the workers run
+independently except for what their machine shares. So the representative machine runs, in each barrier segment,
+the measured work of the machine holding the slowest worker of that segment: after step k's pull (m*_k) its local
+GPU j does rank ``m*_k g + j``'s group at step k (seeds, block sizes, remote input rows, hence its fetch, load,
+forward and backward) and, pre-gathering, at k = 0 pulls that rank's pre-gathered remote rows; before the pull
+(m'_k) it samples (inline samplers) and gathers the pre-gather's local rows as rank ``m'_0 g + j`` (k = 0) or,
+without pre-gathering, gathers the local rows of rank ``m'_k g + j``'s group. One whole machine is taken, not the
+slowest worker copied g times, because its other GPUs share its NICs, host memory and PCIe uplinks with it: the
+slowest worker's finish depends on its machine-mates' real loads. The representative's pulls then load every
+machine's NIC with m*_0's rows, as the busiest machine's NIC is loaded in the full simulation (a pull takes equal
+shares from every other machine, so the busiest receiver is the busiest link; the senders' loads are averages of
+the receivers'), i.e. the pre-gather lasts what the full simulation's bottleneck link gives it.
 
 Which worker is slowest in a segment is decided by an estimate (:func:`segment_estimates`, seconds): per worker
 and step, the uncontended forward and backward, the host-to-device copy of its input rows, and its gather (and,
 without pre-gathering, its fetch) at the processor-sharing finish time on its machine's host memory (network:
 its NICs), ``sum_j min(b_j, b_w) / rate`` over the machine's workers j (equal flows started together, max-min
-fair); segment 0 adds the inline sampling (:func:`~simulator.hardware.pricing.sampling_s`) and the pre-gather
-(the larger of the gather of its local rows and the pull of its remote rows, each at that finish time). The
-estimate only chooses the machine; the simulation then prices the chosen work with every contention modelled.
+fair); the segment before step 0's pull adds the inline sampling (:func:`~simulator.hardware.pricing.sampling_s`)
+and the gather of the pre-gather's local rows, the one after it the pull of its remote rows, each at that finish
+time. The estimate only chooses the machine; the simulation then prices the chosen work with every contention modelled.
 
 What is kept: every worker leaves a barrier at the same instant, so nothing carries from one segment into the
 next and the iteration is the sum over segments of the slowest worker's segment time; running each segment's
@@ -41,7 +43,7 @@ rank's measured work, as in the full simulation. What is lost: a wrong pick (two
 error) drops the difference between them; the senders of the representative's pulls are as busy as its receiver
 (the full simulation's senders carry the mean), which changes nothing while the receiving NIC is the bottleneck;
 with sampler processes the sampling overlaps the previous iteration (then not within one segment) and is taken
-from m*_0 all the same; the last, partial iteration keeps the full iteration's picks. Measured on
+from m'_0 all the same; the pull's count and id calls move the ids of the rank whose rows it pulls; the last, partial iteration keeps the full iteration's picks. Measured on
 ``ogbn-papers100M`` (``benchmarks/bench_scale.py`` part 1, 2 steps): the epoch is 0.03 %, 0.17 % and 0.91 % shorter
 than the full simulation's at 4, 16 and 64 GPUs (``epoch diff`` 3.3e-4, 1.7e-3, 9.1e-3; the per-rank mean this
 replaces: 8.8e-2, 7.6e-2, 1.2e-1, all shorter); at 16 GPUs with the controller, with 4 steps and random seeds, with
@@ -100,8 +102,11 @@ def _shared_finish(nbytes: np.ndarray) -> np.ndarray:
 
 def segment_estimates(ctx: SimContext, works: Sequence[HopWork], pregather: bool,
                       inline_sampling: bool) -> np.ndarray:
-    """Estimated seconds each worker spends in each barrier segment (module docstring): segment k is step k's
-    load, forward and backward; segment 0 adds the inline sampling and the pre-gather. Used only to rank workers.
+    """Estimated seconds each worker spends in each barrier segment (module docstring). Step k has two: the part
+    before the first collective call of its pull (k = 0: the inline sampling and, pre-gathering, the gather of
+    the pre-gather's local rows; without pre-gathering, every step: the gather of its local rows) and the rest
+    (the pull's rows, k = 0 only when pre-gathering; the step's load, host-to-device copy, forward and backward).
+    Used only to rank workers.
 
     Args:
         ctx: the context (cluster of M machines x g GPUs).
@@ -110,7 +115,7 @@ def segment_estimates(ctx: SimContext, works: Sequence[HopWork], pregather: bool
         inline_sampling: whether the trainer samples (no sampler processes), so sampling is in segment 0.
 
     Returns:
-        (M, g, S) seconds.
+        (M, g, S, 2) seconds: ``[..., k, 0]`` before step k's pull, ``[..., k, 1]`` after it.
     """
     cl = ctx.cluster
     m, g = cl.num_machines, cl.gpus_per_machine
@@ -122,48 +127,50 @@ def segment_estimates(ctx: SimContext, works: Sequence[HopWork], pregather: bool
     arr = np.asarray(steps, dtype=np.float64).reshape(m, g, works[0].num_steps, 4)
     inputs, local, remote, compute = (arr[..., i] for i in range(4))
     h2d = np.vectorize(lambda b: pricing.host_to_gpu_s(cl, float(b)), otypes=[float])(inputs)
+    before, after = np.zeros_like(compute), compute + h2d
     if pregather:
-        load = _shared_finish(inputs) / gather_rate
+        after = after + _shared_finish(inputs) / gather_rate
     else:
-        load = _shared_finish(local) / gather_rate
+        before = before + _shared_finish(local) / gather_rate
         if m > 1:
-            load = load + _shared_finish(remote / row * (row + INDEX_BYTES)) / net_rate
-    out = compute + h2d + load
-    first = np.zeros((m, g))
+            after = after + _shared_finish(remote / row * (row + INDEX_BYTES)) / net_rate
     if inline_sampling:
         calls = [float(sum(len(s.blocks) for s in w.steps)) for w in works]
-        first += np.asarray([pricing.sampling_s(cl, w.num_sampled_edges, num_calls=c)
-                             for w, c in zip(works, calls)]).reshape(m, g)
+        before[:, :, 0] += np.asarray([pricing.sampling_s(cl, w.num_sampled_edges, num_calls=c)
+                                       for w, c in zip(works, calls)]).reshape(m, g)
     if pregather:
         local_rows = np.asarray([w.pregather_local_rows for w in works], dtype=np.float64).reshape(m, g)
         remote_rows = np.asarray([w.pregather_remote_rows for w in works], dtype=np.float64).reshape(m, g)
-        pull = _shared_finish(remote_rows * (row + INDEX_BYTES)) / net_rate if m > 1 else 0.0 * remote_rows
-        first += np.maximum(_shared_finish(local_rows * row) / gather_rate, pull)
-    out[:, :, 0] += first
-    return out
+        before[:, :, 0] += _shared_finish(local_rows * row) / gather_rate
+        if m > 1:
+            after[:, :, 0] += _shared_finish(remote_rows * (row + INDEX_BYTES)) / net_rate
+    return np.stack([before, after], axis=-1)
 
 
 def slowest_machines(ctx: SimContext, works: Sequence[HopWork], pregather: bool,
-                     inline_sampling: bool) -> list[int]:
-    """m*_k per barrier segment k (module docstring): the machine of the worker with the largest
-    :func:`segment_estimates` in segment k, the first such machine on ties.
+                     inline_sampling: bool) -> list[tuple[int, int]]:
+    """Per step k, (m*_k before its pull, m*_k after it) (module docstring): the machine of the worker with the
+    largest :func:`segment_estimates` in that segment, the first such machine on ties.
 
     Args:
         ctx, works, pregather, inline_sampling: as :func:`segment_estimates`.
 
     Shapes:
-        -> (S,) machine indices.
+        -> (S,) pairs of machine indices.
     """
-    return [int(m) for m in segment_estimates(ctx, works, pregather, inline_sampling).max(axis=1).argmax(axis=0)]
+    picks = segment_estimates(ctx, works, pregather, inline_sampling).max(axis=1).argmax(axis=0)  # (S, 2)
+    return [(int(before), int(after)) for before, after in picks]
 
 
 def slowest_machine_works(ctx: SimContext, mg: MicrographStats, works: Sequence[HopWork], pregather: bool,
                           inline_sampling: bool, migrate_parameters: bool,
                           last_fraction: float) -> tuple[list[HopWork], list[HopWork]]:
     """The representative machine's work in a full and in the last iteration, one copy per machine (module
-    docstring): local GPU j does, at step k, the group of rank ``m*_k g + j`` (:func:`slowest_machines` of the
-    full iteration, kept for the last one: the same draw at ``last_fraction`` of the seeds), and samples and
-    pre-gathers what rank ``m*_0 g + j`` does; everything else is the same on every rank.
+    docstring): local GPU j does, at step k, the group of rank ``m*_k g + j`` after the step's pull
+    (:func:`slowest_machines` of the full iteration, kept for the last one: the same draw at ``last_fraction`` of
+    the seeds), and without pre-gathering the local gather of rank ``m'_k g + j``'s group before it; it samples
+    and gathers the pre-gather's local rows as rank ``m'_0 g + j`` and pulls the pre-gather's remote rows of rank
+    ``m*_0 g + j``; everything else is the same on every rank.
 
     Args:
         ctx, pregather, inline_sampling: as :func:`segment_estimates`.
@@ -180,16 +187,23 @@ def slowest_machine_works(ctx: SimContext, mg: MicrographStats, works: Sequence[
     if not works or works[0].num_steps == 0:
         return list(works), list(works)
     picks = slowest_machines(ctx, works, pregather, inline_sampling)
+    num_steps = len(picks)
     out = []
     for scale in (1.0, last_fraction):
+        def whole(m: int, j: int) -> HopWork:
+            return works[m * g + j] if scale == 1.0 else \
+                hop_work(ctx, mg, m * g + j, num_steps, migrate_parameters, scale)
+
+        def step(m: int, j: int, k: int) -> StepWork:
+            return works[m * g + j].steps[k] if scale == 1.0 else _step(ctx, mg, m * g + j, k, num_steps, scale)
+
         rep = []
         for j in range(g):
-            home = works[picks[0] * g + j] if scale == 1.0 else \
-                hop_work(ctx, mg, picks[0] * g + j, len(picks), migrate_parameters, scale)
-            steps = tuple(home.steps[k] if m == picks[0] else
-                          works[m * g + j].steps[k] if scale == 1.0 else _step(ctx, mg, m * g + j, k, len(picks), scale)
-                          for k, m in enumerate(picks))
-            rep.append(replace(home, steps=steps))
+            home, pulls = whole(picks[0][0], j), whole(picks[0][1], j)
+            steps = tuple(step(after, j, k) if pregather or before == after else
+                          replace(step(after, j, k), local_bytes=step(before, j, k).local_bytes)
+                          for k, (before, after) in enumerate(picks))
+            rep.append(replace(home, steps=steps, pregather_remote_rows=pulls.pregather_remote_rows))
         out.append([rep[r % g] for r in range(n)])
     return out[0], out[1]
 

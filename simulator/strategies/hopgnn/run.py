@@ -33,13 +33,15 @@ class HopRun(WindowRun):
             end (:meth:`~simulator.strategies.window_run.WindowRun._end_epoch`); False leaves that to the caller
             (:func:`with_images`; the iteration ends are copied either way). Ends, breakdowns and epoch times
             are the same without the copies: every image's spans are its original's.
+        pulls: whether the pre-gather pulls remote rows (the executor's collective pull); False for the naive
+            variant, whose machines read only their local rows.
     """
 
     def __init__(self, ctx: SimContext, num_sampler_workers: int, pregather: bool, plan: IterationPlan,
-                 full: list[HopWork], last: list[HopWork], images: bool = True) -> None:
+                 full: list[HopWork], last: list[HopWork], images: bool = True, pulls: bool = True) -> None:
         # per-rank measured work: one representative machine only if it is the same on every machine
         super().__init__(ctx, plan, num_sampler_workers, rank_works=list(zip(full, last)))
-        self.pregather, self.k, self.images = pregather, num_sampler_workers, images
+        self.pregather, self.k, self.images, self.pulls = pregather, num_sampler_workers, images, pulls
         self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
         self.ready, self.taken = self._events(), self._events()
 
@@ -88,7 +90,7 @@ class HopRun(WindowRun):
             if self.pregather:
                 yield from self._pregather(rank, pos, work)
             for k, step in enumerate(work.steps):
-                yield from self._load(rank, pos, work, step)
+                yield from self._load(rank, pos, k, work, step)
                 if k == len(work.steps) - 1:  # the last backward overlaps the DDP buckets' all-reduce
                     yield from self._final_step(rank, pos, step, work, start)
                     break
@@ -99,31 +101,26 @@ class HopRun(WindowRun):
                 yield from self._update(rank, pos, work, start)
         self._end_epoch(rank)
 
-    def _others(self, me: int) -> list[int]:
-        return [m for m in range(self.ctx.cluster.num_machines) if m != me]
-
-    def _pull(self, me: int, rows: float, row_bytes: float) -> Generator[Any, Any, None]:
-        """Pull ``rows`` rows from the other machines (equal shares): ids there, rows back."""
-        others = self._others(me)
-        share = rows / len(others)
-
-        def one(o: int) -> Generator[Any, Any, None]:
-            yield self.hw.network(me, o, share * INDEX_BYTES + INDEX_BYTES)
-            yield self.hw.network(o, me, share * row_bytes)
-
-        yield self.engine.all_of([self.engine.process(one(o)) for o in others])
+    def _pull(self, rank: int, key: Any, rows: float, row_bytes: float) -> Generator[Any, Any, float]:
+        """Pull ``rows`` rows from the other machines as the executor's ``RowStore.pull`` (collective: every
+        worker calls it, also with no rows): :meth:`~.window_run.WindowRun._pull_rows` with one int64 count per
+        worker of every other machine, the ids and the rows. Returns the seconds waited for the others."""
+        cl = self.ctx.cluster
+        count_bytes = INDEX_BYTES * cl.gpus_per_machine * (cl.num_machines - 1)
+        return (yield from self._pull_rows(rank, key, count_bytes, rows * INDEX_BYTES, rows * row_bytes))
 
     def _pregather(self, rank: int, pos: int, work: HopWork) -> Generator[Any, Any, None]:
-        start, me = self.engine.now, self.hw.machine_of(rank)
-        parts = [self.hw.host_gather(work.pregather_local_rows * work.row_bytes, rank)]
-        if work.pregather_remote_rows > 0 and self._others(me):
-            parts.append(self.engine.process(self._pull(me, work.pregather_remote_rows, work.row_bytes)))
-        yield self.engine.all_of(parts)
+        """The executor's ``pregather``: the local rows gathered from the machine's partition, then the remote
+        ones in one collective pull (on a cluster of 2+ machines)."""
+        start, waited = self.engine.now, 0.0
+        yield self.hw.host_gather(work.pregather_local_rows * work.row_bytes, rank)
+        if self.pulls and self.ctx.cluster.num_machines > 1:
+            waited = yield from self._pull(rank, (pos, "pregather"), work.pregather_remote_rows, work.row_bytes)
         nbytes = work.pregather_remote_rows * (work.row_bytes + INDEX_BYTES)
         self._span(rank, "pregather", start, "network", pos, nbytes=nbytes,
-                   num_remote_vertices=work.pregather_remote_rows)
+                   num_remote_vertices=work.pregather_remote_rows, wait_s=waited)
 
-    def _load(self, rank: int, pos: int, work: HopWork, step: StepWork) -> Generator[Any, Any, None]:
+    def _load(self, rank: int, pos: int, k: int, work: HopWork, step: StepWork) -> Generator[Any, Any, None]:
         """Gather the step's input rows (pre-gathered, or the local ones and then the fetched ones, one after
         the other as the executor's ``FeatureStore.load``) and copy them to the GPU."""
         hw, start = self.hw, self.engine.now
@@ -131,18 +128,18 @@ class HopRun(WindowRun):
             yield hw.host_gather(step.input_bytes, rank)
         else:
             yield hw.host_gather(step.local_bytes, rank)
-            if step.remote_bytes > 0:
-                yield from self._fetch(rank, pos, step, work.row_bytes)
+            if self.ctx.cluster.num_machines > 1:  # collective: also with no remote row
+                yield from self._fetch(rank, pos, k, step, work.row_bytes)
         yield hw.host_to_gpu(rank, step.input_bytes)
         self._span(rank, "load", start, "pcie", pos, nbytes=step.input_bytes, local_bytes=step.local_bytes,
                    remote_bytes=step.remote_bytes, num_seeds=step.num_seeds)
 
-    def _fetch(self, rank: int, pos: int, step: StepWork, row_bytes: float) -> Generator[Any, Any, None]:
-        start, me = self.engine.now, self.hw.machine_of(rank)
+    def _fetch(self, rank: int, pos: int, k: int, step: StepWork, row_bytes: float) -> Generator[Any, Any, None]:
+        start = self.engine.now
         rows = step.remote_bytes / row_bytes
-        yield from self._pull(me, rows, row_bytes)
+        waited = yield from self._pull(rank, (pos, "fetch", k), rows, row_bytes)
         self._span(rank, "fetch", start, "network", pos, nbytes=rows * (row_bytes + INDEX_BYTES),
-                   num_remote_vertices=rows)
+                   num_remote_vertices=rows, wait_s=waited)
 
     def _migrate(self, rank: int, pos: int, k: int, work: HopWork) -> Generator[Any, Any, None]:
         start, m = self.engine.now, self.ctx.cluster.num_machines

@@ -98,20 +98,26 @@ def skewed(mg: Any, slow: dict[int, int], factor: float) -> Any:
 
 def test_each_barrier_waits_for_its_own_slowest_machine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Machine 1 is slowest at step 0, machine 2 at step 1: the representative runs machine 1's step 0 and
-    machine 2's step 1 (and machine 1's sampling and pre-gather, in segment 0), and its epoch is the full
-    simulation's; the per-rank mean drops both leads."""
+    machine 2's step 1 (and machine 1's pre-gather pull, after the pull's barrier; the sampling and local gather
+    before it of the machine slowest there), and its epoch is the full simulation's; the per-rank mean drops both
+    leads."""
     module, kn, ctx = card_context(4, 1, {"num_steps": 2, "seed_split": "random"})
     mg = skewed(hopgnn.micrograph_stats(ctx, kn), {0: 1, 1: 2}, 4.0)
     monkeypatch.setattr(hopgnn, "micrograph_stats", lambda ctx, knobs: mg)
     plan = hopgnn.iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
     works, lasts = hopgnn.iteration_works(ctx, kn, mg, plan, 2)
-    assert rank_mean.segment_estimates(ctx, works, pregather=True, inline_sampling=True).shape == (4, 1, 2)
-    assert rank_mean.slowest_machines(ctx, works, pregather=True, inline_sampling=True) == [1, 2]
+    assert rank_mean.segment_estimates(ctx, works, pregather=True, inline_sampling=True).shape == (4, 1, 2, 2)
+    picks = rank_mean.slowest_machines(ctx, works, pregather=True, inline_sampling=True)
+    # after the pulls: machine 1's step 0 (with the pre-gather's pull), machine 2's step 1; before step 1's pull
+    # nothing runs (pre-gathered: no pull there), so the first machine is named
+    assert [after for _, after in picks] == [1, 2] and picks[1][0] == 0
+    first = picks[0][0]  # the slowest to sample and gather its local pre-gather rows (an unskewed field decides)
     reps = rank_mean.slowest_machine_works(ctx, mg, works, True, True, True, plan.last_fraction)
     for rep, priced in zip(reps, (works, lasts)):
         assert symmetry.machine_symmetric(rep, 4, 1)
         assert rep[0].steps == (priced[1].steps[0], priced[2].steps[1])
-        assert rep[0].num_sampled_edges == priced[1].num_sampled_edges
+        assert rep[0].num_sampled_edges == priced[first].num_sampled_edges
+        assert rep[0].pregather_local_rows == priced[first].pregather_local_rows
         assert rep[0].pregather_remote_rows == priced[1].pregather_remote_rows
     fast, full = fast_and_full(module, ctx, kn)
     assert represented(fast) == {4}
