@@ -78,6 +78,14 @@ def probe_emulated_cluster(bandwidth: float | None, quick: bool, cpu_quota: floa
             time.sleep(5.0)
 
 
+def probe_local_cluster(quick: bool) -> Any:
+    """``gnnplan probe`` of this machine (2 worker processes, as the main job's), as a spec; nothing written."""
+    from gnnplan.executor.probe import probe_machine
+    from gnnplan.simulator.hardware.spec import cluster_from_dict
+
+    return cluster_from_dict(probe_machine(num_workers=2, quick=quick))
+
+
 def measure(plans: dict[str, Any], repeats: int, trace_dir: str, epochs: int | None,
             limits: Any | None = None, say: Any = print) -> dict[str, Measured]:
     """Run every plan ``repeats`` times, interleaved (repeat 1 of all, then repeat 2, ...), so a burst of load

@@ -28,11 +28,11 @@ Per iteration and worker (simulated on :class:`~simulator.hardware.model.Hardwar
    then their distinct remote rows are pulled once (§5.2) as the executor pulls them (``RowStore.pull``, also with
    no remote row: three collective ``all_to_all`` calls, row counts, ids to each owner, rows back, each paying
    ``network.per_collective_s`` after waiting for every worker, :data:`~.base.FETCH_COLLECTIVES`).
-3. S steps: ``load`` (the group's rows: from the pre-gather buffer, or local gather + remote ``fetch`` per step
-   without pre-gathering, the same collective pull, on every worker at every step; then host-to-device), ``forward``, ``backward`` (their kernels' launch cost
-   ``gpu.kernel_overhead_s`` is paid per step, the per-step launches of §5.3), the framework's fixed cost
-   ``iteration_overhead_s`` per step ([inferred]: each step is one forward/backward pass of the training loop),
-   then, except after the last step, ``migrate``: a barrier over all workers (§5.1 idle slots) and a
+3. S steps: ``load`` (the group's rows: from the pre-gather buffer, or local gather + remote ``fetch`` per step without
+   pre-gathering, the same collective pull, on every worker at every step; then host-to-device), ``forward``,
+   ``backward`` (their kernels' launch cost ``gpu.kernel_overhead_s`` is paid per step, the per-step launches of §5.3),
+   the framework's fixed cost ``iteration_overhead_s`` per step ([inferred]: each step is one forward/backward pass of
+   the training loop), then, except after the last step, ``migrate``: a barrier over all workers (§5.1 idle slots) and a
    ring shift of parameters and accumulated gradients (``2 P b_p`` bytes, ``P b_p`` without parameters).
 4. ``all_reduce`` of the gradients, ``optimizer`` (as ``dp``); when the gradients fill several DDP buckets
    (``training.ddp_bucket_bytes``) their all-reduces overlap the last step's backward

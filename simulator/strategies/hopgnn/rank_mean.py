@@ -34,22 +34,22 @@ fair); the segment before step 0's pull adds the inline sampling (:func:`~simula
 and the gather of the pre-gather's local rows, the one after it the pull of its remote rows, each at that finish
 time. The estimate only chooses the machine; the simulation then prices the chosen work with every contention modelled.
 
-What is kept: every worker leaves a barrier at the same instant, so nothing carries from one segment into the
-next and the iteration is the sum over segments of the slowest worker's segment time; running each segment's
-slowest machine, as measured, keeps every term when the estimate picks the right machine. Exactness on
-machine-symmetric statistics (every machine is then the same, whichever is picked:
-tests/strategies/hopgnn/test_hopgnn_rank_mean.py). The bytes per link and the memory check, computed from every
-rank's measured work, as in the full simulation. What is lost: a wrong pick (two machines within the estimate's
-error) drops the difference between them; the senders of the representative's pulls are as busy as its receiver
-(the full simulation's senders carry the mean), which changes nothing while the receiving NIC is the bottleneck;
-with sampler processes the sampling overlaps the previous iteration (then not within one segment) and is taken
-from m'_0 all the same; the pull's count and id calls move the ids of the rank whose rows it pulls; the last, partial iteration keeps the full iteration's picks. Measured on
-``ogbn-papers100M`` (``benchmarks/bench_scale.py`` part 1, 2 steps): the epoch is 0.03 %, 0.17 % and 0.91 % shorter
-than the full simulation's at 4, 16 and 64 GPUs (``epoch diff`` 3.3e-4, 1.7e-3, 9.1e-3; the per-rank mean this
-replaces: 8.8e-2, 7.6e-2, 1.2e-1, all shorter); at 16 GPUs with the controller, with 4 steps and random seeds, with
-sampler processes, and at 64 GPUs without pre-gathering, 0.06-0.31 % shorter. On the ``cora`` card at 2 x 2,
-4 x 1 and 4 x 2 GPUs the epochs are equal (tests/strategies/hopgnn/test_hopgnn_rank_mean.py bounds them at 0.1 %,
-and checks a skewed draw whose slowest machine differs between the two steps: 0.01 %; the per-rank mean: 4.9 %).
+What is kept: every worker leaves a barrier at the same instant, so nothing carries from one segment into the next and
+the iteration is the sum over segments of the slowest worker's segment time; running each segment's slowest machine, as
+measured, keeps every term when the estimate picks the right machine. Exactness on machine-symmetric statistics (every
+machine is then the same, whichever is picked: tests/strategies/hopgnn/test_hopgnn_rank_mean.py). The bytes per link and
+the memory check, computed from every rank's measured work, as in the full simulation. What is lost: a wrong pick (two
+machines within the estimate's error) drops the difference between them; the senders of the representative's pulls are
+as busy as its receiver (the full simulation's senders carry the mean), which changes nothing while the receiving NIC is
+the bottleneck; with sampler processes the sampling overlaps the previous iteration (then not within one segment) and is
+taken from m'_0 all the same; the pull's count and id calls move the ids of the rank whose rows it pulls; the last,
+partial iteration keeps the full iteration's picks. Measured on ``ogbn-papers100M`` (``benchmarks/bench_scale.py`` part
+1, 2 steps): the epoch is 0.03 %, 0.17 % and 0.91 % shorter than the full simulation's at 4, 16 and 64 GPUs (``epoch
+diff`` 3.3e-4, 1.7e-3, 9.1e-3; the per-rank mean this replaces: 8.8e-2, 7.6e-2, 1.2e-1, all shorter); at 16 GPUs with
+the controller, with 4 steps and random seeds, with sampler processes, and at 64 GPUs without pre-gathering, 0.06-0.31 %
+shorter. On the ``cora`` card at 2 x 2, 4 x 1 and 4 x 2 GPUs the epochs are equal
+(tests/strategies/hopgnn/test_hopgnn_rank_mean.py bounds them at 0.1 %, and checks a skewed draw whose slowest machine
+differs between the two steps: 0.01 %; the per-rank mean: 4.9 %).
 Cost: every rank's full iteration is priced (:func:`~.work.hop_work`, as the full simulation does) to find the
 slowest machines and the bytes; the last iteration only for the representative.
 

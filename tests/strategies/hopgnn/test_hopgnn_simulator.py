@@ -128,3 +128,19 @@ def test_one_machine_has_nothing_to_move() -> None:
     r = simulate(load_cluster("dgx-a100"), "cora-sage", "hopgnn", {})
     assert r.feasible and r.bytes_per_epoch["network"] == 0
     assert not any(s.phase == "migrate" for s in r.spans)
+
+
+def test_pulls_are_the_executors_three_collective_calls() -> None:
+    """A pull (the pre-gather's, or each step's without pre-gathering) is the executor's ``RowStore.pull``: three
+    collective calls, each paying ``network.per_collective_s`` on every worker, so raising that cost by d adds
+    3 d per pull to the phase (every worker here has rows to pull and every call waits for the same workers)."""
+    base = cluster(4)
+    d = 1e-3
+    slow = base.model_copy(update={"network": base.network.model_copy(
+        update={"per_collective_s": base.network.per_collective_s + d})})
+    for knobs, phase, pulls_per_iteration in (({"num_steps": 2}, "pregather", 1),
+                                              ({"num_steps": 2, "pregather": False}, "fetch", 2)):
+        a, b = (simulate(c, "cora-sage", "hopgnn", knobs) for c in (base, slow))
+        assert b.breakdown_s[phase] - a.breakdown_s[phase] == pytest.approx(3 * d * pulls_per_iteration
+                                                                            * a.num_iterations, rel=1e-6)
+        assert b.bytes_per_epoch == a.bytes_per_epoch
