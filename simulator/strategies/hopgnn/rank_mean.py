@@ -44,12 +44,14 @@ as busy as its receiver (the full simulation's senders carry the mean), which ch
 the bottleneck; with sampler processes the sampling overlaps the previous iteration (then not within one segment) and is
 taken from m'_0 all the same; the pull's count and id calls move the ids of the rank whose rows it pulls; the last,
 partial iteration keeps the full iteration's picks. Measured on ``ogbn-papers100M`` (``benchmarks/bench_scale.py`` part
-1, 2 steps): the epoch is 0.03 %, 0.17 % and 0.91 % shorter than the full simulation's at 4, 16 and 64 GPUs (``epoch
-diff`` 3.3e-4, 1.7e-3, 9.1e-3; the per-rank mean this replaces: 8.8e-2, 7.6e-2, 1.2e-1, all shorter); at 16 GPUs with
-the controller, with 4 steps and random seeds, with sampler processes, and at 64 GPUs without pre-gathering, 0.06-0.31 %
-shorter. On the ``cora`` card at 2 x 2, 4 x 1 and 4 x 2 GPUs the epochs are equal
-(tests/strategies/hopgnn/test_hopgnn_rank_mean.py bounds them at 0.1 %, and checks a skewed draw whose slowest machine
-differs between the two steps: 0.01 %; the per-rank mean: 4.9 %).
+1, 2 steps; 2026-11-23): the epoch equals the full simulation's at 4, 16 and 64 GPUs (``epoch diff`` 0), and so it does
+at 16 GPUs with the controller, with 4 steps and random seeds, with sampler processes, and at 64 GPUs without
+pre-gathering or without migrating parameters. Before the pulls were priced as the executor's collective calls (whose
+barriers split segment 0 where the estimate now splits it) the epoch was 0.03 %, 0.17 % and 0.91 % shorter at 4, 16 and
+64 GPUs, and 8.8 %, 7.6 % and 12 % shorter with the per-rank mean this replaces. On the ``cora`` card at 2 x 2, 4 x 1
+and 4 x 2 GPUs the epochs are equal (0 apart, 3.5e-6 at 4 x 1 with 2 steps;
+tests/strategies/hopgnn/test_hopgnn_rank_mean.py bounds 2 x 2 at 1e-9, and a skewed draw whose slowest machine differs
+between the two steps at 0.01 %; the per-rank mean: 4.9 %).
 Cost: every rank's full iteration is priced (:func:`~.work.hop_work`, as the full simulation does) to find the
 slowest machines and the bytes; the last iteration only for the representative.
 

@@ -79,9 +79,9 @@ def test_a_card_runs_the_slowest_machine_on_one_machine_and_says_so() -> None:
         # bytes per link and the memory check come from every rank's measured work, as in the full simulation
         assert fast.bytes_per_epoch == pytest.approx(full.bytes_per_epoch, rel=1e-12)
         assert fast.peak_memory_bytes == full.peak_memory_bytes
-        # each barrier waits for the slowest machine's worker in both: observed equal (the per-rank mean: 0.1-2 %
-        # shorter)
-        assert fast.epoch_time_s == pytest.approx(full.epoch_time_s, rel=1e-3)
+        # each barrier waits for the slowest machine's worker in both: observed equal to the last bit since the pulls
+        # are collective calls (0.1 % apart before; the per-rank mean: 0.1-2 % shorter)
+        assert fast.epoch_time_s == pytest.approx(full.epoch_time_s, rel=1e-9)
 
 
 def skewed(mg: Any, slow: dict[int, int], factor: float) -> Any:
@@ -121,7 +121,7 @@ def test_each_barrier_waits_for_its_own_slowest_machine(monkeypatch: pytest.Monk
         assert rep[0].pregather_remote_rows == priced[1].pregather_remote_rows
     fast, full = fast_and_full(module, ctx, kn)
     assert represented(fast) == {4}
-    assert fast.epoch_time_s == pytest.approx(full.epoch_time_s, rel=1e-3)
+    assert fast.epoch_time_s == pytest.approx(full.epoch_time_s, rel=1e-4)
     monkeypatch.setattr(hopgnn, "micrograph_stats", lambda ctx, knobs: rank_mean.rank_mean_stats(mg))
     mean = module.simulate(ctx, kn)
     assert mean.epoch_time_s < 0.99 * full.epoch_time_s       # what the per-rank mean loses here
