@@ -7,7 +7,10 @@
    points are compared by their median runs: a fit to the fastest run predicts a best case, low by the spread).
    This is the ONLY data fitted; the printed parameter table compares every fitted parameter with its probed value
    (flags from calibration).
-3. Held-out points, each predicted by the calibrated cluster and measured ``--repeats`` times:
+3. Held-out points, each predicted by the calibrated cluster and measured ``--repeats`` times, in rounds (every
+   point once, calibration point included, then again: :func:`measure.measure`), so a slow period of this shared
+   virtual machine spoils one run of several points rather than every run of one (measured one point after the
+   other, the same point came out 30% slower in one record than in another, all its runs alike):
    * every strategy of ``--strategies`` (default dp, hopgnn, gsplit: same training semantics; hopgnn at a fixed
      step count, :data:`STRATEGY_KNOBS`) x every rate of
      ``--bandwidths`` (default 100 Mbit/s .. 3 Gbit/s plus unshaped), on Cora and on an R-MAT graph;
@@ -23,10 +26,12 @@
    per workload and rate the measured and predicted order of strategies with Kendall's tau
    (:func:`scipy.stats.kendalltau`) and whether the orders agree wherever measured times differ by more than the
    run spread; per workload the rate where the measured winner changes (log-interpolated between the measured
-   rates) and where the predicted one does (a fine sweep of the simulator), and their ratio.
+   rates; the unshaped veth counts at its probed rate, as the shaping rate that gives the same NIC rate) with a 90%
+   bootstrap interval (:func:`change_interval`: every point's runs resampled), where the predicted one does (a fine
+   sweep of the simulator over the same range), and their ratio.
 
 Record and replay: ``--record DIR`` keeps what was measured (the probed cluster, every point's run times and its
-median run's trace, ``record.json``) as it goes; ``--replay DIR`` calibrates and predicts again from such a folder
+median run's trace, ``record.json``) after each round; ``--replay DIR`` calibrates and predicts again from such a folder
 without running anything (a model change can be checked against the same measurements), and ``--calib-point
 LABEL`` calibrates on another recorded point (a shaped one at full CPU; the original calibration point is then
 held out like the others).
@@ -153,6 +158,31 @@ def winner_change(rates: list[float], times: dict[str, list[float]]) -> float | 
     return None
 
 
+CHANGE_DRAWS = 2000
+"""Bootstrap resamples behind the measured winner-change rate's interval."""
+
+
+def change_interval(rates: list[float], runs: dict[str, list[list[float]]], seed: int = 0) -> tuple[float, float]:
+    """90% bootstrap interval (5th and 95th percentiles) of the measured winner-change rate: at every rate each
+    strategy's runs resampled with replacement (:data:`CHANGE_DRAWS` times, ``numpy.random.default_rng(seed)``)
+    and :func:`winner_change` of the resampled medians; a draw in which the winner never changes counts as
+    ``inf`` (above the range).
+
+    Shapes:
+        rates: (n,) bytes/s ascending; runs: strategy -> n lists of run times (seconds), each non-empty.
+    """
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    draws = []
+    for _ in range(CHANGE_DRAWS):
+        medians = {s: [float(np.median(rng.choice(r, len(r)))) for r in per_rate] for s, per_rate in runs.items()}
+        change = winner_change(rates, medians)
+        draws.append(math.inf if change is None else change)
+    low, high = np.quantile(draws, [0.05, 0.95], method="inverted_cdf")  # an actual draw: inf stays inf
+    return float(low), float(high)
+
+
 def order_agrees(measured: dict[str, Measured], predicted: dict[str, float]) -> bool:
     """Whether every pair of strategies whose measured times differ by more than their run spread is ordered
     the same way by the prediction."""
@@ -234,20 +264,28 @@ def main(argv: list[str] | None = None) -> int:
             "settings": {k: getattr(args, k) for k in ("calib", "bandwidths", "strategies", "quota", "epochs",
                                                       "rmat_vertices")},
             "base_cluster": base.model_dump(mode="json"), "unshaped_bytes_per_s": unshaped, "points": []}
-        for i, pt in enumerate(points):
-            rate = rates.get(pt.rate, calib_rate)
-            load0 = load_average()
-            fixed = STRATEGY_KNOBS.get(pt.strategy, {})
-            got = measure({pt.label: plan(workloads[pt.workload], pt.strategy, {**fixed, **dict(pt.knobs)}, rate)},
-                          args.repeats, tmp, None, MachineLimits(rate, pt.quota), say=lambda _m: None)[pt.label]
-            trace = f"point{i:02d}.json"
-            shutil.copyfile(got.median_run["trace"], keep / trace)
-            record["points"].append({**asdict(pt), "knobs": dict(pt.knobs), "fixed_knobs": fixed,
-                                     "runs_s": got.runs_s, "trace": trace,
-                                     "load": f"{load0}-{load_average()}"})
-            print(f"{pt.label}: {got.median_s * 1e3:.1f} ms (runs {', '.join(f'{r * 1e3:.1f}' for r in got.runs_s)}"
-                  f"; load average {load0}-{load_average()})", flush=True)
+        plans = {pt.label: plan(workloads[pt.workload], pt.strategy,
+                                {**STRATEGY_KNOBS.get(pt.strategy, {}), **dict(pt.knobs)},
+                                rates.get(pt.rate, calib_rate)) for pt in points}
+        limits = {pt.label: MachineLimits(rates.get(pt.rate, calib_rate), pt.quota) for pt in points}
+
+        def keep_round(r: int, got: dict[str, Measured]) -> None:
+            """After each round: every point's runs so far and its median run's trace, into the record."""
+            record["points"] = []
+            for i, pt in enumerate(points):
+                m, trace = got[pt.label], f"point{i:02d}.json"
+                shutil.copyfile(m.median_run["trace"], keep / trace)
+                record["points"].append({**asdict(pt), "knobs": dict(pt.knobs),
+                                         "fixed_knobs": STRATEGY_KNOBS.get(pt.strategy, {}), "runs_s": m.runs_s,
+                                         "trace": trace})
             atomic_write_json(keep / RECORD, record)
+            print(f"-- round {r + 1}/{args.repeats} done; load average {load_average()}", flush=True)
+
+        got = measure(plans, args.repeats, tmp, None, limits, after_round=keep_round)
+        for pt in points:
+            m = got[pt.label]
+            print(f"{pt.label}: {m.median_s * 1e3:.1f} ms (runs {', '.join(f'{r * 1e3:.1f}' for r in m.runs_s)})",
+                  flush=True)
         analyse(record, keep, args.calib_point, workloads, strategies, rates, kendalltau)
     return 0
 
@@ -308,12 +346,14 @@ def analyse(record: dict[str, Any], folder: Path, calib_point: str | None, workl
         got = Measured(runs_s=list(p["runs_s"]))
         knobs = {**p.get("fixed_knobs", {}), **dict(pt.knobs)}
         rows.append((pt, got, predict_s(cluster_at(rate, pt.quota), workloads[pt.workload], pt.strategy, knobs)))
-    report(rows, workloads, strategies, rates, calib_rate, cluster_at, kendalltau)
+    report(rows, workloads, strategies, rates, unshaped / efficiency, cluster_at, kendalltau)
 
 
 def report(rows: list[tuple[Point, Measured, float]], workloads: dict[str, Any], strategies: list[str],
-           rates: dict[str, float | None], calib_rate: float, cluster_at: Any, kendalltau: Any) -> None:
-    """The per-point table, MAPE, orders and winner-change rates (module docstring, step 4)."""
+           rates: dict[str, float | None], unshaped_rate: float, cluster_at: Any, kendalltau: Any) -> None:
+    """The per-point table, MAPE, orders and winner-change rates (module docstring, step 4); ``unshaped_rate``:
+    the shaping rate whose NIC rate is the unshaped veth's probed rate (where the unshaped point sits on the rate
+    axis)."""
     print(f"\n{'held-out point':<48} {'meas_ms':>8} {'pred_ms':>8} {'error':>7} {'spread':>7}")
     errors = []
     for pt, m, pred in rows:
@@ -326,7 +366,7 @@ def report(rows: list[tuple[Point, Measured, float]], workloads: dict[str, Any],
     print(f"\n{'workload':<6} {'rate':<10} {'measured order':<24} {'predicted order':<24} {'tau':>5} agrees")
     for wname in workloads:
         meas_t: dict[str, list[float]] = {s: [] for s in strategies}
-        pred_t: dict[str, list[float]] = {s: [] for s in strategies}
+        meas_runs: dict[str, list[list[float]]] = {s: [] for s in strategies}
         used = []
         for text, rate in rates.items():
             cells = {s: by.get((wname, text, s)) for s in strategies}
@@ -338,23 +378,31 @@ def report(rows: list[tuple[Point, Measured, float]], workloads: dict[str, Any],
             tau = kendalltau([ms[s].median_s for s in strategies], [ps[s] for s in strategies]).statistic
             print(f"{wname:<6} {text:<10} {' < '.join(mo):<24} {' < '.join(po):<24} {tau:>5.2f} "
                   f"{'yes' if order_agrees(ms, ps) else 'NO'}")
-            if rate is not None:
-                used.append(rate)
-                for s in strategies:
-                    meas_t[s].append(ms[s].median_s)
-                    pred_t[s].append(ps[s])
+            used.append(unshaped_rate if rate is None else rate)
+            for s in strategies:
+                meas_t[s].append(ms[s].median_s)
+                meas_runs[s].append(list(ms[s].runs_s))
+        order = sorted(range(len(used)), key=used.__getitem__)
+        used = [used[i] for i in order]
+        meas_t = {s: [v[i] for i in order] for s, v in meas_t.items()}
+        meas_runs = {s: [v[i] for i in order] for s, v in meas_runs.items()}
         measured_change = winner_change(used, meas_t) if len(used) > 1 else None
+        low, high = change_interval(used, meas_runs) if len(used) > 1 else (math.inf, math.inf)
         sweep = [used[0] * (used[-1] / used[0]) ** (i / 200) for i in range(201)] if len(used) > 1 else []
         pred_sweep = {s: [predict_s(cluster_at(r), workloads[wname], s, STRATEGY_KNOBS.get(s, {})) for r in sweep]
                       for s in strategies}
         predicted_change = winner_change(sweep, pred_sweep) if sweep else None
         ratio = (predicted_change / measured_change if measured_change and predicted_change else None)
-        print(f"{wname}: winner changes at measured {_rate(measured_change)}, predicted {_rate(predicted_change)}"
-              + (f" (ratio {ratio:.2f}, target within 2x)" if ratio else ""), flush=True)
+        inside = predicted_change is not None and low / 2 <= predicted_change <= high * 2
+        print(f"{wname}: winner changes at measured {_rate(measured_change)} (90% bootstrap interval "
+              f"{_rate(low)} .. {_rate(high)}), predicted {_rate(predicted_change)}"
+              + (f" (ratio {ratio:.2f}, target within 2x)" if ratio else "")
+              + (f"; within 2x of the interval: {'yes' if inside else 'no'}" if predicted_change else ""), flush=True)
 
 
 def _rate(bandwidth: float | None) -> str:
-    return "never (in range)" if bandwidth is None else f"{bandwidth * 8 / 1e6:.0f} Mbit/s"
+    """A shaping rate in Mbit/s; None or ``inf``: no change within the range."""
+    return "never (in range)" if bandwidth is None or math.isinf(bandwidth) else f"{bandwidth * 8 / 1e6:.0f} Mbit/s"
 
 
 if __name__ == "__main__":

@@ -87,16 +87,21 @@ def probe_local_cluster(quick: bool) -> Any:
 
 
 def measure(plans: dict[str, Any], repeats: int, trace_dir: str, epochs: int | None,
-            limits: Any | None = None, say: Any = print) -> dict[str, Measured]:
+            limits: Any | None = None, say: Any = print, after_round: Any = None) -> dict[str, Measured]:
     """Run every plan ``repeats`` times, interleaved (repeat 1 of all, then repeat 2, ...), so a burst of load
-    from other processes spoils one run of several plans rather than every run of one."""
+    from other processes, or a slow period of this shared virtual machine, spoils one run of several plans rather
+    than every run of one. ``limits``: the emulated machines' limits for every plan, or a mapping from plan label
+    to its limits (None: local worker processes). ``after_round(r, measured)`` is called after round r (0-based)
+    with the runs so far."""
     out = {label: Measured() for label in plans}
     for r in range(repeats):
         for label, plan in plans.items():
-            res = run_once(plan, trace_dir, epochs, limits)
+            res = run_once(plan, trace_dir, epochs, limits.get(label) if isinstance(limits, dict) else limits)
             out[label].runs_s.append(float(res["epoch_time_s"]))
             out[label].results.append(res)
             say(f"  run {r + 1}/{repeats} {label}: {res['epoch_time_s'] * 1e3:.1f} ms/epoch")
+        if after_round is not None:
+            after_round(r, out)
     return out
 
 
