@@ -11,11 +11,16 @@ it, and adds them with their sources to the probe's cluster mapping (:func:`add_
   the blocks' tensors, each a shared-memory file descriptor fetched from the sender (torch.multiprocessing's
   ``file_descriptor`` strategy; torch/multiprocessing/reductions.py ``rebuild_storage_fd``). Median over the
   batches after the first two.
-* ``network.per_collective_s``: two spawned gloo processes on 127.0.0.1 time an 8-byte ``all_reduce`` (median
-  of interleaved rounds with an 8-byte send/recv round trip, reported beside it); the fixed cost of the
-  collective is the all-reduce minus what the simulator already charges for it, its ring's ``2 (W - 1)``
-  messages at the probe's ``network.latency_s`` (W = 2; ring all-reduce, Thakur, Rabenseifner and Gropp,
-  IJHPCA 19(1), 2005, §4.5), at least 1 us.
+* ``network.per_collective_s``: two spawned gloo processes on 127.0.0.1 time an 8-byte ``all_reduce``, each call
+  after 1 ms of compute, trimmed mean over 100 calls (:func:`executor.probe_io.collective_mean_s`, the
+  measurement ``gnnplan probe --emulate`` makes between machines: in training a collective follows compute, and
+  an epoch pays the mean call, slow ones included; an 8-byte send/recv round trip's median is reported beside
+  it); the fixed cost of the collective is the all-reduce minus what the simulator already charges for it, its
+  ring's ``2 (W - 1)`` messages at the probe's ``network.latency_s`` (W = 2; ring all-reduce, Thakur,
+  Rabenseifner and Gropp, IJHPCA 19(1), 2005, §4.5), at least 1 us. The median of back-to-back calls this
+  replaces came out at that floor (2026-11-24: the call cost no more than its two messages), while a call after
+  compute cost 0.42-0.63 ms (three probes) and the main job's measured shuffles and all-reduces were 5-10x their
+  prediction.
 * ``network.ddp_per_bucket_s``: in the same two processes, a DDP-wrapped model of :data:`DDP_MODEL_DIMS` (one
   gradient bucket) runs backward; the time from the bucket's launch (the executor's
   :class:`~executor.ddp.GradientHook`, where its ``all_reduce`` span starts) to backward's return, minus a plain
@@ -50,6 +55,7 @@ from gnnplan.executor.probe_calls import (
     graph_op_overhead_s,
     sampler_call_s,
 )
+from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_CALLS, collective_mean_s
 from gnnplan.executor.trace import Recorder, now
 
 PRIOR_FIELDS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
@@ -125,27 +131,25 @@ of a 2-layer model on Cora)."""
 
 
 def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float, float, float]:
-    """Rank program of :func:`per_collective_s`: median one-way 8-byte message time, 8-byte all-reduce, a DDP
-    bucket's launch-to-return time and a plain all-reduce of the same bytes."""
+    """Rank program of :func:`per_collective_s`: median one-way 8-byte message time, the mean 8-byte all-reduce
+    after compute (:func:`executor.probe_io.collective_mean_s`, as ``gnnplan probe --emulate`` times it between
+    machines), a DDP bucket's launch-to-return time and a plain all-reduce of the same bytes."""
     from gnnplan.executor import comm
 
     peer = 1 - topo.rank
     first, second = (comm.send, comm.recv) if topo.rank == 0 else (comm.recv, comm.send)
-    buf, value = torch.zeros(1, dtype=torch.float64), torch.ones(1, dtype=torch.float64)
-    one_way, reduce = [], []
+    buf = torch.zeros(1, dtype=torch.float64)
+    one_way = []
     comm.barrier()
     for i in range(repeats + 3):  # three warm-up rounds
         start = time.perf_counter()
         first(buf, peer)
         second(buf, peer)
-        middle = time.perf_counter()
-        comm.all_reduce_(value)
-        end = time.perf_counter()
         if i >= 3:
-            one_way.append((middle - start) / 2.0)
-            reduce.append(end - middle)
+            one_way.append((time.perf_counter() - start) / 2.0)
+    reduce = collective_mean_s()
     ddp, flat = _ddp_bucket_times(repeats)
-    return float(np.median(one_way)), float(np.median(reduce)), ddp, flat
+    return float(np.median(one_way)), reduce, ddp, flat
 
 
 def _bucket_bytes() -> int:
@@ -295,10 +299,11 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
             f"{list(sizes.sampling_fanouts)}, R-MAT graph of {sizes.rmat_vertices} vertices) from one sampler "
             "process of executor.sampling.BatchStream (DataLoader queue get + unpickling shared-memory tensors)"),
         "network.per_collective_s": (
-            f"measured by gnnplan probe on {date}: median 8-byte gloo all_reduce between 2 spawned local processes "
-            f"({reduce:.4g} s; an 8-byte message one way: {one_way:.4g} s; medians of {sizes.message_repeats} "
-            f"interleaved rounds) minus its ring's 2 messages at network.latency_s ({latency:.4g} s), at least "
-            f"{MIN_FIXED_S:g} s"),
+            f"measured by gnnplan probe on {date}: mean 8-byte gloo all_reduce between 2 spawned local processes, "
+            f"each call after {COLLECTIVE_BUSY_S:g} s of compute ({reduce:.4g} s; executor.probe_io."
+            f"collective_mean_s: {COLLECTIVE_CALLS} calls, 5% trimmed at each end; an 8-byte message one way: "
+            f"{one_way:.4g} s, median of {sizes.message_repeats} rounds) minus its ring's 2 messages at "
+            f"network.latency_s ({latency:.4g} s), at least {MIN_FIXED_S:g} s"),
         "network.ddp_per_bucket_s": (
             f"measured by gnnplan probe on {date}: median over {sizes.message_repeats} rounds between 2 spawned "
             f"local processes of a DDP model's one gradient bucket ({_bucket_bytes()} bytes: linear layers "

@@ -24,6 +24,25 @@ def test_a_collective_costs_what_its_messages_do_not(monkeypatch: pytest.MonkeyP
     assert ddp == pytest.approx(2e-3, rel=1e-12)  # a DDP bucket's launch-to-return minus the plain all-reduce
 
 
+def test_the_all_reduce_is_timed_after_compute_as_between_emulated_machines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rank program's all-reduce time is :func:`executor.probe_io.collective_mean_s` (the mean call after
+    compute, as ``probe --emulate`` measures it), not a median of back-to-back calls; the round trip stays a
+    median of its own rounds."""
+    from types import SimpleNamespace
+
+    from gnnplan.executor import comm
+
+    calls: list[str] = []
+    monkeypatch.setattr(comm, "barrier", lambda: None)
+    monkeypatch.setattr(comm, "send", lambda buf, peer: calls.append(f"send {peer}"))
+    monkeypatch.setattr(comm, "recv", lambda buf, peer: calls.append(f"recv {peer}"))
+    monkeypatch.setattr(probe_overheads, "collective_mean_s", lambda: 4.2e-4)
+    monkeypatch.setattr(probe_overheads, "_ddp_bucket_times", lambda repeats: (3e-3, 1e-3))
+    one_way, reduce, ddp, flat = probe_overheads._collective_rank(SimpleNamespace(rank=0), None, 4)
+    assert reduce == 4.2e-4 and (ddp, flat) == (3e-3, 1e-3)
+    assert calls == ["send 1", "recv 1"] * (4 + 3) and one_way >= 0  # three warm-up round trips
+
+
 def test_ddp_bucket_time_is_measured_on_the_executors_ddp_path() -> None:
     """Two real gloo processes: a DDP bucket's launch-to-return time and a plain all-reduce of its bytes, both
     positive; the returned DDP cost is their difference (at least MIN_FIXED_S)."""
