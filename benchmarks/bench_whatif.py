@@ -22,7 +22,9 @@
    the ping-pong of ``probe --emulate``) times the calibration's factor (fitted / probed bandwidth); a CPU quota of
    q cores on a machine of c cores multiplies every CPU throughput by q / c and divides every fixed CPU cost by
    it (:func:`with_cpu_quota`, the fields listed there): a slower device.
-4. Printed: per point measured (median of runs), predicted, error and run spread; MAPE over the held-out points;
+4. Printed: per point measured (median of runs), predicted, error and run spread; MAPE over the held-out points
+   and beside it the run-to-run error (each run against the median of the point's other runs: the MAPE a
+   prediction equal to one run would score, the noise floor of the target);
    per workload and rate the measured and predicted order of strategies with Kendall's tau
    (:func:`scipy.stats.kendalltau`) and whether the orders agree wherever measured times differ by more than the
    run spread; per workload the rate where the measured winner changes (log-interpolated between the measured
@@ -362,6 +364,10 @@ def report(rows: list[tuple[Point, Measured, float]], workloads: dict[str, Any],
         print(f"{pt.label:<48} {m.median_s * 1e3:>8.1f} {pred * 1e3:>8.1f} {err:>+7.1%} {m.spread:>7.1%}")
     print(f"held-out points: {len(rows)}; MAPE {sum(errors) / len(errors):.1%} (target <= 15%); worst "
           f"{max(errors):.1%}")
+    rerun = [m.rerun_error for _, m, _ in rows if len(m.runs_s) > 1]
+    if rerun:  # the noise floor (measure.Measured.rerun_error)
+        print(f"run to run: a point's run against the median of its other runs, mean |difference| "
+              f"{sum(rerun) / len(rerun):.1%} over {len(rerun)} points (the MAPE of a prediction equal to one run)")
     by = {(pt.workload, pt.rate, pt.strategy): (m, pred) for pt, m, pred in rows if not pt.quota and not pt.knobs}
     print(f"\n{'workload':<6} {'rate':<10} {'measured order':<24} {'predicted order':<24} {'tau':>5} agrees")
     for wname in workloads:

@@ -35,6 +35,15 @@ class Measured:
         return (max(self.runs_s) - min(self.runs_s)) / self.median_s if len(self.runs_s) > 1 else 0.0
 
     @property
+    def rerun_error(self) -> float:
+        """Mean over the runs of ``|run / median of the other runs - 1|`` (nan with one run): how far the same
+        configuration measured once more lands from the rest, the error a prediction equal to one run scores."""
+        if len(self.runs_s) < 2:
+            return float("nan")
+        others = [statistics.median(self.runs_s[:i] + self.runs_s[i + 1:]) for i in range(len(self.runs_s))]
+        return statistics.fmean(abs(run / other - 1.0) for run, other in zip(self.runs_s, others))
+
+    @property
     def median_run(self) -> dict[str, Any]:
         """The ``run --json`` object of the run whose epoch time is the median (the lower middle of an even
         count): the run the point's statistic describes."""

@@ -10,7 +10,7 @@ limit (cgroup v1), and a NIC shaped by ``tc tbf``. So the probe runs where the r
 * the network is measured between machines: a gloo send/recv ping-pong between a rank on machine 0 and a rank on
   machine 1 over the shaped veth pairs and bridge, fitted with the alpha-beta model
   (:func:`executor.probe_io.fit_latency_bandwidth`; Hockney, Parallel Computing 20(3), 1994), and the fixed cost
-  of a collective call from the mean 8-byte ``all_reduce`` between the same two ranks
+  of a collective call from the mean 1 KiB ``all_reduce`` between the same two ranks
   (:func:`executor.probe_io.collective_mean_s`), not from two processes inside machine 0, whose all-reduce never
   crosses the shaped link.
 
@@ -34,7 +34,7 @@ from typing import IO, Any
 
 from gnnplan.executor.emulate import MASTER_PORT, EmulatedCluster, EmulationError, MachineLimits, rank_environment
 from gnnplan.executor.launch import WorkerError
-from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_CALLS
+from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_BYTES, COLLECTIVE_CALLS
 from gnnplan.executor.probe_overheads import MIN_FIXED_S
 from gnnplan.simulator.errors import SpecError
 
@@ -113,12 +113,12 @@ def shaped_latency_bandwidth(sizes_bytes: list[int] | tuple[int, ...], times_s: 
 def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits, network: tuple[float, float, float],
              sizes: Any) -> dict[str, Any]:
     """The machine probe's mapping turned into the emulated cluster's; ``network`` is what was measured between
-    machines: (latency s, bandwidth B/s, mean 8-byte all-reduce s)."""
+    machines: (latency s, bandwidth B/s, mean :data:`~executor.probe_io.COLLECTIVE_BYTES` all-reduce s)."""
     from gnnplan.executor.probe import _sig, host_memory_bytes
     from gnnplan.executor.probe_overheads import collective_fixed_s
 
     latency_s, bandwidth_bytes_per_s, reduce_s = network
-    collective = collective_fixed_s(reduce_s, latency_s)
+    collective = collective_fixed_s(reduce_s, latency_s, bandwidth_bytes_per_s)
 
     data = dict(machine)
     memory = limits.memory_bytes or host_memory_bytes() / m
@@ -158,10 +158,10 @@ def emulated_network_sources(m: int, w: int, limits: MachineLimits, memory_bytes
             "token bucket's burst), latency fitted by non-negative least squares on relative residuals over all "
             "sizes"),
         "network.per_collective_s": (
-            f"mean 8-byte gloo all_reduce between the same two ranks ({all_reduce_s:.4g} s; "
-            f"executor.probe_io.collective_mean_s: {COLLECTIVE_CALLS} calls each after "
+            f"mean {COLLECTIVE_BYTES}-byte float32 gloo all_reduce between the same two ranks ({all_reduce_s:.4g} "
+            f"s; executor.probe_io.collective_mean_s: {COLLECTIVE_CALLS} calls each after "
             f"{COLLECTIVE_BUSY_S * 1e3:g} ms of compute, 5% trimmed each side) minus its ring's 2 messages at "
-            f"network.latency_s, at least {MIN_FIXED_S:g} s"),
+            f"network.latency_s and its bytes at network.bandwidth_bytes_per_s, at least {MIN_FIXED_S:g} s"),
     }
     return {k: f"measured by gnnplan probe --emulate on {date}: {v}" for ks, v in methods.items()
             for k in ks.split()}
@@ -183,7 +183,7 @@ def _machine_probe(cluster: EmulatedCluster, workers: int, quick: bool, tmp: Pat
 
 def _ping_pong(cluster: EmulatedCluster, sizes: list[int], repeats: int, tmp: Path, timeout_s: float
                ) -> tuple[list[float], float]:
-    """One-way times per size between a rank on machine 0 and one on machine 1, and the mean 8-byte all-reduce
+    """One-way times per size between a rank on machine 0 and one on machine 1, and the mean 1 KiB all-reduce
     between them (:func:`executor.probe_io.collective_mean_s`; rank 0 prints them)."""
     argv = _module_argv("pingpong", "--sizes", ",".join(map(str, sizes)), "--repeats", str(repeats))
     with open(tmp / "pp.out", "w+") as out, open(tmp / "pp0.err", "w+") as err0, \

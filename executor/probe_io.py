@@ -89,6 +89,14 @@ training a collective follows compute, so the core goes from busy to waiting, as
 COLLECTIVE_CALLS = 100
 """Timed calls of :func:`collective_mean_s` (whatever the probe's size; ~0.2 s): a mean over a slow quarter of the
 calls needs many."""
+COLLECTIVE_ELEMENTS = 256
+"""float32 elements of :func:`collective_mean_s`'s all-reduce (1 KiB; 128 per rank of two): many per rank, as in
+every collective the executor makes. A one-element all-reduce is not representative: measured 2026-11-28 (trimmed
+means of 100 calls after 1 ms of compute), an 8-byte float64 all-reduce took 0.13-0.21 ms between two local
+processes and 0.29-0.36 ms between two emulated machines, while 16 B, 1 KiB and 64 KiB took 1.3-1.6 ms locally and
+0.9-1.8 ms between the emulated machines (unshaped and at 1 Gbit/s, where 1 KiB is 8 us of transfer)."""
+COLLECTIVE_BYTES = 4 * COLLECTIVE_ELEMENTS
+"""Bytes per rank of :func:`collective_mean_s`'s all-reduce."""
 
 
 def _busy_s(seconds: float) -> int:
@@ -101,21 +109,18 @@ def _busy_s(seconds: float) -> int:
 
 
 def collective_mean_s(repeats: int = COLLECTIVE_CALLS) -> float:
-    """Mean seconds of an 8-byte gloo ``all_reduce`` of the joined process group, each after
-    :data:`COLLECTIVE_BUSY_S` of compute, over ``repeats`` calls after three warm-ups; the top and bottom 5% are
-    trimmed (:func:`scipy.stats.trim_mean`) so that a rare pause of the machine does not count.
+    """Mean seconds of a :data:`COLLECTIVE_BYTES` gloo ``all_reduce`` (float32) of the joined process group, each
+    after :data:`COLLECTIVE_BUSY_S` of compute, over ``repeats`` calls after three warm-ups; the top and bottom 5%
+    are trimmed (:func:`scipy.stats.trim_mean`) so that a rare pause of the machine does not count.
 
-    The mean, not the median: an epoch sums its calls, so a per-call cost must be what a call costs on average.
-    On a virtual machine a call that waits can find its core descheduled: two emulated machines (one core each,
-    1 Gbit/s, 2026-11-23) took 0.51 ms median but 1.92 ms mean per 64-byte ``all_reduce`` after matrix products
-    (a quarter of the calls 3-5 ms). After this busy loop the same machines gave 0.28-0.35 ms mean (three probes):
-    fewer slow calls than after training's kernels, so on such a machine the prior stays low.
+    The mean, not the median: an epoch sums its calls, so a per-call cost must be what a call costs on average
+    (the calls are bimodal here: 1 KiB between two local processes, 0.57 ms median and 1.37 ms mean).
     """
     import scipy.stats
 
     from gnnplan.executor import comm
 
-    value = torch.ones(1, dtype=torch.float64)
+    value = torch.ones(COLLECTIVE_ELEMENTS, dtype=torch.float32)
     times = []
     comm.barrier()
     for i in range(repeats + 3):

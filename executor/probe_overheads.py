@@ -11,16 +11,17 @@ it, and adds them with their sources to the probe's cluster mapping (:func:`add_
   the blocks' tensors, each a shared-memory file descriptor fetched from the sender (torch.multiprocessing's
   ``file_descriptor`` strategy; torch/multiprocessing/reductions.py ``rebuild_storage_fd``). Median over the
   batches after the first two.
-* ``network.per_collective_s``: two spawned gloo processes on 127.0.0.1 time an 8-byte ``all_reduce``, each call
-  after 1 ms of compute, trimmed mean over 100 calls (:func:`executor.probe_io.collective_mean_s`, the
-  measurement ``gnnplan probe --emulate`` makes between machines: in training a collective follows compute, and
-  an epoch pays the mean call, slow ones included; an 8-byte send/recv round trip's median is reported beside
-  it); the fixed cost of the collective is the all-reduce minus what the simulator already charges for it, its
-  ring's ``2 (W - 1)`` messages at the probe's ``network.latency_s`` (W = 2; ring all-reduce, Thakur,
-  Rabenseifner and Gropp, IJHPCA 19(1), 2005, §4.5), at least 1 us. The median of back-to-back calls this
-  replaces came out at that floor (2026-11-24: the call cost no more than its two messages), while a call after
-  compute cost 0.42-0.63 ms (three probes) and the main job's measured shuffles and all-reduces were 5-10x their
-  prediction.
+* ``network.per_collective_s``: two spawned gloo processes on 127.0.0.1 time a 1 KiB float32 ``all_reduce``
+  (:data:`executor.probe_io.COLLECTIVE_BYTES`: many elements per rank, as every collective of the executor; a
+  one-element all-reduce is several times faster than any larger one), each call after 1 ms of compute, trimmed
+  mean over 100 calls (:func:`executor.probe_io.collective_mean_s`, the measurement ``gnnplan probe --emulate``
+  makes between machines: in training a collective follows compute, and an epoch pays the mean call, slow ones
+  included; an 8-byte send/recv round trip's median is reported beside it); the fixed cost of the collective is
+  the all-reduce minus what the simulator already charges for it, its ring's ``2 (W - 1)`` messages at the
+  probe's ``network.latency_s`` and ``2 (W - 1) / W`` of its bytes at ``network.bandwidth_bytes_per_s`` (W = 2;
+  ring all-reduce, Thakur, Rabenseifner and Gropp, IJHPCA 19(1), 2005, §4.5), at least 1 us. Before 2026-11-28
+  the probe timed a one-element (8-byte) all-reduce: 0.13-0.21 ms a call against 1.3-1.6 ms for 16 B - 64 KiB
+  (:data:`~executor.probe_io.COLLECTIVE_ELEMENTS`), so every collective the simulator priced was ~1 ms short.
 * ``network.ddp_per_bucket_s``: in the same two processes, a DDP-wrapped model of :data:`DDP_MODEL_DIMS` (one
   gradient bucket) runs backward; the time from the bucket's launch (the executor's
   :class:`~executor.ddp.GradientHook`, where its ``all_reduce`` span starts) to backward's return, minus a plain
@@ -55,7 +56,7 @@ from gnnplan.executor.probe_calls import (
     graph_op_overhead_s,
     sampler_call_s,
 )
-from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_CALLS, collective_mean_s
+from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_BYTES, COLLECTIVE_CALLS, collective_mean_s
 from gnnplan.executor.trace import Recorder, now
 
 PRIOR_FIELDS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
@@ -131,7 +132,7 @@ of a 2-layer model on Cora)."""
 
 
 def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float, float, float]:
-    """Rank program of :func:`per_collective_s`: median one-way 8-byte message time, the mean 8-byte all-reduce
+    """Rank program of :func:`per_collective_s`: median one-way 8-byte message time, the mean 1 KiB all-reduce
     after compute (:func:`executor.probe_io.collective_mean_s`, as ``gnnplan probe --emulate`` times it between
     machines), a DDP bucket's launch-to-return time and a plain all-reduce of the same bytes."""
     from gnnplan.executor import comm
@@ -187,30 +188,35 @@ def _ddp_bucket_times(repeats: int) -> tuple[float, float]:
     return float(np.median(bucket)), float(np.median(flat))
 
 
-def per_collective_s(repeats: int, latency_s: float) -> tuple[float, float, float, float]:
+def per_collective_s(repeats: int, latency_s: float, bandwidth_bytes_per_s: float
+                     ) -> tuple[float, float, float, float]:
     """The fixed cost of a gloo collective between two local processes, and DDP's per bucket (module docstring).
 
     Args:
         repeats: timed rounds.
         latency_s: the modelled latency of one message (``network.latency_s``).
+        bandwidth_bytes_per_s: the modelled rate between the processes (``network.bandwidth_bytes_per_s``).
 
     Returns:
-        (per-collective seconds, floored at :data:`MIN_FIXED_S`; one-way 8-byte message seconds; 8-byte
-        all-reduce seconds; DDP's per-bucket seconds: a bucket's launch-to-return minus a plain all-reduce of its
-        bytes, floored at :data:`MIN_FIXED_S`).
+        (per-collective seconds, floored at :data:`MIN_FIXED_S`; one-way 8-byte message seconds;
+        :data:`~executor.probe_io.COLLECTIVE_BYTES` all-reduce seconds; DDP's per-bucket seconds: a bucket's
+        launch-to-return minus a plain all-reduce of its bytes, floored at :data:`MIN_FIXED_S`).
     """
     from gnnplan.executor.launch import spawn
 
     one_way, reduce, ddp, flat = spawn(_collective_rank, 2, (repeats,))
-    return collective_fixed_s(reduce, latency_s), one_way, reduce, max(ddp - flat, MIN_FIXED_S)
+    return collective_fixed_s(reduce, latency_s, bandwidth_bytes_per_s), one_way, reduce, max(ddp - flat, MIN_FIXED_S)
 
 
-def collective_fixed_s(all_reduce_s: float, latency_s: float) -> float:
-    """A collective's fixed cost from an 8-byte all-reduce between two ranks: its time minus what the simulator
-    already charges for it, the ring's ``2 (W - 1)`` messages at ``latency_s`` (W = 2; Thakur, Rabenseifner and
-    Gropp, IJHPCA 19(1), 2005, §4.5), at least :data:`MIN_FIXED_S`."""
+def collective_fixed_s(all_reduce_s: float, latency_s: float, bandwidth_bytes_per_s: float) -> float:
+    """A collective's fixed cost from :func:`executor.probe_io.collective_mean_s`'s all-reduce between two ranks
+    (:data:`~executor.probe_io.COLLECTIVE_BYTES` each): its time minus what the simulator already charges for it,
+    the ring's ``2 (W - 1)`` messages at ``latency_s`` and ``2 (W - 1) / W`` of the bytes at
+    ``bandwidth_bytes_per_s`` (W = 2; Thakur, Rabenseifner and Gropp, IJHPCA 19(1), 2005, §4.5), at least
+    :data:`MIN_FIXED_S`."""
     workers = 2
-    return max(all_reduce_s - 2.0 * (workers - 1) * latency_s, MIN_FIXED_S)
+    ring = 2.0 * (workers - 1) * (latency_s + COLLECTIVE_BYTES / workers / bandwidth_bytes_per_s)
+    return max(all_reduce_s - ring, MIN_FIXED_S)
 
 
 def iteration_overhead_s(iterations: int, repeats: int) -> float:
@@ -282,8 +288,8 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
     with torch_threads(1):  # a sampler samples on one thread (executor.sampling)
         call = sampler_call_s(sizes.rmat_vertices, sizes.rmat_edge_factor, tuple(sizes.sampling_fanouts),
                               float(data["host"]["sampling_edges_per_s_per_core"]), num_batches)
-    latency = float(data["network"]["latency_s"])
-    collective, one_way, reduce, ddp_bucket = per_collective_s(sizes.message_repeats, latency)
+    latency, bandwidth = float(data["network"]["latency_s"]), float(data["network"]["bandwidth_bytes_per_s"])
+    collective, one_way, reduce, ddp_bucket = per_collective_s(sizes.message_repeats, latency, bandwidth)
     data["host"]["sampler_handoff_s"] = _sig(handoff)
     data["network"]["per_collective_s"] = _sig(collective)
     data["network"]["ddp_per_bucket_s"] = _sig(ddp_bucket)
@@ -299,11 +305,12 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
             f"{list(sizes.sampling_fanouts)}, R-MAT graph of {sizes.rmat_vertices} vertices) from one sampler "
             "process of executor.sampling.BatchStream (DataLoader queue get + unpickling shared-memory tensors)"),
         "network.per_collective_s": (
-            f"measured by gnnplan probe on {date}: mean 8-byte gloo all_reduce between 2 spawned local processes, "
-            f"each call after {COLLECTIVE_BUSY_S:g} s of compute ({reduce:.4g} s; executor.probe_io."
-            f"collective_mean_s: {COLLECTIVE_CALLS} calls, 5% trimmed at each end; an 8-byte message one way: "
-            f"{one_way:.4g} s, median of {sizes.message_repeats} rounds) minus its ring's 2 messages at "
-            f"network.latency_s ({latency:.4g} s), at least {MIN_FIXED_S:g} s"),
+            f"measured by gnnplan probe on {date}: mean {COLLECTIVE_BYTES}-byte gloo all_reduce between 2 spawned "
+            f"local processes, each call after {COLLECTIVE_BUSY_S:g} s of compute ({reduce:.4g} s; executor."
+            f"probe_io.collective_mean_s: {COLLECTIVE_CALLS} calls, 5% trimmed at each end; an 8-byte message one "
+            f"way: {one_way:.4g} s, median of {sizes.message_repeats} rounds) minus its ring's 2 messages at "
+            f"network.latency_s ({latency:.4g} s) and its bytes at network.bandwidth_bytes_per_s, at least "
+            f"{MIN_FIXED_S:g} s"),
         "network.ddp_per_bucket_s": (
             f"measured by gnnplan probe on {date}: median over {sizes.message_repeats} rounds between 2 spawned "
             f"local processes of a DDP model's one gradient bucket ({_bucket_bytes()} bytes: linear layers "

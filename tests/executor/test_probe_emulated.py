@@ -75,8 +75,10 @@ def test_cli_writes_the_emulated_cluster(tmp_path: Path, monkeypatch: pytest.Mon
     assert spec.network.bandwidth_bytes_per_s == pytest.approx(1.2e7, rel=1e-3)
     assert spec.priors["network.bandwidth_bytes_per_s"] == spec.network.bandwidth_bytes_per_s  # not the loopback's
     assert spec.priors["network.latency_s"] == spec.network.latency_s
-    # the collective measured between machines, less its ring's two messages (not the loopback's inside machine 0)
-    assert spec.network.per_collective_s == pytest.approx(1.5e-3 - 2 * spec.network.latency_s, rel=1e-3)
+    # the collective measured between machines, less its ring's two messages and its 1 KiB at the measured rate
+    # (not the loopback's inside machine 0): 1.5e-3 - 2 * latency - 1024 B / 1.2e7 B/s
+    ring = 2 * spec.network.latency_s + 1024 / spec.network.bandwidth_bytes_per_s
+    assert spec.network.per_collective_s == pytest.approx(1.5e-3 - ring, rel=1e-3)
     assert spec.priors["network.per_collective_s"] == spec.network.per_collective_s
     assert spec.host.memory_bytes == pytest.approx(4e9, rel=1e-3)
     assert spec.gpu.peak_flops_per_s == machine["gpu"]["peak_flops_per_s"]

@@ -9,7 +9,8 @@ import pytest
 from gnnplan.executor import launch, probe_overheads
 
 
-@pytest.mark.parametrize(("one_way", "reduce", "expected"), [(2e-4, 5e-4, 5e-4 - 2 * 1e-4), (2e-4, 1.5e-4, 1e-6)])
+@pytest.mark.parametrize(("one_way", "reduce", "expected"),
+                         [(2e-4, 5e-4, 5e-4 - 2 * (1e-4 + 5e-6)), (2e-4, 1.5e-4, 1e-6)])
 def test_a_collective_costs_what_its_messages_do_not(monkeypatch: pytest.MonkeyPatch, one_way: float, reduce: float,
                                                    expected: float) -> None:
     def spawn(fn: Any, nprocs: int, args: tuple[Any, ...]) -> tuple[float, float, float, float]:
@@ -17,8 +18,9 @@ def test_a_collective_costs_what_its_messages_do_not(monkeypatch: pytest.MonkeyP
         return one_way, reduce, 3e-3, 1e-3
 
     monkeypatch.setattr(launch, "spawn", spawn)
-    # the ring's 2 messages are charged at the modelled latency (1e-4 s), not at the measured one-way time
-    collective, measured_one_way, measured_reduce, ddp = probe_overheads.per_collective_s(5, 1e-4)
+    # the ring's 2 messages are charged at the modelled latency (1e-4 s), not at the measured one-way time, and
+    # each carries half of the all-reduce's 1 KiB at the modelled rate (512 B / 1.024e8 B/s = 5e-6 s)
+    collective, measured_one_way, measured_reduce, ddp = probe_overheads.per_collective_s(5, 1e-4, 1.024e8)
     assert collective == pytest.approx(expected, rel=1e-12)  # at least MIN_FIXED_S
     assert (measured_one_way, measured_reduce) == (one_way, reduce)
     assert ddp == pytest.approx(2e-3, rel=1e-12)  # a DDP bucket's launch-to-return minus the plain all-reduce
@@ -65,3 +67,21 @@ def test_priors_repeat_the_measured_values_present() -> None:
     assert probe_overheads._field(data, "network.latency_s") == 1e-4
     assert probe_overheads._field(data, "gpu.is_host_cpu") is None  # not numeric
     assert probe_overheads._field(data, "host.sampler_handoff_s") is None  # absent
+
+
+def test_the_timed_all_reduce_has_many_elements_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`executor.probe_io.collective_mean_s` times a 1 KiB float32 all-reduce (128 elements per rank of two),
+    not a one-element one (several times faster than any larger call here), each call after the busy loop, three
+    warm-ups untimed."""
+    import torch
+
+    from gnnplan.executor import comm, probe_io
+
+    seen: list[tuple[int, torch.dtype]] = []
+    busy: list[float] = []
+    monkeypatch.setattr(comm, "barrier", lambda: None)
+    monkeypatch.setattr(comm, "all_reduce_", lambda t: seen.append((t.numel(), t.dtype)))
+    monkeypatch.setattr(probe_io, "_busy_s", busy.append)
+    assert probe_io.collective_mean_s(7) >= 0
+    assert seen == [(256, torch.float32)] * 10 and busy == [probe_io.COLLECTIVE_BUSY_S] * 10
+    assert probe_io.COLLECTIVE_BYTES == 1024
