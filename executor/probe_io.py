@@ -93,7 +93,7 @@ COLLECTIVE_ELEMENTS = 256
 """float32 elements of :func:`collective_mean_s`'s all-reduce (1 KiB; 128 per rank of two): many per rank, as in
 every collective the executor makes. A one-element all-reduce is not representative: measured 2026-11-28 (trimmed
 means of 100 calls after 1 ms of compute), an 8-byte float64 all-reduce took 0.13-0.21 ms between two local
-processes and 0.29-0.36 ms between two emulated machines, while 16 B, 1 KiB and 64 KiB took 1.3-1.6 ms locally and
+processes and 0.18-0.36 ms between two emulated machines, while 16 B, 1 KiB and 64 KiB took 1.3-1.6 ms locally and
 0.9-1.8 ms between the emulated machines (unshaped and at 1 Gbit/s, where 1 KiB is 8 us of transfer)."""
 COLLECTIVE_BYTES = 4 * COLLECTIVE_ELEMENTS
 """Bytes per rank of :func:`collective_mean_s`'s all-reduce."""
