@@ -58,6 +58,7 @@ from gnnplan.executor.probe_calls import (
 )
 from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_BYTES, COLLECTIVE_CALLS, collective_mean_s
 from gnnplan.executor.trace import Recorder, now
+from gnnplan.simulator.hardware.collectives import ring_all_reduce_time_s
 
 PRIOR_FIELDS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
                 "network.ddp_per_bucket_s",
@@ -209,13 +210,12 @@ def per_collective_s(repeats: int, latency_s: float, bandwidth_bytes_per_s: floa
 
 
 def collective_fixed_s(all_reduce_s: float, latency_s: float, bandwidth_bytes_per_s: float) -> float:
-    """A collective's fixed cost from :func:`executor.probe_io.collective_mean_s`'s all-reduce between two ranks
-    (:data:`~executor.probe_io.COLLECTIVE_BYTES` each): its time minus what the simulator already charges for it,
-    the ring's ``2 (W - 1)`` messages at ``latency_s`` and ``2 (W - 1) / W`` of the bytes at
-    ``bandwidth_bytes_per_s`` (W = 2; Thakur, Rabenseifner and Gropp, IJHPCA 19(1), 2005, §4.5), at least
-    :data:`MIN_FIXED_S`."""
-    workers = 2
-    ring = 2.0 * (workers - 1) * (latency_s + COLLECTIVE_BYTES / workers / bandwidth_bytes_per_s)
+    """A collective's fixed cost (seconds) from :func:`executor.probe_io.collective_mean_s`'s all-reduce between
+    two ranks (:data:`~executor.probe_io.COLLECTIVE_BYTES` each; ``all_reduce_s`` seconds): its time minus what the
+    simulator already charges for it, the ring all-reduce of those bytes at ``latency_s`` and
+    ``bandwidth_bytes_per_s`` (:func:`simulator.hardware.collectives.ring_all_reduce_time_s`, W = 2: two messages
+    and the bytes once; Thakur, Rabenseifner and Gropp, IJHPCA 19(1), 2005, §4.5), at least :data:`MIN_FIXED_S`."""
+    ring = ring_all_reduce_time_s(COLLECTIVE_BYTES, 2, bandwidth_bytes_per_s, latency_s)
     return max(all_reduce_s - ring, MIN_FIXED_S)
 
 
