@@ -8,10 +8,11 @@ quadrants, edge factor 8, no features materialised), whose card is derived from 
 (:func:`simulator.workload.card_measures.derived_card`: sizes, largest in-degree, moment exponent, the log-binned
 in-degree histogram the proxy draws its degrees from; R-MAT plants no communities) and whose proxy has 10^5
 vertices, scaled by the proxy's rules (the same field lists the card path uses) and by the per-batch rule
-(:func:`simulator.workload.proxy.scale_sample_stats`, :func:`~simulator.workload.proxy.batch_reach_scale`: block
-sizes, the cache-hit / local / remote split of a batch's inputs, hopgnn's dp remote share and gsplit's split
-sizes times the ratio of the occupancy model :func:`simulator.workload.reach.batch_reach` at 2M and at 10^5
-vertices; at the cards' own size, Cora and CiteSeer, that ratio is ~1 and the card path's hooks do not apply it).
+(:func:`simulator.workload.proxy_batch.scale_sample_stats`,
+:func:`~simulator.workload.proxy_batch.batch_reach_scale`: block sizes, the cache-hit / local / remote split of a
+batch's inputs, hopgnn's dp remote share and gsplit's split sizes times the ratio of the occupancy model
+:func:`simulator.workload.reach.batch_reach` at 2M and at 10^5 vertices; at the cards' own size, Cora and CiteSeer,
+that ratio is ~1 and the card path's hooks do not apply it).
 Nothing is fitted to the statistics compared: the cards hold only sizes, degree histograms, connected-component
 sizes, the Louvain communities' block model and the training vertices in each, the degree assortativity and the
 average clustering (no cut, no cache or batch figure).
@@ -72,15 +73,8 @@ from gnnplan.simulator.strategies.neutronstar import dependencies as deps  # noq
 from gnnplan.simulator.workload.card_measures import derived_card  # noqa: E402
 from gnnplan.simulator.workload.cards import Card  # noqa: E402
 from gnnplan.simulator.workload.datasets import dataset_key, load_dataset  # noqa: E402
-from gnnplan.simulator.workload.proxy import (  # noqa: E402
-    ProxyScale,
-    batch_reach_scale,
-    proxy_scale,
-    proxy_spec,
-    scale_counts,
-    scale_layers,
-    scale_sample_stats,
-)
+from gnnplan.simulator.workload.proxy import ProxyScale, proxy_scale, proxy_spec, scale_counts  # noqa: E402
+from gnnplan.simulator.workload.proxy_batch import batch_reach_scale, scale_layers, scale_sample_stats  # noqa: E402
 from gnnplan.simulator.workload.spec import RmatSpec, workload_from_dict  # noqa: E402
 
 CLUSTER = "2x4-a100-nvlink3-200gbib"
@@ -114,8 +108,8 @@ def _workloads(dataset: Any, batch: int) -> tuple[Any, Any]:
 def statistics(dataset: Any, batch: int, scale: ProxyScale | None, card: Card | None = None) -> dict[str, float]:
     """Every statistic of the module docstring on ``dataset``; ``scale`` applies the card path's scaling rules
     to a proxy given as a generated spec (None: a real graph, or a card whose hooks scale already), and with
-    ``card`` the per-batch rule too (:func:`simulator.workload.proxy.scale_sample_stats` and
-    :func:`~simulator.workload.proxy.batch_reach_scale`: the card's degree histogram at both sizes)."""
+    ``card`` the per-batch rule too (:func:`simulator.workload.proxy_batch.scale_sample_stats` and
+    :func:`~simulator.workload.proxy_batch.batch_reach_scale`: the card's degree histogram at both sizes)."""
     mini, full = _workloads(dataset, batch)
     out: dict[str, float] = {}
     graph = load_dataset(dataset) if card is not None else None

@@ -296,7 +296,7 @@ def card_name(ref: object) -> str | None:
 @lru_cache(maxsize=64)
 def card_with_histogram(ref: object) -> str | None:
     """The card a ``workload.dataset`` names (:func:`card_name`) when it has ``degree.in_degree_histogram`` (what
-    the proxy's per-batch scaling rule needs, :func:`simulator.workload.proxy.batch_reach_scale`), else None."""
+    the proxy's per-batch scaling rule needs, :func:`simulator.workload.proxy_batch.batch_reach_scale`), else None."""
     name = card_name(ref)
     return name if name is not None and load_card(name).degree.in_degree_histogram is not None else None
 

@@ -7,7 +7,7 @@ policy: Lin et al., "PaGraph", SoCC 2020, §4.2). DGL and pymetis are imported l
 
 A dataset card (:mod:`.cards`) is measured on its proxy (:mod:`.proxy`; ``load_dataset`` yields the proxy
 graph, and the cache folder is keyed by card and proxy): with a degree histogram in the card, per-batch sizes and
-the cache / local / remote split are scaled to the card's size (:func:`~.proxy.scale_sample_stats`, the per-batch
+the cache / local / remote split are scaled to the card's size (:func:`~.proxy_batch.scale_sample_stats`, the per-batch
 rule); without one they are taken as they are; the dataset summary is the card's published sizes.
 
 Cache layout under :func:`simulator.paths.cache_dir` ``/stats/<dataset_key>/``: ``summary.json``,
@@ -205,7 +205,7 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
 
     card = card_with_histogram(ref)
     if card is not None:  # a card's proxy: per-batch counts at the card's size (proxy.py)
-        from gnnplan.simulator.workload.proxy import scale_sample_stats
+        from gnnplan.simulator.workload.proxy_batch import scale_sample_stats
 
         stats = scale_sample_stats(stats, card, graph)
     atomic_write_json(path, {"params": params, "stats": asdict(stats)})

@@ -40,11 +40,12 @@ loads as its proxy graph: :func:`simulator.workload.datasets.load_dataset`), and
 * **per-batch counts** (sampled vertices and edges per layer of a mini-batch of fixed seeds) are kept: a batch's
   sampled neighbourhood is the same local tree-like ball at any size once it is small against n (same
   references); the proxy is sized so a batch's reach stays a small part of it. Where it does not (a heavy tail:
-  a batch's draws pile up on the proxy's hubs), a card with a degree histogram has the per-batch rule
-  :func:`scale_sample_stats` / :func:`batch_reach_scale`: counts times the ratio of the expected distinct
-  vertices and edges of the occupancy model :func:`simulator.workload.reach.batch_reach` at the card's size
-  over the proxy's, and the hit / local / remote split of the inputs re-weighted by degree band (an R-MAT graph
-  of 2M vertices from a 10^5-vertex proxy: layer-0 inputs 47% low kept, 8% low scaled; benchmarks/bench_proxy.py);
+  a batch's draws pile up on the proxy's hubs), a card with a degree histogram has the per-batch rule of
+  :mod:`simulator.workload.proxy_batch` (``scale_sample_stats`` / ``batch_reach_scale``): counts times the ratio
+  of the expected distinct vertices and edges of the occupancy model :func:`simulator.workload.reach.batch_reach`
+  at the card's size over the proxy's, and the hit / local / remote split of the inputs re-weighted by degree
+  band (an R-MAT graph of 2M vertices from a 10^5-vertex proxy: layer-0 inputs 47% low kept, 8% low scaled;
+  benchmarks/bench_proxy.py);
 * **whole-graph counts** (a worker's owned vertices and edges, remote dependencies, replicated closures, chunk
   neighbour sets, rows moved per epoch) scale by ``vertex_factor = n / n_p`` (vertex counts) and
   ``edge_factor = loaded edges / proxy edges`` (edge counts): with the fractions fixed, counts are extensive;
@@ -62,11 +63,8 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-import numpy as np
-
 from gnnplan.simulator.workload.cards import CARD_DIR, Card, load_card
 from gnnplan.simulator.workload.degseq import DegreeSequenceSpec
-from gnnplan.simulator.workload.reach import BatchReach, batch_reach, class_share, histogram_classes
 from gnnplan.simulator.workload.sbm import powerlaw_min_degree
 from gnnplan.simulator.workload.spec import SbmSpec
 
@@ -258,137 +256,6 @@ def scale_counts(stats: Any, scale: ProxyScale, vertex_fields: Iterable[str] = (
                 raise TypeError(f"scale_counts: {type(stats).__name__} has no field {name!r}")
             changes[name] = _scaled(getattr(stats, name), factor)
     return replace(stats, **changes)
-
-
-@dataclass(frozen=True)
-class BatchReachScale:
-    """Per-batch ratios from a proxy to its card (:func:`batch_reach_scale`): the expected block sizes of
-    :func:`simulator.workload.reach.batch_reach` at the card's size over those at the proxy's.
-
-    Attributes:
-        src_ratio, dst_ratio, edge_ratio: (L,) ratios of source vertices, destination vertices and sampled
-            edges per block, input side first.
-        full, proxy: the two :class:`simulator.workload.reach.BatchReach` (band shares of the input vertices,
-            own and other parts, for :func:`scale_sample_stats`).
-    """
-
-    src_ratio: np.ndarray
-    dst_ratio: np.ndarray
-    edge_ratio: np.ndarray
-    full: BatchReach
-    proxy: BatchReach
-
-    @property
-    def remote_ratio(self) -> float:
-        """Ratio of the share of a batch's input vertices owned by another part (a remote-input fraction
-        without a cache), card over proxy."""
-        full = self.full.other_inputs.sum() / self.full.num_src[0]
-        prox = self.proxy.other_inputs.sum() / self.proxy.num_src[0]
-        return float(full / prox) if prox > 0 else 1.0
-
-
-def batch_reach_scale(card: str | Card, graph: Any, fanouts: Iterable[int], batch_size: float, num_parts: int = 1,
-                      cut: float = 0.0) -> BatchReachScale:
-    """The per-batch scaling rule from a proxy graph to its card: a mini-batch's sampled neighbourhood is not
-    size-invariant when the proxy is small enough that a batch's reach overlaps itself (an R-MAT graph of 2M
-    vertices at a 10^5-vertex proxy: 1024 seeds with fanouts (10, 10) make ~10^5 draws, most of them on
-    vertices drawn already), so per-batch counts are scaled by the ratio of the expected distinct counts of
-    :func:`simulator.workload.reach.batch_reach` (occupancy of size-biased edge-end draws, layer by layer) at
-    the card's size (its degree histogram at n vertices, its training vertices' histogram or a uniform sample
-    as the seeds) and at the proxy's (the proxy graph's realised degrees and training vertices, so the stubs a
-    hub lost in the proxy are accounted for). Degree correlations, communities and cycles are in the proxy's
-    measurement and assumed to change the count by the same factor at both sizes. At ``n_p = n`` the ratios
-    differ from 1 only by the histogram's binning.
-
-    Args:
-        card: the card (name or :class:`Card`), which must have ``degree.in_degree_histogram``.
-        graph: the proxy graph (:class:`simulator.workload.datasets.GraphData`; its ``in_degrees()`` and
-            ``train_idx``).
-        fanouts: per block, input side first.
-        batch_size: seeds of one batch (per worker for ``dp``, the whole batch for ``gsplit``).
-        num_parts: machines of the partition the seeds are split by (1: a uniform sample of all training
-            vertices).
-        cut: the partition's edge-cut fraction (as measured on the proxy; the cut fraction is kept).
-
-    Returns:
-        The :class:`BatchReachScale`.
-
-    Raises:
-        ValueError: the card has no degree histogram.
-    """
-    c = load_card(card) if isinstance(card, str) else card
-    hist = c.degree.in_degree_histogram
-    if hist is None:
-        raise ValueError(f"batch_reach_scale: card {c.name} has no degree.in_degree_histogram")
-    fan = tuple(int(f) for f in fanouts)
-    deg_f, cnt_f = histogram_classes(hist.value, c.num_vertices.value)
-    train_hist = c.split.train_in_degree_histogram
-    share_f = class_share(deg_f, None if train_hist is None else train_hist.value, cnt_f)
-    full = batch_reach(deg_f, cnt_f, share_f, batch_size, fan, num_parts, cut)
-    deg = graph.in_degrees()
-    values, cnt_p = np.unique(deg, return_counts=True)
-    train = np.asarray(graph.train_idx)
-    share_p = np.bincount(np.searchsorted(values, deg[train]), minlength=len(values)) / max(len(train), 1)
-    proxy = batch_reach(values.astype(np.float64), cnt_p.astype(np.float64), share_p, batch_size, fan, num_parts,
-                        cut)
-
-    def ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.where(b > 0, a / np.where(b > 0, b, 1.0), 1.0)
-
-    return BatchReachScale(ratio(full.num_src, proxy.num_src), ratio(full.num_dst, proxy.num_dst),
-                           ratio(full.num_edges, proxy.num_edges), full, proxy)
-
-
-def scale_sample_stats(stats: Any, card: str | Card, graph: Any) -> Any:
-    """A proxy's :class:`simulator.workload.graphstats.SampleStats` at the card's size (:func:`batch_reach_scale`
-    with the stats' fanouts, seeds per worker, machines and the proxy's measured edge cut): block sizes times
-    their ratios; the input vertices' split into cache hits, local and remote misses re-weighted band by band,
-    where a band is the vertices between two cache fractions in degree order (PaGraph's cache holds the
-    highest-degree ones): the proxy's measured local and remote inputs of a band times the ratio of the model's
-    share of the inputs in that band owned by the worker's machine (local) or another (remote), at the card's
-    size over the proxy's (post-stratification by degree band: what is kept is each band's local / remote
-    composition relative to the model, what changes is how many of a batch's inputs fall in each band),
-    renormalised to 1. ``remote_busiest_ratio`` and the edge cut are kept.
-
-    Raises:
-        ValueError: the card has no degree histogram.
-    """
-    rs = batch_reach_scale(card, graph, stats.fanouts, stats.batch_size_per_worker, stats.num_machines,
-                           stats.edge_cut_fraction)
-    grid = np.asarray(stats.cache_fractions, dtype=np.float64)
-    hit = np.asarray(stats.hit_fraction)
-    local, remote = np.asarray(stats.local_miss_fraction), np.asarray(stats.remote_miss_fraction)
-    band_local, band_remote = local[:-1] - local[1:], remote[:-1] - remote[1:]  # measured, per band
-
-    def weight(part: str) -> np.ndarray:
-        full = rs.full.band_inputs(grid, part) / rs.full.num_src[0]
-        prox = rs.proxy.band_inputs(grid, part) / rs.proxy.num_src[0]
-        return np.where(prox > 0, full / np.where(prox > 0, prox, 1.0), 1.0)
-
-    new_local, new_remote = band_local * weight("own"), band_remote * weight("other")
-    total = float(new_local.sum() + new_remote.sum())
-    if total <= 0 or not np.isclose(hit[0], 0.0) or not np.isclose(grid[-1], 1.0):
-        new_hit, new_loc, new_rem = hit, local, remote
-    else:
-        new_local, new_remote = new_local / total, new_remote / total
-        new_loc = np.concatenate([np.cumsum(new_local[::-1])[::-1], [0.0]])
-        new_rem = np.concatenate([np.cumsum(new_remote[::-1])[::-1], [0.0]])
-        new_hit = 1.0 - new_loc - new_rem
-    return replace(stats, num_src_vertices=tuple((np.asarray(stats.num_src_vertices) * rs.src_ratio).tolist()),
-                   num_dst_vertices=tuple((np.asarray(stats.num_dst_vertices) * rs.dst_ratio).tolist()),
-                   num_edges=tuple((np.asarray(stats.num_edges) * rs.edge_ratio).tolist()),
-                   hit_fraction=tuple(np.clip(new_hit, 0.0, 1.0).tolist()),
-                   local_miss_fraction=tuple(np.clip(new_loc, 0.0, 1.0).tolist()),
-                   remote_miss_fraction=tuple(np.clip(new_rem, 0.0, 1.0).tolist()))
-
-
-def scale_layers(values: np.ndarray, ratios: np.ndarray, axis: int) -> np.ndarray:
-    """``values`` (any shape, float) with its layer axis ``axis`` multiplied by ``ratios`` (L,) (a
-    :class:`BatchReachScale` ratio applied to per-batch, per-layer counts such as gsplit's ``split_src``)."""
-    v = np.asarray(values, dtype=np.float64)
-    shape = [1] * v.ndim
-    shape[axis] = len(ratios)
-    return v * np.asarray(ratios, dtype=np.float64).reshape(shape)
 
 
 def estimated(card: str, statistics: dict[str, str]) -> dict[str, Any]:

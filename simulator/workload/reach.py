@@ -1,6 +1,6 @@
 """Per-batch reach: the expected block sizes of a mini-batch sampled in the configuration model of a degree
 sequence (occupancy of size-biased edge-end draws), the basis of the proxy's per-batch scaling rule
-(:func:`simulator.workload.proxy.batch_reach_scale`). Degree classes come from a card's log-binned histogram
+(:func:`simulator.workload.proxy_batch.batch_reach_scale`). Degree classes come from a card's log-binned histogram
 (:func:`simulator.workload.degseq.degree_histogram`; each bin at its mean degree).
 """
 
@@ -70,7 +70,7 @@ def batch_reach(degrees: np.ndarray, counts: np.ndarray, seed_share: np.ndarray,
 
     The model ignores degree correlations, communities other than the parts, and short cycles (locally
     tree-like); a proxy's rules use only its ratio between two sizes
-    (:func:`simulator.workload.proxy.batch_reach_scale`), where those effects largely cancel.
+    (:func:`simulator.workload.proxy_batch.batch_reach_scale`), where those effects largely cancel.
 
     Args:
         degrees: (C,) float degree of every class (>= 0).

@@ -10,7 +10,7 @@ import pytest
 
 from gnnplan.simulator.api import load_context, simulate
 from gnnplan.simulator.strategies import neutronstar
-from gnnplan.simulator.workload import proxy
+from gnnplan.simulator.workload import proxy, proxy_batch
 from gnnplan.simulator.workload.cards import load_card
 from gnnplan.simulator.workload.datasets import dataset_key, load_dataset
 from gnnplan.simulator.workload.spec import workload_from_dict
@@ -139,14 +139,14 @@ def dataclasses_replace(obj: object, **changes: object) -> object:
 
 def test_per_batch_rule_is_the_identity_when_the_proxy_is_the_graph() -> None:
     g, card = _cora_like_graph()
-    rs = proxy.batch_reach_scale(card, g, [10, 10], 32, num_parts=2, cut=0.05)
+    rs = proxy_batch.batch_reach_scale(card, g, [10, 10], 32, num_parts=2, cut=0.05)
     assert np.allclose(rs.src_ratio, 1.0) and np.allclose(rs.edge_ratio, 1.0) and rs.remote_ratio == \
         pytest.approx(1.0)
     st = load_context(CLUSTER, workload_from_dict(
         {"dataset": "cora", "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 16},
          "training": {"mode": "mini-batch", "batch_size": 256, "fanouts": [10, 10]}}), "dp",
         {"partitioner": "metis"})[2].sample
-    same = proxy.scale_sample_stats(st, card, g)  # card and graph agree: nothing moves (uniform seeds, exact)
+    same = proxy_batch.scale_sample_stats(st, card, g)  # card and graph agree: nothing moves (uniform seeds, exact)
     assert np.allclose(same.num_src_vertices, st.num_src_vertices)
     assert np.allclose(same.hit_fraction, st.hit_fraction) and np.allclose(same.remote_miss_fraction,
                                                                            st.remote_miss_fraction)
@@ -159,7 +159,7 @@ def test_per_batch_rule_grows_the_reach_of_a_small_proxy() -> None:
     g, card = _cora_like_graph()
     big = card.model_copy(update={"num_vertices": card.num_vertices.model_copy(update={"value": 20 * 2708}),
                                   "num_edges": card.num_edges.model_copy(update={"value": 20 * card.num_edges.value})})
-    rs = proxy.batch_reach_scale(big, g, [10, 10], 128)
+    rs = proxy_batch.batch_reach_scale(big, g, [10, 10], 128)
     assert rs.src_ratio[0] > rs.src_ratio[1] > 1.0 and rs.edge_ratio[0] > 1.0
     # the seeds sample the same edges at any size (up to the histogram's 6-digit fractions)
     assert rs.edge_ratio[1] == pytest.approx(1.0, rel=1e-5) and rs.dst_ratio[1] == pytest.approx(1.0)
@@ -167,7 +167,7 @@ def test_per_batch_rule_grows_the_reach_of_a_small_proxy() -> None:
         {"dataset": "cora", "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 16},
          "training": {"mode": "mini-batch", "batch_size": 1024, "fanouts": [10, 10]}}), "dp",
         {"partitioner": "random"})[2].sample
-    out = proxy.scale_sample_stats(st, big, g)
+    out = proxy_batch.scale_sample_stats(st, big, g)
     total = np.asarray(out.hit_fraction) + np.asarray(out.local_miss_fraction) + np.asarray(out.remote_miss_fraction)
     assert np.allclose(total, 1.0) and out.num_src_vertices[0] > st.num_src_vertices[0]
     assert out.edge_cut_fraction == st.edge_cut_fraction

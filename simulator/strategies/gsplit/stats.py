@@ -35,7 +35,8 @@ from gnnplan.simulator.workload.cards import card_with_histogram
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
 from gnnplan.simulator.workload.graphstats import CACHE_GRID, partition_owners
 from gnnplan.simulator.workload.partition import split_seeds
-from gnnplan.simulator.workload.proxy import batch_reach_scale, for_card, scale_layers
+from gnnplan.simulator.workload.proxy import for_card
+from gnnplan.simulator.workload.proxy_batch import batch_reach_scale, scale_layers
 from gnnplan.simulator.workload.spec import GeneratedSpec
 
 STATS_FORMAT = 3
@@ -162,7 +163,7 @@ def split_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size: in
     card = card_with_histogram(ref)
     if card is not None:
         # one batch of B seeds over all GPUs, a uniform sample of the training vertices: its per-layer input
-        # vertices at the card's size (the per-batch rule, simulator.workload.proxy.batch_reach_scale)
+        # vertices at the card's size (the per-batch rule, simulator.workload.proxy_batch.batch_reach_scale)
         reach = batch_reach_scale(card, graph, fan, batch_size)
         stats = replace(stats, split_src=scale_layers(stats.split_src, reach.src_ratio, axis=1))
     atomic_write_json(path, {"params": params, "stats": {f.name: _jsonable(getattr(stats, f.name))
