@@ -25,7 +25,8 @@ cond-mat/0312028 (2003)), for at most :data:`REPAIR_ROUNDS` rounds (fewer once t
 Intra stubs still unpaired then (a hub with more intra stubs than its community has partners) join the inter
 pool; inter stubs still unpaired after its rounds are dropped (visible in the returned graph's degree sum: a hub
 of a heavy-tailed sequence at reduced size, e.g. 25,571 stubs among 51,000 connected vertices, finds too few
-distinct partners and keeps about half). With the card's connected components (:func:`small_component_edges`)
+distinct partners and keeps about half). With the card's connected components
+(:func:`simulator.workload.small_components.small_component_edges`)
 the small ones are planted beside the largest as random trees (plus their extra edges), and with the card's
 block model the communities' edge counts are planted exactly (:mod:`simulator.workload.blockmodel`); with the
 card's degree assortativity, it is rewired to it (:mod:`simulator.workload.assortativity`), and with its average
@@ -44,6 +45,7 @@ import numpy as np
 from pydantic import Field
 
 from gnnplan.simulator.workload.sbm import community_starts
+from gnnplan.simulator.workload.small_components import remove_nearest, small_component_edges
 from gnnplan.simulator.workload.spec import SbmSpec
 
 EXACT_DEGREES = 16
@@ -124,13 +126,7 @@ def proxy_degrees(histogram: list[list[float]], num_vertices: int, proxy_vertice
     deg = (base + (rng.random(proxy_vertices) < mean - base)).astype(np.int64)
     deg = np.minimum(deg, proxy_vertices - 1)
     want = int(deg.sum()) - int(deg.sum()) % 2 if total is None else int(total)
-    diff = want - int(deg.sum())
-    if diff:
-        room = deg if diff > 0 else np.where(deg >= 2, deg, 0)  # no vertex is emptied
-        room = np.where(deg < proxy_vertices - 1, room, 0) if diff > 0 else room
-        pick = rng.choice(proxy_vertices, abs(diff), replace=False, p=room / room.sum())
-        deg[pick] += 1 if diff > 0 else -1
-    return deg[rng.permutation(proxy_vertices)]
+    return _adjust_total(deg, want, rng)[rng.permutation(proxy_vertices)]
 
 
 def _pair(stubs: np.ndarray, group: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -315,8 +311,8 @@ class DegreeSequenceSpec(SbmSpec):
 def degree_sequence_edges(spec: DegreeSequenceSpec) -> tuple[np.ndarray, np.ndarray]:
     """(src, dst) of a :class:`DegreeSequenceSpec` graph in community order (seeded by ``spec.seed``): the
     largest component on the first ids (the planted partition), then the small components, if any
-    (:func:`small_component_edges`; their vertices take, from the proxy's degree sequence, the degrees nearest
-    to those their trees give them, and the largest component the rest)."""
+    (:func:`~simulator.workload.small_components.small_component_edges`; their vertices take, from the proxy's
+    degree sequence, the degrees nearest to those their trees give them, and the largest component the rest)."""
     rng = np.random.default_rng((spec.seed, 3))
     total = 2 * round(spec.num_vertices * spec.mean_degree / 2)  # the card's edges at the proxy's size
     deg = proxy_degrees([list(r) for r in spec.degree_histogram], spec.source_vertices, spec.num_vertices, rng,
@@ -327,7 +323,7 @@ def degree_sequence_edges(spec: DegreeSequenceSpec) -> tuple[np.ndarray, np.ndar
         small_a, small_b, small_deg = small_component_edges(spec.small_components, spec.small_component_edges,
                                                             np.random.default_rng((spec.seed, 5)))
         n_small = len(small_deg)
-        deg = _adjust_total(_remove_nearest(deg, small_deg, rng), total - 2 * len(small_a), rng)
+        deg = _adjust_total(remove_nearest(deg, small_deg, rng), total - 2 * len(small_a), rng)
     n = spec.num_vertices - n_small
     k, r = spec.num_communities, spec.fine_per_community
     fine = community_starts(n, k * r) if r > 1 else None
@@ -378,79 +374,10 @@ def block_matrix(rows: tuple[tuple[int, int, int], ...] | list[list[int]], k: in
     return m
 
 
-def small_component_edges(sizes: tuple[tuple[int, int], ...] | list[list[int]], num_edges: int,
-                          rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Separate connected components of the given sizes (rows ``[size, count]``) with ``num_edges`` undirected
-    edges in all: each a uniform random labelled tree (decoded from a uniform Prüfer sequence: Prüfer, Arch.
-    Math. Phys. 27, 742 (1918)), and the edges beyond the trees' ``sum (s - 1)`` added between random
-    non-adjacent pairs of the components of 3 or more vertices (a component drawn in proportion to its free
-    pairs). Vertices are numbered component by component from 0.
-
-    Returns:
-        (a, b, degrees): (e,) int64 ends of every undirected edge (a < b) and (S,) int64 degree of every vertex,
-        S = sum of size x count.
-
-    Raises:
-        ValueError: ``num_edges`` outside [sum (s - 1), sum s (s - 1) / 2].
-    """
-    import heapq
-
-    comp = [int(size) for size, count in sizes for _ in range(int(count))]
-    least, most = sum(s - 1 for s in comp), sum(s * (s - 1) // 2 for s in comp)
-    if not least <= num_edges <= most:
-        raise ValueError(f"small_component_edges: need {least} <= num_edges <= {most}, got {num_edges}")
-    edges: list[tuple[int, int]] = []
-    first = 0
-    starts = []
-    for s in comp:
-        starts.append(first)
-        if s == 2:
-            edges.append((first, first + 1))
-        elif s > 2:
-            code = rng.integers(0, s, s - 2)
-            degree = np.bincount(code, minlength=s) + 1
-            leaves = [int(v) for v in np.flatnonzero(degree == 1)]
-            heapq.heapify(leaves)
-            for v in code.tolist():
-                leaf = heapq.heappop(leaves)
-                edges.append((first + min(leaf, v), first + max(leaf, v)))
-                degree[v] -= 1
-                if degree[v] == 1:
-                    heapq.heappush(leaves, v)
-            u, w = heapq.heappop(leaves), heapq.heappop(leaves)
-            edges.append((first + min(u, w), first + max(u, w)))
-        first += s
-    have = set(edges)
-    free = np.array([s * (s - 1) // 2 - (s - 1) for s in comp], dtype=np.float64)
-    for _ in range(num_edges - least):
-        c = int(rng.choice(len(comp), p=free / free.sum()))
-        while True:
-            u, w = sorted(int(x) for x in rng.choice(comp[c], 2, replace=False))
-            if (starts[c] + u, starts[c] + w) not in have:
-                break
-        have.add((starts[c] + u, starts[c] + w))
-        edges.append((starts[c] + u, starts[c] + w))
-        free[c] -= 1
-    e = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
-    deg = np.bincount(e.ravel(), minlength=first).astype(np.int64)
-    return e[:, 0], e[:, 1], deg
-
-
-def _remove_nearest(deg: np.ndarray, take: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``deg`` without one entry per value of ``take``, each the nearest still there (ties at random), in a
-    random order."""
-    pool = np.sort(deg[rng.permutation(len(deg))], kind="stable")
-    keep = np.ones(len(pool), dtype=bool)
-    for value, count in zip(*np.unique(take, return_counts=True)):
-        idx = np.flatnonzero(keep)
-        order = idx[np.argsort(np.abs(pool[idx] - value), kind="stable")]
-        keep[order[:count]] = False
-    return pool[keep][rng.permutation(int(keep.sum()))]
-
-
 def _adjust_total(deg: np.ndarray, want: int, rng: np.random.Generator) -> np.ndarray:
-    """``deg`` with its sum moved to ``want`` (even) one stub at a time on vertices drawn in proportion to their
-    degree (none emptied, none above n - 1), as :func:`proxy_degrees` does."""
+    """A copy of ``deg`` ((n,) int64) with its sum moved to ``want`` (even) one stub at a time on vertices drawn in
+    proportion to their degree (none emptied, none above n - 1; each vertex at most once while there are enough
+    vertices with room)."""
     deg = deg.copy()
     n = len(deg)
     diff = int(want) - int(deg.sum())

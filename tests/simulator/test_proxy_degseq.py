@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.workload import degseq, reach
+from gnnplan.simulator.workload import degseq, reach, small_components
 from gnnplan.simulator.workload.card_measures import derived_card
 from gnnplan.simulator.workload.cards import card_from_dict, load_card
 from gnnplan.simulator.workload.datasets import load_dataset
@@ -120,7 +120,7 @@ def test_small_components_have_the_sizes_and_edges_asked_for() -> None:
     from scipy.sparse.csgraph import connected_components
 
     rows = [(1, 3), (2, 5), (4, 2), (9, 1)]
-    a, b, deg = degseq.small_component_edges(rows, 4 + 6 + 8 + 5, np.random.default_rng(2))
+    a, b, deg = small_components.small_component_edges(rows, 4 + 6 + 8 + 5, np.random.default_rng(2))
     n = 3 + 10 + 8 + 9
     assert len(deg) == n and len(a) == 23 and np.all(a < b) and len(set(zip(a, b))) == 23
     g = sp.coo_matrix((np.ones(len(a)), (a, b)), shape=(n, n))
@@ -128,7 +128,7 @@ def test_small_components_have_the_sizes_and_edges_asked_for() -> None:
     assert sorted(np.bincount(label).tolist()) == [1, 1, 1, 2, 2, 2, 2, 2, 4, 4, 9]
     assert np.array_equal(deg, np.bincount(np.concatenate([a, b]), minlength=n))
     with pytest.raises(ValueError, match="num_edges"):
-        degseq.small_component_edges(rows, 4 + 6 + 8 - 1, np.random.default_rng(2))
+        small_components.small_component_edges(rows, 4 + 6 + 8 - 1, np.random.default_rng(2))
 
 
 def test_citeseer_proxy_plants_its_small_components() -> None:
