@@ -258,7 +258,7 @@ def calibrate_run_reads(args: argparse.Namespace, cluster):  # type: ignore[no-u
 
 def calibrate_compute(args: argparse.Namespace, cluster) -> dict[str, float]:  # type: ignore[no-untyped-def]
     """Forward / backward efficiency and per-iteration overhead from a short run with resident matrices."""
-    from gnnplan.simulator.hardware.model import compute_time_s
+    from gnnplan.simulator.hardware.formulas import compute_time_s
     from gnnplan.simulator.strategies.ppgnn.cost import model_cost
 
     plan = make_plan(args, {"placement": "gpu", "loader": "fused"})

@@ -54,7 +54,7 @@ from gnnplan.executor.probe_io import fit_latency_bandwidth, network_latency_ban
 from gnnplan.executor.probe_overheads import add_overheads
 from gnnplan.executor.threads import cpu_count as num_cores
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.hardware.model import thread_share
+from gnnplan.simulator.hardware.formulas import thread_share
 from gnnplan.simulator.hardware.spec import cluster_from_dict
 from gnnplan.simulator.io import atomic_write_text
 from gnnplan.simulator.paths import cache_dir

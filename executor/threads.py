@@ -9,7 +9,7 @@ threads; OpenMP's barriers spin and wait for every thread of a parallel region, 
 waits for descheduled threads and throughput collapses.
 
 So a worker process sets all four to :func:`worker_threads`, its share of the machine's cores
-(:func:`simulator.hardware.model.thread_share`, the split the simulator models: cores / (workers per machine x
+(:func:`simulator.hardware.formulas.thread_share`, the split the simulator models: cores / (workers per machine x
 (1 + sampler processes per worker)), at least 1), and a sampler process to 1. Processes a worker starts inherit
 its environment: :func:`child_environment` sets ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` while they start, so
 they import torch and DGL with their share already in place, and :data:`WAIT_POLICY` (unless the environment
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gnnplan.simulator.hardware.model import thread_share
+from gnnplan.simulator.hardware.formulas import thread_share
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 """Environment variables the OpenMP and MKL runtimes read for their default thread count when a process loads
@@ -69,7 +69,7 @@ def cpu_count() -> int:
 
 
 def worker_threads(workers_per_machine: int, sampler_processes_per_worker: int = 0) -> int:
-    """Threads of one worker process on this machine: :func:`~simulator.hardware.model.thread_share` of
+    """Threads of one worker process on this machine: :func:`~simulator.hardware.formulas.thread_share` of
     :func:`cpu_count` cores.
 
     Args:

@@ -1,1 +1,2 @@
-"""Hardware: cluster specs (``spec``), the simpy hardware model (``model``), closed-form collectives."""
+"""Hardware: cluster specs (``spec``), kernel-level cost formulas (``formulas``), the simpy hardware model
+(``model``), closed-form collectives."""

@@ -1,21 +1,9 @@
 """The hardware model: priced operations (pure functions) and the cluster's simpy resources.
 
-Priced operations turn work into seconds (the cluster-level ones, which calibration fits through, are in
-:mod:`simulator.hardware.pricing`; the event methods of :class:`HardwareModel` use them, so the simulator and
-:mod:`simulator.calibrate` agree by construction); the kernel-level formulas are here:
-
-* compute: roofline bound per kernel, ``max(flops / peak_flops_per_s, bytes / memory_bandwidth)``, summed over
-  kernels and divided by the phase's achieved fraction of that bound (``efficiency.forward_fraction`` ...),
-  plus ``gpu.kernel_overhead_s`` per kernel: the fixed launch / framework-dispatch cost that dominates small
-  mini-batches and does not scale with their size. Sparse kernels (aggregations) use ``gpu.sparse_flops_per_s``
-  when it is measured. Source: Williams, Waterman and Patterson, "Roofline: an insightful visual performance
-  model", CACM 52(4), 2009 (the bound ignores fixed per-kernel costs; the overhead term is gnnplan's, its value
-  measured by ``gnnplan probe`` on the executor's own models, see :mod:`executor.probe`).
-* transfer: alpha-beta, ``latency_s + bytes / bandwidth_bytes_per_s``. Source: Hockney, "The communication
-  challenge for MPP", Parallel Computing 20(3), 1994.
-* gather of feature rows from a memory: ``bytes / (memory_bandwidth * efficiency.gather_fraction)`` (a
-  memory-bound index_select; the fraction absorbs irregular access).
-* sampling: ``edges / (sampling_edges_per_s_per_core * cores)``.
+Priced operations turn work into seconds: the cluster-level ones, which calibration fits through, are in
+:mod:`simulator.hardware.pricing`, the kernel-level formulas (roofline compute, alpha-beta transfer, gather,
+sampling, a worker's share of the cores) in :mod:`simulator.hardware.formulas`; the event methods of
+:class:`HardwareModel` use them, so the simulator and :mod:`simulator.calibrate` agree by construction.
 
 :class:`HardwareModel` holds the resources of one cluster on an :class:`~simulator.engine.Engine`: per GPU a
 compute unit (``simpy.Resource``, one kernel stream), PCIe host-to-device and device-to-host, NVLink send and
@@ -53,126 +41,22 @@ HGX A100 4-GPU: four NVLinks between every GPU pair, no NVSwitch.
 from __future__ import annotations
 
 from collections.abc import Generator, Iterable
-from typing import Any, Protocol
+from typing import Any
 
 import simpy
 
 from gnnplan.simulator.engine import Engine, FluidResource
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.collectives import nic_index
-from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec, LinkSpec
+from gnnplan.simulator.hardware.formulas import worker_cores
+from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.units import FLOAT_BYTES
 
-__all__ = ["FLOAT_BYTES", "CUDA_CONTEXT_BYTES", "HardwareModel", "Kernel", "compute_time_s", "gather_time_s",
-           "kernel_time_s", "roofline_s", "roofline_time_s", "sampling_time_s", "thread_share", "transfer_time_s",
-           "worker_cores"]
+__all__ = ["FLOAT_BYTES", "CUDA_CONTEXT_BYTES", "HardwareModel"]
 
 CUDA_CONTEXT_BYTES = 8.0e8
 """GPU memory taken by a PyTorch process before any tensor: CUDA context + kernels, ~781 MB measured with
 nvidia-smi in pytorch/pytorch issue #34323 ("PyTorch GPU memory allocation"), rounded up to 800 MB."""
-
-
-class Kernel(Protocol):
-    """One unit of device work (see :class:`simulator.workload.model_cost.Kernel`)."""
-
-    @property
-    def flops(self) -> float: ...
-
-    @property
-    def nbytes(self) -> float: ...
-
-    @property
-    def sparse(self) -> bool: ...
-
-
-def roofline_time_s(flops: float, nbytes: float, peak_flops_per_s: float, memory_bandwidth_bytes_per_s: float) -> float:
-    """Roofline lower bound of a kernel's time.
-
-    Source: Williams, Waterman and Patterson, "Roofline", CACM 2009, eq. (1): attainable FLOP/s =
-    min(peak, intensity x bandwidth), i.e. time = max(flops / peak, bytes / bandwidth).
-    """
-    return max(flops / peak_flops_per_s, nbytes / memory_bandwidth_bytes_per_s)
-
-
-def kernel_time_s(kernel: Kernel, gpu: GpuSpec) -> float:
-    """Roofline time of one kernel on ``gpu``; sparse kernels use ``gpu.sparse_flops_per_s`` when set."""
-    if kernel.sparse and gpu.sparse_flops_per_s is not None:
-        return kernel.flops / gpu.sparse_flops_per_s
-    return roofline_time_s(kernel.flops, kernel.nbytes, gpu.peak_flops_per_s, gpu.memory_bandwidth_bytes_per_s)
-
-
-def roofline_s(kernels: Iterable[Kernel], gpu: GpuSpec) -> float:
-    """Sum of the kernels' roofline times on ``gpu`` (no efficiency, no per-kernel overhead)."""
-    return sum(kernel_time_s(k, gpu) for k in kernels)
-
-
-def compute_time_s(kernels: Iterable[Kernel], gpu: GpuSpec, efficiency_fraction: float) -> float:
-    """Time of a sequence of kernels: the sum of their roofline times divided by the achieved fraction, plus
-    ``gpu.kernel_overhead_s`` per kernel (module docstring), plus their random draws (dropout masks) at the
-    measured ``gpu.rng_elements_per_s`` when set (an achieved rate: not divided by the fraction).
-
-    Args:
-        kernels: the phase's kernels.
-        gpu: the device.
-        efficiency_fraction: achieved fraction of the roofline bound (``cluster.efficiency.*_fraction``).
-    """
-    ks = tuple(kernels)
-    out = roofline_s(ks, gpu) / efficiency_fraction + len(ks) * gpu.kernel_overhead_s
-    graph_ops = sum(1 for k in ks if getattr(k, "graph_op", False))  # DGL message-passing calls
-    if gpu.rng_elements_per_s:
-        out += sum(getattr(k, "random_elems", 0.0) for k in ks) / gpu.rng_elements_per_s
-    return out + graph_ops * gpu.graph_op_overhead_s if graph_ops and gpu.graph_op_overhead_s else out
-
-
-def transfer_time_s(nbytes: float, link: LinkSpec) -> float:
-    """Alpha-beta time of one message: ``latency_s + nbytes / bandwidth_bytes_per_s`` (0 for no bytes).
-
-    Source: Hockney, Parallel Computing 20(3), 1994 (the alpha-beta / (r_inf, n_1/2) model).
-    """
-    return 0.0 if nbytes <= 0 else link.latency_s + nbytes / link.bandwidth_bytes_per_s
-
-
-def gather_time_s(nbytes: float, memory_bandwidth_bytes_per_s: float, gather_fraction: float) -> float:
-    """Time to gather ``nbytes`` of feature rows (index_select) from a memory: memory-bound."""
-    return nbytes / (memory_bandwidth_bytes_per_s * gather_fraction)
-
-
-def sampling_time_s(num_edges: float, edges_per_s_per_core: float, num_cores: float) -> float:
-    """Time to sample ``num_edges`` neighbour edges on ``num_cores`` cores."""
-    return num_edges / (edges_per_s_per_core * num_cores)
-
-
-def thread_share(num_cores: int, workers_per_machine: int, sampler_processes_per_worker: int = 0) -> int:
-    """Compute threads of one worker process: its share of the machine's cores, at least 1.
-
-    The machine's cores are split evenly among its worker processes and their sampler processes, so the
-    machine runs ``workers_per_machine * (1 + sampler_processes_per_worker)`` busy processes on ``num_cores``
-    cores without oversubscribing them (a sampler process samples on one thread). The executor sizes every
-    worker's thread pools with this (:mod:`executor.threads`) and the simulator caps a CPU worker's compute
-    at it (:func:`worker_cores`), so both split the cores the same way.
-
-    Args:
-        num_cores: host cores of the machine.
-        workers_per_machine: worker processes (ranks) on the machine.
-        sampler_processes_per_worker: sampler processes each worker starts (0 = samples inline).
-
-    Returns:
-        ``max(1, num_cores // (workers_per_machine * (1 + sampler_processes_per_worker)))``.
-
-    Raises:
-        ValueError: ``num_cores`` or ``workers_per_machine`` below 1, or ``sampler_processes_per_worker`` below 0.
-    """
-    if num_cores < 1 or workers_per_machine < 1 or sampler_processes_per_worker < 0:
-        raise ValueError(f"thread_share: need num_cores >= 1 (got {num_cores}), workers_per_machine >= 1 (got "
-                         f"{workers_per_machine}), sampler_processes_per_worker >= 0 (got "
-                         f"{sampler_processes_per_worker})")
-    return max(1, num_cores // (workers_per_machine * (1 + sampler_processes_per_worker)))
-
-
-def worker_cores(cluster: ClusterSpec, sampler_processes_per_worker: int = 0) -> int:
-    """Host cores of one worker's compute when ``gpu.is_host_cpu``: :func:`thread_share` of a machine's cores
-    among its ``gpus_per_machine`` workers (and their sampler processes)."""
-    return thread_share(cluster.host.num_cores, cluster.gpus_per_machine, sampler_processes_per_worker)
 
 
 class HardwareModel:

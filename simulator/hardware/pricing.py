@@ -21,7 +21,7 @@ Formulas and sources:
 * compute of a phase: ``flops * seconds_per_flop / efficiency.<phase>_fraction + kernels *
   gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s + random_elems / gpu.rng_elements_per_s`` (the DGL
   message-passing calls among the kernels, and their dropout draws when the rate is measured;
-  :func:`gnnplan.simulator.hardware.model.compute_time_s` on a kernel list).
+  :func:`gnnplan.simulator.hardware.formulas.compute_time_s` on a kernel list).
 * all-reduce: hierarchical ring (:func:`gnnplan.simulator.hardware.collectives.hierarchical_all_reduce_time_s`)
   plus ``network.per_collective_s`` once per call on a multi-worker cluster (the backend's fixed cost of a
   collective beyond its messages' latencies: dispatch, algorithm set-up, completion wait).

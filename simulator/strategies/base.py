@@ -19,7 +19,7 @@ from typing import Any
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.hardware.model import Kernel, roofline_s
+from gnnplan.simulator.hardware.formulas import Kernel, roofline_s
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.cards import card_name

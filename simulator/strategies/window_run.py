@@ -13,7 +13,8 @@ from typing import Any, Protocol
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.engine import Engine, Rendezvous
 from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel, compute_time_s
+from gnnplan.simulator.hardware.formulas import compute_time_s
+from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies.base import IterationPlan, SimContext
 from gnnplan.simulator.strategies.ddp_buckets import BucketedBackward, ddp_buckets
@@ -66,7 +67,7 @@ class StepCompute:
 
     @classmethod
     def of(cls, cost: ModelCost, cluster: ClusterSpec) -> StepCompute:
-        """Price a model's kernels on ``cluster`` (:func:`simulator.hardware.model.compute_time` with the
+        """Price a model's kernels on ``cluster`` (:func:`simulator.hardware.formulas.compute_time_s` with the
         efficiency fraction of each phase)."""
         eff, gpu = cluster.efficiency, cluster.gpu
         return cls(compute_time_s(cost.forward, gpu, eff.forward_fraction),

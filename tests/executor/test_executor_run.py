@@ -16,7 +16,7 @@ from gnnplan.executor.launch import free_port
 from gnnplan.executor.runner import run_plan
 from gnnplan.executor.threads import cpu_count
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.hardware.model import thread_share
+from gnnplan.simulator.hardware.formulas import thread_share
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.plan import Plan, save_plan
 from gnnplan.simulator.strategies import STRATEGIES

@@ -21,7 +21,7 @@ from gnnplan.executor.threads import (
     current_threads,
     worker_threads,
 )
-from gnnplan.simulator.hardware.model import thread_share, worker_cores
+from gnnplan.simulator.hardware.formulas import thread_share, worker_cores
 from gnnplan.simulator.hardware.spec import load_cluster
 
 
@@ -92,7 +92,8 @@ def test_sampler_processes_use_one_thread() -> None:
 def test_simulator_computes_on_the_same_share_as_the_executor() -> None:
     """On a CPU-only cluster the simulated compute is capped at the worker's thread share less its samplers'."""
     from gnnplan.simulator.engine import Engine
-    from gnnplan.simulator.hardware.model import HardwareModel, thread_share
+    from gnnplan.simulator.hardware.formulas import thread_share
+    from gnnplan.simulator.hardware.model import HardwareModel
     from gnnplan.simulator.hardware.spec import load_cluster
 
     base = load_cluster("local")

@@ -12,7 +12,7 @@ import pytest
 from gnnplan.simulator import api
 from gnnplan.simulator.calibrate import calibrate_files, get_param, with_params
 from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.hardware.model import compute_time_s
+from gnnplan.simulator.hardware.formulas import compute_time_s
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.strategies.gsplit.work import split_cost
 from gnnplan.simulator.workload.model_cost import Block, model_cost

@@ -120,7 +120,7 @@ def test_the_iteration_rule_prices_steps_and_handoffs() -> None:
 def test_dropout_draws_are_priced_at_the_measured_rate_in_both_pricings() -> None:
     """A dropout mask costs its random draws at ``gpu.rng_elements_per_s`` (an achieved rate, not divided by the
     efficiency); the simulator's kernel pricing and calibration's phase pricing agree; without the rate it is free."""
-    from gnnplan.simulator.hardware.model import compute_time_s
+    from gnnplan.simulator.hardware.formulas import compute_time_s
     from gnnplan.simulator.strategies.base import kernel_profile
     from gnnplan.simulator.workload.model_cost import Block, model_cost
     from gnnplan.simulator.workload.spec import ModelSpec

@@ -11,7 +11,7 @@ from gnnplan.simulator.hardware.collectives import (
     ring_all_reduce_bytes,
     ring_all_reduce_time_s,
 )
-from gnnplan.simulator.hardware.model import (
+from gnnplan.simulator.hardware.formulas import (
     compute_time_s,
     gather_time_s,
     kernel_time_s,

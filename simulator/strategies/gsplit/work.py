@@ -31,7 +31,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link
-from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, compute_time_s
+from gnnplan.simulator.hardware.formulas import compute_time_s
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS
 from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, MemoryEstimate, SimContext, memory_estimate
@@ -161,7 +162,7 @@ class IterationWork:
 
 def split_work(cl: ClusterSpec, cost: ModelCost, arch: str, has_backward: Sequence[bool], inputs: float,
                hits: float, row_bytes: float, num_edges: float) -> SplitWork:
-    """Price one split's segments on ``cl`` (:func:`~gnnplan.simulator.hardware.model.compute_time_s` with the
+    """Price one split's segments on ``cl`` (:func:`~gnnplan.simulator.hardware.formulas.compute_time_s` with the
     phase's efficiency fraction)."""
     fwd, bwd = segments(cost, arch, len(has_backward), has_backward)
     eff = cl.efficiency

@@ -37,7 +37,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES, compute_time_s
+from gnnplan.simulator.hardware.formulas import compute_time_s
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies.base import MemoryEstimate, memory_estimate
 from gnnplan.simulator.strategies.hongtu.dedup import BatchCounts
@@ -134,7 +135,7 @@ class ChunkWork:
 
 def chunk_work(cluster: ClusterSpec, model: ModelSpec, widths: Sequence[int], feature_dim: int, num_classes: int,
                layer: int, c: BatchCounts) -> ChunkWork:
-    """Price one chunk's layer with :func:`~simulator.hardware.model.compute_time_s`."""
+    """Price one chunk's layer with :func:`~simulator.hardware.formulas.compute_time_s`."""
     fwd, bwd = chunk_kernels(model, widths, feature_dim, num_classes, layer, c)
     eff = cluster.efficiency
     return ChunkWork((compute_time_s(fwd, cluster.gpu, eff.forward_fraction),

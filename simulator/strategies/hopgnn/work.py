@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gnnplan.simulator.hardware.model import FLOAT_BYTES, compute_time_s
+from gnnplan.simulator.hardware.formulas import compute_time_s
+from gnnplan.simulator.hardware.model import FLOAT_BYTES
 from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost, adam_kernels, model_cost, param_numels

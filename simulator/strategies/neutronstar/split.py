@@ -12,7 +12,7 @@ t_c^l(u) -> ``SplitCosts.comm_s[l-1]``, S -> ``budget_bytes``, T_v / T_e -> ``ve
 Costs (the "FLOP-aware" variant the brief §2 suggests, instead of the paper's probed constants): for layer k,
 ``vertex_s[k-1]`` and ``edge_s[k-1]`` are the marginal forward + backward seconds of one more destination vertex
 and one more edge of that layer's kernels (:func:`simulator.workload.model_cost.model_cost` priced by
-:func:`simulator.hardware.model.compute_time` with the cluster's efficiency fractions, measured on a block of
+:func:`simulator.hardware.formulas.compute_time_s` with the cluster's efficiency fractions, measured on a block of
 :data:`_PROBE_VERTICES` vertices and :data:`_PROBE_EDGES` edges so fixed costs such as reading the weights
 amortise away). ``comm_s[l-1]`` is the time of moving one row of h^(l-1) forward, and its gradient back for
 l >= 2, along the exchange path the simulator prices (:func:`~simulator.hardware.pricing.exchange_per_byte_s`): a
@@ -40,7 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gnnplan.simulator.hardware.model import FLOAT_BYTES, compute_time_s
+from gnnplan.simulator.hardware.formulas import compute_time_s
+from gnnplan.simulator.hardware.model import FLOAT_BYTES
 from gnnplan.simulator.hardware.pricing import exchange_per_byte_s
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies.neutronstar.dependencies import InGraph, WorkerSets, by_owner, remote_in_neighbours

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES, compute_time_s
+from gnnplan.simulator.hardware.formulas import compute_time_s
+from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies.base import MemoryEstimate, memory_estimate
 from gnnplan.simulator.strategies.neutronstar.dependencies import WorkerCounts

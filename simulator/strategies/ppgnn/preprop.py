@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gnnplan.simulator.engine import Engine, Rendezvous
-from gnnplan.simulator.hardware.model import HardwareModel, compute_time_s
+from gnnplan.simulator.hardware.formulas import compute_time_s
+from gnnplan.simulator.hardware.model import HardwareModel
 from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.ppgnn.shards import ShardStats, shard_stats
 from gnnplan.simulator.workload.model_cost import FLOAT_BYTES, INDEX_BYTES, Kernel

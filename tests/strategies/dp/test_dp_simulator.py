@@ -11,7 +11,7 @@ from sim_fixtures import RMAT_SUMMARY, make_stats
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, hierarchical_all_reduce_time_s
-from gnnplan.simulator.hardware.model import gather_time_s, transfer_time_s
+from gnnplan.simulator.hardware.formulas import gather_time_s, transfer_time_s
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.strategies import base, dp
 from gnnplan.simulator.strategies.base import SimContext
