@@ -23,9 +23,20 @@ it, and adds them with their sources to the probe's cluster mapping (:func:`add_
   the probe timed a one-element (8-byte) all-reduce: 0.13-0.21 ms a call against 1.3-1.6 ms for 16 B - 64 KiB
   (:data:`~executor.probe_io.COLLECTIVE_ELEMENTS`), so every collective the simulator priced was ~1 ms short.
 * ``network.ddp_per_bucket_s``: in the same two processes, a DDP-wrapped model of :data:`DDP_MODEL_DIMS` (one
-  gradient bucket) runs backward; the time from the bucket's launch (the executor's
-  :class:`~executor.ddp.GradientHook`, where its ``all_reduce`` span starts) to backward's return, minus a plain
-  ``all_reduce`` of the same bytes timed in the same round, is what DDP's reducer adds per bucket (median).
+  gradient bucket) runs backward; the time from the bucket's launch on the LAST rank (the executor's
+  :class:`~executor.ddp.GradientHook`, where its ``all_reduce`` span starts; the ranks share one host's monotonic
+  clock) to backward's return, minus a plain ``all_reduce`` of the same bytes after the same backward (no DDP),
+  timed from the last rank's call, is what DDP's reducer adds per bucket: trimmed means of
+  :data:`~executor.probe_io.COLLECTIVE_CALLS` rounds, as the collective's own cost (the calls are bimodal, so a
+  median of a few rounds flips between modes). Both from the last rank, as calibration times a collective from
+  the last rank's arrival: until then a rank waits for the other's backward, which the simulator's barrier
+  already charges. Before 2026-11-28 the bucket was timed from the rank's own launch and compared with an
+  all-reduce right after a barrier (medians of 21 rounds). With the two processes sharing the one core of an
+  emulated machine that came out at 1.11 ms, while the 737 kB all-reduces of a calibration trace between two such
+  machines cost their bytes at the probed rate plus 1.1 ms: one fixed cost, not two (``network.per_collective_s``,
+  1.26 ms, and this). Timed from the last launch (medians of 100 rounds), a bucket took 0.68 ms against 1.39 ms for
+  the plain all-reduce on one core and 0.91 against 1.55 ms on two; compared with the plain all-reduce after the
+  same backward, both from the last rank (trimmed means of 21 rounds, three probes), DDP added 0.03-0.66 ms.
 * ``iteration_overhead_s``: the Python the executor's training loop runs per iteration outside its phase spans
   (:mod:`executor.strategies.dp` ``train_epoch``: the inline batch stream's step around the sampling itself,
   five span records, the loss sum of a detached scalar and the clock readings), timed over many iterations of
@@ -39,6 +50,7 @@ measures (:data:`PRIOR_FIELDS`): the fields themselves change when a cluster is 
 
 from __future__ import annotations
 
+import copy
 import datetime
 import functools
 import statistics
@@ -135,7 +147,8 @@ of a 2-layer model on Cora)."""
 def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float, float, float]:
     """Rank program of :func:`per_collective_s`: median one-way 8-byte message time, the mean 1 KiB all-reduce
     after compute (:func:`executor.probe_io.collective_mean_s`, as ``gnnplan probe --emulate`` times it between
-    machines), a DDP bucket's launch-to-return time and a plain all-reduce of the same bytes."""
+    machines), a DDP bucket's time from the last launch and a plain all-reduce of the same bytes
+    (:func:`_ddp_bucket_times`)."""
     from gnnplan.executor import comm
 
     peer = 1 - topo.rank
@@ -150,7 +163,7 @@ def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float, 
         if i >= 3:
             one_way.append((time.perf_counter() - start) / 2.0)
     reduce = collective_mean_s()
-    ddp, flat = _ddp_bucket_times(repeats)
+    ddp, flat = _ddp_bucket_times(COLLECTIVE_CALLS)  # means of bimodal calls: as many rounds as the collective
     return float(np.median(one_way)), reduce, ddp, flat
 
 
@@ -161,32 +174,45 @@ def _bucket_bytes() -> int:
 
 
 def _ddp_bucket_times(repeats: int) -> tuple[float, float]:
-    """Median seconds, over interleaved rounds after three warm-ups, from the launch of a DDP model's one gradient
-    bucket (:class:`executor.ddp.GradientHook`, as the executor's ``all_reduce`` span starts) to the return of
-    ``backward``, and of a plain ``all_reduce`` of the same bytes (collective: every rank calls it)."""
+    """Trimmed mean seconds (5% at each end, as :func:`executor.probe_io.collective_mean_s`), over interleaved
+    rounds after three warm-ups, of a DDP model's one gradient bucket (:class:`executor.ddp.GradientHook`, as the
+    executor's ``all_reduce`` span starts) from its launch on the last rank to the return of ``backward``, and of
+    a plain ``all_reduce`` of the same bytes after the same backward without DDP, from the last rank's call to its
+    return (collective: every rank calls it). The ranks share one host's monotonic clock; the start times are
+    max-reduced after the timed call."""
+    import scipy.stats
+
     from gnnplan.executor import comm, ddp
 
     torch.manual_seed(0)
     a, b, c = DDP_MODEL_DIMS
     model = torch.nn.Sequential(torch.nn.Linear(a, b), torch.nn.ReLU(), torch.nn.Linear(b, c))
+    plain = copy.deepcopy(model)
     net, hook = ddp.data_parallel(model)
     x, y = torch.randn(64, a), torch.randint(0, c, (64,))
     flat_grad = torch.zeros(sum(p.numel() for p in model.parameters()))
+
+    def since_last(start: float, end: float) -> float:
+        last = torch.tensor([start], dtype=torch.float64)
+        comm.all_reduce_(last, op="max")
+        return max(end - float(last[0]), 0.0)
+
     bucket, flat = [], []
     for i in range(repeats + 3):
         comm.barrier()
         hook.reset()
-        loss = torch.nn.functional.cross_entropy(net(x), y)
-        loss.backward()
+        torch.nn.functional.cross_entropy(net(x), y).backward()
         returned = time.perf_counter()
+        ddp_s = since_last(hook.last_launch_s or returned, returned)
         comm.barrier()
+        torch.nn.functional.cross_entropy(plain(x), y).backward()
         start = time.perf_counter()
         comm.all_reduce_(flat_grad)
-        end = time.perf_counter()
+        flat_s = since_last(start, time.perf_counter())
         if i >= 3:
-            bucket.append(returned - (hook.last_launch_s or returned))
-            flat.append(end - start)
-    return float(np.median(bucket)), float(np.median(flat))
+            bucket.append(ddp_s)
+            flat.append(flat_s)
+    return float(scipy.stats.trim_mean(bucket, 0.05)), float(scipy.stats.trim_mean(flat, 0.05))
 
 
 def per_collective_s(repeats: int, latency_s: float, bandwidth_bytes_per_s: float
@@ -201,7 +227,7 @@ def per_collective_s(repeats: int, latency_s: float, bandwidth_bytes_per_s: floa
     Returns:
         (per-collective seconds, floored at :data:`MIN_FIXED_S`; one-way 8-byte message seconds;
         :data:`~executor.probe_io.COLLECTIVE_BYTES` all-reduce seconds; DDP's per-bucket seconds: a bucket's
-        launch-to-return minus a plain all-reduce of its bytes, floored at :data:`MIN_FIXED_S`).
+        time from the last launch minus a plain all-reduce of its bytes, floored at :data:`MIN_FIXED_S`).
     """
     from gnnplan.executor.launch import spawn
 
@@ -312,10 +338,11 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
             f"network.latency_s ({latency:.4g} s) and its bytes at network.bandwidth_bytes_per_s, at least "
             f"{MIN_FIXED_S:g} s"),
         "network.ddp_per_bucket_s": (
-            f"measured by gnnplan probe on {date}: median over {sizes.message_repeats} rounds between 2 spawned "
-            f"local processes of a DDP model's one gradient bucket ({_bucket_bytes()} bytes: linear layers "
-            f"{DDP_MODEL_DIMS}) from its launch to backward's return, minus a plain gloo all_reduce of the same "
-            f"bytes, at least {MIN_FIXED_S:g} s"),
+            f"measured by gnnplan probe on {date}: between 2 spawned local processes, a DDP model's one "
+            f"gradient bucket ({_bucket_bytes()} bytes: linear layers {DDP_MODEL_DIMS}) from its launch on the last "
+            "rank to backward's return, minus a plain gloo all_reduce of the same bytes after the same backward "
+            f"from the last rank's call, trimmed means (5% at each end) of {COLLECTIVE_CALLS} rounds, at least "
+            f"{MIN_FIXED_S:g} s"),
         "iteration_overhead_s": (
             f"measured by gnnplan probe on {date}: median over {sizes.repeats} timings of {LOOP_ITERATIONS} "
             "iterations of the executor's training-loop calls outside its phase spans (inline BatchStream step "

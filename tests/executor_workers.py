@@ -141,3 +141,22 @@ def exchange_protocols(topo: Topology, emit: Any, link_bytes_per_s: float) -> di
     comm.set_link_rate(None)
     everyone = comm.gather_object(got)
     return {"ranks": everyone} if everyone is not None else {}
+
+
+def late_rank_ddp_bucket(topo: Topology, emit: Any, delay_s: float, repeats: int) -> tuple[float, float]:
+    """:func:`executor.probe_overheads._ddp_bucket_times` with rank 1 starting each backward ``delay_s`` late (it
+    sleeps before its loss), as a rank sharing a core with the other would: rank 0's bucket is launched that much
+    before rank 1's."""
+    import time
+
+    from gnnplan.executor import probe_overheads
+
+    if topo.rank == 1:
+        loss = torch.nn.functional.cross_entropy
+
+        def late(*args: Any, **kwargs: Any) -> torch.Tensor:
+            time.sleep(delay_s)
+            return loss(*args, **kwargs)
+
+        torch.nn.functional.cross_entropy = late
+    return probe_overheads._ddp_bucket_times(repeats)

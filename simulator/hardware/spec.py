@@ -159,8 +159,8 @@ class NetworkSpec(LinkSpec):
         description="fixed seconds of one collective call (torch.distributed dispatch, the backend's algorithm "
                     "set-up and completion wait) beyond its messages' latency_s, paid once per all-reduce of a "
                     "multi-worker cluster; default 0 = not modelled (the presets' sources); gnnplan probe "
-                    "measures it (executor.probe_overheads.per_collective_s: an 8-byte gloo all_reduce minus "
-                    "its ring's 2 (W - 1) one-way latencies)")
+                    "measures it (executor.probe_overheads.per_collective_s: the mean 1 KiB gloo all_reduce after "
+                    "compute minus its ring's 2 (W - 1) one-way latencies and its bytes)")
     ddp_per_bucket_s: float = Field(
         default=0.0, ge=0,
         description="fixed seconds PyTorch DistributedDataParallel's reducer adds to each gradient bucket's "
@@ -168,7 +168,8 @@ class NetworkSpec(LinkSpec):
                     "copy of the reduced bucket back into the gradients, the finalisation after backward); paid "
                     "by dp, whose executor trains with DDP (hopgnn and gsplit all-reduce a flat gradient); default "
                     "0 = not modelled; gnnplan probe measures it (executor.probe_overheads.per_collective_s: a DDP "
-                    "bucket's launch-to-return time minus a plain all_reduce of the same bytes)")
+                    "bucket's time from the last rank's launch to backward's return minus a plain all_reduce of "
+                    "the same bytes after the same backward, from the last rank's call)")
     nics_per_machine: int = Field(
         default=1, ge=1, le=64,
         description="NICs of one machine, each with bandwidth_bytes_per_s per direction; GPU l of g uses NIC "

@@ -23,7 +23,7 @@ def test_a_collective_costs_what_its_messages_do_not(monkeypatch: pytest.MonkeyP
     collective, measured_one_way, measured_reduce, ddp = probe_overheads.per_collective_s(5, 1e-4, 1.024e8)
     assert collective == pytest.approx(expected, rel=1e-12)  # at least MIN_FIXED_S
     assert (measured_one_way, measured_reduce) == (one_way, reduce)
-    assert ddp == pytest.approx(2e-3, rel=1e-12)  # a DDP bucket's launch-to-return minus the plain all-reduce
+    assert ddp == pytest.approx(2e-3, rel=1e-12)  # a DDP bucket (from the last launch) minus the plain all-reduce
 
 
 def test_the_all_reduce_is_timed_after_compute_as_between_emulated_machines(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -51,6 +51,16 @@ def test_ddp_bucket_time_is_measured_on_the_executors_ddp_path() -> None:
     one_way, reduce, ddp, flat = launch.spawn(probe_overheads._collective_rank, 2, (3,))
     assert min(one_way, reduce, ddp, flat) > 0
     assert probe_overheads._bucket_bytes() == 4 * (1433 * 128 + 128 + 128 * 7 + 7)
+
+
+def test_ddp_bucket_time_starts_at_the_last_ranks_launch() -> None:
+    """Rank 1 starts each backward 40 ms late: rank 0's bucket then waits 40 ms for it, a wait the simulator's
+    barrier charges, so the reducer's cost is timed from the last launch and stays far below the delay (timed from
+    rank 0's own launch it was at least 40 ms)."""
+    from executor_workers import late_rank_ddp_bucket
+
+    bucket, flat = launch.spawn(late_rank_ddp_bucket, 2, (0.04, 3))
+    assert 0 < bucket < 0.02 and flat > 0
 
 
 def test_handoff_and_loop_costs_are_measured_on_the_executors_paths() -> None:
