@@ -109,7 +109,8 @@ def scale_sample_stats(stats: Any, card: str | Card, graph: Any) -> Any:
     share of the inputs in that band owned by the worker's machine (local) or another (remote), at the card's
     size over the proxy's (post-stratification by degree band: what is kept is each band's local / remote
     composition relative to the model, what changes is how many of a batch's inputs fall in each band),
-    renormalised to 1. ``remote_busiest_ratio`` and the edge cut are kept.
+    renormalised to 1. ``remote_busiest_ratio``, ``slowest_input_ratio`` and the edge cut are kept (ratios of one
+    iteration's busiest or slowest worker to the mean one, [inferred] to carry over at the proxy's scale).
 
     Raises:
         ValueError: the card has no degree histogram.

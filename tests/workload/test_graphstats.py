@@ -107,8 +107,12 @@ def test_two_machines_split_inputs_by_owner(tiny: str) -> None:
     # NIC moves 3 rows, the average machine receives 2. At 0.5 both receive and send one row.
     assert s.remote_busiest_ratio[0] == 1.5
     assert s.busiest_ratio(0.0) == 1.5 and s.busiest_ratio(0.5) == 1.0
+    # Every iteration the worker of machine 1 loads 5 input vertices and that of machine 0 loads 2: the slowest
+    # worker has 5 / 3.5 of the mean.
+    assert s.slowest_input_ratio == pytest.approx(10 / 7, rel=1e-12)
     one = graphstats.sample_stats(tiny, [-1, -1], 1, 1, 1, "random", num_batches=2)
     assert set(one.remote_busiest_ratio) == {1.0}  # nothing remote on one machine
+    assert one.slowest_input_ratio == 1.0  # one worker waits for nobody
 
 
 def _check_fractions(s: SampleStats) -> None:

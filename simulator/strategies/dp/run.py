@@ -7,7 +7,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
-from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES, IterationWork
+from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES, IterationWork, slowest_worker
 from gnnplan.simulator.strategies.window_run import WindowRun
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES
 
@@ -22,7 +22,10 @@ class DpRun(WindowRun):
 
     def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: IterationWork,
                  last: IterationWork) -> None:
-        # every worker does the same work: one representative machine suffices (simulator.symmetry)
+        # every worker runs the slowest worker's iteration (work.slowest_worker): one representative machine
+        # suffices (simulator.symmetry)
+        ratio = ctx.sample.slowest_input_ratio if ctx.num_workers > 1 else 1.0
+        full, last = slowest_worker(full, ratio), slowest_worker(last, ratio)
         super().__init__(ctx, plan, knobs.num_sampler_workers, rank_works=[(full, last)] * ctx.num_workers)
         self.knobs = knobs
         self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]

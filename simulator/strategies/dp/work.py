@@ -4,7 +4,7 @@ local host, other machines, peer GPUs), the pull's request and count bytes, and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
@@ -126,3 +126,22 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
         compute=StepCompute.of(cost, cl), peer_bytes=peer * n_in * row, peer_request_bytes=peer * n_in * INDEX_BYTES,
         remote_sampling=remote_sampling(ctx, blocks) if knobs.graph_structure == "partitioned" else ())
     return work, cost
+
+
+def slowest_worker(work: IterationWork, ratio: float) -> IterationWork:
+    """The iteration ``work`` of the worker with the largest batch, ``ratio`` times the average worker's input
+    vertices (:attr:`~simulator.workload.graphstats.SampleStats.slowest_input_ratio`): its sampled edges, the rows
+    it gathers from its cache, its host and its peers, and its forward and backward pass (seconds and FLOPs) grow
+    with its inputs [inferred: in proportion; the first layer's gather and dense product, the bulk of a sampled
+    batch's work, are linear in the input vertices]. Its remote rows do not: the fetch already lasts until the
+    busiest NIC is done (``busiest_ratio``). Every worker waits for this one at each collective, so the symmetric
+    schedule runs it on every worker."""
+    if ratio == 1.0:
+        return work
+    c = work.compute
+    return replace(work, num_input_vertices=work.num_input_vertices * ratio,
+                   num_sampled_edges=work.num_sampled_edges * ratio, hit_bytes=work.hit_bytes * ratio,
+                   local_bytes=work.local_bytes * ratio, peer_bytes=work.peer_bytes * ratio,
+                   peer_request_bytes=work.peer_request_bytes * ratio,
+                   compute=replace(c, forward_s=c.forward_s * ratio, backward_s=c.backward_s * ratio,
+                                   forward_flops=c.forward_flops * ratio, backward_flops=c.backward_flops * ratio))
