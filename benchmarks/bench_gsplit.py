@@ -208,7 +208,8 @@ def pairs_section(pairs: list[dict[str, Any]]) -> None:
           f"(within {GOAL:.0%}: {sum(e <= GOAL for e in errors)} of {len(errors)})", flush=True)
 
 
-NETWORK_FIELDS = ("network.latency_s", "network.per_collective_s", "network.bandwidth_bytes_per_s")
+NETWORK_FIELDS = ("network.latency_s", "network.per_collective_s", "network.per_all_to_all_s",
+                  "network.bandwidth_bytes_per_s")
 """The calibrated fields the fetch and the shuffle inform, printed with their ratio to the prior."""
 
 

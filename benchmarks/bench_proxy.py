@@ -20,7 +20,8 @@ average clustering (no cut, no cache or batch figure).
 Statistics, on the 2 x 4-GPU preset ``2x4-a100-nvlink3-200gbib`` (8 workers on 2 machines):
 
 * mini-batch sampling (``dp``, graphstats.sample_stats), METIS and random partitions: input vertices and sampled
-  edges per layer, cache hit fraction at 5% and 20% cached, remote input fraction, edge cut;
+  edges per layer, cache hit fraction at 5% and 20% cached, remote input fraction, edge cut, the busiest NIC's
+  fetch load over the average machine's (no cache) and the slowest worker's input vertices over the mean one's;
 * ``neutronstar`` (chunk partition, DepComm and DepCache): remote dependencies, rows received at layer 1,
   replicated layer-0 closure and its in-edges, summed over workers;
 * ``hopgnn`` (METIS): micrograph and group locality, ``dp``'s remote input fraction;
@@ -81,8 +82,9 @@ CLUSTER = "2x4-a100-nvlink3-200gbib"
 TOLERANCE = 0.15
 RMAT = RmatSpec(generator="rmat", num_vertices=2_000_000, edge_factor=8, seed=0)
 RMAT_PROXY_VERTICES = 100_000
-BENCH_FORMAT = 1
-"""Version of :func:`statistics`; part of the name of the kept measurements of the 2M-vertex graph."""
+BENCH_FORMAT = 2
+"""Version of :func:`statistics` (2: the busiest NIC and slowest worker ratios); part of the name of the kept
+measurements of the 2M-vertex graph."""
 RELABELINGS = 32
 """Random relabelings of each real graph its statistics are measured on (:func:`relabelled`, seeds 0..K-1). A METIS
 statistic of a small graph moves a lot with the numbering (CiteSeer's remote input fraction: 0.012-0.110 over 32
@@ -132,6 +134,8 @@ def statistics(dataset: Any, batch: int, scale: ProxyScale | None, card: Card | 
             out[f"{tag} hit fraction @{fraction:g}"] = st.access(fraction)[0]
         out[f"{tag} remote fraction"] = st.remote_miss_fraction[0]
         out[f"{tag} edge cut"] = st.edge_cut_fraction
+        out[f"{tag} busiest NIC ratio"] = st.busiest_ratio(0.0)
+        out[f"{tag} slowest worker ratio"] = st.slowest_input_ratio
     for mode in ("depcomm", "depcache"):
         kn = neutronstar.Knobs(mode=mode, partitioner="chunk")
         _, _, ctx = load_context(CLUSTER, full, "neutronstar", kn)

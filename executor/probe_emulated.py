@@ -10,9 +10,9 @@ limit (cgroup v1), and a NIC shaped by ``tc tbf``. So the probe runs where the r
 * the network is measured between machines: a gloo send/recv ping-pong between a rank on machine 0 and a rank on
   machine 1 over the shaped veth pairs and bridge, fitted with the alpha-beta model
   (:func:`executor.probe_io.fit_latency_bandwidth`; Hockney, Parallel Computing 20(3), 1994), and the fixed cost
-  of a collective call from the mean 1 KiB ``all_reduce`` between the same two ranks
-  (:func:`executor.probe_io.collective_mean_s`), not from two processes inside machine 0, whose all-reduce never
-  crosses the shaped link.
+  of a collective call from the mean 1 KiB ``all_reduce`` between the same two ranks, and of an all-to-all call
+  from their mean 1 KiB ``all_to_all_single`` (:func:`executor.probe_io.collective_mean_s`), not from two processes
+  inside machine 0, whose calls never cross the shaped link.
 
 The result has ``num_machines`` machines of ``workers_per_machine`` workers each; every measured field's
 ``sources`` entry says it was measured on the emulated machine. A token bucket passes a little less than its rate
@@ -75,9 +75,11 @@ def probe_emulated(num_machines: int = 2, workers_per_machine: int = 1, limits: 
     sizes = QUICK if quick else FULL
     with tempfile.TemporaryDirectory(prefix="gnnplan-probe-") as tmp, EmulatedCluster(num_machines, limits) as cl:
         machine = _machine_probe(cl, workers_per_machine, quick, Path(tmp), timeout_s)
-        times, reduce = _ping_pong(cl, list(sizes.message_sizes), sizes.message_repeats, Path(tmp), timeout_s)
+        times, reduce, exchange = _ping_pong(cl, list(sizes.message_sizes), sizes.message_repeats, Path(tmp),
+                                             timeout_s)
     latency, bandwidth = shaped_latency_bandwidth(sizes.message_sizes, times)
-    return _cluster(machine, num_machines, workers_per_machine, limits, (latency, bandwidth, reduce), sizes)
+    return _cluster(machine, num_machines, workers_per_machine, limits, (latency, bandwidth, reduce, exchange),
+                    sizes)
 
 
 def shaped_latency_bandwidth(sizes_bytes: list[int] | tuple[int, ...], times_s: list[float]) -> tuple[float, float]:
@@ -110,15 +112,17 @@ def shaped_latency_bandwidth(sizes_bytes: list[int] | tuple[int, ...], times_s: 
     return latency, (s2 - s1) / (t2 - t1)
 
 
-def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits, network: tuple[float, float, float],
-             sizes: Any) -> dict[str, Any]:
+def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits,
+             network: tuple[float, float, float, float], sizes: Any) -> dict[str, Any]:
     """The machine probe's mapping turned into the emulated cluster's; ``network`` is what was measured between
-    machines: (latency s, bandwidth B/s, mean :data:`~executor.probe_io.COLLECTIVE_BYTES` all-reduce s)."""
+    machines: (latency s, bandwidth B/s, mean :data:`~executor.probe_io.COLLECTIVE_BYTES` all-reduce s, mean
+    all-to-all of the same bytes s)."""
     from gnnplan.executor.probe import _sig, host_memory_bytes
-    from gnnplan.executor.probe_overheads import collective_fixed_s
+    from gnnplan.executor.probe_overheads import all_to_all_fixed_s, collective_fixed_s
 
-    latency_s, bandwidth_bytes_per_s, reduce_s = network
+    latency_s, bandwidth_bytes_per_s, reduce_s, exchange_s = network
     collective = collective_fixed_s(reduce_s, latency_s, bandwidth_bytes_per_s)
+    all_to_all = all_to_all_fixed_s(exchange_s, latency_s, bandwidth_bytes_per_s)
 
     data = dict(machine)
     memory = limits.memory_bytes or host_memory_bytes() / m
@@ -126,20 +130,22 @@ def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits, net
     data["host"] = {**machine["host"], "memory_bytes": _sig(memory)}
     data["gpu"] = {**machine["gpu"], "memory_bytes": _sig(memory / w)}
     data["network"] = {**machine["network"], "bandwidth_bytes_per_s": _sig(bandwidth_bytes_per_s),
-                       "latency_s": _sig(latency_s), "per_collective_s": _sig(collective)}
+                       "latency_s": _sig(latency_s), "per_collective_s": _sig(collective),
+                       "per_all_to_all_s": _sig(all_to_all)}
     # the machine probe's priors hold its loopback network; calibration must regularise toward the emulated NIC
     data["priors"] = {**machine.get("priors", {}), "network.bandwidth_bytes_per_s": _sig(bandwidth_bytes_per_s),
-                      "network.latency_s": _sig(latency_s), "network.per_collective_s": _sig(collective)}
+                      "network.latency_s": _sig(latency_s), "network.per_collective_s": _sig(collective),
+                      "network.per_all_to_all_s": _sig(all_to_all)}
     sources = {k: v.replace("measured by gnnplan probe", "measured by gnnplan probe --emulate inside emulated "
                                                           "machine 0", 1)
                for k, v in machine.get("sources", {}).items()}
-    sources.update(emulated_network_sources(m, w, limits, memory, sizes, reduce_s))
+    sources.update(emulated_network_sources(m, w, limits, memory, sizes, reduce_s, exchange_s))
     data["sources"] = sources
     return data
 
 
 def emulated_network_sources(m: int, w: int, limits: MachineLimits, memory_bytes: float,
-                             sizes: Any, all_reduce_s: float) -> dict[str, str]:
+                             sizes: Any, all_reduce_s: float, all_to_all_s: float) -> dict[str, str]:
     """``sources`` entries of the fields :func:`probe_emulated` sets itself."""
     date = datetime.date.today().isoformat()
     shaped = (f"NICs shaped by tc tbf to {limits.bandwidth_bytes_per_s:.4g} B/s per direction"
@@ -162,6 +168,10 @@ def emulated_network_sources(m: int, w: int, limits: MachineLimits, memory_bytes
             f"s; executor.probe_io.collective_mean_s: {COLLECTIVE_CALLS} calls each after "
             f"{COLLECTIVE_BUSY_S * 1e3:g} ms of compute, 5% trimmed each side) minus its ring's 2 messages at "
             f"network.latency_s and its bytes at network.bandwidth_bytes_per_s, at least {MIN_FIXED_S:g} s"),
+        "network.per_all_to_all_s": (
+            f"mean {COLLECTIVE_BYTES}-byte float32 gloo all_to_all_single (half to the other rank) between the "
+            f"same two ranks ({all_to_all_s:.4g} s; the same calls and compute) minus its one message at "
+            f"network.latency_s and network.bandwidth_bytes_per_s, at least {MIN_FIXED_S:g} s"),
     }
     return {k: f"measured by gnnplan probe --emulate on {date}: {v}" for ks, v in methods.items()
             for k in ks.split()}
@@ -182,9 +192,9 @@ def _machine_probe(cluster: EmulatedCluster, workers: int, quick: bool, tmp: Pat
 
 
 def _ping_pong(cluster: EmulatedCluster, sizes: list[int], repeats: int, tmp: Path, timeout_s: float
-               ) -> tuple[list[float], float]:
-    """One-way times per size between a rank on machine 0 and one on machine 1, and the mean 1 KiB all-reduce
-    between them (:func:`executor.probe_io.collective_mean_s`; rank 0 prints them)."""
+               ) -> tuple[list[float], float, float]:
+    """One-way times per size between a rank on machine 0 and one on machine 1, and the mean 1 KiB all-reduce and
+    all-to-all between them (:func:`executor.probe_io.collective_mean_s`; rank 0 prints them)."""
     argv = _module_argv("pingpong", "--sizes", ",".join(map(str, sizes)), "--repeats", str(repeats))
     with open(tmp / "pp.out", "w+") as out, open(tmp / "pp0.err", "w+") as err0, \
             open(tmp / "pp1.err", "w+") as err1:
@@ -199,9 +209,10 @@ def _ping_pong(cluster: EmulatedCluster, sizes: list[int], repeats: int, tmp: Pa
         _wait(procs, [err0, err1], timeout_s, "the network probe")
         got = _json_line(out, "the network probe")
     times = got.get("one_way_s") if isinstance(got, dict) else None
-    if not isinstance(times, list) or len(times) != len(sizes) or not isinstance(got.get("all_reduce_s"), float):
+    if (not isinstance(times, list) or len(times) != len(sizes)
+            or not all(isinstance(got.get(k), float) for k in ("all_reduce_s", "all_to_all_s"))):
         raise WorkerError(f"probe --emulate: the network probe returned {got!r}")
-    return [float(t) for t in times], float(got["all_reduce_s"])
+    return [float(t) for t in times], float(got["all_reduce_s"]), float(got["all_to_all_s"])
 
 
 def _wait(procs: list[subprocess.Popen[str]], errs: list[IO[str]], timeout_s: float, what: str) -> None:
@@ -258,17 +269,18 @@ def _main_pingpong(ns: argparse.Namespace) -> None:
     try:
         times = ping_pong_times(topo.rank, [int(s) for s in ns.sizes.split(",")], ns.repeats)
         reduce = collective_mean_s()
+        exchange = collective_mean_s(all_to_all=True)
     finally:
         comm.destroy()
     if topo.rank == 0:
-        sys.stdout.write(json.dumps({"one_way_s": times, "all_reduce_s": reduce}) + "\n")
+        sys.stdout.write(json.dumps({"one_way_s": times, "all_reduce_s": reduce, "all_to_all_s": exchange}) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry of the processes :func:`probe_emulated` starts inside the emulated machines:
     ``machine --workers W [--quick]`` (prints the machine probe as JSON) and ``pingpong --sizes S,... --repeats R``
     (a rank of the network ping-pong and collective from torchrun's environment; rank 0 prints the one-way times
-    and the mean all-reduce as JSON)."""
+    and the mean all-reduce and all-to-all as JSON)."""
     parser = argparse.ArgumentParser(prog="python -m gnnplan.executor.probe_emulated", description=main.__doc__)
     sub = parser.add_subparsers(dest="step", required=True)
     p = sub.add_parser("machine")

@@ -108,10 +108,12 @@ def _busy_s(seconds: float) -> int:
     return readings
 
 
-def collective_mean_s(repeats: int = COLLECTIVE_CALLS) -> float:
+def collective_mean_s(repeats: int = COLLECTIVE_CALLS, all_to_all: bool = False) -> float:
     """Mean seconds of a :data:`COLLECTIVE_BYTES` gloo ``all_reduce`` (float32) of the joined process group, each
     after :data:`COLLECTIVE_BUSY_S` of compute, over ``repeats`` calls after three warm-ups; the top and bottom 5%
-    are trimmed (:func:`scipy.stats.trim_mean`) so that a rare pause of the machine does not count.
+    are trimmed (:func:`scipy.stats.trim_mean`) so that a rare pause of the machine does not count. With
+    ``all_to_all`` the call is an ``all_to_all_single`` of the same :data:`COLLECTIVE_ELEMENTS` per rank, an equal
+    share to every rank (:func:`executor.comm.all_to_all_single`, as a feature pull and a gsplit shuffle call it).
 
     The mean, not the median: an epoch sums its calls, so a per-call cost must be what a call costs on average
     (the calls are bimodal here: 1 KiB between two local processes, 0.57 ms median and 1.37 ms mean).
@@ -121,12 +123,18 @@ def collective_mean_s(repeats: int = COLLECTIVE_CALLS) -> float:
     from gnnplan.executor import comm
 
     value = torch.ones(COLLECTIVE_ELEMENTS, dtype=torch.float32)
+    w = comm.world_size()
+    splits = [len(part) for part in torch.tensor_split(value, w)]
+    received = torch.empty_like(value)
     times = []
     comm.barrier()
     for i in range(repeats + 3):
         _busy_s(COLLECTIVE_BUSY_S)
         start = time.perf_counter()
-        comm.all_reduce_(value)
+        if all_to_all:
+            comm.all_to_all_single(received, value, splits, splits)
+        else:
+            comm.all_reduce_(value)
         if i >= 3:
             times.append(time.perf_counter() - start)
     return float(scipy.stats.trim_mean(times, 0.05))

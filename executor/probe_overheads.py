@@ -22,6 +22,11 @@ it, and adds them with their sources to the probe's cluster mapping (:func:`add_
   ring all-reduce, Thakur, Rabenseifner and Gropp, IJHPCA 19(1), 2005, §4.5), at least 1 us. Before 2026-11-28
   the probe timed a one-element (8-byte) all-reduce: 0.13-0.21 ms a call against 1.3-1.6 ms for 16 B - 64 KiB
   (:data:`~executor.probe_io.COLLECTIVE_ELEMENTS`), so every collective the simulator priced was ~1 ms short.
+* ``network.per_all_to_all_s``: the same, on a 1 KiB ``all_to_all_single`` (half to the other rank), minus its
+  one message's latency and bytes: the fixed cost of each of a feature pull's three calls and of a gsplit
+  shuffle. gloo's all-to-all costs less than its all-reduce: after 1 ms of compute, two local processes, 200 calls
+  (2026-11-28), 0.31-0.51 ms against 1.38-2.04 ms; and the fetch rows of two what-if calibration traces fitted a
+  per-call cost of 0.39x and 0.47x the all-reduce's while the all-reduce rows kept it.
 * ``network.ddp_per_bucket_s``: in the same two processes, a DDP-wrapped model of :data:`DDP_MODEL_DIMS` (one
   gradient bucket) runs backward; the time from the bucket's launch on the LAST rank (the executor's
   :class:`~executor.ddp.GradientHook`, where its ``all_reduce`` span starts; the ranks share one host's monotonic
@@ -55,7 +60,7 @@ import datetime
 import functools
 import statistics
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -73,7 +78,7 @@ from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.hardware.collectives import ring_all_reduce_time_s
 
 PRIOR_FIELDS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
-                "network.ddp_per_bucket_s",
+                "network.per_all_to_all_s", "network.ddp_per_bucket_s",
                 "pcie.bandwidth_bytes_per_s", "pcie.latency_s", "gpu.kernel_overhead_s",
                 "host.sampling_edges_per_s_per_core", "host.sampler_handoff_s", "iteration_overhead_s",
                 "host.row_index_s", "storage.concurrency", "host.sampler_call_s", "gpu.graph_op_overhead_s")
@@ -144,11 +149,11 @@ DDP_MODEL_DIMS = (1433, 128, 7)
 of a 2-layer model on Cora)."""
 
 
-def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float, float, float]:
+def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float, float, float, float]:
     """Rank program of :func:`per_collective_s`: median one-way 8-byte message time, the mean 1 KiB all-reduce
-    after compute (:func:`executor.probe_io.collective_mean_s`, as ``gnnplan probe --emulate`` times it between
-    machines), a DDP bucket's time from the last launch and a plain all-reduce of the same bytes
-    (:func:`_ddp_bucket_times`)."""
+    and all-to-all after compute (:func:`executor.probe_io.collective_mean_s`, as ``gnnplan probe --emulate``
+    times them between machines), a DDP bucket's time from the last launch and a plain all-reduce of the same
+    bytes (:func:`_ddp_bucket_times`)."""
     from gnnplan.executor import comm
 
     peer = 1 - topo.rank
@@ -163,8 +168,9 @@ def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float, 
         if i >= 3:
             one_way.append((time.perf_counter() - start) / 2.0)
     reduce = collective_mean_s()
+    exchange = collective_mean_s(all_to_all=True)
     ddp, flat = _ddp_bucket_times(COLLECTIVE_CALLS)  # means of bimodal calls: as many rounds as the collective
-    return float(np.median(one_way)), reduce, ddp, flat
+    return float(np.median(one_way)), reduce, exchange, ddp, flat
 
 
 def _bucket_bytes() -> int:
@@ -215,24 +221,39 @@ def _ddp_bucket_times(repeats: int) -> tuple[float, float]:
     return float(scipy.stats.trim_mean(bucket, 0.05)), float(scipy.stats.trim_mean(flat, 0.05))
 
 
-def per_collective_s(repeats: int, latency_s: float, bandwidth_bytes_per_s: float
-                     ) -> tuple[float, float, float, float]:
-    """The fixed cost of a gloo collective between two local processes, and DDP's per bucket (module docstring).
+class CollectiveCosts(NamedTuple):
+    """What :func:`per_collective_s` measured (seconds)."""
+
+    per_collective_s: float
+    """An all-reduce's fixed cost (:func:`collective_fixed_s`), at least :data:`MIN_FIXED_S`."""
+    per_all_to_all_s: float
+    """An all-to-all's fixed cost (:func:`all_to_all_fixed_s`), at least :data:`MIN_FIXED_S`."""
+    one_way_s: float
+    """One-way 8-byte message (median)."""
+    all_reduce_s: float
+    """The mean :data:`~executor.probe_io.COLLECTIVE_BYTES` all-reduce after compute."""
+    all_to_all_s: float
+    """The mean :data:`~executor.probe_io.COLLECTIVE_BYTES` all-to-all after compute."""
+    ddp_per_bucket_s: float
+    """DDP's per bucket: a bucket's time from the last launch minus a plain all-reduce of its bytes, at least
+    :data:`MIN_FIXED_S`."""
+
+
+def per_collective_s(repeats: int, latency_s: float, bandwidth_bytes_per_s: float) -> CollectiveCosts:
+    """The fixed costs of a gloo all-reduce and all-to-all between two local processes, and DDP's per bucket
+    (module docstring).
 
     Args:
-        repeats: timed rounds.
+        repeats: timed rounds of the one-way message.
         latency_s: the modelled latency of one message (``network.latency_s``).
         bandwidth_bytes_per_s: the modelled rate between the processes (``network.bandwidth_bytes_per_s``).
-
-    Returns:
-        (per-collective seconds, floored at :data:`MIN_FIXED_S`; one-way 8-byte message seconds;
-        :data:`~executor.probe_io.COLLECTIVE_BYTES` all-reduce seconds; DDP's per-bucket seconds: a bucket's
-        time from the last launch minus a plain all-reduce of its bytes, floored at :data:`MIN_FIXED_S`).
     """
     from gnnplan.executor.launch import spawn
 
-    one_way, reduce, ddp, flat = spawn(_collective_rank, 2, (repeats,))
-    return collective_fixed_s(reduce, latency_s, bandwidth_bytes_per_s), one_way, reduce, max(ddp - flat, MIN_FIXED_S)
+    one_way, reduce, exchange, ddp, flat = spawn(_collective_rank, 2, (repeats,))
+    return CollectiveCosts(collective_fixed_s(reduce, latency_s, bandwidth_bytes_per_s),
+                           all_to_all_fixed_s(exchange, latency_s, bandwidth_bytes_per_s), one_way, reduce, exchange,
+                           max(ddp - flat, MIN_FIXED_S))
 
 
 def collective_fixed_s(all_reduce_s: float, latency_s: float, bandwidth_bytes_per_s: float) -> float:
@@ -243,6 +264,15 @@ def collective_fixed_s(all_reduce_s: float, latency_s: float, bandwidth_bytes_pe
     and the bytes once; Thakur, Rabenseifner and Gropp, IJHPCA 19(1), 2005, §4.5), at least :data:`MIN_FIXED_S`."""
     ring = ring_all_reduce_time_s(COLLECTIVE_BYTES, 2, bandwidth_bytes_per_s, latency_s)
     return max(all_reduce_s - ring, MIN_FIXED_S)
+
+
+def all_to_all_fixed_s(all_to_all_s: float, latency_s: float, bandwidth_bytes_per_s: float) -> float:
+    """An all-to-all call's fixed cost (seconds) from :func:`executor.probe_io.collective_mean_s`'s all-to-all
+    between two ranks (``all_to_all_s`` seconds; each rank keeps half of its
+    :data:`~executor.probe_io.COLLECTIVE_BYTES` and sends the other half): its time minus what the simulator
+    already charges for it, one message of those bytes at ``latency_s`` and ``bandwidth_bytes_per_s`` (a pull's or
+    a shuffle's message to each other machine), at least :data:`MIN_FIXED_S`."""
+    return max(all_to_all_s - latency_s - COLLECTIVE_BYTES / 2 / bandwidth_bytes_per_s, MIN_FIXED_S)
 
 
 def iteration_overhead_s(iterations: int, repeats: int) -> float:
@@ -315,10 +345,11 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
         call = sampler_call_s(sizes.rmat_vertices, sizes.rmat_edge_factor, tuple(sizes.sampling_fanouts),
                               float(data["host"]["sampling_edges_per_s_per_core"]), num_batches)
     latency, bandwidth = float(data["network"]["latency_s"]), float(data["network"]["bandwidth_bytes_per_s"])
-    collective, one_way, reduce, ddp_bucket = per_collective_s(sizes.message_repeats, latency, bandwidth)
+    costs = per_collective_s(sizes.message_repeats, latency, bandwidth)
     data["host"]["sampler_handoff_s"] = _sig(handoff)
-    data["network"]["per_collective_s"] = _sig(collective)
-    data["network"]["ddp_per_bucket_s"] = _sig(ddp_bucket)
+    data["network"]["per_collective_s"] = _sig(costs.per_collective_s)
+    data["network"]["per_all_to_all_s"] = _sig(costs.per_all_to_all_s)
+    data["network"]["ddp_per_bucket_s"] = _sig(costs.ddp_per_bucket_s)
     data["iteration_overhead_s"] = _sig(loop)
     data["host"]["sampler_call_s"] = _sig(call)
     data["gpu"]["graph_op_overhead_s"] = _sig(graph_op)
@@ -332,11 +363,16 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
             "process of executor.sampling.BatchStream (DataLoader queue get + unpickling shared-memory tensors)"),
         "network.per_collective_s": (
             f"measured by gnnplan probe on {date}: mean {COLLECTIVE_BYTES}-byte gloo all_reduce between 2 spawned "
-            f"local processes, each call after {COLLECTIVE_BUSY_S:g} s of compute ({reduce:.4g} s; executor."
-            f"probe_io.collective_mean_s: {COLLECTIVE_CALLS} calls, 5% trimmed at each end; an 8-byte message one "
-            f"way: {one_way:.4g} s, median of {sizes.message_repeats} rounds) minus its ring's 2 messages at "
-            f"network.latency_s ({latency:.4g} s) and its bytes at network.bandwidth_bytes_per_s, at least "
-            f"{MIN_FIXED_S:g} s"),
+            f"local processes, each call after {COLLECTIVE_BUSY_S:g} s of compute ({costs.all_reduce_s:.4g} s; "
+            f"executor.probe_io.collective_mean_s: {COLLECTIVE_CALLS} calls, 5% trimmed at each end; an 8-byte "
+            f"message one way: {costs.one_way_s:.4g} s, median of {sizes.message_repeats} rounds) minus its ring's "
+            f"2 messages at network.latency_s ({latency:.4g} s) and its bytes at network.bandwidth_bytes_per_s, at "
+            f"least {MIN_FIXED_S:g} s"),
+        "network.per_all_to_all_s": (
+            f"measured by gnnplan probe on {date}: mean {COLLECTIVE_BYTES}-byte gloo all_to_all_single (half to "
+            f"the other rank) between 2 spawned local processes, each call after {COLLECTIVE_BUSY_S:g} s of "
+            f"compute ({costs.all_to_all_s:.4g} s; {COLLECTIVE_CALLS} calls, 5% trimmed at each end) minus its "
+            f"one message at network.latency_s and network.bandwidth_bytes_per_s, at least {MIN_FIXED_S:g} s"),
         "network.ddp_per_bucket_s": (
             f"measured by gnnplan probe on {date}: between 2 spawned local processes, a DDP model's one "
             f"gradient bucket ({_bucket_bytes()} bytes: linear layers {DDP_MODEL_DIMS}) from its launch on the last "

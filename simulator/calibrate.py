@@ -22,8 +22,8 @@ its legs apart; PCIe is determined by ``load`` spans). A rule may take only some
 listed in the report (``fit["unpriced_phases"]``; ``epoch`` spans give the measured epoch times).
 
 Fixed costs are parameters of their own, each where it is paid: ``gpu.kernel_overhead_s`` per kernel (compute
-rows), ``network.latency_s`` per message, ``network.per_collective_s`` per collective call (an all-reduce, each
-``all_to_all`` of a fetch or a shuffle), ``host.sampler_handoff_s``
+rows), ``network.latency_s`` per message, ``network.per_collective_s`` per all-reduce call,
+``network.per_all_to_all_s`` per ``all_to_all`` call (each of a fetch's three, a shuffle), ``host.sampler_handoff_s``
 per batch a trainer takes from a sampler process and ``iteration_overhead_s`` per iteration (both from the
 ``iteration`` rows: an iteration's time minus its phases). Each is fitted in log space with a prior, the value
 ``gnnplan probe`` measured (the cluster's ``priors`` block, else its own value), so per-byte and per-edge rates

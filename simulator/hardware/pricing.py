@@ -31,10 +31,11 @@ Formulas and sources:
   strategy, torch/multiprocessing/reductions.py ``rebuild_storage_fd``).
 * fixed per-iteration cost: ``steps * iteration_overhead_s + sampler hand-off`` (:func:`iteration_fixed_s`).
 * feature fetch (a pull of remote rows, DistDGL KVStore style): ``(request_messages + 1) * network.latency_s +
-  num_collectives * network.per_collective_s + max(1, sharers / nics_per_machine) * nbytes /
+  num_collectives * network.per_all_to_all_s + max(1, sharers / nics_per_machine) * nbytes /
   network.bandwidth_bytes_per_s``: the requests, then the rows back, ``sharers`` workers of the machine pulling
   at once, each through its own NIC; when the pull is made of collective calls (the executor's
-  ``RowStore.pull``: three ``all_to_all`` calls, counts, ids, rows), each call's fixed cost (:func:`collective_s`).
+  ``RowStore.pull``: three ``all_to_all`` calls, counts, ids, rows), each call's fixed cost (:func:`collective_s`
+  of an all-to-all: ``network.per_all_to_all_s``, which gloo's all-to-all and all-reduce do not share).
 * peer copy inside a machine: alpha-beta at the pair's bandwidth (NVSwitch: the GPU's full NVLink rate; pairwise
   NVLink: one direct link, ``bandwidth / (g - 1)``; no NVLink: PCIe peer to peer).
 * feature load: ``max(host gather of local rows, fetch_s) + host-to-GPU copy of local + remote rows + GPU
@@ -43,7 +44,7 @@ Formulas and sources:
   (network.latency_s + 2 pcie.latency_s) + nbytes * (1 / network bandwidth + 2 / pcie bandwidth)``: out over
   PCIe, across the network, in over PCIe; with ``network.gpudirect_rdma`` (or CPU-only) the network alone,
   ``steps * network.latency_s + nbytes / network bandwidth``.
-* shuffle (``gsplit``: one all-to-all call, one message per GPU pair at once): ``per_collective_s + max(gpu_to_gpu
+* shuffle (``gsplit``: one all-to-all call, one message per GPU pair at once): ``per_all_to_all_s + max(gpu_to_gpu
   of the bytes inside the machine, exchange of the bytes across machines)``; it informs only the network.
 """
 
@@ -215,10 +216,13 @@ def all_reduce_s(cluster: ClusterSpec, nbytes: float) -> float:
     return hierarchical_all_reduce_time_s(nbytes, cluster) + collective_s(cluster, nbytes)
 
 
-def collective_s(cluster: ClusterSpec, nbytes: float) -> float:
-    """The fixed cost of one collective call of ``nbytes`` per worker: ``network.per_collective_s`` when there
-    is something to exchange (several workers, bytes > 0), else 0."""
-    return cluster.network.per_collective_s if cluster.num_gpus > 1 and nbytes > 0 else 0.0
+def collective_s(cluster: ClusterSpec, nbytes: float, all_to_all: bool = False) -> float:
+    """The fixed cost of one collective call of ``nbytes`` per worker when there is something to exchange
+    (several workers, bytes > 0), else 0: ``network.per_all_to_all_s`` for an ``all_to_all`` call (a pull's, a
+    shuffle), ``network.per_collective_s`` for any other (an all-reduce)."""
+    if cluster.num_gpus <= 1 or nbytes <= 0:
+        return 0.0
+    return cluster.network.per_all_to_all_s if all_to_all else cluster.network.per_collective_s
 
 
 def sampler_handoff_s(cluster: ClusterSpec, num_batches: float = 1.0) -> float:
@@ -231,12 +235,12 @@ def feature_fetch_s(cluster: ClusterSpec, nbytes: float, request_messages: float
                     num_collectives: float = 0.0) -> float:
     """Pull ``nbytes`` of remote rows: requests, then the rows back, ``sharers`` pullers of one machine at once,
     each through its own NIC (``network.nics_per_machine`` NICs: ``max(1, sharers / nics)`` pullers per NIC), in
-    ``num_collectives`` collective calls (each one message of the ``request_messages + 1``), each with its fixed
+    ``num_collectives`` all-to-all calls (each one message of the ``request_messages + 1``), each with its fixed
     cost (:func:`collective_s`; every call carries at least its row counts). The wait for the other workers
     before a call is not priced here: the simulator's processes produce it (a barrier per call)."""
     net = cluster.network
     per_nic = max(1.0, sharers / net.nics_per_machine)
-    calls_s = num_collectives * collective_s(cluster, 1.0) if num_collectives else 0.0
+    calls_s = num_collectives * collective_s(cluster, 1.0, all_to_all=True) if num_collectives else 0.0
     return calls_s + (request_messages + 1.0) * net.latency_s + per_nic * nbytes / net.bandwidth_bytes_per_s
 
 
@@ -281,7 +285,7 @@ def shuffle_s(cluster: ClusterSpec, intra_bytes: float = 0.0, network_bytes: flo
     the larger of what the GPU sends and receives on that path."""
     across = exchange_s(cluster, network_bytes)
     peers = cluster.gpus_per_machine - 1
-    return collective_s(cluster, intra_bytes + network_bytes) + max(
+    return collective_s(cluster, intra_bytes + network_bytes, all_to_all=True) + max(
         gpu_to_gpu_s(cluster, intra_bytes, num_peers=peers), across)
 
 
@@ -337,10 +341,10 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("all_reduce", all_reduce_s, _NET + _PCIE + ("network.per_collective_s",)),
     PricedOp("ddp_all_reduce", ddp_all_reduce_s,
              _NET + _PCIE + ("network.per_collective_s", "network.ddp_per_bucket_s")),
-    PricedOp("feature_fetch", feature_fetch_s, _NET + ("network.per_collective_s",)),
+    PricedOp("feature_fetch", feature_fetch_s, _NET + ("network.per_all_to_all_s",)),
     PricedOp("feature_load", feature_load_s, _PCIE + ("efficiency.gather_fraction",)),
     PricedOp("exchange", exchange_s, _NET),
-    PricedOp("shuffle", shuffle_s, _NET + ("network.per_collective_s",)),
+    PricedOp("shuffle", shuffle_s, _NET + ("network.per_all_to_all_s",)),
     PricedOp("forward", lambda cl, **w: phase_compute_s(cl, "forward", **w),
              ("efficiency.forward_fraction",) + _KERNEL),
     PricedOp("backward", lambda cl, **w: phase_compute_s(cl, "backward", **w),

@@ -161,6 +161,15 @@ class NetworkSpec(LinkSpec):
                     "multi-worker cluster; default 0 = not modelled (the presets' sources); gnnplan probe "
                     "measures it (executor.probe_overheads.per_collective_s: the mean 1 KiB gloo all_reduce after "
                     "compute minus its ring's 2 (W - 1) one-way latencies and its bytes)")
+    per_all_to_all_s: float = Field(
+        default=0.0, ge=0,
+        description="fixed seconds of one all_to_all call (each of a feature pull's three calls, a gsplit "
+                    "shuffle) beyond its messages' latency_s, paid once per call of a multi-worker cluster; absent "
+                    "= per_collective_s (a cluster written before it existed keeps its prices); gnnplan probe "
+                    "measures it as per_collective_s, on a 1 KiB all_to_all_single after compute minus its one "
+                    "message's latency and bytes (executor.probe_overheads.per_collective_s). Its own field because "
+                    "gloo's all-to-all and all-reduce differ: two local processes after 1 ms of compute, 1 KiB, "
+                    "200 calls (2026-11-28): all_to_all_single 0.31-0.51 ms mean, all_reduce 1.38-2.04 ms")
     ddp_per_bucket_s: float = Field(
         default=0.0, ge=0,
         description="fixed seconds PyTorch DistributedDataParallel's reducer adds to each gradient bucket's "
@@ -182,6 +191,14 @@ class NetworkSpec(LinkSpec):
                     "skips the host staging copy (PCIe device-to-host on the sender, host-to-device on the "
                     "receiver, and host memory); default false = staged through host memory (kernel TCP, or a "
                     "GPU/NIC pair without peer-to-peer support)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _all_to_all_defaults_to_the_collective(cls, data: Any) -> Any:
+        """``per_all_to_all_s`` absent: ``per_collective_s`` (what every call paid before the field existed)."""
+        if isinstance(data, dict) and "per_all_to_all_s" not in data and "per_collective_s" in data:
+            return {**data, "per_all_to_all_s": data["per_collective_s"]}
+        return data
 
 
 class NvlinkSpec(LinkSpec):

@@ -40,7 +40,7 @@ FETCH_COLLECTIVES = 3
 """Collective calls of one pull of remote feature rows in the executor (executor/features.py ``RowStore.pull``):
 an ``all_to_all_single`` of the row counts asked of every rank, one of the int64 ids, one of the rows back. Every
 rank takes part in each (also with nothing to ask for), so each call waits for the slowest rank and pays
-``network.per_collective_s``."""
+``network.per_all_to_all_s``."""
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ def fetch_rule(request_messages: int, num_collectives: int = 0) -> PhaseRule:
     """``fetch``: a pull of remote rows with ``request_messages`` messages before the rows come back, the
     machine's workers sharing its NIC. With ``num_collectives`` > 0 the pull is that many collective calls over
     all workers (the executor's ``RowStore.pull``), each priced with its fixed cost
-    (``network.per_collective_s``); a rank's span then also holds the wait for the slowest rank at each call,
+    (``network.per_all_to_all_s``); a rank's span then also holds the wait for the slowest rank at each call,
     which the simulator's barriers produce and the price leaves out, so the row is the span of the rank that
     received the most, from the last rank's arrival to its end (calibration's ``per_call`` rows), traces with 2+
     machines: the call ends when its busiest NIC is done. A simulated span (the average rank's) says how much

@@ -121,11 +121,11 @@ class WindowRun:
                                self.plan.window[pos], args))
 
     def _collective(self, rank: int, key: Any, nbytes: float) -> Generator[Any, Any, float]:
-        """Worker ``rank`` calls the collective named ``key`` (one ``all_to_all`` of a pull, a shuffle): the call
+        """Worker ``rank`` calls the ``all_to_all`` named ``key`` (one call of a pull, a shuffle): the call
         completes only when every worker has reached it, so the worker first waits for the slowest one (a
         barrier: :class:`~simulator.engine.Rendezvous`), then pays the call's fixed cost
-        (:func:`~simulator.hardware.pricing.collective_s` of the ``nbytes`` it exchanges:
-        ``network.per_collective_s``); the caller then sends the call's messages. Use with ``yield from``.
+        (:func:`~simulator.hardware.pricing.collective_s` of the ``nbytes`` it exchanges, an all-to-all:
+        ``network.per_all_to_all_s``); the caller then sends the call's messages. Use with ``yield from``.
 
         Returns:
             The seconds this worker waited for the others.
@@ -133,7 +133,7 @@ class WindowRun:
         arrived = self.engine.now
         yield self.rendezvous.wait(key)
         waited = self.engine.now - arrived
-        fixed_s = pricing.collective_s(self.ctx.cluster, nbytes)
+        fixed_s = pricing.collective_s(self.ctx.cluster, nbytes, all_to_all=True)
         if fixed_s > 0:
             yield self.engine.timeout(fixed_s)
         return waited

@@ -64,7 +64,7 @@ def test_cli_writes_the_emulated_cluster(tmp_path: Path, monkeypatch: pytest.Mon
         return machine
 
     monkeypatch.setattr(probe_emulated, "_machine_probe", fake_machine)
-    monkeypatch.setattr(probe_emulated, "_ping_pong", lambda *a: (times, 1.5e-3))
+    monkeypatch.setattr(probe_emulated, "_ping_pong", lambda *a: (times, 1.5e-3, 6e-4))
     monkeypatch.setattr(probe_emulated, "EmulatedCluster", _NoCluster)
     monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path))
     assert main(["probe", "--emulate", "--quick", "--machines", "3", "--bandwidth", "100Mbit/s",
@@ -80,10 +80,14 @@ def test_cli_writes_the_emulated_cluster(tmp_path: Path, monkeypatch: pytest.Mon
     ring = 2 * spec.network.latency_s + 1024 / spec.network.bandwidth_bytes_per_s
     assert spec.network.per_collective_s == pytest.approx(1.5e-3 - ring, rel=1e-3)
     assert spec.priors["network.per_collective_s"] == spec.network.per_collective_s
+    # the all-to-all less its one message of half the 1 KiB
+    one_message = spec.network.latency_s + 512 / spec.network.bandwidth_bytes_per_s
+    assert spec.network.per_all_to_all_s == pytest.approx(6e-4 - one_message, rel=1e-3)
+    assert spec.priors["network.per_all_to_all_s"] == spec.network.per_all_to_all_s
     assert spec.host.memory_bytes == pytest.approx(4e9, rel=1e-3)
     assert spec.gpu.peak_flops_per_s == machine["gpu"]["peak_flops_per_s"]
-    for field in ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s", "num_machines",
-                  "host.memory_bytes", "gpu.peak_flops_per_s"):
+    for field in ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
+                  "network.per_all_to_all_s", "num_machines", "host.memory_bytes", "gpu.peak_flops_per_s"):
         assert "gnnplan probe --emulate" in spec.sources[field]
 
 
@@ -119,9 +123,9 @@ def test_network_between_emulated_machines_is_the_shaped_rate() -> None:
     afterwards."""
     sizes = [8, 512, 32768, 1 << 20, 4 << 20]
     with tempfile.TemporaryDirectory() as tmp, EmulatedCluster(2, MachineLimits(12.5e6)) as cluster:
-        times, reduce = probe_emulated._ping_pong(cluster, sizes, 3, Path(tmp), 120.0)
+        times, reduce, exchange = probe_emulated._ping_pong(cluster, sizes, 3, Path(tmp), 120.0)
     latency, bandwidth = probe_emulated.shaped_latency_bandwidth(sizes, times)
     assert 0.85 * 12.5e6 < bandwidth < 1.02 * 12.5e6
-    assert 2e-5 < reduce < 0.05
+    assert 2e-5 < reduce < 0.05 and 2e-5 < exchange < 0.05
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     assert emulate.PREFIX not in listed

@@ -13,17 +13,19 @@ from gnnplan.executor import launch, probe_overheads
                          [(2e-4, 5e-4, 5e-4 - 2 * (1e-4 + 5e-6)), (2e-4, 1.5e-4, 1e-6)])
 def test_a_collective_costs_what_its_messages_do_not(monkeypatch: pytest.MonkeyPatch, one_way: float, reduce: float,
                                                    expected: float) -> None:
-    def spawn(fn: Any, nprocs: int, args: tuple[Any, ...]) -> tuple[float, float, float, float]:
+    def spawn(fn: Any, nprocs: int, args: tuple[Any, ...]) -> tuple[float, float, float, float, float]:
         assert (fn, nprocs, args) == (probe_overheads._collective_rank, 2, (5,))
-        return one_way, reduce, 3e-3, 1e-3
+        return one_way, reduce, 4e-4, 3e-3, 1e-3
 
     monkeypatch.setattr(launch, "spawn", spawn)
     # the ring's 2 messages are charged at the modelled latency (1e-4 s), not at the measured one-way time, and
     # each carries half of the all-reduce's 1 KiB at the modelled rate (512 B / 1.024e8 B/s = 5e-6 s)
-    collective, measured_one_way, measured_reduce, ddp = probe_overheads.per_collective_s(5, 1e-4, 1.024e8)
-    assert collective == pytest.approx(expected, rel=1e-12)  # at least MIN_FIXED_S
-    assert (measured_one_way, measured_reduce) == (one_way, reduce)
-    assert ddp == pytest.approx(2e-3, rel=1e-12)  # a DDP bucket (from the last launch) minus the plain all-reduce
+    costs = probe_overheads.per_collective_s(5, 1e-4, 1.024e8)
+    assert costs.per_collective_s == pytest.approx(expected, rel=1e-12)  # at least MIN_FIXED_S
+    assert (costs.one_way_s, costs.all_reduce_s, costs.all_to_all_s) == (one_way, reduce, 4e-4)
+    # the all-to-all's one message: the latency and the half of its 1 KiB it sends
+    assert costs.per_all_to_all_s == pytest.approx(4e-4 - (1e-4 + 5e-6), rel=1e-12)
+    assert costs.ddp_per_bucket_s == pytest.approx(2e-3, rel=1e-12)  # bucket from the last launch - all-reduce
 
 
 def test_the_all_reduce_is_timed_after_compute_as_between_emulated_machines(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,18 +40,18 @@ def test_the_all_reduce_is_timed_after_compute_as_between_emulated_machines(monk
     monkeypatch.setattr(comm, "barrier", lambda: None)
     monkeypatch.setattr(comm, "send", lambda buf, peer: calls.append(f"send {peer}"))
     monkeypatch.setattr(comm, "recv", lambda buf, peer: calls.append(f"recv {peer}"))
-    monkeypatch.setattr(probe_overheads, "collective_mean_s", lambda: 4.2e-4)
+    monkeypatch.setattr(probe_overheads, "collective_mean_s", lambda all_to_all=False: 2e-4 if all_to_all else 4.2e-4)
     monkeypatch.setattr(probe_overheads, "_ddp_bucket_times", lambda repeats: (3e-3, 1e-3))
-    one_way, reduce, ddp, flat = probe_overheads._collective_rank(SimpleNamespace(rank=0), None, 4)
-    assert reduce == 4.2e-4 and (ddp, flat) == (3e-3, 1e-3)
+    one_way, reduce, exchange, ddp, flat = probe_overheads._collective_rank(SimpleNamespace(rank=0), None, 4)
+    assert (reduce, exchange) == (4.2e-4, 2e-4) and (ddp, flat) == (3e-3, 1e-3)
     assert calls == ["send 1", "recv 1"] * (4 + 3) and one_way >= 0  # three warm-up round trips
 
 
 def test_ddp_bucket_time_is_measured_on_the_executors_ddp_path() -> None:
     """Two real gloo processes: a DDP bucket's launch-to-return time and a plain all-reduce of its bytes, both
     positive; the returned DDP cost is their difference (at least MIN_FIXED_S)."""
-    one_way, reduce, ddp, flat = launch.spawn(probe_overheads._collective_rank, 2, (3,))
-    assert min(one_way, reduce, ddp, flat) > 0
+    one_way, reduce, exchange, ddp, flat = launch.spawn(probe_overheads._collective_rank, 2, (3,))
+    assert min(one_way, reduce, exchange, ddp, flat) > 0
     assert probe_overheads._bucket_bytes() == 4 * (1433 * 128 + 128 + 128 * 7 + 7)
 
 
@@ -95,3 +97,20 @@ def test_the_timed_all_reduce_has_many_elements_per_rank(monkeypatch: pytest.Mon
     assert probe_io.collective_mean_s(7) >= 0
     assert seen == [(256, torch.float32)] * 10 and busy == [probe_io.COLLECTIVE_BUSY_S] * 10
     assert probe_io.COLLECTIVE_BYTES == 1024
+
+
+def test_the_timed_all_to_all_sends_an_equal_share_to_every_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With ``all_to_all`` the timed call is :func:`executor.comm.all_to_all_single` of the same 256 float32
+    elements, split equally over the ranks (here 2: 128 to each), after the busy loop, three warm-ups untimed."""
+    from gnnplan.executor import comm, probe_io
+
+    seen: list[tuple[int, list[int], list[int]]] = []
+    busy: list[float] = []
+    monkeypatch.setattr(comm, "barrier", lambda: None)
+    monkeypatch.setattr(comm, "world_size", lambda: 2)
+    monkeypatch.setattr(comm, "all_reduce_", lambda t: pytest.fail("an all-reduce was timed"))
+    monkeypatch.setattr(comm, "all_to_all_single",
+                        lambda out, inp, out_splits, in_splits: seen.append((inp.numel(), out_splits, in_splits)))
+    monkeypatch.setattr(probe_io, "_busy_s", busy.append)
+    assert probe_io.collective_mean_s(5, all_to_all=True) >= 0
+    assert seen == [(256, [128, 128], [128, 128])] * 8 and busy == [probe_io.COLLECTIVE_BUSY_S] * 8

@@ -25,6 +25,8 @@ PRIORS = {"network.per_collective_s": 1e-4, "gpu.kernel_overhead_s": 2.5e-6, "ho
           "iteration_overhead_s": 1e-3}
 """Fixed costs the preset does not model (0), given measured-like starting values (the others: the preset's)."""
 KNOBS = {"a.json": {"cache_fraction": 0.0}, "b.json": {"cache_fraction": 0.3, "num_sampler_workers": 2}}
+WIDER = {"network.latency_s": 1.4, "network.per_collective_s": 1.6}
+"""Parameters whose one-sigma range (high / low) may exceed 1.3 in the recovery test, and their limit."""
 DP_PARAMS = tuple(TRUE)
 """The parameters dp's spans inform (the others, the loaders' per-row cost and the storage concurrency: ppgnn's,
 tests/simulator/test_calibrate_ppgnn.py)."""
@@ -59,11 +61,14 @@ def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, 
     assert weak == {"pcie.latency_s", "efficiency.gather_fraction"}
     for p in ("host.row_index_s", "storage.concurrency"):  # ppgnn's loaders' parameters
         assert not params[p]["constrained"] and not params[p]["fitted"] and params[p]["flags"] == ["not informed"], p
-    for p in ("host.sampler_call_s", "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s"):
-        # 0 in truth and start, no prior: not moved
+    for p in ("host.sampler_call_s", "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s",
+              "network.per_all_to_all_s"):
+        # 0 in truth and start, no prior: not moved (the fetch's all-to-all calls then carry only their latencies,
+        # which tell network.latency_s from the all-reduce's per-call cost)
         assert params[p]["constrained"] and not params[p]["fitted"] and get_param(fitted, p) == 0.0, p
     assert set(PARAMS) - set(DP_PARAMS) == {"host.row_index_s", "storage.concurrency", "host.sampler_call_s",
-                                            "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s"}
+                                            "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s",
+                                            "network.per_all_to_all_s"}
     for p in DP_PARAMS:
         assert params[p]["constrained"] and params[p]["before"] == get_param(start, p), p
         assert params[p]["low"] < params[p]["after"] < params[p]["high"], p
@@ -77,7 +82,10 @@ def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, 
             assert get_param(fitted, p) == pytest.approx(TRUE[p], rel=0.12), p
         elif p not in weak:
             assert get_param(fitted, p) == pytest.approx(TRUE[p], rel=0.025), p
-            assert params[p]["high"] / params[p]["low"] < 1.3, p  # one sigma within +-15%
+            # one sigma within +-15%; wider for the latency and the all-reduce's per-call cost, which only the
+            # all-reduce's one call per iteration and the fetch's latencies tell apart (the fetch's all-to-all calls
+            # have a fixed cost of their own, 0 here)
+            assert params[p]["high"] / params[p]["low"] < WIDER.get(p, 1.3), p
     # the hand-off and the per-iteration overhead share the iteration rows; traces with and without sampler
     # processes tell them apart (and the per-collective cost from the all-reduce's latencies and bytes)
     for p in ("host.sampler_handoff_s", "iteration_overhead_s", "network.per_collective_s"):

@@ -25,7 +25,7 @@ def _cluster() -> ClusterSpec:
     collectives' fixed cost at 1 us, so that the rows dominate a fetch at cache 0 (the preset's 1.06 ms per call
     would be most of it)."""
     cluster = load_cluster("local")
-    network = cluster.network.model_copy(update={"per_collective_s": 1e-6})
+    network = cluster.network.model_copy(update={"per_collective_s": 1e-6, "per_all_to_all_s": 1e-6})
     return cluster.model_copy(update={"num_machines": 2, "gpus_per_machine": 1, "network": network})
 
 

@@ -10,7 +10,7 @@ import pytest
 from gnnplan.simulator.engine import Engine
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.model import HardwareModel
-from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.hardware.spec import ClusterSpec, cluster_from_dict, load_cluster
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.trace import Span
 
@@ -56,7 +56,7 @@ def test_exchange_is_its_latencies_plus_bytes_at_the_per_byte_cost() -> None:
 
 def test_a_rule_prices_a_row_on_the_cluster_it_is_given() -> None:
     rule = rules.fetch_rule(request_messages=2)
-    assert rule.params == ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s")
+    assert rule.params == ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_all_to_all_s")
     row = pricing.SpanRow(Span(0, "fetch", 0.0, 1e-3, nbytes=1e6), {}, {}, CLUSTER)
     slow = CLUSTER.model_copy(update={"network": CLUSTER.network.model_copy(update={"latency_s": 1e-3})})
     assert rule.predicted_s(row) == pytest.approx(pricing.feature_fetch_s(CLUSTER, 1e6, 2.0, 1.0), rel=1e-15)
@@ -100,6 +100,24 @@ def test_fixed_costs_are_priced_where_they_are_paid() -> None:
     assert op.params == ("iteration_overhead_s", "host.sampler_handoff_s")
     assert "gpu.kernel_overhead_s" in pricing.OPERATIONS["forward"].params
     assert "network.per_collective_s" in pricing.OPERATIONS["all_reduce"].params
+
+
+def test_an_all_to_all_pays_its_own_fixed_cost() -> None:
+    """A pull's calls and a shuffle are all-to-all calls (``network.per_all_to_all_s``), an all-reduce is not; a
+    cluster that leaves the field out takes ``per_collective_s`` for it (its prices as before the field)."""
+    costly = _with(CLUSTER, network={"per_collective_s": 3e-4, "per_all_to_all_s": 1e-4})
+    assert pricing.collective_s(costly, 1e3) == 3e-4 and pricing.collective_s(costly, 1e3, all_to_all=True) == 1e-4
+    assert pricing.feature_fetch_s(costly, 1e6, num_collectives=3) == pytest.approx(
+        pricing.feature_fetch_s(CLUSTER, 1e6, num_collectives=3) + 3e-4, rel=1e-12)
+    assert pricing.shuffle_s(costly, 0.0, 1e6) == pytest.approx(pricing.shuffle_s(CLUSTER, 0.0, 1e6) + 1e-4, rel=1e-12)
+    assert pricing.all_reduce_s(costly, 1e6) == pytest.approx(pricing.all_reduce_s(CLUSTER, 1e6) + 3e-4, rel=1e-12)
+    for op in ("feature_fetch", "shuffle"):
+        assert "network.per_all_to_all_s" in pricing.OPERATIONS[op].params
+        assert "network.per_collective_s" not in pricing.OPERATIONS[op].params
+    data = CLUSTER.to_yaml_dict()
+    data["network"] = {k: v for k, v in data["network"].items() if k != "per_all_to_all_s"} | {
+        "per_collective_s": 2e-4}
+    assert cluster_from_dict(data).network.per_all_to_all_s == 2e-4
 
 
 def test_the_iteration_rule_prices_steps_and_handoffs() -> None:

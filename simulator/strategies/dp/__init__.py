@@ -35,7 +35,7 @@ Simulation (``simulate``), per worker and iteration, on :class:`~simulator.hardw
   gathered from host memory; then remote misses pulled (``fetch``, as the executor's ``RowStore.pull``: three
   ``all_to_all`` calls over all workers, the row counts (one int64 to every rank of the other machines), the int64
   ids to their owners, then the rows back; each call is a collective: it waits until every worker has called it,
-  pays ``network.per_collective_s``, then sends one message to each other machine, a flow through the worker's
+  pays ``network.per_all_to_all_s``, then sends one message to each other machine, a flow through the worker's
   NIC and the owner's NIC on the same rail, owners equally loaded; the ``fetch`` span includes the waits,
   ``wait_s``, as the executor's does); then all misses cross PCIe host-to-device. The executor does not overlap
   the local gather with the pull (DistDGL's ``KVClient.pull`` would: it sends the remote requests before the

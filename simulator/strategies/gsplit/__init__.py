@@ -139,7 +139,7 @@ CALIBRATION: dict[str, PhaseRule] = {
 }
 """How calibration prices ``gsplit``'s spans: ``split`` is one sampler pass over the split's vertex lookups
 (``num_split_items``) in one call per layer (``num_sampler_calls``); ``shuffle`` the priced ``shuffle`` of its
-intra-machine and network bytes (one collective call: ``network.per_collective_s`` and the messages), one row per
+intra-machine and network bytes (one all-to-all call: ``network.per_all_to_all_s`` and the messages), one row per
 shuffle call, timed from the last rank's arrival (an executor's shuffle span includes waiting for the slower
 splits, which the simulator's barrier produces as ``lockstep``); ``load`` a feature load
 whose structure bytes are copied without a gather."""

@@ -16,7 +16,7 @@ Per iteration (brief §1.2, §1.5, §2.3):
 * forward: segment l on the GPU, then shuffle l, one collective call
   (:meth:`~gnnplan.simulator.strategies.window_run.WindowRun._collective`): ``lockstep`` (wait until every GPU reaches
   it: the slowest split sets the pace; the executor cannot tell this wait from the exchange, its ``shuffle``
-  spans hold both) and ``shuffle`` l: the call's fixed cost (``network.per_collective_s``), then all GPU pairs'
+  spans hold both) and ``shuffle`` l: the call's fixed cost (``network.per_all_to_all_s``), then all GPU pairs'
   messages at once, one per pair, over NVLink
   (:meth:`~gnnplan.simulator.hardware.model.HardwareModel.gpu_to_gpu`, PCIe through the host without it) inside
   a machine and device-to-host, network, host-to-device across machines (the network alone with GPUDirect RDMA:

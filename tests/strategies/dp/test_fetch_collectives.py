@@ -1,5 +1,6 @@
-"""dp's remote fetch as the executor's ``RowStore.pull``: three collective calls, each with its fixed cost
-(``network.per_collective_s``), each waiting for the slowest rank; calibration prices the span the same way."""
+"""dp's remote fetch as the executor's ``RowStore.pull``: three all-to-all calls, each with its fixed cost
+(``network.per_all_to_all_s``, not the all-reduce's ``per_collective_s``), each waiting for the slowest rank;
+calibration prices the span the same way."""
 
 from __future__ import annotations
 
@@ -19,14 +20,15 @@ from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.spec import load_workload
 
 WORKLOAD = load_workload("rmat100k-sage")
-PER_COLLECTIVE_S = 7.0e-4
+PER_ALL_TO_ALL_S = 7.0e-4
 DELAY_S = 3.0e-3
 
 
-def two_machines(per_collective_s: float) -> ClusterSpec:
-    """2 machines x 1 GPU on 10 GbE, with the given per-collective cost."""
+def two_machines(per_all_to_all_s: float, per_collective_s: float = 0.0) -> ClusterSpec:
+    """2 machines x 1 GPU on 10 GbE, with the given fixed costs of an all-to-all and of an all-reduce call."""
     cl = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 2})
-    return cl.model_copy(update={"network": cl.network.model_copy(update={"per_collective_s": per_collective_s})})
+    return cl.model_copy(update={"network": cl.network.model_copy(
+        update={"per_all_to_all_s": per_all_to_all_s, "per_collective_s": per_collective_s})})
 
 
 def context(cluster: ClusterSpec) -> SimContext:
@@ -39,20 +41,24 @@ def fetch_spans(spans: list[Span]) -> dict[tuple[int, int], Span]:
     return {(s.rank, s.iteration): s for s in spans if s.phase == "fetch"}
 
 
-def test_each_collective_call_of_the_fetch_costs_per_collective_s() -> None:
+def test_each_call_of_the_fetch_costs_per_all_to_all_s() -> None:
     knobs = dp.Knobs(cache_fraction=0.1)  # inline sampling: nothing overlaps the fetch
     without = fetch_spans(dp.simulate(context(two_machines(0.0)), knobs).spans)
-    costly = dp.simulate(context(two_machines(PER_COLLECTIVE_S)), knobs)
+    costly = dp.simulate(context(two_machines(PER_ALL_TO_ALL_S)), knobs)
     with_cost = fetch_spans(costly.spans)
     assert FETCH_COLLECTIVES == 3 and without.keys() == with_cost.keys() and len(without) >= 2 * 3
     for key, span in with_cost.items():
-        assert span.dur_s - without[key].dur_s == pytest.approx(FETCH_COLLECTIVES * PER_COLLECTIVE_S, rel=1e-9)
+        assert span.dur_s - without[key].dur_s == pytest.approx(FETCH_COLLECTIVES * PER_ALL_TO_ALL_S, rel=1e-9)
         assert span.args["wait_s"] == 0.0  # equal work on every rank: nobody waits
+    # the all-reduce's fixed cost is not the fetch's
+    reduce_only = fetch_spans(dp.simulate(context(two_machines(0.0, per_collective_s=1e-2)), knobs).spans)
+    assert all(reduce_only[key].dur_s == pytest.approx(span.dur_s, rel=1e-12) for key, span in without.items())
     # calibration prices the span as the simulator runs it (uncontended: one rank per NIC)
     rule = dp.CALIBRATION["fetch"]
-    assert rule.rows == "per_call" and "network.per_collective_s" in rule.params
+    assert rule.rows == "per_call" and "network.per_all_to_all_s" in rule.params
+    assert "network.per_collective_s" not in rule.params
     span = with_cost[(0, 1)]
-    row = SpanRow(span, {"fetch": [span]}, knobs.model_dump(), two_machines(PER_COLLECTIVE_S))
+    row = SpanRow(span, {"fetch": [span]}, knobs.model_dump(), two_machines(PER_ALL_TO_ALL_S))
     assert rule.predicted_s(row) == pytest.approx(span.dur_s, rel=1e-9)
 
 
@@ -66,7 +72,7 @@ class _LateRank(DpRun):
 
 
 def test_a_rank_that_reaches_the_fetch_early_waits_for_the_slower_one() -> None:
-    ctx, knobs = context(two_machines(PER_COLLECTIVE_S)), dp.Knobs(cache_fraction=0.1)
+    ctx, knobs = context(two_machines(PER_ALL_TO_ALL_S)), dp.Knobs(cache_fraction=0.1)
     plan = base.iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
     full, _ = dp.iteration_work(ctx, knobs)
     last, _ = dp.iteration_work(ctx, knobs, plan.last_fraction)
@@ -91,7 +97,7 @@ def test_calibration_takes_the_fastest_rank_of_each_collective_call() -> None:
     durations = {(0, 0): 5e-3, (1, 0): 1e-3, (0, 1): 2e-3, (1, 1): 4e-3}  # (rank, call) -> seconds
     spans = [Span(rank, "fetch", 0.01 * call, dur, "network", nbytes=1e5, epoch=1, iteration=0)
              for (rank, call), dur in durations.items()]
-    trace = SimpleNamespace(name="t", spans=spans, shape=two_machines(PER_COLLECTIVE_S), plugin=dp,
+    trace = SimpleNamespace(name="t", spans=spans, shape=two_machines(PER_ALL_TO_ALL_S), plugin=dp,
                             plan=SimpleNamespace(knobs={}))
     rows, _ = _collect(trace)  # type: ignore[arg-type]
     assert sorted(r.measured_s for r in rows if r.op == "feature_fetch") == [1e-3, 2e-3]
@@ -104,7 +110,7 @@ def test_a_call_row_is_the_busiest_rank_timed_from_the_last_arrival() -> None:
     arrival falls back to the fastest span."""
     from gnnplan.simulator.calibrate import _call_row
 
-    cluster = two_machines(PER_COLLECTIVE_S)
+    cluster = two_machines(PER_ALL_TO_ALL_S)
 
     def row(rank: int, start: float, dur: float, nbytes: float) -> SpanRow:
         span = Span(rank, "fetch", start, dur, "network", nbytes, 0.0, 1, 0)

@@ -132,12 +132,12 @@ def test_one_machine_has_nothing_to_move() -> None:
 
 def test_pulls_are_the_executors_three_collective_calls() -> None:
     """A pull (the pre-gather's, or each step's without pre-gathering) is the executor's ``RowStore.pull``: three
-    collective calls, each paying ``network.per_collective_s`` on every worker, so raising that cost by d adds
+    all-to-all calls, each paying ``network.per_all_to_all_s`` on every worker, so raising that cost by d adds
     3 d per pull to the phase (every worker here has rows to pull and every call waits for the same workers)."""
     base = cluster(4)
     d = 1e-3
     slow = base.model_copy(update={"network": base.network.model_copy(
-        update={"per_collective_s": base.network.per_collective_s + d})})
+        update={"per_all_to_all_s": base.network.per_all_to_all_s + d})})
     for knobs, phase, pulls_per_iteration in (({"num_steps": 2}, "pregather", 1),
                                               ({"num_steps": 2, "pregather": False}, "fetch", 2)):
         a, b = (simulate(c, "cora-sage", "hopgnn", knobs) for c in (base, slow))
