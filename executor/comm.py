@@ -256,6 +256,13 @@ def all_reduce_(t: torch.Tensor, op: str = "sum") -> torch.Tensor:
     return t
 
 
+def max_over_ranks(value: float) -> float:
+    """The largest ``value`` any rank passes (collective: every rank calls it), e.g. the last rank's arrival time
+    on a clock the ranks share, or the slowest rank's epoch seconds. One float64 all-reduce (``max``) of a tensor
+    on :func:`device` (NCCL reduces only device tensors)."""
+    return float(all_reduce_(torch.tensor([value], dtype=torch.float64, device=device()), "max").item())
+
+
 RECEIVE_FIRST_MIN_S = 0.005
 """Shortest per-peer transfer (seconds at the link rate, :func:`set_link_rate`) for which
 :func:`all_to_all_single` posts its receives before its sends instead of calling gloo's ``alltoallv``. Measured on

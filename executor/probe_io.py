@@ -123,18 +123,21 @@ def collective_mean_s(repeats: int = COLLECTIVE_CALLS, all_to_all: bool = False)
     from gnnplan.executor import comm
 
     value = torch.ones(COLLECTIVE_ELEMENTS, dtype=torch.float32)
-    w = comm.world_size()
-    splits = [len(part) for part in torch.tensor_split(value, w)]
-    received = torch.empty_like(value)
+    if all_to_all:
+        splits = [len(part) for part in torch.tensor_split(value, comm.world_size())]
+        received = torch.empty_like(value)
+
+        def call() -> Any:
+            return comm.all_to_all_single(received, value, splits, splits)
+    else:
+        def call() -> Any:
+            return comm.all_reduce_(value)
     times = []
     comm.barrier()
     for i in range(repeats + 3):
         _busy_s(COLLECTIVE_BUSY_S)
         start = time.perf_counter()
-        if all_to_all:
-            comm.all_to_all_single(received, value, splits, splits)
-        else:
-            comm.all_reduce_(value)
+        call()
         if i >= 3:
             times.append(time.perf_counter() - start)
     return float(scipy.stats.trim_mean(times, 0.05))

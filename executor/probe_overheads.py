@@ -199,9 +199,7 @@ def _ddp_bucket_times(repeats: int) -> tuple[float, float]:
     flat_grad = torch.zeros(sum(p.numel() for p in model.parameters()))
 
     def since_last(start: float, end: float) -> float:
-        last = torch.tensor([start], dtype=torch.float64)
-        comm.all_reduce_(last, op="max")
-        return max(end - float(last[0]), 0.0)
+        return max(end - comm.max_over_ranks(start), 0.0)
 
     bucket, flat = [], []
     for i in range(repeats + 3):

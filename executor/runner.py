@@ -239,7 +239,7 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
 def resume_offset_s(earlier: list[Any]) -> float:
     """Where a resumed run's time line starts (collective): after the latest end of any rank's earlier span."""
     end = max((s.start_s + s.dur_s for s in earlier), default=0.0)
-    return float(comm.all_reduce_(torch.tensor([end], dtype=torch.float64, device=comm.device()), "max").item())
+    return comm.max_over_ranks(end)
 
 
 def shared_origin() -> float:

@@ -160,3 +160,8 @@ def late_rank_ddp_bucket(topo: Topology, emit: Any, delay_s: float, repeats: int
 
         torch.nn.functional.cross_entropy = late
     return probe_overheads._ddp_bucket_times(repeats)
+
+
+def rank_maxima(topo: Topology, emit: Any) -> list[float]:
+    """:func:`executor.comm.max_over_ranks` of two rank-dependent values: rank r passes 10 r + 1.5 and -r."""
+    return [comm.max_over_ranks(10.0 * topo.rank + 1.5), comm.max_over_ranks(-float(topo.rank))]

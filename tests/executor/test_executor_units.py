@@ -197,3 +197,12 @@ def test_a_dataset_card_is_not_training_data() -> None:
     plan = Plan(strategy="dp", num_workers=2, cluster=load_cluster("local"), workload=wl)
     with pytest.raises(SpecError, match="workload.dataset: 'ogbn-arxiv' is a dataset card"):
         resolved_plan(plan, 2, 1, None)
+
+
+def test_max_over_ranks_is_the_largest_value_any_rank_passes() -> None:
+    """Three gloo ranks pass 1.5, 11.5, 21.5 and 0, -1, -2: every rank (rank 0's answer here) gets 21.5 and 0."""
+    from executor_workers import rank_maxima
+
+    from gnnplan.executor.launch import spawn
+
+    assert spawn(rank_maxima, 3, ()) == [21.5, 0.0]

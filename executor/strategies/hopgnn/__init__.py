@@ -138,8 +138,7 @@ class Trainer:
         self.rec.add("epoch", start, end, "host", epoch, num_steps=self.topo.num_machines - merges)
         stats.epoch_s, stats.loss_sum = end - start, float(loss_sum)
         stats.network_bytes = comm.bytes_sent() - sent
-        slowest = comm.all_reduce_(torch.tensor([stats.epoch_s], dtype=torch.float64), "max")
-        self.controller.update(float(slowest[0]))
+        self.controller.update(comm.max_over_ranks(stats.epoch_s))
         return stats
 
     def iteration(self, hosted: HostedBatch, global_size: int, epoch: int = -1, it: int = -1,
