@@ -43,6 +43,7 @@ import torch
 import torch.distributed as dist
 
 from gnnplan.executor import wire
+from gnnplan.executor.gloo_loop import idle_gloo_loop
 from gnnplan.executor.trace import synchronize_spans_on
 
 COLLECTIVE_TIMEOUT_S = 60.0
@@ -85,7 +86,9 @@ def init_process_group(rank: int, world_size: int, master_addr: str, master_port
                        backend: str | None = None, local_rank: int = 0,
                        timeout_s: float = COLLECTIVE_TIMEOUT_S) -> str:
     """Join the process group (TCP rendezvous at ``master_addr:master_port``, the store listening on
-    ``master_addr`` only) and reset the byte counters.
+    ``master_addr`` only) and reset the byte counters. With gloo, its TCP event-loop thread is put in
+    ``SCHED_IDLE`` (:func:`executor.gloo_loop.idle_gloo_loop`: it spins while a collective is in flight, and on a
+    core the process cannot spare it delayed the collective's own thread by a time slice).
 
     Args:
         rank: this process's rank.
@@ -117,6 +120,8 @@ def init_process_group(rank: int, world_size: int, master_addr: str, master_port
     with _gloo_interface(master_addr if backend == "gloo" else None):
         dist.init_process_group(backend, store=_store, rank=rank, world_size=world_size,
                                 timeout=timedelta(seconds=timeout_s))
+    if backend == "gloo":
+        idle_gloo_loop()
     reset_counters()
     return backend
 

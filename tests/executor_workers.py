@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -160,6 +161,13 @@ def late_rank_ddp_bucket(topo: Topology, emit: Any, delay_s: float, repeats: int
 
         torch.nn.functional.cross_entropy = late
     return probe_overheads._ddp_bucket_times(repeats)
+
+
+def gloo_loop_policies(topo: Topology, emit: Any) -> list[int]:
+    """The scheduling policy of each of this rank's gloo TCP event-loop threads, after the process group is up."""
+    from gnnplan.executor.gloo_loop import loop_threads
+
+    return [os.sched_getscheduler(tid) for tid in loop_threads()]
 
 
 def rank_maxima(topo: Topology, emit: Any) -> list[float]:

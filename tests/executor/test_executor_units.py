@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from pathlib import Path
 
 import dgl
@@ -206,3 +207,18 @@ def test_max_over_ranks_is_the_largest_value_any_rank_passes() -> None:
     from gnnplan.executor.launch import spawn
 
     assert spawn(rank_maxima, 3, ()) == [21.5, 0.0]
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_IDLE") or not os.path.isdir("/proc/self/task"),
+                    reason="needs Linux (SCHED_IDLE and /proc)")
+def test_gloo_event_loop_runs_only_on_an_idle_core() -> None:
+    """After the executor joins a gloo process group, gloo's TCP event-loop thread is in SCHED_IDLE
+    (executor/gloo_loop.py: it spins while a collective is in flight), and idle_gloo_loop lowers every one it
+    finds (here, in the test process, whatever other tests left)."""
+    from executor_workers import gloo_loop_policies
+
+    from gnnplan.executor.gloo_loop import idle_gloo_loop, loop_threads
+    from gnnplan.executor.launch import spawn
+
+    assert spawn(gloo_loop_policies, 2, ()) == [os.SCHED_IDLE]
+    assert idle_gloo_loop() == len(loop_threads())
