@@ -46,7 +46,14 @@ STATE_FILE = Path("/run/gnnplan-emulate.json")
 MASTER_PORT = 29500
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CFS_PERIOD_US = 100_000
-"""CFS bandwidth period: the kernel default (sched-bwc.rst)."""
+"""CFS bandwidth period: the kernel default (sched-bwc.rst). A quota caps a machine's average CPU time per period;
+it is not a uniformly slower core: a compute burst runs at full speed until the period's budget is spent. Measured
+2026-11-28 (this machine, CONFIG_HZ=250; a busy loop of fixed work alternating with sleep, quota 0.5 core,
+taskset to one core): 5 ms bursts with 5 ms sleeps took 1.14x their unthrottled time (a core at half speed: 2x),
+and 20 ms bursts with 20 ms sleeps 1.04x. Shorter periods throttle inside a burst only once the burst is several
+scheduler ticks long (20 ms bursts: 1.19x at a 20 ms period, 1.85x at 5 ms, 2.34x at 2 ms; 5 ms bursts: 0.85-1.42x
+at 1-20 ms periods), so the default stays; a prediction that models the quota as a slower core overestimates a
+step whose CPU use per period stays under the quota."""
 CPU_SHARES = 262_144
 """An emulated machine's CPU weight: the largest cgroup v1 ``cpu.shares`` (the kernel's MAX_SHARES, 2^18; the
 default is 1024), so on a shared box other processes run on its cores only when its ranks leave them idle."""
