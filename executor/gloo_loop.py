@@ -14,8 +14,9 @@ waits. In the torch 2.13 CPU build the loop thread spins while a collective is i
 When the process has no core to spare, the collective's worker waits for the spinning loop's time slice to end,
 so a call that moves its bytes in 0.1-0.3 ms takes 3-5 ms in a third to a half of the calls.
 
-:func:`idle_gloo_loop` puts the loop thread in ``SCHED_IDLE`` (sched(7): it runs only when no other thread of
-its core is runnable; a process may lower its own threads without privilege), and
+:func:`idle_gloo_loop` puts the loop thread in ``SCHED_IDLE`` (sched(7): the lowest priority; the fair scheduler
+weighs it 3 against a default thread's 1024, and a waking default thread preempts it at once; a process may lower
+its own threads without privilege), and
 :func:`executor.comm.init_process_group` calls it for the gloo backend. ``benchmarks/bench_gloo_loop.py``
 measures both policies in one run: two processes with every thread pinned to a core of its own, each all-reduce
 after 2 ms of compute, 300 calls each (2026-11-28, this machine):
@@ -27,8 +28,9 @@ bytes per rank       loop thread as created                loop thread in SCHED_
 0.74 MB (Cora SAGE)  mean 1.66 ms, p90 3.81, 42% > 2 ms    mean 0.36 ms, p90 0.43, none > 2 ms
 ===================  ====================================  ====================================
 
-Unpinned (both processes free to use both cores) the means were 1.16 and 1.19 ms against 0.44 and 0.65 ms, with
-11-13% of the calls still over 2 ms; ``nice 19`` instead of ``SCHED_IDLE`` left 5-9% over 2 ms (pinned). What it
+With only each caller thread pinned (gloo's threads free to use both cores) the means were 1.16 and 1.19 ms
+against 0.44 and 0.65 ms, with 11-13% of the calls still over 2 ms; ``nice 19`` instead of ``SCHED_IDLE`` left
+5-9% of the calls over 2 ms (whole processes pinned). What it
 costs: while every core computes, an in-flight collective's receives wait for a core to idle, so a collective
 cannot overlap compute that fills the machine (DDP's earlier buckets during backward, when there are several); on
 such a machine the spinning loop took a core from that compute instead.
@@ -40,7 +42,7 @@ import os
 from pathlib import Path
 
 LOOP_THREAD_NAME = "gloo_tcp_loop"
-"""The name gloo gives its TCP event-loop thread (``/proc/<pid>/task/<tid>/comm``; torch 2.x CPU builds)."""
+"""The name gloo gives its TCP event-loop thread (``/proc/<pid>/task/<tid>/comm``; seen in torch 2.13's CPU build)."""
 
 
 def loop_threads(pid: int | None = None) -> list[int]:
