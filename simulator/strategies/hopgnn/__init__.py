@@ -27,7 +27,9 @@ Per iteration and worker (simulated on :class:`~simulator.hardware.model.Hardwar
 2. ``pregather`` (knob ``pregather``): the local input rows of all hosted groups are gathered from host memory,
    then their distinct remote rows are pulled once (§5.2) as the executor pulls them (``RowStore.pull``, also with
    no remote row: three collective ``all_to_all`` calls, row counts, ids to each owner, rows back, each paying
-   ``network.per_all_to_all_s`` after waiting for every worker, :data:`~.base.FETCH_COLLECTIVES`).
+   ``network.per_all_to_all_s`` after waiting for every worker, :data:`~.base.FETCH_COLLECTIVES`); the executor
+   then holds both parts in one buffer, so with a pull every row is written once more (a second pass over the
+   local rows' bytes and one over the pulled rows', priced as host gathers: :meth:`.run.HopRun._pregather`).
 3. S steps: ``load`` (the group's rows: from the pre-gather buffer, or local gather + remote ``fetch`` per step without
    pre-gathering, the same collective pull, on every worker at every step; then host-to-device), ``forward``,
    ``backward`` (their kernels' launch cost ``gpu.kernel_overhead_s`` is paid per step, the per-step launches of §5.3),

@@ -143,9 +143,12 @@ def segment_estimates(ctx: SimContext, works: Sequence[HopWork], pregather: bool
     if pregather:
         local_rows = np.asarray([w.pregather_local_rows for w in works], dtype=np.float64).reshape(m, g)
         remote_rows = np.asarray([w.pregather_remote_rows for w in works], dtype=np.float64).reshape(m, g)
-        before[:, :, 0] += _shared_finish(local_rows * row) / gather_rate
-        if m > 1:
+        if m > 1:  # the pull, and the buffer assembled from both parts (run.HopRun._pregather)
+            before[:, :, 0] += _shared_finish(2.0 * local_rows * row) / gather_rate
             after[:, :, 0] += _shared_finish(remote_rows * (row + INDEX_BYTES)) / net_rate
+            after[:, :, 0] += _shared_finish(remote_rows * row) / gather_rate
+        else:
+            before[:, :, 0] += _shared_finish(local_rows * row) / gather_rate
     return np.stack([before, after], axis=-1)
 
 

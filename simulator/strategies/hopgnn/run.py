@@ -111,11 +111,19 @@ class HopRun(WindowRun):
 
     def _pregather(self, rank: int, pos: int, work: HopWork) -> Generator[Any, Any, None]:
         """The executor's ``pregather``: the local rows gathered from the machine's partition, then the remote
-        ones in one collective pull (on a cluster of 2+ machines)."""
+        ones in one collective pull (on a cluster of 2+ machines). With the pull the executor assembles the buffer
+        from the two parts (:func:`executor.strategies.hopgnn.exchange.pregather`: ``rows[local] = ...``, then
+        ``rows[~local] = pulled``), so each row is written once more: a second pass over the local rows' bytes
+        before the pull and one over the remote rows' after it, priced as gathers. (Its ``torch.unique`` over the
+        groups' inputs is not priced.) Without the pull the gathered rows are the buffer."""
         start, waited = self.engine.now, 0.0
-        yield self.hw.host_gather(work.pregather_local_rows * work.row_bytes, rank)
+        local = work.pregather_local_rows * work.row_bytes
         if self.pulls and self.ctx.cluster.num_machines > 1:
+            yield self.hw.host_gather(2.0 * local, rank)
             waited = yield from self._pull(rank, (pos, "pregather"), work.pregather_remote_rows, work.row_bytes)
+            yield self.hw.host_gather(work.pregather_remote_rows * work.row_bytes, rank)
+        else:
+            yield self.hw.host_gather(local, rank)
         nbytes = work.pregather_remote_rows * (work.row_bytes + INDEX_BYTES)
         self._span(rank, "pregather", start, "network", pos, nbytes=nbytes,
                    num_remote_vertices=work.pregather_remote_rows, wait_s=waited)

@@ -144,3 +144,35 @@ def test_pulls_are_the_executors_three_collective_calls() -> None:
         assert b.breakdown_s[phase] - a.breakdown_s[phase] == pytest.approx(3 * d * pulls_per_iteration
                                                                             * a.num_iterations, rel=1e-6)
         assert b.bytes_per_epoch == a.bytes_per_epoch
+
+
+@pytest.mark.parametrize("machines", [1, 2])
+def test_pregather_writes_the_pulled_buffer_once_more(monkeypatch: pytest.MonkeyPatch, machines: int) -> None:
+    """With a pull the executor gathers the local rows and then writes them, and the pulled rows after the pull,
+    into one buffer (``rows[local] = ...``, ``rows[~local] = pulled``): the span is a gather of twice the local
+    rows' bytes, the pull, and a gather of the remote rows' bytes. On one machine the gathered rows are the
+    buffer. With the pull taking no time, each worker's pre-gather is exactly those gathers (one GPU per machine
+    and inline sampling: nothing else uses the host memory meanwhile)."""
+    from gnnplan.simulator.hardware import pricing
+    from gnnplan.simulator.strategies.hopgnn import run
+
+    def no_pull(self, rank, key, rows, row_bytes):  # type: ignore[no-untyped-def]
+        return 0.0
+        yield
+
+    monkeypatch.setattr(run.HopRun, "_pull", no_pull)
+    cl, knobs = cluster(machines), {"num_steps": machines}  # one step per machine at most
+    module, kn, ctx = load_context(cl, "cora-sage", "hopgnn", knobs)
+    mg = hopgnn.micrograph_stats(ctx, kn)
+    plan = hopgnn.iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
+    works, _ = hopgnn.iteration_works(ctx, kn, mg, plan, machines)
+    result = simulate(cl, "cora-sage", "hopgnn", knobs)
+    spans = {s.rank: s for s in result.spans if s.phase == "pregather" and s.iteration == 0}
+    assert sorted(spans) == list(range(machines))
+    for rank, span in spans.items():
+        local, remote = (works[rank].pregather_local_rows * works[rank].row_bytes,
+                         works[rank].pregather_remote_rows * works[rank].row_bytes)
+        want = (pricing.host_gather_s(cl, 2 * local) + pricing.host_gather_s(cl, remote) if machines > 1
+                else pricing.host_gather_s(cl, local))
+        assert local > 0 and (remote > 0) == (machines > 1)
+        assert span.dur_s == pytest.approx(want, rel=1e-9)
