@@ -45,18 +45,17 @@ LOOP_THREAD_NAME = "gloo_tcp_loop"
 """The name gloo gives its TCP event-loop thread (``/proc/<pid>/task/<tid>/comm``; seen in torch 2.13's CPU build)."""
 
 
-def loop_threads(pid: int | None = None) -> list[int]:
-    """Thread ids of gloo's TCP event loops in process ``pid`` (this process by default); [] where ``/proc`` is
-    missing (not Linux)."""
-    tasks = Path(f"/proc/{pid or os.getpid()}/task")
+def loop_threads() -> list[int]:
+    """Thread ids of this process's gloo TCP event loops, ascending; [] where ``/proc`` is missing (not Linux)."""
+    tasks = Path("/proc/self/task")
     found = []
-    for task in sorted(tasks.glob("*")) if tasks.is_dir() else []:
+    for task in tasks.iterdir() if tasks.is_dir() else []:
         try:
             if (task / "comm").read_text().strip() == LOOP_THREAD_NAME:
                 found.append(int(task.name))
         except (OSError, ValueError):
             continue  # a thread that exited meanwhile
-    return found
+    return sorted(found)
 
 
 def idle_gloo_loop() -> int:

@@ -94,7 +94,9 @@ COLLECTIVE_ELEMENTS = 256
 every collective the executor makes. A one-element all-reduce is not representative: measured 2026-11-28 (trimmed
 means of 100 calls after 1 ms of compute), an 8-byte float64 all-reduce took 0.13-0.21 ms between two local
 processes and 0.18-0.36 ms between two emulated machines, while 16 B, 1 KiB and 64 KiB took 1.3-1.6 ms locally and
-0.9-1.8 ms between the emulated machines (unshaped and at 1 Gbit/s, where 1 KiB is 8 us of transfer)."""
+0.9-1.8 ms between the emulated machines (unshaped and at 1 Gbit/s, where 1 KiB is 8 us of transfer). Those figures
+were measured while gloo's event-loop thread spun beside each call (before :mod:`executor.gloo_loop`); with it in
+``SCHED_IDLE`` a 1 KiB all-reduce between two local processes took 0.32-0.47 ms (three probes, 2026-11-28)."""
 COLLECTIVE_BYTES = 4 * COLLECTIVE_ELEMENTS
 """Bytes per rank of :func:`collective_mean_s`'s all-reduce."""
 
@@ -116,7 +118,8 @@ def collective_mean_s(repeats: int = COLLECTIVE_CALLS, all_to_all: bool = False)
     share to every rank (:func:`executor.comm.all_to_all_single`, as a feature pull and a gsplit shuffle call it).
 
     The mean, not the median: an epoch sums its calls, so a per-call cost must be what a call costs on average
-    (the calls are bimodal here: 1 KiB between two local processes, 0.57 ms median and 1.37 ms mean).
+    (1 KiB calls between two local processes were bimodal, 0.57 ms median and 1.37 ms mean, while gloo's
+    event-loop thread spun beside them, before :mod:`executor.gloo_loop`).
     """
     import scipy.stats
 

@@ -24,16 +24,19 @@ it, and adds them with their sources to the probe's cluster mapping (:func:`add_
   (:data:`~executor.probe_io.COLLECTIVE_ELEMENTS`), so every collective the simulator priced was ~1 ms short.
 * ``network.per_all_to_all_s``: the same, on a 1 KiB ``all_to_all_single`` (half to the other rank), minus its
   one message's latency and bytes: the fixed cost of each of a feature pull's three calls and of a gsplit
-  shuffle. gloo's all-to-all costs less than its all-reduce: after 1 ms of compute, two local processes, 200 calls
-  (2026-11-28), 0.31-0.51 ms against 1.38-2.04 ms; and the fetch rows of two what-if calibration traces fitted a
-  per-call cost of 0.39x and 0.47x the all-reduce's while the all-reduce rows kept it.
+  shuffle. The two calls run different algorithms and are measured apart. After 1 ms of compute, two local
+  processes, 200 calls (2026-11-28), the all-to-all took 0.31-0.51 ms against the all-reduce's 1.38-2.04 ms while
+  gloo's event-loop thread spun beside them (before :mod:`executor.gloo_loop`), and the fetch rows of two what-if
+  calibration traces then fitted a per-call cost of 0.39x and 0.47x the all-reduce's; with the loop thread in
+  ``SCHED_IDLE`` three probes gave 0.30-0.48 ms against 0.32-0.47 ms.
 * ``network.ddp_per_bucket_s``: in the same two processes, a DDP-wrapped model of :data:`DDP_MODEL_DIMS` (one
   gradient bucket) runs backward; the time from the bucket's launch on the LAST rank (the executor's
   :class:`~executor.ddp.GradientHook`, where its ``all_reduce`` span starts; the ranks share one host's monotonic
   clock) to backward's return, minus a plain ``all_reduce`` of the same bytes after the same backward (no DDP),
   timed from the last rank's call, is what DDP's reducer adds per bucket: trimmed means of
-  :data:`~executor.probe_io.COLLECTIVE_CALLS` rounds, as the collective's own cost (the calls are bimodal, so a
-  median of a few rounds flips between modes). Both from the last rank, as calibration times a collective from
+  :data:`~executor.probe_io.COLLECTIVE_CALLS` rounds, as the collective's own cost (the calls were bimodal while
+  gloo's event-loop thread spun, before :mod:`executor.gloo_loop`, so a median of a few rounds flipped between
+  modes). Both from the last rank, as calibration times a collective from
   the last rank's arrival: until then a rank waits for the other's backward, which the simulator's barrier
   already charges. Before 2026-11-28 the bucket was timed from the rank's own launch and compared with an
   all-reduce right after a barrier (medians of 21 rounds). With the two processes sharing the one core of an

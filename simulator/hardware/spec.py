@@ -168,8 +168,10 @@ class NetworkSpec(LinkSpec):
                     "= per_collective_s (a cluster written before it existed keeps its prices); gnnplan probe "
                     "measures it as per_collective_s, on a 1 KiB all_to_all_single after compute minus its one "
                     "message's latency and bytes (executor.probe_overheads.per_collective_s). Its own field because "
-                    "gloo's all-to-all and all-reduce differ: two local processes after 1 ms of compute, 1 KiB, "
-                    "200 calls (2026-11-28): all_to_all_single 0.31-0.51 ms mean, all_reduce 1.38-2.04 ms")
+                    "the two calls run different algorithms: two local processes after 1 ms of compute, 1 KiB "
+                    "(2026-11-28): all_to_all_single 0.31-0.51 ms mean against all_reduce 1.38-2.04 ms while "
+                    "gloo's event-loop thread spun (before executor.gloo_loop), 0.30-0.48 against 0.32-0.47 ms "
+                    "with it in SCHED_IDLE")
     ddp_per_bucket_s: float = Field(
         default=0.0, ge=0,
         description="fixed seconds PyTorch DistributedDataParallel's reducer adds to each gradient bucket's "

@@ -375,9 +375,9 @@ def block_matrix(rows: tuple[tuple[int, int, int], ...] | list[list[int]], k: in
 
 
 def _adjust_total(deg: np.ndarray, want: int, rng: np.random.Generator) -> np.ndarray:
-    """A copy of ``deg`` ((n,) int64) with its sum moved to ``want`` (even) one degree stub (half-edge of the
-    configuration model) at a time on vertices drawn in proportion to their degree (none emptied, none above
-    n - 1; each vertex at most once while there are enough vertices with room)."""
+    """A copy of ``deg`` ((n,) int64) with its sum moved to ``want`` (even) one half-edge at a time on vertices
+    drawn in proportion to their degree (none emptied, none above n - 1; each vertex at most once while there are
+    enough vertices with room)."""
     deg = deg.copy()
     n = len(deg)
     diff = int(want) - int(deg.sum())

@@ -56,8 +56,8 @@ def batch_reach_scale(card: str | Card, graph: Any, fanouts: Iterable[int], batc
     vertices drawn already), so per-batch counts are scaled by the ratio of the expected distinct counts of
     :func:`simulator.workload.reach.batch_reach` (occupancy of size-biased edge-end draws, layer by layer) at
     the card's size (its degree histogram at n vertices, its training vertices' histogram or a uniform sample
-    as the seeds) and at the proxy's (the proxy graph's realised degrees and training vertices, so the degree
-    stubs (half-edges) a hub lost in the proxy are accounted for). Degree correlations, communities and cycles are
+    as the seeds) and at the proxy's (the proxy graph's realised degrees and training vertices, so the
+    half-edges a hub lost in the proxy are accounted for). Degree correlations, communities and cycles are
     in the proxy's measurement and assumed to change the count by the same factor at both sizes. At ``n_p = n``
     the ratios differ from 1 only by the histogram's binning.
 
