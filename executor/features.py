@@ -58,8 +58,10 @@ class RowStore:
         self.position = position
 
     def gather(self, ids: torch.Tensor) -> torch.Tensor:
-        """Rows of vertices this rank holds. Shapes: ids (k,) int64 -> (k, d)."""
-        return self.rows[ids if self.position is None else self.position[ids]]
+        """Rows of vertices this rank holds, by ``torch.index_select``: one row copy per id, where advanced
+        indexing (``rows[index]``) computes every element's offset (4.5x slower on 128-float rows;
+        benchmarks/bench_feature_gather.py). Shapes: ids (k,) int64 -> (k, d)."""
+        return torch.index_select(self.rows, 0, ids if self.position is None else self.position[ids])
 
     def pull(self, ids: torch.Tensor, dest: torch.Tensor) -> tuple[torch.Tensor, PullStats]:
         """Rows of ``ids`` from the ranks ``dest`` that hold them (collective: every rank must call it).
@@ -163,7 +165,7 @@ class FeatureStore:
         if self.cache_slot is not None:
             slot = self.cache_slot[ids]
             hit = slot >= 0
-            x[hit.to(dev)] = self.cache_rows[slot[hit].to(dev)]
+            x[hit.to(dev)] = torch.index_select(self.cache_rows, 0, slot[hit].to(dev))
             pos = torch.nonzero(~hit).squeeze(1)
             miss_ids = ids[pos]
             num_hit = k - len(pos)

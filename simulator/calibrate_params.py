@@ -30,12 +30,19 @@ all-reduces), and the requests a storage device serves at once."""
 
 PRIOR_WIDTH = math.log(3.0)
 """One standard deviation of a log-space prior: a factor of 3 (:mod:`simulator.calibrate_fit`)."""
-PRIOR_WIDTHS = {"network.bandwidth_bytes_per_s": math.log(1.5)}
-"""Narrower priors, for parameters the probe measures directly rather than through a stand-in call: the network
-rate is the asymptotic rate of the transport's own large messages between the machines (:mod:`executor.probe_io`,
-``probe --emulate``), which five probes at 1 Gbit/s on 2026-11-23 repeated within 3% (1.187e8 - 1.195e8 B/s); a
-factor of 1.5 leaves room for what the transfers of a real run add (headers, several flows) and keeps the traces
-from trading it against per-message latency, which one rate cannot separate from it."""
+PRIOR_WIDTHS = {"network.bandwidth_bytes_per_s": math.log(1.5), "host.sampling_edges_per_s_per_core": math.log(1.5)}
+"""Narrower priors, for parameters the probe measures directly rather than through a stand-in call:
+
+* the network rate is the asymptotic rate of the transport's own large messages between the machines
+  (:mod:`executor.probe_io`, ``probe --emulate``), which five probes at 1 Gbit/s on 2026-11-23 repeated within 3%
+  (1.187e8 - 1.195e8 B/s); a factor of 1.5 leaves room for what the transfers of a real run add (headers, several
+  flows) and keeps the traces from trading it against per-message latency, which one rate cannot separate from it;
+* the sampling rate is timed on the executor's own sampler (DGL ``NeighborSampler``, one thread, an R-MAT graph
+  at the fanouts of a workload). A training run's batches sample about the same number of edges each, so its
+  sample spans determine the cost per batch, not how it splits between the sampler calls and the edges: at a
+  factor of 3 the fit moved the rate 2.3x above the probe's 1.95e7 edges/s on Cora (bench_whatif record 20), where
+  on the emulated cluster's R-MAT workload the two workers' batches (11904 and 3877 edges, 1.21 and 0.88 ms)
+  differ by 2.4e7 edges/s, 1.25x the probe (traces of 2026-11-28)."""
 
 def get_param(cluster: ClusterSpec, path: str) -> float:
     """A numeric cluster field by dotted path (``"network.latency_s"``)."""

@@ -187,8 +187,8 @@ class PartitionFeatures:
         slot = self.cache_slot[index]
         hit = slot >= 0
         x = torch.empty((len(index), self.rows.shape[1]), device=self.device)
-        x[hit.to(self.device)] = self.cache_rows[slot[hit].to(self.device)]
-        miss = ~hit
-        x[miss.to(self.device)] = self.rows[self.slot[index[miss]]].to(self.device)
+        x[hit.to(self.device)] = torch.index_select(self.cache_rows, 0, slot[hit].to(self.device))
+        miss = ~hit  # index_select: a row copy per id (executor.features.RowStore.gather)
+        x[miss.to(self.device)] = torch.index_select(self.rows, 0, self.slot[index[miss]]).to(self.device)
         num_hit = int(hit.sum())
         return x, num_hit, len(index) - num_hit

@@ -34,7 +34,7 @@ class Buffer:
 
     def lookup(self, nodes: torch.Tensor) -> torch.Tensor:
         """Rows of ``nodes`` (all must be in the buffer). Shapes: (k,) int64 -> (k, d)."""
-        return self.rows[torch.searchsorted(self.ids, nodes)]
+        return torch.index_select(self.rows, 0, torch.searchsorted(self.ids, nodes))
 
 
 def pregather(store: FeatureStore, topo: Topology, hosted: dict[int, Hosted]) -> Buffer:

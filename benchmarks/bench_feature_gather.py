@@ -1,0 +1,74 @@
+"""Feature-row gathers of the executor: advanced indexing (``table[index]``, the executor's gather before
+2026-11-28) vs ``torch.index_select`` (:meth:`gnnplan.executor.features.RowStore.gather` now), with the baseline
+measured in the same run.
+
+Per workload it times one worker's local feature load the way :meth:`gnnplan.executor.features.FeatureStore.load`
+does it on a 2-machine cluster: the owners of the input vertices looked up, the local ones' partition positions,
+their rows gathered, then written into the batch's input matrix. The input counts are the emulated bench_whatif
+cluster's (2 machines, METIS, batch 512, fanouts [10, 10]; from the traces of 2026-11-28): R-MAT (20000 vertices,
+128 features): a worker with 3968 inputs, 89% local (the machine with the hubs) and one with 2194, 21% local;
+Cora (1433 features): 418 inputs, 68% local. Before every call ``--dirty`` MiB of other memory are written, as a
+training step writes its activations between two loads (so the rows come from memory, behind dirty cache lines);
+the calls of both methods alternate. Prints per workload the median of ``--calls`` calls of each and their ratio.
+
+Run: ``python benchmarks/bench_feature_gather.py [--calls 200] [--dirty 64]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+import torch
+
+WORKLOADS = {"rmat, hub machine": (10_000, 128, 3968, 0.886), "rmat, other machine": (10_000, 128, 2194, 0.215),
+             "cora": (1354, 1433, 418, 0.68)}
+"""name -> (rows per machine, feature width, input vertices of a batch, local fraction) (module docstring)."""
+
+
+def local_load(rows: torch.Tensor, owner: torch.Tensor, position: torch.Tensor, ids: torch.Tensor,
+               gather: str) -> torch.Tensor:
+    """The local part of ``FeatureStore.load`` for machine 0, gathering with ``gather`` ("index" or
+    "index_select")."""
+    x = torch.empty((len(ids), rows.shape[1]))
+    local = owner[ids] == 0
+    where = position[ids[local]]
+    got = rows[where] if gather == "index" else torch.index_select(rows, 0, where)
+    x[torch.arange(len(ids))[local]] = got
+    return x
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--dirty", type=int, default=64, help="MiB written between calls")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    junk = torch.zeros(args.dirty * 2 ** 20 // 4)
+    gen = torch.Generator().manual_seed(0)
+    print(f"== feature gather: advanced indexing vs index_select, 1 thread, {args.dirty} MiB written between calls")
+    print(f"{'workload':<22} {'local rows':>10} {'table[index] ms':>16} {'index_select ms':>16} {'ratio':>7}")
+    for name, (n, width, k, local_fraction) in WORKLOADS.items():
+        rows = torch.rand(n, width, generator=gen)
+        owner = torch.cat([torch.zeros(n, dtype=torch.int64), torch.ones(n, dtype=torch.int64)])
+        position = torch.cat([torch.arange(n), torch.arange(n)])
+        times: dict[str, list[float]] = {"index": [], "index_select": []}
+        num_local = round(k * local_fraction)
+        for call in range(args.calls + 2):
+            ids = torch.cat([torch.randint(0, n, (num_local,), generator=gen),
+                             torch.randint(n, 2 * n, (k - num_local,), generator=gen)])
+            for method in (("index", "index_select") if call % 2 else ("index_select", "index")):
+                junk.add_(1.0)
+                start = time.perf_counter()
+                local_load(rows, owner, position, ids, method)
+                if call >= 2:  # two warm-up calls
+                    times[method].append(time.perf_counter() - start)
+        old, new = (float(np.median(times[m])) for m in ("index", "index_select"))
+        print(f"{name:<22} {num_local:>10} {old * 1e3:>16.3f} {new * 1e3:>16.3f} {old / new:>6.2f}x", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
