@@ -59,8 +59,8 @@ class RowStore:
 
     def gather(self, ids: torch.Tensor) -> torch.Tensor:
         """Rows of vertices this rank holds, by ``torch.index_select``: one row copy per id, where advanced
-        indexing (``rows[index]``) computes every element's offset (4.5x slower on 128-float rows;
-        benchmarks/bench_feature_gather.py). Shapes: ids (k,) int64 -> (k, d)."""
+        indexing (``rows[index]``) computes every element's offset (slower by the ratio
+        benchmarks/bench_feature_gather.py prints). Shapes: ids (k,) int64 -> (k, d)."""
         return torch.index_select(self.rows, 0, ids if self.position is None else self.position[ids])
 
     def pull(self, ids: torch.Tensor, dest: torch.Tensor) -> tuple[torch.Tensor, PullStats]:

@@ -244,3 +244,32 @@ def test_the_measured_network_rate_has_a_narrower_prior(fake_graphstats: list[di
     for fitted in (narrow, wide):
         assert fitted["after"] == pytest.approx(TRUE[rate], rel=1e-3)
     assert narrow["data_share"] < wide["data_share"]
+
+
+def test_the_measured_sampling_rate_has_a_narrower_prior(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When every batch samples as many edges, sample spans determine the cost per batch, ``calls x
+    host.sampler_call_s + edges / rate``, not its split. With the per-call cost's prior 3x below the truth and the
+    probed rate right, the fit moves both along that ridge; the rate's measured prior, a factor of 1.5 wide, keeps it
+    closer to the probe than a factor of 3 does (which moved it 2.3x on Cora in bench_whatif record 20)."""
+    from gnnplan.simulator import calibrate_params
+    from gnnplan.simulator.calibrate_fit import FitRow, fit
+    from gnnplan.simulator.hardware import pricing
+
+    rate, call = "host.sampling_edges_per_s_per_core", "host.sampler_call_s"
+    start = with_params(_start(), {call: 1e-4, rate: 2e7})
+    begin = start.model_copy(update={"priors": {rate: 2e7, call: 1e-4}})  # measured: a probe's priors block
+    work = {"num_edges": 4000.0, "num_calls": 2.0}  # Cora-like batches, all alike
+    truth_s = pricing.sampling_s(with_params(start, {call: 3e-4}), **work)
+    rows = [FitRow("t.json/sample", "t.json", 1, "sampling", work, truth_s * (1 + 0.01 * (i % 3 - 1)), begin)
+            for i in range(30)]
+    assert calibrate_params.prior_width(rate) == pytest.approx(math.log(1.5))
+    narrow = fit(rows, begin).parameters
+    monkeypatch.setattr(calibrate_params, "PRIOR_WIDTHS", {})
+    wide = fit(rows, begin).parameters
+    off = {name: abs(math.log(p[rate]["after"] / 2e7)) for name, p in (("narrow", narrow), ("wide", wide))}
+    assert 0 < off["narrow"] < off["wide"] / 2
+    assert off["narrow"] < math.log(1.5)
+    for p in (narrow, wide):  # the per-call cost takes up most of the difference either way
+        assert 1e-4 < p[call]["after"] < 3e-4
+        assert pricing.sampling_s(with_params(start, {rate: p[rate]["after"], call: p[call]["after"]}),
+                                  **work) == pytest.approx(truth_s, rel=0.01)
