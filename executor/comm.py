@@ -268,13 +268,17 @@ def max_over_ranks(value: float) -> float:
     return float(all_reduce_(torch.tensor([value], dtype=torch.float64, device=device()), "max").item())
 
 
-RECEIVE_FIRST_MIN_S = 0.005
+RECEIVE_FIRST_MIN_S = 0.0
 """Shortest per-peer transfer (seconds at the link rate, :func:`set_link_rate`) for which
-:func:`all_to_all_single` posts its receives before its sends instead of calling gloo's ``alltoallv``. Measured on
-two emulated machines with one core each (mean of 30-40 exchanges after compute, 2026-11-23): at 1 Gbit/s
-1.48 MB each way (12 ms) took 17.2 ms with ``alltoallv`` and 14.6 ms receive-first; 368 kB (3 ms) 3.8 and 4.0 ms;
-at 100 Mbit/s 1.48 MB took 160 ms and 131 ms (one way 121 ms); unshaped, 128 B - 368 kB took 0.4-0.8 ms with
-``alltoallv`` and 1.7-2.5 ms receive-first (each point-to-point wait costs a wake-up of the waiting core)."""
+:func:`all_to_all_single` posts its receives before its sends instead of calling gloo's ``alltoallv``: 0, every
+exchange between machines. It was 5 ms while gloo's event-loop thread spun during collectives: each point-to-point
+wait then cost a wake-up (unshaped, 128 B - 368 kB took 0.4-0.8 ms with ``alltoallv`` and 1.7-2.5 ms receive-first,
+2026-11-23). With that thread in SCHED_IDLE (:mod:`executor.gloo_loop`) receive-first is never the slower one, and
+``alltoallv`` makes a late rank's incoming payload wait for its outgoing one (:func:`post_exchange`):
+benchmarks/bench_alltoallv_turns.py (two emulated machines, swaps after compute, both protocols in the same run,
+2026-11-28), late rank's median, ``alltoallv`` over receive-first: 1.00-1.09x with both on time at 148 kB and more,
+1.9-2.1x with one rank 3 ms late at 148 kB - 1.475 MB (e.g. 1.475 MB at 3 Gbit/s: 7.33 against 3.72 ms, one way
+4.05 ms), 1.5-2.0x at 16 kB at every rate (0.23-0.36 against 0.12-0.29 ms)."""
 
 _link_bytes_per_s: float | None = None
 
@@ -300,12 +304,13 @@ def all_to_all_single(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int
 
     Protocol: gloo's ``alltoallv`` posts each peer's send before its receive, and a send leaves only once the
     peer's ready-to-receive notice has arrived, which travels behind that peer's own outgoing payload
-    (:func:`post_exchange`): when both payloads are large, one side's may wait for the other's, up to one extra
-    transfer. So a pair whose larger chunk takes long at the link rate (:func:`receive_first`; both ranks of a pair
-    know both its chunks, so they agree) exchanges point to point, every receive posted before any send; the other
-    pairs go through the backend's own collective, whose one wait is cheaper (:data:`RECEIVE_FIRST_MIN_S`). With
-    two ranks the collective is skipped when their one pair went point to point; with more, every rank joins it
-    (sizes 0 for its point-to-point pairs), because no rank knows the other pairs.
+    (:func:`post_exchange`): when one side arrives late, its incoming payload waits for its outgoing one, up to one
+    extra transfer. So a pair whose larger chunk takes at least :data:`RECEIVE_FIRST_MIN_S` at the link rate
+    (:func:`receive_first`: with the threshold at 0, every pair of ranks on different machines; both ranks of a
+    pair know both its chunks, so they agree) exchanges point to point, every receive posted before any send; the
+    other pairs go through the backend's own collective. With two ranks the collective is skipped when their one
+    pair went point to point; with more, every rank joins it (sizes 0 for its point-to-point pairs), because no
+    rank knows the other pairs.
 
     Shapes:
         inp: (sum(in_splits), *row); out: (sum(out_splits), *row).
@@ -365,7 +370,7 @@ def shift(send_t: torch.Tensor, dst: int, recv_t: torch.Tensor, src: int) -> tor
     """Send ``send_t`` to rank ``dst`` while receiving ``recv_t`` from rank ``src``: one step of a ring shift,
     collective (every rank calls it with its own ring neighbours); returns ``recv_t``. With ``dst == src ==``
     this rank it is a local copy (not counted). An :func:`all_to_all_single` of the flattened tensors (sizes 0 to
-    every other rank): receive-first when the payload is large, so a late rank does not hold its peer's back."""
+    every other rank): receive-first across machines, so a late rank does not hold its peer's back."""
     if dst == rank() and src == rank():
         return recv_t.copy_(send_t)
     p = world_size()

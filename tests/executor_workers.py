@@ -126,20 +126,25 @@ EXCHANGE_ROWS = [[1, 2, 30], [2, 1, 3], [40, 3, 1]]
 
 def exchange_protocols(topo: Topology, emit: Any, link_bytes_per_s: float) -> dict[str, Any]:
     """:func:`executor.comm.all_to_all_single` of :data:`EXCHANGE_ROWS` (row k from rank r to j holds
-    r * 1000 + j * 10 + k) with no link rate (gloo's ``alltoallv``) and at ``link_bytes_per_s`` (long pairs point
-    to point); every rank's two results and bytes counted, on rank 0."""
+    r * 1000 + j * 10 + k) with no link rate (gloo's ``alltoallv``), at ``link_bytes_per_s`` with a 5 ms threshold
+    (long pairs point to point, the others through ``alltoallv``) and with the executor's threshold (every pair
+    point to point); every rank's three results and bytes counted, on rank 0."""
     me, rows = topo.rank, EXCHANGE_ROWS
     inp = torch.cat([torch.full((n, 100), float(me * 1000 + j * 10)) + torch.arange(n, dtype=torch.float32)[:, None]
                      for j, n in enumerate(rows[me])])
     got = {}
-    for name, rate in (("collective", None), ("direct", link_bytes_per_s)):
+    threshold = comm.RECEIVE_FIRST_MIN_S
+    for name, rate, min_s in (("collective", None, threshold), ("mixed", link_bytes_per_s, 0.005),
+                              ("direct", link_bytes_per_s, threshold)):
         comm.set_link_rate(rate)
+        comm.RECEIVE_FIRST_MIN_S = min_s
         sent = comm.bytes_sent()
         out = torch.empty(sum(r[me] for r in rows), 100)
         comm.all_to_all_single(out, inp, [r[me] for r in rows], rows[me])
         got[name] = out.numpy()
         got[name + "_sent"] = comm.bytes_sent() - sent
     comm.set_link_rate(None)
+    comm.RECEIVE_FIRST_MIN_S = threshold
     everyone = comm.gather_object(got)
     return {"ranks": everyone} if everyone is not None else {}
 

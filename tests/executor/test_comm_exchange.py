@@ -1,6 +1,6 @@
 """Two-way exchanges post the receive first (:func:`executor.comm.post_exchange`, and
-:func:`executor.comm.all_to_all_single` for chunks that take long at the link rate): on gloo a send leaves only
-once the peer's ready-to-receive notice arrived, and that notice queues behind the peer's own outgoing payload."""
+:func:`executor.comm.all_to_all_single` across machines): on gloo a send leaves only once the peer's
+ready-to-receive notice arrived, and that notice queues behind the peer's own outgoing payload."""
 
 from __future__ import annotations
 
@@ -54,16 +54,25 @@ class _Done:
         """Nothing to wait for."""
 
 
-def test_long_chunks_go_receive_first_short_ones_through_alltoallv(monkeypatch: pytest.MonkeyPatch) -> None:
-    """At 1 MB/s a chunk of >= 5 kB (5 ms) is long: two ranks exchange it point to point, receive posted first, and
-    skip the collective; short chunks, one machine (no link rate) or NCCL keep the backend's collective."""
+def test_exchanges_between_machines_go_receive_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Across machines (a link rate set) two ranks exchange point to point, receive posted first, and skip the
+    collective, whatever the size; with a threshold, chunks shorter than it at the link rate keep ``alltoallv``;
+    one machine (no link rate) or NCCL keep the backend's collective."""
     posted = _Posted(monkeypatch, rank=0, world=2)
     monkeypatch.setattr(comm, "_link_bytes_per_s", 1e6)
+    assert comm.RECEIVE_FIRST_MIN_S == 0.0
     row = torch.zeros(2, 1000)  # 4 kB rows
+    comm.all_to_all_single(torch.empty(3, 1000), row, [1, 2], [1, 1])
+    assert posted.log == [("recv", 1), ("send", 1)]
+    posted.log.clear()
+    comm.all_to_all_single(torch.empty(2, 10), torch.zeros(2, 10), [1, 1], [1, 1])  # 40 B
+    assert posted.log == [("recv", 1), ("send", 1)]
+    posted.log.clear()
+    monkeypatch.setattr(comm, "RECEIVE_FIRST_MIN_S", 0.005)  # 5 ms: 5 kB at 1 MB/s
     comm.all_to_all_single(torch.empty(3, 1000), row, [1, 2], [1, 1])
     assert posted.log == [("recv", 1), ("send", 1)]  # 8 kB from rank 1: long
     posted.log.clear()
-    comm.all_to_all_single(torch.empty(2, 10), torch.zeros(2, 10), [1, 1], [1, 1])  # 40 B
+    comm.all_to_all_single(torch.empty(2, 10), torch.zeros(2, 10), [1, 1], [1, 1])
     assert posted.log == [("alltoallv", (1, 1), (1, 1))]
     posted.log.clear()
     monkeypatch.setattr(comm, "_link_bytes_per_s", None)
@@ -75,10 +84,12 @@ def test_long_chunks_go_receive_first_short_ones_through_alltoallv(monkeypatch: 
 
 
 def test_mixed_pairs_post_direct_receives_then_join_the_collective(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Three ranks, rank 1's view: its pair with rank 2 is long (both chunks known to both), with rank 0 short; the
-    long pair is posted receive first and every rank still joins ``alltoallv`` with 0 rows for it."""
+    """Three ranks, rank 1's view, with a 5 ms threshold: its pair with rank 2 is long (both chunks known to both),
+    with rank 0 short; the long pair is posted receive first and every rank still joins ``alltoallv`` with 0 rows
+    for it."""
     posted = _Posted(monkeypatch, rank=1, world=3)
     monkeypatch.setattr(comm, "_link_bytes_per_s", 1e6)
+    monkeypatch.setattr(comm, "RECEIVE_FIRST_MIN_S", 0.005)
     out = torch.empty(1 + 1 + 3, 1000)
     comm.all_to_all_single(out, torch.zeros(1 + 1 + 2, 1000), [1, 1, 3], [1, 1, 2])
     assert posted.log == [("recv", 2), ("send", 2), ("alltoallv", (1, 1, 0), (1, 1, 0))]
@@ -106,13 +117,13 @@ def test_late_rank_exchange_takes_one_transfer_time() -> None:
 
 
 def test_point_to_point_pairs_deliver_what_alltoallv_does() -> None:
-    """Three gloo ranks on localhost: at 1 MB/s the pair (0, 2) (30 and 40 rows of 400 B) goes point to point and
-    the rest through ``alltoallv``; every rank receives the same rows, in the same order, as with ``alltoallv``
-    alone, and counts the same bytes."""
+    """Three gloo ranks on localhost: at 1 MB/s with a 5 ms threshold the pair (0, 2) (30 and 40 rows of 400 B)
+    goes point to point and the rest through ``alltoallv``; with the executor's threshold every pair does; every
+    rank receives the same rows, in the same order, as with ``alltoallv`` alone, and counts the same bytes."""
     ranks = spawn(exchange_protocols, 3, (1e6,))["ranks"]
     for j, got in enumerate(ranks):
         expected = np.concatenate([np.full((r[j], 100), i * 1000 + j * 10) + np.arange(r[j])[:, None]
                                    for i, r in enumerate(EXCHANGE_ROWS)])
-        np.testing.assert_array_equal(got["collective"], expected)
-        np.testing.assert_array_equal(got["direct"], expected)
-        assert got["direct_sent"] == got["collective_sent"] == 400 * (sum(EXCHANGE_ROWS[j]) - EXCHANGE_ROWS[j][j])
+        for name in ("collective", "mixed", "direct"):
+            np.testing.assert_array_equal(got[name], expected)
+            assert got[name + "_sent"] == 400 * (sum(EXCHANGE_ROWS[j]) - EXCHANGE_ROWS[j][j]), name
