@@ -7,12 +7,12 @@ does it on a 2-machine cluster: the owners of the input vertices looked up, the 
 their rows gathered, then written into the batch's input matrix. The input counts are the emulated bench_whatif
 cluster's (2 machines, METIS, batch 512, fanouts [10, 10]; from the traces of 2026-11-28): R-MAT (20000 vertices,
 128 features): a worker with 3968 inputs, 89% local (the machine with the hubs) and one with 2194, 21% local;
-Cora (1433 features): 418 inputs, 68% local. Before every call ``--dirty`` MiB of other memory are written, as a
+Cora (1433 features): 418 inputs, 68% local. Before every call ``--dirty-mib`` MiB of other memory are written, as a
 training step writes its activations between two loads (so the rows come from memory, behind dirty cache lines);
 the calls of both methods alternate. Prints per workload the median of ``--calls`` calls of each and their ratio,
 and the ratio of the gathers alone (the row copy, without the owner lookup and the write into the batch).
 
-Run: ``python benchmarks/bench_feature_gather.py [--calls 200] [--dirty 64]``.
+Run: ``python benchmarks/bench_feature_gather.py [--calls 200] [--dirty-mib 64]``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,12 @@ WORKLOADS = {"rmat, hub machine": (10_000, 128, 3968, 0.886), "rmat, other machi
 def local_load(rows: torch.Tensor, owner: torch.Tensor, position: torch.Tensor, ids: torch.Tensor,
                gather: str) -> float:
     """The local part of ``FeatureStore.load`` for machine 0, gathering with ``gather`` ("index" or
-    "index_select"); returns the seconds the gather alone took."""
+    "index_select"); returns the seconds the gather alone took.
+
+    Shapes:
+        rows: (n, d) float32, machine 0's rows; owner, position: (2n,) int64 (machine and row of every vertex);
+        ids: (k,) int64, the batch's input vertices.
+    """
     x = torch.empty((len(ids), rows.shape[1]))
     local = owner[ids] == 0
     where = position[ids[local]]
@@ -46,12 +51,12 @@ def local_load(rows: torch.Tensor, owner: torch.Tensor, position: torch.Tensor, 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
-    parser.add_argument("--dirty", type=int, default=64, help="MiB written between calls")
+    parser.add_argument("--dirty-mib", type=int, default=64, help="MiB written between calls")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    junk = torch.zeros(args.dirty * 2 ** 20 // 4)
+    junk = torch.zeros(args.dirty_mib * 2 ** 20 // 4)
     gen = torch.Generator().manual_seed(0)
-    print(f"== feature gather: advanced indexing vs index_select, 1 thread, {args.dirty} MiB written between calls")
+    print(f"== feature gather: advanced indexing vs index_select, 1 thread, {args.dirty_mib} MiB written between calls")
     print(f"{'workload':<22} {'local rows':>10} {'load: table[index] ms':>22} {'index_select ms':>16} {'ratio':>7}"
           f"  {'gather alone: ratio':>20}")
     for name, (n, width, k, local_fraction) in WORKLOADS.items():

@@ -273,13 +273,13 @@ RECEIVE_FIRST_MIN_S = 0.0
 :func:`all_to_all_single` posts its receives before its sends instead of calling gloo's ``alltoallv``: 0, every
 exchange between machines. It was 5 ms while gloo's event-loop thread spun during collectives: each point-to-point
 wait then cost a wake-up (unshaped, 128 B - 368 kB took 0.4-0.8 ms with ``alltoallv`` and 1.7-2.5 ms receive-first,
-2026-11-23). With that thread in SCHED_IDLE (:mod:`executor.gloo_loop`) receive-first is never the slower one, and
+2026-11-23). With that thread in SCHED_IDLE (:mod:`executor.gloo_loop`) receive-first is at worst 1% slower, and
 ``alltoallv`` makes a late rank's incoming payload wait for its outgoing one (:func:`post_exchange`):
 benchmarks/bench_alltoallv_turns.py (two emulated machines at 300 Mbit/s - 3 Gbit/s and unshaped, swaps after
-compute, both protocols in the same run, 2026-11-28), late rank's median, ``alltoallv`` over receive-first, never
-below 1.00x: with both on time 1.00-1.09x at 600 kB and 1.475 MB, 1.02-1.46x at 148 kB; with one rank 3 ms late
-1.03-2.07x at 148 kB - 1.475 MB, at least 1.79x in 7 of the 9 shaped cases (1.475 MB at 3 Gbit/s: 7.33 against
-3.72 ms, one way 4.05 ms); 1.14-2.01x at 16 kB."""
+compute, both protocols in the same run, 2026-11-28), late rank's median, ``alltoallv`` over receive-first: with
+both on time 1.00-1.09x at 600 kB and 1.475 MB (0.99x for 1.475 MB at 3 Gbit/s in a re-run), 1.02-1.46x at
+148 kB; with one rank 3 ms late 1.03-2.07x at 148 kB - 1.475 MB, at least 1.79x in 7 of the 9 shaped cases
+(1.475 MB at 3 Gbit/s: 7.33 against 3.72 ms, one way 4.05 ms); 1.14-2.01x at 16 kB."""
 
 _link_bytes_per_s: float | None = None
 
