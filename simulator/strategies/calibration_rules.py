@@ -60,11 +60,10 @@ def fetch_rule(request_messages: int, num_collectives: int = 0) -> PhaseRule:
     (``network.per_all_to_all_s``); a rank's span then also holds the wait for the slowest rank at each call,
     which the simulator's barriers produce and the price leaves out, so the row is the span of the rank that
     received the most, from the last rank's arrival to its end (calibration's ``per_call`` rows), traces with 2+
-    machines: the call ends when its busiest NIC is done. A simulated span (the average rank's) says how much
-    busier that NIC is (``busiest_ratio``)."""
+    machines: the call ends when its busiest NIC is done. A simulated span carries the bytes its rank pulled
+    (dp: the slowest machine's worker, :func:`~gnnplan.simulator.strategies.dp.work.worker_work`)."""
     def work(row: SpanRow) -> dict[str, float]:
-        busiest = span_arg(row, "busiest_ratio") or 1.0  # the simulator's spans are the average rank's
-        return {"nbytes": row.span.nbytes * busiest, "request_messages": float(request_messages),
+        return {"nbytes": row.span.nbytes, "request_messages": float(request_messages),
                 "sharers": float(row.shape.gpus_per_machine), "num_collectives": float(num_collectives)}
     if num_collectives:
         return PhaseRule("feature_fetch", work, rows="per_call", min_machines=2)

@@ -38,9 +38,9 @@ from gnnplan.simulator.workload.spec import GeneratedSpec
 
 STATS_FORMAT = 2
 """Version of the measurement; part of every cache key, so changing how statistics are measured means bumping it."""
-SAMPLE_FORMAT = 4
-"""Version of :func:`sample_stats`' measurement (3: ``remote_busiest_ratio``; 4: ``slowest_input_ratio``); part of
-its cache key."""
+SAMPLE_FORMAT = 5
+"""Version of :func:`sample_stats`' measurement (3: ``remote_busiest_ratio``; 4: ``slowest_input_ratio``; 5: the
+per-worker and per-machine fields); part of its cache key."""
 DEFAULT_NUM_BATCHES = 32
 """Mini-batches sampled per worker by :func:`sample_stats` (more epochs' shuffles are drawn when one epoch has
 fewer). Measured on the rmat100k-sage workload (4 machines, 256 seeds per worker, METIS, seeds 0-4): the
@@ -94,6 +94,23 @@ class SampleStats:
     takes, not the mean one; and a partition can put the demand in one part: R-MAT, 20000 vertices, 2 METIS
     parts, 256 seeds per worker: one machine's batches had 4063 input vertices against the other's 2247
     (emulated cluster trace, 2026-11-28). 1 with one worker.
+
+    Both ratios describe the imbalance (benchmarks/bench_proxy.py checks them on the proxies); no strategy prices
+    with them since ``dp`` runs the slowest machine's own work from the fields below. Per worker and per machine,
+    the systematic part of that imbalance (a partition puts the demand, and the rows it asks for, in one part;
+    simulator/strategies/dp/work.py), sums over the iterations every worker has a batch in:
+
+    * ``worker_input_ratio[w]``, ``worker_edge_ratio[w]``: worker w's input vertices and sampled edges over the
+      mean worker's;
+    * ``worker_hit_fraction[w][i]``, ``worker_remote_fraction[w][i]``: the shares of worker w's own input vertices
+      that are cache hits and remote misses at ``cache_fractions[i]`` (the rest are local misses);
+    * ``machine_sent_ratio[m][i]``: the rows machine m sends to the other machines' workers at
+      ``cache_fractions[i]`` (their remote misses it owns), over the mean worker's input vertices.
+
+    On the emulated cluster's R-MAT workload (20000 vertices, 2 METIS parts, 256 seeds per worker) the worker of
+    the part holding the hubs loaded 3966 input vertices, 11% of them remote, the other 2176, 78% remote (trace of
+    2026-11-28): the first has the most compute, the second the most to fetch. () in statistics that do not
+    give them: every worker is the mean one.
     """
 
     fanouts: tuple[int, ...]
@@ -111,6 +128,11 @@ class SampleStats:
     edge_cut_fraction: float
     remote_busiest_ratio: tuple[float, ...] = ()
     slowest_input_ratio: float = 1.0
+    worker_input_ratio: tuple[float, ...] = ()
+    worker_edge_ratio: tuple[float, ...] = ()
+    worker_hit_fraction: tuple[tuple[float, ...], ...] = ()
+    worker_remote_fraction: tuple[tuple[float, ...], ...] = ()
+    machine_sent_ratio: tuple[tuple[float, ...], ...] = ()
 
     def access(self, cache_fraction: float) -> tuple[float, float, float]:
         """(hit, local miss, remote miss) fractions of input vertices at ``cache_fraction`` (linear
@@ -127,6 +149,37 @@ class SampleStats:
         remote = float(np.interp(cache_fraction, grid, self.remote_miss_fraction))
         total = hit + local + remote
         return hit / total, local / total, remote / total
+
+    def worker_access(self, worker: int, cache_fraction: float) -> tuple[float, float, float]:
+        """(hit, local miss, remote miss) fractions of worker ``worker``'s own input vertices at
+        ``cache_fraction`` (linear interpolation between grid points); the mean worker's (:meth:`access`) when
+        the statistics have no per-worker fields.
+
+        Raises:
+            ValueError: cache_fraction outside [0, 1].
+        """
+        if not self.worker_hit_fraction:
+            return self.access(cache_fraction)
+        if not 0.0 <= cache_fraction <= 1.0:
+            raise ValueError(f"cache_fraction must be in [0, 1], got {cache_fraction}")
+        hit = float(np.interp(cache_fraction, self.cache_fractions, self.worker_hit_fraction[worker]))
+        remote = float(np.interp(cache_fraction, self.cache_fractions, self.worker_remote_fraction[worker]))
+        return hit, max(0.0, 1.0 - hit - remote), remote
+
+    def worker_ratios(self, worker: int) -> tuple[float, float]:
+        """Worker ``worker``'s (input vertices, sampled edges) over the mean worker's; (1, 1) without per-worker
+        fields."""
+        if not self.worker_input_ratio:
+            return 1.0, 1.0
+        return self.worker_input_ratio[worker], self.worker_edge_ratio[worker]
+
+    def sent_ratio(self, machine: int, cache_fraction: float) -> float:
+        """Rows machine ``machine`` sends per iteration over the mean worker's input vertices (class docstring;
+        linear interpolation between grid points); without per-machine fields, what the mean machine receives
+        (its ``gpus_per_machine`` workers' remote misses)."""
+        if not self.machine_sent_ratio:
+            return self.access(cache_fraction)[2] * self.gpus_per_machine
+        return float(np.interp(cache_fraction, self.cache_fractions, self.machine_sent_ratio[machine]))
 
     def busiest_ratio(self, cache_fraction: float) -> float:
         """The busiest NIC's fetch load over the average machine's at ``cache_fraction`` (class docstring;
@@ -291,6 +344,8 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Sam
     received = np.zeros((params["num_batches"], machines, len(grid)))  # per iteration, machine, grid point
     sent = np.zeros_like(received)
     inputs_of = np.full((params["num_batches"], len(batches)), np.nan)  # input vertices per iteration, worker
+    edges_of = np.zeros_like(inputs_of)                                # sampled edges per iteration, worker
+    own = np.zeros((params["num_batches"], len(batches), 2, len(grid)))  # hit, remote inputs per worker
     full = max(len(b) for worker in batches for b in worker)         # seeds of a full batch
     num_full, position, last = 0, 0, -1
     for worker, block_sizes, inputs in _sample_batches(graph, params["fanouts"], batches, params["seed"]):
@@ -302,6 +357,8 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Sam
         counts += [hit.sum(1), (~hit & mine).sum(1), remote.sum(1)]
         received[position, worker // gpus] += remote.sum(1)
         inputs_of[position, worker] = len(inputs)
+        edges_of[position, worker] = block_sizes[:, 2].sum()
+        own[position, worker] = [hit.sum(1), remote.sum(1)]
         for i in range(len(grid)):
             sent[position, :, i] += np.bincount(owner[inputs[remote[i]]], minlength=machines)
         if block_sizes[-1, 1] == full:  # block sizes of full batches; the simulator scales a partial last one
@@ -313,12 +370,33 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Sam
     mean = received.sum(axis=(0, 1)) / machines
     ratio = np.where(mean > 0, busiest / np.where(mean > 0, mean, 1.0), 1.0)
     cut = float(np.mean(owner[graph.src] != owner[graph.dst])) if graph.num_edges else 0.0
-    everyone = inputs_of[~np.isnan(inputs_of).any(axis=1)]                # iterations every worker has a batch in
+    common = ~np.isnan(inputs_of).any(axis=1)                          # iterations every worker has a batch in
+    everyone = inputs_of[common]
     slowest = float(everyone.max(axis=1).sum() / everyone.mean(axis=1).sum()) if everyone.size else 1.0
+    workers = _per_worker(inputs_of[common], edges_of[common], own[common], sent[common])
     return SampleStats(tuple(params["fanouts"]), params["batch_size_per_worker"], params["num_machines"], gpus,
                        params["partitioner"], tuple(sizes[:, 0].tolist()), tuple(sizes[:, 1].tolist()),
                        tuple(sizes[:, 2].tolist()), tuple(grid.tolist()), tuple(access[0].tolist()),
-                       tuple(access[1].tolist()), tuple(access[2].tolist()), cut, tuple(ratio.tolist()), slowest)
+                       tuple(access[1].tolist()), tuple(access[2].tolist()), cut, tuple(ratio.tolist()), slowest,
+                       **workers)
+
+
+def _per_worker(inputs: np.ndarray, edges: np.ndarray, own: np.ndarray, sent: np.ndarray) -> dict[str, Any]:
+    """The per-worker and per-machine fields of :class:`SampleStats` from the iterations every worker has a batch
+    in: ``inputs`` and ``edges`` (iterations, W) input vertices and sampled edges, ``own`` (iterations, W, 2,
+    grid) each worker's hit and remote inputs, ``sent`` (iterations, M, grid) rows each machine sends. Empty
+    fields when there is no such iteration."""
+    if not inputs.size or inputs.sum() <= 0:
+        return {}
+    mean_inputs = inputs.sum() / inputs.shape[1]
+    mean_edges = edges.sum() / edges.shape[1]
+    per_worker = own.sum(axis=0) / np.maximum(inputs.sum(axis=0), 1.0)[:, None, None]  # (W, 2, grid)
+    return {"worker_input_ratio": tuple((inputs.sum(axis=0) / mean_inputs).tolist()),
+            "worker_edge_ratio": tuple((edges.sum(axis=0) / mean_edges if mean_edges > 0
+                                        else np.ones(edges.shape[1])).tolist()),
+            "worker_hit_fraction": tuple(tuple(r) for r in per_worker[:, 0].tolist()),
+            "worker_remote_fraction": tuple(tuple(r) for r in per_worker[:, 1].tolist()),
+            "machine_sent_ratio": tuple(tuple(r) for r in (sent.sum(axis=0) / mean_inputs).tolist())}
 
 
 def _worker_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int,
@@ -414,10 +492,15 @@ def _load_sample(path: Path, params: dict[str, Any]) -> SampleStats | None:
     if data is None or data.get("params") != params:
         return None
     try:
-        fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data["stats"].items()}
+        fields: dict[str, Any] = {k: _tuples(v) for k, v in data["stats"].items()}
         return SampleStats(**fields)
     except (KeyError, TypeError, AttributeError):
         return None
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists (nested too) as tuples, as :class:`SampleStats` holds them."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
 def _load_owner(path: Path, num_parts: int, num_vertices: int | None) -> np.ndarray | None:

@@ -109,8 +109,9 @@ def scale_sample_stats(stats: Any, card: str | Card, graph: Any) -> Any:
     share of the inputs in that band owned by the worker's machine (local) or another (remote), at the card's
     size over the proxy's (post-stratification by degree band: what is kept is each band's local / remote
     composition relative to the model, what changes is how many of a batch's inputs fall in each band),
-    renormalised to 1. ``remote_busiest_ratio``, ``slowest_input_ratio`` and the edge cut are kept (ratios of one
-    iteration's busiest or slowest worker to the mean one, [inferred] to carry over at the proxy's scale).
+    renormalised to 1. ``remote_busiest_ratio``, ``slowest_input_ratio``, the per-worker input and edge ratios and
+    the edge cut are kept (ratios of one iteration's busiest or slowest worker to the mean one, [inferred] to carry
+    over at the proxy's scale); the per-worker shares follow the mean's (:func:`_scale_workers`).
 
     Raises:
         ValueError: the card has no degree histogram.
@@ -141,7 +142,30 @@ def scale_sample_stats(stats: Any, card: str | Card, graph: Any) -> Any:
                    num_edges=tuple((np.asarray(stats.num_edges) * rs.edge_ratio).tolist()),
                    hit_fraction=tuple(np.clip(new_hit, 0.0, 1.0).tolist()),
                    local_miss_fraction=tuple(np.clip(new_loc, 0.0, 1.0).tolist()),
-                   remote_miss_fraction=tuple(np.clip(new_rem, 0.0, 1.0).tolist()))
+                   remote_miss_fraction=tuple(np.clip(new_rem, 0.0, 1.0).tolist()),
+                   **_scale_workers(stats, np.asarray(new_hit), np.asarray(new_rem)))
+
+
+def _scale_workers(stats: Any, new_hit: np.ndarray, new_remote: np.ndarray) -> dict[str, Any]:
+    """The per-worker and per-machine fields of ``stats`` at the card's size: each worker's hit and remote shares,
+    and each machine's sent rows, times the mean's change at every cache fraction (``new_hit``, ``new_remote``:
+    (grid,) the mean's shares at the card's size; factor 1 where the measured share is 0) [inferred: the workers
+    keep their shares relative to the mean one, as the ratios do], a worker's hit and remote shares capped at 1
+    together."""
+    if not stats.worker_hit_fraction:
+        return {}
+
+    def change(new: np.ndarray, old: Any) -> np.ndarray:
+        old = np.asarray(old, dtype=np.float64)
+        return np.where(old > 0, new / np.where(old > 0, old, 1.0), 1.0)
+
+    hits = np.clip(np.asarray(stats.worker_hit_fraction) * change(new_hit, stats.hit_fraction), 0.0, 1.0)
+    remote_change = change(new_remote, stats.remote_miss_fraction)
+    remotes = np.clip(np.asarray(stats.worker_remote_fraction) * remote_change, 0.0, 1.0 - hits)
+    sent = np.asarray(stats.machine_sent_ratio) * remote_change
+    return {"worker_hit_fraction": tuple(tuple(r) for r in hits.tolist()),
+            "worker_remote_fraction": tuple(tuple(r) for r in remotes.tolist()),
+            "machine_sent_ratio": tuple(tuple(r) for r in sent.tolist())}
 
 
 def scale_layers(values: np.ndarray, ratios: np.ndarray, axis: int) -> np.ndarray:

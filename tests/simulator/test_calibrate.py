@@ -246,13 +246,36 @@ def test_the_measured_network_rate_has_a_narrower_prior(fake_graphstats: list[di
     assert narrow["data_share"] < wide["data_share"]
 
 
+def _fit_at_both_widths(monkeypatch: pytest.MonkeyPatch, op: str, work: dict[str, float], truth_s: float,
+                        begin: ClusterSpec, param: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Fit 30 alike spans of ``op`` (``work``, ``truth_s`` seconds give or take 1%) from ``begin``, whose priors
+    block holds ``param``'s probed value, with ``param``'s prior a factor 1.5 wide, then with every prior a factor
+    3 wide; checks the narrow fit stays within 1.5x of the probe and less than half as far from it as the wide one.
+
+    Returns:
+        (narrow, wide): the fits' parameter reports.
+    """
+    from gnnplan.simulator import calibrate_params
+    from gnnplan.simulator.calibrate_fit import FitRow, fit
+
+    rows = [FitRow(f"t.json/{op}", "t.json", 1, op, work, truth_s * (1 + 0.01 * (i % 3 - 1)), begin)
+            for i in range(30)]
+    assert calibrate_params.prior_width(param) == pytest.approx(math.log(1.5))
+    narrow = fit(rows, begin).parameters
+    monkeypatch.setattr(calibrate_params, "PRIOR_WIDTHS", {})
+    wide = fit(rows, begin).parameters
+    probed = begin.priors[param]
+    off = {name: abs(math.log(p[param]["after"] / probed)) for name, p in (("narrow", narrow), ("wide", wide))}
+    assert 0 < off["narrow"] < off["wide"] / 2
+    assert off["narrow"] < math.log(1.5)
+    return narrow, wide
+
+
 def test_the_measured_sampling_rate_has_a_narrower_prior(monkeypatch: pytest.MonkeyPatch) -> None:
     """When every batch samples as many edges, sample spans determine the cost per batch, ``calls x
     host.sampler_call_s + edges / rate``, not its split. With the per-call cost's prior 3x below the truth and the
     probed rate right, the fit moves both along that ridge; the rate's measured prior, a factor of 1.5 wide, keeps it
     closer to the probe than a factor of 3 does (which moved it 2.3x on Cora in bench_whatif record 20)."""
-    from gnnplan.simulator import calibrate_params
-    from gnnplan.simulator.calibrate_fit import FitRow, fit
     from gnnplan.simulator.hardware import pricing
 
     rate, call = "host.sampling_edges_per_s_per_core", "host.sampler_call_s"
@@ -260,16 +283,27 @@ def test_the_measured_sampling_rate_has_a_narrower_prior(monkeypatch: pytest.Mon
     begin = start.model_copy(update={"priors": {rate: 2e7, call: 1e-4}})  # measured: a probe's priors block
     work = {"num_edges": 4000.0, "num_calls": 2.0}  # Cora-like batches, all alike
     truth_s = pricing.sampling_s(with_params(start, {call: 3e-4}), **work)
-    rows = [FitRow("t.json/sample", "t.json", 1, "sampling", work, truth_s * (1 + 0.01 * (i % 3 - 1)), begin)
-            for i in range(30)]
-    assert calibrate_params.prior_width(rate) == pytest.approx(math.log(1.5))
-    narrow = fit(rows, begin).parameters
-    monkeypatch.setattr(calibrate_params, "PRIOR_WIDTHS", {})
-    wide = fit(rows, begin).parameters
-    off = {name: abs(math.log(p[rate]["after"] / 2e7)) for name, p in (("narrow", narrow), ("wide", wide))}
-    assert 0 < off["narrow"] < off["wide"] / 2
-    assert off["narrow"] < math.log(1.5)
+    narrow, wide = _fit_at_both_widths(monkeypatch, "sampling", work, truth_s, begin, rate)
     for p in (narrow, wide):  # the per-call cost takes up most of the difference either way
         assert 1e-4 < p[call]["after"] < 3e-4
         assert pricing.sampling_s(with_params(start, {rate: p[rate]["after"], call: p[call]["after"]}),
                                   **work) == pytest.approx(truth_s, rel=0.01)
+
+
+def test_the_measured_kernel_overhead_has_a_narrower_prior(monkeypatch: pytest.MonkeyPatch) -> None:
+    """When every batch runs the same kernels, forward spans determine the pass's cost, ``flops x seconds per FLOP
+    / efficiency.forward_fraction + kernels x gpu.kernel_overhead_s``, not its split. With the true efficiency
+    below its prior (1) and the probed per-kernel cost right, the fit moves the per-kernel cost along that ridge;
+    its measured prior, a factor of 1.5 wide, keeps it closer to the probe than a factor of 3 does (which moved it
+    2.15x on Cora in bench_whatif record 23)."""
+    from gnnplan.simulator.hardware import pricing
+
+    kernel, fraction = "gpu.kernel_overhead_s", "efficiency.forward_fraction"
+    start = with_params(_start(), {kernel: 2e-5, fraction: 1.0})
+    begin = start.model_copy(update={"priors": {kernel: 2e-5}})  # measured: a probe's priors block
+    work = {"flops": 4e7, "seconds_per_flop": 1e-10, "kernels": 60.0}  # Cora-like passes, all alike
+    truth_s = pricing.OPERATIONS["forward"].seconds(with_params(start, {fraction: 0.4}), **work)
+    narrow, wide = _fit_at_both_widths(monkeypatch, "forward", work, truth_s, begin, kernel)
+    for p in (narrow, wide):  # the pass's cost is met either way
+        cl = with_params(start, {kernel: p[kernel]["after"], fraction: p[fraction]["after"]})
+        assert pricing.OPERATIONS["forward"].seconds(cl, **work) == pytest.approx(truth_s, rel=0.01)

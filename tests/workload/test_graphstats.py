@@ -110,9 +110,20 @@ def test_two_machines_split_inputs_by_owner(tiny: str) -> None:
     # Every iteration the worker of machine 1 loads 5 input vertices and that of machine 0 loads 2: the slowest
     # worker has 5 / 3.5 of the mean.
     assert s.slowest_input_ratio == pytest.approx(10 / 7, rel=1e-12)
+    # Per worker: worker 0 (seed 5) loads 2 inputs and samples 1 + 2 edges, worker 1 (seed 0) 5 and 2 + 5.
+    assert s.worker_ratios(0) == pytest.approx((4 / 7, 3 / 5), rel=1e-12)
+    assert s.worker_ratios(1) == pytest.approx((10 / 7, 7 / 5), rel=1e-12)
+    assert s.worker_access(0, 0.0) == pytest.approx((0.0, 1 / 2, 1 / 2), abs=1e-12)  # {5} local, {6} remote
+    assert s.worker_access(1, 0.0) == pytest.approx((0.0, 2 / 5, 3 / 5), abs=1e-12)  # {0, 3} local
+    assert s.worker_access(1, 0.5) == pytest.approx((3 / 5, 1 / 5, 1 / 5), abs=1e-12)  # {0, 1, 2} hit, {4} remote
+    # Machine 0 sends rows 1, 2 and 4 every iteration, machine 1 row 6; the mean worker loads 3.5 inputs.
+    assert (s.sent_ratio(0, 0.0), s.sent_ratio(1, 0.0)) == pytest.approx((6 / 7, 2 / 7), rel=1e-12)
+    assert (s.sent_ratio(0, 0.5), s.sent_ratio(1, 0.5)) == pytest.approx((2 / 7, 2 / 7), rel=1e-12)
+    assert graphstats.sample_stats(tiny, [-1, -1], 1, 2, 1, "random", seed=2, num_batches=3) == s  # the cache's copy
     one = graphstats.sample_stats(tiny, [-1, -1], 1, 1, 1, "random", num_batches=2)
     assert set(one.remote_busiest_ratio) == {1.0}  # nothing remote on one machine
     assert one.slowest_input_ratio == 1.0  # one worker waits for nobody
+    assert one.worker_ratios(0) == (1.0, 1.0) and one.worker_access(0, 0.5) == pytest.approx(one.access(0.5))
 
 
 def _check_fractions(s: SampleStats) -> None:

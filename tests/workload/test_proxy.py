@@ -4,6 +4,7 @@ and the card path runs through the simulator once (estimated statistics reported
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -150,6 +151,8 @@ def test_per_batch_rule_is_the_identity_when_the_proxy_is_the_graph() -> None:
     assert np.allclose(same.num_src_vertices, st.num_src_vertices)
     assert np.allclose(same.hit_fraction, st.hit_fraction) and np.allclose(same.remote_miss_fraction,
                                                                            st.remote_miss_fraction)
+    assert np.allclose(same.worker_remote_fraction, st.worker_remote_fraction)  # and no worker's share moves
+    assert np.allclose(same.machine_sent_ratio, st.machine_sent_ratio)
 
 
 def test_per_batch_rule_grows_the_reach_of_a_small_proxy() -> None:
@@ -171,6 +174,14 @@ def test_per_batch_rule_grows_the_reach_of_a_small_proxy() -> None:
     total = np.asarray(out.hit_fraction) + np.asarray(out.local_miss_fraction) + np.asarray(out.remote_miss_fraction)
     assert np.allclose(total, 1.0) and out.num_src_vertices[0] > st.num_src_vertices[0]
     assert out.edge_cut_fraction == st.edge_cut_fraction
+    # every worker's share moves as the mean's: the input-weighted mean of the workers' shares stays the mean
+    def weighted(stats: Any, field: str) -> np.ndarray:
+        return np.average(np.asarray(getattr(stats, field)), axis=0, weights=stats.worker_input_ratio)
+
+    for field, mean in (("worker_remote_fraction", "remote_miss_fraction"), ("worker_hit_fraction", "hit_fraction")):
+        measured = weighted(st, field) / np.where(np.asarray(getattr(st, mean)) > 0, getattr(st, mean), 1.0)
+        scaled = weighted(out, field) / np.where(np.asarray(getattr(out, mean)) > 0, getattr(out, mean), 1.0)
+        assert np.allclose(scaled, measured, rtol=1e-9)
 
 
 def test_proxy_scales_the_small_components_of_a_card() -> None:

@@ -47,11 +47,13 @@ Simulation (``simulate``), per worker and iteration, on :class:`~simulator.hardw
   all-gather; its time without contention equals :func:`~simulator.hardware.collectives.hierarchical_all_reduce_time`.
 * ``optimizer`` (Adam, roofline / ``efficiency.optimizer_fraction``), then ``iteration_overhead_s``.
 
-Every worker runs the iteration of the worker with the largest batch (:func:`~.work.slowest_worker`): with
-several workers, each collective (a fetch's calls, the all-reduce) waits for the slowest one, so its sampled
-edges, cache / host / peer rows and passes are ``SampleStats.slowest_input_ratio`` times the mean batch's (the
-per-iteration largest over workers; a partition can put the demand in one part). Its fetch is the busiest NIC's
-already, and the bytes counted per epoch stay the mean worker's.
+Every machine runs the own work of the machine whose slowest worker takes longest
+(:func:`~.work.slowest_machine_works`): with several workers each collective (a pull's calls, the all-reduce) waits
+for the slowest one, and a partition can put the demand in one part and the rows it asks for in another. A
+worker's work (:func:`~.work.worker_work`) is its own batch from the per-worker statistics
+(``SampleStats.worker_ratios``, ``worker_access``): its sampled edges, cache / host / peer rows and passes, and the
+rows it pulls, no fewer than the busiest other machine's NIC sends for one worker (``SampleStats.sent_ratio``).
+The bytes counted per epoch stay the mean worker's.
 
 Memory model (``memory_model``): per GPU = framework reserve + parameters, gradients and Adam state + the
 batch's input features + activations and block structure + the feature cache; per machine host = graph

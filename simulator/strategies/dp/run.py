@@ -7,7 +7,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
-from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES, IterationWork, slowest_worker
+from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES, IterationWork, slowest_machine_works
 from gnnplan.simulator.strategies.window_run import WindowRun
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES
 
@@ -22,13 +22,13 @@ class DpRun(WindowRun):
 
     def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: IterationWork,
                  last: IterationWork) -> None:
-        # every worker runs the slowest worker's iteration (work.slowest_worker): one representative machine
-        # suffices (simulator.symmetry)
-        ratio = ctx.sample.slowest_input_ratio if ctx.num_workers > 1 else 1.0
-        full, last = slowest_worker(full, ratio), slowest_worker(last, ratio)
-        super().__init__(ctx, plan, knobs.num_sampler_workers, rank_works=[(full, last)] * ctx.num_workers)
+        # every machine runs the slowest machine's own work (work.slowest_machine_works): one representative
+        # machine suffices (simulator.symmetry)
+        rank_works = slowest_machine_works(ctx, knobs, full, last)
+        super().__init__(ctx, plan, knobs.num_sampler_workers, rank_works=rank_works)
         self.knobs = knobs
-        self.works = [last if it == plan.num_iterations - 1 else full for it in plan.window]
+        self.works = [[lst if it == plan.num_iterations - 1 else fl for it in plan.window] for fl, lst in rank_works]
+        """Per rank, the work of each window position."""
         self.ready, self.taken = self._events(), self._events()
 
     def execute(self) -> None:
@@ -40,7 +40,7 @@ class DpRun(WindowRun):
         self.engine.run()
 
     def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
-        work, start = self.works[pos], self.engine.now
+        work, start = self.works[rank][pos], self.engine.now
         if work.remote_sampling:
             for local_edges, remote_edges, remote_vertices in work.remote_sampling:
                 yield from self._sample_layer(rank, local_edges, remote_edges, remote_vertices)
@@ -83,7 +83,7 @@ class DpRun(WindowRun):
             self.ready[rank][pos].succeed()
 
     def _trainer(self, rank: int) -> Generator[Any, Any, None]:
-        for pos, work in enumerate(self.works):
+        for pos, work in enumerate(self.works[rank]):
             start = self.engine.now
             if self.knobs.num_sampler_workers:
                 yield self.ready[rank][pos]
@@ -123,13 +123,12 @@ class DpRun(WindowRun):
 
     def _fetch(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
         """The remote pull as the executor's ``RowStore.pull`` (:meth:`~.window_run.WindowRun._pull_rows`: three
-        collective ``all_to_all`` calls, counts, ids and rows back). The ids and rows calls end when the busiest
-        NIC has moved its load, so every worker's messages carry ``busiest_ratio`` times its average share: the
-        symmetric schedule then takes the busiest NIC's time (the bytes counted stay the average). The span
-        covers the waits too (``wait_s``), as the executor's span does."""
-        start, busiest = self.engine.now, work.busiest_ratio
-        waited = yield from self._pull_rows(rank, (pos, "fetch"), work.count_bytes, work.request_bytes * busiest,
-                                            work.remote_bytes * busiest)
+        collective ``all_to_all`` calls, counts, ids and rows back), of the rows the worker's work pulls (its own,
+        or the busiest other NIC's share where that is larger: :func:`~.work.worker_work`). The span covers the
+        waits too (``wait_s``), as the executor's span does."""
+        start = self.engine.now
+        waited = yield from self._pull_rows(rank, (pos, "fetch"), work.count_bytes, work.request_bytes,
+                                            work.remote_bytes)
         self._span(rank, "fetch", start, "network", pos,
                    nbytes=work.remote_bytes + work.request_bytes + work.count_bytes,
-                   num_remote_vertices=work.num_remote_vertices, wait_s=waited, busiest_ratio=busiest)
+                   num_remote_vertices=work.num_remote_vertices, wait_s=waited)

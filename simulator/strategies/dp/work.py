@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
 from gnnplan.simulator.strategies.base import SimContext, minibatch_blocks, minibatch_model_cost
 from gnnplan.simulator.strategies.window_run import StepCompute
@@ -34,10 +35,6 @@ class IterationWork:
     """The int64 ids of those rows, sent to the peers first."""
     count_bytes: float = 0.0
     """The row counts a pull sends first over the network: one int64 to every rank of the other machines."""
-    busiest_ratio: float = 1.0
-    """The busiest NIC's share of a fetch over the average machine's
-    (:meth:`~simulator.workload.graphstats.SampleStats.busiest_ratio`): every worker's fetch lasts until that
-    NIC is done."""
     remote_sampling: tuple[tuple[float, float, float], ...] = ()
     """Per sampled layer, seeds outward (``graph_structure = partitioned``): (sampled edges of local vertices,
     sampled edges of remote vertices, vertices sent to their owners); empty when the structure is
@@ -84,8 +81,9 @@ def remote_sampling(ctx: SimContext, blocks: list[Block]) -> tuple[tuple[float, 
     return tuple(out)
 
 
-def cache_access(ctx: SimContext, knobs: Knobs) -> tuple[float, float, float, float]:
-    """(own cache hit, local miss, remote miss, peer hit) fractions of a worker's input vertices.
+def cache_access(ctx: SimContext, knobs: Knobs, worker: int | None = None) -> tuple[float, float, float, float]:
+    """(own cache hit, local miss, remote miss, peer hit) fractions of a worker's input vertices: the mean
+    worker's, or with ``worker`` that worker's own (``SampleStats.worker_access``).
 
     ``replicated`` (PaGraph): every GPU caches the ``cache_fraction`` hottest vertices. ``partitioned`` (Quiver):
     the machine's g GPUs cache disjoint slices of the ``g x cache_fraction`` hottest (vertex of hotness rank k on
@@ -96,10 +94,14 @@ def cache_access(ctx: SimContext, knobs: Knobs) -> tuple[float, float, float, fl
     hits a peer's cache is a GPU-to-GPU load).
     """
     g = ctx.cluster.gpus_per_machine
+
+    def access(fraction: float) -> tuple[float, float, float]:
+        return ctx.sample.access(fraction) if worker is None else ctx.sample.worker_access(worker, fraction)
+
     if knobs.cache_placement == "replicated" or g == 1:
-        hit, local, remote = ctx.sample.access(knobs.cache_fraction)
+        hit, local, remote = access(knobs.cache_fraction)
         return hit, local, remote, 0.0
-    hit, local, remote = ctx.sample.access(min(1.0, g * knobs.cache_fraction))
+    hit, local, remote = access(min(1.0, g * knobs.cache_fraction))
     return hit / g, local, remote, hit * (g - 1) / g
 
 
@@ -122,26 +124,80 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
         hit_bytes=hit * n_in * row, local_bytes=local * n_in * row, remote_bytes=remote * n_in * row,
         num_remote_vertices=remote * n_in, request_bytes=remote * n_in * INDEX_BYTES,
         count_bytes=INDEX_BYTES * cl.gpus_per_machine * (cl.num_machines - 1) if remote > 0 else 0.0,
-        busiest_ratio=ctx.sample.busiest_ratio(knobs.cache_fraction) if remote > 0 else 1.0,
         compute=StepCompute.of(cost, cl), peer_bytes=peer * n_in * row, peer_request_bytes=peer * n_in * INDEX_BYTES,
         remote_sampling=remote_sampling(ctx, blocks) if knobs.graph_structure == "partitioned" else ())
     return work, cost
 
 
-def slowest_worker(work: IterationWork, ratio: float) -> IterationWork:
-    """The iteration ``work`` of the worker with the largest batch, ``ratio`` times the average worker's input
-    vertices (:attr:`~simulator.workload.graphstats.SampleStats.slowest_input_ratio`): its sampled edges, the rows
-    it gathers from its cache, its host and its peers, and its forward and backward pass (seconds and FLOPs) grow
-    with its inputs [inferred: in proportion; the first layer's gather and dense product, the bulk of a sampled
-    batch's work, are linear in the input vertices]. Its remote rows do not: the fetch already lasts until the
-    busiest NIC is done (``busiest_ratio``). Every worker waits for this one at each collective, so the symmetric
-    schedule runs it on every worker."""
-    if ratio == 1.0:
-        return work
-    c = work.compute
-    return replace(work, num_input_vertices=work.num_input_vertices * ratio,
-                   num_sampled_edges=work.num_sampled_edges * ratio, hit_bytes=work.hit_bytes * ratio,
-                   local_bytes=work.local_bytes * ratio, peer_bytes=work.peer_bytes * ratio,
-                   peer_request_bytes=work.peer_request_bytes * ratio,
-                   compute=replace(c, forward_s=c.forward_s * ratio, backward_s=c.backward_s * ratio,
-                                   forward_flops=c.forward_flops * ratio, backward_flops=c.backward_flops * ratio))
+def worker_work(ctx: SimContext, knobs: Knobs, mean: IterationWork, worker: int) -> IterationWork:
+    """Worker ``worker``'s own iteration, from the mean worker's ``mean`` and the per-worker statistics
+    (:class:`~simulator.workload.graphstats.SampleStats`: ``worker_ratios``, ``worker_access``, ``sent_ratio``).
+
+    * Its input vertices and sampled edges are its ratios times the mean's; its forward and backward pass (seconds
+      and FLOPs) grow with its inputs [inferred: in proportion; the first layer's gather and dense product, the
+      bulk of a sampled batch's work, are linear in the input vertices].
+    * Its cache hits, local and remote misses are its own shares of its inputs (:func:`cache_access` for the
+      worker).
+    * Its pull lasts until the rows it asks for have arrived and, since each other machine's NIC sends its rows
+      besides the other workers' (max-min shared, full duplex), no earlier than the busiest of those NICs has sent
+      its share for one worker: the rows pulled are ``max(own remote rows, max over the other machines m of
+      sent_m / g)`` [inferred: exact with 2 machines, where the one other machine sends only this machine's rows;
+      with more an upper bound, as the worker takes only its share of the busiest sender's rows]. The bytes
+      counted per epoch stay the mean worker's (:func:`~gnnplan.simulator.strategies.dp.link_bytes_per_epoch`).
+    """
+    cl = ctx.cluster
+    g, machine = cl.gpus_per_machine, worker // cl.gpus_per_machine
+    inputs_ratio, edges_ratio = ctx.sample.worker_ratios(worker)
+    hit, local, remote, peer = cache_access(ctx, knobs, worker)
+    if cl.num_machines == 1:
+        local, remote = local + remote, 0.0
+    n_in = mean.num_input_vertices * inputs_ratio
+    row = ctx.summary.feature_dim * FLOAT_BYTES
+    coverage = min(1.0, g * knobs.cache_fraction) if knobs.cache_placement == "partitioned" else knobs.cache_fraction
+    senders = [ctx.sample.sent_ratio(m, coverage) / g for m in range(cl.num_machines) if m != machine]
+    pulled = max([remote * n_in, *(r * mean.num_input_vertices for r in senders)]) if remote > 0 else 0.0
+    c = mean.compute
+    return replace(mean, num_input_vertices=n_in, num_sampled_edges=mean.num_sampled_edges * edges_ratio,
+                   hit_bytes=hit * n_in * row, local_bytes=local * n_in * row, remote_bytes=pulled * row,
+                   num_remote_vertices=pulled, request_bytes=pulled * INDEX_BYTES,
+                   peer_bytes=peer * n_in * row, peer_request_bytes=peer * n_in * INDEX_BYTES,
+                   remote_sampling=tuple(tuple(x * edges_ratio for x in layer) for layer in mean.remote_sampling),
+                   compute=replace(c, forward_s=c.forward_s * inputs_ratio, backward_s=c.backward_s * inputs_ratio,
+                                   forward_flops=c.forward_flops * inputs_ratio,
+                                   backward_flops=c.backward_flops * inputs_ratio))
+
+
+def slowest_machine_works(ctx: SimContext, knobs: Knobs, full: IterationWork,
+                          last: IterationWork) -> list[tuple[IterationWork, IterationWork]]:
+    """Every rank's (full, last) iteration: the own work (:func:`worker_work`) of the machine whose slowest worker
+    takes longest (:func:`estimate_s`), on every machine. Every worker waits for the slowest one at each collective
+    (a pull's calls, the gradient all-reduce), so that machine sets the pace, and running its work everywhere
+    keeps the schedule machine-symmetric (:mod:`simulator.symmetry`: one machine simulated). Simulating every
+    worker's own work instead adds the waits of the other workers at each collective; on the emulated cluster's
+    R-MAT workload (2 machines, 100 Mbit/s to unshaped, bench_whatif records 23 and 24 replayed, 2026-11-28) the
+    representative's epochs were 0.967-1.000 times those, on Cora 1.000 (one worker there is both the busiest
+    and the one pulling most)."""
+    cl = ctx.cluster
+    g = cl.gpus_per_machine
+    if ctx.num_workers == 1:
+        return [(full, last)]
+    works = [(worker_work(ctx, knobs, full, w), worker_work(ctx, knobs, last, w)) for w in range(ctx.num_workers)]
+    times = [estimate_s(ctx, knobs, f) for f, _ in works]
+    slowest = max(range(cl.num_machines), key=lambda m: (max(times[m * g:(m + 1) * g]), -m))
+    return [works[slowest * g + rank % g] for rank in range(ctx.num_workers)]
+
+
+def estimate_s(ctx: SimContext, knobs: Knobs, work: IterationWork) -> float:
+    """Uncontended seconds of one worker's iteration up to its gradient all-reduce, to rank workers only: its
+    sampling (inline, else the larger of the trainer's path and its ``k`` sampler processes' share), the gathers
+    (the machine's g workers sharing its memory), its pull (sharing the NIC), the host-to-device copy, forward and
+    backward."""
+    cl, g = ctx.cluster, ctx.cluster.gpus_per_machine
+    sampling = pricing.sampling_s(cl, work.num_sampled_edges, num_calls=float(len(ctx.workload.training.fanouts)))
+    trainer = (pricing.gpu_gather_s(cl, work.hit_bytes) + pricing.host_gather_s(cl, work.local_bytes, sharers=g)
+               + pricing.host_to_gpu_s(cl, work.local_bytes + work.remote_bytes, sharers=g)
+               + work.compute.forward_s + work.compute.backward_s)
+    if work.remote_bytes > 0:
+        trainer += pricing.feature_fetch_s(cl, work.remote_bytes + work.request_bytes, sharers=float(g))
+    k = knobs.num_sampler_workers
+    return trainer + sampling if k == 0 else max(trainer, sampling / k)
