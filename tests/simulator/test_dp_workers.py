@@ -1,7 +1,8 @@
 """dp runs the own work of the machine whose slowest worker takes longest (``dp.work.slowest_machine_works``): a
 partition can give one worker the most compute and another the most to fetch, and which one sets the pace depends
-on the network; a worker's pull is no smaller than what the busiest other machine sends it; the bytes counted per
-epoch stay the mean worker's; and calibration on such a trace still recovers the network bandwidth."""
+on the network; a worker's pull is no smaller than what the busiest other machine sends it; each iteration waits
+for its largest batch; the bytes counted per epoch stay the mean worker's; and calibration on such a trace still
+recovers the network bandwidth."""
 
 from __future__ import annotations
 
@@ -54,10 +55,11 @@ def _skewed(stats: graphstats.SampleStats, workers: list[tuple[float, float, flo
 
 
 def _use(monkeypatch: pytest.MonkeyPatch, workers: list[tuple[float, float, float]] | None,
-         sent: list[float] | None = None) -> None:
+         sent: list[float] | None = None, slowest: float = 1.0) -> None:
     def sample_stats(ref: Any, fanouts: tuple[int, ...], batch_size_per_worker: int, num_machines: int,
                      gpus_per_machine: int, partitioner: str, seed: int = 0) -> graphstats.SampleStats:
         stats = make_stats(num_machines, gpus_per_machine, batch_size_per_worker, partitioner, fanouts)
+        stats = dataclasses.replace(stats, slowest_input_ratio=slowest)
         return _skewed(stats, workers, sent) if workers and num_machines > 1 else stats
 
     monkeypatch.setattr(graphstats, "sample_stats", sample_stats, raising=False)
@@ -99,10 +101,25 @@ def test_a_pull_waits_for_the_busiest_other_sender(monkeypatch: pytest.MonkeyPat
     assert _remote_rows(_simulate(_cluster(bandwidth=1e7))) == pytest.approx(0.5 * n_in, rel=1e-9)
 
 
+def test_each_iteration_waits_for_its_largest_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the per-iteration largest batch is 1.5x the mean; the most loaded worker's own mean is 1.2x: the slowest
+    # worker's batch grows by 1.5 / 1.2 (dp.work.fluctuation), so its passes are 1.5x the mean's
+    _use(monkeypatch, None)
+    even = _simulate(_cluster(bandwidth=1e11))
+    _use(monkeypatch, [(1.2, 1.2, 0.1), (0.8, 0.8, 0.1)], slowest=1.5)
+    skewed = _simulate(_cluster(bandwidth=1e11))
+    _use(monkeypatch, None, slowest=1.5)  # without per-worker fields the whole ratio is fluctuation
+    alike = _simulate(_cluster(bandwidth=1e11))
+    for phase in ("forward", "backward"):
+        assert skewed.breakdown_s[phase] == pytest.approx(1.5 * even.breakdown_s[phase], rel=1e-9)
+        assert alike.breakdown_s[phase] == pytest.approx(1.5 * even.breakdown_s[phase], rel=1e-9)
+    assert skewed.bytes_per_epoch == even.bytes_per_epoch
+
+
 def test_one_worker_is_the_mean_one(monkeypatch: pytest.MonkeyPatch) -> None:
     _use(monkeypatch, None)
     even = _simulate(_cluster(machines=1))
-    _use(monkeypatch, [COMPUTE_HEAVY])
+    _use(monkeypatch, [COMPUTE_HEAVY], slowest=1.5)  # one worker waits for nobody
     assert _simulate(_cluster(machines=1)).epoch_time_s == even.epoch_time_s
 
 

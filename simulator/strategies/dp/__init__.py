@@ -53,7 +53,8 @@ for the slowest one, and a partition can put the demand in one part and the rows
 worker's work (:func:`~.work.worker_work`) is its own batch from the per-worker statistics
 (``SampleStats.worker_ratios``, ``worker_access``): its sampled edges, cache / host / peer rows and passes, and the
 rows it pulls, no fewer than the busiest other machine's NIC sends for one worker (``SampleStats.sent_ratio``).
-The bytes counted per epoch stay the mean worker's.
+Its batch then grows by how much larger each iteration's largest batch is than the most loaded worker's mean
+(:func:`~.work.fluctuation`). The bytes counted per epoch stay the mean worker's.
 
 Memory model (``memory_model``): per GPU = framework reserve + parameters, gradients and Adam state + the
 batch's input features + activations and block structure + the feature cache; per machine host = graph

@@ -184,7 +184,35 @@ def slowest_machine_works(ctx: SimContext, knobs: Knobs, full: IterationWork,
     works = [(worker_work(ctx, knobs, full, w), worker_work(ctx, knobs, last, w)) for w in range(ctx.num_workers)]
     times = [estimate_s(ctx, knobs, f) for f, _ in works]
     slowest = max(range(cl.num_machines), key=lambda m: (max(times[m * g:(m + 1) * g]), -m))
-    return [works[slowest * g + rank % g] for rank in range(ctx.num_workers)]
+    spread = fluctuation(ctx)
+    mine = [(grown(f, spread), grown(lst, spread)) for f, lst in works[slowest * g:(slowest + 1) * g]]
+    return [mine[rank % g] for rank in range(ctx.num_workers)]
+
+
+def fluctuation(ctx: SimContext) -> float:
+    """How much larger, per iteration, the largest batch is than the most loaded worker's mean batch:
+    ``SampleStats.slowest_input_ratio`` (the per-iteration largest over the mean) over the largest
+    ``worker_input_ratio`` (a worker's own mean over the mean), at least 1. Workers drawing their seeds at random
+    differ from iteration to iteration even when their means agree, and each collective waits for that
+    iteration's largest: on Cora, one machine x 2 workers, 32 seeds per worker, the per-iteration largest is
+    1.074x the mean while the two workers' own means are 0.992x and 1.008x (graphstats, METIS, seed 0)."""
+    ratios = ctx.sample.worker_input_ratio or (1.0,)
+    return max(1.0, ctx.sample.slowest_input_ratio / max(ratios))
+
+
+def grown(work: IterationWork, factor: float) -> IterationWork:
+    """``work`` with its batch ``factor`` times larger: input vertices, sampled edges, cache / host / peer rows and
+    the passes (seconds and FLOPs) [inferred: in proportion, as :func:`worker_work`]; its pull is not (it is
+    already the larger of its own rows and the busiest sender's)."""
+    if factor == 1.0:
+        return work
+    c = work.compute
+    return replace(work, num_input_vertices=work.num_input_vertices * factor,
+                   num_sampled_edges=work.num_sampled_edges * factor, hit_bytes=work.hit_bytes * factor,
+                   local_bytes=work.local_bytes * factor, peer_bytes=work.peer_bytes * factor,
+                   peer_request_bytes=work.peer_request_bytes * factor,
+                   compute=replace(c, forward_s=c.forward_s * factor, backward_s=c.backward_s * factor,
+                                   forward_flops=c.forward_flops * factor, backward_flops=c.backward_flops * factor))
 
 
 def estimate_s(ctx: SimContext, knobs: Knobs, work: IterationWork) -> float:
