@@ -156,15 +156,12 @@ def worker_work(ctx: SimContext, knobs: Knobs, mean: IterationWork, worker: int)
     coverage = min(1.0, g * knobs.cache_fraction) if knobs.cache_placement == "partitioned" else knobs.cache_fraction
     senders = [ctx.sample.sent_ratio(m, coverage) / g for m in range(cl.num_machines) if m != machine]
     pulled = max([remote * n_in, *(r * mean.num_input_vertices for r in senders)]) if remote > 0 else 0.0
-    c = mean.compute
     return replace(mean, num_input_vertices=n_in, num_sampled_edges=mean.num_sampled_edges * edges_ratio,
                    hit_bytes=hit * n_in * row, local_bytes=local * n_in * row, remote_bytes=pulled * row,
                    num_remote_vertices=pulled, request_bytes=pulled * INDEX_BYTES,
                    peer_bytes=peer * n_in * row, peer_request_bytes=peer * n_in * INDEX_BYTES,
                    remote_sampling=tuple(tuple(x * edges_ratio for x in layer) for layer in mean.remote_sampling),
-                   compute=replace(c, forward_s=c.forward_s * inputs_ratio, backward_s=c.backward_s * inputs_ratio,
-                                   forward_flops=c.forward_flops * inputs_ratio,
-                                   backward_flops=c.backward_flops * inputs_ratio))
+                   compute=_passes_times(mean.compute, inputs_ratio))
 
 
 def slowest_machine_works(ctx: SimContext, knobs: Knobs, full: IterationWork,
@@ -206,13 +203,18 @@ def grown(work: IterationWork, factor: float) -> IterationWork:
     already the larger of its own rows and the busiest sender's)."""
     if factor == 1.0:
         return work
-    c = work.compute
     return replace(work, num_input_vertices=work.num_input_vertices * factor,
                    num_sampled_edges=work.num_sampled_edges * factor, hit_bytes=work.hit_bytes * factor,
                    local_bytes=work.local_bytes * factor, peer_bytes=work.peer_bytes * factor,
                    peer_request_bytes=work.peer_request_bytes * factor,
-                   compute=replace(c, forward_s=c.forward_s * factor, backward_s=c.backward_s * factor,
-                                   forward_flops=c.forward_flops * factor, backward_flops=c.backward_flops * factor))
+                   compute=_passes_times(work.compute, factor))
+
+
+def _passes_times(compute: StepCompute, factor: float) -> StepCompute:
+    """``compute`` with its forward and backward pass (seconds and FLOPs) ``factor`` times longer; the gradients
+    and the optimizer step do not change (the model is the same)."""
+    return replace(compute, forward_s=compute.forward_s * factor, backward_s=compute.backward_s * factor,
+                   forward_flops=compute.forward_flops * factor, backward_flops=compute.backward_flops * factor)
 
 
 def estimate_s(ctx: SimContext, knobs: Knobs, work: IterationWork) -> float:
