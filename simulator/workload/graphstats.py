@@ -1,9 +1,10 @@
 """Graph statistics the cost models need, measured on the actual graph and cached on disk.
 
-Measured with DGL's ``NeighborSampler`` (sampled vertices and edges per layer) and :mod:`.partition` (METIS via
-pymetis, or random): edge cut, the share of a worker's input vertices owned by another machine, and the
-feature-cache hit rate versus cache fraction when each GPU caches the highest in-degree vertices (PaGraph's
-policy: Lin et al., "PaGraph", SoCC 2020, §4.2). DGL and pymetis are imported lazily, only when measuring.
+Measured on the mini-batches of :mod:`.batches` (DGL's ``NeighborSampler``: sampled vertices and edges per
+layer) and on :mod:`.partition` (METIS via pymetis, or random): edge cut, the share of a worker's input vertices
+owned by another machine, and the feature-cache hit rate versus cache fraction when each GPU caches the highest
+in-degree vertices (PaGraph's policy: Lin et al., "PaGraph", SoCC 2020, §4.2). DGL and pymetis are imported
+lazily, only when measuring.
 
 A dataset card (:mod:`.cards`) is measured on its proxy (:mod:`.proxy`; ``load_dataset`` yields the proxy
 graph, and the cache folder is keyed by card and proxy): with a degree histogram in the card, per-batch sizes and
@@ -18,11 +19,9 @@ batch size or fanouts). Damaged entries are measured again; every file is writte
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,9 @@ import numpy as np
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_save_npy, atomic_write_json
 from gnnplan.simulator.paths import cache_dir
+from gnnplan.simulator.workload.batches import sample_batches, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
-from gnnplan.simulator.workload.partition import cached_vertices, partition, split_seeds
+from gnnplan.simulator.workload.partition import cached_vertices, partition
 from gnnplan.simulator.workload.spec import GeneratedSpec
 
 STATS_FORMAT = 2
@@ -141,12 +141,8 @@ class SampleStats:
         Raises:
             ValueError: cache_fraction outside [0, 1].
         """
-        if not 0.0 <= cache_fraction <= 1.0:
-            raise ValueError(f"cache_fraction must be in [0, 1], got {cache_fraction}")
-        grid = self.cache_fractions
-        hit = float(np.interp(cache_fraction, grid, self.hit_fraction))
-        local = float(np.interp(cache_fraction, grid, self.local_miss_fraction))
-        remote = float(np.interp(cache_fraction, grid, self.remote_miss_fraction))
+        hit, local, remote = (self._at(cache_fraction, values) for values in
+                              (self.hit_fraction, self.local_miss_fraction, self.remote_miss_fraction))
         total = hit + local + remote
         return hit / total, local / total, remote / total
 
@@ -160,11 +156,19 @@ class SampleStats:
         """
         if not self.worker_hit_fraction:
             return self.access(cache_fraction)
+        hit = self._at(cache_fraction, self.worker_hit_fraction[worker])
+        remote = self._at(cache_fraction, self.worker_remote_fraction[worker])
+        return hit, max(0.0, 1.0 - hit - remote), remote
+
+    def _at(self, cache_fraction: float, values: Sequence[float]) -> float:
+        """``values`` (one per point of ``cache_fractions``) at ``cache_fraction``, linearly interpolated.
+
+        Raises:
+            ValueError: cache_fraction outside [0, 1].
+        """
         if not 0.0 <= cache_fraction <= 1.0:
             raise ValueError(f"cache_fraction must be in [0, 1], got {cache_fraction}")
-        hit = float(np.interp(cache_fraction, self.cache_fractions, self.worker_hit_fraction[worker]))
-        remote = float(np.interp(cache_fraction, self.cache_fractions, self.worker_remote_fraction[worker]))
-        return hit, max(0.0, 1.0 - hit - remote), remote
+        return float(np.interp(cache_fraction, self.cache_fractions, values))
 
     def worker_ratios(self, worker: int) -> tuple[float, float]:
         """Worker ``worker``'s (input vertices, sampled edges) over the mean worker's; (1, 1) without per-worker
@@ -332,7 +336,7 @@ def _sample_params(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_
 def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> SampleStats:
     """Sample the batches and average block sizes and the hit / local / remote split of input vertices."""
     gpus, grid = params["gpus_per_machine"], np.asarray(params["cache_grid"])
-    batches = _worker_batches(graph.train_idx, owner, params["num_machines"], gpus,
+    batches = worker_batches(graph.train_idx, owner, params["num_machines"], gpus,
                               params["batch_size_per_worker"], params["seed"], params["num_batches"])
     in_degrees = graph.in_degrees()
     cached = np.zeros((len(grid), graph.num_vertices), dtype=bool)   # (grid points, vertices)
@@ -348,7 +352,7 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Sam
     own = np.zeros((params["num_batches"], len(batches), 2, len(grid)))  # hit, remote inputs per worker
     full = max(len(b) for worker in batches for b in worker)         # seeds of a full batch
     num_full, position, last = 0, 0, -1
-    for worker, block_sizes, inputs in _sample_batches(graph, params["fanouts"], batches, params["seed"]):
+    for worker, block_sizes, inputs in sample_batches(graph, params["fanouts"], batches, params["seed"]):
         position = position + 1 if worker == last else 0             # the worker's iteration
         last = worker
         hit = cached[:, inputs]
@@ -397,77 +401,6 @@ def _per_worker(inputs: np.ndarray, edges: np.ndarray, own: np.ndarray, sent: np
             "worker_hit_fraction": tuple(tuple(r) for r in per_worker[:, 0].tolist()),
             "worker_remote_fraction": tuple(tuple(r) for r in per_worker[:, 1].tolist()),
             "machine_sent_ratio": tuple(tuple(r) for r in (sent.sum(axis=0) / mean_inputs).tolist())}
-
-
-def _worker_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int,
-                    batch_size: int, seed: int, num_batches: int, partial: bool = True) -> list[list[np.ndarray]]:
-    """Seed batches of every worker: ``num_batches`` each, from as many epochs' shuffles as needed, in epoch order.
-
-    With ``partial`` each epoch's partial last batch is included (a worker whose share is smaller than a batch
-    always gets its whole share as one batch). The split balances workers by giving a machine with too few seeds
-    some of another machine's (:func:`simulator.workload.partition.split_seeds`), and those land in the last
-    batch, so leaving it out understates remote inputs; :func:`_measure` therefore counts inputs over every batch
-    but averages block sizes over full ones only.
-
-    Returns:
-        One list per worker (rank order) of (batch,) int64 seed arrays; empty for a worker without seeds.
-    """
-    out: list[list[np.ndarray]] = [[] for _ in range(num_machines * gpus_per_machine)]
-    for epoch in range(num_batches):  # every worker with seeds gets at least one batch per epoch
-        shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
-        for m, machine_seeds in enumerate(split_seeds(shuffled, owner, num_machines)):
-            for g, seeds in enumerate(np.array_split(machine_seeds, gpus_per_machine)):
-                have = out[m * gpus_per_machine + g]
-                last = len(seeds) if partial else max(len(seeds) - batch_size, 0) + 1
-                starts = list(range(0, last, batch_size)) if len(seeds) else []
-                have.extend(seeds[i: i + batch_size] for i in starts[: num_batches - len(have)])
-        if all(len(b) >= num_batches or not b for b in out):
-            break
-    return out
-
-
-def _sample_batches(graph: GraphData, fanouts: list[int], batches: list[list[np.ndarray]],
-                    seed: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """Sample every batch with DGL's ``NeighborSampler`` on one thread (DGL's multi-threaded sampling is not
-    reproducible), with DGL and torch seeded; the caller's torch RNG state is restored afterwards.
-
-    Yields:
-        (worker, block sizes, input vertices): block sizes (num_layers, 3) = (num_src, num_dst, num_edges) per
-        block, input side first; input vertices (k,) int64 = ``blocks[0].srcdata[dgl.NID]``.
-    """
-    with seeded_sampler(graph, fanouts, seed) as sample:
-        for worker, seeds_list in enumerate(batches):
-            for seeds in seeds_list:
-                blocks = sample(seeds)
-                sizes = np.array([(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks])
-                yield worker, sizes, blocks[0].srcdata["_ID"].numpy()  # "_ID" = dgl.NID
-
-
-@contextlib.contextmanager
-def seeded_sampler(graph: GraphData, fanouts: Sequence[int], seed: int) -> Iterator[Callable[[np.ndarray], Any]]:
-    """DGL's ``NeighborSampler(fanouts)`` on ``graph``, on one thread with DGL and torch seeded (DGL's
-    multi-threaded sampling is not reproducible); the caller's torch RNG state and DGL's thread count are
-    restored on exit.
-
-    Yields:
-        ``sample(seeds) -> blocks``: seeds (k,) int64 -> DGL's block list, input side first.
-    """
-    os.environ.setdefault("DGLBACKEND", "pytorch")
-    import dgl
-    import torch
-    from dgl.utils import get_num_threads, set_num_threads
-
-    g = dgl.graph((torch.from_numpy(graph.src), torch.from_numpy(graph.dst)), num_nodes=graph.num_vertices)
-    sampler = dgl.dataloading.NeighborSampler(list(fanouts))
-    threads = get_num_threads()
-    set_num_threads(1)
-    try:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            dgl.seed(seed)
-            yield lambda seeds: sampler.sample_blocks(g, torch.from_numpy(np.ascontiguousarray(seeds)))[2]
-    finally:
-        set_num_threads(threads)
 
 
 def _stats_dir(ref: str | GeneratedSpec) -> Path:

@@ -167,7 +167,7 @@ def test_warm_call_reads_the_cache(private_cache: Path, monkeypatch: pytest.Monk
     def fail(*args: object, **kwargs: object) -> None:
         raise AssertionError("a warm call must not sample or load the graph")
 
-    monkeypatch.setattr(graphstats, "_sample_batches", fail)
+    monkeypatch.setattr(graphstats, "sample_batches", fail)
     monkeypatch.setattr(graphstats, "load_dataset", fail)
     monkeypatch.setattr(graphstats, "partition", fail)
     assert graphstats.sample_stats("cora", [5, 5], 32, 2, 1, "metis", seed=1) == first

@@ -93,16 +93,20 @@ def cache_access(ctx: SimContext, knobs: Knobs, worker: int | None = None) -> tu
     Source: brief gsplit.md §2.2 and §7 (PaGraph: per-GPU caches overlap; Quiver: no overlap, a local miss that
     hits a peer's cache is a GPU-to-GPU load).
     """
-    g = ctx.cluster.gpus_per_machine
-
-    def access(fraction: float) -> tuple[float, float, float]:
-        return ctx.sample.access(fraction) if worker is None else ctx.sample.worker_access(worker, fraction)
-
+    g, coverage = ctx.cluster.gpus_per_machine, cache_coverage(ctx, knobs)
+    hit, local, remote = (ctx.sample.access(coverage) if worker is None
+                          else ctx.sample.worker_access(worker, coverage))
     if knobs.cache_placement == "replicated" or g == 1:
-        hit, local, remote = access(knobs.cache_fraction)
         return hit, local, remote, 0.0
-    hit, local, remote = access(min(1.0, g * knobs.cache_fraction))
     return hit / g, local, remote, hit * (g - 1) / g
+
+
+def cache_coverage(ctx: SimContext, knobs: Knobs) -> float:
+    """The fraction of the vertices, hottest first, cached on a worker's machine: ``cache_fraction``, or with
+    ``partitioned`` placement ``min(1, g x cache_fraction)`` over its g GPUs' disjoint slices (:func:`cache_access`)."""
+    if knobs.cache_placement == "replicated":
+        return knobs.cache_fraction
+    return min(1.0, ctx.cluster.gpus_per_machine * knobs.cache_fraction)
 
 
 def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[IterationWork, ModelCost]:
@@ -153,7 +157,7 @@ def worker_work(ctx: SimContext, knobs: Knobs, mean: IterationWork, worker: int)
         local, remote = local + remote, 0.0
     n_in = mean.num_input_vertices * inputs_ratio
     row = ctx.summary.feature_dim * FLOAT_BYTES
-    coverage = min(1.0, g * knobs.cache_fraction) if knobs.cache_placement == "partitioned" else knobs.cache_fraction
+    coverage = cache_coverage(ctx, knobs)
     senders = [ctx.sample.sent_ratio(m, coverage) / g for m in range(cl.num_machines) if m != machine]
     pulled = max([remote * n_in, *(r * mean.num_input_vertices for r in senders)]) if remote > 0 else 0.0
     return replace(mean, num_input_vertices=n_in, num_sampled_edges=mean.num_sampled_edges * edges_ratio,
@@ -178,11 +182,12 @@ def slowest_machine_works(ctx: SimContext, knobs: Knobs, full: IterationWork,
     g = cl.gpus_per_machine
     if ctx.num_workers == 1:
         return [(full, last)]
-    works = [(worker_work(ctx, knobs, full, w), worker_work(ctx, knobs, last, w)) for w in range(ctx.num_workers)]
-    times = [estimate_s(ctx, knobs, f) for f, _ in works]
+    works = [worker_work(ctx, knobs, full, w) for w in range(ctx.num_workers)]
+    times = [estimate_s(ctx, knobs, w) for w in works]
     slowest = max(range(cl.num_machines), key=lambda m: (max(times[m * g:(m + 1) * g]), -m))
     spread = fluctuation(ctx)
-    mine = [(grown(f, spread), grown(lst, spread)) for f, lst in works[slowest * g:(slowest + 1) * g]]
+    mine = [(grown(works[w], spread), grown(worker_work(ctx, knobs, last, w), spread))
+            for w in range(slowest * g, (slowest + 1) * g)]
     return [mine[rank % g] for rank in range(ctx.num_workers)]
 
 

@@ -39,6 +39,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload.batches import seeded_sampler, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
 from gnnplan.simulator.workload.spec import GeneratedSpec
 
@@ -125,7 +126,7 @@ def random_split(seeds: np.ndarray, num_workers: int) -> list[np.ndarray]:
 
 def random_worker_batches(train_idx: np.ndarray, num_workers: int, batch_size: int, seed: int,
                           num_batches: int) -> list[list[np.ndarray]]:
-    """Like :func:`simulator.workload.graphstats._worker_batches` with the ``random`` split: each epoch's
+    """Like :func:`simulator.workload.batches.worker_batches` with the ``random`` split: each epoch's
     ``numpy.random.default_rng((seed, epoch))`` shuffle is cut evenly among workers, then into full batches."""
     out: list[list[np.ndarray]] = [[] for _ in range(num_workers)]
     for epoch in range(num_batches):
@@ -287,11 +288,11 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Mic
         batches = random_worker_batches(graph.train_idx, m * gpus, params["batch_size_per_worker"], params["seed"],
                                         params["num_batches"])
     else:
-        batches = graphstats._worker_batches(graph.train_idx, owner, m, gpus, params["batch_size_per_worker"],
-                                             params["seed"], params["num_batches"], partial=False)
+        batches = worker_batches(graph.train_idx, owner, m, gpus, params["batch_size_per_worker"], params["seed"],
+                                 params["num_batches"], partial=False)
     num_it = min((len(b) for b in batches if b), default=0)
     tot = _Totals(m, gpus, len(fan))
-    with graphstats.seeded_sampler(graph, fan, params["seed"]) as sample:
+    with seeded_sampler(graph, fan, params["seed"]) as sample:
         for it in range(num_it):
             batch_list = [b[it] if it < len(b) else np.empty(0, np.int64) for b in batches]
             for d, seeds in enumerate(batch_list):

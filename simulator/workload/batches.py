@@ -1,0 +1,87 @@
+"""Mini-batches as the statistics draw them: each epoch's shuffled training vertices split among workers as
+DistDGL's ``node_split(force_even=True)`` does (:func:`worker_batches`), then sampled with DGL's
+``NeighborSampler`` on one seeded thread (:func:`seeded_sampler`, :func:`sample_batches`), so every measurement
+built on them (:mod:`.graphstats`, hopgnn's micrographs) is deterministic. DGL is imported only when sampling."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from gnnplan.simulator.workload.datasets import GraphData
+from gnnplan.simulator.workload.partition import split_seeds
+
+
+def worker_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int,
+                   batch_size: int, seed: int, num_batches: int, partial: bool = True) -> list[list[np.ndarray]]:
+    """Seed batches of every worker: ``num_batches`` each, from as many epochs' shuffles as needed, in epoch order.
+
+    With ``partial`` each epoch's partial last batch is included (a worker whose share is smaller than a batch
+    always gets its whole share as one batch). The split balances workers by giving a machine with too few seeds
+    some of another machine's (:func:`simulator.workload.partition.split_seeds`), and those land in the last
+    batch, so leaving it out understates remote inputs; :func:`~.graphstats.sample_stats` therefore counts inputs
+    over every batch but averages block sizes over full ones only.
+
+    Returns:
+        One list per worker (rank order) of (batch,) int64 seed arrays; empty for a worker without seeds.
+    """
+    out: list[list[np.ndarray]] = [[] for _ in range(num_machines * gpus_per_machine)]
+    for epoch in range(num_batches):  # every worker with seeds gets at least one batch per epoch
+        shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
+        for m, machine_seeds in enumerate(split_seeds(shuffled, owner, num_machines)):
+            for g, seeds in enumerate(np.array_split(machine_seeds, gpus_per_machine)):
+                have = out[m * gpus_per_machine + g]
+                last = len(seeds) if partial else max(len(seeds) - batch_size, 0) + 1
+                starts = list(range(0, last, batch_size)) if len(seeds) else []
+                have.extend(seeds[i: i + batch_size] for i in starts[: num_batches - len(have)])
+        if all(len(b) >= num_batches or not b for b in out):
+            break
+    return out
+
+
+def sample_batches(graph: GraphData, fanouts: list[int], batches: list[list[np.ndarray]],
+                   seed: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """Sample every batch with DGL's ``NeighborSampler`` on one thread (DGL's multi-threaded sampling is not
+    reproducible), with DGL and torch seeded; the caller's torch RNG state is restored afterwards.
+
+    Yields:
+        (worker, block sizes, input vertices): block sizes (num_layers, 3) = (num_src, num_dst, num_edges) per
+        block, input side first; input vertices (k,) int64 = ``blocks[0].srcdata[dgl.NID]``.
+    """
+    with seeded_sampler(graph, fanouts, seed) as sample:
+        for worker, seeds_list in enumerate(batches):
+            for seeds in seeds_list:
+                blocks = sample(seeds)
+                sizes = np.array([(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks])
+                yield worker, sizes, blocks[0].srcdata["_ID"].numpy()  # "_ID" = dgl.NID
+
+
+@contextlib.contextmanager
+def seeded_sampler(graph: GraphData, fanouts: Sequence[int], seed: int) -> Iterator[Callable[[np.ndarray], Any]]:
+    """DGL's ``NeighborSampler(fanouts)`` on ``graph``, on one thread with DGL and torch seeded (DGL's
+    multi-threaded sampling is not reproducible); the caller's torch RNG state and DGL's thread count are
+    restored on exit.
+
+    Yields:
+        ``sample(seeds) -> blocks``: seeds (k,) int64 -> DGL's block list, input side first.
+    """
+    os.environ.setdefault("DGLBACKEND", "pytorch")
+    import dgl
+    import torch
+    from dgl.utils import get_num_threads, set_num_threads
+
+    g = dgl.graph((torch.from_numpy(graph.src), torch.from_numpy(graph.dst)), num_nodes=graph.num_vertices)
+    sampler = dgl.dataloading.NeighborSampler(list(fanouts))
+    threads = get_num_threads()
+    set_num_threads(1)
+    try:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            dgl.seed(seed)
+            yield lambda seeds: sampler.sample_blocks(g, torch.from_numpy(np.ascontiguousarray(seeds)))[2]
+    finally:
+        set_num_threads(threads)
