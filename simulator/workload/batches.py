@@ -17,8 +17,13 @@ from gnnplan.simulator.workload.partition import split_seeds
 
 
 def worker_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int,
-                   batch_size: int, seed: int, num_batches: int, partial: bool = True) -> list[list[np.ndarray]]:
+                   batch_size: int, seed: int, num_batches: int, partial: bool = True,
+                   split: Callable[[np.ndarray], list[np.ndarray]] | None = None) -> list[list[np.ndarray]]:
     """Seed batches of every worker: ``num_batches`` each, from as many epochs' shuffles as needed, in epoch order.
+
+    Each epoch's training vertices are shuffled with ``numpy.random.default_rng((seed, epoch))`` and split among
+    the workers by ``split`` (the shuffle -> one seed array per worker, rank order), by default
+    :func:`owner_split` (DistDGL's ``node_split``, then evenly among each machine's GPUs).
 
     With ``partial`` each epoch's partial last batch is included (a worker whose share is smaller than a batch
     always gets its whole share as one batch). The split balances workers by giving a machine with too few seeds
@@ -29,18 +34,30 @@ def worker_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, 
     Returns:
         One list per worker (rank order) of (batch,) int64 seed arrays; empty for a worker without seeds.
     """
+    if split is None:
+        def split(shuffled: np.ndarray) -> list[np.ndarray]:
+            return owner_split(shuffled, owner, num_machines, gpus_per_machine)
     out: list[list[np.ndarray]] = [[] for _ in range(num_machines * gpus_per_machine)]
     for epoch in range(num_batches):  # every worker with seeds gets at least one batch per epoch
         shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
-        for m, machine_seeds in enumerate(split_seeds(shuffled, owner, num_machines)):
-            for g, seeds in enumerate(np.array_split(machine_seeds, gpus_per_machine)):
-                have = out[m * gpus_per_machine + g]
-                last = len(seeds) if partial else max(len(seeds) - batch_size, 0) + 1
-                starts = list(range(0, last, batch_size)) if len(seeds) else []
-                have.extend(seeds[i: i + batch_size] for i in starts[: num_batches - len(have)])
+        for have, seeds in zip(out, split(shuffled), strict=True):
+            last = len(seeds) if partial else max(len(seeds) - batch_size, 0) + 1
+            starts = list(range(0, last, batch_size)) if len(seeds) else []
+            have.extend(seeds[i: i + batch_size] for i in starts[: num_batches - len(have)])
         if all(len(b) >= num_batches or not b for b in out):
             break
     return out
+
+
+def owner_split(seeds: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int) -> list[np.ndarray]:
+    """``seeds`` split among machines as DistDGL's ``node_split(force_even=True)`` does
+    (:func:`simulator.workload.partition.split_seeds`), then evenly among each machine's GPUs (consecutive parts).
+
+    Returns:
+        ``num_machines * gpus_per_machine`` int64 arrays, rank order (worker w on machine w // gpus_per_machine).
+    """
+    return [np.asarray(part, dtype=np.int64) for machine_seeds in split_seeds(seeds, owner, num_machines)
+            for part in np.array_split(machine_seeds, gpus_per_machine)]
 
 
 def sample_batches(graph: GraphData, fanouts: list[int], batches: list[list[np.ndarray]],

@@ -11,7 +11,7 @@ graph, and the cache folder is keyed by card and proxy): with a degree histogram
 the cache / local / remote split are scaled to the card's size (:func:`~.proxy_batch.scale_sample_stats`, the per-batch
 rule); without one they are taken as they are; the dataset summary is the card's published sizes.
 
-Cache layout under :func:`simulator.paths.cache_dir` ``/stats/<dataset_key>/``: ``summary.json``,
+Cache layout (:mod:`.stats_cache`) under :func:`simulator.paths.cache_dir` ``/stats/<dataset_key>/``: ``summary.json``,
 ``sample-<digest of all parameters>.json`` (parameters stored in the file and checked on read) and
 ``owner-<partitioner>-p<parts>-seed<seed>.npy`` (the partition, shared by measurements that differ only in
 batch size or fanouts). Damaged entries are measured again; every file is written atomically.
@@ -19,8 +19,6 @@ batch size or fanouts). Damaged entries are measured again; every file is writte
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,11 +28,11 @@ import numpy as np
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_save_npy, atomic_write_json
-from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.workload.batches import sample_batches, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
 from gnnplan.simulator.workload.partition import cached_vertices, partition
 from gnnplan.simulator.workload.spec import GeneratedSpec
+from gnnplan.simulator.workload.stats_cache import entry_path, read_entry, read_json, stats_dir
 
 STATS_FORMAT = 2
 """Version of the measurement; part of every cache key, so changing how statistics are measured means bumping it."""
@@ -212,8 +210,8 @@ def dataset_summary(ref: str | GeneratedSpec) -> DatasetSummary:
         c = load_card(card)
         return DatasetSummary(c.name, c.num_vertices.value, c.loaded_edges, c.feature_dim.value, c.num_classes.value,
                               c.split.train.value, c.split.valid.value, c.split.test.value)
-    path = _stats_dir(ref) / "summary.json"
-    data = _read_json(path)
+    path = stats_dir(ref) / "summary.json"
+    data = read_json(path)
     if data is not None and data.get("format") == STATS_FORMAT:
         try:
             return DatasetSummary(**data["summary"])
@@ -257,9 +255,9 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
     Raises:
         SpecError: an argument is out of range, or the dataset cannot be loaded or has no training vertices.
     """
-    params = _sample_params(ref, fanouts, batch_size_per_worker, num_machines, gpus_per_machine, partitioner,
-                            seed, num_batches)
-    path = cache_dir() / "stats" / params["dataset"] / f"sample-{_digest(params)}.json"
+    params = sample_params(ref, fanouts, batch_size_per_worker, num_machines, gpus_per_machine, partitioner,
+                           seed, num_batches)
+    path = entry_path("sample", params)
     cached = _load_sample(path, params)
     if cached is not None:
         return cached
@@ -304,7 +302,7 @@ def partition_owners(ref: str | GeneratedSpec, num_parts: int, partitioner: str,
         raise SpecError(f"partitioner: {partitioner!r} is not one of {', '.join(PARTITIONERS)}")
     if num_parts < 1:
         raise SpecError(f"num_machines: must be >= 1, got {num_parts}")
-    path = _stats_dir(ref) / f"owner-{partitioner}-p{num_parts}-seed{seed}.npy"
+    path = stats_dir(ref) / f"owner-{partitioner}-p{num_parts}-seed{seed}.npy"
     owner = _load_owner(path, num_parts, None if graph is None else graph.num_vertices)
     if owner is not None:
         return owner
@@ -315,9 +313,14 @@ def partition_owners(ref: str | GeneratedSpec, num_parts: int, partitioner: str,
     return owner
 
 
-def _sample_params(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_per_worker: int, num_machines: int,
-                   gpus_per_machine: int, partitioner: str, seed: int, num_batches: int) -> dict[str, Any]:
-    """Validate the arguments of :func:`sample_stats`; returns them as the cache entry's JSON parameters."""
+def sample_params(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_per_worker: int, num_machines: int,
+                  gpus_per_machine: int, partitioner: str, seed: int, num_batches: int) -> dict[str, Any]:
+    """Validate the arguments of :func:`sample_stats`; returns them as the cache entry's JSON parameters
+    (:mod:`.stats_cache`; hopgnn's micrographs extend the same ones).
+
+    Raises:
+        SpecError: a fanout, count or partitioner out of range (one line naming the argument).
+    """
     fan = [int(f) for f in fanouts]
     if not fan or any(f == 0 or f < -1 for f in fan):
         raise SpecError(f"training.fanouts: each fanout must be a positive integer or -1, got {fan}")
@@ -403,29 +406,13 @@ def _per_worker(inputs: np.ndarray, edges: np.ndarray, own: np.ndarray, sent: np
             "machine_sent_ratio": tuple(tuple(r) for r in (sent.sum(axis=0) / mean_inputs).tolist())}
 
 
-def _stats_dir(ref: str | GeneratedSpec) -> Path:
-    return cache_dir() / "stats" / dataset_key(ref)
-
-
-def _digest(params: dict[str, Any]) -> str:
-    return hashlib.sha1(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _load_sample(path: Path, params: dict[str, Any]) -> SampleStats | None:
     """The cached statistics at ``path`` if they were measured with exactly ``params``, else None."""
-    data = _read_json(path)
-    if data is None or data.get("params") != params:
+    data = read_entry(path, params)
+    if data is None:
         return None
     try:
-        fields: dict[str, Any] = {k: _tuples(v) for k, v in data["stats"].items()}
+        fields: dict[str, Any] = {k: _tuples(v) for k, v in data.items()}
         return SampleStats(**fields)
     except (KeyError, TypeError, AttributeError):
         return None

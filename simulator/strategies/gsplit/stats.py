@@ -17,8 +17,6 @@ Notation: g -> ``num_splits``, L -> layers, B -> ``batch_size``, mu_i -> micro-b
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
@@ -28,7 +26,6 @@ import numpy as np
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_json
-from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.strategies.base import iteration_plan
 from gnnplan.simulator.strategies.gsplit.split import batch_seed, global_batches, layer_counts, partition_cache
 from gnnplan.simulator.workload.cards import card_with_histogram
@@ -38,6 +35,7 @@ from gnnplan.simulator.workload.partition import split_seeds
 from gnnplan.simulator.workload.proxy import for_card
 from gnnplan.simulator.workload.proxy_batch import batch_reach_scale, scale_layers
 from gnnplan.simulator.workload.spec import GeneratedSpec
+from gnnplan.simulator.workload.stats_cache import entry_path, read_entry
 
 STATS_FORMAT = 3
 """Version of the measurement, part of the cache key (3: a card's split inputs scaled by the per-batch rule)."""
@@ -150,8 +148,7 @@ def split_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size: in
               "partition_seed": int(partition_seed), "cache_grid": list(CACHE_GRID)}
     if num_train is not None:
         params["num_train"] = int(num_train)
-    digest = hashlib.sha1(json.dumps(params, sort_keys=True).encode()).hexdigest()[:16]
-    path = cache_dir() / "stats" / params["dataset"] / f"gsplit-{digest}.json"
+    path = entry_path("gsplit", params)
     cached = _read(path, params)
     if cached is not None:
         return for_card(ref, cached, CARD_VERTEX_FIELDS)
@@ -322,10 +319,9 @@ def _read(path: Any, params: dict[str, Any]) -> SplitStats | None:
         seen = _LOADED.get(str(path))
         if seen is not None and seen[0] == version and seen[1] == params:
             return seen[2]
-        data = json.loads(path.read_text())
-        if data.get("params") != params:
+        raw = read_entry(path, params)
+        if raw is None:
             return None
-        raw = data["stats"]
         arrays = {f.name: np.asarray(raw[f.name]) for f in fields(SplitStats) if f.name != "num_iterations"}
         for a in arrays.values():
             a.flags.writeable = False

@@ -37,11 +37,11 @@ import numpy as np
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_json
-from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.workload import graphstats
 from gnnplan.simulator.workload.batches import seeded_sampler, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
 from gnnplan.simulator.workload.spec import GeneratedSpec
+from gnnplan.simulator.workload.stats_cache import entry_path, read_entry
 
 MICROGRAPH_FORMAT = 2
 """Version of the measurement (part of the cache key)."""
@@ -122,21 +122,6 @@ shuffled seeds."""
 def random_split(seeds: np.ndarray, num_workers: int) -> list[np.ndarray]:
     """The ``random`` seed split: ``seeds`` (already shuffled) cut into ``num_workers`` even, consecutive parts."""
     return [np.asarray(p, dtype=np.int64) for p in np.array_split(np.asarray(seeds, dtype=np.int64), num_workers)]
-
-
-def random_worker_batches(train_idx: np.ndarray, num_workers: int, batch_size: int, seed: int,
-                          num_batches: int) -> list[list[np.ndarray]]:
-    """Like :func:`simulator.workload.batches.worker_batches` with the ``random`` split: each epoch's
-    ``numpy.random.default_rng((seed, epoch))`` shuffle is cut evenly among workers, then into full batches."""
-    out: list[list[np.ndarray]] = [[] for _ in range(num_workers)]
-    for epoch in range(num_batches):
-        shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
-        for w, seeds in enumerate(random_split(shuffled, num_workers)):
-            starts = list(range(0, max(len(seeds) - batch_size, 0) + 1, batch_size)) if len(seeds) else []
-            out[w].extend(seeds[i: i + batch_size] for i in starts[: num_batches - len(out[w])])
-        if all(len(b) >= num_batches or not b for b in out):
-            break
-    return out
 
 
 # ------------------------------------------------------------------------------------------------ micrographs
@@ -232,12 +217,12 @@ def micrograph_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_siz
     Raises:
         SpecError: invalid arguments or a dataset that cannot be loaded (as ``sample_stats``).
     """
-    params = graphstats._sample_params(ref, fanouts, batch_size_per_worker, num_machines, gpus_per_machine,
-                                       partitioner, seed, num_iterations)
+    params = graphstats.sample_params(ref, fanouts, batch_size_per_worker, num_machines, gpus_per_machine,
+                                      partitioner, seed, num_iterations)
     if seed_split not in SEED_SPLITS:
         raise SpecError(f"seed_split: {seed_split!r} is not one of {', '.join(SEED_SPLITS)}")
     params.update(format=MICROGRAPH_FORMAT, seed_split=seed_split)
-    path = cache_dir() / "stats" / params["dataset"] / f"micrograph-{graphstats._digest(params)}.json"
+    path = entry_path("micrograph", params)
     try:
         stat = path.stat()
         key: tuple[str, int, int] | None = (str(path), stat.st_mtime_ns, stat.st_size)
@@ -245,10 +230,10 @@ def micrograph_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_siz
         key = None
     if key is not None and key in _READ:
         return _READ[key]
-    data = graphstats._read_json(path)
-    if data is not None and data.get("params") == params:
+    data = read_entry(path, params)
+    if data is not None:
         try:
-            fields: dict[str, Any] = {k: tuple(v) if k == "fanouts" else v for k, v in data["stats"].items()}
+            fields: dict[str, Any] = {k: tuple(v) if k == "fanouts" else v for k, v in data.items()}
             stats = MicrographStats(**fields)
         except TypeError:
             pass  # a damaged entry is measured again
@@ -284,12 +269,9 @@ class _Totals:
 def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> MicrographStats:
     """Sample the iterations and accumulate every step count's schedule (module docstring)."""
     m, gpus, fan = params["num_machines"], params["gpus_per_machine"], params["fanouts"]
-    if params["seed_split"] == "random":
-        batches = random_worker_batches(graph.train_idx, m * gpus, params["batch_size_per_worker"], params["seed"],
-                                        params["num_batches"])
-    else:
-        batches = worker_batches(graph.train_idx, owner, m, gpus, params["batch_size_per_worker"], params["seed"],
-                                 params["num_batches"], partial=False)
+    split = (lambda shuffled: random_split(shuffled, m * gpus)) if params["seed_split"] == "random" else None
+    batches = worker_batches(graph.train_idx, owner, m, gpus, params["batch_size_per_worker"], params["seed"],
+                             params["num_batches"], partial=False, split=split)
     num_it = min((len(b) for b in batches if b), default=0)
     tot = _Totals(m, gpus, len(fan))
     with seeded_sampler(graph, fan, params["seed"]) as sample:

@@ -28,8 +28,6 @@ receives from their owner at layer l (l = 1..L).
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -38,9 +36,9 @@ import numpy as np
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_json
-from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key
 from gnnplan.simulator.workload.spec import GeneratedSpec
+from gnnplan.simulator.workload.stats_cache import entry_path, read_json
 
 DEPS_FORMAT = 1
 """Version of the measurement; part of the cache key."""
@@ -236,14 +234,13 @@ def cached_counts(ref: str | GeneratedSpec, params: dict[str, Any],
         build: measures the counts on a cache miss.
     """
     full = {"format": DEPS_FORMAT, "dataset": dataset_key(ref), **params}
-    digest = hashlib.sha1(json.dumps(full, sort_keys=True).encode()).hexdigest()[:16]
-    path = cache_dir() / "stats" / full["dataset"] / f"deps-{digest}.json"
-    try:
-        data = json.loads(path.read_text())
-        if data.get("params") == full:
+    path = entry_path("deps", full)
+    data = read_json(path)
+    if data is not None and data.get("params") == full:
+        try:
             return _for_card(ref, [_counts_from_json(c) for c in data["workers"]])
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # missing or damaged: measure below
+        except (KeyError, TypeError):
+            pass  # damaged: measure below
     counts = list(build())
     atomic_write_json(path, {"params": full, "workers": [asdict(c) for c in counts]})
     return _for_card(ref, counts)
