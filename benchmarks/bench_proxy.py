@@ -82,9 +82,10 @@ CLUSTER = "2x4-a100-nvlink3-200gbib"
 TOLERANCE = 0.15
 RMAT = RmatSpec(generator="rmat", num_vertices=2_000_000, edge_factor=8, seed=0)
 RMAT_PROXY_VERTICES = 100_000
-BENCH_FORMAT = 2
-"""Version of :func:`statistics` (2: the busiest NIC and slowest worker ratios); part of the name of the kept
-measurements of the 2M-vertex graph."""
+BENCH_FORMAT = 3
+"""Version of :func:`statistics` (2: the busiest NIC and slowest worker ratios; 3: each worker's seeds in random
+order, :func:`simulator.workload.batches.epoch_seeds`); part of the name of the kept measurements of the
+2M-vertex graph."""
 RELABELINGS = 32
 """Random relabelings of each real graph its statistics are measured on (:func:`relabelled`, seeds 0..K-1). A METIS
 statistic of a small graph moves a lot with the numbering (CiteSeer's remote input fraction: 0.012-0.110 over 32

@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from gnnplan.simulator.workload.batches import epoch_seeds
 from gnnplan.simulator.workload.datasets import GraphData
-from gnnplan.simulator.workload.partition import split_seeds
 
 ROW_NORMALISED_DATASETS = ("cora", "citeseer")
 """Dataset presets whose features are row-normalised (Kipf and Welling, ICLR 2017, github.com/tkipf/gcn)."""
@@ -114,29 +114,16 @@ def build_graph(graph: GraphData, arch: str) -> tuple[Any, torch.Tensor | None]:
     return g, (d_out[src] * d_in[dst]).rsqrt().float()
 
 
-def split_batch(seeds: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int) -> list[np.ndarray]:
-    """Split seeds among workers (common.md): among machines by ownership (DistDGL ``node_split`` with
-    force_even, :func:`~simulator.workload.partition.split_seeds`), then evenly among each machine's workers.
-
-    Returns:
-        W arrays in rank order (sizes differ by at most one), each in the order of ``seeds``.
-    """
-    out = []
-    for machine_seeds in split_seeds(seeds, owner, num_machines):
-        out.extend(np.array_split(machine_seeds, gpus_per_machine))
-    return out
-
-
 def worker_seeds(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int,
                  seed: int, epoch: int) -> list[np.ndarray]:
-    """Every worker's training seeds of one epoch, in consumption order: the training vertices shuffled with
-    ``numpy.random.default_rng((seed, epoch))`` (as the simulator's graph statistics), then :func:`split_batch`.
+    """Every worker's training seeds of one epoch, in consumption order: the simulator's graph statistics' own
+    (:func:`simulator.workload.batches.epoch_seeds`: the ``(seed, epoch)`` shuffle split among workers as
+    DistDGL's ``node_split`` does, each worker's share then in random order as its data loader takes it).
 
     Returns:
         W arrays in rank order.
     """
-    shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
-    return split_batch(shuffled, owner, num_machines, gpus_per_machine)
+    return epoch_seeds(train_idx, owner, num_machines, gpus_per_machine, seed, epoch)
 
 
 def iteration_batches(seeds: list[np.ndarray], per_iteration: int) -> tuple[list[list[np.ndarray]], list[int]]:

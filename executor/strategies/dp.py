@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 from gnnplan.executor import comm, ddp
 from gnnplan.executor.assemble import load_training_data
-from gnnplan.executor.data import Topology, iteration_batches, rank_batches, split_batch, worker_seeds
+from gnnplan.executor.data import Topology, iteration_batches, rank_batches, worker_seeds
 from gnnplan.executor.evaluate import Accuracy, Evaluator
 from gnnplan.executor.features import FeatureStore, LoadStats, PullStats, RowStore
 from gnnplan.executor.models import GNN, attach_edge_weights, num_params
@@ -50,6 +50,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.dp import NAME, Knobs
 from gnnplan.simulator.units import FLOAT_BYTES
+from gnnplan.simulator.workload.batches import owner_split
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
 from gnnplan.simulator.workload.partition import cached_vertices
@@ -251,13 +252,13 @@ class Trainer:
         (collective; every rank passes the same ``seeds``, each takes its split of them).
 
         Args:
-            seeds: (B,) int64 global batch, split among workers like an epoch's seeds (:func:`split_batch`).
+            seeds: (B,) int64 global batch, split among workers like an epoch's seeds (:func:`owner_split`).
 
         Returns:
             Parameter name -> gradient (CPU copies), identical on every rank.
         """
         topo = self.topo
-        mine = split_batch(np.asarray(seeds, dtype=np.int64), self.data.owner, topo.num_machines,
+        mine = owner_split(np.asarray(seeds, dtype=np.int64), self.data.owner, topo.num_machines,
                            topo.gpus_per_machine)[topo.rank]
         batch = sample_inline(self.data.graph, self.sampler, mine)
         self.optimizer.zero_grad()

@@ -1,5 +1,6 @@
-"""Mini-batches as the statistics draw them: each epoch's shuffled training vertices split among workers as
-DistDGL's ``node_split(force_even=True)`` does (:func:`worker_batches`), then sampled with DGL's
+"""Mini-batches as the executor and the statistics draw them: each epoch's shuffled training vertices split among
+workers as DistDGL's ``node_split(force_even=True)`` does, each worker's share in random order as DistDGL's
+shuffling data loader takes it (:func:`epoch_seeds`, :func:`worker_batches`), then sampled with DGL's
 ``NeighborSampler`` on one seeded thread (:func:`seeded_sampler`, :func:`sample_batches`), so every measurement
 built on them (:mod:`.graphstats`, hopgnn's micrographs) is deterministic. DGL is imported only when sampling."""
 
@@ -21,32 +22,49 @@ def worker_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, 
                    split: Callable[[np.ndarray], list[np.ndarray]] | None = None) -> list[list[np.ndarray]]:
     """Seed batches of every worker: ``num_batches`` each, from as many epochs' shuffles as needed, in epoch order.
 
-    Each epoch's training vertices are shuffled with ``numpy.random.default_rng((seed, epoch))`` and split among
-    the workers by ``split`` (the shuffle -> one seed array per worker, rank order), by default
-    :func:`owner_split` (DistDGL's ``node_split``, then evenly among each machine's GPUs).
-
-    With ``partial`` each epoch's partial last batch is included (a worker whose share is smaller than a batch
-    always gets its whole share as one batch). The split balances workers by giving a machine with too few seeds
-    some of another machine's (:func:`simulator.workload.partition.split_seeds`), and those land in the last
-    batch, so leaving it out understates remote inputs; :func:`~.graphstats.sample_stats` therefore counts inputs
-    over every batch but averages block sizes over full ones only.
+    Each epoch's seeds are :func:`epoch_seeds` (DistDGL's split, each worker's share in random order), or, with
+    ``split``, the epoch's training vertices shuffled with ``numpy.random.default_rng((seed, epoch))`` and split
+    by ``split`` (the shuffle -> one seed array per worker, rank order). With ``partial`` each epoch's partial last
+    batch is included (a worker whose share is smaller than a batch always gets its whole share as one batch);
+    :func:`~.graphstats.sample_stats` counts inputs over every batch but averages block sizes over full ones only.
 
     Returns:
         One list per worker (rank order) of (batch,) int64 seed arrays; empty for a worker without seeds.
     """
-    if split is None:
-        def split(shuffled: np.ndarray) -> list[np.ndarray]:
-            return owner_split(shuffled, owner, num_machines, gpus_per_machine)
     out: list[list[np.ndarray]] = [[] for _ in range(num_machines * gpus_per_machine)]
     for epoch in range(num_batches):  # every worker with seeds gets at least one batch per epoch
-        shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
-        for have, seeds in zip(out, split(shuffled), strict=True):
+        if split is None:
+            parts = epoch_seeds(train_idx, owner, num_machines, gpus_per_machine, seed, epoch)
+        else:
+            parts = split(np.random.default_rng((seed, epoch)).permutation(train_idx))
+        for have, seeds in zip(out, parts, strict=True):
             last = len(seeds) if partial else max(len(seeds) - batch_size, 0) + 1
             starts = list(range(0, last, batch_size)) if len(seeds) else []
             have.extend(seeds[i: i + batch_size] for i in starts[: num_batches - len(have)])
         if all(len(b) >= num_batches or not b for b in out):
             break
     return out
+
+
+def epoch_seeds(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int, seed: int,
+                epoch: int) -> list[np.ndarray]:
+    """Every worker's seeds of one epoch, in the order its mini-batches take them; the executor's and the
+    statistics' batches both come from here.
+
+    The training vertices are shuffled with ``numpy.random.default_rng((seed, epoch))`` and split by
+    :func:`owner_split` (DistDGL's ``node_split(force_even=True)``, then evenly among each machine's GPUs); each
+    worker's share is then put in random order with ``default_rng((seed, epoch, 1))``, as DistDGL's
+    ``DistNodeDataLoader(..., shuffle=True)`` does with a trainer's share every epoch. The split leaves the
+    seeds a machine takes over from another machine's partition at the end of its share; the shuffle spreads
+    them over the epoch's batches, so every batch (and the first few that the statistics sample) draws them in
+    proportion.
+
+    Returns:
+        ``num_machines * gpus_per_machine`` int64 arrays, rank order.
+    """
+    shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
+    rng = np.random.default_rng((seed, epoch, 1))
+    return [rng.permutation(part) for part in owner_split(shuffled, owner, num_machines, gpus_per_machine)]
 
 
 def owner_split(seeds: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int) -> list[np.ndarray]:

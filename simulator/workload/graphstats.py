@@ -36,9 +36,10 @@ from gnnplan.simulator.workload.stats_cache import entry_path, read_entry, read_
 
 STATS_FORMAT = 2
 """Version of the measurement; part of every cache key, so changing how statistics are measured means bumping it."""
-SAMPLE_FORMAT = 5
+SAMPLE_FORMAT = 6
 """Version of :func:`sample_stats`' measurement (3: ``remote_busiest_ratio``; 4: ``slowest_input_ratio``; 5: the
-per-worker and per-machine fields); part of its cache key."""
+per-worker and per-machine fields; 6: each worker's seeds in random order, :func:`~.batches.epoch_seeds`); part of
+its cache key."""
 DEFAULT_NUM_BATCHES = 32
 """Mini-batches sampled per worker by :func:`sample_stats` (more epochs' shuffles are drawn when one epoch has
 fewer). Measured on the rmat100k-sage workload (4 machines, 256 seeds per worker, METIS, seeds 0-4): the
@@ -232,7 +233,8 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
     Measurement: the graph is partitioned into ``num_machines`` parts (:func:`partition_owners`); each epoch's
     training vertices are shuffled with ``numpy.random.default_rng((seed, epoch))``, split among machines with
     :func:`~simulator.workload.partition.split_seeds` (DistDGL ``node_split``, force_even) and then evenly among
-    each machine's GPUs; each worker cuts its share into full batches of ``batch_size_per_worker`` seeds (one
+    each machine's GPUs, each worker's share in random order (:func:`~.batches.epoch_seeds`, as DistDGL's data
+    loader shuffles it); each worker cuts its share into full batches of ``batch_size_per_worker`` seeds (one
     batch of all its seeds if it has fewer) and DGL's ``NeighborSampler(fanouts)`` samples them (one thread,
     ``dgl.seed(seed)``, so the result is deterministic). ``num_batches`` batches per worker are measured,
     drawing further epochs when one epoch yields fewer. A warm call reads one JSON file: it neither loads the

@@ -21,7 +21,6 @@ from gnnplan.executor.data import (
     iteration_batches,
     positions_in_owner,
     row_normalised,
-    split_batch,
     worker_seeds,
 )
 from gnnplan.executor.evaluate import inference_owners
@@ -32,6 +31,7 @@ from gnnplan.executor.sampling import BatchStream, TimedSampler
 from gnnplan.executor.trace import Recorder, save, trace_path
 from gnnplan.simulator.strategies.base import iteration_plan
 from gnnplan.simulator.trace import read_trace
+from gnnplan.simulator.workload.batches import owner_split
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.model_cost import param_count
 from gnnplan.simulator.workload.partition import cached_vertices, partition
@@ -100,7 +100,7 @@ def test_uneven_batches_are_padded_with_empty_ones() -> None:
     mine, sizes = iteration_batches([np.arange(5), np.arange(3)], 2)
     assert [len(b) for b in mine[0]] == [2, 2, 1] and [len(b) for b in mine[1]] == [2, 1, 0]
     assert sizes == [4, 3, 1]
-    parts = split_batch(np.array([7]), np.zeros(10, dtype=np.int64), 2, 1)
+    parts = owner_split(np.array([7]), np.zeros(10, dtype=np.int64), 2, 1)
     assert [p.tolist() for p in parts] == [[7], []]
 
 

@@ -1,4 +1,5 @@
-"""The statistics' seed batches (DistDGL's owner split or a caller's split, counted by hand) and the statistics
+"""The statistics' and the executor's seed batches (DistDGL's owner split, each worker's share reordered as its
+shuffling data loader does, or a caller's split; counted by hand) and the statistics
 cache's entries (names stable for the same parameters, a stored entry returned only for exactly its own)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from gnnplan.simulator.workload import stats_cache
-from gnnplan.simulator.workload.batches import owner_split, worker_batches
+from gnnplan.simulator.workload.batches import epoch_seeds, owner_split, worker_batches
 
 # 10 training vertices; machine 0 owns vertices 0-6, machine 1 owns 7-9.
 OWNER = np.array([0] * 7 + [1] * 3, dtype=np.int64)
@@ -25,12 +26,35 @@ def test_owner_split_balances_machines_then_cuts_each_among_its_gpus() -> None:
     assert all(p.dtype == np.int64 for p in parts)
 
 
-def test_worker_batches_default_is_the_owner_split_of_each_epochs_shuffle() -> None:
+def test_epoch_seeds_are_the_owner_split_with_each_share_reordered() -> None:
+    for epoch in range(3):
+        shuffled = np.random.default_rng((3, epoch)).permutation(TRAIN)
+        split = owner_split(shuffled, OWNER, 2, 2)
+        parts = epoch_seeds(TRAIN, OWNER, 2, 2, seed=3, epoch=epoch)
+        rng = np.random.default_rng((3, epoch, 1))
+        assert [p.tolist() for p in parts] == [rng.permutation(q).tolist() for q in split]
+        assert [sorted(p.tolist()) for p in parts] == [sorted(q.tolist()) for q in split]
+
+
+def test_seeds_from_another_machine_are_spread_over_the_epoch() -> None:
+    # Machine 0 owns 7 of the 10 training vertices: every epoch it passes 2 to machine 1 (one GPU each). The
+    # split puts them last in machine 1's share; in consumption order they sit anywhere, as with DistDGL's
+    # shuffling data loader: over 400 epochs their mean position in the 5-seed share is near the middle (2).
+    last, positions = [], []
+    for epoch in range(400):
+        split = owner_split(np.random.default_rng((0, epoch)).permutation(TRAIN), OWNER, 2, 1)[1]
+        share = epoch_seeds(TRAIN, OWNER, 2, 1, seed=0, epoch=epoch)[1]
+        last.append(np.flatnonzero(OWNER[split] == 0).tolist())
+        positions += np.flatnonzero(OWNER[share] == 0).tolist()
+    assert all(p == [3, 4] for p in last) and len(positions) == 800
+    assert abs(np.mean(positions) - 2.0) < 0.15
+
+
+def test_worker_batches_default_cuts_each_epochs_seeds_into_batches() -> None:
     batches = worker_batches(TRAIN, OWNER, 2, 2, batch_size=2, seed=3, num_batches=2)
     expect: list[list[list[int]]] = [[] for _ in range(4)]
     for epoch in range(2):
-        shuffled = np.random.default_rng((3, epoch)).permutation(TRAIN)
-        for w, seeds in enumerate(owner_split(shuffled, OWNER, 2, 2)):
+        for w, seeds in enumerate(epoch_seeds(TRAIN, OWNER, 2, 2, seed=3, epoch=epoch)):
             starts = range(0, len(seeds), 2)
             expect[w].extend(seeds[i: i + 2].tolist() for i in starts if len(expect[w]) < 2)
     assert [[b.tolist() for b in worker] for worker in batches] == expect

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 from gnnplan.executor import comm
 from gnnplan.executor.assemble import load_training_data
-from gnnplan.executor.data import Topology, split_batch
+from gnnplan.executor.data import Topology
 from gnnplan.executor.evaluate import Accuracy, Evaluator
 from gnnplan.executor.models import GNN, attach_edge_weights, num_params
 from gnnplan.executor.sampling_keyed import make_sampler
@@ -57,6 +57,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.hopgnn import NAME, Knobs
 from gnnplan.simulator.strategies.hopgnn.micrographs import host_worker, random_split
+from gnnplan.simulator.workload.batches import owner_split
 from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
 
 __all__ = ["NAME", "Knobs", "Trainer"]
@@ -239,7 +240,7 @@ class Trainer:
         topo = self.topo
         seeds = np.asarray(seeds, dtype=np.int64)
         batches = random_split(seeds, topo.world_size) if self.knobs.seed_split == "random" else \
-            split_batch(seeds, self.data.owner, topo.num_machines, topo.gpus_per_machine)
+            owner_split(seeds, self.data.owner, topo.num_machines, topo.gpus_per_machine)
         steps, groups = hosted_groups(batches, self.data.owner, topo.num_machines, topo.gpus_per_machine,
                                       self.controller.merges, topo.rank)
         self.iteration(sample_hosted(self.data.graph, self.sampler, steps, groups, None), len(seeds))

@@ -43,8 +43,9 @@ from gnnplan.simulator.workload.datasets import GraphData, load_dataset
 from gnnplan.simulator.workload.spec import GeneratedSpec
 from gnnplan.simulator.workload.stats_cache import entry_path, read_entry
 
-MICROGRAPH_FORMAT = 2
-"""Version of the measurement (part of the cache key)."""
+MICROGRAPH_FORMAT = 3
+"""Version of the measurement (part of the cache key; 3: the ``owner`` split's seeds in random order within each
+worker, :func:`simulator.workload.batches.epoch_seeds`)."""
 DEFAULT_NUM_ITERATIONS = 16
 """Iterations (N mini-batches each) measured by :func:`micrograph_stats`. Measured on Cora (32 seeds per worker)
 and a 20k-vertex R-MAT graph (128 seeds per worker), 4 METIS parts, random split: from 16 to 32 iterations the

@@ -96,7 +96,10 @@ def test_cora_accuracy_matches_dp(tmp_path) -> None:  # type: ignore[no-untyped-
     for strategy, knobs in (("dp", {}), ("hopgnn", {"num_steps": 2})):
         plan = Plan(strategy=strategy, knobs=knobs, num_workers=2, cluster=cluster,
                     workload=load_workload("cora-sage"))
-        acc[strategy] = run_plan(plan, trace_dir=tmp_path, progress=False)["test_accuracy"]
-    assert acc["dp"] > 0.75
+        epochs = run_plan(plan, trace_dir=tmp_path, progress=False)["epochs"]
+        acc[strategy] = [r["test_accuracy"] for r in epochs]
+    # the plateau: the mean of the last 10 of 30 epochs (one epoch's accuracy moves by 1-2 points from the next)
+    plateau = {strategy: sum(a[-10:]) / 10 for strategy, a in acc.items()}
+    assert plateau["dp"] > 0.75
     # within 1 point (10 of Cora's 1000 test vertices); home sampling draws other neighbours than dp's workers
-    assert abs(acc["hopgnn"] - acc["dp"]) <= 0.01 + 1e-9, acc
+    assert abs(plateau["hopgnn"] - plateau["dp"]) <= 0.01 + 1e-9, plateau
