@@ -81,9 +81,11 @@ One exception, measured and kept: DistDGL's seed spill (a partition holding more
 machines' even share passes the excess to the others, :func:`simulator.workload.partition.split_seeds`) is a
 count of few vertices when the training set is small, and its share shrinks as the set grows. On CiteSeer's card
 (120 training vertices, 2 METIS parts, 16 proxy seeds) the proxy's mean spill is 1.9% of its training vertices at
-this fraction (831 of them) and 2.3% with the card's 120, against 2.9% on the real graph over 32 relabelings; the
-card's own count also makes single-draw per-batch sizes noisier (layer-0 inputs 16% high instead of 11%), so the
-fraction is kept (benchmarks/bench_proxy.py, 2026-11-28)."""
+this fraction (831 of them) and 2.3% with the card's 120, against 2.9% on the real graph over 32 relabelings. With
+the card's own count the proxy's remote input fraction stays where it is (0.0352 against 0.0350, the real median
+0.0507) while single-draw per-batch sizes get noisier (layer-0 inputs of a random partition 17% high instead of
+10%; bench_proxy 63/66 instead of 65/66 on the real graphs), so the fraction is kept (benchmarks/bench_proxy.py,
+2026-11-28)."""
 PROXY_FORMAT = 1
 """Version of the proxy construction; part of the cache key of a card's statistics."""
 
