@@ -114,18 +114,6 @@ def build_graph(graph: GraphData, arch: str) -> tuple[Any, torch.Tensor | None]:
     return g, (d_out[src] * d_in[dst]).rsqrt().float()
 
 
-def worker_seeds(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int,
-                 seed: int, epoch: int) -> list[np.ndarray]:
-    """Every worker's training seeds of one epoch, in consumption order: the simulator's graph statistics' own
-    (:func:`simulator.workload.batches.epoch_seeds`: the ``(seed, epoch)`` shuffle split among workers as
-    DistDGL's ``node_split`` does, each worker's share then in random order as its data loader takes it).
-
-    Returns:
-        W arrays in rank order.
-    """
-    return epoch_seeds(train_idx, owner, num_machines, gpus_per_machine, seed, epoch)
-
-
 def iteration_batches(seeds: list[np.ndarray], per_iteration: int) -> tuple[list[list[np.ndarray]], list[int]]:
     """Cut every worker's seeds into iterations of ``per_iteration`` seeds; all workers get the same number of
     iterations, ``ceil(max_w |seeds_w| / per_iteration)``, padded with empty batches.
@@ -141,8 +129,9 @@ def iteration_batches(seeds: list[np.ndarray], per_iteration: int) -> tuple[list
 
 def rank_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int, seed: int,
                  per_iteration: int, rank: int, epoch: int) -> list[np.ndarray]:
-    """One worker's seed batches of an epoch (:func:`worker_seeds` then :func:`iteration_batches`)."""
-    seeds = worker_seeds(train_idx, owner, num_machines, gpus_per_machine, seed, epoch)
+    """One worker's seed batches of an epoch (:func:`simulator.workload.batches.epoch_seeds`, the statistics' own
+    split, then :func:`iteration_batches`)."""
+    seeds = epoch_seeds(train_idx, owner, num_machines, gpus_per_machine, seed, epoch)
     return iteration_batches(seeds, per_iteration)[0][rank]
 
 

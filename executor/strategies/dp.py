@@ -1,9 +1,9 @@
 """Data-parallel mini-batch training (``dp``) for real: DGL sampling, distributed feature store, DDP.
 
 The same strategy as :mod:`simulator.strategies.dp` (same ``NAME`` and ``Knobs``). Per epoch the training
-vertices are shuffled with ``(training.seed, epoch)`` and split among workers (:func:`executor.data.worker_seeds`);
-every worker takes ``batch_size // W`` seeds per iteration and all workers run the same number of iterations
-(padding with empty batches). Per iteration a worker
+vertices are shuffled with ``(training.seed, epoch)`` and split among workers
+(:func:`simulator.workload.batches.epoch_seeds`); every worker takes ``batch_size // W`` seeds per iteration and
+all workers run the same number of iterations (padding with empty batches). Per iteration a worker
 
 1. samples blocks with DGL's ``NeighborSampler(fanouts)`` (inline, or ahead in ``num_sampler_workers``
    processes; ``sampler = keyed``: :class:`~executor.sampling_keyed.KeyedSampler`) — span ``sample``;
@@ -38,7 +38,7 @@ import torch.nn.functional as F
 
 from gnnplan.executor import comm, ddp
 from gnnplan.executor.assemble import load_training_data
-from gnnplan.executor.data import Topology, iteration_batches, rank_batches, worker_seeds
+from gnnplan.executor.data import Topology, iteration_batches, rank_batches
 from gnnplan.executor.evaluate import Accuracy, Evaluator
 from gnnplan.executor.features import FeatureStore, LoadStats, PullStats, RowStore
 from gnnplan.executor.models import GNN, attach_edge_weights, num_params
@@ -50,7 +50,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.dp import NAME, Knobs
 from gnnplan.simulator.units import FLOAT_BYTES
-from gnnplan.simulator.workload.batches import owner_split
+from gnnplan.simulator.workload.batches import epoch_seeds, owner_split
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
 from gnnplan.simulator.workload.partition import cached_vertices
@@ -147,7 +147,7 @@ class Trainer:
     def schedule(self, epoch: int) -> tuple[list[np.ndarray], list[int]]:
         """This rank's seed batches of an epoch and every iteration's global number of seeds."""
         topo, d = self.topo, self.data
-        seeds = worker_seeds(d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine,
+        seeds = epoch_seeds(d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine,
                              self.workload.training.seed, epoch)
         mine, sizes = iteration_batches(seeds, self.per_iteration)
         return mine[topo.rank], sizes

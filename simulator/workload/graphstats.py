@@ -182,14 +182,14 @@ class SampleStats:
         (its ``gpus_per_machine`` workers' remote misses)."""
         if not self.machine_sent_ratio:
             return self.access(cache_fraction)[2] * self.gpus_per_machine
-        return float(np.interp(cache_fraction, self.cache_fractions, self.machine_sent_ratio[machine]))
+        return self._at(cache_fraction, self.machine_sent_ratio[machine])
 
     def busiest_ratio(self, cache_fraction: float) -> float:
         """The busiest NIC's fetch load over the average machine's at ``cache_fraction`` (class docstring;
         linear interpolation between grid points), >= 1."""
         if not self.remote_busiest_ratio:
             return 1.0
-        return max(1.0, float(np.interp(cache_fraction, self.cache_fractions, self.remote_busiest_ratio)))
+        return max(1.0, self._at(cache_fraction, self.remote_busiest_ratio))
 
 
 def dataset_summary(ref: str | GeneratedSpec) -> DatasetSummary:

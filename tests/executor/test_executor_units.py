@@ -21,7 +21,6 @@ from gnnplan.executor.data import (
     iteration_batches,
     positions_in_owner,
     row_normalised,
-    worker_seeds,
 )
 from gnnplan.executor.evaluate import inference_owners
 from gnnplan.executor.features import FeatureStore
@@ -31,7 +30,7 @@ from gnnplan.executor.sampling import BatchStream, TimedSampler
 from gnnplan.executor.trace import Recorder, save, trace_path
 from gnnplan.simulator.strategies.base import iteration_plan
 from gnnplan.simulator.trace import read_trace
-from gnnplan.simulator.workload.batches import owner_split
+from gnnplan.simulator.workload.batches import epoch_seeds, owner_split
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.model_cost import param_count
 from gnnplan.simulator.workload.partition import cached_vertices, partition
@@ -82,12 +81,12 @@ def test_row_normalisation_only_for_planetoid(cora) -> None:  # type: ignore[no-
 
 def test_epoch_schedule_matches_the_simulator(cora) -> None:  # type: ignore[no-untyped-def]
     owner = partition(cora.src, cora.dst, cora.num_vertices, 3, "metis", 0)
-    seeds = worker_seeds(cora.train_idx, owner, 3, 2, seed=5, epoch=1)
+    seeds = epoch_seeds(cora.train_idx, owner, 3, 2, seed=5, epoch=1)
     assert len(seeds) == 6
     assert sorted(np.concatenate(seeds).tolist()) == sorted(cora.train_idx.tolist())
     assert max(map(len, seeds)) - min(map(len, seeds)) <= 1
-    np.testing.assert_array_equal(seeds[0], worker_seeds(cora.train_idx, owner, 3, 2, seed=5, epoch=1)[0])
-    assert not np.array_equal(seeds[0], worker_seeds(cora.train_idx, owner, 3, 2, seed=5, epoch=2)[0])
+    np.testing.assert_array_equal(seeds[0], epoch_seeds(cora.train_idx, owner, 3, 2, seed=5, epoch=1)[0])
+    assert not np.array_equal(seeds[0], epoch_seeds(cora.train_idx, owner, 3, 2, seed=5, epoch=2)[0])
     per_iteration = 64 // 6
     mine, sizes = iteration_batches(seeds, per_iteration)
     expected = iteration_plan(len(cora.train_idx), 64, 6)

@@ -2,8 +2,8 @@
 
 The same strategy as :mod:`simulator.strategies.hopgnn` (same ``NAME`` and ``Knobs``; terms defined there and in
 :mod:`simulator.strategies.hopgnn.micrographs`). Built on the ``dp`` pipeline: the same shuffled seeds and
-per-worker split (:func:`executor.data.worker_seeds`), so model d trains exactly ``dp``'s worker-d mini-batch. Per
-iteration worker s
+per-worker split (:func:`simulator.workload.batches.epoch_seeds`), so model d trains exactly ``dp``'s worker-d
+mini-batch. Per iteration worker s
 
 1. samples, at home, the micrograph groups it trains (:mod:`executor.strategies.hopgnn.home`): every rank knows
    every model's batch from the shared seed schedule, groups the seeds by home machine, merges steps

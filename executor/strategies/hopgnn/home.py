@@ -23,7 +23,7 @@ import dgl
 import numpy as np
 import torch
 
-from gnnplan.executor.data import iteration_batches, worker_seeds
+from gnnplan.executor.data import iteration_batches
 from gnnplan.executor.sampling import (
     TimedSampler,
     _identity,
@@ -35,6 +35,7 @@ from gnnplan.executor.sampling import (
 )
 from gnnplan.executor.trace import now
 from gnnplan.simulator.strategies.hopgnn.micrographs import home_groups, merge_groups, random_split
+from gnnplan.simulator.workload.batches import epoch_seeds
 
 
 @dataclass
@@ -140,7 +141,7 @@ class HomeSchedule:
                 shuffled = np.random.default_rng((self.seed, epoch)).permutation(self.train_idx)
                 seeds = random_split(shuffled, self.m * self.g)
             else:
-                seeds = worker_seeds(self.train_idx, self.owner, self.m, self.g, self.seed, epoch)
+                seeds = epoch_seeds(self.train_idx, self.owner, self.m, self.g, self.seed, epoch)
             self._epoch, self._batches = epoch, iteration_batches(seeds, self.per_iteration)
         return self._batches
 
