@@ -98,6 +98,10 @@ def test_card_path_reports_what_was_estimated() -> None:
     est = result.to_json_dict()["estimated"]
     assert est["card"] == "cora" and set(est["statistics"]) == {"dataset_summary", "sample_stats"}
     assert est["proxy"]["num_vertices"] == 2708 and est["proxy"]["vertex_factor"] == 1.0
+    blocks = len(load_card("cora").communities.block_sizes.value)
+    assert est["proxy"]["communities"] == f"planted from the card: the {blocks} communities of its block model, " \
+        "mixing mu 0.128"
+    assert proxy.estimated("ogbn-products", {})["proxy"]["communities"].startswith("none: the card gives no community")
     real = simulate(CLUSTER, wl.model_copy(update={"dataset": "cora"}), "dp", knobs).to_json_dict()
     assert "estimated" not in real  # existing JSON keys unchanged for real graphs
 
