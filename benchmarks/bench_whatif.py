@@ -75,11 +75,12 @@ RECORD = "record.json"
 """The measurements file of a ``--record`` folder (``--replay`` reads it)."""
 CPU_THROUGHPUTS = ("gpu.peak_flops_per_s", "gpu.sparse_flops_per_s", "gpu.memory_bandwidth_bytes_per_s",
                    "gpu.rng_elements_per_s", "host.memory_bandwidth_bytes_per_s",
-                   "host.sampling_edges_per_s_per_core", "pcie.bandwidth_bytes_per_s")
+                   "host.sampling_edges_per_s_per_core", "host.split_items_per_s_per_core",
+                   "pcie.bandwidth_bytes_per_s")
 """Rates a CPU worker's quota scales (``pcie`` is the CPU gather path of the probed cluster)."""
 CPU_FIXED_COSTS = ("gpu.kernel_overhead_s", "gpu.graph_op_overhead_s", "iteration_overhead_s",
-                   "host.sampler_handoff_s", "host.sampler_call_s", "host.row_index_s", "pcie.latency_s",
-                   "network.per_collective_s", "network.per_all_to_all_s", "network.ddp_per_bucket_s")
+                   "host.sampler_handoff_s", "host.sampler_call_s", "host.split_call_s", "host.row_index_s",
+                   "pcie.latency_s", "network.per_collective_s", "network.per_all_to_all_s", "network.ddp_per_bucket_s")
 """Fixed per-call CPU costs a quota stretches."""
 
 

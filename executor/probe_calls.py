@@ -16,6 +16,14 @@ Both are at least :data:`MIN_FIXED_S` (a difference of timings). Source of the m
 decomposition (Parallel Computing 20(3), 1994) of a call's time into a fixed part and a per-item part, the fixed
 part measured where the per-item part is negligible.
 
+* ``host.split_items_per_s_per_core`` and ``host.split_call_s``: ``gsplit``'s online split of a sampled batch
+  (per layer: the owner lookup of the block's vertices and :func:`simulator.strategies.gsplit.split.layer_plan`,
+  as :class:`executor.strategies.gsplit.batches.SplitSampler` runs it) on one thread, for batches of
+  :data:`SPLIT_SEEDS` seeds of the probe's R-MAT graph split 2 ways at random: the per-item rate from the
+  difference of the two sizes' median times over their difference in items (the block vertices of all layers,
+  what the executor's trace counts as ``num_split_items``), the per-layer fixed part from the small batch's time
+  minus its items at that rate.
+
 A rate the roofline misses is measured here too:
 
 * ``gpu.rng_elements_per_s``: the executor's dropout (``nn.Dropout(0.5)`` in training) draws one Bernoulli
@@ -38,6 +46,9 @@ CALL_SEEDS = 4
 """Seeds of the sampler-call batches (a few dozen edges per layer)."""
 GRAPH_OP_DIMS = (8, 4)
 """Input and output width of the graph-op measurement's layer (``in > out``: DGL projects before aggregating)."""
+SPLIT_SEEDS = (4, 512)
+"""Seeds of the two batch sizes the split costs are measured on (:func:`split_costs`): a few dozen items per
+layer, where the fixed part dominates, and a batch of thousands."""
 DROPOUT_ELEMENTS = 1 << 18
 """Elements of the dropout-rate measurement (a 4096 x 64 hidden activation)."""
 
@@ -71,6 +82,45 @@ def sampler_call_s(num_vertices: int, edge_factor: int, fanouts: tuple[int, ...]
             edges = sum(int(b.num_edges()) for b in blocks)
             per_call.append((elapsed - edges / edges_per_s) / len(fanouts))
     return max(MIN_FIXED_S, float(np.median(per_call)))
+
+
+def split_costs(num_vertices: int, edge_factor: int, fanouts: tuple[int, ...], num_batches: int
+                ) -> tuple[float, float]:
+    """(items per second of one core, fixed seconds per layer) of ``gsplit``'s online split (module docstring).
+
+    Args:
+        num_vertices, edge_factor: the R-MAT graph (:mod:`simulator.workload.rmat`).
+        fanouts: sampling fanouts (one split call per layer).
+        num_batches: timed batches of each size (after one warm-up batch).
+    """
+    import dgl
+
+    from gnnplan.simulator.strategies.gsplit.split import layer_plan
+    from gnnplan.simulator.strategies.gsplit.stats import block_arrays
+    from gnnplan.simulator.workload.rmat import rmat_edges
+
+    src, dst = rmat_edges(num_vertices, edge_factor * num_vertices, seed=0)
+    g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=num_vertices)
+    sampler, rng = dgl.dataloading.NeighborSampler(list(fanouts)), np.random.default_rng(0)
+    owner = rng.integers(0, 2, num_vertices).astype(np.int64)
+    dgl.seed(0)
+    medians = []
+    for size in SPLIT_SEEDS:
+        times, items = [], []
+        for i in range(num_batches + 1):
+            seeds = torch.from_numpy(rng.choice(num_vertices, min(size, num_vertices), replace=False))
+            blocks = sampler.sample_blocks(g, seeds)[2]
+            start = time.perf_counter()
+            arrays = [block_arrays(b) for b in blocks]
+            for ids, nd, u, v in arrays:
+                layer_plan("sage", 0, owner[ids], nd, u, v, 2)
+            if i:
+                times.append(time.perf_counter() - start)
+                items.append(sum(len(ids) for ids, _, _, _ in arrays))
+        medians.append((float(np.median(times)), float(np.median(items))))
+    (t_small, n_small), (t_large, n_large) = medians
+    rate = (n_large - n_small) / max(t_large - t_small, MIN_FIXED_S)
+    return rate, max(MIN_FIXED_S, (t_small - n_small / rate) / len(fanouts))
 
 
 def graph_op_overhead_s(kernel_overhead_s: float, repeats: int) -> float:

@@ -49,7 +49,8 @@ it, and adds them with their sources to the probe's cluster mapping (:func:`add_
   (:mod:`executor.strategies.dp` ``train_epoch``: the inline batch stream's step around the sampling itself,
   five span records, the loss sum of a detached scalar and the clock readings), timed over many iterations of
   exactly those calls.
-* ``host.sampler_call_s`` (per sampler call), ``gpu.graph_op_overhead_s`` (per DGL message-passing call) and
+* ``host.sampler_call_s`` (per sampler call), ``gpu.graph_op_overhead_s`` (per DGL message-passing call),
+  ``host.split_items_per_s_per_core`` and ``host.split_call_s`` (gsplit's online split) and
   ``gpu.rng_elements_per_s`` (dropout's random draws): :mod:`executor.probe_calls`.
 
 The ``priors`` block repeats the probe's measured value of every parameter calibration fits that the probe
@@ -72,9 +73,11 @@ from gnnplan.executor.probe_calls import (
     CALL_SEEDS,
     DROPOUT_ELEMENTS,
     GRAPH_OP_DIMS,
+    SPLIT_SEEDS,
     dropout_elements_per_s,
     graph_op_overhead_s,
     sampler_call_s,
+    split_costs,
 )
 from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_BYTES, COLLECTIVE_CALLS, collective_mean_s
 from gnnplan.executor.trace import Recorder, now
@@ -84,10 +87,12 @@ PRIOR_FIELDS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.p
                 "network.per_all_to_all_s", "network.ddp_per_bucket_s",
                 "pcie.bandwidth_bytes_per_s", "pcie.latency_s", "gpu.kernel_overhead_s",
                 "host.sampling_edges_per_s_per_core", "host.sampler_handoff_s", "iteration_overhead_s",
-                "host.row_index_s", "storage.concurrency", "host.sampler_call_s", "gpu.graph_op_overhead_s")
+                "host.row_index_s", "storage.concurrency", "host.sampler_call_s", "gpu.graph_op_overhead_s",
+                "host.split_items_per_s_per_core", "host.split_call_s")
 """The fitted parameters (:data:`simulator.calibrate_params.PARAMS`) ``gnnplan probe`` measures; the efficiencies
-are fractions of the probe's own roofline, 1 by construction, so their prior is the field's default. The last
-two are measured by :mod:`executor.probe_constants`, which adds their priors (:func:`set_priors`)."""
+are fractions of the probe's own roofline, 1 by construction, so their prior is the field's default.
+``host.row_index_s`` and ``storage.concurrency`` are measured by :mod:`executor.probe_constants`, which adds their
+priors (:func:`set_priors`)."""
 
 MIN_FIXED_S = 1e-6
 """Floor of a measured fixed cost: a difference of two timings can come out at or below 0 on a fast path; 1 us
@@ -345,6 +350,8 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
     with torch_threads(1):  # a sampler samples on one thread (executor.sampling)
         call = sampler_call_s(sizes.rmat_vertices, sizes.rmat_edge_factor, tuple(sizes.sampling_fanouts),
                               float(data["host"]["sampling_edges_per_s_per_core"]), num_batches)
+        split_rate, split_call = split_costs(sizes.rmat_vertices, sizes.rmat_edge_factor,
+                                             tuple(sizes.sampling_fanouts), num_batches)
     latency, bandwidth = float(data["network"]["latency_s"]), float(data["network"]["bandwidth_bytes_per_s"])
     costs = per_collective_s(sizes.message_repeats, latency, bandwidth)
     data["host"]["sampler_handoff_s"] = _sig(handoff)
@@ -353,6 +360,8 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
     data["network"]["ddp_per_bucket_s"] = _sig(costs.ddp_per_bucket_s)
     data["iteration_overhead_s"] = _sig(loop)
     data["host"]["sampler_call_s"] = _sig(call)
+    data["host"]["split_items_per_s_per_core"] = _sig(split_rate)
+    data["host"]["split_call_s"] = _sig(split_call)
     data["gpu"]["graph_op_overhead_s"] = _sig(graph_op)
     data["gpu"]["rng_elements_per_s"] = _sig(rng)
     date = datetime.date.today().isoformat()
@@ -390,6 +399,16 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
             f"executor.sampling.TimedSampler (fanouts {list(sizes.sampling_fanouts)}, R-MAT graph of "
             f"{sizes.rmat_vertices} vertices) on one thread, minus their edges at "
             "host.sampling_edges_per_s_per_core, per layer (executor.probe_calls)"),
+        "host.split_items_per_s_per_core": (
+            f"measured by gnnplan probe on {date}: gsplit's online split (block_arrays + layer_plan per layer, as "
+            f"executor.strategies.gsplit.batches.SplitSampler) of batches of {SPLIT_SEEDS[0]} and {SPLIT_SEEDS[1]} "
+            f"seeds (fanouts {list(sizes.sampling_fanouts)}, R-MAT graph of {sizes.rmat_vertices} vertices, 2 "
+            f"random splits) on one thread: the difference of their items over the difference of their median "
+            f"times of {num_batches} batches each (executor.probe_calls.split_costs)"),
+        "host.split_call_s": (
+            f"measured by gnnplan probe on {date}: the median split time of {num_batches} batches of "
+            f"{SPLIT_SEEDS[0]} seeds minus their items at host.split_items_per_s_per_core, per layer, at least "
+            f"{MIN_FIXED_S:g} s (executor.probe_calls.split_costs)"),
         "gpu.graph_op_overhead_s": (
             f"measured by gnnplan probe on {date}: median of {10 * sizes.repeats} forward + backward passes of "
             f"DGL SAGEConv{GRAPH_OP_DIMS} on a fresh tiny block on {threads} thread(s), minus gpu.kernel_overhead_s "

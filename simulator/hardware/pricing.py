@@ -18,6 +18,11 @@ Formulas and sources:
   efficiency.gather_fraction)``: memory-bound (Williams, Waterman and Patterson, "Roofline", CACM 52(4), 2009).
 * sampling: ``(num_edges / host.sampling_edges_per_s_per_core + num_calls * host.sampler_call_s) / cores`` (DGL's
   sampler is edge-bound on one core per sampler process, plus a fixed cost per call: one call per layer).
+* split (``gsplit``'s online split of a sampled batch): ``num_items / host.split_items_per_s_per_core + num_calls *
+  host.split_call_s`` on one core (the owner lookup of every sampled vertex and the split plan, one call per
+  layer; gsplit brief §1.4): a Python / numpy pass, priced apart from DGL's C++ sampler, whose rates differ
+  (the probe: 1.05e7 items/s and 69 us per layer against 1.8e7 edges/s and 136 us per sampler call on the 2-core
+  development machine, 2026-11-28).
 * compute of a phase: ``flops * seconds_per_flop / efficiency.<phase>_fraction + kernels *
   gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s + random_elems / gpu.rng_elements_per_s`` (the DGL
   message-passing calls among the kernels, and their dropout draws when the rate is measured;
@@ -197,6 +202,17 @@ def sampling_s(cluster: ClusterSpec, num_edges: float, cores: float = 1.0, num_c
     return edges_s + num_calls * cluster.host.sampler_call_s / cores if num_calls else edges_s
 
 
+def split_s(cluster: ClusterSpec, num_items: float, num_calls: float = 0.0) -> float:
+    """``gsplit``'s split of a sampled batch on one core (module docstring), seconds and core-seconds:
+    ``num_items / host.split_items_per_s_per_core + num_calls * host.split_call_s``.
+
+    Args:
+        num_items: block vertices of all layers looked up and split.
+        num_calls: split calls, one per layer.
+    """
+    return num_items / cluster.host.split_items_per_s_per_core + num_calls * cluster.host.split_call_s
+
+
 def ddp_bucket_s(cluster: ClusterSpec, nbytes: float) -> float:
     """The fixed cost DDP's reducer adds to the all-reduce of one gradient bucket of ``nbytes``:
     ``network.ddp_per_bucket_s`` on a multi-worker cluster (PyTorch DistributedDataParallel: Li et al., "PyTorch
@@ -338,6 +354,7 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("batch_load", batch_load_s, ("host.row_index_s",) + _STORAGE + _PCIE + ("efficiency.gather_fraction",)),
     PricedOp("host_gather", host_gather_s, ("efficiency.gather_fraction",)),
     PricedOp("sampling", sampling_s, ("host.sampling_edges_per_s_per_core", "host.sampler_call_s")),
+    PricedOp("split", split_s, ("host.split_items_per_s_per_core", "host.split_call_s")),
     PricedOp("all_reduce", all_reduce_s, _NET + _PCIE + ("network.per_collective_s",)),
     PricedOp("ddp_all_reduce", ddp_all_reduce_s,
              _NET + _PCIE + ("network.per_collective_s", "network.ddp_per_bucket_s")),

@@ -59,8 +59,10 @@ def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, 
     # report says so
     weak = {p for p in DP_PARAMS if "not informed" in params[p]["flags"]}
     assert weak == {"pcie.latency_s", "efficiency.gather_fraction"}
-    for p in ("host.row_index_s", "storage.concurrency"):  # ppgnn's loaders' parameters
-        assert not params[p]["constrained"] and not params[p]["fitted"] and params[p]["flags"] == ["not informed"], p
+    for p in ("host.row_index_s", "storage.concurrency",  # ppgnn's loaders' parameters
+              "host.split_items_per_s_per_core", "host.split_call_s"):  # gsplit's split
+        assert not params[p]["constrained"] and not params[p]["fitted"] and "not informed" in params[p]["flags"], p
+        assert get_param(fitted, p) == get_param(start, p), p
     for p in ("host.sampler_call_s", "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s",
               "network.per_all_to_all_s"):
         # 0 in truth and start, no prior: not moved (the fetch's all-to-all calls then carry only their latencies,
@@ -68,7 +70,8 @@ def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, 
         assert params[p]["constrained"] and not params[p]["fitted"] and get_param(fitted, p) == 0.0, p
     assert set(PARAMS) - set(DP_PARAMS) == {"host.row_index_s", "storage.concurrency", "host.sampler_call_s",
                                             "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s",
-                                            "network.per_all_to_all_s"}
+                                            "network.per_all_to_all_s", "host.split_items_per_s_per_core",
+                                            "host.split_call_s"}
     for p in DP_PARAMS:
         assert params[p]["constrained"] and params[p]["before"] == get_param(start, p), p
         assert params[p]["low"] < params[p]["after"] < params[p]["high"], p

@@ -58,3 +58,28 @@ def test_calibration_fits_the_per_call_costs(fake_graphstats: list[dict[str, Any
         assert "not informed" not in report["parameters"][p]["flags"], p
     row = report["traces"]["a.json"]
     assert row["fit_epoch_time_s"] == pytest.approx(row["measured_epoch_time_s"], rel=0.01)
+
+
+def test_gsplit_split_is_priced_apart_from_sampling(tmp_path: Path) -> None:
+    """gsplit's online split has its own rate and per-layer cost (``host.split_items_per_s_per_core``,
+    ``host.split_call_s``): the simulated split follows them and not the sampler's, and calibration recovers them
+    from gsplit traces, besides the sampler's own."""
+    cl = with_params(load_cluster("local"), {"host.split_items_per_s_per_core": 1e7, "host.split_call_s": 7e-5,
+                                            "host.sampler_call_s": 1e-4})
+    assert pricing.split_s(cl, 1e5, num_calls=2) == pytest.approx(1e-2 + 1.4e-4)
+    knobs = {"cache_fraction": 0.2, "split": "random"}
+    base = api.simulate(cl, "cora-sage", "gsplit", knobs)
+    splits = [s for s in base.spans if s.phase == "split"]
+    assert splits and all(s.args["num_sampler_calls"] == 2.0 for s in splits)  # one per layer
+    for s in splits:  # one core, uncontended: exactly the priced split
+        assert s.end_s - s.start_s == pytest.approx(pricing.split_s(cl, s.args["num_split_items"], 2.0), rel=1e-9)
+    slower_sampler = api.simulate(with_params(cl, {"host.sampler_call_s": 1e-3}), "cora-sage", "gsplit", knobs)
+    assert [s.end_s - s.start_s for s in slower_sampler.spans if s.phase == "split"] == pytest.approx(
+        [s.end_s - s.start_s for s in splits], rel=1e-12)
+    truth = with_params(cl, {"host.split_items_per_s_per_core": 4e6, "host.split_call_s": 3e-4})
+    result = api.simulate(truth, "cora-sage", "gsplit", knobs)
+    path = api.predicted_trace(result, tmp_path / "g.json", api.trace_metadata(truth, "cora-sage", "gsplit", result))
+    fitted, report = calibrate_files([path], cl)
+    for p in ("host.split_items_per_s_per_core", "host.split_call_s"):
+        assert get_param(fitted, p) == pytest.approx(get_param(truth, p), rel=0.05), p
+        assert "not informed" not in report["parameters"][p]["flags"], p

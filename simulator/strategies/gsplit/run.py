@@ -7,8 +7,9 @@ Per iteration (brief §1.2, §1.5, §2.3):
 
 * ``sample`` and ``split`` (stream ``sampler``, on the machine's first GPU's time line): one mini-batch for all
   GPUs, then the online split, on one host core each (:meth:`~gnnplan.simulator.hardware.model.HardwareModel.sample`
-  with the sampled edges, then with the split's vertex lookups, each in one call per layer:
-  ``host.sampler_call_s``). With ``num_sampler_workers`` k > 0, k sampler
+  with the sampled edges in one call per layer, ``host.sampler_call_s``; then
+  :func:`~gnnplan.simulator.hardware.pricing.split_s` of the split's vertex lookups, one call per layer,
+  ``host.split_call_s``). With ``num_sampler_workers`` k > 0, k sampler
   processes per machine run ahead (sampler j takes iterations j, j + k, ...), at most ``PREFETCH_FACTOR * k``
   batches ahead of the trainers; with 0 the first GPU's trainer samples inline and the others wait for it.
 * ``load``: host gather of the split's misses, one host-to-device copy of misses and structure, GPU gather of
@@ -38,6 +39,7 @@ from collections.abc import Generator
 from typing import Any
 
 from gnnplan.simulator import symmetry
+from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
 from gnnplan.simulator.strategies.ddp_buckets import BucketedBackward
 from gnnplan.simulator.strategies.gsplit.work import IterationWork
@@ -88,7 +90,7 @@ class SplitRun(WindowRun):
         self._span(leader, "sample", start, "sampler", pos, num_sampled_edges=work.num_sampled_edges,
                    num_sampler_calls=calls)
         start = self.engine.now
-        yield self.hw.sample(machine, work.num_items, calls)           # one split call per layer
+        yield self.hw.host_work(machine, pricing.split_s(self.ctx.cluster, work.num_items, calls))  # per layer
         self._span(leader, "split", start, "sampler", pos, num_split_items=work.num_items, num_sampler_calls=calls)
         self.ready[machine][pos].succeed()
 
