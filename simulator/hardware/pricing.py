@@ -21,8 +21,8 @@ Formulas and sources:
 * split (``gsplit``'s online split of a sampled batch): ``num_items / host.split_items_per_s_per_core + num_calls *
   host.split_call_s`` on one core (the owner lookup of every sampled vertex and the split plan, one call per
   layer; gsplit brief §1.4): a Python / numpy pass, priced apart from DGL's C++ sampler, whose rates differ
-  (the probe: 1.05e7 items/s and 69 us per layer against 1.8e7 edges/s and 136 us per sampler call on the 2-core
-  development machine, 2026-11-28).
+  (gnnplan probe on the 2-core development machine, 2026-11-28: 1.3e7 items/s and 69 us per layer, against 1.8e7
+  sampled edges/s and 142 us per sampler call).
 * compute of a phase: ``flops * seconds_per_flop / efficiency.<phase>_fraction + kernels *
   gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s + random_elems / gpu.rng_elements_per_s`` (the DGL
   message-passing calls among the kernels, and their dropout draws when the rate is measured;

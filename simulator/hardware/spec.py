@@ -102,20 +102,20 @@ class HostSpec(_Spec):
         description="fixed seconds of one sampler call, one per layer of a batch (DGL sample_neighbors + "
                     "to_block: Python dispatch, frontier and block construction), beyond its edges at "
                     "sampling_edges_per_s_per_core; default 0 = not modelled; gnnplan probe measures it "
-                    "(executor.probe_overheads.sampler_call_s: 0.1-0.7 ms on the 2-core development machine, "
+                    "(executor.probe_overheads.sampler_call_s: 0.14-0.7 ms on the 2-core development machine, "
                     "DGL 1.1.3)")
     split_items_per_s_per_core: float = Field(
         default=2.0e7, gt=0,
         description="gsplit's online split of a sampled batch on one core: block vertices looked up and split per "
                     "second (owner lookup and split plan per layer, gsplit brief section 1.4); default: "
                     "sampling_edges_per_s_per_core's default (assumption: an item costs what a sampled edge "
-                    "does); gnnplan probe measures it (executor.probe_calls.split_costs: 1.0-1.1e7 on the 2-core "
+                    "does); gnnplan probe measures it (executor.probe_calls.split_costs: 1.0-1.4e7 on the 2-core "
                     "development machine, numpy, one thread, 2026-11-28)")
     split_call_s: float = Field(
         default=0.0, ge=0,
         description="fixed seconds of gsplit's split of one layer, beyond its items at "
                     "split_items_per_s_per_core; default 0 = not modelled; gnnplan probe measures it "
-                    "(executor.probe_calls.split_costs: 67-71 us on the 2-core development machine, 2026-11-28)")
+                    "(executor.probe_calls.split_costs: 65-73 us on the 2-core development machine, 2026-11-28)")
     sampler_handoff_s: float = Field(
         default=0.0, ge=0,
         description="seconds a trainer spends taking one sampled mini-batch from a sampler process (PyTorch "

@@ -1,5 +1,6 @@
 """Per-call fixed costs: a sampler call per layer (``host.sampler_call_s``) and a DGL message-passing call per
-aggregation of a DGL layer (``gpu.graph_op_overhead_s``), priced in one place and fitted by calibration."""
+aggregation of a DGL layer (``gpu.graph_op_overhead_s``), priced in one place and fitted by calibration; and gsplit's
+split, priced with its own rate and per-layer cost."""
 
 from __future__ import annotations
 
