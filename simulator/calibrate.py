@@ -3,7 +3,7 @@ report the error of predictions the fit did not see.
 
 Calibration knows no strategy. For each trace it looks up the strategy's plug-in in the registry
 (:func:`~gnnplan.simulator.strategies.get_strategy`) and reads its ``CALIBRATION``: trace phase ->
-:class:`~gnnplan.simulator.hardware.pricing.PhaseRule`, i.e. which priced operation of
+:class:`~gnnplan.simulator.hardware.phase_rules.PhaseRule`, i.e. which priced operation of
 :mod:`~gnnplan.simulator.hardware.pricing` a span of that phase is (the same functions the simulator's processes
 use, with their formulas and sources) and the work it carries (shared rules:
 :mod:`~gnnplan.simulator.strategies.calibration_rules`). Spans of positive duration become rows, per rule: one per
@@ -66,7 +66,7 @@ from gnnplan.simulator.calibrate_holdout import (
 )
 from gnnplan.simulator.calibrate_params import PARAMS, get_param, priors_of, with_params
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.hardware.pricing import PhaseRule, SpanRow
+from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.result import SimResult

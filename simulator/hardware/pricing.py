@@ -5,7 +5,7 @@ Every strategy states work; the simpy processes of :class:`~gnnplan.simulator.ha
 agree by construction. Each function returns the *uncontended* time (the simulator shares links and cores
 among concurrent flows on top of it). :data:`OPERATIONS` names each one with the cluster parameters its price
 depends on; a strategy's ``CALIBRATION`` maps its trace phases to these names (:class:`PhaseRule`), which is
-all calibration needs to know about a strategy.
+all calibration needs to know about a strategy (:class:`~gnnplan.simulator.hardware.phase_rules.PhaseRule`).
 
 Formulas and sources:
 
@@ -55,9 +55,8 @@ Formulas and sources:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from gnnplan.simulator.hardware.collectives import (
     hierarchical_all_reduce_time_s,
@@ -66,7 +65,6 @@ from gnnplan.simulator.hardware.collectives import (
     staged_network,
 )
 from gnnplan.simulator.hardware.spec import ClusterSpec, LinkSpec
-from gnnplan.simulator.trace import Span
 
 
 def link_s(link: LinkSpec, nbytes: float, num_messages: float = 1.0) -> float:
@@ -375,82 +373,3 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
 from its network leg, and PCIe is determined by ``load`` spans. ``iteration_overhead`` is the fixed cost an
 iteration's phases leave over (:func:`iteration_fixed_s`): its rows inform the per-iteration overhead and, for
 runs with sampler processes, the hand-off (their sum; the probe's priors tell them apart)."""
-
-
-@dataclass(frozen=True)
-class SpanRow:
-    """What a :class:`PhaseRule` sees of one measured span.
-
-    Attributes:
-        span: the span (for ``rows="iteration_sum"``, one span summing the phase's spans of the iteration:
-            durations, FLOPs and bytes added, ``args["num_spans"]`` their count).
-        iteration: the spans of positive duration of the same rank, epoch and iteration, by phase.
-        knobs: the plan's knob values.
-        shape: the trace's cluster (its machines x GPUs) at the starting parameters. A rule's ``work`` reads its
-            shape (and parameters calibration does not fit), never a fitted parameter: calibration prices the
-            work at each trial's parameters by passing that cluster to :meth:`PhaseRule.predicted_s`.
-        profile: the strategy's compute profile (``compute_profile``) on that shape, by phase (filled for the
-            rules with ``profiled``).
-    """
-
-    span: Span
-    iteration: Mapping[str, Sequence[Span]]
-    knobs: Mapping[str, Any]
-    shape: ClusterSpec
-    profile: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class PhaseRule:
-    """How calibration prices the spans of one trace phase.
-
-    Attributes:
-        op: a key of :data:`OPERATIONS`.
-        work: the operation's keyword arguments for one row (its ``cluster`` is supplied by calibration).
-        rows: ``each`` span is a row; ``iteration_sum``: the phase's spans of one rank and iteration summed
-            into one row; ``per_call``: per iteration and call (the k-th span of the phase in a rank's iteration),
-            one row from every rank's span of it: the rank that moved the most bytes, from the last rank's
-            arrival to its end (a collective, so waiting for stragglers is excluded; calibration's
-            ``_call_row``).
-        target: the measured seconds the prediction is compared with (default: the span's duration).
-        min_machines: rows are used only for traces with at least this many machines (e.g. 2 for a network
-            phase that is empty on one machine).
-        min_workers: likewise in workers.
-        profiled: ``work`` reads ``row.profile[phase]``: calibration computes the plug-in's compute profile for
-            the trace and drops the rows of a phase the profile lacks.
-        when: rows are made only of the spans for which this returns true (default: all), e.g. the spans of one
-            loader setting whose duration is the priced work alone.
-    """
-
-    op: str
-    work: Callable[[SpanRow], dict[str, float]]
-    rows: Literal["each", "iteration_sum", "per_call"] = "each"
-    target: Callable[[SpanRow], float] | None = None
-    min_machines: int = 1
-    min_workers: int = 1
-    profiled: bool = False
-    when: Callable[[SpanRow], bool] | None = None
-
-    def __post_init__(self) -> None:
-        if self.op not in OPERATIONS:
-            raise ValueError(f"op: unknown priced operation {self.op!r}; allowed: {', '.join(OPERATIONS)}")
-        if self.rows not in ("each", "iteration_sum", "per_call"):
-            raise ValueError(f"rows: unknown row kind {self.rows!r}; allowed: each, iteration_sum, per_call")
-
-    @property
-    def params(self) -> tuple[str, ...]:
-        """The cluster parameters (dotted paths) this rule's spans inform: its operation's."""
-        return OPERATIONS[self.op].params
-
-    def applies(self, row: SpanRow) -> bool:
-        """Whether ``row`` becomes a calibration row (:attr:`when`)."""
-        return self.when is None or bool(self.when(row))
-
-    def measured_s(self, row: SpanRow) -> float:
-        """The measured seconds of a row."""
-        return self.target(row) if self.target is not None else row.span.dur_s
-
-    def predicted_s(self, row: SpanRow, cluster: ClusterSpec | None = None) -> float:
-        """The priced seconds of a row on ``cluster`` (default ``row.shape``; calibration passes the shape with
-        the trial's values of :attr:`params`)."""
-        return OPERATIONS[self.op].seconds(row.shape if cluster is None else cluster, **self.work(row))

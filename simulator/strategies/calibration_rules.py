@@ -1,7 +1,7 @@
 """Calibration rules shared by strategy plug-ins: how their common trace phases are priced.
 
 A plug-in's ``CALIBRATION`` maps each trace phase it records to a
-:class:`~gnnplan.simulator.hardware.pricing.PhaseRule` (the priced operation and the work a span carries);
+:class:`~gnnplan.simulator.hardware.phase_rules.PhaseRule` (the priced operation and the work a span carries);
 :mod:`gnnplan.simulator.calibrate` applies the rules and knows no strategy. The builders here cover the phases
 several strategies share; a strategy with its own phase writes its own rule beside them.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gnnplan.simulator.hardware.pricing import PhaseRule, SpanRow
+from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
 
 COMPUTE_PHASES = ("forward", "backward", "optimizer")
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.hardware.pricing import PhaseRule
+from gnnplan.simulator.hardware.phase_rules import PhaseRule
 from gnnplan.simulator.result import SimResult
 from gnnplan.simulator.strategies.base import PhaseProfile, SimContext
 from gnnplan.simulator.workload.spec import WorkloadSpec
@@ -41,7 +41,7 @@ class Strategy(Protocol):
         MODEL_ARCHS: the ``model.arch`` values it trains.
         NEEDS_SAMPLE_STATS: whether :func:`gnnplan.simulator.api.load_context` measures mini-batch statistics.
         Knobs: a frozen pydantic model (``extra="forbid"``), each field documented.
-        CALIBRATION: trace phase -> :class:`~gnnplan.simulator.hardware.pricing.PhaseRule`: which priced
+        CALIBRATION: trace phase -> :class:`~gnnplan.simulator.hardware.phase_rules.PhaseRule`: which priced
             operation a span of that phase is and the work it carries; calibration reads nothing else.
     """
 

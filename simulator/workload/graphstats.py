@@ -342,7 +342,7 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Sam
     """Sample the batches and average block sizes and the hit / local / remote split of input vertices."""
     gpus, grid = params["gpus_per_machine"], np.asarray(params["cache_grid"])
     batches = worker_batches(graph.train_idx, owner, params["num_machines"], gpus,
-                              params["batch_size_per_worker"], params["seed"], params["num_batches"])
+                             params["batch_size_per_worker"], params["seed"], params["num_batches"])
     in_degrees = graph.in_degrees()
     cached = np.zeros((len(grid), graph.num_vertices), dtype=bool)   # (grid points, vertices)
     for i, fraction in enumerate(grid):

@@ -2,9 +2,11 @@
 
 Layout under :func:`simulator.paths.cache_dir` ``/stats/<dataset_key>/`` (:func:`stats_dir`): one JSON file per
 measurement, ``<kind>-<digest of all its parameters>.json`` (:func:`entry_path`), holding ``{"params": ...,
-"stats": ...}``; a reader checks the stored parameters against its own (:func:`read_entry`) and measures again on
-any mismatch or damage. Used by :mod:`.graphstats` (``sample``, the dataset summary, partitions) and hopgnn's
-micrographs (``micrograph``), which share the parameters of :func:`.graphstats.sample_params`.
+"stats": ...}`` (neutronstar's ``deps`` entries hold ``"workers"``); a reader checks the stored parameters against
+its own (:func:`read_entry`) and measures again on any mismatch or damage. Used by :mod:`.graphstats` (``sample``,
+the dataset summary, partitions), hopgnn's micrographs (``micrograph``, the parameters of
+:func:`.graphstats.sample_params` extended), gsplit's split statistics (``gsplit``) and neutronstar's dependency
+counts (``deps``).
 """
 
 from __future__ import annotations
@@ -44,9 +46,10 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def read_entry(path: Path, params: dict[str, Any]) -> dict[str, Any] | None:
-    """The ``stats`` object of the entry at ``path`` if it was measured with exactly ``params``, else None."""
+def read_entry(path: Path, params: dict[str, Any], key: str = "stats", kind: type = dict) -> Any:
+    """The ``key`` member of the entry at ``path`` if it was measured with exactly ``params`` and is a ``kind``
+    (``stats``: an object; neutronstar's ``workers``: a list), else None."""
     data = read_json(path)
-    if data is None or data.get("params") != params or not isinstance(data.get("stats"), dict):
+    if data is None or data.get("params") != params or not isinstance(data.get(key), kind):
         return None
-    return data["stats"]
+    return data[key]

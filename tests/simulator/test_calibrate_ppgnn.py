@@ -12,7 +12,7 @@ from calibration_traces import epochs_trace
 from gnnplan.simulator import api
 from gnnplan.simulator.calibrate import calibrate_files, get_param, with_params
 from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.hardware.pricing import SpanRow
+from gnnplan.simulator.hardware.phase_rules import SpanRow
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.strategies.ppgnn.calibration import CALIBRATION
 

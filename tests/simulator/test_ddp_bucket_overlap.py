@@ -11,7 +11,7 @@ from network_fixtures import cluster
 from sim_fixtures import RMAT_SUMMARY
 
 from gnnplan.simulator.api import simulate
-from gnnplan.simulator.hardware import pricing
+from gnnplan.simulator.hardware import phase_rules, pricing
 from gnnplan.simulator.strategies.base import IterationPlan, SimContext
 from gnnplan.simulator.strategies.calibration_rules import all_reduce_rule
 from gnnplan.simulator.strategies.ddp_buckets import BucketedBackward, ddp_buckets, ready_fractions
@@ -166,8 +166,8 @@ def test_calibration_prices_only_one_bucket_all_reduces() -> None:
     """A bucketed ``all_reduce`` span is the tail left after backward, not an all-reduce of its bytes."""
     rule = all_reduce_rule()
 
-    def row(**args: Any) -> pricing.SpanRow:
-        return pricing.SpanRow(Span(0, "all_reduce", 0.0, 1e-3, "network", 4e6, args=args), {}, {}, cluster())
+    def row(**args: Any) -> phase_rules.SpanRow:
+        return phase_rules.SpanRow(Span(0, "all_reduce", 0.0, 1e-3, "network", 4e6, args=args), {}, {}, cluster())
     assert rule.applies(row()) and rule.applies(row(num_buckets=1)) and not rule.applies(row(num_buckets=4))
 
 

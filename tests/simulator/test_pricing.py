@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gnnplan.simulator.engine import Engine
-from gnnplan.simulator.hardware import pricing
+from gnnplan.simulator.hardware import phase_rules, pricing
 from gnnplan.simulator.hardware.model import HardwareModel
 from gnnplan.simulator.hardware.spec import ClusterSpec, cluster_from_dict, load_cluster
 from gnnplan.simulator.strategies import calibration_rules as rules
@@ -57,7 +57,7 @@ def test_exchange_is_its_latencies_plus_bytes_at_the_per_byte_cost() -> None:
 def test_a_rule_prices_a_row_on_the_cluster_it_is_given() -> None:
     rule = rules.fetch_rule(request_messages=2)
     assert rule.params == ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_all_to_all_s")
-    row = pricing.SpanRow(Span(0, "fetch", 0.0, 1e-3, nbytes=1e6), {}, {}, CLUSTER)
+    row = phase_rules.SpanRow(Span(0, "fetch", 0.0, 1e-3, nbytes=1e6), {}, {}, CLUSTER)
     slow = CLUSTER.model_copy(update={"network": CLUSTER.network.model_copy(update={"latency_s": 1e-3})})
     assert rule.predicted_s(row) == pytest.approx(pricing.feature_fetch_s(CLUSTER, 1e6, 2.0, 1.0), rel=1e-15)
     assert rule.predicted_s(row, slow) == pytest.approx(3e-3 + 1e6 / CLUSTER.network.bandwidth_bytes_per_s,
@@ -67,9 +67,9 @@ def test_a_rule_prices_a_row_on_the_cluster_it_is_given() -> None:
 
 def test_rules_reject_unknown_operations_and_row_kinds() -> None:
     with pytest.raises(ValueError, match="op: unknown priced operation 'teleport'"):
-        pricing.PhaseRule("teleport", lambda row: {})
+        phase_rules.PhaseRule("teleport", lambda row: {})
     with pytest.raises(ValueError, match="rows: unknown row kind"):
-        pricing.PhaseRule("network", lambda row: {}, rows="slowest")  # type: ignore[arg-type]
+        phase_rules.PhaseRule("network", lambda row: {}, rows="slowest")  # type: ignore[arg-type]
 
 
 def _with(cluster: ClusterSpec, **fields: dict[str, float]) -> ClusterSpec:
@@ -127,8 +127,8 @@ def test_the_iteration_rule_prices_steps_and_handoffs() -> None:
     span = Span(0, "iteration", 0.0, 0.1)
     spans = {"forward": [Span(0, "forward", 0.01, 0.02), Span(0, "forward", 0.04, 0.02)],
              "load": [Span(0, "load", 0.0, 0.01)], "sample": [Span(0, "sample", -0.05, 0.03)]}
-    prefetched = pricing.SpanRow(span, spans, {"num_sampler_workers": 2}, costly)
-    inline = pricing.SpanRow(span, spans, {"num_sampler_workers": 0}, costly)
+    prefetched = phase_rules.SpanRow(span, spans, {"num_sampler_workers": 2}, costly)
+    inline = phase_rules.SpanRow(span, spans, {"num_sampler_workers": 0}, costly)
     assert rule.measured_s(prefetched) == pytest.approx(0.1 - 0.05, rel=1e-12)  # the sample ended before the start
     assert rule.measured_s(inline) == pytest.approx(0.1 - 0.05 - 0.03, rel=1e-12)
     assert rule.predicted_s(prefetched) == pytest.approx(2 * 1e-3 + 5e-3, rel=1e-12)

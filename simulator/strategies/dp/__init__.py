@@ -75,7 +75,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES
-from gnnplan.simulator.hardware.pricing import PhaseRule, iteration_fixed_s
+from gnnplan.simulator.hardware.phase_rules import PhaseRule
+from gnnplan.simulator.hardware.pricing import iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (

@@ -46,7 +46,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from gnnplan.simulator.hardware.pricing import PhaseRule, SpanRow, iteration_fixed_s
+from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
+from gnnplan.simulator.hardware.pricing import iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (

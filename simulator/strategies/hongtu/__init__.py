@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link, staged_network
 from gnnplan.simulator.hardware.formulas import compute_time_s
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
-from gnnplan.simulator.hardware.pricing import PhaseRule
+from gnnplan.simulator.hardware.phase_rules import PhaseRule
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import calibration_rules as rules

@@ -56,7 +56,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link, staged_network
-from gnnplan.simulator.hardware.pricing import PhaseRule
+from gnnplan.simulator.hardware.phase_rules import PhaseRule
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import calibration_rules as rules

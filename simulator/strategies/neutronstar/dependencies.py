@@ -38,7 +38,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key
 from gnnplan.simulator.workload.spec import GeneratedSpec
-from gnnplan.simulator.workload.stats_cache import entry_path, read_json
+from gnnplan.simulator.workload.stats_cache import entry_path, read_entry
 
 DEPS_FORMAT = 1
 """Version of the measurement; part of the cache key."""
@@ -235,10 +235,10 @@ def cached_counts(ref: str | GeneratedSpec, params: dict[str, Any],
     """
     full = {"format": DEPS_FORMAT, "dataset": dataset_key(ref), **params}
     path = entry_path("deps", full)
-    data = read_json(path)
-    if data is not None and data.get("params") == full:
+    workers = read_entry(path, full, "workers", list)
+    if workers is not None:
         try:
-            return _for_card(ref, [_counts_from_json(c) for c in data["workers"]])
+            return _for_card(ref, [_counts_from_json(c) for c in workers])
         except (KeyError, TypeError):
             pass  # damaged: measure below
     counts = list(build())

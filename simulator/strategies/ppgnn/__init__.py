@@ -32,7 +32,7 @@ from collections.abc import Generator, Mapping
 from typing import Any
 
 from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.hardware.pricing import PhaseRule
+from gnnplan.simulator.hardware.phase_rules import PhaseRule
 from gnnplan.simulator.result import SimResult
 from gnnplan.simulator.strategies.base import (
     MAX_WINDOW_ITERATIONS,

@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gnnplan.simulator.hardware.pricing import PhaseRule, SpanRow
+from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.ppgnn.knobs import Knobs
 from gnnplan.simulator.strategies.ppgnn.work import BASELINE_WORKERS, IO_THREADS, PAGE_BYTES

@@ -11,7 +11,7 @@ import pytest
 from sim_fixtures import RMAT_SUMMARY, make_stats
 
 from gnnplan.simulator import symmetry
-from gnnplan.simulator.hardware.pricing import SpanRow
+from gnnplan.simulator.hardware.phase_rules import SpanRow
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.strategies import base, dp
 from gnnplan.simulator.strategies.base import FETCH_COLLECTIVES, SimContext
