@@ -170,12 +170,18 @@ def _call_row(spans: list[SpanRow]) -> SpanRow:
     """One collective call's row from every rank's span of it (module docstring): the rank that moved the most
     bytes, timed from the last rank's arrival (before it nothing could move) to its own end. A rank that sends
     more than it receives may end before its bytes arrive (TCP buffers them), so the fastest rank's span is not
-    the busiest NIC's time; the busiest rank must wait for its bytes. Clocks that put its end before the last
-    arrival fall back to the fastest rank's span."""
+    the busiest NIC's time; the busiest rank must wait for its bytes. Several ranks that moved the most (an
+    all-reduce moves the same bytes on every rank) are timed to their mean end: which of them ends last is noise,
+    and a late one delays its own next iteration by as much as a slower transfer would (its lateness at the next
+    call is an arrival delay the straggler model, ``jitter_s``, waits for, from the last arrival, so it is not
+    counted twice). Clocks that put that end before the last arrival fall back to the fastest rank's span."""
     last = max(r.span.start_s for r in spans)
     most = max(r.span.nbytes for r in spans)
-    busiest = min((r for r in spans if r.span.nbytes == most), key=lambda r: r.span.start_s + r.span.dur_s)
-    dur = busiest.span.start_s + busiest.span.dur_s - last
+    tied = [r for r in spans if r.span.nbytes == most]
+    busiest = min(tied, key=lambda r: r.span.start_s + r.span.dur_s)
+    # ranks that moved the same bytes (an all-reduce) finish in any order: a late one delays its next iteration
+    # as much as a slow transfer would, so their mean end is the call's
+    dur = sum(r.span.start_s + r.span.dur_s for r in tied) / len(tied) - last
     if dur <= 0:
         fastest = min(spans, key=lambda r: r.span.dur_s)
         return replace(fastest, span=replace(fastest.span, nbytes=most))
