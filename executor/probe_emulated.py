@@ -34,7 +34,7 @@ from typing import IO, Any
 
 from gnnplan.executor.emulate import MASTER_PORT, EmulatedCluster, EmulationError, MachineLimits, rank_environment
 from gnnplan.executor.launch import WorkerError
-from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_BYTES, COLLECTIVE_CALLS
+from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_BYTES, COLLECTIVE_CALLS, jitter_source
 from gnnplan.executor.probe_overheads import MIN_FIXED_S
 from gnnplan.simulator.errors import SpecError
 
@@ -75,11 +75,11 @@ def probe_emulated(num_machines: int = 2, workers_per_machine: int = 1, limits: 
     sizes = QUICK if quick else FULL
     with tempfile.TemporaryDirectory(prefix="gnnplan-probe-") as tmp, EmulatedCluster(num_machines, limits) as cl:
         machine = _machine_probe(cl, workers_per_machine, quick, Path(tmp), timeout_s)
-        times, reduce, exchange = _ping_pong(cl, list(sizes.message_sizes), sizes.message_repeats, Path(tmp),
-                                             timeout_s)
+        times, reduce, exchange, jitter = _ping_pong(cl, list(sizes.message_sizes), sizes.message_repeats,
+                                                     Path(tmp), timeout_s)
     latency, bandwidth = shaped_latency_bandwidth(sizes.message_sizes, times)
     return _cluster(machine, num_machines, workers_per_machine, limits, (latency, bandwidth, reduce, exchange),
-                    sizes)
+                    sizes, jitter)
 
 
 def shaped_latency_bandwidth(sizes_bytes: list[int] | tuple[int, ...], times_s: list[float]) -> tuple[float, float]:
@@ -113,10 +113,13 @@ def shaped_latency_bandwidth(sizes_bytes: list[int] | tuple[int, ...], times_s: 
 
 
 def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits,
-             network: tuple[float, float, float, float], sizes: Any) -> dict[str, Any]:
+             network: tuple[float, float, float, float], sizes: Any,
+             jitter: tuple[float, float, int] = (0.0, 0.0, 0)) -> dict[str, Any]:
     """The machine probe's mapping turned into the emulated cluster's; ``network`` is what was measured between
     machines: (latency s, bandwidth B/s, mean :data:`~executor.probe_io.COLLECTIVE_BYTES` all-reduce s, mean
-    all-to-all of the same bytes s)."""
+    all-to-all of the same bytes s); ``jitter`` the stragglers between them (``jitter_s``, mean wait s, calls:
+    :func:`executor.probe_io.straggler_jitter`), which replaces the machine probe's (two processes inside one
+    machine, sharing its cores)."""
     from gnnplan.executor.probe import _sig, host_memory_bytes
     from gnnplan.executor.probe_overheads import all_to_all_fixed_s, collective_fixed_s
 
@@ -129,6 +132,7 @@ def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits,
     data.update(name="emulated", num_machines=m, gpus_per_machine=w)
     data["host"] = {**machine["host"], "memory_bytes": _sig(memory)}
     data["gpu"] = {**machine["gpu"], "memory_bytes": _sig(memory / w)}
+    data["jitter_s"] = _sig(jitter[0])
     data["network"] = {**machine["network"], "bandwidth_bytes_per_s": _sig(bandwidth_bytes_per_s),
                        "latency_s": _sig(latency_s), "per_collective_s": _sig(collective),
                        "per_all_to_all_s": _sig(all_to_all)}
@@ -140,6 +144,8 @@ def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits,
                                                           "machine 0", 1)
                for k, v in machine.get("sources", {}).items()}
     sources.update(emulated_network_sources(m, w, limits, memory, sizes, reduce_s, exchange_s))
+    sources["jitter_s"] = (f"measured by gnnplan probe --emulate on {datetime.date.today().isoformat()}: "
+                           + jitter_source("a rank on emulated machine 0 and one on machine 1", *jitter))
     data["sources"] = sources
     return data
 
@@ -192,9 +198,10 @@ def _machine_probe(cluster: EmulatedCluster, workers: int, quick: bool, tmp: Pat
 
 
 def _ping_pong(cluster: EmulatedCluster, sizes: list[int], repeats: int, tmp: Path, timeout_s: float
-               ) -> tuple[list[float], float, float]:
-    """One-way times per size between a rank on machine 0 and one on machine 1, and the mean 1 KiB all-reduce and
-    all-to-all between them (:func:`executor.probe_io.collective_mean_s`; rank 0 prints them)."""
+               ) -> tuple[list[float], float, float, tuple[float, float, int]]:
+    """One-way times per size between a rank on machine 0 and one on machine 1, the mean 1 KiB all-reduce and
+    all-to-all between them (:func:`executor.probe_io.collective_mean_s`) and their stragglers
+    (:func:`executor.probe_io.straggler_jitter`: ``jitter_s``, mean wait s, calls); rank 0 prints them."""
     argv = _module_argv("pingpong", "--sizes", ",".join(map(str, sizes)), "--repeats", str(repeats))
     with open(tmp / "pp.out", "w+") as out, open(tmp / "pp0.err", "w+") as err0, \
             open(tmp / "pp1.err", "w+") as err1:
@@ -209,10 +216,13 @@ def _ping_pong(cluster: EmulatedCluster, sizes: list[int], repeats: int, tmp: Pa
         _wait(procs, [err0, err1], timeout_s, "the network probe")
         got = _json_line(out, "the network probe")
     times = got.get("one_way_s") if isinstance(got, dict) else None
+    jitter = got.get("jitter") if isinstance(got, dict) else None
     if (not isinstance(times, list) or len(times) != len(sizes)
-            or not all(isinstance(got.get(k), float) for k in ("all_reduce_s", "all_to_all_s"))):
+            or not all(isinstance(got.get(k), float) for k in ("all_reduce_s", "all_to_all_s"))
+            or not isinstance(jitter, list) or len(jitter) != 3):
         raise WorkerError(f"probe --emulate: the network probe returned {got!r}")
-    return [float(t) for t in times], float(got["all_reduce_s"]), float(got["all_to_all_s"])
+    return ([float(t) for t in times], float(got["all_reduce_s"]), float(got["all_to_all_s"]),
+            (float(jitter[0]), float(jitter[1]), int(jitter[2])))
 
 
 def _wait(procs: list[subprocess.Popen[str]], errs: list[IO[str]], timeout_s: float, what: str) -> None:
@@ -263,17 +273,19 @@ def _main_machine(ns: argparse.Namespace) -> None:
 def _main_pingpong(ns: argparse.Namespace) -> None:
     from gnnplan.executor import comm
     from gnnplan.executor.launch import torchrun_topology
-    from gnnplan.executor.probe_io import collective_mean_s, ping_pong_times
+    from gnnplan.executor.probe_io import collective_mean_s, ping_pong_times, straggler_jitter
 
     topo = torchrun_topology()
     try:
         times = ping_pong_times(topo.rank, [int(s) for s in ns.sizes.split(",")], ns.repeats)
         reduce = collective_mean_s()
         exchange = collective_mean_s(all_to_all=True)
+        jitter = straggler_jitter()
     finally:
         comm.destroy()
     if topo.rank == 0:
-        sys.stdout.write(json.dumps({"one_way_s": times, "all_reduce_s": reduce, "all_to_all_s": exchange}) + "\n")
+        sys.stdout.write(json.dumps({"one_way_s": times, "all_reduce_s": reduce, "all_to_all_s": exchange,
+                                     "jitter": list(jitter)}) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -146,6 +146,70 @@ def collective_mean_s(repeats: int = COLLECTIVE_CALLS, all_to_all: bool = False)
     return float(scipy.stats.trim_mean(times, 0.05))
 
 
+JITTER_SEGMENTS_S = (0.0005, 0.002, 0.008)
+"""Lengths of the fixed work :func:`straggler_jitter` does before its collectives, in turn (seconds on rank 0):
+from a short layer's compute to a whole iteration's, so the square-root law of :mod:`simulator.jitter` is fitted
+over the range training segments span."""
+JITTER_CALLS = 240
+"""Timed collectives of :func:`straggler_jitter` (~1 s), 80 per segment length."""
+JITTER_MATMUL_DIM = 64
+"""Side of the float32 matrices :func:`straggler_jitter` multiplies as its unit of work (a small kernel, as a
+training step's are: a preempted unit delays the rank, unlike a busy loop that runs to a deadline)."""
+
+
+def straggler_jitter(calls: int = JITTER_CALLS,
+                     segments_s: Sequence[float] = JITTER_SEGMENTS_S) -> tuple[float, float, int]:
+    """Measure ``jitter_s`` (:mod:`simulator.jitter`) in the joined process group: ``calls`` times, each rank does
+    a fixed amount of work (``segments_s`` in turn, as a count of :data:`JITTER_MATMUL_DIM`-square matmuls timed on
+    rank 0 and shared) and then a :data:`COLLECTIVE_BYTES` all-reduce, recording its arrival on the host's monotonic
+    clock (every rank on one host, or in network namespaces of one host, reads the same clock); the arrivals are
+    summed across ranks and the estimate fitted to the waits they imply (:func:`simulator.jitter.estimate_jitter`,
+    each segment length a site). The first three calls are warm-up.
+
+    Returns:
+        (jitter_s, mean wait of the mean rank per call in seconds, calls used); (0.0, 0.0, 0) with one rank.
+    """
+    from gnnplan.executor import comm
+    from gnnplan.simulator.jitter import Call, estimate_jitter
+
+    world, rank = comm.world_size(), comm.rank()
+    if world < 2:
+        return 0.0, 0.0, 0
+    torch.manual_seed(0)
+    a, b = torch.randn(JITTER_MATMUL_DIM, JITTER_MATMUL_DIM), torch.randn(JITTER_MATMUL_DIM, JITTER_MATMUL_DIM)
+    start = time.perf_counter()
+    for _ in range(200):
+        torch.mm(a, b)
+    unit = torch.tensor([(time.perf_counter() - start) / 200 if rank == 0 else 0.0], dtype=torch.float64)
+    comm.all_reduce_(unit)
+    units = [max(1, round(s / float(unit))) for s in segments_s]
+    value = torch.ones(COLLECTIVE_ELEMENTS, dtype=torch.float32)
+    arrivals = torch.zeros(calls + 3, world, dtype=torch.float64)
+    comm.barrier()
+    for i in range(calls + 3):
+        for _ in range(units[i % len(units)]):
+            torch.mm(a, b)
+        arrivals[i, rank] = time.perf_counter()
+        comm.all_reduce_(value)
+    comm.all_reduce_(arrivals)
+    rows = arrivals.numpy()
+    # the last warm-up call only releases the first timed one (a rank's first call has no previous release)
+    fit = estimate_jitter([Call(i % len(units), {r: float(rows[i, r]) for r in range(world)})
+                           for i in range(2, calls + 3)])
+    return (0.0, 0.0, 0) if fit is None else (fit.value_s, fit.mean_wait_s, fit.num_calls)
+
+
+def jitter_source(between: str, jitter_s: float, mean_wait_s: float, calls: int) -> str:
+    """The ``sources`` method text of a :func:`straggler_jitter` measurement taken ``between`` two ranks (e.g.
+    "2 spawned local processes")."""
+    segments = ", ".join(f"{s * 1e3:g}" for s in JITTER_SEGMENTS_S)
+    return (f"stragglers between {between}: {calls} gloo all_reduces of {COLLECTIVE_BYTES} bytes, each after a "
+            f"fixed count of {JITTER_MATMUL_DIM}x{JITTER_MATMUL_DIM} matmuls ({segments} ms on rank 0, in turn); "
+            f"the mean rank waited {mean_wait_s * 1e3:.3g} ms per call, fitted as sqrt(jitter_s * T) x the expected "
+            f"maximum of the ranks' standard normals, T the work since the previous call released "
+            f"(executor.probe_io.straggler_jitter, simulator.jitter): {jitter_s:.3g} s")
+
+
 def network_latency_bandwidth(sizes: Sequence[int], repeats: int) -> tuple[float, float]:
     """gloo send/recv ping-pong between two spawned local processes over 127.0.0.1.
 

@@ -79,7 +79,14 @@ from gnnplan.executor.probe_calls import (
     sampler_call_s,
     split_costs,
 )
-from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_BYTES, COLLECTIVE_CALLS, collective_mean_s
+from gnnplan.executor.probe_io import (
+    COLLECTIVE_BUSY_S,
+    COLLECTIVE_BYTES,
+    COLLECTIVE_CALLS,
+    collective_mean_s,
+    jitter_source,
+    straggler_jitter,
+)
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.hardware.collectives import ring_all_reduce_time_s
 
@@ -157,11 +164,12 @@ DDP_MODEL_DIMS = (1433, 128, 7)
 of a 2-layer model on Cora)."""
 
 
-def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float, float, float, float]:
+def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, ...]:
     """Rank program of :func:`per_collective_s`: median one-way 8-byte message time, the mean 1 KiB all-reduce
     and all-to-all after compute (:func:`executor.probe_io.collective_mean_s`, as ``gnnplan probe --emulate``
     times them between machines), a DDP bucket's time from the last launch and a plain all-reduce of the same
-    bytes (:func:`_ddp_bucket_times`)."""
+    bytes (:func:`_ddp_bucket_times`), and the stragglers' ``jitter_s`` with its mean wait and calls
+    (:func:`executor.probe_io.straggler_jitter`)."""
     from gnnplan.executor import comm
 
     peer = 1 - topo.rank
@@ -178,7 +186,8 @@ def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, float, 
     reduce = collective_mean_s()
     exchange = collective_mean_s(all_to_all=True)
     ddp, flat = _ddp_bucket_times(COLLECTIVE_CALLS)  # means of bimodal calls: as many rounds as the collective
-    return float(np.median(one_way)), reduce, exchange, ddp, flat
+    jitter, wait, calls = straggler_jitter()
+    return float(np.median(one_way)), reduce, exchange, ddp, flat, jitter, wait, calls
 
 
 def _bucket_bytes() -> int:
@@ -243,6 +252,12 @@ class CollectiveCosts(NamedTuple):
     ddp_per_bucket_s: float
     """DDP's per bucket: a bucket's time from the last launch minus a plain all-reduce of its bytes, at least
     :data:`MIN_FIXED_S`."""
+    jitter_s: float
+    """The stragglers' arrival variance per second of work (:func:`executor.probe_io.straggler_jitter`)."""
+    jitter_wait_s: float
+    """The mean wait per all-reduce behind it."""
+    jitter_calls: int
+    """The calls it was fitted to."""
 
 
 def per_collective_s(repeats: int, latency_s: float, bandwidth_bytes_per_s: float) -> CollectiveCosts:
@@ -256,10 +271,10 @@ def per_collective_s(repeats: int, latency_s: float, bandwidth_bytes_per_s: floa
     """
     from gnnplan.executor.launch import spawn
 
-    one_way, reduce, exchange, ddp, flat = spawn(_collective_rank, 2, (repeats,))
+    one_way, reduce, exchange, ddp, flat, jitter, wait, calls = spawn(_collective_rank, 2, (repeats,))
     return CollectiveCosts(collective_fixed_s(reduce, latency_s, bandwidth_bytes_per_s),
                            all_to_all_fixed_s(exchange, latency_s, bandwidth_bytes_per_s), one_way, reduce, exchange,
-                           max(ddp - flat, MIN_FIXED_S))
+                           max(ddp - flat, MIN_FIXED_S), jitter, wait, int(calls))
 
 
 def collective_fixed_s(all_reduce_s: float, latency_s: float, bandwidth_bytes_per_s: float) -> float:
@@ -359,6 +374,7 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
     data["network"]["per_all_to_all_s"] = _sig(costs.per_all_to_all_s)
     data["network"]["ddp_per_bucket_s"] = _sig(costs.ddp_per_bucket_s)
     data["iteration_overhead_s"] = _sig(loop)
+    data["jitter_s"] = _sig(costs.jitter_s)
     data["host"]["sampler_call_s"] = _sig(call)
     data["host"]["split_items_per_s_per_core"] = _sig(split_rate)
     data["host"]["split_call_s"] = _sig(split_call)
@@ -389,6 +405,8 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
             "rank to backward's return, minus a plain gloo all_reduce of the same bytes after the same backward "
             f"from the last rank's call, trimmed means (5% at each end) of {COLLECTIVE_CALLS} rounds, at least "
             f"{MIN_FIXED_S:g} s"),
+        "jitter_s": f"measured by gnnplan probe on {date}: " + jitter_source(
+            "2 spawned local processes", costs.jitter_s, costs.jitter_wait_s, costs.jitter_calls),
         "iteration_overhead_s": (
             f"measured by gnnplan probe on {date}: median over {sizes.repeats} timings of {LOOP_ITERATIONS} "
             "iterations of the executor's training-loop calls outside its phase spans (inline BatchStream step "

@@ -32,6 +32,13 @@ per-iteration overhead, on traces of one sampler setting) stays near its measure
 and flags (``at bound``, ``not informed``, ``beyond 3x of prior``, ``no prior``) are
 :mod:`~gnnplan.simulator.calibrate_fit`'s.
 
+Stragglers: ``jitter_s`` (the arrival noise the simulator's barriers wait for) is not fitted here but kept as
+``gnnplan probe`` measured it with fixed work (:mod:`~gnnplan.simulator.jitter`). The waits at a trace's
+collective calls also hold the variation of the work itself from one iteration to the next (dp's remote rows per
+batch): estimated from the bench_whatif record's traces (rec27, 2026-11-28), the same model's parameter ranged
+from 1.5e-6 (gsplit) to 2.8e-4 (dp at 100 Mbit/s, its fetch waits) across strategies and rates, so a value
+fitted to one configuration's traces did not carry to the others (held-out MAPE 7.9% -> 9.2% when it did).
+
 No closure: calibration used to solve ``iteration_overhead_s`` so the simulator reproduced the calibration
 traces' epoch times, which made the in-sample error 0 by construction and moved every unmodelled second into a
 per-iteration constant that scaled wrongly with the number of iterations. The ``iteration`` rows measure that

@@ -14,6 +14,7 @@ work into time using the two primitives below:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator, Iterable
 from typing import Any
 
@@ -64,23 +65,54 @@ class Engine:
 
 
 class Rendezvous:
-    """Named all-party barriers: ``wait(key)`` returns an event that fires once ``num_parties`` processes have
-    called ``wait`` with that key (a synchronous collective waits for its slowest participant).
+    """Named all-party barriers: ``wait(key, party)`` returns an event that fires once ``num_parties`` processes
+    have called ``wait`` with that key (a synchronous collective waits for its slowest participant).
+
+    Stragglers (``jitter_s > 0``): a party that has worked ``T`` seconds since its previous barrier released
+    arrives with a random delay of standard deviation ``sqrt(jitter_s * T)`` (independent across parties and
+    barriers), so the barrier releases at the expected maximum of the arrivals
+    (:func:`~gnnplan.simulator.order_stats.expected_max`), after the last deterministic arrival. The cluster field
+    ``jitter_s`` documents the model; 0 (the presets) releases at the last arrival.
 
     Args:
         engine: the engine.
         num_parties: processes that meet at every key.
+        jitter_s: arrival variance per second of work since the party's previous barrier (seconds).
+        copies: how many identical ranks each party stands for (the machines a representative machine folds,
+            :mod:`simulator.symmetry`): the maximum is over all of them.
     """
 
-    def __init__(self, engine: Engine, num_parties: int) -> None:
+    def __init__(self, engine: Engine, num_parties: int, jitter_s: float = 0.0, copies: int = 1) -> None:
         self.engine, self.num_parties = engine, num_parties
-        self._count: dict[Any, int] = {}
+        self.jitter_s, self.copies = float(jitter_s), int(copies)
+        self._arrivals: dict[Any, list[tuple[float, float]]] = {}
         self._events: dict[Any, simpy.Event] = {}
+        self._released: dict[int, float] = {}
 
-    def wait(self, key: Any) -> simpy.Event:
-        """Arrive at ``key``; the returned event fires when the last party has arrived."""
+    def wait(self, key: Any, party: int) -> simpy.Event:
+        """Party ``party`` arrives at ``key``; the returned event fires when the last party has arrived (plus the
+        expected straggler delay when ``jitter_s > 0``)."""
         event = self._events.setdefault(key, self.engine.event())
-        self._count[key] = self._count.get(key, 0) + 1
-        if self._count[key] == self.num_parties:
-            event.succeed()
+        now = self.engine.now
+        arrivals = self._arrivals.setdefault(key, [])
+        arrivals.append((party, now))
+        if len(arrivals) == self.num_parties:
+            last = max(t for _, t in arrivals)
+            delay = self._straggler_delay(arrivals, last)
+            for p, _ in arrivals:
+                self._released[p] = last + delay
+            if delay > 0:
+                self.engine.timeout(delay).callbacks.append(lambda _: event.succeed())
+            else:
+                event.succeed()
         return event
+
+    def _straggler_delay(self, arrivals: list[tuple[float, float]], last: float) -> float:
+        """Seconds from the last arrival to the expected maximum of the noisy arrivals (0 without jitter)."""
+        if self.jitter_s <= 0:
+            return 0.0
+        from gnnplan.simulator.order_stats import expected_max
+
+        sds = [math.sqrt(self.jitter_s * max(0.0, t - self._released.get(p, 0.0))) for p, t in arrivals]
+        means = [t for _, t in arrivals]
+        return max(0.0, expected_max(means, sds, [self.copies] * len(means)) - last)

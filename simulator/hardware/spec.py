@@ -12,7 +12,8 @@ The optional ``efficiency`` block and ``iteration_overhead_s`` are among what :m
 their defaults (1.0 and 0 s) mean "the roofline bound" (Williams, Waterman and Patterson, "Roofline", CACM 2009).
 Fixed costs have their own fields, each 0 (not modelled) unless measured: ``gpu.kernel_overhead_s`` per kernel,
 ``network.latency_s`` per message, ``network.per_collective_s`` per collective call, ``host.sampler_handoff_s``
-per batch taken from a sampler process, ``iteration_overhead_s`` per iteration.
+per batch taken from a sampler process, ``iteration_overhead_s`` per iteration. ``jitter_s`` (0: not modelled)
+is the stragglers' variance rate at synchronous collectives, estimated by calibration.
 
 Priors: the optional ``priors`` block maps a field path to the value ``gnnplan probe`` measured for it
 (``priors: {network.latency_s: 1.1e-04, ...}``). Calibration regularises each fitted parameter toward its prior
@@ -266,6 +267,16 @@ class ClusterSpec(_Spec):
         description="fixed framework seconds per iteration outside its phases (the training loop's Python between "
                     "them: batch iteration, span records, loss bookkeeping); default 0 = not modelled; gnnplan "
                     "probe measures it (executor.probe_overheads.iteration_overhead_s)")
+    jitter_s: float = Field(
+        default=0.0, ge=0, le=1.0,
+        description="stragglers at synchronous collectives: a worker that has worked T seconds since the previous "
+                    "collective released arrives at the next with a random delay of standard deviation "
+                    "sqrt(jitter_s * T) (a random walk: noise accumulating with the work, independent across "
+                    "workers and collectives), so each collective releases at the expected maximum of its "
+                    "participants' arrivals (simulator.order_stats; Dean and Barroso, 'The tail at scale', CACM "
+                    "2013), not at the last deterministic one; seconds of variance per second of work; default 0 = "
+                    "not modelled (the presets: no published figure); calibration estimates it from the traces' "
+                    "arrival times (simulator.calibrate_jitter)")
     sources: dict[str, str] = Field(default_factory=dict, description="field path -> where the number comes from")
     priors: dict[str, float] = Field(
         default_factory=dict,

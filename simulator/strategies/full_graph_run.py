@@ -49,7 +49,8 @@ class FullGraphRun(ABC):
         """The ranks simulated (machine 0's when folded, else all)."""
         if self.represent.folded:
             symmetry.fold_machines(self.hw, cluster.num_machines)
-        self.rendezvous = Rendezvous(self.engine, len(self.ranks))
+        self.rendezvous = Rendezvous(self.engine, len(self.ranks), cluster.jitter_s,
+                                     self.represent.num_machines_represented)
 
     @abstractmethod
     def _worker(self, rank: int) -> Generator[Any, Any, None]:

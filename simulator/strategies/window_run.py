@@ -109,7 +109,8 @@ class WindowRun:
         """The ranks simulated (those not simulated keep iteration ends of 0)."""
         if self.represent.folded:
             symmetry.fold_machines(self.hw, ctx.cluster.num_machines)
-        self.rendezvous = Rendezvous(self.engine, len(self.ranks))
+        self.rendezvous = Rendezvous(self.engine, len(self.ranks), ctx.cluster.jitter_s,
+                                     self.represent.num_machines_represented)
 
     def _events(self) -> list[list[Any]]:
         """One fresh event per worker and window position."""
@@ -131,7 +132,7 @@ class WindowRun:
             The seconds this worker waited for the others.
         """
         arrived = self.engine.now
-        yield self.rendezvous.wait(key)
+        yield self.rendezvous.wait(key, rank)
         waited = self.engine.now - arrived
         fixed_s = pricing.collective_s(self.ctx.cluster, nbytes, all_to_all=True)
         if fixed_s > 0:
@@ -209,7 +210,7 @@ class WindowRun:
         for k, nbytes in enumerate(buckets):
             yield ready[k]
             start = self.engine.now
-            yield self.rendezvous.wait((pos, "bucket", k))
+            yield self.rendezvous.wait((pos, "bucket", k), rank)
             yield from self.hw.all_reduce(rank, nbytes, ddp=self.DDP)
             self._span(rank, "all_reduce_bucket", start, "network", pos, nbytes=nbytes, bucket=k)
 
@@ -242,7 +243,7 @@ class WindowRun:
         to reduce with one worker."""
         start, many = self.engine.now, self.ctx.num_workers > 1
         if many:
-            yield self.rendezvous.wait(pos)
+            yield self.rendezvous.wait(pos, rank)
             yield from self.hw.all_reduce(rank, nbytes, ddp=self.DDP)
         self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes if many else 0.0)
 

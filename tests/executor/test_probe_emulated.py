@@ -64,7 +64,7 @@ def test_cli_writes_the_emulated_cluster(tmp_path: Path, monkeypatch: pytest.Mon
         return machine
 
     monkeypatch.setattr(probe_emulated, "_machine_probe", fake_machine)
-    monkeypatch.setattr(probe_emulated, "_ping_pong", lambda *a: (times, 1.5e-3, 6e-4))
+    monkeypatch.setattr(probe_emulated, "_ping_pong", lambda *a: (times, 1.5e-3, 6e-4, (4e-6, 5e-5, 230)))
     monkeypatch.setattr(probe_emulated, "EmulatedCluster", _NoCluster)
     monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path))
     assert main(["probe", "--emulate", "--quick", "--machines", "3", "--bandwidth", "100Mbit/s",
@@ -86,8 +86,12 @@ def test_cli_writes_the_emulated_cluster(tmp_path: Path, monkeypatch: pytest.Mon
     assert spec.priors["network.per_all_to_all_s"] == spec.network.per_all_to_all_s
     assert spec.host.memory_bytes == pytest.approx(4e9, rel=1e-3)
     assert spec.gpu.peak_flops_per_s == machine["gpu"]["peak_flops_per_s"]
+    # the stragglers between machines, not the machine probe's two processes inside machine 0
+    assert spec.jitter_s == 4e-6 and "between a rank on emulated machine 0 and one on machine 1" in spec.sources[
+        "jitter_s"] and "230 gloo all_reduces" in spec.sources["jitter_s"]
     for field in ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
-                  "network.per_all_to_all_s", "num_machines", "host.memory_bytes", "gpu.peak_flops_per_s"):
+                  "network.per_all_to_all_s", "num_machines", "host.memory_bytes", "gpu.peak_flops_per_s",
+                  "jitter_s"):
         assert "gnnplan probe --emulate" in spec.sources[field]
 
 
@@ -123,9 +127,10 @@ def test_network_between_emulated_machines_is_the_shaped_rate() -> None:
     afterwards."""
     sizes = [8, 512, 32768, 1 << 20, 4 << 20]
     with tempfile.TemporaryDirectory() as tmp, EmulatedCluster(2, MachineLimits(12.5e6)) as cluster:
-        times, reduce, exchange = probe_emulated._ping_pong(cluster, sizes, 3, Path(tmp), 120.0)
+        times, reduce, exchange, jitter = probe_emulated._ping_pong(cluster, sizes, 3, Path(tmp), 120.0)
     latency, bandwidth = probe_emulated.shaped_latency_bandwidth(sizes, times)
     assert 0.85 * 12.5e6 < bandwidth < 1.02 * 12.5e6
     assert 2e-5 < reduce < 0.05 and 2e-5 < exchange < 0.05
+    assert 0 <= jitter[0] < 1e-3 and jitter[2] > 200  # the stragglers between the machines, fitted to its calls
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
     assert emulate.PREFIX not in listed

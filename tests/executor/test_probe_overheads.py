@@ -13,9 +13,9 @@ from gnnplan.executor import launch, probe_overheads
                          [(2e-4, 5e-4, 5e-4 - 2 * (1e-4 + 5e-6)), (2e-4, 1.5e-4, 1e-6)])
 def test_a_collective_costs_what_its_messages_do_not(monkeypatch: pytest.MonkeyPatch, one_way: float, reduce: float,
                                                    expected: float) -> None:
-    def spawn(fn: Any, nprocs: int, args: tuple[Any, ...]) -> tuple[float, float, float, float, float]:
+    def spawn(fn: Any, nprocs: int, args: tuple[Any, ...]) -> tuple[float, ...]:
         assert (fn, nprocs, args) == (probe_overheads._collective_rank, 2, (5,))
-        return one_way, reduce, 4e-4, 3e-3, 1e-3
+        return one_way, reduce, 4e-4, 3e-3, 1e-3, 3e-5, 2e-4, 237
 
     monkeypatch.setattr(launch, "spawn", spawn)
     # the ring's 2 messages are charged at the modelled latency (1e-4 s), not at the measured one-way time, and
@@ -26,6 +26,7 @@ def test_a_collective_costs_what_its_messages_do_not(monkeypatch: pytest.MonkeyP
     # the all-to-all's one message: the latency and the half of its 1 KiB it sends
     assert costs.per_all_to_all_s == pytest.approx(4e-4 - (1e-4 + 5e-6), rel=1e-12)
     assert costs.ddp_per_bucket_s == pytest.approx(2e-3, rel=1e-12)  # bucket from the last launch - all-reduce
+    assert (costs.jitter_s, costs.jitter_wait_s, costs.jitter_calls) == (3e-5, 2e-4, 237)  # passed through
 
 
 def test_the_all_reduce_is_timed_after_compute_as_between_emulated_machines(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,16 +43,22 @@ def test_the_all_reduce_is_timed_after_compute_as_between_emulated_machines(monk
     monkeypatch.setattr(comm, "recv", lambda buf, peer: calls.append(f"recv {peer}"))
     monkeypatch.setattr(probe_overheads, "collective_mean_s", lambda all_to_all=False: 2e-4 if all_to_all else 4.2e-4)
     monkeypatch.setattr(probe_overheads, "_ddp_bucket_times", lambda repeats: (3e-3, 1e-3))
-    one_way, reduce, exchange, ddp, flat = probe_overheads._collective_rank(SimpleNamespace(rank=0), None, 4)
-    assert (reduce, exchange) == (4.2e-4, 2e-4) and (ddp, flat) == (3e-3, 1e-3)
+    monkeypatch.setattr(probe_overheads, "straggler_jitter", lambda: (3e-5, 2e-4, 237))
+    one_way, reduce, exchange, ddp, flat, *jitter = probe_overheads._collective_rank(SimpleNamespace(rank=0), None, 4)
+    assert (reduce, exchange) == (4.2e-4, 2e-4) and (ddp, flat) == (3e-3, 1e-3) and jitter == [3e-5, 2e-4, 237]
     assert calls == ["send 1", "recv 1"] * (4 + 3) and one_way >= 0  # three warm-up round trips
 
 
 def test_ddp_bucket_time_is_measured_on_the_executors_ddp_path() -> None:
     """Two real gloo processes: a DDP bucket's launch-to-return time and a plain all-reduce of its bytes, both
-    positive; the returned DDP cost is their difference (at least MIN_FIXED_S)."""
-    one_way, reduce, exchange, ddp, flat = launch.spawn(probe_overheads._collective_rank, 2, (3,))
+    positive; the returned DDP cost is their difference (at least MIN_FIXED_S). The stragglers' measurement
+    fits every timed call (:func:`executor.probe_io.straggler_jitter`)."""
+    from gnnplan.executor.probe_io import JITTER_CALLS
+
+    one_way, reduce, exchange, ddp, flat, jitter, wait, calls = launch.spawn(probe_overheads._collective_rank, 2,
+                                                                           (3,))
     assert min(one_way, reduce, exchange, ddp, flat) > 0
+    assert calls == JITTER_CALLS and jitter >= 0 and wait >= 0
     assert probe_overheads._bucket_bytes() == 4 * (1433 * 128 + 128 + 128 * 7 + 7)
 
 

@@ -85,7 +85,7 @@ class EpochRun(FullGraphRun):
                 yield from self._backward(rank, layer, j)
         t0 = self.engine.now
         if self.num_workers > 1:
-            yield self.rendezvous.wait("all_reduce")
+            yield self.rendezvous.wait("all_reduce", rank)
             yield from self.hw.all_reduce(rank, self.gradient_bytes)
         self._span(rank, "all_reduce", t0, "network", nbytes=self.gradient_bytes if self.num_workers > 1 else 0.0)
         t0 = self.engine.now
@@ -163,7 +163,7 @@ class EpochRun(FullGraphRun):
         if not self.active[("backward" if stage == "backward" else "forward", j)]:
             return
         t0, spans, push = self.engine.now, 0, stage == "backward"
-        yield self.rendezvous.wait(key)
+        yield self.rendezvous.wait(key, rank)
         waited = self.engine.now - t0
         for s in range(m - 1):
             ahead, behind = (rank + s + 1) % m, (rank - s - 1) % m

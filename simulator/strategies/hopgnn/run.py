@@ -151,7 +151,7 @@ class HopRun(WindowRun):
 
     def _migrate(self, rank: int, pos: int, k: int, work: HopWork) -> Generator[Any, Any, None]:
         start, m = self.engine.now, self.ctx.cluster.num_machines
-        yield self.rendezvous.wait(("step", pos, k))
+        yield self.rendezvous.wait(("step", pos, k), rank)
         me = self.hw.machine_of(rank)
         if m > 1:
             yield self.hw.network(me, (me + 1) % m, work.migration_bytes)

@@ -336,6 +336,6 @@ class _Run(FullGraphRun):
 
     def _all_reduce(self, rank: int) -> Generator[Any, Any, None]:
         start, nbytes = self.engine.now, self.works[rank].gradient_bytes
-        yield self.rendezvous.wait("all_reduce")
+        yield self.rendezvous.wait("all_reduce", rank)
         yield from self.hw.all_reduce(rank, nbytes)
         self._span(rank, "all_reduce", start, "network", nbytes=nbytes)

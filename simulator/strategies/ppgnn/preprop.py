@@ -119,7 +119,7 @@ class _PreprocessRun:
         self.ctx, self.shards, self.hops, self.on_gpu = ctx, shards, hops, on_gpu
         self.engine = Engine(ctx.seed)
         self.hw = HardwareModel(ctx.cluster, self.engine)
-        self.rendezvous = Rendezvous(self.engine, len(shards))
+        self.rendezvous = Rendezvous(self.engine, len(shards), ctx.cluster.jitter_s)
         self.messages: dict[tuple[int, int, int], Any] = {}
         for p in range(len(shards)):
             self.engine.process(self._worker(p))
@@ -130,7 +130,7 @@ class _PreprocessRun:
         if self.on_gpu:
             yield hw.host_to_gpu(p, shard.structure_bytes + row * shard.rows)
         for r in range(1, self.hops + 1):
-            yield self.rendezvous.wait(("preprop", r))
+            yield self.rendezvous.wait(("preprop", r), p)
             peers = [q for q in range(len(self.shards)) if q != p]
             waits = [self._message(r, q, p) for q in peers] + [self._message(r, p, q) for q in peers]
             yield self.engine.all_of(waits)
