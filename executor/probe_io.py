@@ -1,5 +1,6 @@
 """The probe's measurements of data movement: the alpha-beta fit, gloo ping-pong between two local processes,
-and storage reads (``gnnplan probe``; :mod:`executor.probe` assembles the cluster file from them).
+the mean collective call and the stragglers' waits at it, and storage reads (``gnnplan probe``;
+:mod:`executor.probe` assembles the cluster file from them).
 """
 
 from __future__ import annotations

@@ -52,6 +52,12 @@ it, and adds them with their sources to the probe's cluster mapping (:func:`add_
 * ``host.sampler_call_s`` (per sampler call), ``gpu.graph_op_overhead_s`` (per DGL message-passing call),
   ``host.split_items_per_s_per_core`` and ``host.split_call_s`` (gsplit's online split) and
   ``gpu.rng_elements_per_s`` (dropout's random draws): :mod:`executor.probe_calls`.
+* ``jitter_s`` (stragglers at collectives, :mod:`simulator.jitter`): in the same two processes, 240 all-reduces
+  each after a fixed count of small matmuls (:func:`executor.probe_io.straggler_jitter`); not a prior (calibration
+  keeps it, :mod:`simulator.calibrate`). On a CUDA machine the work is still the host's (its sampling and kernel
+  launches share that noise); a GPU kernel's own timing noise is not measured. ``network.per_collective_s``'s
+  calls follow a busy loop to a deadline, which a preemption delays only when it covers the deadline, so its mean
+  holds little of this waiting.
 
 The ``priors`` block repeats the probe's measured value of every parameter calibration fits that the probe
 measures (:data:`PRIOR_FIELDS`): the fields themselves change when a cluster is calibrated, the priors do not.
