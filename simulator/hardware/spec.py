@@ -13,7 +13,7 @@ their defaults (1.0 and 0 s) mean "the roofline bound" (Williams, Waterman and P
 Fixed costs have their own fields, each 0 (not modelled) unless measured: ``gpu.kernel_overhead_s`` per kernel,
 ``network.latency_s`` per message, ``network.per_collective_s`` per collective call, ``host.sampler_handoff_s``
 per batch taken from a sampler process, ``iteration_overhead_s`` per iteration. ``jitter_s`` (0: not modelled)
-is the stragglers' variance rate at synchronous collectives, estimated by calibration.
+is the stragglers' variance rate at synchronous collectives, measured by ``gnnplan probe``.
 
 Priors: the optional ``priors`` block maps a field path to the value ``gnnplan probe`` measured for it
 (``priors: {network.latency_s: 1.1e-04, ...}``). Calibration regularises each fitted parameter toward its prior
@@ -275,8 +275,8 @@ class ClusterSpec(_Spec):
                     "workers and collectives), so each collective releases at the expected maximum of its "
                     "participants' arrivals (simulator.order_stats; Dean and Barroso, 'The tail at scale', CACM "
                     "2013), not at the last deterministic one; seconds of variance per second of work; default 0 = "
-                    "not modelled (the presets: no published figure); calibration estimates it from the traces' "
-                    "arrival times (simulator.calibrate_jitter)")
+                    "not modelled (the presets: no published figure); gnnplan probe measures it "
+                    "(executor.probe_io.straggler_jitter, simulator.jitter) and calibration keeps it")
     sources: dict[str, str] = Field(default_factory=dict, description="field path -> where the number comes from")
     priors: dict[str, float] = Field(
         default_factory=dict,
