@@ -25,9 +25,10 @@ Notation: g -> ``world_size`` (one split per rank), B -> ``batch_size``, P(v) ->
 
 FLOPs of ``forward`` / ``backward`` segments come from the simulator's kernels of the rank's split
 (:func:`gnnplan.simulator.strategies.gsplit.work.segments`), so calibration compares like with like. Computing them
-costs ~0.12 ms per iteration (Cora, 2 layers, an idle core), so the pass spans are recorded after the epoch's last
-clock reading, not between an iteration's all-reduce and its optimizer step, where it was timed as part of the
-epoch (the measured gap there was 0.35 ms per iteration on the main job's trace of 2026-11-28). The
+costs ~0.12 ms per iteration (Cora, 2 layers, an idle core), so the pass spans are recorded when the trace is read
+(:meth:`gnnplan.executor.trace.Recorder.defer`), not between an iteration's all-reduce and its optimizer step,
+where it was timed as part of the epoch (the measured gap there was 0.35 ms per iteration on the main job's trace
+of 2026-11-28). The
 evaluation is ``dp``'s distributed layer-wise inference (:class:`gnnplan.executor.evaluate.Evaluator`).
 """
 
@@ -96,8 +97,6 @@ class Trainer:
         self.stream = SplitStream(self.sampler, schedule, len(schedule(0)), self.knobs.num_sampler_workers)
         self.evaluator = Evaluator(self.data, topo)
         torch.manual_seed(seed * 7919 + topo.rank)  # dropout masks differ between ranks
-        self._passes: list[tuple[SplitBatch, list[ShuffleRecord], tuple[float, float, float], int, int]] = []
-        """Pass spans to record (:meth:`_record_passes`) once the epoch's timing is over."""
 
     def train_epoch(self, epoch: int) -> EpochStats:
         """Train one epoch, recording spans (collective)."""
@@ -116,17 +115,10 @@ class Trainer:
             self.rec.add("optimizer", t1, t2, "compute", epoch, it, flops=self.optimizer_flops)
             self.rec.add("iteration", t0, t2, "host", epoch, it)
         end = now()
-        self.flush_passes()
         self.rec.add("epoch", start, end, "host", epoch)
         stats.epoch_s, stats.loss_sum = end - start, float(loss_sum)
         stats.network_bytes = comm.bytes_sent() - sent
         return stats
-
-    def flush_passes(self) -> None:
-        """Record the pass spans of the steps taken since the last flush (:meth:`_record_passes`)."""
-        pending, self._passes = self._passes, []
-        for args in pending:
-            self._record_passes(*args)
 
     def step(self, batch: SplitBatch, epoch: int = -1, it: int = -1, stats: EpochStats | None = None) -> torch.Tensor:
         """Load, forward, backward and gradient all-reduce of this rank's split (collective); no optimizer step.
@@ -157,7 +149,7 @@ class Trainer:
         launched = self.hook.last_launch_s or t3  # the end of the backward computation
         self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=self.gradient_bytes,
                      num_buckets=self.hook.num_buckets)
-        self._passes.append((batch, log.records, (t1, t2, launched), epoch, it))  # recorded after the epoch
+        self.rec.defer(functools.partial(self._record_passes, batch, log.records, (t1, t2, launched), epoch, it))
         if stats is not None:
             stats.hit_bytes += hits * row
             stats.local_bytes += misses * row
@@ -206,7 +198,6 @@ class Trainer:
         """
         self.optimizer.zero_grad()
         self.step(self.sampler(np.asarray(seeds, dtype=np.int64)))
-        self.flush_passes()
         grads = {n: p.grad.detach().cpu().clone() for n, p in self.model.named_parameters() if p.grad is not None}
         self.optimizer.zero_grad()
         return grads

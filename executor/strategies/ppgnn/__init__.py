@@ -27,6 +27,8 @@ Evaluation: every rank predicts its share of the validation and test rows (no dr
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -148,6 +150,16 @@ class Trainer:
         stats.local_bytes += 0 if on_device else batch.nbytes
         stats.num_seeds += len(batch.rows)
 
+    def _record_passes(self, rows: int, times: tuple[float, float, float], epoch: int, it: int) -> None:
+        """The ``forward`` and ``backward`` spans of one batch of ``rows`` with their FLOPs (deferred,
+        :meth:`gnnplan.executor.trace.Recorder.defer`: the model cost used to be computed inside the forward
+        span)."""
+        t1, t2, t3 = times
+        cost = ppgnn_cost.model_cost(self.workload.model, self.files.feature_dim, self.files.num_classes,
+                                     self.knobs.hops, rows)
+        self.rec.add("forward", t1, t2, "compute", epoch, it, flops=cost.forward_flops)
+        self.rec.add("backward", t2, t3, "compute", epoch, it, flops=cost.backward_flops)
+
     def step(self, batch: LoadedBatch, global_size: int, epoch: int = -1, it: int = -1) -> torch.Tensor:
         """Forward, backward and gradient all-reduce of one loaded batch (collective); no optimizer step.
 
@@ -156,16 +168,13 @@ class Trainer:
         """
         t1 = now()
         y = self.labels[torch.from_numpy(batch.rows)].to(self.topo.device)
-        cost = ppgnn_cost.model_cost(self.workload.model, self.files.feature_dim, self.files.num_classes,
-                                     self.knobs.hops, len(batch.rows))
         self.hook.reset()
         ce = F.cross_entropy(self.net(batch.xs), y, reduction="sum")
         t2 = now()
-        self.rec.add("forward", t1, t2, "compute", epoch, it, flops=cost.forward_flops)
         (ce * (self.topo.world_size / global_size)).backward()
         t3 = now()
         launched = self.hook.last_launch_s or t3  # the end of the backward computation
-        self.rec.add("backward", t2, launched, "compute", epoch, it, flops=cost.backward_flops)
+        self.rec.defer(functools.partial(self._record_passes, len(batch.rows), (t1, t2, launched), epoch, it))
         self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=4 * self.num_params,
                      num_buckets=self.hook.num_buckets)
         return ce.detach().double().cpu()
