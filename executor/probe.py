@@ -24,7 +24,8 @@ Measurements (medians of repeats, :data:`FULL` or, for tests, :data:`QUICK` size
   ping-pong and the storage reads are in :mod:`executor.probe_io`.
 * per-process memory, per-row loader cost and storage concurrency: :mod:`executor.probe_constants`.
 * fixed costs (sampler hand-off per batch, per collective call, per iteration), the stragglers' ``jitter_s`` at
-  collectives and the ``priors`` block that calibration regularises toward: :mod:`executor.probe_overheads`.
+  collectives (measured by :mod:`executor.probe_collectives`) and the ``priors`` block that calibration regularises
+  toward: :mod:`executor.probe_overheads`.
 
 With CUDA present the machine is one machine of its GPUs instead: the host fields become the whole machine's
 and the GPUs, host<->GPU copies, peer copies and all-reduce are measured by :mod:`executor.probe_devices`.

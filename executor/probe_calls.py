@@ -41,7 +41,8 @@ import numpy as np
 import torch
 
 MIN_FIXED_S = 1e-6
-"""Floor of a measured fixed cost (as :data:`executor.probe_overheads.MIN_FIXED_S`)."""
+"""Floor of a measured fixed cost (seconds; every probe module's): a difference of two timings can come out at or
+below 0 on a fast path; 1 us keeps a positive prior (calibration fits a parameter with a prior in log space)."""
 CALL_SEEDS = 4
 """Seeds of the sampler-call batches (a few dozen edges per layer)."""
 GRAPH_OP_DIMS = (8, 4)

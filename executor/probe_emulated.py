@@ -34,8 +34,8 @@ from typing import IO, Any
 
 from gnnplan.executor.emulate import MASTER_PORT, EmulatedCluster, EmulationError, MachineLimits, rank_environment
 from gnnplan.executor.launch import WorkerError
+from gnnplan.executor.probe_calls import MIN_FIXED_S
 from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_BYTES, COLLECTIVE_CALLS, jitter_source
-from gnnplan.executor.probe_overheads import MIN_FIXED_S
 from gnnplan.simulator.errors import SpecError
 
 __all__ = ["emulated_network_sources", "probe_emulated", "shaped_latency_bandwidth"]
@@ -121,7 +121,7 @@ def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits,
     :func:`executor.probe_io.straggler_jitter`), which replaces the machine probe's (two processes inside one
     machine, sharing its cores)."""
     from gnnplan.executor.probe import _sig, host_memory_bytes
-    from gnnplan.executor.probe_overheads import all_to_all_fixed_s, collective_fixed_s
+    from gnnplan.executor.probe_collectives import all_to_all_fixed_s, collective_fixed_s
 
     latency_s, bandwidth_bytes_per_s, reduce_s, exchange_s = network
     collective = collective_fixed_s(reduce_s, latency_s, bandwidth_bytes_per_s)

@@ -97,6 +97,28 @@ class Recorder:
                 for phase, start, end, stream, epoch, iteration, nbytes, flops, args in self._rows]
 
 
+def defer_passes(rec: Recorder, cost: Callable[[], Any], times: tuple[float, float, float], epoch: int,
+                 iteration: int, **forward_args: Any) -> None:
+    """Record one pass's ``forward`` span (``times[0]`` to ``times[1]``) and ``backward`` span (to ``times[2]``)
+    with the FLOPs of ``cost()`` (an object with ``forward_flops`` and ``backward_flops``, e.g. the simulator's
+    :func:`~gnnplan.simulator.workload.model_cost.model_cost` of the batch's block sizes), when the spans are read
+    (:meth:`Recorder.defer`): computing the cost took 0.06 ms a batch on Cora inside the forward span.
+
+    Args:
+        rec: the rank's recorder.
+        cost: computes the pass's cost (called once, outside the timed loop).
+        times: (forward start, forward end = backward start, backward end), ``perf_counter()`` seconds.
+        epoch, iteration: the span's place.
+        forward_args: further arguments of the forward span (e.g. ``num_seeds``).
+    """
+    def record() -> None:
+        c = cost()
+        rec.add("forward", times[0], times[1], "compute", epoch, iteration, flops=c.forward_flops, **forward_args)
+        rec.add("backward", times[1], times[2], "compute", epoch, iteration, flops=c.backward_flops)
+
+    rec.defer(record)
+
+
 def trace_path(trace_dir: str | Path, workload: str, strategy: str) -> Path:
     """A new file name ``<trace_dir>/<workload>-<strategy>-<YYYYmmdd-HHMMSS>.json`` (``-1``, ``-2``, ... appended
     if that name is taken)."""

@@ -85,7 +85,7 @@ class Rendezvous:
     def __init__(self, engine: Engine, num_parties: int, jitter_s: float = 0.0, copies: int = 1) -> None:
         self.engine, self.num_parties = engine, num_parties
         self.jitter_s, self.copies = float(jitter_s), int(copies)
-        self._arrivals: dict[Any, list[tuple[float, float]]] = {}
+        self._arrivals: dict[Any, list[tuple[int, float]]] = {}  # key -> (party, arrival s)
         self._events: dict[Any, simpy.Event] = {}
         self._released: dict[int, float] = {}
 
@@ -107,7 +107,7 @@ class Rendezvous:
                 event.succeed()
         return event
 
-    def _straggler_delay(self, arrivals: list[tuple[float, float]], last: float) -> float:
+    def _straggler_delay(self, arrivals: list[tuple[int, float]], last: float) -> float:
         """Seconds from the last arrival to the expected maximum of the noisy arrivals (0 without jitter)."""
         if self.jitter_s <= 0:
             return 0.0

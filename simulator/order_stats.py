@@ -28,7 +28,8 @@ GRID_POINTS = 2001
 """Quadrature points: the integrand is smooth on the span, and Simpson's rule on 2001 points gives Tippett's
 values to 1e-9 (tests/simulator/test_order_stats.py)."""
 
-_SPAN = 8.5
+_SPAN_SDS = 8.5
+"""Half-width of the quadrature span around each arrival, in standard deviations."""
 
 
 def expected_max(means: Sequence[float], sds: Sequence[float], copies: Sequence[int] | None = None) -> float:
@@ -61,10 +62,10 @@ def expected_max(means: Sequence[float], sds: Sequence[float], copies: Sequence[
     # F(t) = P(max <= t) is ~0 below the latest of every participant's lowest plausible arrival and 1 - F(t)
     # is ~0 above the latest highest one
     fixed = a[~noisy]
-    lo = float((a[noisy] - _SPAN * s[noisy]).max())
+    lo = float((a[noisy] - _SPAN_SDS * s[noisy]).max())
     if len(fixed):
         lo = max(lo, float(fixed.max()))
-    hi = max(lo, float((a[noisy] + _SPAN * s[noisy]).max()))
+    hi = max(lo, float((a[noisy] + _SPAN_SDS * s[noisy]).max()))
     t = np.linspace(lo, hi, GRID_POINTS)
     log_cdf = np.zeros_like(t)
     for mean, sd, count in zip(a, s, c):

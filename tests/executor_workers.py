@@ -150,12 +150,12 @@ def exchange_protocols(topo: Topology, emit: Any, link_bytes_per_s: float) -> di
 
 
 def late_rank_ddp_bucket(topo: Topology, emit: Any, delay_s: float, repeats: int) -> tuple[float, float]:
-    """:func:`executor.probe_overheads._ddp_bucket_times` with rank 1 starting each backward ``delay_s`` late (it
+    """:func:`executor.probe_collectives._ddp_bucket_times` with rank 1 starting each backward ``delay_s`` late (it
     sleeps before its loss), as a rank sharing a core with the other would: rank 0's bucket is launched that much
     before rank 1's."""
     import time
 
-    from gnnplan.executor import probe_overheads
+    from gnnplan.executor import probe_collectives
 
     if topo.rank == 1:
         loss = torch.nn.functional.cross_entropy
@@ -165,7 +165,7 @@ def late_rank_ddp_bucket(topo: Topology, emit: Any, delay_s: float, repeats: int
             return loss(*args, **kwargs)
 
         torch.nn.functional.cross_entropy = late
-    return probe_overheads._ddp_bucket_times(repeats)
+    return probe_collectives._ddp_bucket_times(repeats)
 
 
 def gloo_loop_policies(topo: Topology, emit: Any) -> list[int]:

@@ -45,7 +45,7 @@ from gnnplan.executor.models import GNN, attach_edge_weights, num_params
 from gnnplan.executor.sampling import Batch, BatchStream, sample_inline
 from gnnplan.executor.sampling_keyed import make_sampler
 from gnnplan.executor.strategies.base import EpochStats
-from gnnplan.executor.trace import Recorder, now
+from gnnplan.executor.trace import Recorder, defer_passes, now
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.dp import NAME, Knobs
@@ -206,19 +206,11 @@ class Trainer:
         t3 = now()
         launched = self.hook.last_launch_s or t3  # the end of the backward computation
         sizes = [Block(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks]
-        self.rec.defer(functools.partial(self._record_passes, sizes, (t1, t2, launched), epoch, it))
+        defer_passes(self.rec, functools.partial(model_cost, self.workload.model, self.data.feature_dim,
+                                                 self.data.num_classes, sizes), (t1, t2, launched), epoch, it)
         self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=self.gradient_bytes,
                      num_buckets=self.hook.num_buckets)
         return ce.detach()
-
-    def _record_passes(self, sizes: list[Block], times: tuple[float, float, float], epoch: int, it: int) -> None:
-        """The ``forward`` and ``backward`` spans of one batch with their FLOPs (``model_cost``, ~0.06 ms a batch
-        on Cora: deferred, :meth:`gnnplan.executor.trace.Recorder.defer`, as it used to sit inside the forward
-        span)."""
-        t1, t2, t3 = times
-        cost = model_cost(self.workload.model, self.data.feature_dim, self.data.num_classes, sizes)
-        self.rec.add("forward", t1, t2, "compute", epoch, it, flops=cost.forward_flops)
-        self.rec.add("backward", t2, t3, "compute", epoch, it, flops=cost.backward_flops)
 
     def load_features(self, ids: torch.Tensor, epoch: int = -1, it: int = -1) -> tuple[torch.Tensor, LoadStats]:
         """Features of ``ids`` from the feature store; with ``cache_placement = partitioned`` the rows in the

@@ -172,7 +172,7 @@ class NetworkSpec(LinkSpec):
         description="fixed seconds of one collective call (torch.distributed dispatch, the backend's algorithm "
                     "set-up and completion wait) beyond its messages' latency_s, paid once per all-reduce of a "
                     "multi-worker cluster; default 0 = not modelled (the presets' sources); gnnplan probe "
-                    "measures it (executor.probe_overheads.per_collective_s: the mean 1 KiB gloo all_reduce after "
+                    "measures it (executor.probe_collectives.per_collective_s: the mean 1 KiB gloo all_reduce after "
                     "compute minus its ring's 2 (W - 1) one-way latencies and its bytes)")
     per_all_to_all_s: float = Field(
         default=0.0, ge=0,
@@ -180,7 +180,7 @@ class NetworkSpec(LinkSpec):
                     "shuffle) beyond its messages' latency_s, paid once per call of a multi-worker cluster; absent "
                     "= per_collective_s (a cluster written before it existed keeps its prices); gnnplan probe "
                     "measures it as per_collective_s, on a 1 KiB all_to_all_single after compute minus its one "
-                    "message's latency and bytes (executor.probe_overheads.per_collective_s). Its own field because "
+                    "message's latency and bytes (executor.probe_collectives.per_collective_s). Its own field because "
                     "the two calls run different algorithms: two local processes after 1 ms of compute, 1 KiB "
                     "(2026-11-28): all_to_all_single 0.31-0.51 ms mean against all_reduce 1.38-2.04 ms while "
                     "gloo's event-loop thread spun (before executor.gloo_loop), 0.30-0.48 against 0.32-0.47 ms "
@@ -191,7 +191,7 @@ class NetworkSpec(LinkSpec):
                     "all-reduce beyond the collective itself (the communication hook's dispatch and future, the "
                     "copy of the reduced bucket back into the gradients, the finalisation after backward); paid "
                     "by dp, whose executor trains with DDP (hopgnn and gsplit all-reduce a flat gradient); default "
-                    "0 = not modelled; gnnplan probe measures it (executor.probe_overheads.per_collective_s: a DDP "
+                    "0 = not modelled; gnnplan probe measures it (executor.probe_collectives.per_collective_s: a DDP "
                     "bucket's time from the last rank's launch to backward's return minus a plain all_reduce of "
                     "the same bytes after the same backward, from the last rank's call)")
     nics_per_machine: int = Field(

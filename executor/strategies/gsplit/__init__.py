@@ -28,8 +28,8 @@ FLOPs of ``forward`` / ``backward`` segments come from the simulator's kernels o
 costs ~0.12 ms per iteration (Cora, 2 layers, an idle core), so the pass spans are recorded when the trace is read
 (:meth:`gnnplan.executor.trace.Recorder.defer`), not between an iteration's all-reduce and its optimizer step,
 where it was timed as part of the epoch (the measured gap there was 0.35 ms per iteration on the main job's trace
-of 2026-11-28). The
-evaluation is ``dp``'s distributed layer-wise inference (:class:`gnnplan.executor.evaluate.Evaluator`).
+of 2026-11-28). The evaluation is ``dp``'s distributed layer-wise inference
+(:class:`gnnplan.executor.evaluate.Evaluator`).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ from gnnplan.executor.strategies.hopgnn.home import (
     hosted_groups,
     sample_hosted,
 )
-from gnnplan.executor.trace import Recorder, now
+from gnnplan.executor.trace import Recorder, defer_passes, now
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.hopgnn import NAME, Knobs
@@ -217,18 +217,10 @@ class Trainer:
         (ce / global_size).backward()
         t3 = now()
         sizes = [Block(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks]
-        self.rec.defer(functools.partial(self._record_passes, sizes, (t1, t2, t3), epoch, it, len(group.seeds)))
+        defer_passes(self.rec, functools.partial(model_cost, self.workload.model, self.data.feature_dim,
+                                                 self.data.num_classes, sizes), (t1, t2, t3), epoch, it,
+                     num_seeds=len(group.seeds))
         return ce.detach().double()
-
-    def _record_passes(self, sizes: list[Block], times: tuple[float, float, float], epoch: int, it: int,
-                       num_seeds: int) -> None:
-        """The ``forward`` and ``backward`` spans of one group with their FLOPs (``model_cost``, ~0.06 ms per group
-        on Cora: deferred, :meth:`gnnplan.executor.trace.Recorder.defer`, as it used to sit inside the forward
-        span)."""
-        t1, t2, t3 = times
-        cost = model_cost(self.workload.model, self.data.feature_dim, self.data.num_classes, sizes)
-        self.rec.add("forward", t1, t2, "compute", epoch, it, flops=cost.forward_flops, num_seeds=num_seeds)
-        self.rec.add("backward", t2, t3, "compute", epoch, it, flops=cost.backward_flops)
 
     def _migrate(self, k: int, step: int, next_step: int, epoch: int, it: int) -> None:
         """Ring shift from step ``step`` to ``next_step``: the model here moves on, the next one arrives."""

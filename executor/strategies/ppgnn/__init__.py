@@ -40,7 +40,7 @@ from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.strategies.ppgnn.loaders import HopSource, LoadedBatch, epoch_order, make_loader, worker_batches
 from gnnplan.executor.strategies.ppgnn.models import build_model, loaded_hops
 from gnnplan.executor.strategies.ppgnn.preprop import HopFiles, prepropagated
-from gnnplan.executor.trace import Recorder, now
+from gnnplan.executor.trace import Recorder, defer_passes, now
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies import ppgnn as plugin
 from gnnplan.simulator.strategies.base import SimContext
@@ -150,16 +150,6 @@ class Trainer:
         stats.local_bytes += 0 if on_device else batch.nbytes
         stats.num_seeds += len(batch.rows)
 
-    def _record_passes(self, rows: int, times: tuple[float, float, float], epoch: int, it: int) -> None:
-        """The ``forward`` and ``backward`` spans of one batch of ``rows`` with their FLOPs (deferred,
-        :meth:`gnnplan.executor.trace.Recorder.defer`: the model cost used to be computed inside the forward
-        span)."""
-        t1, t2, t3 = times
-        cost = ppgnn_cost.model_cost(self.workload.model, self.files.feature_dim, self.files.num_classes,
-                                     self.knobs.hops, rows)
-        self.rec.add("forward", t1, t2, "compute", epoch, it, flops=cost.forward_flops)
-        self.rec.add("backward", t2, t3, "compute", epoch, it, flops=cost.backward_flops)
-
     def step(self, batch: LoadedBatch, global_size: int, epoch: int = -1, it: int = -1) -> torch.Tensor:
         """Forward, backward and gradient all-reduce of one loaded batch (collective); no optimizer step.
 
@@ -174,7 +164,9 @@ class Trainer:
         (ce * (self.topo.world_size / global_size)).backward()
         t3 = now()
         launched = self.hook.last_launch_s or t3  # the end of the backward computation
-        self.rec.defer(functools.partial(self._record_passes, len(batch.rows), (t1, t2, launched), epoch, it))
+        defer_passes(self.rec, functools.partial(ppgnn_cost.model_cost, self.workload.model, self.files.feature_dim,
+                                                 self.files.num_classes, self.knobs.hops, len(batch.rows)),
+                     (t1, t2, launched), epoch, it)
         self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=4 * self.num_params,
                      num_buckets=self.hook.num_buckets)
         return ce.detach().double().cpu()
