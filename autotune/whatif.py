@@ -34,6 +34,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.overrides import coerce_text, leaf_annotation, split_assignment, with_fields
 from gnnplan.simulator.units_parse import kind_of
+from gnnplan.simulator.workload.datasets import resolve_dataset
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 OPTION = "--vary"
@@ -136,7 +137,7 @@ def grid(cluster: str, workload: str, axes: Sequence[Axis], cluster_sets: Sequen
     varied cluster fields.
 
     Raises:
-        SpecError: an unknown preset, or a combination that fails validation (naming the field).
+        SpecError: an unknown preset or dataset, or a combination that fails validation (naming the field).
     """
     points = []
     for index in itertools.product(*(range(len(a.labels)) for a in axes)):
@@ -152,6 +153,7 @@ def grid(cluster: str, workload: str, axes: Sequence[Axis], cluster_sets: Sequen
                 (cl_sets if axis.target == "cluster" else wl_sets).append(f"{axis.path}={label}")
         cl = with_fields(load_cluster(cl_ref), cl_sets, OPTION)
         wl = with_fields(load_workload(wl_ref), wl_sets, OPTION)
+        resolve_dataset(wl.dataset)  # an unknown dataset or card draw stops the sweep before any point is tuned
         points.append(Point(index, tuple(a.labels[i] for a, i in zip(axes, index)), cl, wl))
     return points
 

@@ -158,7 +158,8 @@ def _estimated(workload: WorkloadSpec, module: ModuleType) -> dict[str, Any] | N
     name = cards.card_name(workload.dataset)
     if name is None:
         return None
-    return proxy.estimated(name, proxy.strategy_statistics(module.NAME, module.NEEDS_SAMPLE_STATS))
+    return proxy.estimated(name, proxy.strategy_statistics(module.NAME, module.NEEDS_SAMPLE_STATS),
+                           proxy.proxy_draw(workload.dataset))
 
 
 def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, strategy: str,

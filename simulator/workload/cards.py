@@ -34,7 +34,11 @@ Measuring a graph in memory into card values (exponents, components, communities
 :mod:`simulator.workload.card_measures`.
 
 Names: the file stem. ``cora`` and ``citeseer`` are bundled real graphs too; the bare name loads the real graph
-and ``card:cora`` its card (any card may be written ``card:<name>``).
+and ``card:cora`` its card (any card may be written ``card:<name>``). A suffix ``@K`` (``card:ogbn-products@3``,
+K a non-negative integer) names the K-th draw of the card's proxy (the generator seed of
+:func:`simulator.workload.proxy.proxy_spec`; without it, draw :data:`simulator.workload.proxy.PROXY_SEED`): the
+same card, another random graph with its statistics, so a prediction can be repeated over draws to see how much
+of it is the proxy's chance (``gnnplan whatif --vary workload.dataset=card:X@0,card:X@1,...``).
 """
 
 from __future__ import annotations
@@ -50,6 +54,8 @@ from gnnplan.simulator.io import read_yaml
 
 CARD_DIR = Path(__file__).parent / "cards"
 CARD_PREFIX = "card:"
+DRAW_SEPARATOR = "@"
+"""Separates a card's name from the draw of its proxy (``card:<name>@<K>``, module docstring)."""
 T = TypeVar("T")
 
 
@@ -277,20 +283,50 @@ def card_names() -> list[str]:
 
 
 def card_name(ref: object) -> str | None:
-    """The card a ``workload.dataset`` string names, or None.
+    """The card a ``workload.dataset`` string names, or None; a proxy draw suffix ``@K`` is not part of the name
+    (:func:`card_draw`).
 
     ``card:<name>`` always names a card; a bare name does when it is a card and not a bundled real graph
-    (``cora``, ``citeseer``) or an existing folder.
+    (``cora``, ``citeseer``: their draws are ``card:cora@K``) or an existing folder.
+
+    Raises:
+        SpecError: a card reference whose ``@`` suffix is not a non-negative integer.
     """
     from gnnplan.simulator.workload.datasets import PRESETS
 
     if not isinstance(ref, str):
         return None
     if ref.startswith(CARD_PREFIX):
-        return ref[len(CARD_PREFIX):]
-    if ref in PRESETS or Path(ref).is_dir():
+        return _split_draw(ref[len(CARD_PREFIX):], ref)[0]
+    if Path(ref).is_dir():
         return None
-    return ref if (CARD_DIR / f"{ref}.yaml").is_file() else None
+    name = ref.partition(DRAW_SEPARATOR)[0]
+    if name in PRESETS or not (CARD_DIR / f"{name}.yaml").is_file():
+        return None
+    return _split_draw(ref, ref)[0]
+
+
+def card_draw(ref: object) -> int | None:
+    """The proxy draw a card reference names (``card:<name>@<K>`` -> K), None when it names none (the default
+    draw) or is not a card.
+
+    Raises:
+        SpecError: a card reference whose ``@`` suffix is not a non-negative integer.
+    """
+    if card_name(ref) is None:
+        return None
+    return _split_draw(str(ref).removeprefix(CARD_PREFIX), str(ref))[1]
+
+
+def _split_draw(text: str, ref: str) -> tuple[str, int | None]:
+    """(name, draw) of ``name[@K]``; raises SpecError naming ``workload.dataset`` when K is malformed."""
+    name, sep, draw = text.partition(DRAW_SEPARATOR)
+    if not sep:
+        return name, None
+    if not draw.isdigit() or not draw.isascii():
+        raise SpecError(f"workload.dataset: {ref!r}: the proxy draw after {DRAW_SEPARATOR!r} must be a "
+                        f"non-negative integer (card:<name>{DRAW_SEPARATOR}<K>), got {draw!r}")
+    return name, int(draw)
 
 
 @lru_cache(maxsize=64)

@@ -183,8 +183,8 @@ def load_dataset(ref: str | GeneratedSpec) -> GraphData:
     """Load a preset (``cora``, ``citeseer``), an OGB-layout folder, a card's proxy, or generate a graph.
 
     Args:
-        ref: preset name, card name (``card:<name>`` or a bare card name), folder path, or a
-            :class:`GeneratedSpec` (:class:`RmatSpec`, :class:`SbmSpec`).
+        ref: preset name, card name (``card:<name>`` or a bare card name, ``@K`` for the proxy's K-th draw),
+            folder path, or a :class:`GeneratedSpec` (:class:`RmatSpec`, :class:`SbmSpec`).
 
     Returns:
         The graph, features not yet materialised (``GraphData.features`` reads or generates them); cached on
@@ -197,11 +197,10 @@ def load_dataset(ref: str | GeneratedSpec) -> GraphData:
     from gnnplan.simulator.workload.cards import card_name
 
     ref = resolve_dataset(ref)
-    card = card_name(ref)
-    if card is not None:
-        from gnnplan.simulator.workload.proxy import proxy_spec
+    if card_name(ref) is not None:
+        from gnnplan.simulator.workload.proxy import card_proxy
 
-        ref = proxy_spec(card)
+        ref = card_proxy(ref)
     key = dataset_key(ref)
     if isinstance(ref, GeneratedSpec):
         spec = ref
@@ -235,9 +234,9 @@ def dataset_key(ref: str | GeneratedSpec) -> str:
         return f"{ref.name}-{hashlib.sha1(ref.name.encode()).hexdigest()[:16]}"
     card = card_name(ref)
     if card is not None:
-        from gnnplan.simulator.workload.proxy import proxy_key
+        from gnnplan.simulator.workload.proxy import proxy_draw, proxy_key
 
-        return proxy_key(card)
+        return proxy_key(card, proxy_draw(ref))
     folder = _folder(ref)
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name.endswith((".csv.gz", ".npz")))
     stamp = "".join(f"{p}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in files)

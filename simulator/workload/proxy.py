@@ -51,7 +51,8 @@ loads as its proxy graph: :func:`simulator.workload.datasets.load_dataset`), and
   ``edge_factor = loaded edges / proxy edges`` (edge counts): with the fractions fixed, counts are extensive;
 * **dataset sizes** come from the card itself (published, exact).
 
-:func:`estimated` describes all of this for a result's ``estimated`` field.
+:func:`estimated` describes all of this for a result's ``estimated`` field. The proxy is one random draw
+(:data:`PROXY_SEED`); ``card:<name>@K`` names draw K of the same card (:func:`card_proxy`).
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from functools import lru_cache
 from typing import Any
 
-from gnnplan.simulator.workload.cards import CARD_DIR, Card, load_card
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.workload.cards import CARD_DIR, Card, card_draw, card_name, card_names, load_card
 from gnnplan.simulator.workload.degseq import DegreeSequenceSpec
 from gnnplan.simulator.workload.sbm import powerlaw_min_degree
 from gnnplan.simulator.workload.spec import SbmSpec
@@ -72,7 +74,15 @@ DEFAULT_PROXY_VERTICES = 100_000
 """Vertices of a card's proxy (fewer when the card is smaller): 10^5 vertices are generated in < 1 s and measured
 in seconds, while a mini-batch of 16-64 seeds per worker with fanouts (15, 10, 5) reaches at most ~10% of them."""
 PROXY_SEED = 0
-"""Seed of every proxy graph (a card's statistics are reproducible)."""
+"""Seed of a card's proxy when the card is named without a draw (``card:<name>``; ``card:<name>@K`` is draw K,
+:func:`card_proxy`): a card's statistics are reproducible, and they are one random draw. Over 16 draws
+(``python benchmarks/bench_proxy.py --proxy-draws 16``, 2026-11-28) the statistics within 15% of the measured ones
+were 90-97 of 99 per draw (median 94); this draw scores 97, the most of the 16 (Cora 29-33 of 33, this draw 33;
+CiteSeer 29-33, 32; R-MAT 2M 31-33, 32). The draw-sensitive statistics are those of a 2-part METIS partition of a
+small graph or a small training set: remote input fractions (CiteSeer 0.015-0.063, measured 0.051; R-MAT's
+0.0046-0.0167, measured 0.0054), edge cut (Cora 0.038-0.050, measured 0.037), hongtu's peer rows and gsplit's split
+inputs; the rest move by a few percent. A what-if can be repeated over draws to see how much of its answer is the
+draw's (``--vary workload.dataset=card:X@0,card:X@1,...``)."""
 PROXY_MIN_TRAIN_FRACTION = 0.25
 """Smallest training fraction of a proxy: per-batch statistics need every worker's share of training vertices to
 hold full batches (ogbn-papers100M trains on 1.1% of its vertices: 1,087 of a 10^5-vertex proxy); they do not
@@ -233,11 +243,30 @@ def _named_scale(name: str) -> ProxyScale:
 
 
 @lru_cache(maxsize=64)
-def proxy_key(name: str) -> str:
-    """Cache key of a card's statistics: the card file's bytes, the proxy's parameters and
-    :data:`PROXY_FORMAT` (editing the card or the proxy rules invalidates every entry)."""
-    text = (CARD_DIR / f"{name}.yaml").read_bytes() + f"|{proxy_spec(name).name}|{PROXY_FORMAT}".encode()
+def proxy_key(name: str, seed: int = PROXY_SEED) -> str:
+    """Cache key of a card's statistics on proxy draw ``seed``: the card file's bytes, the proxy's parameters (its
+    seed included) and :data:`PROXY_FORMAT` (editing the card or the proxy rules invalidates every entry)."""
+    text = (CARD_DIR / f"{name}.yaml").read_bytes() + f"|{proxy_spec(name, seed=seed).name}|{PROXY_FORMAT}".encode()
     return f"card-{name}-{hashlib.sha1(text).hexdigest()[:16]}"
+
+
+def card_proxy(ref: str) -> SbmSpec:
+    """The proxy graph a card reference loads: :func:`proxy_spec` of its card at its draw (``card:<name>@<K>``
+    -> seed K, :func:`~simulator.workload.cards.card_draw`; no suffix -> :data:`PROXY_SEED`).
+
+    Raises:
+        SpecError: ``ref`` names no card, or its draw suffix is malformed.
+    """
+    name = card_name(ref)
+    if name is None:
+        raise SpecError(f"workload.dataset: {ref!r} names no dataset card ({', '.join(card_names())})")
+    return proxy_spec(name, seed=proxy_draw(ref))
+
+
+def proxy_draw(ref: str) -> int:
+    """The proxy seed of a card reference: its ``@K`` suffix, else :data:`PROXY_SEED`."""
+    draw = card_draw(ref)
+    return PROXY_SEED if draw is None else draw
 
 
 def _scaled(value: Any, factor: float) -> Any:
@@ -274,19 +303,20 @@ def scale_counts(stats: Any, scale: ProxyScale, vertex_fields: Iterable[str] = (
     return replace(stats, **changes)
 
 
-def estimated(card: str, statistics: dict[str, str]) -> dict[str, Any]:
+def estimated(card: str, statistics: dict[str, str], seed: int = PROXY_SEED) -> dict[str, Any]:
     """The ``estimated`` field of a result simulated from a card: where the sizes come from, the proxy, and per
     statistic how it was estimated.
 
     Args:
         card: the card's name.
         statistics: statistic -> how it was estimated (one sentence).
+        seed: the proxy's draw (:func:`proxy_draw`).
     """
     c = load_card(card)
-    spec = proxy_spec(c)
+    spec = proxy_spec(c, seed=seed)
     sc = proxy_scale(c, spec)
     return {"card": card, "sizes": "published (card, exact)",
-            "proxy": {"generator": "sbm (degree-corrected, simulator/workload/sbm.py)", "name": spec.name,
+            "proxy": {"generator": "sbm (degree-corrected, simulator/workload/sbm.py)", "name": spec.name, "draw": seed,
                       "num_vertices": sc.proxy_vertices, "num_edges": sc.proxy_edges,
                       "vertex_factor": sc.vertex_factor, "edge_factor": sc.edge_factor,
                       "communities": proxy_communities(c, spec)},
@@ -338,8 +368,6 @@ def strategy_statistics(strategy: str, needs_sample_stats: bool) -> dict[str, st
 def for_card(ref: object, stats: Any, vertex_fields: Iterable[str] = (), edge_fields: Iterable[str] = ()) -> Any:
     """The hook of a statistics module: ``stats`` measured on ``ref``'s graph, with its whole-graph counts scaled
     to the card's size when ``ref`` is a card (:func:`scale_counts`), else unchanged."""
-    from gnnplan.simulator.workload.cards import card_name
-
     name = card_name(ref)
     if name is None:
         return stats

@@ -136,7 +136,9 @@ def test_whatif_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Capt
             (["--vary", "network.bandwidth_bytes_per_s=fast"], "cannot read 'fast' as a bandwidth"),
             (["--vary", "cluster=no-such-preset"], "unknown preset 'no-such-preset'"),
             (["--vary", "network.latency_s=1us", "--vary", "network.latency_s=2us"], "varied twice"),
-            (["--vary", "network.latency_s=1us", "--trials", "0"], "--trials: must be a positive integer")):
+            (["--vary", "network.latency_s=1us", "--trials", "0"], "--trials: must be a positive integer"),
+            (["--vary", "workload.dataset=card:cora@0,card:cora@y"], "the proxy draw after '@' must be a non-negative"),
+            (["--vary", "workload.dataset=cora,no-such-graph"], "'no-such-graph' is neither a preset")):
         code = main(["whatif", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", *argv, "-o", str(tmp_path)])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and needle in err[0], err

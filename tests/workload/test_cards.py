@@ -103,6 +103,21 @@ def test_card_names_resolve_as_datasets() -> None:
         resolve_dataset("no-such-graph")
 
 
+def test_a_draw_suffix_names_the_card_and_its_proxy_draw() -> None:
+    assert (cards.card_name("card:cora@3"), cards.card_draw("card:cora@3")) == ("cora", 3)
+    assert (cards.card_name("ogbn-arxiv@12"), cards.card_draw("ogbn-arxiv@12")) == ("ogbn-arxiv", 12)
+    assert (cards.card_name("card:ogbn-arxiv"), cards.card_draw("card:ogbn-arxiv")) == ("ogbn-arxiv", None)
+    assert cards.card_name("cora@3") is None and cards.card_draw("cora@3") is None  # the real graph has no draws
+    assert cards.card_draw("cora") is None and cards.card_name("no-such-graph@1") is None
+    assert resolve_dataset("card:ogbn-arxiv@2") == "card:ogbn-arxiv@2"
+    for bad in ("card:cora@x", "card:cora@-1", "ogbn-arxiv@", "card:cora@1.5", "card:cora@1@2", "card:cora@٣"):
+        with pytest.raises(SpecError, match=r"^workload.dataset: .*: the proxy draw after '@' must be a "
+                                            r"non-negative integer \(card:<name>@<K>\), got "):
+            resolve_dataset(bad)
+    with pytest.raises(SpecError, match="unknown card 'nope'"):
+        resolve_dataset("card:nope@1")
+
+
 def test_summary_of_a_card_is_its_published_sizes_without_loading() -> None:
     s = dataset_summary("ogbn-papers100M")
     assert (s.num_vertices, s.num_edges, s.feature_dim, s.num_classes, s.num_train, s.num_val, s.num_test) == \

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gnnplan.simulator.api import load_context, simulate
+from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.strategies import neutronstar
 from gnnplan.simulator.workload import proxy, proxy_batch
 from gnnplan.simulator.workload.cards import load_card
@@ -104,6 +105,26 @@ def test_card_path_reports_what_was_estimated() -> None:
     assert proxy.estimated("ogbn-products", {})["proxy"]["communities"].startswith("none: the card gives no community")
     real = simulate(CLUSTER, wl.model_copy(update={"dataset": "cora"}), "dp", knobs).to_json_dict()
     assert "estimated" not in real  # existing JSON keys unchanged for real graphs
+
+
+def test_a_card_draw_is_the_proxy_at_that_seed() -> None:
+    """``card:<name>@K`` loads the proxy drawn with seed K: draw 0 is the default one (same graph, same cache
+    entries), another draw is another graph of the same card with its own entries, and a result says its draw."""
+    base = proxy.proxy_spec("cora")
+    assert proxy.card_proxy("card:cora") == proxy.card_proxy("card:cora@0") == base
+    assert proxy.card_proxy("card:cora@5") == base.model_copy(update={"seed": 5})
+    assert dataset_key("card:cora@0") == dataset_key("card:cora") != dataset_key("card:cora@5")
+    first, other = load_dataset("card:cora"), load_dataset("card:cora@5")
+    assert first.num_vertices == other.num_vertices == 2708 and len(first.src) == len(other.src)
+    assert not np.array_equal(first.src, other.src)
+    np.testing.assert_array_equal(load_dataset("card:cora@0").src, first.src)
+    wl = workload_from_dict({"dataset": "card:cora@5", "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 16},
+                             "training": {"batch_size": 64, "fanouts": [5, 5]}})
+    est = simulate(CLUSTER, wl, "dp", {"partitioner": "random"}).to_json_dict()["estimated"]
+    assert est["card"] == "cora" and est["proxy"]["draw"] == 5 and est["proxy"]["name"] == proxy.card_proxy(
+        "card:cora@5").name
+    with pytest.raises(SpecError, match="names no dataset card"):
+        proxy.card_proxy("cora")
 
 
 def test_full_graph_counts_scale_to_the_card(small_proxies: None) -> None:
