@@ -42,6 +42,10 @@ def simulation_table(res: dict[str, Any]) -> Table:
         t.add_row(f"{link} bytes/epoch", fmt_bytes(b))
     for where, b in res["peak_memory_bytes"].items():
         t.add_row(f"peak {where} memory", fmt_bytes(b))
+    est = res.get("estimated")
+    if est:  # a dataset card: its statistics are one draw of its proxy (simulator/workload/proxy.py)
+        t.add_row("statistics", f"estimated on draw {est['proxy']['draw']} of card {est['card']}'s proxy "
+                                f"({est['proxy']['num_vertices']:,} vertices; --json: estimated)")
     t.add_row("simulated in", fmt_s(res["sim_wall_s"]))
     return t
 

@@ -4,6 +4,7 @@ and the card path runs through the simulator once (estimated statistics reported
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -125,6 +126,19 @@ def test_a_card_draw_is_the_proxy_at_that_seed() -> None:
         "card:cora@5").name
     with pytest.raises(SpecError, match="names no dataset card"):
         proxy.card_proxy("cora")
+
+
+def test_simulate_says_which_draw_of_which_card_it_estimated_on(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from gnnplan.autotune.cli import main
+
+    path = tmp_path / "wl.yaml"
+    path.write_text("dataset: card:cora@5\nmodel: {arch: sage, num_layers: 2, hidden_dim: 16}\n"
+                    "training: {batch_size: 64, fanouts: [5, 5]}\n")
+    assert main(["simulate", "--cluster", CLUSTER, "--workload", str(path), "--strategy", "dp"]) == 0
+    assert "estimated on draw 5 of card cora's proxy (2,708 vertices; --json: estimated)" in capsys.readouterr().out
+    assert main(["simulate", "--cluster", CLUSTER, "--workload", "cora-sage", "--strategy", "dp"]) == 0
+    assert "estimated on draw" not in capsys.readouterr().out  # a real graph's statistics are measured
 
 
 def test_full_graph_counts_scale_to_the_card(small_proxies: None) -> None:
