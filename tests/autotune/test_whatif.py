@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -96,13 +95,10 @@ def test_a_warm_start_replays_the_previous_point_s_best_knobs() -> None:
 
 def test_whatif_over_two_bandwidths_writes_one_csv_row_per_point_and_strategy(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    started = time.perf_counter()
     code = main(["whatif", "--cluster", "4x-v100-32gb-100gbib", "--workload", "cora-sage", "--vary",
                  "network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s", "--trials", "3", "-o", str(tmp_path)])
-    elapsed_s = time.perf_counter() - started
     out = capsys.readouterr().out
     assert code == 0, out
-    assert elapsed_s < 30.0
     strategies = [c.label for c in candidates(load_workload("cora-sage"))]
     with open(tmp_path / "whatif.csv", newline="") as f:
         rows = list(csv.DictReader(f))
