@@ -76,7 +76,7 @@ in seconds, while a mini-batch of 16-64 seeds per worker with fanouts (15, 10, 5
 PROXY_SEED = 0
 """Seed of a card's proxy when the card is named without a draw (``card:<name>``; ``card:<name>@K`` is draw K,
 :func:`card_proxy`): a card's statistics are reproducible, and they are one random draw. Over 16 draws
-(``python benchmarks/bench_proxy.py --proxy-draws 16``, 2026-11-28) the statistics within 15% of the measured ones
+(``python benchmarks/bench_proxy.py``, 2026-11-28) the statistics within 15% of the measured ones
 were 90-97 of 99 per draw (median 94); this draw scores 97, the most of the 16 (Cora 29-33 of 33, this draw 33;
 CiteSeer 29-33, 32; R-MAT 2M 31-33, 32). The draw-sensitive statistics are those of a 2-part METIS partition of a
 small graph or a small training set: remote input fractions (CiteSeer 0.015-0.063, measured 0.051; R-MAT's
