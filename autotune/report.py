@@ -53,13 +53,9 @@ def simulation_table(res: dict[str, Any]) -> Table:
 def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:
     """The tuner's ranked configurations: the best ``limit`` rows, then the best row of every strategy (and
     model) not among them, so a strategy is never hidden behind near-copies of another."""
-    shown = rows[:limit]
-    seen = {(r["strategy"], r.get("model", "")) for r in shown}
-    extra = []
-    for r in rows[limit:]:
-        if (r["strategy"], r.get("model", "")) not in seen:
-            seen.add((r["strategy"], r.get("model", "")))
-            extra.append(r)
+    from gnnplan.autotune.study import best_of_others
+
+    shown, extra = best_of_others(rows, limit)
     t = Table(title="configurations by simulated epoch time",
               caption=f"{len(rows)} distinct configurations; the best of each strategy is always shown")
     for col in ("rank", "strategy", "model", "knobs", "epoch time", "iteration", "peak GPU memory", "trials", "note"):

@@ -280,6 +280,23 @@ def config_key(strategy: str, model: str, knobs: dict[str, Any]) -> str:
     return json.dumps([strategy, model, rounded], sort_keys=True)
 
 
+def best_of_others(rows: list[dict[str, Any]], limit: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The first ``limit`` of ranked rows (:func:`ranked_trials` order) and, after them, the best row of every
+    strategy (and model) not among them, so a strategy is never hidden behind near-copies of another.
+
+    Returns:
+        (the first ``limit`` rows, the best row of each other strategy and model, in rank order).
+    """
+    shown = rows[:limit]
+    seen = {(r["strategy"], r.get("model", "")) for r in shown}
+    extra = []
+    for r in rows[limit:]:
+        if (r["strategy"], r.get("model", "")) not in seen:
+            seen.add((r["strategy"], r.get("model", "")))
+            extra.append(r)
+    return shown, extra
+
+
 def ranked_trials(study: optuna.Study) -> list[dict[str, Any]]:
     """Completed trials as rows, feasible first, by simulated epoch time; one row per distinct configuration
     (:func:`config_key`), the best trial of each.

@@ -302,10 +302,11 @@ def compare_relabelled(name: str, shipped: dict[str, float], over: dict[str, lis
           f"{'95% CI of median':>21s} {'estimated':>10s} {'error':>7s} {'self':>6s}")
     errors, shipped_errors, beyond = [], [], 0
     self_within = np.zeros(RELABELINGS, dtype=np.int64)
+    reference = reference_values(shipped, over)
     for key, at_shipped in shipped.items():
         part = partition_of(key)
         values = over[key] if part is not None else [at_shipped]
-        m, e = float(np.median(values)), estimated[key]
+        m, e = reference[key], estimated[key]
         own = [max_relative_error(v, m) <= TOLERANCE for v in (over[key] if part is not None else [m] * RELABELINGS)]
         self_within += own
         err = max_relative_error(e, m)

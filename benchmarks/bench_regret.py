@@ -52,15 +52,12 @@ def tuned_configurations(cluster: Any, workload: Any, trials: int, top: int, sto
     """The tuner's ``top`` best distinct feasible configurations (rank order), the best of every other feasible
     strategy, then ``dp``'s defaults, as rows with label, strategy, knobs, predicted epoch time and the tuner's
     rank (None for the default when not among them)."""
-    from gnnplan.autotune.study import TuneRequest, eligible_strategies, ranked_trials, run_study
+    from gnnplan.autotune.study import TuneRequest, best_of_others, eligible_strategies, ranked_trials, run_study
     from gnnplan.simulator.api import simulate
 
     req = TuneRequest(cluster, workload, eligible_strategies(workload, None, False), trials, storage, None)
-    feasible = [r for r in ranked_trials(run_study(req)) if r["feasible"]]
-    rows = feasible[:top]
-    shown = {r["strategy"] for r in rows}
-    rows += [r for i, r in enumerate(feasible) if r["strategy"] not in shown
-             and all(q["strategy"] != r["strategy"] for q in feasible[:i])]  # the best of each other strategy
+    shown, others = best_of_others([r for r in ranked_trials(run_study(req)) if r["feasible"]], top)
+    rows = shown + others
     out = [{"label": f"#{r['rank']} {r['strategy']}", "strategy": r["strategy"], "knobs": r["knobs"],
             "predicted_s": r["epoch_time_s"], "rank": r["rank"]} for r in rows]
     default = simulate(cluster, workload, "dp", {})

@@ -159,13 +159,19 @@ class CollectiveCosts(NamedTuple):
 
 
 def per_collective_s(repeats: int, latency_s: float, bandwidth_bytes_per_s: float) -> CollectiveCosts:
-    """The fixed costs of a gloo all-reduce and all-to-all between two local processes, and DDP's per bucket
-    (module docstring).
+    """The fixed costs of a gloo all-reduce and all-to-all between two local processes, DDP's per bucket and the
+    stragglers' ``jitter_s`` (module docstring).
 
     Args:
         repeats: timed rounds of the one-way message.
-        latency_s: the modelled latency of one message (``network.latency_s``).
+        latency_s: the modelled latency of one message (``network.latency_s``, seconds).
         bandwidth_bytes_per_s: the modelled rate between the processes (``network.bandwidth_bytes_per_s``).
+
+    Returns:
+        The :class:`CollectiveCosts`.
+
+    Raises:
+        executor.monitor.WorkerError: a spawned process raised, died or stopped responding.
     """
     from gnnplan.executor.launch import spawn
 

@@ -181,9 +181,9 @@ def straggler_jitter(calls: int = JITTER_CALLS,
     start = time.perf_counter()
     for _ in range(200):
         torch.mm(a, b)
-    unit = torch.tensor([(time.perf_counter() - start) / 200 if rank == 0 else 0.0], dtype=torch.float64)
-    comm.all_reduce_(unit)
-    units = [max(1, round(s / float(unit))) for s in segments_s]
+    matmul_s = torch.tensor([(time.perf_counter() - start) / 200 if rank == 0 else 0.0], dtype=torch.float64)
+    comm.all_reduce_(matmul_s)  # rank 0's time per matmul, shared: every rank does the same count
+    units = [max(1, round(s / float(matmul_s))) for s in segments_s]
     value = torch.ones(COLLECTIVE_ELEMENTS, dtype=torch.float32)
     arrivals = torch.zeros(calls + 3, world, dtype=torch.float64)
     comm.barrier()

@@ -149,7 +149,8 @@ class Trainer:
         launched = self.hook.last_launch_s or t3  # the end of the backward computation
         self.rec.add("all_reduce", launched, t3, "network", epoch, it, nbytes=self.gradient_bytes,
                      num_buckets=self.hook.num_buckets)
-        self.rec.defer(functools.partial(self._record_passes, batch, log.records, (t1, t2, launched), epoch, it))
+        sizes = [(len(p.own_src), p.num_own_dst, p.num_edges) for p in batch.layers]  # not the batch: deferred
+        self.rec.defer(functools.partial(self._record_passes, sizes, log.records, (t1, t2, launched), epoch, it))
         if stats is not None:
             stats.hit_bytes += hits * row
             stats.local_bytes += misses * row
@@ -164,11 +165,12 @@ class Trainer:
                      num_split_items=batch.num_items, num_input_vertices=len(batch.input_ids),
                      num_edges=sum(p.num_edges for p in batch.layers), num_sampler_calls=calls)
 
-    def _record_passes(self, batch: SplitBatch, records: list[ShuffleRecord], times: tuple[float, float, float],
-                       epoch: int, it: int) -> None:
-        """Forward and backward segments between the shuffles, and the ``shuffle`` spans."""
+    def _record_passes(self, sizes: list[tuple[int, int, int]], records: list[ShuffleRecord],
+                       times: tuple[float, float, float], epoch: int, it: int) -> None:
+        """Forward and backward segments between the shuffles, and the ``shuffle`` spans; ``sizes``: per layer the
+        rank's (source vertices, destination vertices, edges) of its split (kept instead of the batch, whose
+        arrays a deferred record would hold until the trace is read)."""
         wl, sm = self.workload, self.data
-        sizes = [(len(p.own_src), p.num_own_dst, p.num_edges) for p in batch.layers]
         cost = split_cost(wl.model, sm.feature_dim, sm.num_classes, *(np.array(c) for c in zip(*sizes)))
         has_backward = [any(r.layer == layer for r in _by_direction(records, "backward"))
                         for layer in range(wl.model.num_layers)]
