@@ -69,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE")
     p.add_argument("--json", action="store_true")
     p.add_argument("--trace", help="write the predicted timeline as a Chrome trace")
+    p.add_argument("--proxy-draws", type=int, default=1, metavar="R",
+                   help="where the dataset is a card (card:<name>[@K]): also simulate on R - 1 more draws of its "
+                        "proxy (K+1, ...) and print the epoch time over all R (default 1: the draw named)")
     p.set_defaults(func=c.cmd_simulate)
 
     p = sub.add_parser("tune", help="search strategies and knobs with Optuna; write the best plan")
@@ -147,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-model-change", action="store_true",
                    help="also compare strategies that train a different model (SGC/SIGN vs message passing)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--proxy-draws", type=int, default=1, metavar="R",
+                   help="where the dataset is a card (card:<name>[@K]): also simulate every strategy's tuned "
+                        "configuration on R - 1 more draws of the card's proxy (K+1, ...) and say on how many the "
+                        "winner wins (default 1: the draw named)")
     p.add_argument("-o", "--output", default="gnnplan-whatif", help="folder for whatif.csv, .html and .json")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=c.cmd_whatif)

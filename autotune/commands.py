@@ -66,18 +66,27 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``gnnplan simulate``: one configuration."""
-    from gnnplan.simulator.api import parse_knobs, predicted_trace, simulate, trace_metadata
+    from gnnplan.simulator.api import parse_knobs, predicted_trace, simulate, simulate_on_draws, trace_metadata
+    from gnnplan.simulator.workload.proxy import draw_refs, no_draws_error
 
+    _positive("--proxy-draws", args.proxy_draws)
     cluster, workload = cluster_from_args(args), load_workload(args.workload)
     knobs = parse_knobs(args.strategy, args.knobs)
+    refs = draw_refs(workload.dataset, args.proxy_draws) if args.proxy_draws > 1 else None
+    if args.proxy_draws > 1 and refs is None:
+        raise no_draws_error(workload.dataset)
     res = simulate(cluster, workload, args.strategy, knobs)
+    out = res.to_json_dict()
+    if refs is not None:
+        others = simulate_on_draws(cluster, workload, args.strategy, knobs, refs[1:])
+        out["proxy_draws"] = report.draws_record(refs, [res, *others])
     if args.trace:
         predicted_trace(res, args.trace, {**trace_metadata(cluster, workload, args.strategy, res),
                                           "cluster": cluster.to_yaml_dict(), "workload": workload.to_yaml_dict()})
     if args.json:
-        emit_json(res.to_json_dict())
+        emit_json(out)
     else:
-        report.console().print(report.simulation_table(res.to_json_dict()))
+        report.console().print(report.simulation_table(out))
     return 0
 
 
@@ -251,7 +260,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         raise SpecError(f"--vary: field {next(f for f in fields if fields.count(f) > 1)!r} is varied twice")
     names = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
     req = WhatifRequest(args.cluster, args.workload, axes, names, args.trials, args.seed, args.allow_model_change,
-                        list(args.cluster_sets))
+                        list(args.cluster_sets), args.proxy_draws)
     err = report.console(stderr=True)
     res = run_whatif(req, say=None if args.json else err.print)
     out = Path(args.output)

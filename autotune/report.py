@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from statistics import median
 from typing import Any
 
 from rich.console import Console
@@ -46,8 +47,24 @@ def simulation_table(res: dict[str, Any]) -> Table:
     if est:  # a dataset card: its statistics are one draw of its proxy (simulator/workload/proxy.py)
         t.add_row("statistics", f"estimated on draw {est['proxy']['draw']} of card {est['card']}'s proxy "
                                 f"({est['proxy']['num_vertices']:,} vertices; --json: estimated)")
+    drawn = res.get("proxy_draws")
+    if drawn:  # simulate --proxy-draws: the same configuration on further draws of the card's proxy
+        fits = [x for x in drawn["epoch_time_s"] if x is not None]
+        span = f"{fmt_s(min(fits))} - {fmt_s(max(fits))}, median {fmt_s(median(fits))}" if fits else "-"
+        unfit = len(drawn["epoch_time_s"]) - len(fits)
+        t.add_row(f"epoch time over draws {drawn['draws'][0]}-{drawn['draws'][-1]}",
+                  span + (f" ({unfit} of {len(drawn['draws'])} do not fit)" if unfit else ""))
     t.add_row("simulated in", fmt_s(res["sim_wall_s"]))
     return t
+
+
+def draws_record(refs: list[str], results: list[Any]) -> dict[str, Any]:
+    """``simulate --json``'s ``proxy_draws``: the draw numbers of the card references ``refs`` and the epoch time
+    simulated on each (``results``, :class:`simulator.result.SimResult`; None where it does not fit)."""
+    from gnnplan.simulator.workload.proxy import proxy_draw
+
+    return {"draws": [proxy_draw(ref) for ref in refs],
+            "epoch_time_s": [r.epoch_time_s if r.feasible else None for r in results]}
 
 
 def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:

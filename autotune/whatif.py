@@ -13,6 +13,11 @@ over its knobs, warm-started by enqueueing that candidate's best parameters at t
 points mostly share their best knobs, so a few trials suffice). The point's winner is the candidate with the
 smallest simulated epoch time; its speedup is the runner-up's time over its own; a crossover is a pair of
 neighbouring points (one axis step apart) with different winners.
+
+A card's statistics are estimated on one random draw of its synthetic proxy (:mod:`gnnplan.simulator.workload.proxy`,
+``card:<name>@K`` is draw K). With ``proxy_draws`` R > 1 every point whose dataset is a card also simulates each
+candidate's tuned configuration on R - 1 further draws (K + 1, ..., K + R - 1; the knobs stay those tuned on draw K)
+and says how many of the R draws the point's winner wins: how much of the answer is the draw's.
 """
 
 from __future__ import annotations
@@ -29,12 +34,13 @@ import optuna
 from gnnplan.autotune.candidates import Candidate, candidates
 from gnnplan.autotune.study import TuneRequest, objective
 from gnnplan.autotune.trial_cache import TrialCache
-from gnnplan.simulator.api import coerce_knobs
+from gnnplan.simulator.api import coerce_knobs, simulate_on_draws
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.overrides import coerce_text, leaf_annotation, split_assignment, with_fields
 from gnnplan.simulator.units_parse import kind_of
 from gnnplan.simulator.workload.datasets import resolve_dataset
+from gnnplan.simulator.workload.proxy import draw_refs, no_draws_error, proxy_draw
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 OPTION = "--vary"
@@ -170,6 +176,7 @@ class WhatifRequest:
     seed: int = 0
     allow_model_change: bool = False
     cluster_sets: list[str] = field(default_factory=list)
+    proxy_draws: int = 1
 
 
 @dataclass
@@ -223,6 +230,26 @@ def tune_candidate(point: Point, cand: Candidate, trials: int, seed: int,
             "num_trials": len(done)}, params
 
 
+def on_draws(point: Point, cand: Candidate, found: dict[str, Any], refs: Sequence[str]) -> dict[str, Any]:
+    """A tuned candidate's configuration (``found``: :func:`tune_candidate`'s row fields, on the draw ``refs[0]``)
+    simulated again, same knobs, on the other proxy draws ``refs[1:]``.
+
+    Returns:
+        ``proxy_draws`` (the R draw numbers), ``epoch_time_draws_s`` (R epoch times in s, the first the tuned one;
+        None where the configuration does not fit) and their ``epoch_time_min_s`` / ``epoch_time_max_s`` (None
+        when it fits on no draw).
+    """
+    times: list[float | None] = [found["epoch_time_s"] if found["feasible"] else None]
+    if found["feasible"]:  # what does not fit on the draw it was tuned on is not simulated on the others
+        again = simulate_on_draws(point.cluster, cand.workload, cand.strategy, found["knobs"], refs[1:])
+        times += [res.epoch_time_s if res.feasible else None for res in again]
+    else:
+        times += [None] * (len(refs) - 1)
+    fits = [t for t in times if t is not None]
+    return {"proxy_draws": [proxy_draw(ref) for ref in refs], "epoch_time_draws_s": times,
+            "epoch_time_min_s": min(fits) if fits else None, "epoch_time_max_s": max(fits) if fits else None}
+
+
 def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> WhatifResult:
     """Run the sweep.
 
@@ -231,18 +258,27 @@ def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> 
         say: progress callback (one line per point), or None.
 
     Raises:
-        SpecError: bad axes, presets, fields or strategies.
+        SpecError: bad axes, presets, fields or strategies; ``proxy_draws`` below 1, or above 1 with no point
+            whose dataset is a card.
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    if req.proxy_draws < 1:
+        raise SpecError(f"--proxy-draws: must be a positive integer (got {req.proxy_draws})")
     points = grid(req.cluster, req.workload, req.axes, req.cluster_sets)
+    draws = [draw_refs(p.workload.dataset, req.proxy_draws) if req.proxy_draws > 1 else None for p in points]
+    if req.proxy_draws > 1 and not any(draws):
+        raise no_draws_error(points[0].workload.dataset)
     rows: list[dict[str, Any]] = []
     warm: dict[str, dict[str, Any] | None] = {}
-    for n, point in enumerate(points, 1):
+    for n, (point, refs) in enumerate(zip(points, draws), 1):
         cands = candidates(point.workload, req.strategies, req.allow_model_change)
         if say is not None:
-            say(f"point {n}/{len(points)}: {_point_text(req.axes, point)}: tuning {', '.join(c.label for c in cands)}")
+            say(f"point {n}/{len(points)}: {_point_text(req.axes, point)}: tuning {', '.join(c.label for c in cands)}"
+                + (f", then each best configuration on {len(refs) - 1} more proxy draws" if refs else ""))
         for cand in cands:
             found, warm[cand.label] = tune_candidate(point, cand, req.trials, req.seed, warm.get(cand.label))
+            if refs:
+                found.update(on_draws(point, cand, found, refs))
             rows.append({"point": n - 1, "index": point.index, "labels": dict(zip(_fields(req.axes), point.labels)),
                          "cluster": point.cluster.name, "strategy": cand.label, "model": cand.workload.model.arch,
                          **found})
@@ -259,19 +295,35 @@ def _point_text(axes: Sequence[Axis], point: Point) -> str:
 
 
 def summarize(rows: Sequence[dict[str, Any]], points: Sequence[Point]) -> list[dict[str, Any]]:
-    """Per point: winner, its epoch time, runner-up and the winner's speedup over it (None without one)."""
+    """Per point: winner, its epoch time, runner-up and the winner's speedup over it (None without one); where
+    the rows were simulated on several proxy draws (:func:`on_draws`), also ``draw_winners`` (the fastest
+    candidate on each draw, None where none fits) and ``winner_draws`` (on how many of them the point's winner,
+    chosen on the first draw, is the fastest)."""
     out = []
     for n, point in enumerate(points):
-        ranked = sorted((r for r in rows if r["point"] == n and r["feasible"]), key=lambda r: r["epoch_time_s"])
+        mine = [r for r in rows if r["point"] == n]
+        ranked = sorted((r for r in mine if r["feasible"]), key=lambda r: r["epoch_time_s"])
         win = ranked[0] if ranked else None
         second = ranked[1] if len(ranked) > 1 else None
-        out.append({"point": n, "index": point.index, "labels": point.labels,
-                    "winner": win["strategy"] if win else None,
-                    "winner_epoch_time_s": win["epoch_time_s"] if win else None,
-                    "runner_up": second["strategy"] if second else None,
-                    "runner_up_epoch_time_s": second["epoch_time_s"] if second else None,
-                    "speedup": second["epoch_time_s"] / win["epoch_time_s"] if win and second else None})
+        entry = {"point": n, "index": point.index, "labels": point.labels,
+                 "winner": win["strategy"] if win else None,
+                 "winner_epoch_time_s": win["epoch_time_s"] if win else None,
+                 "runner_up": second["strategy"] if second else None,
+                 "runner_up_epoch_time_s": second["epoch_time_s"] if second else None,
+                 "speedup": second["epoch_time_s"] / win["epoch_time_s"] if win and second else None}
+        if mine and "epoch_time_draws_s" in mine[0]:
+            winners = [draw_winner(mine, d) for d in range(len(mine[0]["epoch_time_draws_s"]))]
+            entry.update(draw_winners=winners, winner_draws=sum(w is not None and w == entry["winner"]
+                                                                for w in winners))
+        out.append(entry)
     return out
+
+
+def draw_winner(rows: Sequence[dict[str, Any]], draw: int) -> str | None:
+    """The candidate with the smallest epoch time on proxy draw number ``draw`` (position in
+    ``epoch_time_draws_s``), None when none fits there."""
+    fits = [(r["epoch_time_draws_s"][draw], r["strategy"]) for r in rows if r["epoch_time_draws_s"][draw] is not None]
+    return min(fits)[1] if fits else None
 
 
 def crossovers(summary: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -23,17 +23,40 @@ UNITS = {"bandwidth": "bytes/s", "time": "s", "bytes": "bytes", "flops": "FLOP/s
 
 
 def summary_table(res: WhatifResult) -> Table:
-    """Per point: the varied values, the winner, its epoch time, the runner-up and the speedup over it."""
+    """Per point: the varied values, the winner, its epoch time, the runner-up and the speedup over it; after a
+    sweep over proxy draws also the winner's epoch time over the draws and on how many of them it wins."""
+    draws = any("winner_draws" in s for s in res.summary)
     t = Table(title="what-if: best configuration per point (each strategy tuned at each point)")
     for axis in res.axes:
         t.add_column(axis.field)
     for col in ("winner", "epoch time", "runner-up", "its epoch time", "speedup"):
         t.add_column(col)
+    if draws:
+        t.add_column("winner over proxy draws")
+        t.add_column("draws it wins")
     for s in res.summary:
-        t.add_row(*s["labels"], s["winner"] or "none feasible", fmt_s(s["winner_epoch_time_s"]),
-                  s["runner_up"] or "-", fmt_s(s["runner_up_epoch_time_s"]),
-                  f"{s['speedup']:.2f}x" if s["speedup"] else "-")
+        cells = [*s["labels"], s["winner"] or "none feasible", fmt_s(s["winner_epoch_time_s"]),
+                 s["runner_up"] or "-", fmt_s(s["runner_up_epoch_time_s"]),
+                 f"{s['speedup']:.2f}x" if s["speedup"] else "-"]
+        if draws:
+            cells += _draw_cells(res, s)
+        t.add_row(*cells)
     return t
+
+
+def _draw_cells(res: WhatifResult, s: dict[str, Any]) -> list[str]:
+    """The summary table's two proxy-draw cells of one point: the winner's epoch time range over the draws
+    (numbered), and ``won/draws`` with the other draws' winners."""
+    if "winner_draws" not in s:
+        return ["- (not a card)", "-"]
+    row = next((r for r in res.rows if r["point"] == s["point"] and r["strategy"] == s["winner"]), None)
+    span = "-"
+    if row is not None and row["epoch_time_min_s"] is not None:
+        span = (f"{fmt_s(row['epoch_time_min_s'])} - {fmt_s(row['epoch_time_max_s'])} "
+                f"(draws {row['proxy_draws'][0]}-{row['proxy_draws'][-1]})")
+    others = sorted({w or "none feasible" for w in s["draw_winners"] if w != s["winner"]})
+    won = f"{s['winner_draws']}/{len(s['draw_winners'])}"
+    return [span, won + (f" (else {', '.join(others)})" if others else "")]
 
 
 def crossover_lines(res: WhatifResult) -> list[str]:
@@ -70,6 +93,11 @@ def csv_rows(res: WhatifResult) -> list[dict[str, Any]]:
                     "speedup_over_runner_up": s["speedup"] if won else None,
                     "knobs": json.dumps(r["knobs"], sort_keys=True), "num_trials": r["num_trials"],
                     "reason": r["reason"]})
+        if "epoch_time_draws_s" in r:  # a sweep over proxy draws (whatif.on_draws)
+            row.update({"proxy_draws": json.dumps(r["proxy_draws"]),
+                        "epoch_time_draws_s": json.dumps(r["epoch_time_draws_s"]),
+                        "epoch_time_min_s": r["epoch_time_min_s"], "epoch_time_max_s": r["epoch_time_max_s"],
+                        "draws_won": sum(w == r["strategy"] for w in s["draw_winners"])})
         out.append(row)
     return out
 
@@ -77,8 +105,9 @@ def csv_rows(res: WhatifResult) -> list[dict[str, Any]]:
 def write_csv(res: WhatifResult, path: Path) -> Path:
     """Write :func:`csv_rows` (atomically)."""
     rows = csv_rows(res)
+    names = list(dict.fromkeys(k for row in rows for k in row)) or ["point"]  # a real graph's rows lack the draws
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]) if rows else ["point"], lineterminator="\n")
+    writer = csv.DictWriter(buf, fieldnames=names, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return atomic_write_text(path, buf.getvalue())
@@ -107,14 +136,18 @@ def _x(axis: Axis) -> tuple[list[Any], dict[str, Any]]:
 
 def figure(res: WhatifResult, title: str) -> Any:
     """The chart: best epoch time per strategy against the first axis (one line per strategy and combination of
-    the other axes' values; stars on the winners); a 2-axis grid adds a heatmap of winners."""
+    the other axes' values; stars on the winners; after a sweep over proxy draws, bars from each configuration's
+    least to its greatest epoch time over the draws); a 2-axis grid adds a heatmap of winners."""
     from plotly import colors
     from plotly.subplots import make_subplots
 
     axis, two_d = res.axes[0], len(res.axes) == 2
     xs, xaxis = _x(axis)
+    drawn = next((r["proxy_draws"] for r in res.rows if r.get("proxy_draws")), None)
+    top = "best epoch time per strategy" + (f" (bars: least to greatest over {len(drawn)} proxy draws, knobs tuned "
+                                            "on the first)" if drawn else "")
     fig = make_subplots(rows=2 if two_d else 1, cols=1, vertical_spacing=0.14,
-                        subplot_titles=["best epoch time per strategy"] + (["winner"] if two_d else []))
+                        subplot_titles=[top] + (["winner"] if two_d else []))
     strategies = list(dict.fromkeys(r["strategy"] for r in res.rows))
     palette = colors.qualitative.Plotly
     for k, combo in enumerate(sorted({tuple(r["index"][1:]) for r in res.rows})):
@@ -125,8 +158,8 @@ def figure(res: WhatifResult, title: str) -> Any:
             fig.add_scatter(x=[xs[r["index"][0]] for r in pts], y=[r["epoch_time_s"] for r in pts],
                             mode="lines+markers", name=f"{name}, {suffix}" if suffix else name, legendgroup=name,
                             line={"color": palette[j % len(palette)], "dash": DASHES[k % len(DASHES)]},
-                            text=[knobs_text(r["knobs"]) for r in pts], hovertemplate="%{y:.4g} s<br>%{text}",
-                            row=1, col=1)
+                            text=[knobs_text(r["knobs"]) + _draws_text(r) for r in pts],
+                            hovertemplate="%{y:.4g} s<br>%{text}", error_y=_draw_bars(pts), row=1, col=1)
     won = [s for s in res.summary if s["winner"]]
     fig.add_scatter(x=[xs[s["index"][0]] for s in won], y=[s["winner_epoch_time_s"] for s in won], mode="markers",
                     name="winner", marker={"symbol": "star", "size": 14, "color": "black"},
@@ -137,6 +170,29 @@ def figure(res: WhatifResult, title: str) -> Any:
         _winner_heatmap(fig, res, strategies, palette)
     fig.update_layout(title=title, height=900 if two_d else 600, template="plotly_white")
     return fig
+
+
+def _draw_bars(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Plotly error bars from each row's epoch time to its least and greatest over the proxy draws (None when no
+    row was simulated on several draws)."""
+    if not any(r.get("epoch_time_min_s") is not None for r in rows):
+        return None
+    up, down = [], []
+    for r in rows:
+        y, lo, hi = r["epoch_time_s"], r.get("epoch_time_min_s"), r.get("epoch_time_max_s")
+        fits = y is not None and lo is not None and hi is not None
+        up.append(hi - y if fits else 0.0)
+        down.append(y - lo if fits else 0.0)
+    return {"type": "data", "symmetric": False, "array": up, "arrayminus": down, "thickness": 1.5, "width": 6}
+
+
+def _draws_text(row: dict[str, Any]) -> str:
+    """Hover line of a row's epoch time range over proxy draws ('' without draws)."""
+    if row.get("epoch_time_min_s") is None:
+        return ""
+    draws = row["proxy_draws"]
+    return (f"<br>proxy draws {draws[0]}-{draws[-1]}: {fmt_s(row['epoch_time_min_s'])} - "
+            f"{fmt_s(row['epoch_time_max_s'])}")
 
 
 def _winner_heatmap(fig: Any, res: WhatifResult, strategies: Sequence[str], palette: Sequence[str]) -> None:

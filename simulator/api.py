@@ -9,7 +9,7 @@ strategy's ``simulate(ctx, knobs)``.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -184,6 +184,22 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
     result = simulate_in_context(module, kn, ctx)
     result.sim_wall_s = time.perf_counter() - started
     return result
+
+
+def simulate_on_draws(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, strategy: str,
+                      knobs: Mapping[str, Any] | BaseModel | None, refs: Sequence[str]) -> list[SimResult]:
+    """:func:`simulate` of the same configuration with ``workload.dataset`` set to each of ``refs`` in turn: the
+    proxy draws of a dataset card (:func:`simulator.workload.proxy.draw_refs`), whose statistics are each one
+    random draw, so the spread of the results is how much of a prediction is the draw's.
+
+    Raises:
+        SpecError: see :func:`load_context`; a reference that names no dataset.
+    """
+    from gnnplan.simulator.overrides import with_fields
+
+    spec = load_workload(workload)
+    return [simulate(cluster, with_fields(spec, [f"dataset={ref}"], "workload.dataset"), strategy, knobs)
+            for ref in refs]
 
 
 def simulate_in_context(module: ModuleType, knobs: BaseModel, ctx: SimContext) -> SimResult:

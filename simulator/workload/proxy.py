@@ -65,7 +65,16 @@ from functools import lru_cache
 from typing import Any
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.workload.cards import CARD_DIR, Card, card_draw, card_name, card_names, load_card
+from gnnplan.simulator.workload.cards import (
+    CARD_DIR,
+    CARD_PREFIX,
+    DRAW_SEPARATOR,
+    Card,
+    card_draw,
+    card_name,
+    card_names,
+    load_card,
+)
 from gnnplan.simulator.workload.degseq import DegreeSequenceSpec
 from gnnplan.simulator.workload.sbm import powerlaw_min_degree
 from gnnplan.simulator.workload.spec import SbmSpec
@@ -267,6 +276,27 @@ def proxy_draw(ref: str) -> int:
     """The proxy seed of a card reference: its ``@K`` suffix, else :data:`PROXY_SEED`."""
     draw = card_draw(ref)
     return PROXY_SEED if draw is None else draw
+
+
+def draw_refs(ref: object, draws: int) -> list[str] | None:
+    """The ``workload.dataset`` references of ``draws`` proxy draws of a dataset card: its own draw K
+    (``card:<name>@K``; no suffix: :data:`PROXY_SEED`) and the next ``draws - 1`` (K + 1, ...); None when ``ref``
+    is not a card (a real graph or a generator spec has no proxy to redraw).
+
+    Raises:
+        SpecError: a card reference with a malformed draw suffix.
+    """
+    name = card_name(ref)
+    if name is None:
+        return None
+    first = proxy_draw(str(ref))
+    return [f"{CARD_PREFIX}{name}{DRAW_SEPARATOR}{first + i}" for i in range(draws)]
+
+
+def no_draws_error(ref: object) -> SpecError:
+    """The one-line error of ``--proxy-draws`` R > 1 on a dataset that is not a card (:func:`draw_refs`)."""
+    return SpecError(f"--proxy-draws: needs a dataset card (workload.dataset: {CARD_PREFIX}<name>) to redraw; "
+                     f"{ref!r} is not one")
 
 
 def _scaled(value: Any, factor: float) -> Any:

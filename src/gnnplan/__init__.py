@@ -99,7 +99,8 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
 
 
 def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequence[str] | None = None,
-           trials: int = 16, seed: int = 0, output: str | Path | None = None) -> dict[str, Any]:
+           trials: int = 16, seed: int = 0, output: str | Path | None = None,
+           proxy_draws: int = 1) -> dict[str, Any]:
     """Sweep cluster or workload fields over every allowed strategy, knobs tuned per point (``gnnplan whatif``).
 
     Args:
@@ -109,10 +110,13 @@ def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequ
         strategies: allowed strategy names (None = every strategy that supports the workload).
         trials: Optuna trials per strategy and point; seed: sampler seed.
         output: folder for ``whatif.csv``, ``whatif.json`` and ``whatif.html`` (None = write nothing).
+        proxy_draws: where the dataset is a card, the proxy draws each tuned configuration is simulated on (the
+            named draw K and K + 1, ...; ``--proxy-draws``).
 
     Returns:
-        ``{rows, summary, crossovers}``: one row per point and strategy (best epoch time, knobs), the winner
-        per point with its speedup, and where the winner changes.
+        ``{rows, summary, crossovers}``: one row per point and strategy (best epoch time, knobs; with
+        ``proxy_draws`` > 1 also ``epoch_time_draws_s`` and their min / max), the winner per point with its
+        speedup (and ``winner_draws``: on how many draws it wins), and where the winner changes.
 
     Raises:
         SpecError: a malformed axis, field or value (one line naming it).
@@ -121,7 +125,7 @@ def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequ
     from gnnplan.autotune.whatif import WhatifRequest, parse_axis, run_whatif
 
     req = WhatifRequest(cluster, workload, [parse_axis(v) for v in vary], list(strategies) if strategies else None,
-                        trials, seed)
+                        trials, seed, proxy_draws=proxy_draws)
     res = run_whatif(req)
     if output is not None:
         out = Path(output)

@@ -10,10 +10,19 @@ import pytest
 
 from gnnplan.autotune.candidates import candidates
 from gnnplan.autotune.cli import main
-from gnnplan.autotune.whatif import Point, crossovers, grid, parse_axis, split_values, summarize, tune_candidate
+from gnnplan.autotune.whatif import (
+    Point,
+    crossovers,
+    grid,
+    parse_axis,
+    split_values,
+    summarize,
+    tune_candidate,
+)
 from gnnplan.autotune.whatif_report import crossover_lines
-from gnnplan.simulator.api import coerce_knobs
+from gnnplan.simulator.api import coerce_knobs, simulate
 from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.workload.proxy import draw_refs
 from gnnplan.simulator.workload.spec import load_workload
 
 
@@ -134,7 +143,9 @@ def test_whatif_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Capt
             (["--vary", "network.latency_s=1us", "--vary", "network.latency_s=2us"], "varied twice"),
             (["--vary", "network.latency_s=1us", "--trials", "0"], "--trials: must be a positive integer"),
             (["--vary", "workload.dataset=card:cora@0,card:cora@y"], "the proxy draw after '@' must be a non-negative"),
-            (["--vary", "workload.dataset=cora,no-such-graph"], "'no-such-graph' is neither a preset")):
+            (["--vary", "workload.dataset=cora,no-such-graph"], "'no-such-graph' is neither a preset"),
+            (["--vary", "network.latency_s=1us", "--proxy-draws", "0"], "--proxy-draws: must be a positive integer"),
+            (["--vary", "network.latency_s=1us", "--proxy-draws", "2"], "--proxy-draws: needs a dataset card")):
         code = main(["whatif", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", *argv, "-o", str(tmp_path)])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and needle in err[0], err
@@ -153,3 +164,68 @@ def test_a_point_where_nothing_fits_has_no_winner(tmp_path: Path, capsys: pytest
         rows = list(csv.DictReader(f))
     assert (rows[0]["feasible"], rows[0]["epoch_time_s"]) == ("False", "")
     assert "memory" in rows[0]["reason"]
+
+
+def test_draw_refs_count_on_from_the_named_draw() -> None:
+    assert draw_refs("card:cora@3", 2) == ["card:cora@3", "card:cora@4"]
+    assert draw_refs("card:cora", 3) == ["card:cora@0", "card:cora@1", "card:cora@2"]
+    assert draw_refs("ogbn-arxiv", 2) == ["card:ogbn-arxiv@0", "card:ogbn-arxiv@1"]  # a bare card name
+    assert draw_refs("cora", 2) is None  # the bundled real graph: nothing to redraw
+    with pytest.raises(SpecError, match="non-negative integer"):
+        draw_refs("card:cora@x", 2)
+
+
+def test_summary_counts_the_draws_the_winner_wins() -> None:
+    rows = [{"point": 0, "strategy": "dp", "feasible": True, "epoch_time_s": 1.0,
+             "epoch_time_draws_s": [1.0, 1.3, 1.1, None]},
+            {"point": 0, "strategy": "gsplit", "feasible": True, "epoch_time_s": 1.2,
+             "epoch_time_draws_s": [1.2, 1.2, 1.15, None]}]
+    [entry] = summarize(rows, [Point((0,), ("a",), None, None)])  # type: ignore[arg-type]
+    assert entry["winner"] == "dp" and entry["draw_winners"] == ["dp", "gsplit", "dp", None]
+    assert entry["winner_draws"] == 2
+
+
+def test_whatif_over_proxy_draws_resimulates_each_tuned_configuration(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--proxy-draws 2`` on a card: every row's first epoch time is the tuned one, its second the same knobs
+    simulated on the next proxy draw (exactly what ``simulate`` gives there); the summary counts the draws the
+    winner wins, the CSV carries the per-draw times and the chart error bars to their extremes."""
+    from gnnplan.autotune.whatif_report import figure
+    from gnnplan.simulator.overrides import with_fields
+
+    wl = tmp_path / "wl.yaml"
+    wl.write_text("dataset: card:cora@1\nmodel: {arch: sage, num_layers: 2, hidden_dim: 64}\n"
+                  "training: {mode: mini-batch, batch_size: 64, fanouts: [10, 10]}\n")
+    out = tmp_path / "out"
+    code = main(["whatif", "--cluster", "4x-v100-32gb-100gbib", "--workload", str(wl), "--strategies", "dp,hopgnn",
+                 "--vary", "network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s", "--trials", "2", "--proxy-draws", "2",
+                 "-o", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    record = json.loads((out / "whatif.json").read_text())
+    points = grid("4x-v100-32gb-100gbib", str(wl), [parse_axis("network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s")])
+    for row in record["rows"]:
+        assert row["proxy_draws"] == [1, 2] and row["epoch_time_draws_s"][0] == row["epoch_time_s"]
+        moved = with_fields(points[row["point"]].workload, ["dataset=card:cora@2"], "test")
+        again = simulate(points[row["point"]].cluster, moved, row["strategy"], row["knobs"])
+        assert row["epoch_time_draws_s"][1] == again.epoch_time_s
+        assert row["epoch_time_min_s"] == min(row["epoch_time_draws_s"])
+        assert row["epoch_time_max_s"] == max(row["epoch_time_draws_s"])
+    for entry in record["summary"]:
+        mine = [r for r in record["rows"] if r["point"] == entry["point"]]
+        fastest = [min(mine, key=lambda r: r["epoch_time_draws_s"][d])["strategy"] for d in range(2)]
+        assert entry["draw_winners"] == fastest and entry["winner_draws"] == fastest.count(entry["winner"])
+    with open(out / "whatif.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [json.loads(r["epoch_time_draws_s"]) for r in rows] == [r["epoch_time_draws_s"] for r in record["rows"]]
+    assert all(sum(int(r["draws_won"]) for r in rows if r["point"] == str(p)) == 2 for p in range(2))
+    assert "draws it wins" in text and "(draws 1-2)" in text
+    from gnnplan.autotune.whatif import WhatifResult
+
+    res = WhatifResult([parse_axis("network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s")], record["rows"],
+                       record["summary"], record["crossovers"])
+    dp_line = next(t for t in figure(res, "t").data if t.name == "dp")
+    dp_rows = [r for r in record["rows"] if r["strategy"] == "dp"]
+    assert list(dp_line.error_y.array) == [r["epoch_time_max_s"] - r["epoch_time_s"] for r in dp_rows]
+    assert list(dp_line.error_y.arrayminus) == [r["epoch_time_s"] - r["epoch_time_min_s"] for r in dp_rows]
+    assert main(["report", str(out), "-o", str(tmp_path / "again.html")]) == 0  # the record redraws

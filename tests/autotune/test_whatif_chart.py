@@ -9,7 +9,7 @@ import csv
 from pathlib import Path
 
 import pytest
-from chromium import png_size, render, require_chromium
+from chromium import PLOTLY_CHARTS_JS, png_size, render, require_chromium
 
 from gnnplan.autotune.cli import main
 
@@ -54,3 +54,20 @@ def test_the_chart_renders_in_chromium(whatif_dir: Path) -> None:
     assert png_size(page.screenshot_png)[0] == 1400
     assert page.ink is not None and page.ink["elements"][cid] > 0.02, page.ink  # lines, markers, axes drawn
     assert page.ink["colours"] > 5  # more than black on white: the strategies' colours
+
+
+def test_proxy_draw_error_bars_are_drawn(tmp_path: Path) -> None:
+    """``--proxy-draws 3`` on a card: every strategy's marker carries a bar from its least to its greatest epoch
+    time over the draws, and Chromium draws one per point and strategy."""
+    wl = tmp_path / "wl.yaml"
+    wl.write_text("dataset: card:cora\nmodel: {arch: sage, num_layers: 2, hidden_dim: 64}\n"
+                  "training: {mode: mini-batch, batch_size: 64, fanouts: [10, 10]}\n")
+    code = main(["whatif", "--cluster", "4x-v100-32gb-100gbib", "--cluster-set", "num_machines=2", "--workload",
+                 str(wl), "--vary", f"network={TEN_GBE},{EDR_IB}", "--strategies", ",".join(STRATEGIES),
+                 "--trials", "2", "--proxy-draws", "3", "-o", str(tmp_path / "out")])
+    assert code == 0
+    browser = require_chromium()
+    bars = f"Object.assign({PLOTLY_CHARTS_JS}, {{errorbars: document.querySelectorAll('g.errorbar').length}})"
+    page = render(browser, tmp_path / "out" / "whatif.html", bars)
+    assert page.errors == [], page.errors
+    assert page.value["ready"] and page.value["errorbars"] == 2 * len(STRATEGIES), page.value

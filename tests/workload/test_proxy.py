@@ -141,6 +141,40 @@ def test_simulate_says_which_draw_of_which_card_it_estimated_on(tmp_path: Path,
     assert "estimated on draw" not in capsys.readouterr().out  # a real graph's statistics are measured
 
 
+def test_simulate_over_proxy_draws_lists_each_draw_s_epoch_time(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``simulate --proxy-draws 3`` on ``card:cora@5``: draws 5, 6 and 7, each the epoch time ``simulate`` gives
+    on that draw alone; the table prints their range; a real graph has none (one-line error, exit 2)."""
+    import json
+
+    from gnnplan.autotune.cli import main
+
+    path = tmp_path / "wl.yaml"
+    path.write_text("dataset: card:cora@5\nmodel: {arch: sage, num_layers: 2, hidden_dim: 16}\n"
+                    "training: {batch_size: 64, fanouts: [5, 5]}\n")
+    argv = ["simulate", "--cluster", CLUSTER, "--workload", str(path), "--strategy", "dp", "--proxy-draws", "3"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    alone = [simulate(CLUSTER, workload_from_dict({**_yaml(path), "dataset": f"card:cora@{k}"}), "dp").epoch_time_s
+             for k in (5, 6, 7)]
+    assert out["proxy_draws"] == {"draws": [5, 6, 7], "epoch_time_s": alone}
+    assert out["epoch_time_s"] == alone[0] and len(set(alone)) == 3  # the draws are different graphs
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "epoch time over draws 5-7" in text and "median" in text
+    assert main(["simulate", "--cluster", CLUSTER, "--workload", "cora-sage", "--strategy", "dp",
+                 "--proxy-draws", "2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--proxy-draws: needs a dataset card" in err[0]
+    assert main([*argv[:-1], "0"]) == 2 and "must be a positive integer" in capsys.readouterr().err
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
 def test_full_graph_counts_scale_to_the_card(small_proxies: None) -> None:
     card = load_card("ogbn-arxiv")
     wl = workload_from_dict({"dataset": "ogbn-arxiv", "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 16},
