@@ -84,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-model-change", action="store_true",
                    help="also compare strategies that train a different model (SGC/SIGN vs message passing)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--proxy-draws", type=int, default=1, metavar="R",
+                   help="where the dataset is a card (card:<name>[@K]): also simulate each strategy's best "
+                        "configuration on R - 1 more draws of its proxy (K+1, ...) and say on how many the best "
+                        "one stays the fastest (default 1: the draw named)")
     p.add_argument("--json", action="store_true")
     p.add_argument("-o", "--output", help="plan YAML to write (default: plan.yaml)", default="plan.yaml")
     p.set_defaults(func=c.cmd_tune)

@@ -99,12 +99,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     names = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
     out = tune_to_plan(cluster, workload, names, args.trials, args.storage, args.study, args.tune_batch_size,
                        args.seed, Path(args.output), progress=not args.json,
-                       allow_model_change=args.allow_model_change)
+                       allow_model_change=args.allow_model_change, proxy_draws=args.proxy_draws)
     if args.json:
         emit_json(out)
     else:
         con = report.console()
         con.print(report.ranked_table(out["ranked"]))
+        if "proxy_draws" in out:
+            con.print(report.draws_line(out["proxy_draws"]))
         con.print(f"study {out['study']} ({out['num_trials_total']} trials in {out['storage']}); "
                   f"best plan written to {out['plan']}")
         if out.get("note"):

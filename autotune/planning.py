@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from gnnplan.autotune.candidates import Candidate
+from gnnplan.autotune.draws import draw_winner, on_draws
 from gnnplan.autotune.study import (
     TuneRequest,
     best_result,
@@ -13,16 +16,19 @@ from gnnplan.autotune.study import (
     ranked_trials,
     run_study,
 )
+from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.io import atomic_write_yaml
 from gnnplan.simulator.plan import Plan, save_plan
 from gnnplan.simulator.workload.datasets import resolve_dataset
+from gnnplan.simulator.workload.proxy import draw_refs, no_draws_error
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
 
 def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[str] | None, trials: int,
                  storage: str | None, study_name: str | None, tune_batch_size: bool, seed: int,
-                 output: Path, progress: bool = False, allow_model_change: bool = False) -> dict[str, Any]:
+                 output: Path, progress: bool = False, allow_model_change: bool = False,
+                 proxy_draws: int = 1) -> dict[str, Any]:
     """Run a study, rank its configurations and write the best as a plan.
 
     Args:
@@ -37,14 +43,23 @@ def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[
         progress: show Optuna's progress bar.
         allow_model_change: also compare the workload with its model swapped between message passing and
             pre-propagation (:mod:`autotune.candidates`); the plan then carries the chosen model.
+        proxy_draws: R > 1 on a dataset card: the best configuration of every strategy (and model) is simulated
+            again on R - 1 more draws of the card's proxy (:func:`draw_best_rows`).
 
     Returns:
-        ``{study, storage, num_trials_total, best, ranked, plan, note}``.
+        ``{study, storage, num_trials_total, best, ranked, plan, note}``, and with ``proxy_draws`` > 1
+        ``proxy_draws`` (:func:`draw_best_rows`).
 
     Raises:
-        SpecError: bad strategies, storage, dataset, or no feasible configuration.
+        SpecError: bad strategies, storage, dataset, or no feasible configuration; ``proxy_draws`` below 1, or
+            above 1 on a dataset that is not a card.
     """
     resolve_dataset(workload.dataset)
+    if proxy_draws < 1:
+        raise SpecError(f"--proxy-draws: must be a positive integer (got {proxy_draws})")
+    refs = draw_refs(workload.dataset, proxy_draws) if proxy_draws > 1 else None
+    if proxy_draws > 1 and refs is None:
+        raise no_draws_error(workload.dataset)
     names = eligible_strategies(workload, strategies, allow_model_change)
     req = TuneRequest(cluster, workload, names, trials, storage, study_name, tune_batch_size, seed,
                       allow_model_change)
@@ -53,9 +68,36 @@ def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[
     plan = Plan(strategy=best["strategy"], knobs=best["knobs"], num_workers=cluster.num_gpus, cluster=cluster,
                 workload=chosen, prediction=best)
     save_plan(output, plan)
-    return {"study": study.study_name, "storage": storage or default_storage(), "num_trials_total": len(study.trials),
-            "best": best, "ranked": ranked_trials(study), "plan": str(output),
-            "model_changed": chosen.model.arch != workload.model.arch, "note": _note(req, workload, chosen)}
+    ranked = ranked_trials(study)
+    out = {"study": study.study_name, "storage": storage or default_storage(), "num_trials_total": len(study.trials),
+           "best": best, "ranked": ranked, "plan": str(output),
+           "model_changed": chosen.model.arch != workload.model.arch, "note": _note(req, workload, chosen)}
+    if refs is not None:
+        out["proxy_draws"] = draw_best_rows(cluster, list(req.candidates().values()), ranked, refs)
+    return out
+
+
+def draw_best_rows(cluster: ClusterSpec, cands: Sequence[Candidate], ranked: list[dict[str, Any]],
+                   refs: Sequence[str]) -> dict[str, Any]:
+    """The best feasible row of every strategy and model in ``ranked`` (:func:`autotune.study.ranked_trials`)
+    simulated again on the proxy draws ``refs[1:]`` (:func:`autotune.draws.on_draws`; those rows gain its keys).
+
+    Returns:
+        ``{draws, best_wins}``: the draw numbers, and on how many of them the best row (rank 1) is the fastest
+        of those rows.
+    """
+    seen = set()
+    drawn = []
+    for row in ranked:
+        key = (row["strategy"], row.get("model", ""))
+        if not row["feasible"] or key in seen:
+            continue
+        seen.add(key)
+        cand = next(c for c in cands if c.strategy == row["strategy"] and c.workload.model.arch == row["model"])
+        row.update(on_draws(cluster, cand.workload, row["strategy"], row, refs))
+        drawn.append(row)
+    wins = sum(bool(drawn) and draw_winner(drawn, d, "rank") == drawn[0]["rank"] for d in range(len(refs)))
+    return {"draws": drawn[0]["proxy_draws"] if drawn else [], "best_wins": wins}
 
 
 def _note(req: TuneRequest, workload: WorkloadSpec, chosen: WorkloadSpec) -> str:

@@ -75,16 +75,34 @@ def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:
     shown, extra = best_of_others(rows, limit)
     t = Table(title="configurations by simulated epoch time",
               caption=f"{len(rows)} distinct configurations; the best of each strategy is always shown")
-    for col in ("rank", "strategy", "model", "knobs", "epoch time", "iteration", "peak GPU memory", "trials", "note"):
+    drawn = next((r["proxy_draws"] for r in rows if r.get("proxy_draws")), None)
+    columns = ["rank", "strategy", "model", "knobs", "epoch time", "iteration", "peak GPU memory", "trials", "note"]
+    if drawn:  # tune --proxy-draws: each strategy's best over further proxy draws
+        columns.insert(5, f"over proxy draws {drawn[0]}-{drawn[-1]}")
+    for col in columns:
         t.add_column(col)
     for i, r in enumerate(shown + extra):
         note = "" if r["feasible"] else f"infeasible: {r['reason']}"
         if r in extra:
             note = f"best {r['strategy']}" + (f"; {note}" if note else "")
-        t.add_row(str(r["rank"]), r["strategy"], r.get("model", ""), knobs_text(r["knobs"]), fmt_s(r["epoch_time_s"]),
-                  fmt_s(r["iteration_time_s"]), fmt_bytes(r["peak_gpu_memory_bytes"]), str(r.get("num_trials", 1)),
-                  note, end_section=i == len(shown) - 1 and bool(extra))
+        cells = [str(r["rank"]), r["strategy"], r.get("model", ""), knobs_text(r["knobs"]), fmt_s(r["epoch_time_s"]),
+                 fmt_s(r["iteration_time_s"]), fmt_bytes(r["peak_gpu_memory_bytes"]), str(r.get("num_trials", 1)),
+                 note]
+        if drawn:
+            cells.insert(5, "" if r.get("epoch_time_min_s") is None else
+                         f"{fmt_s(r['epoch_time_min_s'])} - {fmt_s(r['epoch_time_max_s'])}")
+        t.add_row(*cells, end_section=i == len(shown) - 1 and bool(extra))
     return t
+
+
+def draws_line(record: dict[str, Any]) -> str:
+    """One sentence on ``tune --proxy-draws``: on how many draws the best configuration stays the fastest of the
+    strategies' best (:func:`autotune.planning.draw_best_rows`)."""
+    draws = record["draws"]
+    if not draws:
+        return "proxy draws: no feasible configuration to simulate again"
+    return (f"proxy draws {draws[0]}-{draws[-1]}: the best configuration is the fastest of the strategies' best on "
+            f"{record['best_wins']} of {len(draws)} draws")
 
 
 def parameter_table(params: dict[str, dict[str, Any]]) -> Table:

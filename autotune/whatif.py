@@ -32,15 +32,16 @@ from typing import Any
 import optuna
 
 from gnnplan.autotune.candidates import Candidate, candidates
+from gnnplan.autotune.draws import draw_winner, on_draws
 from gnnplan.autotune.study import TuneRequest, objective
 from gnnplan.autotune.trial_cache import TrialCache
-from gnnplan.simulator.api import coerce_knobs, simulate_on_draws
+from gnnplan.simulator.api import coerce_knobs
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.overrides import coerce_text, leaf_annotation, split_assignment, with_fields
 from gnnplan.simulator.units_parse import kind_of
 from gnnplan.simulator.workload.datasets import resolve_dataset
-from gnnplan.simulator.workload.proxy import draw_refs, no_draws_error, proxy_draw
+from gnnplan.simulator.workload.proxy import draw_refs, no_draws_error
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 OPTION = "--vary"
@@ -230,26 +231,6 @@ def tune_candidate(point: Point, cand: Candidate, trials: int, seed: int,
             "num_trials": len(done)}, params
 
 
-def on_draws(point: Point, cand: Candidate, found: dict[str, Any], refs: Sequence[str]) -> dict[str, Any]:
-    """A tuned candidate's configuration (``found``: :func:`tune_candidate`'s row fields, on the draw ``refs[0]``)
-    simulated again, same knobs, on the other proxy draws ``refs[1:]``.
-
-    Returns:
-        ``proxy_draws`` (the R draw numbers), ``epoch_time_draws_s`` (R epoch times in s, the first the tuned one;
-        None where the configuration does not fit) and their ``epoch_time_min_s`` / ``epoch_time_max_s`` (None
-        when it fits on no draw).
-    """
-    times: list[float | None] = [found["epoch_time_s"] if found["feasible"] else None]
-    if found["feasible"]:  # what does not fit on the draw it was tuned on is not simulated on the others
-        again = simulate_on_draws(point.cluster, cand.workload, cand.strategy, found["knobs"], refs[1:])
-        times += [res.epoch_time_s if res.feasible else None for res in again]
-    else:
-        times += [None] * (len(refs) - 1)
-    fits = [t for t in times if t is not None]
-    return {"proxy_draws": [proxy_draw(ref) for ref in refs], "epoch_time_draws_s": times,
-            "epoch_time_min_s": min(fits) if fits else None, "epoch_time_max_s": max(fits) if fits else None}
-
-
 def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> WhatifResult:
     """Run the sweep.
 
@@ -278,7 +259,7 @@ def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> 
         for cand in cands:
             found, warm[cand.label] = tune_candidate(point, cand, req.trials, req.seed, warm.get(cand.label))
             if refs:
-                found.update(on_draws(point, cand, found, refs))
+                found.update(on_draws(point.cluster, cand.workload, cand.strategy, found, refs))
             rows.append({"point": n - 1, "index": point.index, "labels": dict(zip(_fields(req.axes), point.labels)),
                          "cluster": point.cluster.name, "strategy": cand.label, "model": cand.workload.model.arch,
                          **found})
@@ -296,7 +277,7 @@ def _point_text(axes: Sequence[Axis], point: Point) -> str:
 
 def summarize(rows: Sequence[dict[str, Any]], points: Sequence[Point]) -> list[dict[str, Any]]:
     """Per point: winner, its epoch time, runner-up and the winner's speedup over it (None without one); where
-    the rows were simulated on several proxy draws (:func:`on_draws`), also ``draw_winners`` (the fastest
+    the rows were simulated on several proxy draws (:func:`autotune.draws.on_draws`), also ``draw_winners`` (the fastest
     candidate on each draw, None where none fits) and ``winner_draws`` (on how many of them the point's winner,
     chosen on the first draw, is the fastest)."""
     out = []
@@ -317,13 +298,6 @@ def summarize(rows: Sequence[dict[str, Any]], points: Sequence[Point]) -> list[d
                                                                 for w in winners))
         out.append(entry)
     return out
-
-
-def draw_winner(rows: Sequence[dict[str, Any]], draw: int) -> str | None:
-    """The candidate with the smallest epoch time on proxy draw number ``draw`` (position in
-    ``epoch_time_draws_s``), None when none fits there."""
-    fits = [(r["epoch_time_draws_s"][draw], r["strategy"]) for r in rows if r["epoch_time_draws_s"][draw] is not None]
-    return min(fits)[1] if fits else None
 
 
 def crossovers(summary: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

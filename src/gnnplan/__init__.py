@@ -49,7 +49,7 @@ def strategy_names() -> list[str]:
 def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, *,
          strategies: Sequence[str] | None = None, trials: int = 40, storage: str | None = None,
          study_name: str | None = None, tune_batch_size: bool = False, allow_model_change: bool = False,
-         seed: int = 0, output: str | Path = "plan.yaml") -> dict[str, Any]:
+         seed: int = 0, output: str | Path = "plan.yaml", proxy_draws: int = 1) -> dict[str, Any]:
     """Search strategies and knobs with Optuna on simulated epoch time and write the best plan (``gnnplan tune``).
 
     Args:
@@ -59,9 +59,12 @@ def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec,
             home); study_name: None = derived from the inputs, so a repeated call resumes.
         tune_batch_size, allow_model_change, seed: as the CLI flags.
         output: the plan YAML (written atomically after the study).
+        proxy_draws: on a dataset card, each strategy's best configuration is also simulated on the next
+            ``proxy_draws - 1`` draws of the card's proxy (``--proxy-draws``).
 
     Returns:
-        ``{study, storage, num_trials_total, best, ranked, plan, model_changed, note}``.
+        ``{study, storage, num_trials_total, best, ranked, plan, model_changed, note}`` (and ``proxy_draws``
+        ``{draws, best_wins}`` with ``proxy_draws`` > 1; the redrawn rows carry ``epoch_time_draws_s``).
 
     Raises:
         SpecError: bad input or no feasible configuration (one line naming the field).
@@ -70,7 +73,7 @@ def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec,
 
     return tune_to_plan(load_cluster(cluster), load_workload(workload), list(strategies) if strategies else None,
                         trials, storage, study_name, tune_batch_size, seed, Path(output),
-                        allow_model_change=allow_model_change)
+                        allow_model_change=allow_model_change, proxy_draws=proxy_draws)
 
 
 def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | None = None,

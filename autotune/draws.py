@@ -1,0 +1,43 @@
+"""A tuned configuration simulated again on further draws of a dataset card's proxy (``--proxy-draws`` of
+``gnnplan tune`` and ``gnnplan whatif``): a card's statistics are one random draw of its synthetic proxy
+(:mod:`gnnplan.simulator.workload.proxy`), so the spread over draws is how much of a prediction is the draw's."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gnnplan.simulator.api import simulate_on_draws
+from gnnplan.simulator.hardware.spec import ClusterSpec
+from gnnplan.simulator.workload.proxy import proxy_draw
+from gnnplan.simulator.workload.spec import WorkloadSpec
+
+
+def on_draws(cluster: ClusterSpec, workload: WorkloadSpec, strategy: str, found: dict[str, Any],
+             refs: Sequence[str]) -> dict[str, Any]:
+    """A tuned configuration (``found``: ``feasible``, ``epoch_time_s`` and ``knobs``, as tuned on the draw
+    ``refs[0]``) simulated again, same knobs, on the other proxy draws ``refs[1:]``
+    (:func:`simulator.workload.proxy.draw_refs`).
+
+    Returns:
+        ``proxy_draws`` (the R draw numbers), ``epoch_time_draws_s`` (R epoch times in s, the first the tuned one;
+        None where the configuration does not fit) and their ``epoch_time_min_s`` / ``epoch_time_max_s`` (None
+        when it fits on no draw).
+    """
+    times: list[float | None] = [found["epoch_time_s"] if found["feasible"] else None]
+    if found["feasible"]:  # what does not fit on the draw it was tuned on is not simulated on the others
+        again = simulate_on_draws(cluster, workload, strategy, found["knobs"], refs[1:])
+        times += [res.epoch_time_s if res.feasible else None for res in again]
+    else:
+        times += [None] * (len(refs) - 1)
+    fits = [t for t in times if t is not None]
+    return {"proxy_draws": [proxy_draw(ref) for ref in refs], "epoch_time_draws_s": times,
+            "epoch_time_min_s": min(fits) if fits else None, "epoch_time_max_s": max(fits) if fits else None}
+
+
+def draw_winner(rows: Sequence[dict[str, Any]], draw: int, name: str = "strategy") -> Any:
+    """The ``name`` field (``strategy``; ``rank`` for tune's rows) of the row with the smallest epoch time on
+    proxy draw number ``draw`` (position in ``epoch_time_draws_s``; ties to the smaller ``name``), None when none
+    fits there."""
+    fits = [(r["epoch_time_draws_s"][draw], r[name]) for r in rows if r["epoch_time_draws_s"][draw] is not None]
+    return min(fits)[1] if fits else None
