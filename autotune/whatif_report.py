@@ -145,7 +145,8 @@ def figure(res: WhatifResult, title: str) -> Any:
     xs, xaxis = _x(axis)
     drawn = next((r["proxy_draws"] for r in res.rows if r.get("proxy_draws")), None)
     top = "best epoch time per strategy" + (f" (bars: least to greatest over {len(drawn)} proxy draws, knobs tuned "
-                                            "on the first)" if drawn else "")
+                                            "on the first: the draws' spread, not the proxy's error)" if drawn
+                                            else "")
     fig = make_subplots(rows=2 if two_d else 1, cols=1, vertical_spacing=0.14,
                         subplot_titles=[top] + (["winner"] if two_d else []))
     strategies = list(dict.fromkeys(r["strategy"] for r in res.rows))

@@ -57,7 +57,9 @@ The proxy is one random draw (``simulator.workload.proxy.PROXY_SEED``); ``--prox
 :data:`PROXY_DRAWS`) also estimates every statistic on draws 1..R-1 (``card:<name>@K``; R-MAT's proxy at seed K)
 and prints, per graph, each statistic's estimate on draw 0, its min / mean / max over the draws and in how many
 draws it is within 15%, then each draw's count within 15% over all graphs (16 draws, 2026-11-28: 90-97 of 99,
-median 94; draw 0, the product's default, 97).
+median 94; draw 0, the product's default, 97), and whether the draws' range holds the measured value: the range
+``--proxy-draws`` of simulate, tune and whatif reports is the draws' noise, and it held the measured value for 51
+of the 99 statistics (Cora 17, CiteSeer 23, R-MAT 11 of 33); the others are biased beyond that noise.
 
 Run: ``python benchmarks/bench_proxy.py [--skip-rmat] [--proxy-draws R]``. Statistics are cached under
 ``$GNNPLAN_CACHE``; the first run generates the 2M-vertex graph (~4 min, ~3 GB peak) and partitions it with METIS.
@@ -340,24 +342,32 @@ def reference_values(shipped: dict[str, float], over: dict[str, list[float]]) ->
             for key, value in shipped.items()}
 
 
-def draw_spread(name: str, reference: dict[str, float], draws: list[dict[str, float]]) -> list[int]:
+def draw_spread(name: str, reference: dict[str, float], draws: list[dict[str, float]]) -> tuple[list[int], int]:
     """Print how the estimates move over proxy draws (``draws[k]``: every statistic estimated on draw k of the
     proxy, the generator's seed k; draw 0 is the product's default and the table above): per statistic its
-    reference, the estimate of draw 0, min / mean / max over the draws and in how many draws it is within
-    :data:`TOLERANCE`. Returns each draw's count of statistics within it."""
+    reference, the estimate of draw 0, min / mean / max over the draws, in how many draws it is within
+    :data:`TOLERANCE`, and whether the draws' range holds the reference (``--proxy-draws`` of simulate, tune and
+    whatif report that range: it is the draws' noise, and holds the truth only where the proxy has no bias).
+
+    Returns:
+        (each draw's count of statistics within the tolerance, the statistics whose reference the range holds).
+    """
     print(f"\n-- {name}: the estimates over {len(draws)} proxy draws (seeds 0..{len(draws) - 1}; draw 0 is the "
           "product's default, compared above)")
     print(f"{'statistic':36s} {'reference':>10s} {'draw 0':>10s} {'min':>10s} {'mean':>10s} {'max':>10s} "
-          f"{'within':>8s}")
-    per_draw = [0] * len(draws)
+          f"{'within':>8s} {'in range':>9s}")
+    per_draw, covered = [0] * len(draws), 0
     for key, ref in reference.items():
         values = [d[key] for d in draws]
         ok = [max_relative_error(v, ref) <= TOLERANCE for v in values]
         per_draw = [n + hit for n, hit in zip(per_draw, ok, strict=True)]
+        held = min(values) <= ref <= max(values)
+        covered += held
         print(f"{key:36s} {ref:10.4g} {values[0]:10.4g} {min(values):10.4g} {float(np.mean(values)):10.4g} "
-              f"{max(values):10.4g} {sum(ok):>4d}/{len(ok):<3d}")
-    print(f"-- statistics within {TOLERANCE:.0%} per draw: {per_draw} (of {len(reference)}; draw 0: {per_draw[0]})")
-    return per_draw
+              f"{max(values):10.4g} {sum(ok):>4d}/{len(ok):<3d} {'yes' if held else 'no':>9s}")
+    print(f"-- statistics within {TOLERANCE:.0%} per draw: {per_draw} (of {len(reference)}; draw 0: {per_draw[0]}); "
+          f"the reference inside the {len(draws)} draws' range: {covered} of {len(reference)}")
+    return per_draw, covered
 
 
 def run(label: str, work: Callable[[], dict[str, float]], keep: str | None = None) -> dict[str, float]:
@@ -391,6 +401,7 @@ def main() -> int:
     globals()["RELABELINGS"] = args.relabelings
     errors: list[float] = []
     per_draw = np.zeros(args.proxy_draws, dtype=np.int64)
+    covered = 0
     for name, batch in (("cora", 64), ("citeseer", 64)):
         shipped, over = measure_relabelled(name, batch)
         estimated = run(f"card:{name} estimated", lambda: statistics(f"card:{name}", batch, None))
@@ -400,7 +411,9 @@ def main() -> int:
             draws = [estimated] + [run(f"card:{name}@{k} estimated", lambda k=k: statistics(f"card:{name}@{k}",
                                                                                             batch, None))
                                    for k in range(1, args.proxy_draws)]
-            per_draw += draw_spread(name, reference_values(shipped, over), draws)
+            counts, held = draw_spread(name, reference_values(shipped, over), draws)
+            per_draw += counts
+            covered += held
     if not args.skip_rmat:
         graph = load_dataset(RMAT)
         card = derived_card("rmat2m", graph.num_vertices, graph.src, graph.dst, graph.feature_dim,
@@ -421,7 +434,9 @@ def main() -> int:
 
             draws = [estimated] + [run(f"rmat2m proxy draw {k} estimated", lambda k=k: on_draw(k))
                                    for k in range(1, args.proxy_draws)]
-            per_draw += draw_spread("R-MAT 2M", measured, draws)
+            counts, held = draw_spread("R-MAT 2M", measured, draws)
+            per_draw += counts
+            covered += held
     within = sum(err <= TOLERANCE for err in errors)
     print(f"\nall graphs: {within}/{len(errors)} statistics within {TOLERANCE:.0%} (real graphs: against the median "
           f"over {RELABELINGS} relabelings; R-MAT: as generated)")
@@ -429,6 +444,8 @@ def main() -> int:
         print(f"over {args.proxy_draws} proxy draws, statistics within {TOLERANCE:.0%} per draw (all graphs): "
               f"{per_draw.tolist()}; min {per_draw.min()}, median {float(np.median(per_draw)):g}, max "
               f"{per_draw.max()} of {len(errors)}; draw 0 (the product's default): {per_draw[0]}")
+        print(f"the measured value inside the range of the {args.proxy_draws} draws' estimates: {covered} of "
+              f"{len(errors)} (the range --proxy-draws reports is the draws' noise; the rest is the proxy's bias)")
     return 0
 
 
