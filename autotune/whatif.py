@@ -41,7 +41,7 @@ from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.overrides import coerce_text, leaf_annotation, split_assignment, with_fields
 from gnnplan.simulator.units_parse import kind_of
 from gnnplan.simulator.workload.datasets import resolve_dataset
-from gnnplan.simulator.workload.proxy import draw_refs, no_draws_error
+from gnnplan.simulator.workload.proxy import draw_refs, no_draws_error, proxy_draw
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 OPTION = "--vary"
@@ -259,6 +259,9 @@ def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> 
         for cand in cands:
             found, warm[cand.label] = tune_candidate(point, cand, req.trials, req.seed, warm.get(cand.label))
             if refs:
+                if say is not None:  # a draw's first statistics take minutes on a big card
+                    say(f"  {cand.label}: tuned; simulating its best on proxy draws {proxy_draw(refs[1])}-"
+                        f"{proxy_draw(refs[-1])}")
                 found.update(on_draws(point.cluster, cand.workload, cand.strategy, found, refs))
             rows.append({"point": n - 1, "index": point.index, "labels": dict(zip(_fields(req.axes), point.labels)),
                          "cluster": point.cluster.name, "strategy": cand.label, "model": cand.workload.model.arch,

@@ -36,7 +36,7 @@ from typing import Any
 
 import simpy
 
-from gnnplan.simulator.engine import FluidResource
+from gnnplan.simulator.engine import FluidResource, Rendezvous
 
 _ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("gnnplan_symmetry_enabled", default=True)
 
@@ -176,3 +176,20 @@ def fold_machines(hw: Any, num_machines: int) -> list[str]:
         value[:] = [value[i % per] for i in range(len(value))]
         folded.append(name)
     return folded
+
+
+def simulated_ranks(engine: Any, hw: Any, cluster: Any, rank_works: Sequence[Any] | None,
+                    same: Callable[[Any, Any, int], bool] | None = None) -> tuple[Representatives, Rendezvous]:
+    """The set-up every rank-parallel run shares: which ranks to simulate (:func:`representatives`), the hardware
+    folded onto machine 0 when only its ranks are (:func:`fold_machines`), and the barriers those ranks meet at,
+    each standing for the machines it represents (:class:`~simulator.engine.Rendezvous`, with the cluster's
+    ``jitter_s``).
+
+    Args:
+        engine: the run's engine; hw: its hardware model (before any flow starts); cluster: the ClusterSpec.
+        rank_works, same: see :func:`representatives`.
+    """
+    represent = representatives(cluster.num_machines, cluster.gpus_per_machine, rank_works, same)
+    if represent.folded:
+        fold_machines(hw, cluster.num_machines)
+    return represent, Rendezvous(engine, len(represent.ranks), cluster.jitter_s, represent.num_machines_represented)

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from gnnplan.simulator import symmetry
-from gnnplan.simulator.engine import Engine, Rendezvous
+from gnnplan.simulator.engine import Engine
 from gnnplan.simulator.hardware.model import HardwareModel
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.trace import Span
@@ -44,13 +44,9 @@ class FullGraphRun(ABC):
         self.events: dict[tuple[Any, ...], Any] = {}
         self.gpus_per_machine = cluster.gpus_per_machine
         works = rank_works if num_workers == cluster.num_gpus else None
-        self.represent = symmetry.representatives(cluster.num_machines, cluster.gpus_per_machine, works, same)
+        self.represent, self.rendezvous = symmetry.simulated_ranks(self.engine, self.hw, cluster, works, same)
         self.ranks = self.represent.ranks
         """The ranks simulated (machine 0's when folded, else all)."""
-        if self.represent.folded:
-            symmetry.fold_machines(self.hw, cluster.num_machines)
-        self.rendezvous = Rendezvous(self.engine, len(self.ranks), cluster.jitter_s,
-                                     self.represent.num_machines_represented)
 
     @abstractmethod
     def _worker(self, rank: int) -> Generator[Any, Any, None]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from gnnplan.simulator import symmetry
-from gnnplan.simulator.engine import Engine, Rendezvous
+from gnnplan.simulator.engine import Engine
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.formulas import compute_time_s
 from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel
@@ -103,14 +103,9 @@ class WindowRun:
         self.hw = HardwareModel(ctx.cluster, self.engine, sampler_processes_per_worker)
         self.spans: list[Span] = []
         self.ends = [[0.0] * len(plan.window) for _ in range(ctx.num_workers)]
-        self.represent = symmetry.representatives(ctx.cluster.num_machines, ctx.cluster.gpus_per_machine,
-                                                  rank_works)
+        self.represent, self.rendezvous = symmetry.simulated_ranks(self.engine, self.hw, ctx.cluster, rank_works)
         self.ranks = self.represent.ranks
         """The ranks simulated (those not simulated keep iteration ends of 0)."""
-        if self.represent.folded:
-            symmetry.fold_machines(self.hw, ctx.cluster.num_machines)
-        self.rendezvous = Rendezvous(self.engine, len(self.ranks), ctx.cluster.jitter_s,
-                                     self.represent.num_machines_represented)
 
     def _events(self) -> list[list[Any]]:
         """One fresh event per worker and window position."""
