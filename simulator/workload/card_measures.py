@@ -238,14 +238,14 @@ def louvain_train_counts(num_vertices: int, src: np.ndarray, dst: np.ndarray, tr
     communities in proportion to their size, and a partitioner that keeps communities whole then gives its parts
     unequal shares of the seeds.
 
-    Measured, and the limit of this count (2026-11-28, bench_proxy's 2-part METIS remote input fraction, median
-    over 128 relabelings; the real graphs' training vertices redrawn, same count, degree bins kept): redrawn
-    inside each of these communities it moves from 0.055 to 0.042 on CiteSeer and from 0.125 to 0.147 on Cora;
-    redrawn inside the first level below them (networkx ``louvain_partitions`` level 1: 146 and 122 communities)
-    it stays (0.057, 0.137). So where the seeds sit inside a community matters to the parts' shares as well.
-    A proxy that plants that level (its sizes, mixing and training counts) did not come closer, though: the
-    CiteSeer proxy's remote fraction stayed at a mean of 0.037 over 16 draws (0.038 without it), and the real
-    graphs' statistics within 15% per draw fell from a median of 62 to 61.5 of 66 (the proxy's communities are
+    Measured, and the limit of this count (2026-11-28, bench_proxy's 2-part METIS remote input fraction, median over
+    128 relabelings; the real graphs' training vertices redrawn, same count, degree bins kept): redrawn inside each
+    of these communities it moves from 0.055 to 0.042 on CiteSeer and from 0.125 to 0.147 on Cora; redrawn inside
+    the communities of level 1 of the Louvain dendrogram (networkx ``louvain_partitions``, level 0 the finest: 146
+    and 122 communities) it stays (0.057, 0.137). So where the seeds sit inside a community matters to the parts'
+    shares as well. A proxy that plants that level (its sizes, mixing and training counts) did not come closer,
+    though: the CiteSeer proxy's remote fraction stayed at a mean of 0.037 over 16 draws (0.038 without it), and the
+    real graphs' statistics within 15% per draw fell from a median of 62 to 61.5 of 66 (the proxy's communities are
     wired at random inside, so METIS does not cut along them as it cuts the real ones). Without this count the
     median is 60."""
     _, comm, k = _louvain_of_largest(num_vertices, src, dst, seed)
