@@ -178,3 +178,59 @@ def gloo_loop_policies(topo: Topology, emit: Any) -> list[int]:
 def rank_maxima(topo: Topology, emit: Any) -> list[float]:
     """:func:`executor.comm.max_over_ranks` of two rank-dependent values: rank r passes 10 r + 1.5 and -r."""
     return [comm.max_over_ranks(10.0 * topo.rank + 1.5), comm.max_over_ranks(-float(topo.rank))]
+
+
+def partitioned_sampling(topo: Topology, emit: Any, seeds: list[int], fanouts: list[int]) -> dict[str, Any]:
+    """dp with ``graph_structure = partitioned`` and the keyed sampler: this rank's share of ``seeds`` sampled on
+    the partitioned structure (collective) and on the whole graph by the replicated keyed sampler; the blocks'
+    vertex ids, edges and edge ids of both, the exchange's statistics and the bytes the rank sent, and the
+    gradient of the global batch (sampled on the partitioned structure)."""
+    from gnnplan.executor.sampling import sample_inline
+    from gnnplan.executor.sampling_keyed import KeyedSampler
+    from gnnplan.simulator.workload.batches import owner_split
+
+    knobs = {"partitioner": "random", "graph_structure": "partitioned", "sampler": "keyed"}  # half of it remote
+    trainer = Trainer(topo, make_plan("sage", topo.world_size, knobs, fanouts=fanouts), Recorder(topo.rank, 0.0))
+    d = trainer.data
+    mine = owner_split(np.asarray(seeds, dtype=np.int64), d.owner, topo.num_machines, topo.gpus_per_machine)[topo.rank]
+    sent = comm.bytes_sent()
+    parted = sample_inline(d.graph, trainer.sampler, mine, (3, 7))
+    sent = comm.bytes_sent() - sent
+    whole = sample_inline(d.graph, KeyedSampler(fanouts, trainer.workload.training.seed), mine, (3, 7))
+
+    def layout(blocks: list[Any]) -> list[tuple[np.ndarray, ...]]:
+        import dgl
+
+        return [(b.srcdata[dgl.NID].numpy(), b.dstdata[dgl.NID].numpy(), *(t.numpy() for t in b.edges()),
+                 b.edata[dgl.EID].numpy()) for b in blocks]
+
+    last = trainer.sampler.last
+    grads = trainer.gradient(np.asarray(seeds, dtype=np.int64))
+    out = {"parted": layout(parted.blocks), "whole": layout(whole.blocks), "owner": d.owner,
+           "num_remote_vertices": last.num_remote_vertices, "num_remote_edges": last.num_remote_edges,
+           "request_bytes": last.request_bytes, "reply_bytes": last.reply_bytes, "sent": sent,
+           "grads": {k: v.numpy() for k, v in grads.items()}}
+    everyone = comm.gather_object(out)
+    return {"ranks": everyone} if everyone is not None else {}
+
+
+def keyed_gradient(topo: Topology, emit: Any, seeds: list[int], fanouts: list[int]) -> dict[str, np.ndarray]:
+    """The gradient of the global batch ``seeds`` by dp with the keyed sampler on the replicated structure."""
+    knobs = {"partitioner": "random", "sampler": "keyed"}
+    trainer = Trainer(topo, make_plan("sage", topo.world_size, knobs, fanouts=fanouts), Recorder(topo.rank, 0.0))
+    return {k: v.numpy() for k, v in trainer.gradient(np.asarray(seeds, dtype=np.int64)).items()}
+
+
+def partitioned_epoch(topo: Topology, emit: Any) -> dict[str, Any]:
+    """One epoch of dp with ``graph_structure = partitioned`` and DGL's sampler on Cora: every rank's epoch
+    statistics and ``sample`` spans."""
+    knobs = {"partitioner": "metis", "graph_structure": "partitioned", "cache_fraction": 0.1}
+    rec = Recorder(topo.rank, 0.0)
+    trainer = Trainer(topo, make_plan("sage", topo.world_size, knobs, fanouts=[5, 5]), rec)
+    try:
+        stats = trainer.train_epoch(0)
+    finally:
+        trainer.close()
+    spans = [(s.nbytes, dict(s.args)) for s in rec.spans() if s.phase == "sample"]
+    everyone = comm.gather_object({"stats": stats, "spans": spans})
+    return {"ranks": everyone} if everyone is not None else {}

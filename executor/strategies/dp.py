@@ -6,7 +6,11 @@ vertices are shuffled with ``(training.seed, epoch)`` and split among workers
 all workers run the same number of iterations (padding with empty batches). Per iteration a worker
 
 1. samples blocks with DGL's ``NeighborSampler(fanouts)`` (inline, or ahead in ``num_sampler_workers``
-   processes; ``sampler = keyed``: :class:`~executor.sampling_keyed.KeyedSampler`) — span ``sample``;
+   processes; ``sampler = keyed``: :class:`~executor.sampling_keyed.KeyedSampler`) — span ``sample``; with
+   ``graph_structure = partitioned`` (DistDGL) each machine keeps only its vertices' in-edges and sends the other
+   vertices of every layer to their owners, in the trainer
+   (:class:`~executor.sampling_partitioned.PartitionedSampler`; the span's ``nbytes`` are the ids sent and edges
+   received);
 2. loads the input vertices' features from its cache, its machine's partition and remote owners — ``load``
    with the remote part ``fetch`` nested in it; with ``cache_placement = partitioned`` the machine's workers
    cache disjoint slices and rows in a peer's slice are pulled from it first (:class:`PeerCache`,
@@ -44,6 +48,7 @@ from gnnplan.executor.features import FeatureStore, LoadStats, PullStats, RowSto
 from gnnplan.executor.models import GNN, attach_edge_weights, num_params
 from gnnplan.executor.sampling import Batch, BatchStream, sample_inline
 from gnnplan.executor.sampling_keyed import make_sampler
+from gnnplan.executor.sampling_partitioned import PartitionedSampler
 from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.trace import Recorder, defer_passes, now
 from gnnplan.simulator.errors import SpecError
@@ -62,12 +67,15 @@ def check_knobs(knobs: Knobs) -> None:
     """Reject knobs the executor cannot run (called by :func:`executor.runner.resolved_plan` before spawning).
 
     Raises:
-        SpecError: ``graph_structure = partitioned`` (the executor replicates the graph structure on every
-            machine; DistDGL-style remote sampling is simulated only).
+        SpecError: ``graph_structure = partitioned`` with sampler processes: the executor samples a partitioned
+            structure in the trainer, its requests to the owners being collectives
+            (:mod:`executor.sampling_partitioned`); DistDGL's sampler processes calling RPC servers are simulated
+            only.
     """
-    if knobs.graph_structure != "replicated":
-        raise SpecError("knobs.graph_structure: the executor replicates the graph structure; "
-                        f"graph_structure={knobs.graph_structure} is simulated only")
+    if knobs.graph_structure == "partitioned" and knobs.num_sampler_workers > 0:
+        raise SpecError("knobs.num_sampler_workers: with graph_structure=partitioned the executor samples in the "
+                        f"trainer (collective requests to the owners); set it to 0 (got {knobs.num_sampler_workers}; "
+                        "sampler processes on a partitioned structure are simulated only)")
 
 
 class PeerCache:
@@ -136,6 +144,10 @@ class Trainer:
                                           weight_decay=wl.training.weight_decay)
         self.optimizer_flops = ADAM_FLOPS_PER_PARAM * num_params(self.model)
         self.sampler = make_sampler(self.knobs.sampler, wl.training.fanouts, wl.training.seed)
+        if self.knobs.graph_structure == "partitioned":  # DistDGL: each machine samples its own vertices
+            check_knobs(self.knobs)
+            self.sampler = PartitionedSampler(self.data.graph, self.data.owner, topo, wl.training.fanouts,
+                                              wl.training.seed if self.knobs.sampler == "keyed" else None)
         d, seed = self.data, wl.training.seed
         schedule = functools.partial(rank_batches, d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine,
                                      seed, self.per_iteration, topo.rank)
@@ -164,7 +176,7 @@ class Trainer:
             batch = next(stream)
             self.rec.add("sample", batch.start_s, batch.end_s, "sampler", epoch, it,
                          num_input_vertices=len(batch.input_nodes), num_sampled_edges=batch.num_sampled_edges,
-                         num_sampler_calls=len(batch.blocks))
+                         num_sampler_calls=len(batch.blocks), **self._remote_sampling())
             loss_sum += self.step(batch, size, epoch, it, stats)
             t1 = now()
             self.optimizer.step()
@@ -177,6 +189,15 @@ class Trainer:
         stats.epoch_s, stats.loss_sum = end - start, float(loss_sum)
         stats.network_bytes = comm.bytes_sent() - sent - (self.nvlink_bytes - nvlink)
         return stats
+
+    def _remote_sampling(self) -> dict[str, int]:
+        """The last batch's sampling exchange as span attributes (``graph_structure = partitioned``; as the
+        simulator's ``sample`` span: ``nbytes`` = ids sent + edges received), else none."""
+        if not isinstance(self.sampler, PartitionedSampler):
+            return {}
+        last = self.sampler.last
+        return {"nbytes": last.request_bytes + last.reply_bytes, "num_remote_vertices": last.num_remote_vertices,
+                "num_remote_edges": last.num_remote_edges}
 
     def step(self, batch: Batch, global_size: int, epoch: int = -1, it: int = -1,
              stats: EpochStats | None = None) -> torch.Tensor:

@@ -37,9 +37,13 @@ def compute_rules() -> dict[str, PhaseRule]:
 
 
 def sample_rule() -> PhaseRule:
-    """``sample``: the span's ``num_sampled_edges`` in its ``num_sampler_calls`` sampler calls on one host core."""
+    """``sample``: the span's ``num_sampled_edges`` in its ``num_sampler_calls`` sampler calls on one host core;
+    only spans that exchanged nothing (``nbytes`` 0 or absent): on a partitioned structure (dp's
+    ``graph_structure = partitioned``) the span also holds the requests to other machines, whose network time is
+    not the sampling rate's."""
     return PhaseRule("sampling", lambda row: {"num_edges": span_arg(row, "num_sampled_edges"),
-                                              "num_calls": span_arg(row, "num_sampler_calls")})
+                                              "num_calls": span_arg(row, "num_sampler_calls")},
+                     when=lambda row: not row.span.nbytes)
 
 
 def all_reduce_rule(ddp: bool = False) -> PhaseRule:

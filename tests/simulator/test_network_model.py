@@ -274,13 +274,33 @@ def test_partitioned_structure_adds_sampling_traffic_and_nothing_else() -> None:
 
 
 def test_remote_sampling_waits_for_a_slow_network() -> None:
-    """Owners sample the remote vertices on their own cores (faster than one core when the network is quick);
-    over a 1 MB/s network the requests and replies make sampling slower than sampling everything at home."""
+    """In sampler processes (DistDGL's RPC) owners sample the remote vertices on their own cores (faster than one
+    core when the network is quick); over a 1 MB/s network the requests and replies make sampling slower than
+    sampling everything at home."""
     fast, slow = _dp_ctx(4), _dp_ctx(4, 1.0e6)
     for ctx, slower in ((fast, False), (slow, True)):
-        replicated = dp.simulate(ctx, dp.Knobs()).breakdown_s["sample"]
-        partitioned = dp.simulate(ctx, dp.Knobs(graph_structure="partitioned")).breakdown_s["sample"]
+        replicated = dp.simulate(ctx, dp.Knobs(num_sampler_workers=1)).breakdown_s["sample"]
+        partitioned = dp.simulate(ctx, dp.Knobs(graph_structure="partitioned",
+                                                num_sampler_workers=1)).breakdown_s["sample"]
         assert (partitioned > replicated) == slower
+
+
+def test_remote_sampling_in_the_trainer_is_four_collectives_per_layer() -> None:
+    """Sampled in the trainer (num_sampler_workers = 0), as the executor's PartitionedSampler does: every worker
+    also serves the others' requests and meets them at four all_to_all calls per layer, so sampling a
+    partitioned structure is slower than sampling a replicated one at any bandwidth, by at least a network
+    latency per call (the same edges are sampled on the worker's core either way), and more over a slow network."""
+    gaps = []
+    for ctx in (_dp_ctx(4), _dp_ctx(4, 1.0e6)):
+        replicated = dp.simulate(ctx, dp.Knobs())
+        partitioned = dp.simulate(ctx, dp.Knobs(graph_structure="partitioned"))
+        calls = 4 * len(ctx.workload.training.fanouts) * partitioned.num_iterations
+        gap = partitioned.breakdown_s["sample"] - replicated.breakdown_s["sample"]
+        assert gap >= calls * ctx.cluster.network.latency_s > 0
+        spans = [sp for sp in partitioned.spans if sp.phase == "sample"]
+        assert spans and all("wait_s" in sp.args for sp in spans)
+        gaps.append(gap)
+    assert gaps[1] > 10 * gaps[0]
 
 
 def test_partitioned_structure_on_one_machine_is_replicated() -> None:
@@ -291,9 +311,10 @@ def test_partitioned_structure_on_one_machine_is_replicated() -> None:
         assert a[key] == b[key]
 
 
-def test_the_executor_rejects_a_partitioned_structure() -> None:
+def test_the_executor_rejects_sampler_processes_on_a_partitioned_structure() -> None:
     from gnnplan.executor.strategies.dp import check_knobs
 
     check_knobs(dp.Knobs())
-    with pytest.raises(SpecError, match="graph_structure"):
-        check_knobs(dp.Knobs(graph_structure="partitioned"))
+    check_knobs(dp.Knobs(graph_structure="partitioned"))  # sampled in the trainer (executor.sampling_partitioned)
+    with pytest.raises(SpecError, match="graph_structure=partitioned"):
+        check_knobs(dp.Knobs(graph_structure="partitioned", num_sampler_workers=1))

@@ -28,7 +28,11 @@ Simulation (``simulate``), per worker and iteration, on :class:`~simulator.hardw
   (source, destination and edge id, int64 each: DGL's ``SubgraphResponse``), while the local vertices are
   sampled at home (DistDGL issues the remote requests first, ``_distributed_access``); see
   :func:`remote_sampling`. Source: Zheng et al., "DistDGL", IA3 2020, §3.3 (distributed sampler);
-  dgl/distributed/graph_services.py (DGL 1.1.3).
+  dgl/distributed/graph_services.py (DGL 1.1.3). That is the model with sampler processes (DistDGL's RPC to
+  the owners' servers; simulated only). Sampled in the trainer (``num_sampler_workers = 0``) the exchange is
+  the executor's (:class:`~gnnplan.executor.sampling_partitioned.PartitionedSampler`): per layer four collective
+  ``all_to_all`` calls (request counts, ids, reply counts, edges), the worker sampling what the others asked of
+  it before the replies and its own vertices after (:meth:`~.run.DpRun._exchange_layer`).
 * ``load``, step after step as the executor's ``FeatureStore.load`` does it: with ``cache_placement =
   partitioned`` (Quiver) the hits in peer GPUs' slices first (ids to each peer, rows back over NVLink, PCIe
   through the host without it; :func:`cache_access`); the own cache's hits gathered on the GPU; local misses
@@ -135,8 +139,8 @@ class Knobs(BaseModel):
         default="replicated",
         description="replicated: every machine holds the whole graph structure and samples locally; partitioned: "
                     "each machine holds its partition's adjacency (DistDGL), so sampling a vertex owned by another "
-                    "machine sends a request there and receives the sampled edges; simulated only (the executor "
-                    "replicates the structure)")
+                    "machine sends a request there and receives the sampled edges (executed in the trainer: "
+                    "num_sampler_workers=0; executor.sampling_partitioned)")
     sampler: Literal["dgl", "keyed"] = Field(
         default="dgl",
         description="dgl: DGL's NeighborSampler; keyed: each vertex's neighbours chosen by a hash of (seed, epoch, "

@@ -40,15 +40,48 @@ class DpRun(WindowRun):
         self.engine.run()
 
     def _sample(self, rank: int, pos: int) -> Generator[Any, Any, None]:
-        work, start = self.works[rank][pos], self.engine.now
-        if work.remote_sampling:
+        work, start, waited = self.works[rank][pos], self.engine.now, 0.0
+        if work.remote_sampling and not self.knobs.num_sampler_workers:  # in the trainer, as the executor does
+            for layer, (local_edges, remote_edges, remote_vertices) in enumerate(work.remote_sampling):
+                waited += yield from self._exchange_layer(rank, (pos, "sample", layer), local_edges, remote_edges,
+                                                          remote_vertices)
+        elif work.remote_sampling:
             for local_edges, remote_edges, remote_vertices in work.remote_sampling:
                 yield from self._sample_layer(rank, local_edges, remote_edges, remote_vertices)
         else:  # one sampler call per layer
             yield self.hw.sample(self.hw.machine_of(rank), work.num_sampled_edges, self._num_layers())
+        extra = {"wait_s": waited} if work.remote_sampling and not self.knobs.num_sampler_workers else {}
         self._span(rank, "sample", start, "sampler", pos, num_input_vertices=work.num_input_vertices,
                    num_sampled_edges=work.num_sampled_edges, num_sampler_calls=self._num_layers(),
-                   nbytes=work.sample_request_bytes + work.sample_reply_bytes)
+                   nbytes=work.sample_request_bytes + work.sample_reply_bytes, **extra)
+
+    def _exchange_layer(self, rank: int, key: Any, local_edges: float, remote_edges: float,
+                        remote_vertices: float) -> Generator[Any, Any, float]:
+        """One layer on a partitioned structure sampled in the trainer, as the executor's
+        :class:`~gnnplan.executor.sampling_partitioned.PartitionedSampler` does it: four collective ``all_to_all``
+        calls (:meth:`_collective`, each followed by one message per other machine, equal shares, on the worker's
+        NIC rail): the request counts (one int64 to every rank of the other machines), the ids, then, after this
+        worker has sampled what the others asked of it (as many edges as it asked of them: the machines are
+        alike), the reply counts and the edges back; then its own vertices, sampled at home. Use with
+        ``yield from``.
+
+        Returns:
+            The seconds this worker waited for the others at the four calls.
+        """
+        hw, me = self.hw, self.hw.machine_of(rank)
+        owners = [m for m in range(self.ctx.cluster.num_machines) if m != me]
+        share, rail, waited = 1.0 / len(owners), hw.nic_of(rank), 0.0
+        counts = INDEX_BYTES * self.ctx.cluster.gpus_per_machine * len(owners)
+        calls = (("counts", counts, True), ("ids", remote_vertices * INDEX_BYTES, True),
+                 ("reply counts", counts, True), ("edges", remote_edges * SAMPLED_EDGE_BYTES, False))
+        for call, nbytes, outward in calls:
+            if call == "reply counts":  # serve the others' requests
+                yield hw.sample(me, remote_edges, 1.0)
+            waited += yield from self._collective(rank, (*key, call), nbytes)
+            yield self.engine.all_of(hw.network(me, o, nbytes * share, rail=rail) if outward else
+                                     hw.network(o, me, nbytes * share, rail=rail) for o in owners)
+        yield hw.sample(me, local_edges, 1.0)
+        return waited
 
     def _num_layers(self) -> float:
         """Sampler calls per batch: one per layer (``host.sampler_call_s`` each)."""
@@ -56,8 +89,9 @@ class DpRun(WindowRun):
 
     def _sample_layer(self, rank: int, local_edges: float, remote_edges: float,
                       remote_vertices: float) -> Generator[Any, Any, None]:
-        """One layer on a partitioned structure: requests to every other machine (equal shares), which sample
-        there and reply with the edges, while the local vertices are sampled at home."""
+        """One layer on a partitioned structure in a sampler process (DistDGL's RPC, simulated only): requests to
+        every other machine (equal shares), which sample there and reply with the edges, while the local vertices
+        are sampled at home."""
         hw, me = self.hw, self.hw.machine_of(rank)
         owners = [m for m in range(self.ctx.cluster.num_machines) if m != me]
         parts = [hw.sample(me, local_edges, 1.0)]
