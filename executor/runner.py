@@ -76,7 +76,7 @@ def resolved_plan(plan: Plan, num_machines: int, gpus_per_machine: int, epochs: 
                         "the graph's files: an OGB folder, cora, citeseer or a generator")
     runnable = getattr(module, "check_knobs", None)  # knobs the simulator accepts but the executor cannot run
     if runnable is not None:
-        runnable(knobs)
+        runnable(knobs, plan.workload)
     workers = num_machines * gpus_per_machine
     batch = getattr(knobs, "batch_size", None) or plan.workload.training.batch_size
     if batch < workers:

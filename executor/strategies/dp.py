@@ -63,7 +63,7 @@ from gnnplan.simulator.workload.partition import cached_vertices
 __all__ = ["NAME", "Knobs", "Trainer", "check_knobs"]
 
 
-def check_knobs(knobs: Knobs) -> None:
+def check_knobs(knobs: Knobs, workload: object = None) -> None:
     """Reject knobs the executor cannot run (called by :func:`executor.runner.resolved_plan` before spawning).
 
     Raises:

@@ -125,7 +125,10 @@ def test_simulated_only_strategy_is_a_spec_error(monkeypatch: pytest.MonkeyPatch
 @pytest.mark.parametrize("change, message", [
     ({"knobs": {"cache_fraction": 2.0}}, "plan.knobs"),
     ({"knobs": {"cache": 0.1}}, "plan.knobs"),
-    ({"strategy": "hopgnn", "knobs": {"micrograph": False}}, "knobs.micrograph: .* simulated only"),
+    ({"strategy": "hopgnn", "knobs": {"micrograph": False, "num_sampler_workers": 1}},
+     "knobs.num_sampler_workers: the naive variant"),
+    ({"knobs": {"graph_structure": "partitioned", "num_sampler_workers": 2}},
+     "knobs.num_sampler_workers: with graph_structure=partitioned"),
 ])
 def test_plan_errors_are_spec_errors(change: dict, message: str, tmp_path: Path) -> None:
     plan = make_plan("sage", 2, {}).model_copy(update=change)

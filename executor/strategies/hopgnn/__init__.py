@@ -26,57 +26,71 @@ The summed gradient is ``dp``'s averaged gradient of the same global mini-batch 
 neighbours: always with ``sampler = keyed`` (a vertex's sample is keyed by (seed, epoch, iteration, layer,
 vertex), so a group sampled at home is exactly the part of ``dp``'s batch sample reaching its seeds), and with
 DGL's sampler only in distribution (home machines draw from their own RNG streams). The naive variant
-(``micrograph = false``) is simulated only.
+(``micrograph = false``: every model tours all machines with its whole subgraph) is
+:class:`~executor.strategies.hopgnn.naive.NaiveTrainer`; :func:`Trainer` picks by the knob.
 """
 
 from __future__ import annotations
 
-import functools
-
-import dgl
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from gnnplan.executor import comm
-from gnnplan.executor.assemble import load_training_data
 from gnnplan.executor.data import Topology
-from gnnplan.executor.evaluate import Accuracy, Evaluator
-from gnnplan.executor.models import GNN, attach_edge_weights, num_params
-from gnnplan.executor.sampling_keyed import make_sampler
+from gnnplan.executor.models import attach_edge_weights
 from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.strategies.hopgnn.base import HopTrainerBase
 from gnnplan.executor.strategies.hopgnn.exchange import Buffer, MergeController, migrate, pregather
 from gnnplan.executor.strategies.hopgnn.home import (
     GroupStream,
-    HomeSchedule,
     Hosted,
     HostedBatch,
     hosted_groups,
     sample_hosted,
 )
-from gnnplan.executor.trace import Recorder, defer_passes, now
+from gnnplan.executor.strategies.hopgnn.naive import ARCHS, NaiveTrainer
+from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.hopgnn import NAME, Knobs
-from gnnplan.simulator.strategies.hopgnn.micrographs import host_worker, random_split
-from gnnplan.simulator.workload.batches import owner_split
-from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
+from gnnplan.simulator.strategies.hopgnn.micrographs import host_worker
+from gnnplan.simulator.workload.spec import WorkloadSpec
 
-__all__ = ["NAME", "Knobs", "Trainer"]
+__all__ = ["NAME", "Knobs", "Trainer", "check_knobs"]
 
 
-def check_knobs(knobs: Knobs) -> None:
+def check_knobs(knobs: Knobs, workload: WorkloadSpec | None = None) -> None:
     """Reject knobs the executor cannot run (called by :func:`executor.runner.resolved_plan` before spawning).
 
     Raises:
-        SpecError: ``micrograph = false`` (the naive variant is simulated only).
+        SpecError: the naive variant (``micrograph = false``) with sampler processes (it samples in the trainer),
+            or for a ``gat`` workload (its attention is no sum over in-edges: :mod:`executor.strategies.hopgnn.naive`;
+            simulated only).
     """
-    if not knobs.micrograph:
-        raise SpecError("knobs.micrograph: the executor runs micrograph training only; micrograph=false "
-                        "(the naive variant) is simulated only")
+    if knobs.micrograph:
+        return
+    if knobs.num_sampler_workers > 0:
+        raise SpecError("knobs.num_sampler_workers: the naive variant (micrograph=false) samples in the trainer; set "
+                        f"it to 0 (got {knobs.num_sampler_workers})")
+    if workload is not None and workload.model.arch not in ARCHS:
+        raise SpecError(f"model.arch: the naive variant (micrograph=false) runs {', '.join(ARCHS)}; "
+                        f"{workload.model.arch}'s attention needs every input row at once (simulated only)")
 
 
-class Trainer:
+def Trainer(topo: Topology, plan: Plan, recorder: Recorder) -> MicrographTrainer | NaiveTrainer:  # noqa: N802
+    """One rank of a ``hopgnn`` run (the executor's plug-in entry, construction collective): micrograph training,
+    or with ``micrograph = false`` the naive variant.
+
+    Raises:
+        SpecError: knobs the executor cannot run (:func:`check_knobs`).
+    """
+    knobs = Knobs.model_validate(plan.knobs)
+    check_knobs(knobs, plan.workload)
+    return MicrographTrainer(topo, plan, recorder) if knobs.micrograph else NaiveTrainer(topo, plan, recorder)
+
+
+class MicrographTrainer(HopTrainerBase):
     """One rank of a ``hopgnn`` run (construction is collective).
 
     Args:
@@ -85,36 +99,19 @@ class Trainer:
         recorder: receives the spans.
 
     Raises:
-        SpecError: ``micrograph = false`` (the naive variant has no executor).
+        SpecError: ``micrograph = false`` (that is :class:`~executor.strategies.hopgnn.naive.NaiveTrainer`).
     """
 
     def __init__(self, topo: Topology, plan: Plan, recorder: Recorder) -> None:
-        self.topo, self.rec = topo, recorder
-        self.workload = wl = plan.workload
-        self.knobs = Knobs.model_validate(plan.knobs)
-        check_knobs(self.knobs)
-        self.per_iteration = (self.knobs.batch_size or wl.training.batch_size) // topo.world_size
-        self.data = load_training_data(wl, self.knobs.partitioner, 0.0, topo)
-        torch.manual_seed(wl.training.seed)
-        dgl.seed(wl.training.seed)
-        self.model = GNN(wl.model, self.data.feature_dim, self.data.num_classes).to(topo.device)
-        self.params = list(self.model.parameters())
-        self.optimizer = torch.optim.Adam(self.params, lr=wl.training.lr, weight_decay=wl.training.weight_decay)
-        self.optimizer_flops = ADAM_FLOPS_PER_PARAM * num_params(self.model)
-        self.sampler = make_sampler(self.knobs.sampler, wl.training.fanouts, wl.training.seed)
-        d = self.data
-        self.home = HomeSchedule(d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine, wl.training.seed,
-                                 self.per_iteration, topo.rank, self.knobs.seed_split)
+        super().__init__(topo, plan, recorder)
+        if not self.knobs.micrograph:
+            raise SpecError("knobs.micrograph: false is the naive variant (executor.strategies.hopgnn.naive)")
+        wl, d = self.workload, self.data
         self.stream = GroupStream(d.graph, self.sampler, self.home, len(self.schedule(0)[1]),
                                   self.knobs.num_sampler_workers, wl.training.seed)
-        self.evaluator = Evaluator(self.data, topo)
         self.controller = MergeController(topo.num_machines, self.knobs.num_steps, self.knobs.merge_revert,
                                           self.knobs.controller_warmup_epochs)
         torch.manual_seed(wl.training.seed * 7919 + topo.rank)  # dropout masks differ between ranks
-
-    def schedule(self, epoch: int) -> tuple[list[list[np.ndarray]], list[int]]:
-        """Every worker's seed batches of an epoch (``[worker][iteration]``) and each iteration's global size."""
-        return self.home.batches(epoch)
 
     def train_epoch(self, epoch: int) -> EpochStats:
         """Train one epoch with the controller's step count, recording spans (collective)."""
@@ -132,11 +129,7 @@ class Trainer:
                          num_groups=len(hosted.groups),
                          num_sampler_calls=sum(len(h.blocks) for h in hosted.groups.values()))
             loss_sum += self.iteration(hosted, size, epoch, it, stats)
-            t1 = now()
-            self.optimizer.step()
-            t2 = now()
-            self.rec.add("optimizer", t1, t2, "compute", epoch, it, flops=self.optimizer_flops)
-            self.rec.add("iteration", t0, t2, "host", epoch, it)
+            self.optimizer_step(t0, epoch, it)
         end = now()
         self.rec.add("epoch", start, end, "host", epoch, num_steps=self.topo.num_machines - merges)
         stats.epoch_s, stats.loss_sum = end - start, float(loss_sum)
@@ -169,13 +162,7 @@ class Trainer:
             loss += self._step(k, hosted.groups.get(k), buffer, global_size, epoch, it, stats)
             if k < len(steps) - 1:
                 self._migrate(k, t, steps[k + 1], epoch, it)
-        t3 = now()
-        flat = comm.all_reduce_(torch.cat([p.grad.reshape(-1) for p in self.params]))
-        offset = 0
-        for p in self.params:
-            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
-        self.rec.add("all_reduce", t3, now(), "network", epoch, it, nbytes=flat.numel() * 4)
+        self.all_reduce_gradients(now(), epoch, it)
         return loss
 
     def _step(self, k: int, group: Hosted | None, buffer: Buffer | None, global_size: int, epoch: int, it: int,
@@ -213,13 +200,7 @@ class Trainer:
         blocks = group.blocks
         y = self.data.labels[torch.from_numpy(group.seeds)]
         ce = F.cross_entropy(self.model(blocks, x), y, reduction="sum")
-        t2 = now()
-        (ce / global_size).backward()
-        t3 = now()
-        sizes = [Block(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks]
-        defer_passes(self.rec, functools.partial(model_cost, self.workload.model, self.data.feature_dim,
-                                                 self.data.num_classes, sizes), (t1, t2, t3), epoch, it,
-                     num_seeds=len(group.seeds))
+        self.backward(ce, global_size, blocks, t1, epoch, it, len(group.seeds))
         return ce.detach().double()
 
     def _migrate(self, k: int, step: int, next_step: int, epoch: int, it: int) -> None:
@@ -241,16 +222,10 @@ class Trainer:
             Parameter name -> gradient (CPU copies), identical on every rank.
         """
         topo = self.topo
-        seeds = np.asarray(seeds, dtype=np.int64)
-        batches = random_split(seeds, topo.world_size) if self.knobs.seed_split == "random" else \
-            owner_split(seeds, self.data.owner, topo.num_machines, topo.gpus_per_machine)
-        steps, groups = hosted_groups(batches, self.data.owner, topo.num_machines, topo.gpus_per_machine,
+        steps, groups = hosted_groups(self.split(seeds), self.data.owner, topo.num_machines, topo.gpus_per_machine,
                                       self.controller.merges, topo.rank)
         self.iteration(sample_hosted(self.data.graph, self.sampler, steps, groups, None), len(seeds))
-        grads = {n: p.grad.detach().cpu().clone() for n, p in self.model.named_parameters()}
-        for p in self.params:
-            p.grad = None
-        return grads
+        return self.take_gradients()
 
     def extra_state(self) -> dict[str, object]:
         """The merge controller's state, saved with checkpoints (:mod:`executor.checkpoint`)."""
@@ -262,10 +237,6 @@ class Trainer:
         c = self.controller
         c.merges, c.frozen = int(state["merges"]), bool(state["frozen"])
         c.history = [(int(s), float(t)) for s, t in state["history"]]
-
-    def evaluate(self) -> Accuracy:
-        """Validation / test accuracy counts of this rank's vertices (collective)."""
-        return self.evaluator.run(self.model)
 
     def close(self) -> None:
         """Stop the sampler processes."""

@@ -42,10 +42,12 @@ Per iteration and worker (simulated on :class:`~simulator.hardware.model.Hardwar
    executor's neighbour sampler; both are priced alike.
 
 With ``micrograph = false`` the naive feature-centric variant is simulated instead
-(:func:`~simulator.strategies.hopgnn.work.naive_work`). ``num_steps = None`` predicts the merge controller's
-steady state: the hill climb of §5.3 (start at M, merge while the epoch time falls) is followed, simulating the
-epoch time of each S it visits; ``merge_revert`` keeps the best S seen, else the first S that did not improve.
-The controller's exploration epochs are not charged. ``controller_warmup_epochs`` only affects the executor.
+(:func:`~simulator.strategies.hopgnn.work.naive_work`; executed by
+:class:`~gnnplan.executor.strategies.hopgnn.naive.NaiveTrainer` for sage, gcn and gin). ``num_steps = None``
+predicts the merge controller's steady state: the hill climb of §5.3 (start at M, merge while the epoch time falls)
+is followed, simulating the epoch time of each S it visits; ``merge_revert`` keeps the best S seen, else the first S
+that did not improve. The controller's exploration epochs are not charged. ``controller_warmup_epochs`` only affects
+the executor.
 
 Window: every worker's measured work is its own, so every rank is simulated, except for a dataset card: its
 statistics come from one proxy draw, so only one representative machine is simulated (:mod:`simulator.symmetry`),
@@ -152,8 +154,9 @@ class Knobs(BaseModel):
 
 def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
     """The Optuna search space of ``hopgnn`` (parameter names ``hopgnn.<knob>``). ``micrograph`` stays on: the
-    naive feature-centric variant is the paper's ablation baseline, simulated for what-if studies
-    (``--set micrograph=false``) but not run by the executor, so the tuner does not plan it.
+    naive feature-centric variant is the paper's ablation baseline (``--set micrograph=false``: simulated for every
+    model, executed for sage, gcn and gin without sampler processes, executor.strategies.hopgnn.naive), not a
+    configuration to plan.
 
     Args:
         trial: an ``optuna.Trial``.

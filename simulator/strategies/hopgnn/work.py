@@ -134,9 +134,10 @@ def naive_work(ctx: SimContext, rank: int, scale: float = 1.0) -> HopWork:
     [inferred] from the brief §1.2 (paper §3.2, Fig 6): model d tours all M machines with its whole mini-batch
     subgraph; at each stop it reads the input features stored there (local reads only) and computes the partial
     layer-1 aggregations, then migrates carrying its parameters, the partial aggregates and the destination
-    features of block 0 (2 x dst_0 x D floats) and the subgraph's topology (two int64 ids per sampled edge);
-    after the tour it is back home (M migrations) and runs the rest of forward and the backward pass (an
-    extra, load-free step).
+    features of block 0 (2 x dst_0 x D floats) and block 0's topology, what the stops read (as the executor's
+    :class:`~gnnplan.executor.strategies.hopgnn.naive.Tour` sends it: the dst_0 destination ids, and per edge
+    the source id, destination index and edge id, int64 each; the upper blocks stay at home); after the tour it
+    is back home (M migrations) and runs the rest of forward and the backward pass (an extra, load-free step).
     """
     st, cl = ctx.sample, ctx.cluster
     m = cl.num_machines
@@ -153,6 +154,7 @@ def naive_work(ctx: SimContext, rank: int, scale: float = 1.0) -> HopWork:
                           compute_time_s(full.backward, cl.gpu, eff.backward_fraction),
                           full.forward_flops, full.backward_flops, tuple(blocks)))
     grad, optimizer_s, optimizer_flops = update_costs(ctx)
-    carried = grad + 2.0 * st.num_dst_vertices[0] * scale * row + 2.0 * INDEX_BYTES * sum(st.num_edges) * scale
+    dst0, edges0 = st.num_dst_vertices[0] * scale, st.num_edges[0] * scale
+    carried = grad + 2.0 * dst0 * row + INDEX_BYTES * (dst0 + 3.0 * edges0 + 2.0)  # + the two sizes sent first
     return HopWork(tuple(steps), sum(st.num_edges) * scale, 0.0, 0.0, carried, grad, optimizer_s, optimizer_flops,
                    row, {"naive_migrations": float(m)})

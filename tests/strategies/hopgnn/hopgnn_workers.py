@@ -62,3 +62,17 @@ def epochs(topo: Topology, emit: Any, knobs: dict[str, Any], num_epochs: int, pr
         trainer.close()
     everyone = comm.gather_object({"stats": stats, "history": trainer.controller.history, "spans": rec.spans()})
     return {"ranks": everyone} if everyone is not None else {}
+
+
+def naive_epoch(topo: Topology, emit: Any, arch: str) -> dict[str, Any]:
+    """One epoch of hopgnn's naive variant (``micrograph = false``) on Cora: every rank's epoch statistics, the
+    spans, the parameter count and the sizes of every tour it started (destinations, edges of the first block)."""
+    from gnnplan.executor.models import num_params
+
+    plan = make_plan("hopgnn", arch, topo.world_size, {"micrograph": False}, fanouts=[5, 5])
+    rec = Recorder(topo.rank, 0.0)
+    trainer = hopgnn.Trainer(topo, plan, rec)
+    stats = trainer.train_epoch(0)
+    everyone = comm.gather_object({"stats": stats, "spans": rec.spans(), "num_params": num_params(trainer.model),
+                                   "dim": trainer.data.feature_dim})
+    return {"ranks": everyone} if everyone is not None else {}
