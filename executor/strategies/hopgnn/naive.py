@@ -42,6 +42,7 @@ from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.strategies.hopgnn.base import HopTrainerBase
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.units import FLOAT_BYTES, INDEX_BYTES
 
 ARCHS = ("sage", "gcn", "gin")
 """Models whose first layer is a sum over in-edges of the input rows (module docstring)."""
@@ -119,7 +120,7 @@ class Tour:
         arrived = Tour(in_ints[:n_dst], in_ints[n_dst:].view(-1, 3), dim)
         sums = in_floats[len(params):].view(2, n_dst, dim) if n_dst else torch.zeros((2, 0, dim))
         arrived.neigh, arrived.x_dst = sums[0].clone(), sums[1].clone()
-        sent = head.numel() * 8 + ints.numel() * 8 + floats.numel() * 4
+        sent = INDEX_BYTES * (head.numel() + ints.numel()) + FLOAT_BYTES * floats.numel()
         return arrived, in_floats[:len(params)], sent
 
 
