@@ -67,14 +67,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``gnnplan simulate``: one configuration."""
     from gnnplan.simulator.api import parse_knobs, predicted_trace, simulate, simulate_on_draws, trace_metadata
-    from gnnplan.simulator.workload.proxy import draw_refs, no_draws_error
+    from gnnplan.simulator.workload.proxy import requested_draws
 
-    _positive("--proxy-draws", args.proxy_draws)
     cluster, workload = cluster_from_args(args), load_workload(args.workload)
     knobs = parse_knobs(args.strategy, args.knobs)
-    refs = draw_refs(workload.dataset, args.proxy_draws) if args.proxy_draws > 1 else None
-    if args.proxy_draws > 1 and refs is None:
-        raise no_draws_error(workload.dataset)
+    refs = requested_draws(workload.dataset, args.proxy_draws)
     res = simulate(cluster, workload, args.strategy, knobs)
     out = res.to_json_dict()
     if refs is not None:

@@ -16,12 +16,11 @@ from gnnplan.autotune.study import (
     ranked_trials,
     run_study,
 )
-from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.io import atomic_write_yaml
 from gnnplan.simulator.plan import Plan, save_plan
 from gnnplan.simulator.workload.datasets import resolve_dataset
-from gnnplan.simulator.workload.proxy import draw_refs, no_draws_error
+from gnnplan.simulator.workload.proxy import requested_draws
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
 
@@ -55,11 +54,7 @@ def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[
             above 1 on a dataset that is not a card.
     """
     resolve_dataset(workload.dataset)
-    if proxy_draws < 1:
-        raise SpecError(f"--proxy-draws: must be a positive integer (got {proxy_draws})")
-    refs = draw_refs(workload.dataset, proxy_draws) if proxy_draws > 1 else None
-    if proxy_draws > 1 and refs is None:
-        raise no_draws_error(workload.dataset)
+    refs = requested_draws(workload.dataset, proxy_draws)
     names = eligible_strategies(workload, strategies, allow_model_change)
     req = TuneRequest(cluster, workload, names, trials, storage, study_name, tune_batch_size, seed,
                       allow_model_change)

@@ -293,6 +293,22 @@ def draw_refs(ref: object, draws: int) -> list[str] | None:
     return [f"{CARD_PREFIX}{name}{DRAW_SEPARATOR}{first + i}" for i in range(draws)]
 
 
+def requested_draws(ref: object, draws: int) -> list[str] | None:
+    """``--proxy-draws`` of one dataset: :func:`draw_refs` when ``draws`` > 1, None for 1.
+
+    Raises:
+        SpecError: ``draws`` < 1, or > 1 on a dataset that is not a card (:func:`no_draws_error`).
+    """
+    if draws < 1:
+        raise SpecError(f"--proxy-draws: must be a positive integer (got {draws})")
+    if draws == 1:
+        return None
+    refs = draw_refs(ref, draws)
+    if refs is None:
+        raise no_draws_error(ref)
+    return refs
+
+
 def no_draws_error(ref: object) -> SpecError:
     """The one-line error of ``--proxy-draws`` R > 1 on a dataset that is not a card (:func:`draw_refs`)."""
     return SpecError(f"--proxy-draws: needs a dataset card (workload.dataset: {CARD_PREFIX}<name>) to redraw; "
