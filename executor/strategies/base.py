@@ -1,9 +1,10 @@
 """What every executor strategy's trainer reports per epoch, and the interface the runner drives.
 
 A strategy module ``executor/strategies/<name>.py`` has the simulator plug-in's ``NAME`` and ``Knobs`` and a
-``Trainer(topo, plan, recorder)`` with ``train_epoch(epoch) -> EpochStats`` and ``evaluate() -> Accuracy``,
-both collective (every rank calls them in the same order), and ``close()`` to release its processes; optionally
-``check_knobs(knobs)``, raising SpecError for knobs that are simulated but cannot be run.
+``Trainer(topo, plan, recorder)`` (a class, or a function choosing one by the knobs, as hopgnn's) whose result
+has ``train_epoch(epoch) -> EpochStats`` and ``evaluate() -> Accuracy``, both collective (every rank calls them
+in the same order), and ``close()`` to release its processes; optionally ``check_knobs(knobs, workload)``,
+raising SpecError for knobs that are simulated but cannot be run (for that workload).
 """
 
 from __future__ import annotations
