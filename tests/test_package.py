@@ -25,6 +25,18 @@ def test_api_simulates_a_preset() -> None:
     assert "dp" in gnnplan.strategy_names() and "4x-a100-10gbe" in gnnplan.preset_names()
 
 
+def test_api_simulates_proxy_draws() -> None:
+    """``simulate_on_draws`` is ``simulate`` with the workload's dataset set to each card reference in turn."""
+    wl = gnnplan.load_workload("cora-sage").model_copy(update={"dataset": "card:cora"})
+    refs = ["card:cora@0", "card:cora@2"]
+    drawn = gnnplan.simulate_on_draws("4x-a100-10gbe", wl, "dp", {"partitioner": "random"}, refs)
+    alone = [gnnplan.simulate("4x-a100-10gbe", wl.model_copy(update={"dataset": r}), "dp", {"partitioner": "random"})
+             for r in refs]
+    assert [r.epoch_time_s for r in drawn] == [r.epoch_time_s for r in alone]
+    assert drawn[0].epoch_time_s != drawn[1].epoch_time_s  # two proxy graphs
+    assert drawn[1].estimated["proxy"]["draw"] == 2
+
+
 @pytest.mark.parametrize("cwd", [ROOT, Path("/")], ids=["repo-root", "elsewhere"])
 @pytest.mark.parametrize("name", ["simulator", "executor", "autotune"])
 def test_folders_do_not_import_as_top_level_packages(name: str, cwd: Path) -> None:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gnnplan.simulator import __version__
-from gnnplan.simulator.api import simulate
+from gnnplan.simulator.api import simulate, simulate_on_draws
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster, preset_names
 from gnnplan.simulator.plan import Plan, load_plan
 from gnnplan.simulator.strategies import STRATEGIES
@@ -36,9 +36,9 @@ from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 if TYPE_CHECKING:
     from gnnplan.simulator.result import SimResult
 
-__all__ = ["__version__", "simulate", "tune", "run", "calibrate", "whatif", "load_cluster", "load_workload",
-           "load_plan",
-           "preset_names", "strategy_names", "ClusterSpec", "WorkloadSpec", "Plan", "SimResult"]
+__all__ = ["__version__", "simulate", "simulate_on_draws", "tune", "run", "calibrate", "whatif", "load_cluster",
+           "load_workload", "load_plan", "preset_names", "strategy_names", "ClusterSpec", "WorkloadSpec", "Plan",
+           "SimResult"]
 
 
 def strategy_names() -> list[str]:
