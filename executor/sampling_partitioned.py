@@ -50,7 +50,7 @@ class RemoteSampling:
         num_remote_vertices: destination vertices sent to their owners.
         num_remote_edges: sampled edges received back.
         request_bytes, reply_bytes: the int64 ids this rank sent and the edges (3 int64 each) it received, as the
-            simulator counts them (``DpWork.sample_request_bytes`` / ``sample_reply_bytes``; the per-rank counts
+            simulator counts them (``IterationWork.sample_request_bytes`` / ``sample_reply_bytes``; the per-rank counts
             exchanged first are not included).
     """
 
