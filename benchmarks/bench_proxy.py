@@ -37,8 +37,8 @@ numbering). The shipped numbering of Cora and CiteSeer is Planetoid's (training 
 so each real graph is measured on :data:`RELABELINGS` seeded random relabelings of itself (:func:`relabelled`:
 the same graph, vertices renumbered with features, labels and split carried), and the table compares the proxy's
 estimate with the median, printing the min-max range and the value at the shipped numbering beside it
-(:data:`PARTITION_OF` names the partition of each statistic; one that used none would be measured once). The
-R-MAT graph is measured once, as generated: its generator already numbers vertices by a random permutation
+(:data:`proxy_statistics.PARTITION_OF` names the partition of each statistic; one that used none would be
+measured once). The statistics themselves are :func:`proxy_statistics.statistics`. The R-MAT graph is measured once, as generated: its generator already numbers vertices by a random permutation
 (:func:`simulator.workload.rmat.rmat_edges`) and draws the split uniformly, so its numbering is one random
 relabeling; K more would cost K times the ~30 min of its measurement. Its split is one uniform draw as well, and
 the METIS remote input fraction depends on it (the seeds DistDGL's split moves off the partition holding too many
@@ -76,33 +76,20 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-from gnnplan.simulator.api import load_context  # noqa: E402
+from proxy_statistics import partition_of, statistics  # noqa: E402
+
 from gnnplan.simulator.io import atomic_write_json  # noqa: E402
 from gnnplan.simulator.paths import cache_dir  # noqa: E402
-from gnnplan.simulator.strategies import gsplit, hongtu, hopgnn, neutronstar  # noqa: E402
-from gnnplan.simulator.strategies.gsplit import stats as gsplit_stats  # noqa: E402
-from gnnplan.simulator.strategies.hongtu import dedup  # noqa: E402
-from gnnplan.simulator.strategies.neutronstar import dependencies as deps  # noqa: E402
 from gnnplan.simulator.workload.card_measures import derived_card  # noqa: E402
-from gnnplan.simulator.workload.cards import Card  # noqa: E402
 from gnnplan.simulator.workload.datasets import dataset_key, load_dataset  # noqa: E402
-from gnnplan.simulator.workload.proxy import (  # noqa: E402
-    ProxyScale,
-    max_relative_error,
-    proxy_scale,
-    proxy_spec,
-    scale_counts,
-)
-from gnnplan.simulator.workload.proxy_batch import batch_reach_scale, scale_layers, scale_sample_stats  # noqa: E402
-from gnnplan.simulator.workload.spec import RmatSpec, workload_from_dict  # noqa: E402
+from gnnplan.simulator.workload.proxy import max_relative_error, proxy_scale, proxy_spec  # noqa: E402
+from gnnplan.simulator.workload.spec import RmatSpec  # noqa: E402
 
-CLUSTER = "2x4-a100-nvlink3-200gbib"
 TOLERANCE = 0.15
 RMAT = RmatSpec(generator="rmat", num_vertices=2_000_000, edge_factor=8, seed=0)
 RMAT_PROXY_VERTICES = 100_000
@@ -122,91 +109,6 @@ and the spread over the draws says how typical its count is (16 draws: ~20 s on 
 R-MAT's 10^5-vertex proxy the first time, cached after)."""
 CI_RESAMPLES = 2000
 """Bootstrap resamples of the 95% interval printed beside each measured median (:func:`median_interval`)."""
-PARTITION_OF = {"sample[metis]": "metis", "sample[random]": "random", "neutronstar": "chunk", "hopgnn": "metis",
-                "hongtu": "metis", "gsplit": "metis"}
-"""The partition of the graph each statistic is computed on, by name prefix (module docstring). Every statistic
-of :func:`statistics` has one: dp's batches (all ``sample[...]`` rows, input vertices and cache hits included) are
-drawn from each machine's own training vertices; neutronstar here uses ``chunk`` (contiguous id ranges); hopgnn,
-hongtu (level 1 and its chunks) and gsplit partition with METIS."""
-
-
-def _workloads(dataset: Any, batch: int) -> tuple[Any, Any]:
-    mini = workload_from_dict({"dataset": dataset, "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 64},
-                               "training": {"mode": "mini-batch", "batch_size": batch, "fanouts": [10, 10]}})
-    full = workload_from_dict({"dataset": dataset, "model": {"arch": "gcn", "num_layers": 2, "hidden_dim": 64},
-                               "training": {"mode": "full-graph"}})
-    return mini, full
-
-
-def statistics(dataset: Any, batch: int, scale: ProxyScale | None, card: Card | None = None) -> dict[str, float]:
-    """Every statistic of the module docstring on ``dataset``; ``scale`` applies the card path's scaling rules
-    to a proxy given as a generated spec (None: a real graph, or a card whose hooks scale already), and with
-    ``card`` the per-batch rule too (:func:`simulator.workload.proxy_batch.scale_sample_stats` and
-    :func:`~simulator.workload.proxy_batch.batch_reach_scale`: the card's degree histogram at both sizes)."""
-    mini, full = _workloads(dataset, batch)
-    out: dict[str, float] = {}
-    graph = load_dataset(dataset) if card is not None else None
-    cut = {}
-
-    def scaled(obj: Any, vertex: tuple[str, ...], edge: tuple[str, ...] = ()) -> Any:
-        return obj if scale is None else scale_counts(obj, scale, vertex, edge)
-
-    for part in ("metis", "random"):
-        _, _, ctx = load_context(CLUSTER, mini, "dp", {"partitioner": part})
-        st = ctx.sample
-        cut[part] = st.edge_cut_fraction
-        if card is not None:
-            st = scale_sample_stats(st, card, graph)
-        tag = f"sample[{part}]"
-        for layer in range(len(st.fanouts)):
-            out[f"{tag} input vertices L{layer}"] = st.num_src_vertices[layer]
-            out[f"{tag} sampled edges L{layer}"] = st.num_edges[layer]
-        for fraction in (0.05, 0.2):
-            out[f"{tag} hit fraction @{fraction:g}"] = st.access(fraction)[0]
-        out[f"{tag} remote fraction"] = st.remote_miss_fraction[0]
-        out[f"{tag} edge cut"] = st.edge_cut_fraction
-        out[f"{tag} busiest NIC ratio"] = st.busiest_ratio(0.0)
-        out[f"{tag} slowest worker ratio"] = st.slowest_input_ratio
-    for mode in ("depcomm", "depcache"):
-        kn = neutronstar.Knobs(mode=mode, partitioner="chunk")
-        _, _, ctx = load_context(CLUSTER, full, "neutronstar", kn)
-        counts = [scaled(c, deps.CARD_VERTEX_FIELDS, deps.CARD_EDGE_FIELDS)
-                  for c in neutronstar.dependency_counts(ctx, kn)]
-        if mode == "depcomm":
-            out["neutronstar remote dependencies"] = sum(c.num_remote for c in counts)
-            out["neutronstar rows received L1"] = sum(sum(c.received[0]) for c in counts)
-        else:
-            out["neutronstar replicated L0"] = sum(c.num_replicated[0] for c in counts)
-            out["neutronstar replica edges L1"] = sum(c.replica_edges[0] for c in counts)
-    kn_hop = hopgnn.Knobs()
-    _, _, ctx = load_context(CLUSTER, mini, "hopgnn", kn_hop)
-    mg = hopgnn.micrograph_stats(ctx, kn_hop)
-    out["hopgnn micrograph locality"] = mg.micrograph_local_fraction
-    out["hopgnn group locality"] = mg.group_local_fraction
-    out["hopgnn dp remote fraction"] = mg.dp_remote_fraction
-    if card is not None:  # the same batches as dp's: the remote share re-weighted like sample[metis]'s
-        reach = batch_reach_scale(card, graph, mg.fanouts, mg.batch_size_per_worker, 2, cut["metis"])
-        out["hopgnn dp remote fraction"] *= reach.remote_ratio
-    kn_ht = hongtu.Knobs(num_chunks=4)
-    _, _, ctx = load_context(CLUSTER, full, "hongtu", kn_ht)
-    rows = hongtu.batch_counts(ctx, kn_ht)
-    rows = [[scaled(c, dedup.CARD_VERTEX_FIELDS, dedup.CARD_EDGE_FIELDS) for c in row] for row in rows]
-    out["hongtu chunk neighbour sets"] = sum(c.num_src for row in rows for c in row)
-    out["hongtu host rows loaded"] = sum(c.load_rows for row in rows for c in row)
-    out["hongtu peer rows pulled"] = sum(sum(c.pull_rows) for row in rows for c in row)
-    kn_gs = gsplit.Knobs()
-    _, _, ctx = load_context(CLUSTER, mini, "gsplit", kn_gs)
-    sp = scaled(gsplit.stats_of(ctx, kn_gs), gsplit_stats.CARD_VERTEX_FIELDS)
-    split_src = sp.split_src
-    if card is not None:  # one batch of B seeds over all GPUs: a uniform sample of the training vertices
-        reach = batch_reach_scale(card, graph, mini.training.fanouts, batch)
-        split_src = scale_layers(split_src, reach.src_ratio, axis=1)
-    out["gsplit split input vertices"] = float(split_src[:, 0, :].mean())
-    out["gsplit local-edge fraction"] = float(sp.local_edge_fraction().mean())
-    out["gsplit largest partition"] = float(sp.partition_sizes.max())
-    return out
-
-
 def compare(name: str, measured: dict[str, float], estimated: dict[str, float]) -> list[float]:
     """Print one table; returns the relative errors."""
     print(f"\n== {name}")
@@ -222,11 +124,6 @@ def compare(name: str, measured: dict[str, float], estimated: dict[str, float]) 
     print(f"-- {within}/{len(errors)} within {TOLERANCE:.0%}; median error {100 * float(np.median(errors)):.1f}%, "
           f"max {100 * max(errors):.1f}%")
     return errors
-
-
-def partition_of(key: str) -> str | None:
-    """The partition statistic ``key`` is computed on (:data:`PARTITION_OF`), None when it uses none."""
-    return next((part for prefix, part in PARTITION_OF.items() if key.startswith(prefix)), None)
 
 
 def relabelled(name: str, k: int) -> str:
