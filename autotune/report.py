@@ -17,6 +17,11 @@ def fmt_s(x: float | None) -> str:
     return f"{x * 1e3:.2f} ms" if x < 1 else f"{x:.3f} s"
 
 
+def fmt_s_range(lo_s: float | None, hi_s: float | None) -> str:
+    """A range of seconds for people (``--proxy-draws``' least to greatest epoch time); '-' without one."""
+    return "-" if lo_s is None or hi_s is None else f"{fmt_s(lo_s)} - {fmt_s(hi_s)}"
+
+
 def fmt_bytes(x: float) -> str:
     """Bytes for people (decimal units)."""
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
@@ -50,7 +55,7 @@ def simulation_table(res: dict[str, Any]) -> Table:
     drawn = res.get("proxy_draws")
     if drawn:  # simulate --proxy-draws: the same configuration on further draws of the card's proxy
         fits = [x for x in drawn["epoch_time_s"] if x is not None]
-        span = f"{fmt_s(min(fits))} - {fmt_s(max(fits))}, median {fmt_s(median(fits))}" if fits else "-"
+        span = f"{fmt_s_range(min(fits), max(fits))}, median {fmt_s(median(fits))}" if fits else "-"
         unfit = len(drawn["epoch_time_s"]) - len(fits)
         t.add_row(f"epoch time over draws {drawn['draws'][0]}-{drawn['draws'][-1]}",
                   span + (f" ({unfit} of {len(drawn['draws'])} do not fit)" if unfit else ""))
@@ -90,7 +95,7 @@ def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:
                  note]
         if drawn:
             cells.insert(5, "" if r.get("epoch_time_min_s") is None else
-                         f"{fmt_s(r['epoch_time_min_s'])} - {fmt_s(r['epoch_time_max_s'])}")
+                         fmt_s_range(r["epoch_time_min_s"], r["epoch_time_max_s"]))
         t.add_row(*cells, end_section=i == len(shown) - 1 and bool(extra))
     return t
 

@@ -41,7 +41,7 @@ from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.overrides import coerce_text, leaf_annotation, split_assignment, with_fields
 from gnnplan.simulator.units_parse import kind_of
 from gnnplan.simulator.workload.datasets import resolve_dataset
-from gnnplan.simulator.workload.proxy import draw_refs, no_draws_error, proxy_draw
+from gnnplan.simulator.workload.proxy import no_draws_error, proxy_draw, requested_draws
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 OPTION = "--vary"
@@ -243,10 +243,8 @@ def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> 
             whose dataset is a card.
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    if req.proxy_draws < 1:
-        raise SpecError(f"--proxy-draws: must be a positive integer (got {req.proxy_draws})")
     points = grid(req.cluster, req.workload, req.axes, req.cluster_sets)
-    draws = [draw_refs(p.workload.dataset, req.proxy_draws) if req.proxy_draws > 1 else None for p in points]
+    draws = [requested_draws(p.workload.dataset, req.proxy_draws, card_required=False) for p in points]
     if req.proxy_draws > 1 and not any(draws):
         raise no_draws_error(points[0].workload.dataset)
     rows: list[dict[str, Any]] = []

@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.table import Table
 
-from gnnplan.autotune.report import fmt_s, knobs_text
+from gnnplan.autotune.report import fmt_s, fmt_s_range, knobs_text
 from gnnplan.autotune.whatif import Axis, WhatifResult
 from gnnplan.simulator.io import atomic_write_json, atomic_write_text
 
@@ -52,7 +52,7 @@ def _draw_cells(res: WhatifResult, s: dict[str, Any]) -> list[str]:
     row = next((r for r in res.rows if r["point"] == s["point"] and r["strategy"] == s["winner"]), None)
     span = "-"
     if row is not None and row["epoch_time_min_s"] is not None:
-        span = (f"{fmt_s(row['epoch_time_min_s'])} - {fmt_s(row['epoch_time_max_s'])} "
+        span = (f"{fmt_s_range(row['epoch_time_min_s'], row['epoch_time_max_s'])} "
                 f"(draws {row['proxy_draws'][0]}-{row['proxy_draws'][-1]})")
     others = sorted({w or "none feasible" for w in s["draw_winners"] if w != s["winner"]})
     won = f"{s['winner_draws']}/{len(s['draw_winners'])}"
@@ -192,8 +192,7 @@ def _draws_text(row: dict[str, Any]) -> str:
     if row.get("epoch_time_min_s") is None:
         return ""
     draws = row["proxy_draws"]
-    return (f"<br>proxy draws {draws[0]}-{draws[-1]}: {fmt_s(row['epoch_time_min_s'])} - "
-            f"{fmt_s(row['epoch_time_max_s'])}")
+    return f"<br>proxy draws {draws[0]}-{draws[-1]}: {fmt_s_range(row['epoch_time_min_s'], row['epoch_time_max_s'])}"
 
 
 def _winner_heatmap(fig: Any, res: WhatifResult, strategies: Sequence[str], palette: Sequence[str]) -> None:

@@ -12,7 +12,30 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Protocol
 
+import dgl
+import torch
+
 from gnnplan.executor.evaluate import Accuracy
+from gnnplan.executor.models import GNN, num_params
+from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM
+from gnnplan.simulator.workload.spec import WorkloadSpec
+
+
+def seeded_gnn(workload: WorkloadSpec, feature_dim: int, num_classes: int, device: torch.device) -> GNN:
+    """The message-passing model every rank builds identically: torch's and DGL's RNGs seeded with
+    ``training.seed`` first, so the initial weights agree without a broadcast (dp, gsplit, hopgnn)."""
+    torch.manual_seed(workload.training.seed)
+    dgl.seed(workload.training.seed)
+    return GNN(workload.model, feature_dim, num_classes).to(device)
+
+
+def adam(model: torch.nn.Module, workload: WorkloadSpec) -> tuple[torch.optim.Adam, float]:
+    """Adam on ``model``'s parameters with ``training.lr`` and ``training.weight_decay``, and its FLOPs per step
+    (:data:`simulator.workload.model_cost.ADAM_FLOPS_PER_PARAM` per parameter, what the ``optimizer`` span
+    carries)."""
+    t = workload.training
+    optimizer = torch.optim.Adam(model.parameters(), lr=t.lr, weight_decay=t.weight_decay)
+    return optimizer, ADAM_FLOPS_PER_PARAM * num_params(model)
 
 
 @dataclass

@@ -35,7 +35,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-import dgl
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -45,11 +44,11 @@ from gnnplan.executor.assemble import load_training_data
 from gnnplan.executor.data import Topology, iteration_batches, rank_batches
 from gnnplan.executor.evaluate import Accuracy, Evaluator
 from gnnplan.executor.features import FeatureStore, LoadStats, PullStats, RowStore
-from gnnplan.executor.models import GNN, attach_edge_weights, num_params
+from gnnplan.executor.models import attach_edge_weights, num_params
 from gnnplan.executor.sampling import Batch, BatchStream, sample_inline
 from gnnplan.executor.sampling_keyed import make_sampler
 from gnnplan.executor.sampling_partitioned import PartitionedSampler
-from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.strategies.base import EpochStats, adam, seeded_gnn
 from gnnplan.executor.trace import Recorder, defer_passes, now
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
@@ -57,7 +56,7 @@ from gnnplan.simulator.strategies.dp import NAME, Knobs
 from gnnplan.simulator.units import FLOAT_BYTES
 from gnnplan.simulator.workload.batches import epoch_seeds, owner_split
 from gnnplan.simulator.workload.datasets import load_dataset
-from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
+from gnnplan.simulator.workload.model_cost import Block, model_cost
 from gnnplan.simulator.workload.partition import cached_vertices
 
 __all__ = ["NAME", "Knobs", "Trainer", "check_knobs"]
@@ -135,14 +134,10 @@ class Trainer:
                                        topo)
         self.peers = PeerCache(self.data.store, wl.dataset, self.knobs.cache_fraction, topo) if partitioned else None
         self.nvlink_bytes = 0
-        torch.manual_seed(wl.training.seed)
-        dgl.seed(wl.training.seed)
-        self.model = GNN(wl.model, self.data.feature_dim, self.data.num_classes).to(topo.device)
+        self.model = seeded_gnn(wl, self.data.feature_dim, self.data.num_classes, topo.device)
         self.net, self.hook = ddp.data_parallel(self.model, wl.training.ddp_bucket_bytes)
         self.gradient_bytes = FLOAT_BYTES * num_params(self.model)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
-                                          weight_decay=wl.training.weight_decay)
-        self.optimizer_flops = ADAM_FLOPS_PER_PARAM * num_params(self.model)
+        self.optimizer, self.optimizer_flops = adam(self.model, wl)
         self.sampler = make_sampler(self.knobs.sampler, wl.training.fanouts, wl.training.seed)
         if self.knobs.graph_structure == "partitioned":  # DistDGL: each machine samples its own vertices
             check_knobs(self.knobs)

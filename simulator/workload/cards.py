@@ -38,7 +38,7 @@ and ``card:cora`` its card (any card may be written ``card:<name>``). A suffix `
 K a non-negative integer) names the K-th draw of the card's proxy (the generator seed of
 :func:`simulator.workload.proxy.proxy_spec`; without it, draw :data:`simulator.workload.proxy.PROXY_SEED`): the
 same card, another random graph with its statistics, so a prediction can be repeated over draws to see how much
-of it is the proxy's chance (``gnnplan whatif --vary workload.dataset=card:X@0,card:X@1,...``).
+of it is the proxy's chance (``--proxy-draws R`` of simulate, tune and whatif).
 """
 
 from __future__ import annotations

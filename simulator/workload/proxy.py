@@ -90,8 +90,8 @@ were 90-97 of 99 per draw (median 94); this draw scores 97, the most of the 16 (
 CiteSeer 29-33, 32; R-MAT 2M 31-33, 32). The draw-sensitive statistics are those of a 2-part METIS partition of a
 small graph or a small training set: remote input fractions (CiteSeer 0.015-0.063, measured 0.051; R-MAT's
 0.0046-0.0167, measured 0.0054), edge cut (Cora 0.038-0.050, measured 0.037), hongtu's peer rows and gsplit's split
-inputs; the rest move by a few percent. A what-if can be repeated over draws to see how much of its answer is the
-draw's (``--vary workload.dataset=card:X@0,card:X@1,...``)."""
+inputs; the rest move by a few percent. ``--proxy-draws R`` of simulate, tune and whatif repeats a prediction over
+draws to show how much of it is the draw's (:func:`requested_draws`)."""
 PROXY_MIN_TRAIN_FRACTION = 0.25
 """Smallest training fraction of a proxy: per-batch statistics need every worker's share of training vertices to
 hold full batches (ogbn-papers100M trains on 1.1% of its vertices: 1,087 of a 10^5-vertex proxy); they do not
@@ -293,18 +293,20 @@ def draw_refs(ref: object, draws: int) -> list[str] | None:
     return [f"{CARD_PREFIX}{name}{DRAW_SEPARATOR}{first + i}" for i in range(draws)]
 
 
-def requested_draws(ref: object, draws: int) -> list[str] | None:
-    """``--proxy-draws`` of one dataset: :func:`draw_refs` when ``draws`` > 1, None for 1.
+def requested_draws(ref: object, draws: int, card_required: bool = True) -> list[str] | None:
+    """``--proxy-draws`` of one dataset: :func:`draw_refs` when ``draws`` > 1, None for 1 (and, without
+    ``card_required``, for a dataset that is not a card: a what-if point on a real graph).
 
     Raises:
-        SpecError: ``draws`` < 1, or > 1 on a dataset that is not a card (:func:`no_draws_error`).
+        SpecError: ``draws`` < 1, or > 1 with ``card_required`` on a dataset that is not a card
+            (:func:`no_draws_error`).
     """
     if draws < 1:
         raise SpecError(f"--proxy-draws: must be a positive integer (got {draws})")
     if draws == 1:
         return None
     refs = draw_refs(ref, draws)
-    if refs is None:
+    if refs is None and card_required:
         raise no_draws_error(ref)
     return refs
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import functools
 
-import dgl
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -45,8 +44,8 @@ from gnnplan.executor import comm, ddp
 from gnnplan.executor.assemble import load_training_data, rank0_first
 from gnnplan.executor.data import PARTITION_SEED, Topology, input_features
 from gnnplan.executor.evaluate import Accuracy, Evaluator
-from gnnplan.executor.models import GNN, num_params
-from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.models import num_params
+from gnnplan.executor.strategies.base import EpochStats, adam, seeded_gnn
 from gnnplan.executor.strategies.gsplit.batches import PartitionFeatures, SplitBatch, SplitSampler, SplitStream
 from gnnplan.executor.strategies.gsplit.layers import LayerTensors, ShuffleLog, ShuffleRecord, ShuffleSpec, SplitNet
 from gnnplan.executor.trace import Recorder, now
@@ -57,7 +56,6 @@ from gnnplan.simulator.strategies.gsplit.work import segments, split_cost
 from gnnplan.simulator.units import FLOAT_BYTES
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.graphstats import partition_owners
-from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM
 
 __all__ = ["NAME", "Knobs", "Trainer"]
 
@@ -83,14 +81,10 @@ class Trainer:
         self.features = PartitionFeatures(input_features(graph, wl.dataset), self.owner, graph.in_degrees(),
                                           topo.rank, self.knobs.cache_fraction, topo.device)
         seed = wl.training.seed
-        torch.manual_seed(seed)
-        dgl.seed(seed)
-        self.model = GNN(wl.model, self.data.feature_dim, self.data.num_classes).to(topo.device)
+        self.model = seeded_gnn(wl, self.data.feature_dim, self.data.num_classes, topo.device)
         self.net, self.hook = ddp.data_parallel(SplitNet(self.model), wl.training.ddp_bucket_bytes)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=wl.training.lr,
-                                          weight_decay=wl.training.weight_decay)
+        self.optimizer, self.optimizer_flops = adam(self.model, wl)
         self.gradient_bytes = FLOAT_BYTES * num_params(self.model)
-        self.optimizer_flops = ADAM_FLOPS_PER_PARAM * num_params(self.model)
         schedule = functools.partial(global_batches, self.data.train_idx, self.batch_size, seed)
         self.sampler = SplitSampler(self.data.graph, wl.training.fanouts, self.owner, topo.rank, topo.world_size,
                                     wl.model.arch, seed)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import dgl
 import numpy as np
 import torch
 
@@ -15,15 +14,15 @@ from gnnplan.executor import comm
 from gnnplan.executor.assemble import load_training_data
 from gnnplan.executor.data import Topology
 from gnnplan.executor.evaluate import Accuracy, Evaluator
-from gnnplan.executor.models import GNN, num_params
 from gnnplan.executor.sampling_keyed import make_sampler
+from gnnplan.executor.strategies.base import adam, seeded_gnn
 from gnnplan.executor.strategies.hopgnn.home import HomeSchedule
 from gnnplan.executor.trace import Recorder, defer_passes, now
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.hopgnn import Knobs
 from gnnplan.simulator.strategies.hopgnn.micrographs import random_split
 from gnnplan.simulator.workload.batches import owner_split
-from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM, Block, model_cost
+from gnnplan.simulator.workload.model_cost import Block, model_cost
 
 
 class HopTrainerBase:
@@ -41,12 +40,9 @@ class HopTrainerBase:
         self.knobs = Knobs.model_validate(plan.knobs)
         self.per_iteration = (self.knobs.batch_size or wl.training.batch_size) // topo.world_size
         self.data = d = load_training_data(wl, self.knobs.partitioner, 0.0, topo)
-        torch.manual_seed(wl.training.seed)
-        dgl.seed(wl.training.seed)
-        self.model = GNN(wl.model, d.feature_dim, d.num_classes).to(topo.device)
+        self.model = seeded_gnn(wl, d.feature_dim, d.num_classes, topo.device)
         self.params = list(self.model.parameters())
-        self.optimizer = torch.optim.Adam(self.params, lr=wl.training.lr, weight_decay=wl.training.weight_decay)
-        self.optimizer_flops = ADAM_FLOPS_PER_PARAM * num_params(self.model)
+        self.optimizer, self.optimizer_flops = adam(self.model, wl)
         self.sampler = make_sampler(self.knobs.sampler, wl.training.fanouts, wl.training.seed)
         self.home = HomeSchedule(d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine, wl.training.seed,
                                  self.per_iteration, topo.rank, self.knobs.seed_split)
