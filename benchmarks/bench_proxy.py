@@ -38,7 +38,8 @@ so each real graph is measured on :data:`RELABELINGS` seeded random relabelings 
 the same graph, vertices renumbered with features, labels and split carried), and the table compares the proxy's
 estimate with the median, printing the min-max range and the value at the shipped numbering beside it
 (:data:`proxy_statistics.PARTITION_OF` names the partition of each statistic; one that used none would be
-measured once). The statistics themselves are :func:`proxy_statistics.statistics`. The R-MAT graph is measured once, as generated: its generator already numbers vertices by a random permutation
+measured once). The statistics themselves are :func:`proxy_statistics.statistics`.
+The R-MAT graph is measured once, as generated: its generator already numbers vertices by a random permutation
 (:func:`simulator.workload.rmat.rmat_edges`) and draws the split uniformly, so its numbering is one random
 relabeling; K more would cost K times the ~30 min of its measurement. Its split is one uniform draw as well, and
 the METIS remote input fraction depends on it (the seeds DistDGL's split moves off the partition holding too many

@@ -6,7 +6,8 @@ its spans to rank 0, which writes ONE Chrome trace ``<trace_dir>/<workload>-<str
 metadata {plan, results, versions, num_workers, cluster, workload, strategy, knobs} and returns the results.
 
 Results (DESIGN.md, ``run --json``): ``epoch_time_s`` (median over measured epochs: all but the first when
-there are at least 3, the first being warm-up), ``epoch_times_s``, ``loss`` (mean training cross-entropy of
+there are at least 3, the first being warm-up, and of a run whose controller explored configurations only the
+epochs in the last one, :func:`summarise`), ``epoch_times_s``, ``loss`` (mean training cross-entropy of
 the last epoch), ``val_accuracy``, ``test_accuracy`` (after the last epoch), ``bytes_per_epoch{pcie, nvlink,
 network, storage}`` (mean over measured epochs, summed over ranks: pcie = feature bytes copied to the device,
 local and remote misses; network = bytes every rank sent through :mod:`executor.comm`, i.e. feature
@@ -213,9 +214,11 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
             state = checkpoint.restore(trainer, saving, resumed, topo.rank)
             records, earlier = list(state["records"]), list(state["spans"])
             rec.origin_s -= resume_offset_s(earlier)  # this run's spans follow the earlier ones
+        settings = getattr(trainer, "epoch_settings", dict)
         for epoch in range((resumed + 1) if resumed is not None else 0, num_epochs):
+            ran_with = settings()
             stats = trainer.train_epoch(epoch)
-            records.append(epoch_record(epoch, stats, trainer.evaluate()))
+            records.append(epoch_record(epoch, stats, trainer.evaluate(), ran_with))
             if topo.rank == 0:
                 emit(records[-1])
             if saving.due(epoch, num_epochs):
@@ -252,15 +255,17 @@ def shared_origin() -> float:
     return origin0 if host0 == socket.gethostname() else mine
 
 
-def epoch_record(epoch: int, stats: EpochStats, acc: Any) -> dict[str, Any]:
-    """Combine every rank's epoch statistics and accuracy counts (collective): time = slowest rank."""
+def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, int] | None = None) -> dict[str, Any]:
+    """Combine every rank's epoch statistics and accuracy counts (collective): time = slowest rank; ``settings``
+    (the trainer's ``epoch_settings()`` before the epoch, the same on every rank) are kept as ``settings``."""
     mine = torch.tensor(stats.as_list() + [acc.val_correct, acc.val_total, acc.test_correct, acc.test_total],
                         dtype=torch.float64, device=comm.device())
     rows = torch.stack(comm.all_gather(mine)).cpu()
     total = rows.sum(0).tolist()
     names = list(EpochStats.__dataclass_fields__) + ["val_correct", "val_total", "test_correct", "test_total"]
     s = dict(zip(names, total))
-    return {"epoch": epoch, "epoch_time_s": float(rows[:, 0].max()), "loss": s["loss_sum"] / max(s["num_seeds"], 1),
+    return {"epoch": epoch, **({"settings": dict(settings)} if settings else {}),
+            "epoch_time_s": float(rows[:, 0].max()), "loss": s["loss_sum"] / max(s["num_seeds"], 1),
             "val_accuracy": s["val_correct"] / max(s["val_total"], 1),
             "test_accuracy": s["test_correct"] / max(s["test_total"], 1),
             "num_iterations": int(rows[0, names.index("num_iterations")]), "num_seeds": int(s["num_seeds"]),
@@ -269,8 +274,14 @@ def epoch_record(epoch: int, stats: EpochStats, acc: Any) -> dict[str, Any]:
 
 
 def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
-    """The ``run --json`` object from the per-epoch records (module docstring)."""
+    """The ``run --json`` object from the per-epoch records (module docstring): its steady-state figures
+    (``epoch_time_s``, ``seeds_per_s``, ``bytes_per_epoch``) are over ``measured_epochs``, every epoch but the first
+    (warm-up) when there are at least 3 and, where a controller changed the configuration between epochs (records
+    with ``settings``: hopgnn's merge controller, paper §5.3), only those that ran with the last epoch's settings,
+    the configuration the run settled in and the simulator predicts (its exploration epochs are not charged)."""
     measured = records[1:] if len(records) >= 3 else records
+    settled = [r for r in measured if r.get("settings") == records[-1].get("settings")]
+    measured = settled or measured
     epoch_s = statistics.median(r["epoch_time_s"] for r in measured)
     last = records[-1]
 

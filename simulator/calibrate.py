@@ -44,8 +44,9 @@ traces' epoch times, which made the in-sample error 0 by construction and moved 
 per-iteration constant that scaled wrongly with the number of iterations. The ``iteration`` rows measure that
 overhead directly; what remains unexplained shows in the held-out errors.
 
-Epochs: of a trace with 3 or more epochs the first (warm-up) is left out, as ``gnnplan run`` leaves it out of
-its epoch time. The calibrated cluster is fitted on all remaining epochs of all traces; its report's errors are
+Epochs: those ``gnnplan run`` measured its epoch time on (``results.measured_epochs``): of a trace with 3 or more
+epochs the first (warm-up) is left out, and so are the epochs in which hopgnn's merge controller tried a step
+count it did not keep. The calibrated cluster is fitted on all remaining epochs of all traces; its report's errors are
 held out (:mod:`~gnnplan.simulator.calibrate_holdout`): a fit on the even epochs predicts the odd ones, and with
 several configurations each is predicted by a fit on the others. The only in-sample figure,
 ``traces[name]["fit_epoch_time_s"]``, is labelled a fit.
@@ -128,7 +129,7 @@ def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: 
         epochs = [s.dur_s for s in spans if s.phase == EPOCH_PHASE]
         measured = float(np.median(epochs)) if epochs else float("nan")
     timed = epoch_times_s(spans)
-    split = split_epochs({s.epoch for s in spans}, timed)
+    split = split_epochs({s.epoch for s in spans}, timed, results.get("measured_epochs"))
     return _Trace(name, plan, float(measured), _reshaped(cluster, plan), spans, get_strategy(plan.strategy), timed,
                   split)
 

@@ -3,10 +3,10 @@
 An error measured on the data a fit was made from says how well the fit reproduces them, not how well the
 calibrated simulator predicts; :mod:`gnnplan.simulator.calibrate` therefore reports two held-out errors:
 
-* epochs: every trace's measured epochs (:func:`split_epochs`) are split by parity, the even ones to fit, the
-  odd ones held out; one fit on the fitting epochs of all traces predicts each trace's held-out epochs (the
-  median of their epoch times; an epoch's time is its slowest rank's ``epoch`` span, as ``gnnplan run``
-  reports it). A trace with a single measured epoch cannot be held out and says so.
+* epochs: every trace's measured epochs (:func:`split_epochs`: those ``gnnplan run`` measured) are split by
+  parity, the even ones to fit, the odd ones held out; one fit on the fitting epochs of all traces predicts each
+  trace's held-out epochs (the median of their epoch times; an epoch's time is its slowest rank's ``epoch``
+  span, as ``gnnplan run`` reports it). A trace with a single measured epoch cannot be held out and says so.
 * configurations (leave one configuration out): with traces of at least two configurations (strategy, knobs,
   workload and cluster shape), each configuration in turn is predicted by a fit on the traces of all others.
 
@@ -47,7 +47,8 @@ class EpochSplit:
     """Which epochs of a trace calibration uses.
 
     Attributes:
-        measured: the epochs every fit may use (all but the warm-up when there are 3 or more).
+        measured: the epochs every fit may use (the run's measured epochs: all but the warm-up when there are 3
+            or more, and none a controller explored in).
         fit: the epochs of the held-out fit (even ones; all measured ones when nothing can be held out).
         held_out: the epochs it predicts (odd ones; empty when nothing can be held out).
         reason: why nothing is held out (None when something is).
@@ -87,18 +88,25 @@ def epoch_times_s(spans: Sequence[Span]) -> dict[int, float]:
     return out
 
 
-def split_epochs(epochs: Collection[int], timed: Collection[int]) -> EpochSplit:
+def split_epochs(epochs: Collection[int], timed: Collection[int],
+                 run_measured: Collection[int] | None = None) -> EpochSplit:
     """The epochs of a trace to fit and to hold out (module docstring).
 
     Args:
         epochs: the epochs its spans belong to (negative values ignored).
         timed: the epochs with an ``epoch`` span (a held-out epoch needs its measured time).
+        run_measured: the epochs the run measured its results on (``results.measured_epochs`` of the trace's
+            metadata: besides the warm-up, ``gnnplan run`` leaves out the epochs a controller explored other
+            configurations in, :func:`executor.runner.summarise`); None (a trace without it): all but the first
+            :data:`WARMUP_EPOCHS` when there are 3 or more.
 
     Returns:
         The split; with fewer than 2 measured epochs, or no timed odd one, nothing is held out.
     """
     ordered = sorted({e for e in epochs if e >= 0})
     measured = tuple(ordered[WARMUP_EPOCHS:] if len(ordered) >= 3 else ordered)
+    if run_measured is not None:
+        measured = tuple(e for e in ordered if e in set(run_measured)) or measured
     if len(measured) < 2:
         return EpochSplit(measured, measured, (), f"{len(measured)} epoch: cannot be held out")
     fit = tuple(e for e in measured if e % 2 == 0)

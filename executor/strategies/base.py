@@ -4,7 +4,9 @@ A strategy module ``executor/strategies/<name>.py`` has the simulator plug-in's 
 ``Trainer(topo, plan, recorder)`` (a class, or a function choosing one by the knobs, as hopgnn's) whose result
 has ``train_epoch(epoch) -> EpochStats`` and ``evaluate() -> Accuracy``, both collective (every rank calls them
 in the same order), and ``close()`` to release its processes; optionally ``check_knobs(knobs, workload)``,
-raising SpecError for knobs that are simulated but cannot be run (for that workload).
+raising SpecError for knobs that are simulated but cannot be run (for that workload), and on the trainer
+``epoch_settings() -> dict`` (:meth:`Trainer.epoch_settings`) when a controller changes its configuration between
+epochs.
 """
 
 from __future__ import annotations
@@ -72,7 +74,13 @@ class EpochStats:
 
 
 class Trainer(Protocol):
-    """What :mod:`executor.runner` needs of a strategy's trainer."""
+    """What :mod:`executor.runner` needs of a strategy's trainer.
+
+    Optional: ``epoch_settings() -> dict[str, int]``, the settings the next epoch runs with where a controller
+    changes them between epochs (hopgnn's ``num_steps``). Each epoch's record then carries them as ``settings``,
+    and the run's steady-state figures use only the epochs that ran with the last epoch's settings
+    (:func:`executor.runner.summarise`), as the simulator predicts the settled configuration.
+    """
 
     def train_epoch(self, epoch: int) -> EpochStats:
         """Train one epoch (collective)."""

@@ -19,6 +19,13 @@ def test_even_epochs_are_fitted_and_odd_ones_held_out(epochs: list[int], split: 
     assert split_epochs(epochs, set(epochs)) == split
 
 
+def test_the_runs_measured_epochs_are_the_ones_calibration_uses() -> None:
+    """A trace's ``results.measured_epochs`` (hopgnn's controller explored S in epoch 2) replace the warm-up rule."""
+    assert split_epochs(range(6), set(range(6)), [1, 3, 4, 5]) == EpochSplit((1, 3, 4, 5), (4,), (1, 3, 5))
+    assert split_epochs(range(4), set(range(4)), [1, 2, 3]) == split_epochs(range(4), set(range(4)))
+    assert split_epochs(range(4), set(range(4)), [7]) == split_epochs(range(4), set(range(4)))  # none of its epochs
+
+
 def test_an_epoch_without_its_time_cannot_be_held_out() -> None:
     assert split_epochs([0, 1, 2], {0, 2}) == EpochSplit((1, 2), (1, 2), (), "no timed epoch to hold out "
                                                                                 "(no epoch spans)")

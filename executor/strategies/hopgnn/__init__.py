@@ -113,6 +113,10 @@ class MicrographTrainer(HopTrainerBase):
                                           self.knobs.controller_warmup_epochs)
         torch.manual_seed(wl.training.seed * 7919 + topo.rank)  # dropout masks differ between ranks
 
+    def epoch_settings(self) -> dict[str, int]:
+        """The next epoch's step count S (the merge controller's choice, :class:`MergeController`)."""
+        return {"num_steps": self.controller.num_steps}
+
     def train_epoch(self, epoch: int) -> EpochStats:
         """Train one epoch with the controller's step count, recording spans (collective)."""
         sizes = self.schedule(epoch)[1]

@@ -98,6 +98,8 @@ def test_cora_accuracy_matches_dp(tmp_path) -> None:  # type: ignore[no-untyped-
                     workload=load_workload("cora-sage"))
         epochs = run_plan(plan, trace_dir=tmp_path, progress=False)["epochs"]
         acc[strategy] = [r["test_accuracy"] for r in epochs]
+        # each epoch's record carries the step count it ran with (the run's steady state is those at the last one)
+        assert [r.get("settings") for r in epochs] == [{"num_steps": 2} if strategy == "hopgnn" else None] * 30
     # the plateau: the mean of the last 10 of 30 epochs (one epoch's accuracy moves by 1-2 points from the next)
     plateau = {strategy: sum(a[-10:]) / 10 for strategy, a in acc.items()}
     assert plateau["dp"] > 0.75
