@@ -133,7 +133,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         report.console().print(
             f"epoch time {report.fmt_s(res['epoch_time_s'])} (median), loss {res['loss']:.4f}, "
-            f"val acc {res['val_accuracy']:.4f}, test acc {res['test_accuracy']:.4f}; trace {res['trace']}")
+            f"val acc {res['val_accuracy']:.4f}, test acc {res['test_accuracy']:.4f}; "
+            f"{report.peak_memory_text(res.get('peak_memory_bytes') or {})}; trace {res['trace']}")
     return 0
 
 

@@ -30,6 +30,13 @@ def fmt_bytes(x: float) -> str:
     return f"{x:.0f} B"
 
 
+def peak_memory_text(peak: dict[str, float | None]) -> str:
+    """A run's measured ``peak_memory_bytes`` for people: one machine's host memory, one GPU's (when measured)."""
+    parts = [f"{fmt_bytes(peak['host'])} host per machine"] if peak.get("host") is not None else []
+    parts += [f"{fmt_bytes(peak['gpu'])} per GPU"] if peak.get("gpu") is not None else []
+    return "peak memory " + (", ".join(parts) if parts else "not measured")
+
+
 def knobs_text(knobs: dict[str, Any]) -> str:
     """``k=v`` pairs, rounded floats, None omitted."""
     return " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in knobs.items()

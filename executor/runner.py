@@ -11,7 +11,9 @@ epochs in the last one, :func:`summarise`), ``epoch_times_s``, ``loss`` (mean tr
 the last epoch), ``val_accuracy``, ``test_accuracy`` (after the last epoch), ``bytes_per_epoch{pcie, nvlink,
 network, storage}`` (mean over measured epochs, summed over ranks: pcie = feature bytes copied to the device,
 local and remote misses; network = bytes every rank sent through :mod:`executor.comm`, i.e. feature
-requests and replies and the gradient all-reduce), ``trace``, and more (``epochs`` per-epoch records,
+requests and replies and the gradient all-reduce), ``peak_memory_bytes{gpu, host}`` (the largest over measured
+epochs of a training epoch's peak, as ``simulate --json`` predicts it: one GPU's, None without CUDA, and one
+machine's resident host memory, :mod:`executor.memory`), ``trace``, and more (``epochs`` per-epoch records,
 ``seeds_per_s``, ``num_iterations``, ``threads``: rank 0's thread pool sizes {intra_op, inter_op, dgl} after the
 run, its share of the cores (:mod:`executor.threads`), ...).
 
@@ -45,6 +47,7 @@ from gnnplan.executor import checkpoint, comm, faults
 from gnnplan.executor.checkpoint import Checkpointing
 from gnnplan.executor.data import Topology
 from gnnplan.executor.launch import run_in_process, spawn
+from gnnplan.executor.memory import EpochPeak, machine_peaks
 from gnnplan.executor.strategies import get_executor
 from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.threads import current_threads
@@ -215,10 +218,13 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
             records, earlier = list(state["records"]), list(state["spans"])
             rec.origin_s -= resume_offset_s(earlier)  # this run's spans follow the earlier ones
         settings = getattr(trainer, "epoch_settings", dict)
+        meter = EpochPeak(topo.device)
         for epoch in range((resumed + 1) if resumed is not None else 0, num_epochs):
             ran_with = settings()
+            meter.begin()
             stats = trainer.train_epoch(epoch)
-            records.append(epoch_record(epoch, stats, trainer.evaluate(), ran_with))
+            peak = meter.end()
+            records.append(epoch_record(epoch, stats, trainer.evaluate(), ran_with, peak, topo.gpus_per_machine))
             if topo.rank == 0:
                 emit(records[-1])
             if saving.due(epoch, num_epochs):
@@ -255,16 +261,23 @@ def shared_origin() -> float:
     return origin0 if host0 == socket.gethostname() else mine
 
 
-def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, int] | None = None) -> dict[str, Any]:
-    """Combine every rank's epoch statistics and accuracy counts (collective): time = slowest rank; ``settings``
-    (the trainer's ``epoch_settings()`` before the epoch, the same on every rank) are kept as ``settings``."""
-    mine = torch.tensor(stats.as_list() + [acc.val_correct, acc.val_total, acc.test_correct, acc.test_total],
+def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, int] | None = None,
+                 peak: tuple[float, float | None] = (0.0, None), gpus_per_machine: int = 1) -> dict[str, Any]:
+    """Combine every rank's epoch statistics, accuracy counts and peak memory (collective): time = slowest rank;
+    ``settings`` (the trainer's ``epoch_settings()`` before the epoch, the same on every rank) are kept as
+    ``settings``; ``peak`` is this rank's ``(host, device)`` bytes of the epoch (:class:`executor.memory.EpochPeak`),
+    combined per machine into ``peak_memory_bytes{gpu, host}`` (:func:`executor.memory.machine_peaks`)."""
+    host, device = peak
+    mine = torch.tensor(stats.as_list() + [acc.val_correct, acc.val_total, acc.test_correct, acc.test_total,
+                                           host, -1.0 if device is None else device],
                         dtype=torch.float64, device=comm.device())
     rows = torch.stack(comm.all_gather(mine)).cpu()
     total = rows.sum(0).tolist()
     names = list(EpochStats.__dataclass_fields__) + ["val_correct", "val_total", "test_correct", "test_total"]
     s = dict(zip(names, total))
-    return {"epoch": epoch, **({"settings": dict(settings)} if settings else {}),
+    memory = machine_peaks(rows[:, -2].tolist(), [d if d >= 0 else None for d in rows[:, -1].tolist()],
+                           gpus_per_machine)
+    return {"epoch": epoch, **({"settings": dict(settings)} if settings else {}), "peak_memory_bytes": memory,
             "epoch_time_s": float(rows[:, 0].max()), "loss": s["loss_sum"] / max(s["num_seeds"], 1),
             "val_accuracy": s["val_correct"] / max(s["val_total"], 1),
             "test_accuracy": s["test_correct"] / max(s["test_total"], 1),
@@ -275,7 +288,8 @@ def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, in
 
 def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
     """The ``run --json`` object from the per-epoch records (module docstring): its steady-state figures
-    (``epoch_time_s``, ``seeds_per_s``, ``bytes_per_epoch``) are over ``measured_epochs``, every epoch but the first
+    (``epoch_time_s``, ``seeds_per_s``, ``bytes_per_epoch``, and ``peak_memory_bytes``: the largest of their
+    epochs' peaks) are over ``measured_epochs``, every epoch but the first
     (warm-up) when there are at least 3 and, where a controller changed the configuration between epochs (records
     with ``settings``: hopgnn's merge controller, paper §5.3), only those that ran with the last epoch's settings,
     the configuration the run settled in and the simulator predicts (its exploration epochs are not charged)."""
@@ -288,6 +302,11 @@ def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[
     def mean(key: str) -> float:
         return statistics.fmean(r["bytes"][key] for r in measured)
 
+    def peak(key: str) -> float | None:  # records restored from an older checkpoint may lack it
+        values = [r["peak_memory_bytes"][key] for r in measured if r.get("peak_memory_bytes")]
+        values = [v for v in values if v is not None]
+        return max(values) if values else None
+
     return {"strategy": plan.strategy, "knobs": dict(plan.knobs), "num_workers": plan.num_workers,
             "num_epochs": len(records), "num_iterations": last["num_iterations"],
             "epoch_time_s": epoch_s, "epoch_times_s": [r["epoch_time_s"] for r in records],
@@ -295,6 +314,7 @@ def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[
             "loss": last["loss"], "val_accuracy": last["val_accuracy"], "test_accuracy": last["test_accuracy"],
             "seeds_per_s": statistics.fmean(r["num_seeds"] for r in measured) / epoch_s,
             "bytes_per_epoch": {"pcie": mean("pcie"), "nvlink": 0.0, "network": mean("network"), "storage": 0.0},
+            "peak_memory_bytes": {"gpu": peak("gpu"), "host": peak("host")},
             "epochs": records, "wall_s": wall_s}
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import optuna
 from rich.console import Console
 
-from gnnplan.autotune.report import ranked_table
+from gnnplan.autotune.report import peak_memory_text, ranked_table
 from gnnplan.autotune.study import config_key, ranked_trials
 
 
@@ -63,3 +63,9 @@ def test_the_table_always_shows_the_best_row_of_each_strategy() -> None:
     assert [line.split("│")[2].strip() for line in lines] == ["dp"] * 5 + ["gsplit", "hopgnn"]
     assert "best gsplit" in text and "best hopgnn" in text and "2.000 s" in text and "2.500 s" not in text
     assert "23 distinct configurations; the best of each strategy is always shown" in text
+
+
+def test_a_runs_peak_memory_reads_per_machine_and_per_gpu() -> None:
+    assert peak_memory_text({"gpu": None, "host": 3.466e8}) == "peak memory 346.60 MB host per machine"
+    assert peak_memory_text({"gpu": 2.5e9, "host": 4e10}) == "peak memory 40.00 GB host per machine, 2.50 GB per GPU"
+    assert peak_memory_text({}) == "peak memory not measured"

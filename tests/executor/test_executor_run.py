@@ -71,6 +71,11 @@ def test_two_worker_run_writes_one_trace(tmp_path: Path) -> None:
     share = thread_share(cpu_count(), 2, 1)  # 2 workers with 1 sampler process each
     assert meta["results"]["threads"] == res["threads"] == {"intra_op": share, "inter_op": share, "dgl": share}
     assert res["measured_epochs"] == [1, 2]
+    # measured peak memory (executor.memory): no device on the CPU; one machine per rank here, so each epoch's
+    # host peak is the larger rank's, which holds at least Cora's whole feature matrix (every rank loads it)
+    peaks = [r["peak_memory_bytes"] for r in res["epochs"]]
+    assert all(p["gpu"] is None and p["host"] > 2708 * 1433 * 4 for p in peaks)
+    assert res["peak_memory_bytes"] == {"gpu": None, "host": max(p["host"] for p in peaks[1:])}
     counts = Counter((s.rank, s.phase) for s in spans)
     iterations = res["num_iterations"] * 3
     for rank in (0, 1):

@@ -17,7 +17,8 @@ from gnnplan.simulator.workload.spec import load_workload
 
 def _record(epoch: int, time_s: float, network: float, settings: dict[str, int] | None) -> dict[str, Any]:
     record = {"epoch": epoch, "epoch_time_s": time_s, "loss": 1.0, "val_accuracy": 0.5, "test_accuracy": 0.5,
-              "num_iterations": 3, "num_seeds": 30, "bytes": {"pcie": 10.0 * network, "network": network}}
+              "num_iterations": 3, "num_seeds": 30, "bytes": {"pcie": 10.0 * network, "network": network},
+              "peak_memory_bytes": {"gpu": None, "host": 1000.0 + network}}
     return record | ({"settings": settings} if settings is not None else {})
 
 
@@ -43,6 +44,7 @@ def test_steady_state_figures_leave_out_the_controllers_exploration(settings: li
     assert res["bytes_per_epoch"]["network"] == pytest.approx(sum(NETWORK[e] for e in measured) / len(measured))
     assert res["bytes_per_epoch"]["pcie"] == pytest.approx(10.0 * res["bytes_per_epoch"]["network"])
     assert res["epoch_times_s"] == TIMES and res["num_epochs"] == 5
+    assert res["peak_memory_bytes"] == {"gpu": None, "host": 1000.0 + max(NETWORK[e] for e in measured)}
 
 
 def test_short_runs_keep_the_epochs_in_the_last_settings() -> None:
@@ -50,3 +52,14 @@ def test_short_runs_keep_the_epochs_in_the_last_settings() -> None:
     assert summarise(PLAN, records, 1.0)["measured_epochs"] == [1]  # 2 epochs: no warm-up left out, but S = 2 was left
     single = summarise(PLAN, records[:1], 1.0)
     assert single["measured_epochs"] == [0] and single["bytes_per_epoch"]["network"] == 5.0
+
+
+def test_peak_memory_is_the_largest_measured_epochs_and_absent_values_are_none() -> None:
+    records = [_record(e, 0.1, 1.0, None) for e in range(4)]
+    records[0]["peak_memory_bytes"] = {"gpu": 9e9, "host": 9e9}  # the warm-up's peak is not steady state
+    records[2]["peak_memory_bytes"] = {"gpu": 300.0, "host": 2000.0}
+    del records[3]["peak_memory_bytes"]  # restored from a checkpoint written before it was recorded
+    assert summarise(PLAN, records, 1.0)["peak_memory_bytes"] == {"gpu": 300.0, "host": 2000.0}
+    for r in records:
+        r.pop("peak_memory_bytes", None)
+    assert summarise(PLAN, records, 1.0)["peak_memory_bytes"] == {"gpu": None, "host": None}

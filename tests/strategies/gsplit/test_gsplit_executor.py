@@ -46,7 +46,9 @@ def check_against_reference(ranks: list[list[dict[str, Any]]]) -> None:
         loss, grads = reference(arch, model, fanouts, seeds)
         mine = [r[i] for r in ranks]
         assert sum(m["targets"] for m in mine) == len(seeds) and min(m["targets"] for m in mine) >= 0
-        assert sum(m["ce"] for m in mine) / len(seeds) == pytest.approx(loss, abs=1e-5)
+        # float32 sums in another order (the splits' partial products): within n * 2^-24 of each other for n
+        # terms, n = 2048 in the widest case (once 2.9e-5 apart relative, with the machine loaded; 1e-5 abs failed)
+        assert sum(m["ce"] for m in mine) / len(seeds) == pytest.approx(loss, abs=1e-5, rel=2048 * 2.0**-24)
         for name, expected in grads.items():
             assert np.abs(expected).max() > 0, (arch, name)
             for m in mine:

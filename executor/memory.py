@@ -1,0 +1,113 @@
+"""Measured peak memory of a training epoch: what ``simulate --json``'s ``peak_memory_bytes{gpu, host}`` predicts.
+
+Every rank measures each training epoch (:class:`EpochPeak`; evaluation and data loading are not part of it):
+
+* host: the process's peak resident set during the epoch, ``VmHWM`` of /proc/self/status after the high-water
+  mark was reset to the current resident set (``VmRSS``) just before the epoch, by writing ``5`` to
+  /proc/self/clear_refs (proc(5), "/proc/pid/clear_refs", Linux 4.0 and later). So it holds everything resident
+  while the epoch trains: the Python, torch and DGL runtime (what the simulator's ``host.process_bytes`` is,
+  measured by ``gnnplan probe`` as a fresh process's ``VmRSS``), the graph and features the trainer loaded, and
+  the epoch's own peak. Sampler processes are not counted (only the trainer process is measured). Where the
+  mark cannot be reset (not Linux, or /proc not writable) the process's lifetime peak is reported instead
+  (``resource.getrusage``'s ``ru_maxrss``), which includes loading and evaluation: ``reset`` says which.
+* device: on CUDA, ``torch.cuda.max_memory_reserved`` of the rank's device over the epoch (reset with
+  ``torch.cuda.reset_peak_memory_stats`` just before): the caching allocator's segments, so without the CUDA
+  context, which the simulator prices as ``framework reserve``. On the CPU there is no device memory: None
+  (the simulator then adds its "GPU" parts to the host, :func:`simulator.strategies.base.memory_estimate`, which
+  is where the measured host peak has them).
+
+A machine's host peak is the sum over its ranks (:func:`machine_peaks`): the simulator's ``host`` is one machine's
+memory, its ``gpu`` one GPU's.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+STATUS = Path("/proc/self/status")
+CLEAR_REFS = Path("/proc/self/clear_refs")
+RESET_PEAK_RSS = "5"
+"""What /proc/self/clear_refs takes to reset the peak resident set size to the current one (proc(5))."""
+
+__all__ = ["EpochPeak", "machine_peaks"]
+
+
+def _status_kib(field: str) -> float | None:
+    """A ``kB`` field of /proc/self/status (e.g. ``VmHWM``) in KiB, None where the file or field is missing."""
+    try:
+        for line in STATUS.read_text().splitlines():
+            if line.startswith(field + ":"):
+                return float(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def peak_resident_bytes() -> float:
+    """This process's peak resident set in bytes (``VmHWM``; else ``ru_maxrss``, KiB on Linux, bytes on macOS)."""
+    kib = _status_kib("VmHWM")
+    if kib is not None:
+        return kib * 1024.0
+    maxrss = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    return maxrss if sys.platform == "darwin" else maxrss * 1024.0
+
+
+def reset_peak_resident() -> bool:
+    """Reset the peak resident set to the current one; False where the platform does not allow it."""
+    try:
+        CLEAR_REFS.write_text(RESET_PEAK_RSS)
+    except OSError:
+        return False
+    return True
+
+
+@dataclass
+class EpochPeak:
+    """One rank's peak memory per training epoch (module docstring).
+
+    Call :meth:`begin` right before an epoch trains and :meth:`end` right after; :meth:`end` returns
+    ``(host_bytes, device_bytes or None)``.
+
+    Attributes:
+        device: the rank's device (CUDA: its allocator is measured; else no device memory).
+        reset: whether the host peak was reset before the last epoch (False: a lifetime peak).
+    """
+
+    device: torch.device
+    reset: bool = False
+
+    def begin(self) -> None:
+        """Reset the host and device peaks to what is held now."""
+        self.reset = reset_peak_resident()
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+
+    def end(self) -> tuple[float, float | None]:
+        """The peaks since :meth:`begin`: host bytes, device bytes (None off CUDA)."""
+        device = float(torch.cuda.max_memory_reserved(self.device)) if self.device.type == "cuda" else None
+        return peak_resident_bytes(), device
+
+
+def machine_peaks(host: Sequence[float], device: Sequence[float | None],
+                  gpus_per_machine: int) -> dict[str, float | None]:
+    """The ``peak_memory_bytes`` object of one epoch from every rank's peaks (rank order; rank r is on machine
+    r // ``gpus_per_machine``): ``host`` the largest machine's sum over its ranks, ``gpu`` the largest device
+    peak (None when no rank has a device).
+
+    Raises:
+        ValueError: ``host`` and ``device`` differ in length, or ``gpus_per_machine`` < 1.
+    """
+    if len(host) != len(device) or gpus_per_machine < 1:
+        raise ValueError(f"machine_peaks: {len(host)} host and {len(device)} device values, "
+                         f"gpus_per_machine {gpus_per_machine}")
+    machines: dict[int, float] = {}
+    for rank, nbytes in enumerate(host):
+        machines[rank // gpus_per_machine] = machines.get(rank // gpus_per_machine, 0.0) + nbytes
+    gpus = [d for d in device if d is not None]
+    return {"gpu": max(gpus) if gpus else None, "host": max(machines.values(), default=0.0)}

@@ -1,0 +1,58 @@
+"""Measured peak memory of a training epoch (executor.memory): the host peak is reset before each epoch, a
+machine's ranks add up, and on CUDA the allocator's peak is read (exercised here with torch.cuda stubbed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from gnnplan.executor import memory
+from gnnplan.executor.memory import EpochPeak, machine_peaks
+
+MB = 1 << 20
+
+
+def test_a_machines_ranks_add_up_and_the_largest_machine_is_the_peak() -> None:
+    host = [100.0, 50.0, 70.0, 90.0]
+    assert machine_peaks(host, [None] * 4, 2) == {"gpu": None, "host": 160.0}  # machines {0, 1} and {2, 3}
+    assert machine_peaks(host, [None] * 4, 1) == {"gpu": None, "host": 100.0}
+    assert machine_peaks(host, [3.0, None, 7.0, 5.0], 4) == {"gpu": 7.0, "host": 310.0}
+    with pytest.raises(ValueError, match="machine_peaks"):
+        machine_peaks(host, [None], 1)
+
+
+def test_the_host_peak_holds_what_the_epoch_allocated_and_is_reset_before_the_next() -> None:
+    meter = EpochPeak(torch.device("cpu"))
+    meter.begin()
+    quiet, device = meter.end()
+    assert meter.reset and device is None
+    meter.begin()
+    block = np.ones(64 * MB // 8)  # 64 MiB touched, then freed before the epoch ends
+    del block
+    busy, _ = meter.end()
+    assert busy >= quiet + 60 * MB
+    meter.begin()  # the next epoch starts from what is resident now, without the freed block
+    after, _ = meter.end()
+    assert after < busy - 60 * MB
+
+
+def test_without_a_resettable_peak_the_lifetime_peak_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr(memory, "CLEAR_REFS", tmp_path / "missing" / "clear_refs")
+    monkeypatch.setattr(memory, "STATUS", tmp_path / "missing" / "status")
+    meter = EpochPeak(torch.device("cpu"))
+    meter.begin()
+    host, _ = meter.end()
+    assert not meter.reset and host > 0  # ru_maxrss
+
+
+def test_on_cuda_the_allocators_peak_of_the_epoch_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, torch.device]] = []
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda d: calls.append(("reset", d)))
+    monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda d: calls.append(("peak", d)) or 5 * MB)
+    gpu = torch.device("cuda", 1)
+    meter = EpochPeak(gpu)
+    meter.begin()
+    host, device = meter.end()
+    assert calls == [("reset", gpu), ("peak", gpu)]
+    assert device == 5 * MB and host > 0
