@@ -189,12 +189,26 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     con = report.console()
     con.print(report.parameter_table(out["parameters"]))
     _print_held_out(con, out["held_out"])
+    _print_memory(con, out.get("memory"))
     for name, r in out["traces"].items():
         con.print(f"fit (in-sample, not a prediction): {name} measured {report.fmt_s(r['measured_epoch_time_s'])}, "
                   f"fit {report.fmt_s(r['fit_epoch_time_s'])} "
                   f"({report.pct(r['fit_epoch_time_s'], r['measured_epoch_time_s'])})")
     con.print(f"calibrated cluster written to {out['output']} (use it as --cluster {out['output']})")
     return 0
+
+
+def _print_memory(con: Any, memory: dict[str, Any] | None) -> None:
+    """The memory part of a calibration report: held-out peaks, or why there are none."""
+    if not memory:
+        return
+    if memory["held_out"]["rows"]:
+        con.print(report.memory_table(memory))
+    elif memory["after"] is not None:
+        con.print(f"peak host memory: {memory['parameter']} {report.fmt_bytes(memory['before'])} -> "
+                  f"{report.fmt_bytes(memory['after'])} (fit); held out: {memory['held_out']['reason']}")
+    else:
+        con.print(f"peak host memory: {memory['held_out']['reason']}; {memory['parameter']} left as it was")
 
 
 def _print_held_out(con: Any, held: dict[str, Any]) -> None:

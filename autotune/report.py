@@ -164,6 +164,21 @@ def configuration_table(rows: list[dict[str, Any]]) -> Table:
     return t
 
 
+def memory_table(memory: dict[str, Any]) -> Table:
+    """Peak host memory held out: each trace's configuration predicted with ``host.process_bytes`` fitted to
+    the other configurations' measured peaks (:mod:`simulator.calibrate_memory`)."""
+    t = Table(title=f"held-out peak host memory: {memory['parameter']} {fmt_bytes(memory['before'])} -> "
+                    f"{fmt_bytes(memory['after'])} (median of the traces); each trace predicted from the others")
+    for col in ("trace", "measured", "uncalibrated", "error", "calibrated, held out", "held-out error"):
+        t.add_column(col)
+    for r in memory["held_out"]["rows"]:
+        meas = r["measured_host_bytes"]
+        t.add_row(r["trace"], fmt_bytes(meas), fmt_bytes(r["predicted_before_bytes"]),
+                  pct(r["predicted_before_bytes"], meas), fmt_bytes(r["predicted_bytes"]),
+                  pct(r["predicted_bytes"], meas))
+    return t
+
+
 def epochs_text(epochs: list[int]) -> str:
     """A list of epochs for people: ``1, 3, 5`` (up to six), else ``1, 3, ..., 29 (15)``."""
     if len(epochs) <= 6:

@@ -72,6 +72,7 @@ from gnnplan.simulator.calibrate_holdout import (
     held_out_epochs,
     split_epochs,
 )
+from gnnplan.simulator.calibrate_memory import calibrate_memory, measured_host_bytes, with_process_bytes
 from gnnplan.simulator.calibrate_params import PARAMS, get_param, priors_of, with_params
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
@@ -263,8 +264,11 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
         report has ``parameters`` {path: {prior, before, after, low, high, ratio_to_prior, num_rows,
         constrained, fitted, data_share, at_bound, flags}} (:mod:`~gnnplan.simulator.calibrate_fit`), ``traces`` {name:
         {measured_epoch_time_s, predicted_epoch_time_s_before, fit_epoch_time_s (in-sample: a fit, not a
-        prediction)}}, ``held_out`` {epochs, configurations} (:mod:`~gnnplan.simulator.calibrate_holdout`) and
-        ``fit`` {cost, num_residuals, rounds, message, noise_s, prior_width_factor, unpriced_phases}.
+        prediction)}}, ``held_out`` {epochs, configurations} (:mod:`~gnnplan.simulator.calibrate_holdout`),
+        ``fit`` {cost, num_residuals, rounds, message, noise_s, prior_width_factor, unpriced_phases} and
+        ``memory``: ``host.process_bytes`` fitted to the traces' measured peak host memory, with its held-out
+        errors (:func:`~gnnplan.simulator.calibrate_memory.calibrate_memory`; the calibrated cluster carries it
+        when a trace measured its peak).
 
     Raises:
         SpecError: no traces, a trace without a plan or of an unknown strategy, or no span that informs any
@@ -278,6 +282,11 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
     result = cal.fit(cal.measured())
     calibrated = _calibrated_cluster(base, result, [t.name for t in traces])
     simulate = simulate_fn or _default_simulate
+    memory_fit, memory = calibrate_memory(
+        [(t.name, t.plan, measured_host_bytes(spans_by_trace[t.name][1])) for t in traces], base,
+        lambda cl, plan: float(simulate(cl, plan).peak_memory_bytes["host"]))
+    if memory_fit is not None:
+        calibrated = with_process_bytes(calibrated, memory_fit, list(memory["fit"]))
 
     def predict(cl: ClusterSpec, plan: Plan) -> float:
         return float(simulate(cl, plan).epoch_time_s)
@@ -291,6 +300,7 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
         "held_out": {"epochs": held_out_epochs(traces, cal.fitted_cluster, predict, before),
                      "configurations": held_out_configurations(traces, cal.fitted_cluster, predict, before)},
         "fit": {**result.info, "unpriced_phases": sorted(cal.unpriced)},
+        "memory": memory,
     }
     return calibrated, report
 

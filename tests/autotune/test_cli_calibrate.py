@@ -9,6 +9,7 @@ import pytest
 
 from gnnplan.autotune.cli import main
 from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.trace import read_trace, write_trace
 
 
 @pytest.mark.parametrize("strategy, workload", [("dp", "cora-sage"), ("neutronstar", "cora-gcn-full")])
@@ -25,6 +26,7 @@ def test_calibrate_a_predicted_trace(strategy: str, workload: str, tmp_path: Pat
     assert f"held-out epochs: {trace.name}: 1 epoch: cannot be held out" in text.replace(str(trace), trace.name)
     assert "held-out configurations: 1 trace(s) of one configuration: none to leave out" in text
     assert "fit (in-sample, not a prediction)" in text and "after" not in text
+    assert "peak host memory: no trace measured its peak host memory; host.process_bytes left as it was" in text
     assert load_cluster(out).name == "4x-a100-10gbe-calibrated"
     assert main(["calibrate", str(trace), "--cluster", "4x-a100-10gbe", "-o", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -32,3 +34,30 @@ def test_calibrate_a_predicted_trace(strategy: str, workload: str, tmp_path: Pat
     assert run["measured_epoch_time_s"] == pytest.approx(predicted, rel=1e-9)
     assert run["fit_epoch_time_s"] == pytest.approx(predicted, rel=1e-3)
     assert report["held_out"]["epochs"]["rows"] == []
+
+
+def test_calibrate_prints_the_held_out_peak_host_memory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two configurations whose runs measured 10 and 30 MB more than the model per process: each is predicted
+    from the other's constant (the table), the calibrated cluster takes their median."""
+    traces = []
+    for extra_mb, cache in ((10, "0"), (30, "0.3")):
+        trace = tmp_path / f"c{cache}.json"
+        assert main(["simulate", "--cluster", "local", "--cluster-set", "num_machines=2", "--workload", "cora-sage",
+                     "--strategy", "dp", "--set", f"cache_fraction={cache}", "--trace", str(trace), "--json"]) == 0
+        host = json.loads(capsys.readouterr().out)["peak_memory_bytes"]["host"]
+        spans, meta = read_trace(trace)
+        meta["results"]["peak_memory_bytes"] = {"gpu": None, "host": host + extra_mb * 1e6}
+        write_trace(trace, spans, meta)
+        traces.append(str(trace))
+    out = tmp_path / "cal.yaml"
+    assert main(["calibrate", *traces, "--cluster", "local", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "held-out peak host memory: host.process_bytes 300.00 MB -> 320.00 MB (median of the traces)" in text
+    assert load_cluster(out).host.process_bytes == pytest.approx(320e6)
+    assert main(["calibrate", *traces, "--cluster", "local", "-o", str(out), "--json"]) == 0
+    rows = {Path(r["trace"]).name: r for r in json.loads(capsys.readouterr().out)["memory"]["held_out"]["rows"]}
+    for name, own, other in (("c0.json", 10e6, 30e6), ("c0.3.json", 30e6, 10e6)):  # each from the other's
+        r = rows[name]
+        assert r["predicted_bytes"] - r["measured_host_bytes"] == pytest.approx(other - own)
+        assert r["predicted_before_bytes"] == pytest.approx(r["measured_host_bytes"] - own)
+        assert f"{(r['predicted_bytes'] / r['measured_host_bytes'] - 1) * 100:+.1f}%" in text
