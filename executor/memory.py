@@ -6,8 +6,10 @@ Every rank measures each training epoch (:class:`EpochPeak`; evaluation and data
   mark was reset to the current resident set (``VmRSS``) just before the epoch, by writing ``5`` to
   /proc/self/clear_refs (proc(5), "/proc/pid/clear_refs", Linux 4.0 and later). So it holds everything resident
   while the epoch trains: the Python, torch and DGL runtime (what the simulator's ``host.process_bytes`` is,
-  measured by ``gnnplan probe`` as a fresh process's ``VmRSS``), the graph and features the trainer loaded, and
-  the epoch's own peak. Sampler processes are not counted (only the trainer process is measured). Where the
+  measured by ``gnnplan probe`` as a fresh process's ``VmRSS``), the graph and features the trainer loaded, heap
+  the allocator kept resident after earlier work (the evaluations' buffers: on CiteSeer glibc's ``malloc_trim(0)``
+  released 55 MB after one; trimming before every epoch was tried and dropped, as it slowed Cora dp's epochs by
+  ~9%, median of 3 interleaved runs of 12 epochs, 2026-11-28), and the epoch's own peak. Sampler processes are not counted (only the trainer process is measured). Where the
   mark cannot be reset (not Linux, or /proc not writable) the process's lifetime peak is reported instead
   (``resource.getrusage``'s ``ru_maxrss``), which includes loading and evaluation: ``reset`` says which.
 * device: on CUDA, ``torch.cuda.max_memory_reserved`` of the rank's device over the epoch (reset with
