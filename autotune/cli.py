@@ -34,8 +34,9 @@ def _common_sim(p: argparse.ArgumentParser) -> None:
 def _emulation_limits(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cpu-quota", type=float, metavar="CORES",
                    help="with --emulate: CPU time per machine, in cores (cgroup cpu.cfs_quota_us)")
-    p.add_argument("--memory-limit", type=float, metavar="BYTES",
-                   help="with --emulate: memory limit per machine in bytes (cgroup memory.limit_in_bytes)")
+    p.add_argument("--memory-limit", metavar="SIZE",
+                   help="with --emulate: memory limit per machine, e.g. 512MB, 2GiB or bytes (cgroup "
+                        "memory.limit_in_bytes); a rank the kernel kills for exceeding it is named as out of memory")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -159,21 +159,22 @@ def _fault_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _emulation_limits(args: argparse.Namespace, default_bandwidth: float | None) -> Any:
     """The emulated machines' limits from ``--bandwidth`` (unit-aware; default ``default_bandwidth``),
-    ``--cpu-quota`` and ``--memory-limit`` (positive finite numbers)."""
+    ``--cpu-quota`` (cores) and ``--memory-limit`` (unit-aware size), positive and finite."""
     import math
 
     from gnnplan.executor.emulate import MachineLimits
     from gnnplan.simulator.units_parse import parse_quantity
 
-    for name, value in (("--cpu-quota", args.cpu_quota), ("--memory-limit", args.memory_limit)):
+    memory = None if args.memory_limit is None else parse_quantity(str(args.memory_limit), "bytes", "--memory-limit")
+    for name, value in (("--cpu-quota", args.cpu_quota), ("--memory-limit", memory)):
         if value is not None and not (math.isfinite(value) and value > 0):
-            raise SpecError(f"{name}: must be a positive finite number (got {value})")
+            raise SpecError(f"{name}: must be a positive finite number (got {value:g})")
     bandwidth = default_bandwidth
     if args.bandwidth is not None:
         bandwidth = parse_quantity(args.bandwidth, "bandwidth", "--bandwidth")
         if bandwidth <= 0:
             raise SpecError(f"--bandwidth: must be positive (got {args.bandwidth!r})")
-    return MachineLimits(bandwidth, args.cpu_quota, args.memory_limit)
+    return MachineLimits(bandwidth, args.cpu_quota, memory)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -236,6 +236,18 @@ class EmulatedCluster:
             group.mkdir(exist_ok=True)
             (group / "memory.limit_in_bytes").write_text(str(int(self.limits.memory_bytes)))
 
+    def oom_kills(self, machine: int) -> int:
+        """Processes the kernel's OOM killer ended in ``machine``'s memory group for exceeding its limit (cgroup
+        v1 ``memory.oom_control``'s ``oom_kill`` count, Linux 4.13 and later); 0 without a limit or that count."""
+        control = CGROUP_ROOT / "memory" / machine_ns(machine) / "memory.oom_control"
+        if self.limits.memory_bytes is None:
+            return 0
+        try:
+            fields = dict(line.split() for line in control.read_text().splitlines() if len(line.split()) == 2)
+        except OSError:
+            return 0
+        return int(fields.get("oom_kill", 0))
+
     def wait_listening(self, machine: int, port: int, timeout_s: float = 120.0) -> bool:
         """Wait until a process on ``machine`` listens on TCP ``port`` (``ss -ltn`` in its namespace): the
         other ranks start once rank 0's rendezvous store is up, since c10d's client aborts the process when

@@ -10,11 +10,14 @@ the one that stopped responding). Collective timeout and checkpoint options reac
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -73,12 +76,13 @@ def run_emulated(plan: Plan, epochs: int | None = None, trace_dir: str | Path = 
         result_file = open(Path(tmp) / "rank0.out", "w+")  # noqa: SIM115 (closed below)
         try:
             procs = [_start(cluster, argv, 0, m * g, g, result_file, logs[0])]
+            oom = functools.partial(_out_of_memory, cluster, g)
             if not cluster.wait_listening(0, MASTER_PORT):
                 if procs[0].poll() not in (None, 0):
-                    _wait(procs, logs, None)  # raises with rank 0's error
+                    _wait(procs, logs, None, oom=oom)  # raises with rank 0's error
                 raise WorkerError(f"rank 0's rendezvous store did not listen on port {MASTER_PORT}")
             procs += [_start(cluster, argv, r, m * g, g, subprocess.DEVNULL, logs[r]) for r in range(1, m * g)]
-            _wait(procs, logs, timeout_s, collective_timeout_s)
+            _wait(procs, logs, timeout_s, collective_timeout_s, oom=oom)
             out = _last_line(result_file)
         except BaseException:
             faults.remove_partial_files(trace_dir, started)
@@ -103,10 +107,22 @@ def _start(cluster: EmulatedCluster, argv: list[str], rank: int, world: int, per
                             stdout=stdout, stderr=stderr, text=True)
 
 
+def _out_of_memory(cluster: EmulatedCluster, per_machine: int, rank: int) -> str | None:
+    """Why ``rank`` (on machine ``rank // per_machine``), dead by SIGKILL, died: when the kernel's OOM killer ended
+    a process of that machine's memory group (:meth:`EmulatedCluster.oom_kills`), that; else None."""
+    machine = rank // per_machine
+    kills, limit = cluster.oom_kills(machine), cluster.limits.memory_bytes
+    if not kills or limit is None:
+        return None
+    return f"out of memory: machine {machine} reached its memory limit of {limit / 1e6:.0f} MB (--memory-limit)"
+
+
 def _wait(procs: list[subprocess.Popen[str]], logs: list[IO[str]], timeout_s: float | None,
-          collective_timeout_s: float = COLLECTIVE_TIMEOUT_S) -> None:
+          collective_timeout_s: float = COLLECTIVE_TIMEOUT_S,
+          oom: Callable[[int], str | None] | None = None) -> None:
     """Return once every rank has exited 0; on the first failure wait :data:`~executor.monitor.GRACE_S` for the
-    peers' reports, kill the rest and raise the verdict (module docstring); on the timeout kill all and raise."""
+    peers' reports, kill the rest and raise the verdict (module docstring); on the timeout kill all and raise.
+    ``oom(rank)`` says why a rank killed by SIGKILL was, when its machine ran out of memory (else None)."""
     started = time.monotonic()
     failures: list[faults.Failure] = []
     exited: set[int] = set()
@@ -119,7 +135,7 @@ def _wait(procs: list[subprocess.Popen[str]], logs: list[IO[str]], timeout_s: fl
                     continue
                 exited.add(rank)
                 if code != 0:
-                    failures.append(_rank_failure(rank, code, logs[rank]))
+                    failures.append(_rank_failure(rank, code, logs[rank], oom))
                     first = first or time.monotonic()
             done = len(exited) == len(procs)
             if failures and first is not None and (done or time.monotonic() - first > GRACE_S):
@@ -136,9 +152,10 @@ def _wait(procs: list[subprocess.Popen[str]], logs: list[IO[str]], timeout_s: fl
                 p.wait()
 
 
-def _rank_failure(rank: int, code: int, log: IO[str]) -> faults.Failure:
+def _rank_failure(rank: int, code: int, log: IO[str],
+                  oom: Callable[[int], str | None] | None = None) -> faults.Failure:
     """A rank's failure from its failure line (:func:`executor.launch.main`), else from its exit code and the
-    last line it printed."""
+    last line it printed; a death by SIGKILL says "out of memory ..." when ``oom(rank)`` finds that cause."""
     lines = _lines(log)
     for line in reversed(lines):
         if line.startswith(FAILURE_PREFIX):
@@ -148,6 +165,9 @@ def _rank_failure(rank: int, code: int, log: IO[str]) -> faults.Failure:
             except (ValueError, KeyError, TypeError):
                 break
     failure = faults.from_exit_code(rank, code)
+    cause = oom(rank) if oom is not None and code == -signal.SIGKILL else None
+    if cause:
+        return faults.Failure(rank, failure.kind, f"{failure.detail} ({cause})", time.monotonic())
     last = faults.one_line(lines[-1]) if lines else ""
     detail = f"{failure.detail} ({last})" if last and failure.kind == "exit" else failure.detail
     return faults.Failure(rank, failure.kind, detail, time.monotonic())

@@ -153,3 +153,59 @@ def test_machines_get_the_largest_cpu_weight_without_a_quota() -> None:
     assert cpu_line.endswith("/gnnplan-m1")
     assert shares == str(emulate.CPU_SHARES) and quota.strip() == "-1"  # weight only: no quota
     assert not emulate._cgroup_dirs()
+
+
+@needs_root
+def test_a_rank_killed_for_exceeding_the_memory_limit_is_named_out_of_memory(tmp_path: Path) -> None:
+    """A process of machine 0 that touches 300 MB under a 64 MB limit is ended by the kernel's OOM killer; the
+    verdict says so instead of a bare SIGKILL."""
+    import functools
+
+    from gnnplan.executor.emulated_run import _out_of_memory, _wait
+    from gnnplan.executor.monitor import WorkerError
+
+    with EmulatedCluster(1, MachineLimits(None, memory_bytes=64e6)) as cluster, \
+            open(tmp_path / "rank0.err", "w+") as log:
+        proc = subprocess.Popen(cluster.command(0, [sys.executable, "-c", "b = bytearray(b'x') * 300_000_000"]),
+                                stderr=log, text=True)
+        with pytest.raises(WorkerError) as info:
+            _wait([proc], [log], 60, oom=functools.partial(_out_of_memory, cluster, 1))
+        kills = cluster.oom_kills(0)
+    assert kills >= 1
+    assert str(info.value) == ("rank 0 died: killed by SIGKILL (out of memory: machine 0 reached its memory limit "
+                               "of 64 MB (--memory-limit))")
+    assert not emulate._cgroup_dirs()
+
+
+def test_a_sigkill_without_an_oom_kill_stays_a_sigkill(tmp_path: Path) -> None:
+    from gnnplan.executor.emulated_run import _rank_failure
+
+    with open(tmp_path / "rank1.err", "w+") as log:
+        assert _rank_failure(1, -9, log, lambda rank: None).detail == "killed by SIGKILL"
+        oom = _rank_failure(1, -9, log, lambda rank: f"out of memory: machine {rank}")
+        assert (oom.kind, oom.detail) == ("signal", "killed by SIGKILL (out of memory: machine 1)")
+        assert _rank_failure(1, 3, log, lambda rank: "out of memory").detail == "exited with code 3"
+
+
+@pytest.mark.parametrize(("flag", "expected"), [("512MB", 512e6), ("2GiB", 2 * 2**30), ("4e9", 4e9)])
+def test_memory_limit_reads_units(flag: str, expected: float) -> None:
+    from gnnplan.autotune.cli import build_parser
+    from gnnplan.autotune.commands import _emulation_limits
+
+    args = build_parser().parse_args(["run", "plan.yaml", "--emulate", "--memory-limit", flag])
+    assert _emulation_limits(args, 1e9).memory_bytes == expected
+
+
+@pytest.mark.parametrize(("flag", "message"), [
+    ("lots", "--memory-limit: cannot read 'lots' as a size; use e.g. 40GiB, 16GB, 512MB or bytes as a number (4e10)"),
+    ("0", "--memory-limit: must be a positive finite number (got 0)")])
+def test_a_bad_memory_limit_is_one_line(flag: str, message: str, tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from fault_helpers import tiny_plan
+
+    from gnnplan.autotune.cli import main
+    from gnnplan.simulator.plan import save_plan
+
+    plan = save_plan(tmp_path / "plan.yaml", tiny_plan())
+    assert main(["run", str(plan), "--emulate", "--memory-limit", flag]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"gnnplan run: error: {message}"]
