@@ -115,6 +115,32 @@ def from_exit_code(rank: int, code: int) -> Failure:
     return Failure(rank, "exit", f"exited with code {code}")
 
 
+VMSTAT = Path("/proc/vmstat")
+
+
+def oom_kill_count() -> int | None:
+    """Processes the kernel's OOM killer has ended since boot on this machine (``oom_kill`` of /proc/vmstat,
+    Linux 4.13 and later; memory-cgroup kills included), None where it is not available."""
+    try:
+        for line in VMSTAT.read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == "oom_kill":
+                return int(value)
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def killed_by_oom(failure: Failure, kills_before: int | None) -> Failure:
+    """``failure`` with "out of memory" said, when it is a death by SIGKILL and the kernel's OOM killer has ended a
+    process since ``kills_before`` (:func:`oom_kill_count` when the run started); else ``failure`` itself."""
+    now = oom_kill_count()
+    if failure.detail != "killed by SIGKILL" or kills_before is None or now is None or now <= kills_before:
+        return failure
+    return Failure(failure.rank, failure.kind, f"{failure.detail} (the kernel's OOM killer ended a process during "
+                   "the run: out of memory)", failure.seen_s)
+
+
 def process_state(pid: int) -> str:
     """The state letter of ``pid`` in ``/proc/<pid>/stat`` (``T`` = stopped), or ``?``."""
     try:

@@ -3,7 +3,8 @@
 Every worker writes JSON messages (:mod:`executor.wire`) to its own pipe: ``("message", m)`` (progress),
 ``("result", r)`` (rank 0) and ``("failure", {kind, detail})`` before it exits on an exception. The monitor reads
 them while watching the processes' sentinels; at the first failure (a report, a death by signal, a non-zero
-exit) it keeps listening :data:`GRACE_S` for the peers' reports, then raises ONE error for the rank that failed
+exit; a death by SIGKILL while the kernel's OOM killer ran says "out of memory", :func:`executor.faults.killed_by_oom`)
+it keeps listening :data:`GRACE_S` for the peers' reports, then raises ONE error for the rank that failed
 first (:func:`executor.faults.verdict`; a rank alive and silent while a peer's collective timed out is the one
 that stopped responding). :meth:`Monitor.stop` ends whatever still runs.
 """
@@ -54,6 +55,7 @@ class Monitor:
         self.failures: list[faults.Failure] = []
         self.result: Any = None
         self.first_failure_s: float | None = None
+        self.oom_kills_at_start = faults.oom_kill_count()
 
     def run(self) -> Any:
         """Until every worker exited 0 (rank 0's result) or a failure was decided (raises)."""
@@ -76,7 +78,8 @@ class Monitor:
                 self._drain(rank)
                 self.exited.add(rank)
                 if proc.exitcode != 0 and all(f.rank != rank for f in self.failures):
-                    self._fail(faults.from_exit_code(rank, proc.exitcode))
+                    self._fail(faults.killed_by_oom(faults.from_exit_code(rank, proc.exitcode),
+                                                    self.oom_kills_at_start))
 
     def _read(self, rank: int, conn: Any) -> None:
         try:

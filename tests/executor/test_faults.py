@@ -47,6 +47,31 @@ def test_a_failing_worker_is_named_in_one_line_and_every_worker_stops(action: st
     wait_until(lambda: not any(alive(m["pid"]) for m in seen), 5.0)
 
 
+def test_a_worker_killed_while_the_oom_killer_ran_is_named_out_of_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's OOM kill counter (/proc/vmstat) moved between the run's start and rank 1's SIGKILL."""
+    counts = iter([7, 8])
+    monkeypatch.setattr(faults, "oom_kill_count", lambda: next(counts, 8))
+    with hard_limit(60), pytest.raises(WorkerError) as info:
+        spawn(misbehave, 2, ("kill", 1), collective_timeout_s=3.0)
+    assert str(info.value) == ("rank 1 died: killed by SIGKILL (the kernel's OOM killer ended a process during the "
+                               "run: out of memory)")
+
+
+def test_the_oom_kill_counter_is_read_and_moves_only_sigkill_deaths(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    vmstat = tmp_path / "vmstat"
+    vmstat.write_text("nr_free_pages 5\noom_kill 12\npgfault 3\n")
+    monkeypatch.setattr(faults, "VMSTAT", vmstat)
+    assert faults.oom_kill_count() == 12
+    killed = faults.from_exit_code(0, -9)
+    assert faults.killed_by_oom(killed, 12) is killed  # no kill since the start
+    assert "out of memory" in faults.killed_by_oom(killed, 11).detail
+    exited = faults.from_exit_code(0, 3)
+    assert faults.killed_by_oom(exited, 11) is exited and faults.killed_by_oom(killed, None) is killed
+    monkeypatch.setattr(faults, "VMSTAT", tmp_path / "missing")
+    assert faults.oom_kill_count() is None
+
+
 def test_bad_input_inside_a_worker_stays_a_value_error() -> None:
     with hard_limit(60), pytest.raises(ValueError, match=r"^knobs.x: must be positive \(got -1\)$"):
         spawn(misbehave, 2, ("value", 1), collective_timeout_s=3.0)
