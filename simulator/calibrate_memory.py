@@ -124,8 +124,9 @@ def calibrate_memory(traces: Sequence[tuple[str, Plan, float | None]], base: Clu
 
     Returns:
         (fitted value, or None when no trace measured its peak; report ``{parameter, before, after,
-        implied_bytes {trace: bytes}, fit {trace: {measured_host_bytes, fit_host_bytes}} (in-sample: a fit, not
-        a prediction), held_out {rows: [...], reason}, not_measured [names]}``). Held-out rows:
+        implied_bytes {trace: bytes}, fit {trace: {measured_host_bytes, fit_host_bytes (in-sample: a fit, not
+        a prediction), zero_bytes, copies (the model: host = zero_bytes + copies x process_bytes)}},
+        held_out {rows: [...], reason}, not_measured [names]}``). Held-out rows:
         ``{trace, measured_host_bytes, predicted_before_bytes, error_before_fraction, predicted_bytes,
         error_fraction, fitted_on_traces}``.
     """
@@ -139,8 +140,8 @@ def calibrate_memory(traces: Sequence[tuple[str, Plan, float | None]], base: Clu
     fitted = statistics.median(s.implied_bytes for s in found)
     report["after"] = fitted
     report["implied_bytes"] = {s.name: s.implied_bytes for s in found}
-    report["fit"] = {s.name: {"measured_host_bytes": s.measured_bytes, "fit_host_bytes": s.predicted(fitted)}
-                     for s in found}
+    report["fit"] = {s.name: {"measured_host_bytes": s.measured_bytes, "fit_host_bytes": s.predicted(fitted),
+                              "zero_bytes": s.zero_bytes, "copies": s.copies} for s in found}
     keys = {s.name: configuration_key(s.plan) for s in found}
     if len(set(keys.values())) < 2:
         report["held_out"]["reason"] = "one configuration: nothing to hold out"

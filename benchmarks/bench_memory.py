@@ -1,0 +1,131 @@
+"""Benchmark: how well does the simulator predict the peak host memory of runs it was not calibrated on?
+
+Procedure, all in one run of this script on this machine:
+
+1. run every configuration for real (``gnnplan run``, ``--nprocs`` gloo workers, traced): by default Cora and
+   CiteSeer with dp, dp with a feature cache, hopgnn, neutronstar and gsplit; each run measures its training
+   epochs' peak resident host memory per machine (``peak_memory_bytes.host``, :mod:`executor.memory`);
+2. ``gnnplan calibrate`` all traces (:mod:`simulator.calibrate_memory`: ``host.process_bytes`` as the median of
+   what each trace implies) and print, per configuration, measured, uncalibrated and held-out predictions (each
+   configuration predicted from the OTHER configurations' traces), then leave one dataset out (each dataset's
+   configurations predicted from the other dataset's traces only), the harder transfer;
+3. with ``--emulate`` (root with CAP_NET_ADMIN), run the first CiteSeer configuration on 2 emulated machines under
+   each ``--limits`` memory limit and say whether it ran or the kernel killed it for exceeding the limit, beside
+   the calibrated and uncalibrated predictions: can the prediction tell whether a run fits?
+
+There is no goal figure: the errors are what they are; the README quotes them.
+
+Usage::
+
+    python benchmarks/bench_memory.py [--cluster local] [--nprocs 2] [--epochs 4] [--emulate --limits 380MB,400MB]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+CONFIGS = (("cora-sage", "dp", {}), ("cora-sage", "dp", {"cache_fraction": 0.5}),
+           ("cora-sage", "hopgnn", {"num_steps": 2}), ("cora-gcn-full", "neutronstar", {}),
+           ("citeseer-sage", "dp", {}), ("citeseer-sage", "gsplit", {}))
+"""(workload preset, strategy, knobs) of every run."""
+MB = 1e6
+
+
+def _plan(cluster: Any, workload: str, strategy: str, knobs: dict[str, Any], nprocs: int, epochs: int) -> Any:
+    from gnnplan.simulator.plan import Plan
+    from gnnplan.simulator.workload.spec import load_workload
+
+    wl = load_workload(workload)
+    wl = wl.model_copy(update={"training": wl.training.model_copy(update={"num_epochs": epochs})})
+    shape = cluster.model_copy(update={"num_machines": nprocs, "gpus_per_machine": 1})
+    return Plan(strategy=strategy, knobs=knobs, num_workers=nprocs, cluster=shape, workload=wl)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; returns the process exit code (0 when it ran: it reports, it has no goal)."""
+    from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.api import simulate
+    from gnnplan.simulator.calibrate import calibrate_files
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.units_parse import parse_quantity
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cluster", default="local")
+    ap.add_argument("--nprocs", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--emulate", action="store_true", help="also run under emulated memory limits (root)")
+    ap.add_argument("--limits", default="380MB,400MB,440MB", help="memory limits per emulated machine")
+    args = ap.parse_args(argv)
+    cluster = load_cluster(args.cluster)
+    with tempfile.TemporaryDirectory(prefix="gnnplan-bench-memory-") as tmp:
+        traces, datasets = [], {}
+        for workload, strategy, knobs in CONFIGS:
+            plan = _plan(cluster, workload, strategy, knobs, args.nprocs, args.epochs)
+            res = run_plan(plan, trace_dir=Path(tmp) / workload, progress=False)
+            traces.append(res["trace"])
+            for key in (res["trace"], Path(res["trace"]).name):  # calibrate_files names a trace by its file name
+                datasets[key] = plan.workload.dataset_name
+            print(f"ran {workload} {strategy} {knobs}: peak host {res['peak_memory_bytes']['host'] / MB:.1f} MB per "
+                  f"machine, epoch {res['epoch_time_s'] * 1e3:.1f} ms", flush=True)
+        calibrated, report = calibrate_files(traces, cluster)
+        memory = report["memory"]
+        print(f"\nhost.process_bytes: {memory['before'] / MB:.1f} MB before, {memory['after'] / MB:.1f} MB fitted "
+              "(median over the traces)")
+        print(f"{'configuration':58s} {'measured':>9s} {'uncal.':>8s} {'error':>7s} {'held out':>9s} {'error':>7s} "
+              f"{'dataset out':>11s}")
+        fit, implied = memory["fit"], memory["implied_bytes"]
+        errors: dict[str, list[float]] = {"uncalibrated": [], "held out (other configurations)": [],
+                                          "held out (other dataset only)": []}
+        for row in memory["held_out"]["rows"]:
+            name, measured = row["trace"], row["measured_host_bytes"]
+            others = [v for n, v in implied.items() if datasets[n] != datasets[name]]
+            dataset_out = (fit[name]["zero_bytes"] + fit[name]["copies"] * statistics.median(others)) / measured - 1
+            for label, e in zip(errors, (row["error_before_fraction"], row["error_fraction"], dataset_out)):
+                errors[label].append(e)
+            print(f"{Path(name).name[:58]:58s} {measured / MB:8.1f}M {row['predicted_before_bytes'] / MB:7.1f}M "
+                  f"{row['error_before_fraction']:+7.1%} {row['predicted_bytes'] / MB:8.1f}M "
+                  f"{row['error_fraction']:+7.1%} {dataset_out:+11.1%}")
+        for label, errs in errors.items():
+            print(f"{label}: {min(errs):+.1%} .. {max(errs):+.1%}, mean |error| "
+                  f"{statistics.fmean(abs(e) for e in errs):.1%}")
+        if args.emulate:
+            _emulated_limits(args, cluster, calibrated, [parse_quantity(x, "bytes", "--limits")
+                                                         for x in args.limits.split(",")], tmp, simulate)
+    return 0
+
+
+def _emulated_limits(args: Any, cluster: Any, calibrated: Any, limits: list[float], tmp: str, simulate: Any) -> None:
+    """Step 3 of the module docstring."""
+    from gnnplan.executor.emulate import MachineLimits
+    from gnnplan.executor.emulated_run import run_emulated
+    from gnnplan.executor.monitor import WorkerError
+
+    workload, strategy, knobs = next(c for c in CONFIGS if c[0].startswith("citeseer"))
+    plan = _plan(cluster, workload, strategy, knobs, 2, args.epochs)
+    before = simulate(cluster, plan.workload, strategy, knobs).peak_memory_bytes["host"]
+    after = simulate(calibrated.model_copy(update={"num_machines": 2, "gpus_per_machine": 1}), plan.workload,
+                     strategy, knobs).peak_memory_bytes["host"]
+    print(f"\n{workload} {strategy} on 2 emulated machines: predicted {before / MB:.1f} MB per machine uncalibrated, "
+          f"{after / MB:.1f} MB calibrated")
+    for limit in limits:
+        try:
+            res = run_emulated(plan, trace_dir=Path(tmp) / "emulated", limits=MachineLimits(None, memory_bytes=limit),
+                               timeout_s=600)
+            outcome = f"ran (peak resident {res['peak_memory_bytes']['host'] / MB:.1f} MB)"
+        except WorkerError as exc:
+            outcome = f"failed: {exc}"
+        print(f"  limit {limit / MB:.0f} MB: {outcome}; predicted to fit: uncalibrated "
+              f"{'yes' if before <= limit else 'no'}, calibrated {'yes' if after <= limit else 'no'}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
