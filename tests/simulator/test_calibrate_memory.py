@@ -43,6 +43,8 @@ def test_the_implied_constant_is_recovered_and_predicts_the_held_out_configurati
     assert fitted == pytest.approx(truth) and report["after"] == fitted
     assert report["before"] == CLUSTER.host.process_bytes == 300 * MB
     assert report["implied_bytes"] == pytest.approx({n: truth for n in PLANS})
+    for n in PLANS:  # the model read off by two simulations: host = zero_bytes + copies x process_bytes
+        assert (report["fit"][n]["zero_bytes"], report["fit"][n]["copies"]) == pytest.approx((DATA[n], COPIES[n]))
     rows = {r["trace"]: r for r in report["held_out"]["rows"]}
     for n in PLANS:  # each configuration from the other two: the same constant, so exact
         measured = DATA[n] + COPIES[n] * truth
