@@ -114,7 +114,7 @@ def _out_of_memory(cluster: EmulatedCluster, per_machine: int, rank: int) -> str
     kills, limit = cluster.oom_kills(machine), cluster.limits.memory_bytes
     if not kills or limit is None:
         return None
-    return f"out of memory: machine {machine} reached its memory limit of {limit / 1e6:.0f} MB (--memory-limit)"
+    return f"out of memory: machine {machine} reached its --memory-limit of {limit / 1e6:.0f} MB"
 
 
 def _wait(procs: list[subprocess.Popen[str]], logs: list[IO[str]], timeout_s: float | None,

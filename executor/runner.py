@@ -289,10 +289,10 @@ def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, in
 def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
     """The ``run --json`` object from the per-epoch records (module docstring): its steady-state figures
     (``epoch_time_s``, ``seeds_per_s``, ``bytes_per_epoch``, and ``peak_memory_bytes``: the largest of their
-    epochs' peaks) are over ``measured_epochs``, every epoch but the first
-    (warm-up) when there are at least 3 and, where a controller changed the configuration between epochs (records
-    with ``settings``: hopgnn's merge controller, paper §5.3), only those that ran with the last epoch's settings,
-    the configuration the run settled in and the simulator predicts (its exploration epochs are not charged)."""
+    epochs' peaks) are over ``measured_epochs``, every epoch but the first (warm-up) when there are at least 3
+    and, where a controller changed the configuration between epochs (records with ``settings``: hopgnn's merge
+    controller, paper §5.3), only those that ran with the last epoch's settings, the configuration the run
+    settled in and the simulator predicts (its exploration epochs are not charged)."""
     measured = records[1:] if len(records) >= 3 else records
     settled = [r for r in measured if r.get("settings") == records[-1].get("settings")]
     measured = settled or measured

@@ -5,8 +5,7 @@ A strategy module ``executor/strategies/<name>.py`` has the simulator plug-in's 
 has ``train_epoch(epoch) -> EpochStats`` and ``evaluate() -> Accuracy``, both collective (every rank calls them
 in the same order), and ``close()`` to release its processes; optionally ``check_knobs(knobs, workload)``,
 raising SpecError for knobs that are simulated but cannot be run (for that workload), and on the trainer
-``epoch_settings() -> dict`` (:meth:`Trainer.epoch_settings`) when a controller changes its configuration between
-epochs.
+``epoch_settings() -> dict`` when a controller changes its configuration between epochs (:class:`Trainer`).
 """
 
 from __future__ import annotations

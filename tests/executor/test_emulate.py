@@ -172,8 +172,8 @@ def test_a_rank_killed_for_exceeding_the_memory_limit_is_named_out_of_memory(tmp
             _wait([proc], [log], 60, oom=functools.partial(_out_of_memory, cluster, 1))
         kills = cluster.oom_kills(0)
     assert kills >= 1
-    assert str(info.value) == ("rank 0 died: killed by SIGKILL (out of memory: machine 0 reached its memory limit "
-                               "of 64 MB (--memory-limit))")
+    assert str(info.value) == ("rank 0 died: killed by SIGKILL (out of memory: machine 0 reached its "
+                               "--memory-limit of 64 MB)")
     assert not emulate._cgroup_dirs()
 
 
