@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnplan.autotune.planning import calibrate_traces, tune_to_plan
+from gnnplan.autotune.report import fmt_bytes, pct
 from gnnplan.autotune.report_page import write_loop_outputs
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
@@ -35,7 +36,8 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
 
     Returns:
         ``{plan, trace, calibrated_cluster, measured_epoch_time_s, predicted_before_s, error_before_fraction,
-        held_out: {rows, reason}, run, tune, calibration, predicted_trace, report_html}``; ``held_out.rows`` are
+        memory: {measured_host_bytes, predicted_host_bytes_before, error_before_fraction} or None, held_out:
+        {rows, reason}, run, tune, calibration, predicted_trace, report_html}``; ``held_out.rows`` are
         the run's held-out epochs (:func:`simulator.calibrate_holdout.held_out_epochs`), empty with a ``reason``
         when the run has too few epochs.
 
@@ -62,14 +64,32 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
     cal_path = out_dir / f"{cluster.name}-calibrated.yaml"
     cal = calibrate_traces([run["trace"]], cluster, cal_path)
     tell("[4/4] held-out check: the run's odd epochs predicted by a calibration on its even epochs")
-    before = simulate(cluster, workload, plan.strategy, plan.knobs).epoch_time_s
+    predicted = simulate(cluster, workload, plan.strategy, plan.knobs)
+    before = predicted.epoch_time_s
     meas = float(run["epoch_time_s"])
     held = cal["held_out"]["epochs"]
+    memory = _memory_check(run, float(predicted.peak_memory_bytes["host"]))
+    if memory is not None:
+        tell(f"      peak host memory per machine: measured {fmt_bytes(memory['measured_host_bytes'])}, predicted "
+             f"{fmt_bytes(memory['predicted_host_bytes_before'])} before calibration "
+             f"({pct(memory['predicted_host_bytes_before'], memory['measured_host_bytes'])}); the calibrated "
+             "cluster's host.process_bytes is fitted to this run, so it predicts other configurations, not this one")
     out = {"plan": tuned["plan"], "trace": run["trace"], "calibrated_cluster": str(cal_path),
            "measured_epoch_time_s": meas, "predicted_before_s": before, "error_before_fraction": (before - meas) / meas,
+           "memory": memory,
            "held_out": {"rows": held["rows"], "reason": "; ".join(held["not_held_out"].values()) or None},
            "run": run, "tune": {k: tuned[k] for k in ("study", "storage", "num_trials_total", "best")},
            "calibration": cal}
     atomic_write_json(out_dir / "report.json", out)
     out.update({k: str(v) for k, v in write_loop_outputs(out_dir).items()})  # predicted.json, report.html
     return out
+
+
+def _memory_check(run: dict[str, Any], predicted_host_bytes: float) -> dict[str, float] | None:
+    """The run's measured peak host memory against the uncalibrated prediction (a prediction: nothing was fitted
+    to the run yet), None when the run measured none."""
+    measured = (run.get("peak_memory_bytes") or {}).get("host")
+    if not measured:
+        return None
+    return {"measured_host_bytes": float(measured), "predicted_host_bytes_before": predicted_host_bytes,
+            "error_before_fraction": predicted_host_bytes / float(measured) - 1.0}

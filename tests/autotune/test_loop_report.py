@@ -26,7 +26,8 @@ def _fake_run(tmp_path: Path) -> Any:
         assert (nprocs, epochs) == (4, len(FACTORS))
         result = api.simulate(truth, plan.workload, plan.strategy, plan.knobs)
         trace = epochs_trace(result, truth, plan.workload, tmp_path / "run.json", FACTORS)
-        return {"epoch_time_s": 1.3 * result.epoch_time_s, "test_accuracy": 0.5, "trace": str(trace)}
+        return {"epoch_time_s": 1.3 * result.epoch_time_s, "test_accuracy": 0.5, "trace": str(trace),
+                "peak_memory_bytes": {"gpu": None, "host": 1.25 * result.peak_memory_bytes["host"]}}
     return run_plan
 
 
@@ -49,5 +50,8 @@ def test_loop_prints_the_held_out_error_only(tmp_path: Path, monkeypatch: pytest
     # fitted on epoch 2, which ran at the truth: the held-out epochs ran 30% slower than it predicts
     assert row["error_fraction"] == pytest.approx(1 / 1.3 - 1, abs=0.03)
     assert f"{row['error_fraction'] * 100:+.1f}%" in text
+    # the measured peak against the uncalibrated prediction (the truth's memory model is the preset's: 1/1.25)
+    assert report["memory"]["error_before_fraction"] == pytest.approx(1 / 1.25 - 1)
+    assert "peak host memory per machine: measured" in text and "before calibration (-20.0%)" in text
     assert main([*argv, "--json"]) == 0
     assert "predicted_after_s" not in json.loads(capsys.readouterr().out)
