@@ -1,8 +1,14 @@
 """``gnnplan probe``'s measurements of the machine constants the cluster spec holds as fields:
 ``host.process_bytes``, ``host.row_index_s`` and ``storage.concurrency`` (simulator/hardware/spec.py).
 
-* ``host.process_bytes``: resident set (``VmRSS`` in /proc/self/status) of a fresh Python process right after
-  ``import torch, dgl``: what every worker process costs the host before it holds any data.
+* ``host.process_bytes``: what a training worker process holds beyond the data terms of the memory model: a
+  small real run (:data:`PROBE_RUN`, :func:`executor.runner.run_plan`) measures its training epochs' peak
+  resident set (:mod:`executor.memory`), and the model's own terms for that run are subtracted
+  (:func:`simulator.calibrate_memory.samples`, as ``gnnplan calibrate`` fits it from traces). It holds the Python,
+  torch, DGL and gnnplan runtime with the allocator's, the thread pools' and gloo's overhead, which a fresh
+  process after ``import torch, dgl`` (the probe's measure until 2026-11-28) lacks: 277 MB that way against
+  345 MB this way on the development machine, and six runs on Cora and CiteSeer implied 344-433 MB
+  (benchmarks/bench_memory.py).
 * ``host.row_index_s``: seconds per row and matrix of the per-row loader of PP-GNN's baseline (a map-style
   ``Dataset.__getitem__`` returning one row of each matrix, batched by ``default_collate`` in one thread), the
   ``t_item`` of the PP-GNN brief (§2.4); median over batches.
@@ -15,8 +21,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,23 +32,42 @@ import torch
 
 from gnnplan.executor.probe_overheads import set_priors
 
-_RSS_SCRIPT = ("import torch, dgl\n"
-               "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmRSS:')) * 1024)")
+PROBE_RUN = {"dataset": {"generator": "rmat", "num_vertices": 600, "edge_factor": 4, "feature_dim": 8,
+                         "num_classes": 4, "train_fraction": 0.3, "seed": 0},
+             "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 8},
+             "training": {"mode": "mini-batch", "batch_size": 64, "fanouts": [3, 3], "num_epochs": 3}}
+"""The run :func:`worker_process_bytes` measures: dp on a 600-vertex R-MAT graph (its data a few hundred kB, so
+the measurement is the process's own), 2 workers, 3 epochs (the peak of epochs 1-2)."""
+PROBE_WORKERS = 2
 
 
 def worker_process_bytes() -> float:
-    """Resident bytes of a new process after ``import torch, dgl`` (module docstring).
+    """Bytes a training worker process holds beyond the memory model's data terms (module docstring).
 
     Raises:
-        RuntimeError: the measuring process failed (its last stderr line).
+        RuntimeError: the measuring run failed or measured no peak (the reason).
     """
-    env = {**os.environ, "DGLBACKEND": "pytorch"}
-    proc = subprocess.run([sys.executable, "-c", _RSS_SCRIPT], capture_output=True, text=True, env=env,
-                          timeout=300, check=False)
-    if proc.returncode != 0:
-        lines = proc.stderr.strip().splitlines()
-        raise RuntimeError(f"probe: measuring a worker's resident set failed: {lines[-1] if lines else '?'}")
-    return float(proc.stdout.strip().splitlines()[-1])
+    from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.api import simulate
+    from gnnplan.simulator.calibrate_memory import samples
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.plan import Plan
+    from gnnplan.simulator.workload.spec import workload_from_dict
+
+    cluster = load_cluster("local").model_copy(update={"num_machines": PROBE_WORKERS, "gpus_per_machine": 1})
+    plan = Plan(strategy="dp", knobs={}, num_workers=PROBE_WORKERS, cluster=cluster,
+                workload=workload_from_dict(PROBE_RUN))
+    with tempfile.TemporaryDirectory(prefix="gnnplan-probe-run-") as tmp:
+        try:
+            res = run_plan(plan, nprocs=PROBE_WORKERS, trace_dir=tmp, progress=False)
+        except Exception as exc:  # one line: the probe reports what failed
+            raise RuntimeError(f"probe: the run measuring a worker's memory failed: {exc}") from exc
+    measured = (res.get("peak_memory_bytes") or {}).get("host")
+    found, _ = samples([("probe", plan, measured)], cluster,
+                       lambda cl, p: float(simulate(cl, p.workload, p.strategy, p.knobs).peak_memory_bytes["host"]))
+    if not found:
+        raise RuntimeError("probe: the run measuring a worker's memory measured no peak resident set")
+    return found[0].implied_bytes
 
 
 class _Rows(torch.utils.data.Dataset):  # type: ignore[type-arg]
@@ -144,7 +167,8 @@ def add_constants(data: dict[str, Any], folder: Path, quick: bool) -> dict[str, 
     set_priors(data)  # both are priors of fitted parameters (calibration regularises toward them)
     date = datetime.date.today().isoformat()
     data.setdefault("sources", {}).update({
-        "host.process_bytes": f"measured by gnnplan probe on {date}: VmRSS of a new process after import torch, dgl",
+        "host.process_bytes": f"measured by gnnplan probe on {date}: peak resident set of a training worker (dp on "
+                              "a 600-vertex graph, 2 workers) less the memory model's data terms",
         "host.row_index_s": f"measured by gnnplan probe on {date}: median seconds per row and matrix of "
                             "Dataset.__getitem__ + default_collate, one thread",
         "storage.concurrency": f"measured by gnnplan probe on {date}: seconds per 4 KiB direct read, one thread "

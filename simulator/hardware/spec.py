@@ -90,9 +90,11 @@ class HostSpec(_Spec):
         description="neighbour-sampling throughput of one core, sampled edges per second")
     process_bytes: float = Field(
         default=3.0e8, ge=0,
-        description="host memory of one worker process after importing torch and DGL (resident set); default: "
-                    "277 MB VmRSS measured with torch 2.13 CPU and DGL 1.1.3, rounded up to 300 MB; gnnplan probe "
-                    "measures it")
+        description="host memory of one worker process beyond the memory model's data terms (resident set); "
+                    "default: 277 MB VmRSS of a fresh process after importing torch 2.13 CPU and DGL 1.1.3, rounded "
+                    "up to 300 MB; gnnplan probe measures it on a small training run (a training worker's peak less "
+                    "the model's terms: 345-351 MB on the development machine) and gnnplan calibrate fits it to "
+                    "runs' measured peaks")
     row_index_s: float = Field(
         default=6.0e-6, ge=0,
         description="seconds per row and matrix of a per-row Python loader (Dataset.__getitem__ + "

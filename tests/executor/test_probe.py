@@ -129,3 +129,25 @@ def test_probe_rejects_bad_worker_counts(workers: Any) -> None:
 
 def test_cpu_facts_are_sane() -> None:
     assert probe.num_cores() >= 1 and probe.host_memory_bytes() > 0 and probe.cpu_model().strip()
+
+
+def test_process_bytes_is_a_training_workers_peak_less_the_models_data_terms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """probe_constants.worker_process_bytes on a run reporting a known peak: the model's terms for that run (its
+    host memory at process_bytes = 0, one process per machine) are subtracted, and a run without a peak fails."""
+    from gnnplan.executor import probe_constants, runner
+    from gnnplan.simulator.api import simulate
+    from gnnplan.simulator.plan import Plan
+    from gnnplan.simulator.workload.spec import workload_from_dict
+
+    local = load_cluster("local")
+    zero = local.model_copy(update={"num_machines": 2, "gpus_per_machine": 1,
+                                    "host": local.host.model_copy(update={"process_bytes": 0.0})})
+    plan = Plan(strategy="dp", knobs={}, num_workers=2, cluster=zero,
+                workload=workload_from_dict(probe_constants.PROBE_RUN))
+    data_terms = simulate(zero, plan.workload, "dp", {}).peak_memory_bytes["host"]
+    assert 0 < data_terms < 5e6  # the probe's graph is tiny: what it measures is the process
+    peaks: list[dict[str, Any]] = [{"gpu": None, "host": data_terms + 345e6}, {}]
+    monkeypatch.setattr(runner, "run_plan", lambda *a, **k: {"peak_memory_bytes": peaks.pop(0)})
+    assert probe_constants.worker_process_bytes() == pytest.approx(345e6)
+    with pytest.raises(RuntimeError, match="measured no peak resident set"):
+        probe_constants.worker_process_bytes()
