@@ -124,6 +124,8 @@ def test_two_machine_run_is_shaped(tmp_path: Path) -> None:
     # a machine cannot push its bytes faster than its NIC (tbf): the epoch takes at least that long
     assert res["epoch_time_s"] >= 0.9 * sent_per_machine / bandwidth
     assert Path(res["trace"]).is_file() and res["emulated"]["num_machines"] == 2
+    # each emulated machine's rank measured its peak (a torchrun-entry process holding Cora's features)
+    assert res["peak_memory_bytes"]["gpu"] is None and res["peak_memory_bytes"]["host"] > 2708 * 1433 * 4
     assert not emulate._namespaces()
 
 
