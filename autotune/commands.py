@@ -66,6 +66,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``gnnplan simulate``: one configuration."""
+    from gnnplan.autotune.draws import draws_record
     from gnnplan.simulator.api import parse_knobs, predicted_trace, simulate, simulate_on_draws, trace_metadata
     from gnnplan.simulator.workload.proxy import requested_draws
 
@@ -76,7 +77,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     out = res.to_json_dict()
     if refs is not None:
         others = simulate_on_draws(cluster, workload, args.strategy, knobs, refs[1:])
-        out["proxy_draws"] = report.draws_record(refs, [res, *others])
+        out["proxy_draws"] = draws_record(refs, [res, *others])
     if args.trace:
         predicted_trace(res, args.trace, {**trace_metadata(cluster, workload, args.strategy, res),
                                           "cluster": cluster.to_yaml_dict(), "workload": workload.to_yaml_dict()})

@@ -13,6 +13,17 @@ from gnnplan.simulator.workload.proxy import proxy_draw
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
 
+def draws_record(refs: Sequence[str], results: Sequence[Any]) -> dict[str, Any]:
+    """``simulate --json``'s ``proxy_draws``: the draw numbers of the card references ``refs`` and the epoch time
+    (s) simulated on each (``results``, :class:`simulator.result.SimResult`; None where it does not fit)."""
+    return {"draws": [proxy_draw(ref) for ref in refs], "epoch_time_s": [fitting_time(r) for r in results]}
+
+
+def fitting_time(res: Any) -> float | None:
+    """A simulation's epoch time (s), None where the configuration does not fit."""
+    return res.epoch_time_s if res.feasible else None
+
+
 def on_draws(cluster: ClusterSpec, workload: WorkloadSpec, strategy: str, found: dict[str, Any],
              refs: Sequence[str]) -> dict[str, Any]:
     """A tuned configuration (``found``: ``feasible``, ``epoch_time_s`` and ``knobs``, as tuned on the draw
@@ -27,7 +38,7 @@ def on_draws(cluster: ClusterSpec, workload: WorkloadSpec, strategy: str, found:
     times: list[float | None] = [found["epoch_time_s"] if found["feasible"] else None]
     if found["feasible"]:  # what does not fit on the draw it was tuned on is not simulated on the others
         again = simulate_on_draws(cluster, workload, strategy, found["knobs"], refs[1:])
-        times += [res.epoch_time_s if res.feasible else None for res in again]
+        times += [fitting_time(res) for res in again]
     else:
         times += [None] * (len(refs) - 1)
     fits = [t for t in times if t is not None]

@@ -70,15 +70,6 @@ def simulation_table(res: dict[str, Any]) -> Table:
     return t
 
 
-def draws_record(refs: list[str], results: list[Any]) -> dict[str, Any]:
-    """``simulate --json``'s ``proxy_draws``: the draw numbers of the card references ``refs`` and the epoch time
-    simulated on each (``results``, :class:`simulator.result.SimResult`; None where it does not fit)."""
-    from gnnplan.simulator.workload.proxy import proxy_draw
-
-    return {"draws": [proxy_draw(ref) for ref in refs],
-            "epoch_time_s": [r.epoch_time_s if r.feasible else None for r in results]}
-
-
 def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:
     """The tuner's ranked configurations: the best ``limit`` rows, then the best row of every strategy (and
     model) not among them, so a strategy is never hidden behind near-copies of another."""

@@ -53,7 +53,6 @@ def _plan(cluster: Any, workload: str, strategy: str, knobs: dict[str, Any], npr
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the process exit code (0 when it ran: it reports, it has no goal)."""
     from gnnplan.executor.runner import run_plan
-    from gnnplan.simulator.api import simulate
     from gnnplan.simulator.calibrate import calibrate_files
     from gnnplan.simulator.hardware.spec import load_cluster
     from gnnplan.simulator.units_parse import parse_quantity
@@ -99,15 +98,16 @@ def main(argv: list[str] | None = None) -> int:
                   f"{statistics.fmean(abs(e) for e in errs):.1%}")
         if args.emulate:
             _emulated_limits(args, cluster, calibrated, [parse_quantity(x, "bytes", "--limits")
-                                                         for x in args.limits.split(",")], tmp, simulate)
+                                                         for x in args.limits.split(",")], tmp)
     return 0
 
 
-def _emulated_limits(args: Any, cluster: Any, calibrated: Any, limits: list[float], tmp: str, simulate: Any) -> None:
-    """Step 3 of the module docstring."""
+def _emulated_limits(args: Any, cluster: Any, calibrated: Any, limits: list[float], tmp: str) -> None:
+    """Step 3 of the module docstring (``limits`` in bytes per machine)."""
     from gnnplan.executor.emulate import MachineLimits
     from gnnplan.executor.emulated_run import run_emulated
     from gnnplan.executor.monitor import WorkerError
+    from gnnplan.simulator.api import simulate
 
     workload, strategy, knobs = next(c for c in CONFIGS if c[0].startswith("citeseer"))
     plan = _plan(cluster, workload, strategy, knobs, 2, args.epochs)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gnnplan.executor import faults
 from gnnplan.simulator.errors import SpecError
 
 PREFIX = "gnnplan-"
@@ -239,14 +240,10 @@ class EmulatedCluster:
     def oom_kills(self, machine: int) -> int:
         """Processes the kernel's OOM killer ended in ``machine``'s memory group for exceeding its limit (cgroup
         v1 ``memory.oom_control``'s ``oom_kill`` count, Linux 4.13 and later); 0 without a limit or that count."""
-        control = CGROUP_ROOT / "memory" / machine_ns(machine) / "memory.oom_control"
         if self.limits.memory_bytes is None:
             return 0
-        try:
-            fields = dict(line.split() for line in control.read_text().splitlines() if len(line.split()) == 2)
-        except OSError:
-            return 0
-        return int(fields.get("oom_kill", 0))
+        control = CGROUP_ROOT / "memory" / machine_ns(machine) / "memory.oom_control"
+        return faults.kernel_counter(control, "oom_kill") or 0
 
     def wait_listening(self, machine: int, port: int, timeout_s: float = 120.0) -> bool:
         """Wait until a process on ``machine`` listens on TCP ``port`` (``ss -ltn`` in its namespace): the

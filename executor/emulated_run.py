@@ -165,9 +165,8 @@ def _rank_failure(rank: int, code: int, log: IO[str],
             except (ValueError, KeyError, TypeError):
                 break
     failure = faults.from_exit_code(rank, code)
-    cause = oom(rank) if oom is not None and code == -signal.SIGKILL else None
-    if cause:
-        return faults.Failure(rank, failure.kind, f"{failure.detail} ({cause})", time.monotonic())
+    if oom is not None and code == -signal.SIGKILL:
+        return faults.out_of_memory(faults.Failure(rank, failure.kind, failure.detail, time.monotonic()), oom(rank))
     last = faults.one_line(lines[-1]) if lines else ""
     detail = f"{failure.detail} ({last})" if last and failure.kind == "exit" else failure.detail
     return faults.Failure(rank, failure.kind, detail, time.monotonic())

@@ -118,27 +118,40 @@ def from_exit_code(rank: int, code: int) -> Failure:
 VMSTAT = Path("/proc/vmstat")
 
 
-def oom_kill_count() -> int | None:
-    """Processes the kernel's OOM killer has ended since boot on this machine (``oom_kill`` of /proc/vmstat,
-    Linux 4.13 and later; memory-cgroup kills included), None where it is not available."""
+def kernel_counter(path: Path, name: str) -> int | None:
+    """The value of counter ``name`` in a kernel file of ``name value`` lines (/proc/vmstat, a memory cgroup's
+    ``memory.oom_control``), None where the file or the counter is missing."""
     try:
-        for line in VMSTAT.read_text().splitlines():
-            name, _, value = line.partition(" ")
-            if name == "oom_kill":
+        for line in path.read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == name:
                 return int(value)
     except (OSError, ValueError):
         return None
     return None
 
 
-def killed_by_oom(failure: Failure, kills_before: int | None) -> Failure:
-    """``failure`` with "out of memory" said, when it is a death by SIGKILL and the kernel's OOM killer has ended a
-    process since ``kills_before`` (:func:`oom_kill_count` when the run started); else ``failure`` itself."""
-    now = oom_kill_count()
-    if failure.detail != "killed by SIGKILL" or kills_before is None or now is None or now <= kills_before:
+def oom_kill_count() -> int | None:
+    """Processes the kernel's OOM killer has ended since boot on this machine (``oom_kill`` of /proc/vmstat,
+    Linux 4.13 and later; memory-cgroup kills included), None where it is not available."""
+    return kernel_counter(VMSTAT, "oom_kill")
+
+
+def out_of_memory(failure: Failure, cause: str | None) -> Failure:
+    """``failure`` with ``cause`` (why the memory ran out) added to its detail when it is a death by SIGKILL and a
+    cause was found; else ``failure`` itself. The one form of an out-of-memory verdict, local or emulated."""
+    if not cause or failure.detail != "killed by SIGKILL":
         return failure
-    return Failure(failure.rank, failure.kind, f"{failure.detail} (the kernel's OOM killer ended a process during "
-                   "the run: out of memory)", failure.seen_s)
+    return Failure(failure.rank, failure.kind, f"{failure.detail} ({cause})", failure.seen_s)
+
+
+def killed_by_oom(failure: Failure, kills_before: int | None) -> Failure:
+    """``failure`` with "out of memory" said (:func:`out_of_memory`), when it is a death by SIGKILL and the kernel's
+    OOM killer has ended a process since ``kills_before`` (:func:`oom_kill_count` when the run started)."""
+    now = oom_kill_count()
+    moved = kills_before is not None and now is not None and now > kills_before
+    return out_of_memory(failure, "the kernel's OOM killer ended a process during the run: out of memory" if moved
+                         else None)
 
 
 def process_state(pid: int) -> str:

@@ -5,8 +5,9 @@ Every rank measures each training epoch (:class:`EpochPeak`; evaluation and data
 * host: the process's peak resident set during the epoch, ``VmHWM`` of /proc/self/status after the high-water
   mark was reset to the current resident set (``VmRSS``) just before the epoch, by writing ``5`` to
   /proc/self/clear_refs (proc(5), "/proc/pid/clear_refs", Linux 4.0 and later). So it holds everything resident
-  while the epoch trains: the Python, torch and DGL runtime (what the simulator's ``host.process_bytes`` is,
-  measured by ``gnnplan probe`` as a fresh process's ``VmRSS``), the graph and features the trainer loaded, heap
+  while the epoch trains: the Python, torch and DGL runtime (with what else a worker holds beyond the memory
+  model's data terms: the simulator's ``host.process_bytes``, which ``gnnplan probe`` measures on a small training
+  run, :func:`executor.probe_constants.worker_process_bytes`), the graph and features the trainer loaded, heap
   the allocator kept resident after earlier work (the evaluations' buffers: on CiteSeer glibc's ``malloc_trim(0)``
   released 55 MB after one; trimming before every epoch was tried and dropped, as it slowed Cora dp's epochs by
   ~9%, median of 3 interleaved runs of 12 epochs, 2026-11-28), and the epoch's own peak. Sampler processes are

@@ -39,6 +39,7 @@ PROBE_RUN = {"dataset": {"generator": "rmat", "num_vertices": 600, "edge_factor"
 """The run :func:`worker_process_bytes` measures: dp on a 600-vertex R-MAT graph (its data a few hundred kB, so
 the measurement is the process's own), 2 workers, 3 epochs (the peak of epochs 1-2)."""
 PROBE_WORKERS = 2
+"""Worker processes of :data:`PROBE_RUN`, each one machine (a local run's shape), so one process per machine."""
 
 
 def worker_process_bytes() -> float:

@@ -261,8 +261,8 @@ def shared_origin() -> float:
     return origin0 if host0 == socket.gethostname() else mine
 
 
-def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, int] | None = None,
-                 peak: tuple[float, float | None] = (0.0, None), gpus_per_machine: int = 1) -> dict[str, Any]:
+def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, int],
+                 peak: tuple[float, float | None], gpus_per_machine: int) -> dict[str, Any]:
     """Combine every rank's epoch statistics, accuracy counts and peak memory (collective): time = slowest rank;
     ``settings`` (the trainer's ``epoch_settings()`` before the epoch, the same on every rank) are kept as
     ``settings``; ``peak`` is this rank's ``(host, device)`` bytes of the epoch (:class:`executor.memory.EpochPeak`),

@@ -1,10 +1,11 @@
 """Calibration of the host memory model: ``host.process_bytes`` from the peak host memory runs measured.
 
 Every strategy's host memory (``simulate --json`` ``peak_memory_bytes.host``, one machine) holds one
-``host.process_bytes`` per worker process: the resident set of the Python, torch and DGL runtime, which
-``gnnplan probe`` measures as a fresh process's ``VmRSS`` after importing torch and DGL. A training process holds
-more than that runtime: the modules it imports afterwards, the allocator's retained heap, the buffers of
-evaluation and communication; none of these is in the model's data terms. A run measures its training epochs'
+``host.process_bytes`` per worker process: the resident set of the Python, torch and DGL runtime and of what else
+a training process holds beyond the model's data terms (the modules it imports, the allocator's retained heap,
+the buffers of evaluation and communication). ``gnnplan probe`` measures it on a small training run
+(:func:`executor.probe_constants.worker_process_bytes`, with :func:`samples` below); its value depends on the
+machine, the software and, through those buffers, the graph. A run measures its training epochs'
 peak (``results.peak_memory_bytes.host`` of its trace, :mod:`executor.memory`), so each trace implies the
 per-process constant that makes the model meet it:
 

@@ -1,5 +1,6 @@
 """Measured peak memory of a training epoch (executor.memory): the host peak is reset before each epoch, a
-machine's ranks add up, and on CUDA the allocator's peak is read (exercised here with torch.cuda stubbed)."""
+machine's ranks add up, and on CUDA the allocator's peak is read (the CUDA path runs here on the CPU, with
+torch.cuda's two calls replaced by recorders of what they are asked)."""
 
 from __future__ import annotations
 
