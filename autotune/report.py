@@ -30,11 +30,22 @@ def fmt_bytes(x: float) -> str:
     return f"{x:.0f} B"
 
 
-def peak_memory_text(peak: dict[str, float | None]) -> str:
-    """A run's measured ``peak_memory_bytes`` for people: one machine's host memory, one GPU's (when measured)."""
-    parts = [f"{fmt_bytes(peak['host'])} host per machine"] if peak.get("host") is not None else []
-    parts += [f"{fmt_bytes(peak['gpu'])} per GPU"] if peak.get("gpu") is not None else []
+def peak_memory_text(peak: dict[str, float | None], phases: dict[str, dict[str, float | None]] | None = None) -> str:
+    """A run's measured ``peak_memory_bytes`` for people: one machine's host memory, one GPU's (when measured),
+    each with its training and evaluation peaks when ``phases`` (``peak_memory_phases``) has them."""
+    parts = []
+    for key, what in (("host", "host per machine"), ("gpu", "per GPU")):
+        if peak.get(key) is not None:
+            parts.append(f"{fmt_bytes(peak[key])} {what}" + _phases_text(phases, key))  # type: ignore[arg-type]
     return "peak memory " + (", ".join(parts) if parts else "not measured")
+
+
+def _phases_text(phases: dict[str, dict[str, float | None]] | None, key: str) -> str:
+    """`` (training X, evaluation Y)`` of memory ``key``, or nothing where a phase has no value."""
+    values = {p: (phases or {}).get(p, {}).get(key) for p in ("training", "evaluation")}
+    if any(v is None for v in values.values()):
+        return ""
+    return " (" + ", ".join(f"{p} {fmt_bytes(v)}" for p, v in values.items()) + ")"  # type: ignore[arg-type]
 
 
 def knobs_text(knobs: dict[str, Any]) -> str:
@@ -54,7 +65,7 @@ def simulation_table(res: dict[str, Any]) -> Table:
     for link, b in res["bytes_per_epoch"].items():
         t.add_row(f"{link} bytes/epoch", fmt_bytes(b))
     for where, b in res["peak_memory_bytes"].items():
-        t.add_row(f"peak {where} memory", fmt_bytes(b))
+        t.add_row(f"peak {where} memory", fmt_bytes(b) + _phases_text(res.get("peak_memory_phases"), where))
     est = res.get("estimated")
     if est:  # a dataset card: its statistics are one draw of its proxy (simulator/workload/proxy.py)
         t.add_row("statistics", f"estimated on draw {est['proxy']['draw']} of card {est['card']}'s proxy "

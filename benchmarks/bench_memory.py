@@ -3,8 +3,10 @@
 Procedure, all in one run of this script on this machine:
 
 1. run every configuration for real (``gnnplan run``, ``--nprocs`` gloo workers, traced): by default Cora and
-   CiteSeer with dp, dp with a feature cache, hopgnn, neutronstar and gsplit; each run measures its training
-   epochs' peak resident host memory per machine (``peak_memory_bytes.host``, :mod:`executor.memory`);
+   CiteSeer with dp, dp with a feature cache, hopgnn, neutronstar and gsplit (``--large`` adds rmat100k with dp,
+   the graph whose data outgrows the per-process constant); each run measures its epochs' peak resident host
+   memory per machine (``peak_memory_bytes.host``, the larger of training's and the evaluation's after it,
+   :mod:`executor.memory`), printed per phase beside the uncalibrated prediction of each phase;
 2. ``gnnplan calibrate`` all traces (:mod:`simulator.calibrate_memory`: ``host.process_bytes`` as the median of
    what each trace implies) and print, per configuration, measured, uncalibrated and held-out predictions (each
    configuration predicted from the OTHER configurations' traces), then leave one dataset out (each dataset's
@@ -17,7 +19,8 @@ There is no goal figure: the errors are what they are; the README quotes them.
 
 Usage::
 
-    python benchmarks/bench_memory.py [--cluster local] [--nprocs 2] [--epochs 4] [--emulate --limits 380MB,400MB]
+    python benchmarks/bench_memory.py [--cluster local] [--nprocs 2] [--epochs 4] [--large]
+                                      [--emulate --limits 380MB,400MB]
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ CONFIGS = (("cora-sage", "dp", {}), ("cora-sage", "dp", {"cache_fraction": 0.5})
            ("cora-sage", "hopgnn", {"num_steps": 2}), ("cora-gcn-full", "neutronstar", {}),
            ("citeseer-sage", "dp", {}), ("citeseer-sage", "gsplit", {}))
 """(workload preset, strategy, knobs) of every run."""
+LARGE = (("rmat100k-sage", "dp", {}),)
+"""What ``--large`` adds: a graph whose features, structure and inference blocks are hundreds of MB."""
 MB = 1e6
 
 
@@ -53,6 +58,7 @@ def _plan(cluster: Any, workload: str, strategy: str, knobs: dict[str, Any], npr
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the process exit code (0 when it ran: it reports, it has no goal)."""
     from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.api import simulate
     from gnnplan.simulator.calibrate import calibrate_files
     from gnnplan.simulator.hardware.spec import load_cluster
     from gnnplan.simulator.units_parse import parse_quantity
@@ -61,20 +67,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cluster", default="local")
     ap.add_argument("--nprocs", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--large", action="store_true", help="also run rmat100k with dp (~1 min more)")
     ap.add_argument("--emulate", action="store_true", help="also run under emulated memory limits (root)")
     ap.add_argument("--limits", default="380MB,400MB,440MB", help="memory limits per emulated machine")
     args = ap.parse_args(argv)
     cluster = load_cluster(args.cluster)
     with tempfile.TemporaryDirectory(prefix="gnnplan-bench-memory-") as tmp:
         traces, datasets = [], {}
-        for workload, strategy, knobs in CONFIGS:
+        print("peak host memory per machine, MB: measured / uncalibrated prediction")
+        print(f"{'configuration':44s} {'epoch':>8s} {'training':>15s} {'evaluation':>15s} {'run':>15s}")
+        for workload, strategy, knobs in CONFIGS + (LARGE if args.large else ()):
             plan = _plan(cluster, workload, strategy, knobs, args.nprocs, args.epochs)
             res = run_plan(plan, trace_dir=Path(tmp) / workload, progress=False)
             traces.append(res["trace"])
             for key in (res["trace"], Path(res["trace"]).name):  # calibrate_files names a trace by its file name
                 datasets[key] = plan.workload.dataset_name
-            print(f"ran {workload} {strategy} {knobs}: peak host {res['peak_memory_bytes']['host'] / MB:.1f} MB per "
-                  f"machine, epoch {res['epoch_time_s'] * 1e3:.1f} ms", flush=True)
+            predicted = simulate(plan.cluster, plan.workload, strategy, knobs)
+            phases = predicted.peak_memory_phases or {"training": predicted.peak_memory_bytes}
+            cells = [_pair(res["peak_memory_phases"][p]["host"], phases[p]["host"] if p in phases else None)
+                     for p in ("training", "evaluation")]
+            cells.append(_pair(res["peak_memory_bytes"]["host"], predicted.peak_memory_bytes["host"]))
+            print(f"{workload + ' ' + strategy + ' ' + str(knobs):44s} {res['epoch_time_s'] * 1e3:6.1f}ms "
+                  f"{cells[0]:>15s} {cells[1]:>15s} {cells[2]:>15s}", flush=True)
         calibrated, report = calibrate_files(traces, cluster)
         memory = report["memory"]
         print(f"\nhost.process_bytes: {memory['before'] / MB:.1f} MB before, {memory['after'] / MB:.1f} MB fitted "
@@ -102,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _pair(measured: float | None, predicted: float | None) -> str:
+    """``measured / predicted`` in MB, ``-`` for a missing value."""
+    return " / ".join("-" if v is None else f"{v / MB:.1f}" for v in (measured, predicted))
+
+
 def _emulated_limits(args: Any, cluster: Any, calibrated: Any, limits: list[float], tmp: str) -> None:
     """Step 3 of the module docstring (``limits`` in bytes per machine)."""
     from gnnplan.executor.emulate import MachineLimits
@@ -111,7 +130,7 @@ def _emulated_limits(args: Any, cluster: Any, calibrated: Any, limits: list[floa
 
     workload, strategy, knobs = next(c for c in CONFIGS if c[0].startswith("citeseer"))
     plan = _plan(cluster, workload, strategy, knobs, 2, args.epochs)
-    before = simulate(cluster, plan.workload, strategy, knobs).peak_memory_bytes["host"]
+    before = simulate(plan.cluster, plan.workload, strategy, knobs).peak_memory_bytes["host"]
     after = simulate(calibrated.model_copy(update={"num_machines": 2, "gpus_per_machine": 1}), plan.workload,
                      strategy, knobs).peak_memory_bytes["host"]
     print(f"\n{workload} {strategy} on 2 emulated machines: predicted {before / MB:.1f} MB per machine uncalibrated, "

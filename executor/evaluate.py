@@ -5,8 +5,10 @@ Layer-wise inference as in DGL's and DistDGL's GraphSAGE examples (examples/pyto
 vertex's embedding is computed once per layer instead of once per mini-batch that reaches it. Work is spread
 over the ranks: each machine's vertices are split evenly among its workers; a worker computes its vertices'
 rows in chunks of :data:`CHUNK_VERTICES`, reading layer-0 inputs from the feature store and deeper inputs from
-the other ranks' previous-layer rows (:meth:`~executor.features.RowStore.pull`). Every rank runs the same
-number of chunks (collectives inside). Dropout is off; accuracy counts are per rank (sum them over ranks).
+the other ranks' previous-layer rows (:meth:`~executor.features.RowStore.pull`). Every rank runs the same number
+of chunks (collectives inside). Dropout is off; accuracy counts are per rank (sum them over ranks). The rank
+layout and the chunk size are :mod:`simulator.workload.inference`'s, which measures the same blocks so that the
+memory models can price them.
 """
 
 from __future__ import annotations
@@ -22,9 +24,7 @@ from gnnplan.executor.data import Topology, positions_in_owner
 from gnnplan.executor.features import RowStore
 from gnnplan.executor.models import GNN, attach_edge_weights
 from gnnplan.executor.sampling import TimedSampler
-
-CHUNK_VERTICES = 16384
-"""Destination vertices per inference block (bounds the memory of one block's input rows)."""
+from gnnplan.simulator.workload.inference import CHUNK_VERTICES, inference_owners
 
 
 @dataclass(frozen=True)
@@ -35,21 +35,6 @@ class Accuracy:
     val_total: int
     test_correct: int
     test_total: int
-
-
-def inference_owners(owner: np.ndarray, topo: Topology) -> np.ndarray:
-    """The rank computing each vertex: machine m's vertices (in id order) split evenly among its workers.
-
-    Shapes:
-        owner: (n,) int64 machines -> (n,) int64 ranks.
-    """
-    g = topo.gpus_per_machine
-    out = owner * g
-    if g > 1:
-        for machine in range(topo.num_machines):
-            for local, part in enumerate(np.array_split(np.flatnonzero(owner == machine), g)):
-                out[part] = machine * g + local
-    return out
 
 
 class Evaluator:
@@ -63,7 +48,7 @@ class Evaluator:
 
     def __init__(self, data: TrainingData, topo: Topology, chunk_vertices: int = CHUNK_VERTICES) -> None:
         self.data, self.topo, self.chunk = data, topo, chunk_vertices
-        rank_of = inference_owners(data.owner, topo)
+        rank_of = inference_owners(data.owner, topo.num_machines, topo.gpus_per_machine)
         self.rank_of = torch.from_numpy(rank_of)
         self.position = torch.from_numpy(positions_in_owner(rank_of))
         self.mine = np.flatnonzero(rank_of == topo.rank)

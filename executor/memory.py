@@ -1,16 +1,19 @@
-"""Measured peak memory of a training epoch: what ``simulate --json``'s ``peak_memory_bytes{gpu, host}`` predicts.
+"""Measured peak memory of an epoch: what ``simulate --json``'s ``peak_memory_bytes{gpu, host}`` predicts.
 
-Every rank measures each training epoch (:class:`EpochPeak`; evaluation and data loading are not part of it):
+Every rank measures each training epoch and, separately, the evaluation after it (:class:`EpochPeak`, reset before
+each; data loading is part of neither); the epoch's peak is the larger of the two (:func:`larger_peaks`), each
+phase's is kept (``peak_memory_phases``, as the simulator's phases):
 
-* host: the process's peak resident set during the epoch, ``VmHWM`` of /proc/self/status after the high-water
-  mark was reset to the current resident set (``VmRSS``) just before the epoch, by writing ``5`` to
+* host: the process's peak resident set during the phase, ``VmHWM`` of /proc/self/status after the high-water
+  mark was reset to the current resident set (``VmRSS``) just before the phase, by writing ``5`` to
   /proc/self/clear_refs (proc(5), "/proc/pid/clear_refs", Linux 4.0 and later). So it holds everything resident
-  while the epoch trains: the Python, torch and DGL runtime (with what else a worker holds beyond the memory
+  while the phase runs: the Python, torch and DGL runtime (with what else a worker holds beyond the memory
   model's data terms: the simulator's ``host.process_bytes``, which ``gnnplan probe`` measures on a small training
   run, :func:`executor.probe_constants.worker_process_bytes`), the graph and features the trainer loaded, heap
-  the allocator kept resident after earlier work (the evaluations' buffers: on CiteSeer glibc's ``malloc_trim(0)``
-  released 55 MB after one; trimming before every epoch was tried and dropped, as it slowed Cora dp's epochs by
-  ~9%, median of 3 interleaved runs of 12 epochs, 2026-11-28), and the epoch's own peak. Sampler processes are
+  the allocator kept resident after earlier work (the evaluations' buffers, so a training phase's peak holds them
+  too: on CiteSeer glibc's ``malloc_trim(0)`` released 55 MB after one; trimming before every epoch was tried and
+  dropped, as it slowed Cora dp's epochs by ~9%, median of 3 interleaved runs of 12 epochs, 2026-11-28), and the
+  phase's own peak. Sampler processes are
   not counted (only the trainer process is measured). Where the mark cannot be reset (not Linux, or /proc not
   writable) the process's lifetime peak is reported instead (``resource.getrusage``'s ``ru_maxrss``), which
   includes loading and evaluation: ``reset`` says which.
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import resource
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +42,7 @@ CLEAR_REFS = Path("/proc/self/clear_refs")
 RESET_PEAK_RSS = "5"
 """What /proc/self/clear_refs takes to reset the peak resident set size to the current one (proc(5))."""
 
-__all__ = ["EpochPeak", "machine_peaks"]
+__all__ = ["EpochPeak", "larger_peaks", "machine_peaks"]
 
 
 def _status_kib(field: str) -> float | None:
@@ -115,3 +118,15 @@ def machine_peaks(host: Sequence[float], device: Sequence[float | None],
         machines[rank // gpus_per_machine] = machines.get(rank // gpus_per_machine, 0.0) + nbytes
     gpus = [d for d in device if d is not None]
     return {"gpu": max(gpus) if gpus else None, "host": max(machines.values(), default=0.0)}
+
+
+def larger_peaks(peaks: Iterable[Mapping[str, float | None]]) -> dict[str, float | None]:
+    """Per memory (``gpu``, ``host``) the largest of several ``peak_memory_bytes`` objects' values (None where
+    none has one): the peak over phases or epochs that ran one after the other."""
+    out: dict[str, float | None] = {"gpu": None, "host": None}
+    for peak in peaks:
+        for key in out:
+            value, best = peak.get(key), out[key]
+            if value is not None and (best is None or value > best):
+                out[key] = value
+    return out

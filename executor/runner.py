@@ -12,8 +12,9 @@ the last epoch), ``val_accuracy``, ``test_accuracy`` (after the last epoch), ``b
 network, storage}`` (mean over measured epochs, summed over ranks: pcie = feature bytes copied to the device,
 local and remote misses; network = bytes every rank sent through :mod:`executor.comm`, i.e. feature
 requests and replies and the gradient all-reduce), ``peak_memory_bytes{gpu, host}`` (the largest over measured
-epochs of a training epoch's peak, as ``simulate --json`` predicts it: one GPU's, None without CUDA, and one
-machine's resident host memory, :mod:`executor.memory`), ``trace``, and more (``epochs`` per-epoch records,
+epochs of an epoch's peak, its training or the evaluation after it, as ``simulate --json`` predicts it: one GPU's,
+None without CUDA, and one machine's resident host memory, :mod:`executor.memory`; each phase's in
+``peak_memory_phases{training, evaluation}``), ``trace``, and more (``epochs`` per-epoch records,
 ``seeds_per_s``, ``num_iterations``, ``threads``: rank 0's thread pool sizes {intra_op, inter_op, dgl} after the
 run, its share of the cores (:mod:`executor.threads`), ...).
 
@@ -47,7 +48,7 @@ from gnnplan.executor import checkpoint, comm, faults
 from gnnplan.executor.checkpoint import Checkpointing
 from gnnplan.executor.data import Topology
 from gnnplan.executor.launch import run_in_process, spawn
-from gnnplan.executor.memory import EpochPeak, machine_peaks
+from gnnplan.executor.memory import EpochPeak, larger_peaks, machine_peaks
 from gnnplan.executor.strategies import get_executor
 from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.threads import current_threads
@@ -223,8 +224,11 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
             ran_with = settings()
             meter.begin()
             stats = trainer.train_epoch(epoch)
-            peak = meter.end()
-            records.append(epoch_record(epoch, stats, trainer.evaluate(), ran_with, peak, topo.gpus_per_machine))
+            trained = meter.end()
+            meter.begin()
+            acc = trainer.evaluate()
+            records.append(epoch_record(epoch, stats, acc, ran_with, {"training": trained, "evaluation": meter.end()},
+                                        topo.gpus_per_machine))
             if topo.rank == 0:
                 emit(records[-1])
             if saving.due(epoch, num_epochs):
@@ -262,22 +266,28 @@ def shared_origin() -> float:
 
 
 def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, int],
-                 peak: tuple[float, float | None], gpus_per_machine: int) -> dict[str, Any]:
+                 peaks: dict[str, tuple[float, float | None]], gpus_per_machine: int) -> dict[str, Any]:
     """Combine every rank's epoch statistics, accuracy counts and peak memory (collective): time = slowest rank;
     ``settings`` (the trainer's ``epoch_settings()`` before the epoch, the same on every rank) are kept as
-    ``settings``; ``peak`` is this rank's ``(host, device)`` bytes of the epoch (:class:`executor.memory.EpochPeak`),
-    combined per machine into ``peak_memory_bytes{gpu, host}`` (:func:`executor.memory.machine_peaks`)."""
-    host, device = peak
-    mine = torch.tensor(stats.as_list() + [acc.val_correct, acc.val_total, acc.test_correct, acc.test_total,
-                                           host, -1.0 if device is None else device],
+    ``settings``; ``peaks`` are this rank's ``(host, device)`` bytes of the epoch's ``training`` and of the
+    ``evaluation`` after it (:class:`executor.memory.EpochPeak`), combined per machine
+    (:func:`executor.memory.machine_peaks`) into ``peak_memory_phases{training, evaluation}{gpu, host}`` and
+    their larger per memory, ``peak_memory_bytes{gpu, host}`` (the phases run one after the other)."""
+    phases = list(peaks)
+    mine = torch.tensor(stats.as_list() + [acc.val_correct, acc.val_total, acc.test_correct, acc.test_total]
+                        + [v for p in phases for v in (peaks[p][0], -1.0 if peaks[p][1] is None else peaks[p][1])],
                         dtype=torch.float64, device=comm.device())
     rows = torch.stack(comm.all_gather(mine)).cpu()
     total = rows.sum(0).tolist()
     names = list(EpochStats.__dataclass_fields__) + ["val_correct", "val_total", "test_correct", "test_total"]
     s = dict(zip(names, total))
-    memory = machine_peaks(rows[:, -2].tolist(), [d if d >= 0 else None for d in rows[:, -1].tolist()],
-                           gpus_per_machine)
-    return {"epoch": epoch, **({"settings": dict(settings)} if settings else {}), "peak_memory_bytes": memory,
+    memory = {}
+    for i, phase in enumerate(phases):
+        host, device = rows[:, len(names) + 2 * i], rows[:, len(names) + 2 * i + 1]
+        memory[phase] = machine_peaks(host.tolist(), [d if d >= 0 else None for d in device.tolist()],
+                                      gpus_per_machine)
+    return {"epoch": epoch, **({"settings": dict(settings)} if settings else {}),
+            "peak_memory_bytes": larger_peaks(memory.values()), "peak_memory_phases": memory,
             "epoch_time_s": float(rows[:, 0].max()), "loss": s["loss_sum"] / max(s["num_seeds"], 1),
             "val_accuracy": s["val_correct"] / max(s["val_total"], 1),
             "test_accuracy": s["test_correct"] / max(s["test_total"], 1),
@@ -288,11 +298,12 @@ def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, in
 
 def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
     """The ``run --json`` object from the per-epoch records (module docstring): its steady-state figures
-    (``epoch_time_s``, ``seeds_per_s``, ``bytes_per_epoch``, and ``peak_memory_bytes``: the largest of their
-    epochs' peaks) are over ``measured_epochs``, every epoch but the first (warm-up) when there are at least 3
-    and, where a controller changed the configuration between epochs (records with ``settings``: hopgnn's merge
-    controller, paper §5.3), only those that ran with the last epoch's settings, the configuration the run
-    settled in and the simulator predicts (its exploration epochs are not charged)."""
+    (``epoch_time_s``, ``seeds_per_s``, ``bytes_per_epoch``, and ``peak_memory_bytes`` and each phase's
+    ``peak_memory_phases``: the largest of their epochs' peaks) are over ``measured_epochs``, every epoch but the
+    first (warm-up) when there are at least 3 and, where a controller changed the configuration between epochs
+    (records with ``settings``: hopgnn's merge controller, paper §5.3), only those that ran with the last epoch's
+    settings, the configuration the run settled in and the simulator predicts (its exploration epochs are not
+    charged)."""
     measured = records[1:] if len(records) >= 3 else records
     settled = [r for r in measured if r.get("settings") == records[-1].get("settings")]
     measured = settled or measured
@@ -302,10 +313,9 @@ def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[
     def mean(key: str) -> float:
         return statistics.fmean(r["bytes"][key] for r in measured)
 
-    def peak(key: str) -> float | None:  # records restored from an older checkpoint may lack it
-        values = [r["peak_memory_bytes"][key] for r in measured if r.get("peak_memory_bytes")]
-        values = [v for v in values if v is not None]
-        return max(values) if values else None
+    # records restored from an older checkpoint may lack the peaks
+    phases = {p: larger_peaks(r["peak_memory_phases"][p] for r in measured if r.get("peak_memory_phases"))
+              for p in ("training", "evaluation")}
 
     return {"strategy": plan.strategy, "knobs": dict(plan.knobs), "num_workers": plan.num_workers,
             "num_epochs": len(records), "num_iterations": last["num_iterations"],
@@ -314,7 +324,8 @@ def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[
             "loss": last["loss"], "val_accuracy": last["val_accuracy"], "test_accuracy": last["test_accuracy"],
             "seeds_per_s": statistics.fmean(r["num_seeds"] for r in measured) / epoch_s,
             "bytes_per_epoch": {"pcie": mean("pcie"), "nvlink": 0.0, "network": mean("network"), "storage": 0.0},
-            "peak_memory_bytes": {"gpu": peak("gpu"), "host": peak("host")},
+            "peak_memory_bytes": larger_peaks(r["peak_memory_bytes"] for r in measured if r.get("peak_memory_bytes")),
+            "peak_memory_phases": phases,
             "epochs": records, "wall_s": wall_s}
 
 

@@ -2,7 +2,9 @@
 
 Keys (all SI units): ``strategy, knobs, feasible, reason, epoch_time_s, iteration_time_s, num_iterations,
 breakdown_s{phase: s}, bytes_per_epoch{pcie, nvlink, network, storage}, peak_memory_bytes{gpu, host},
-sim_wall_s`` and, for a dataset card, ``estimated`` (:func:`simulator.workload.proxy.estimated`).
+sim_wall_s`` and, for a dataset card, ``estimated`` (:func:`simulator.workload.proxy.estimated`); where the
+strategy prices its evaluation's memory, ``peak_memory_phases{training, evaluation}{gpu, host}``
+(``peak_memory_bytes`` is then the larger of the two per memory).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class SimResult(BaseModel):
     peak_memory_bytes: dict[str, float] = Field(default_factory=lambda: {"gpu": 0.0, "host": 0.0})
     sim_wall_s: float = 0.0
     estimated: dict[str, Any] | None = None
+    peak_memory_phases: dict[str, dict[str, float]] | None = None
     spans: list[Span] = Field(default_factory=list, exclude=True)
 
     @classmethod
@@ -52,8 +55,9 @@ class SimResult(BaseModel):
         """The contract object (spans excluded; ``inf`` rendered as ``null``; ``estimated`` only when the
         dataset is a card: which statistics came from its synthetic proxy and how)."""
         out = self.model_dump(mode="json")
-        if out.get("estimated") is None:
-            out.pop("estimated", None)
+        for optional in ("estimated", "peak_memory_phases"):
+            if out.get(optional) is None:
+                out.pop(optional, None)
         for key in ("epoch_time_s", "iteration_time_s"):
             if out[key] in (float("inf"), "Infinity"):
                 out[key] = None

@@ -8,9 +8,22 @@ import numpy as np
 
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.workload.graphstats import CACHE_GRID, DatasetSummary, SampleStats
+from gnnplan.simulator.workload.inference import CHUNK_VERTICES, InferenceStats
 
 RMAT_SUMMARY = DatasetSummary("rmat-test", num_vertices=100_000, num_edges=3_200_000, feature_dim=128,
                               num_classes=16, num_train=10_000, num_val=5_000, num_test=10_000)
+
+
+def make_inference(num_machines: int = 4, gpus_per_machine: int = 1, partitioner: str = "metis",
+                   seed: int = 0) -> InferenceStats:
+    """Constructed inference-block statistics of :data:`RMAT_SUMMARY` (as ``graphstats.inference_stats`` returns):
+    a rank's even share, chunks of ``CHUNK_VERTICES``, 3.5 sources per destination (capped at every vertex) and
+    the mean in-degree per destination; a random partition reaches 20% more sources than METIS."""
+    n = RMAT_SUMMARY.num_vertices
+    share = n / (num_machines * gpus_per_machine)
+    dst = min(float(CHUNK_VERTICES), share)
+    src = min(float(n), dst * 3.5 * (1.2 if partitioner == "random" else 1.0))
+    return InferenceStats(share, dst, src, dst * RMAT_SUMMARY.num_edges / n)
 
 
 def make_stats(num_machines: int = 4, gpus_per_machine: int = 1, batch_size_per_worker: int = 256,

@@ -135,12 +135,15 @@ def minibatch_compute_profile(ctx: SimContext) -> dict[str, PhaseProfile]:
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Peak memory per GPU and per machine's host, by part, and whether it fits the cluster."""
+    """Peak memory per GPU and per machine's host, by part, and whether it fits the cluster; ``phases``: each
+    phase's ``{gpu, host}`` peak where the parts are the larger of several (training and evaluation,
+    :func:`simulator.strategies.inference_memory.peak_of_phases`), else None."""
 
     gpu_parts: dict[str, float]
     host_parts: dict[str, float]
     feasible: bool
     reason: str
+    phases: dict[str, dict[str, float]] | None = None
 
     @property
     def gpu_bytes(self) -> float:

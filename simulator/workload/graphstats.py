@@ -30,6 +30,12 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_save_npy, atomic_write_json
 from gnnplan.simulator.workload.batches import sample_batches, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
+from gnnplan.simulator.workload.inference import (
+    CHUNK_VERTICES,
+    InferenceStats,
+    measure_inference,
+    proxy_chunk_vertices,
+)
 from gnnplan.simulator.workload.partition import cached_vertices, partition
 from gnnplan.simulator.workload.spec import GeneratedSpec
 from gnnplan.simulator.workload.stats_cache import entry_path, read_entry, read_json, stats_dir
@@ -278,6 +284,58 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
     atomic_write_json(path, {"params": params, "stats": asdict(stats)})
     return stats
 
+
+
+INFERENCE_FORMAT = 1
+"""Version of :func:`inference_stats`' measurement; part of its cache key."""
+
+
+def inference_stats(ref: str | GeneratedSpec, num_machines: int, gpus_per_machine: int, partitioner: str,
+                    seed: int = 0) -> InferenceStats:
+    """One block of the evaluation's layer-wise inference on the rank with the most in-edges
+    (:mod:`simulator.workload.inference`), read from the statistics cache or measured once and cached.
+
+    A dataset card's is measured on its proxy at the card's chunk fraction and scaled to the card's size (the
+    module's extensive rule at a fixed chunk fraction). A warm call reads one JSON file.
+
+    Args:
+        ref: ``workload.dataset``.
+        num_machines, gpus_per_machine: the cluster shape (the graph is partitioned over the machines).
+        partitioner: ``metis`` or ``random`` (:func:`partition_owners`).
+        seed: partitioner seed.
+
+    Raises:
+        SpecError: a count or partitioner out of range, or the dataset cannot be loaded.
+    """
+    if partitioner not in PARTITIONERS:
+        raise SpecError(f"partitioner: {partitioner!r} is not one of {', '.join(PARTITIONERS)}")
+    for name, value in (("num_machines", num_machines), ("gpus_per_machine", gpus_per_machine)):
+        if int(value) < 1:
+            raise SpecError(f"{name}: must be >= 1, got {value}")
+    params = {"format": INFERENCE_FORMAT, "dataset": dataset_key(ref), "num_machines": int(num_machines),
+              "gpus_per_machine": int(gpus_per_machine), "partitioner": partitioner, "seed": int(seed),
+              "chunk_vertices": CHUNK_VERTICES}
+    path = entry_path("inference", params)
+    data = read_entry(path, params)
+    if data is not None:
+        try:
+            return InferenceStats(**data)
+        except TypeError:
+            pass  # a damaged entry is measured again below
+    from gnnplan.simulator.workload.cards import card_name, load_card
+
+    graph = load_dataset(ref)
+    owner = partition_owners(ref, num_machines, partitioner, seed, graph=graph)
+    card = card_name(ref)
+    if card is None:
+        found = measure_inference(graph.src, graph.dst, owner, num_machines, gpus_per_machine)
+    else:  # the proxy at the card's chunk fraction, scaled to the card's size
+        size = load_card(card).num_vertices.value
+        chunk = proxy_chunk_vertices(size, graph.num_vertices, num_machines * gpus_per_machine)
+        found = measure_inference(graph.src, graph.dst, owner, num_machines, gpus_per_machine,
+                                  chunk).scaled(size / graph.num_vertices)
+    atomic_write_json(path, {"params": params, "stats": asdict(found)})
+    return found
 
 
 def partition_owners(ref: str | GeneratedSpec, num_parts: int, partitioner: str, seed: int = 0,

@@ -388,7 +388,12 @@ SAMPLE_STATS_RULE = ("measured on the proxy by graphstats.sample_stats (DGL Neig
                      "seeds per worker, cluster shape and partitioner); per-batch vertex and edge counts, the cache "
                      "hit curve, local/remote input fractions and the edge cut are kept as measured "
                      "(size-invariant rule)")
+INFERENCE_RULE = ("the evaluation's layer-wise inference block (simulator/workload/inference.py) measured on the "
+                  "proxy by graphstats.sample_stats with chunks holding the fraction of the vertices a chunk holds at "
+                  "the card's size; its rank, destination, source and edge counts x the card's vertices over the "
+                  "proxy's (extensive rule at a fixed chunk fraction)")
 STRATEGY_STATISTICS = {
+    "dp": {"inference_block": INFERENCE_RULE},
     "neutronstar": {"dependency_counts": "measured on the proxy by neutronstar.dependencies (same partitioner, "
                                          "workers and mode); vertex counts x vertex_factor, edge counts x "
                                          "edge_factor (extensive rule)"},
@@ -397,9 +402,10 @@ STRATEGY_STATISTICS = {
                                "owned vertices and edges per machine likewise (extensive rule)"},
     "hopgnn": {"micrograph_stats": "measured on the proxy by hopgnn.micrographs (same batches and partition); "
                                    "per-iteration counts and micrograph locality fractions kept (size-invariant "
-                                   "rule)"},
+                                   "rule)", "inference_block": INFERENCE_RULE},
     "gsplit": {"split_stats": "measured on the proxy by gsplit.stats; per-batch split sizes, cross-split edges and "
-                              "shuffle rows kept (size-invariant rule), partition sizes x vertex_factor"},
+                              "shuffle rows kept (size-invariant rule), partition sizes x vertex_factor",
+               "inference_block": INFERENCE_RULE},
 }
 """What each strategy measures beyond the sample statistics, and how its card estimate is obtained."""
 

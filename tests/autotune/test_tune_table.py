@@ -69,3 +69,6 @@ def test_a_runs_peak_memory_reads_per_machine_and_per_gpu() -> None:
     assert peak_memory_text({"gpu": None, "host": 3.466e8}) == "peak memory 346.60 MB host per machine"
     assert peak_memory_text({"gpu": 2.5e9, "host": 4e10}) == "peak memory 40.00 GB host per machine, 2.50 GB per GPU"
     assert peak_memory_text({}) == "peak memory not measured"
+    phases = {"training": {"gpu": None, "host": 3.0e8}, "evaluation": {"gpu": None, "host": 3.466e8}}
+    assert (peak_memory_text({"gpu": None, "host": 3.466e8}, phases)
+            == "peak memory 346.60 MB host per machine (training 300.00 MB, evaluation 346.60 MB)")

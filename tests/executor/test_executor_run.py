@@ -76,6 +76,11 @@ def test_two_worker_run_writes_one_trace(tmp_path: Path) -> None:
     peaks = [r["peak_memory_bytes"] for r in res["epochs"]]
     assert all(p["gpu"] is None and p["host"] > 2708 * 1433 * 4 for p in peaks)
     assert res["peak_memory_bytes"] == {"gpu": None, "host": max(p["host"] for p in peaks[1:])}
+    # each epoch's peak is the larger of its training's and its evaluation's, each measured from a reset mark
+    for r in res["epochs"]:
+        phases = r["peak_memory_phases"]
+        assert r["peak_memory_bytes"]["host"] == max(phases["training"]["host"], phases["evaluation"]["host"])
+        assert all(p["host"] > 2708 * 1433 * 4 for p in phases.values())
     counts = Counter((s.rank, s.phase) for s in spans)
     iterations = res["num_iterations"] * 3
     for rank in (0, 1):

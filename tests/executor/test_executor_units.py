@@ -22,7 +22,6 @@ from gnnplan.executor.data import (
     positions_in_owner,
     row_normalised,
 )
-from gnnplan.executor.evaluate import inference_owners
 from gnnplan.executor.features import FeatureStore
 from gnnplan.executor.launch import run_in_process
 from gnnplan.executor.models import GNN, attach_edge_weights, num_params
@@ -32,6 +31,7 @@ from gnnplan.simulator.strategies.base import iteration_plan
 from gnnplan.simulator.trace import read_trace
 from gnnplan.simulator.workload.batches import epoch_seeds, owner_split
 from gnnplan.simulator.workload.datasets import load_dataset
+from gnnplan.simulator.workload.inference import inference_owners
 from gnnplan.simulator.workload.model_cost import param_count
 from gnnplan.simulator.workload.partition import cached_vertices, partition
 from gnnplan.simulator.workload.spec import ModelSpec
@@ -106,8 +106,7 @@ def test_uneven_batches_are_padded_with_empty_ones() -> None:
 def test_positions_and_inference_owners() -> None:
     owner = np.array([1, 0, 1, 1, 0, 1])
     np.testing.assert_array_equal(positions_in_owner(owner), [0, 0, 1, 2, 1, 3])
-    topo = Topology(0, 4, 2, CPU)
-    np.testing.assert_array_equal(inference_owners(owner, topo), [2, 0, 2, 3, 1, 3])
+    np.testing.assert_array_equal(inference_owners(owner, 2, 2), [2, 0, 2, 3, 1, 3])
 
 
 def test_single_machine_store_with_cache_equals_indexing(cora) -> None:  # type: ignore[no-untyped-def]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gnnplan.executor import memory
-from gnnplan.executor.memory import EpochPeak, machine_peaks
+from gnnplan.executor.memory import EpochPeak, larger_peaks, machine_peaks
 
 MB = 1 << 20
 
@@ -21,6 +21,14 @@ def test_a_machines_ranks_add_up_and_the_largest_machine_is_the_peak() -> None:
     assert machine_peaks(host, [3.0, None, 7.0, 5.0], 4) == {"gpu": 7.0, "host": 310.0}
     with pytest.raises(ValueError, match="machine_peaks"):
         machine_peaks(host, [None], 1)
+
+
+def test_the_larger_peak_is_taken_per_memory_and_none_only_where_no_value_is() -> None:
+    training, evaluation = {"gpu": 5.0, "host": 300.0}, {"gpu": 9.0, "host": 200.0}
+    assert larger_peaks([training, evaluation]) == {"gpu": 9.0, "host": 300.0}
+    assert larger_peaks([{"gpu": None, "host": 1.0}, {"gpu": None, "host": 2.0}]) == {"gpu": None, "host": 2.0}
+    assert larger_peaks([{"gpu": None, "host": 4.0}, {"gpu": 3.0}]) == {"gpu": 3.0, "host": 4.0}
+    assert larger_peaks([]) == {"gpu": None, "host": None}
 
 
 def test_the_host_peak_holds_what_the_epoch_allocated_and_is_reset_before_the_next() -> None:

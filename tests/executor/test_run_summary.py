@@ -63,3 +63,18 @@ def test_peak_memory_is_the_largest_measured_epochs_and_absent_values_are_none()
     for r in records:
         r.pop("peak_memory_bytes", None)
     assert summarise(PLAN, records, 1.0)["peak_memory_bytes"] == {"gpu": None, "host": None}
+
+
+def test_each_phases_peak_is_over_the_measured_epochs_and_the_run_peak_is_the_larger() -> None:
+    records = [_record(e, 0.1, 1.0, None) for e in range(4)]
+    phases = [({"gpu": None, "host": 9e9}, {"gpu": None, "host": 9e9}),  # warm-up: left out
+              ({"gpu": None, "host": 500.0}, {"gpu": None, "host": 700.0}),
+              ({"gpu": None, "host": 650.0}, {"gpu": None, "host": 600.0}),
+              ({"gpu": None, "host": 550.0}, {"gpu": None, "host": 680.0})]
+    for r, (training, evaluation) in zip(records, phases):
+        r["peak_memory_phases"] = {"training": training, "evaluation": evaluation}
+        r["peak_memory_bytes"] = {"gpu": None, "host": max(training["host"], evaluation["host"])}
+    res = summarise(PLAN, records, 1.0)
+    assert res["peak_memory_phases"] == {"training": {"gpu": None, "host": 650.0},
+                                         "evaluation": {"gpu": None, "host": 700.0}}
+    assert res["peak_memory_bytes"] == {"gpu": None, "host": 700.0}

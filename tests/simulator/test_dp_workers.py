@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sim_fixtures import RMAT_SUMMARY, make_stats
+from sim_fixtures import RMAT_SUMMARY, make_inference, make_stats
 
 from gnnplan.simulator import api, symmetry
 from gnnplan.simulator.calibrate import calibrate_files, with_params
@@ -64,6 +64,8 @@ def _use(monkeypatch: pytest.MonkeyPatch, workers: list[tuple[float, float, floa
 
     monkeypatch.setattr(graphstats, "sample_stats", sample_stats, raising=False)
     monkeypatch.setattr(graphstats, "dataset_summary", lambda ref: RMAT_SUMMARY, raising=False)
+    monkeypatch.setattr(graphstats, "inference_stats", lambda ref, m, g, partitioner, seed=0:
+                        make_inference(m, g, partitioner, seed), raising=False)
 
 
 def _simulate(cluster: ClusterSpec) -> Any:

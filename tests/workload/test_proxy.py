@@ -98,7 +98,8 @@ def test_card_path_reports_what_was_estimated() -> None:
     knobs = {"partitioner": "random"}
     result = simulate(CLUSTER, wl, "dp", knobs)
     est = result.to_json_dict()["estimated"]
-    assert est["card"] == "cora" and set(est["statistics"]) == {"dataset_summary", "sample_stats"}
+    assert est["card"] == "cora" and set(est["statistics"]) == {"dataset_summary", "sample_stats",
+                                                                   "inference_block"}
     assert est["proxy"]["num_vertices"] == 2708 and est["proxy"]["vertex_factor"] == 1.0
     blocks = len(load_card("cora").communities.block_sizes.value)
     assert est["proxy"]["communities"] == f"planted from the card: the {blocks} communities of its block model, " \

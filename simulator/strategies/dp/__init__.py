@@ -65,7 +65,9 @@ batch's input features + activations and block structure + the feature cache; pe
 structure (every machine holds the whole graph, or with ``graph_structure = partitioned`` its ``1/M`` share:
 the in-edges and ids of the vertices it owns) + the machine's
 feature partition and labels + per worker a process reserve and sampler buffers (one batch per batch in flight);
-on a CPU-only cluster the "GPU" part lives in host memory too.
+on a CPU-only cluster the "GPU" part lives in host memory too. The evaluation after each epoch (layer-wise
+inference) keeps the framework, model state, cache, graph, features and processes and adds its own blocks and rows
+(:mod:`..inference_memory`); the peak is the larger phase's.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES as SAMPLED_E
 from gnnplan.simulator.strategies.dp.work import IterationWork, iteration_work
 from gnnplan.simulator.strategies.dp.work import cache_access as cache_access
 from gnnplan.simulator.strategies.dp.work import remote_sampling as remote_sampling
+from gnnplan.simulator.strategies.inference_memory import inference_memory, peak_of_phases
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, ModelCost, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
 
@@ -201,7 +204,11 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstima
             (4.0 * sm.num_edges / share + sm.num_vertices / share + 1) * INDEX_BYTES,
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
             "worker processes and sampler buffers": cl.gpus_per_machine * per_worker}
-    return memory_estimate(cl, gpu, host)
+    kept_gpu = {k: gpu[k] for k in ("framework reserve", "parameters, gradients and Adam state", "feature cache")}
+    kept_host = {k: host[k] for k in ("graph structure (COO + CSC, int64)", "feature partition and labels")}
+    kept_host["worker processes"] = cl.gpus_per_machine * cl.host.process_bytes
+    evaluation = inference_memory(ctx, kept_gpu, kept_host, knobs.partitioner)
+    return peak_of_phases(memory_estimate(cl, gpu, host), evaluation)
 
 
 def link_bytes_per_epoch(ctx: SimContext, plan: IterationPlan, full: IterationWork,
@@ -242,7 +249,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, full, last),
-        "peak_memory_bytes": memory.peak_memory_bytes}
+        "peak_memory_bytes": memory.peak_memory_bytes, "peak_memory_phases": memory.phases}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
     run = DpRun(ctx, knobs, plan, full, last)

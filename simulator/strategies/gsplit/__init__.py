@@ -225,13 +225,14 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
             estimated = {**estimated, "statistics": statistics}
     works = [iteration_work(ctx, simulated, knobs.cache_fraction, pos) for pos in range(len(plan.window))]
     # memory: the largest measured split; bytes: the mean keeps every total over GPUs and link kinds
-    memory = memory_model(ctx, stats, knobs.cache_fraction, knobs.num_sampler_workers, works)
+    memory = memory_model(ctx, stats, knobs.cache_fraction, knobs.num_sampler_workers, works, knobs.split)
     sim_works = works
     if simulated is not stats:  # each shuffle at its busiest measured link's load (rank_mean.busiest_shuffles)
         sim_works = rank_mean.busiest_shuffles(works, stats, ctx.workload.model.arch, ctx.cluster.gpus_per_machine)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
-        "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, works), "peak_memory_bytes": memory.peak_memory_bytes}
+        "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, works), "peak_memory_bytes": memory.peak_memory_bytes,
+        "peak_memory_phases": memory.phases}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, estimated=estimated,
                                     **common)

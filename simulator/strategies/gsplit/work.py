@@ -38,6 +38,7 @@ from gnnplan.simulator.result import LINKS
 from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, MemoryEstimate, SimContext, memory_estimate
 from gnnplan.simulator.strategies.gsplit.split import shuffle_width
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats
+from gnnplan.simulator.strategies.inference_memory import inference_memory, peak_of_phases
 from gnnplan.simulator.units import FLOAT_BYTES, INDEX_BYTES
 from gnnplan.simulator.workload.model_cost import Block, Kernel, ModelCost, layer_dims, model_cost, model_state_bytes
 from gnnplan.simulator.workload.spec import ModelSpec
@@ -256,7 +257,7 @@ def split_sizes(model: ModelSpec, feature_dim: int, num_classes: int, src: np.nd
 
 
 def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_sampler_workers: int,
-                 works: list[IterationWork]) -> MemoryEstimate:
+                 works: list[IterationWork], split: str) -> MemoryEstimate:
     """Peak memory of a ``gsplit`` configuration and whether it fits.
 
     Per GPU (the largest measured split of any batch of ``works``, from ``stats``: the measured splits even when
@@ -265,7 +266,9 @@ def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_
     (sent plus received rows of a layer: twice the largest either), and the feature cache C_i
     (``min(c n, |P_i|)`` rows). Per machine: the whole graph structure (the sampler needs every vertex's
     neighbours), the features and labels of its GPUs' partitions, one process per GPU, and the sampler's batches
-    in flight (their block structure).
+    in flight (their block structure). The evaluation after each epoch keeps all but the sampler's batches and adds
+    its blocks and rows on the machines' partition by ``split`` (:mod:`..inference_memory`); the peak is the larger
+    phase's.
     """
     cl, wl, sm = ctx.cluster, ctx.workload, ctx.summary
     row = sm.feature_dim * FLOAT_BYTES
@@ -300,4 +303,6 @@ def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_
             "features and labels of the machine's partitions": owned * (row + INDEX_BYTES),
             "worker processes": g * cl.host.process_bytes,
             "sampler batches in flight": in_flight * batch_structure}
-    return memory_estimate(cl, gpu, host)
+    kept_gpu = {k: gpu[k] for k in ("framework reserve", "parameters, gradients and Adam state", "feature cache")}
+    kept_host = {k: v for k, v in host.items() if k != "sampler batches in flight"}
+    return peak_of_phases(memory_estimate(cl, gpu, host), inference_memory(ctx, kept_gpu, kept_host, split))

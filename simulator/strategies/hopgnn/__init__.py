@@ -81,9 +81,11 @@ from gnnplan.simulator.strategies.base import (
     FETCH_COLLECTIVES,
     FETCH_REQUEST_MESSAGES,
     IterationPlan,
+    MemoryEstimate,
     PhaseProfile,
     SimContext,
     iteration_plan,
+    memory_estimate,
     minibatch_compute_profile,
     phase_breakdown,
     place_window,
@@ -95,6 +97,7 @@ from gnnplan.simulator.strategies.hopgnn import micrographs, rank_mean
 from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
 from gnnplan.simulator.strategies.hopgnn.run import PHASES, HopRun, with_images
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, hop_work, model_costs, naive_work
+from gnnplan.simulator.strategies.inference_memory import inference_memory, peak_of_phases
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
 
@@ -225,8 +228,9 @@ def link_bytes_per_epoch(ctx: SimContext, knobs: Knobs, plan: IterationPlan, ful
     return out
 
 
-def memory_bytes(ctx: SimContext, knobs: Knobs, full: list[HopWork]) -> tuple[dict[str, float], dict[str, float]]:
-    """Peak (GPU, host) memory parts of the busiest worker."""
+def memory_model(ctx: SimContext, knobs: Knobs, full: list[HopWork]) -> MemoryEstimate:
+    """Peak memory of the busiest worker over training and the evaluation after it (:mod:`..inference_memory`;
+    the evaluation keeps the framework, model state, graph, features and processes), and whether it fits."""
     cl, sm = ctx.cluster, ctx.summary
     cost = model_costs(ctx)
     row = sm.feature_dim * FLOAT_BYTES
@@ -240,20 +244,11 @@ def memory_bytes(ctx: SimContext, knobs: Knobs, full: list[HopWork]) -> tuple[di
     host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
             "worker processes and pre-gather buffers": cl.gpus_per_machine * per_worker}
-    if cl.gpu.is_host_cpu:
-        host["workers' model memory (CPU-only)"] = cl.gpus_per_machine * sum(gpu.values())
-    return gpu, host
-
-
-def _infeasible(ctx: SimContext, gpu: dict[str, float], host: dict[str, float]) -> str:
-    cl, reasons = ctx.cluster, []
-    for what, parts, budget in (("GPU", gpu, cl.gpu.memory_bytes), ("host", host, cl.host.memory_bytes)):
-        need = sum(parts.values())
-        if need > budget:
-            top = max(parts, key=lambda k: parts[k])
-            reasons.append(f"out of {what} memory: needs {need / 1e9:.3g} GB of {budget / 1e9:.3g} GB "
-                           f"(largest part: {top} {parts[top] / 1e9:.3g} GB)")
-    return "; ".join(reasons)
+    kept_gpu = {k: gpu[k] for k in ("framework reserve", "parameters, gradients and Adam state")}
+    kept_host = {k: host[k] for k in ("graph structure (COO + CSC, int64)", "feature partition and labels")}
+    kept_host["worker processes"] = cl.gpus_per_machine * cl.host.process_bytes
+    return peak_of_phases(memory_estimate(cl, gpu, host),
+                          inference_memory(ctx, kept_gpu, kept_host, knobs.partitioner))
 
 
 LOCKSTEP_ITERATIONS = 3
@@ -317,15 +312,13 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
         last: list[HopWork] = []
     else:
         full, last = iteration_works(ctx, knobs, mg, plan, num_steps)
-    gpu, host = memory_bytes(ctx, knobs, full)
+    memory = memory_model(ctx, knobs, full)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, knobs, plan, full, float(plan.last_fraction) if slowest else last),
-        "peak_memory_bytes": {"gpu": sum(gpu.values()), "host": sum(host.values())}}
-    reason = _infeasible(ctx, gpu, host)
-    if reason:
-        return SimResult(feasible=False, reason=reason, epoch_time_s=math.inf, iteration_time_s=math.inf,
-                         sim_wall_s=time.perf_counter() - started, **common)
+        "peak_memory_bytes": memory.peak_memory_bytes, "peak_memory_phases": memory.phases}
+    if not memory.feasible:
+        return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
     if slowest:
         assert mg is not None
         full, last = rank_mean.slowest_machine_works(ctx, mg, full, knobs.pregather, knobs.num_sampler_workers == 0,

@@ -1,0 +1,66 @@
+"""The evaluation's memory (simulator/strategies/inference_memory.py): the parts of each layer by hand, the peak of
+the phases, and a configuration whose training fits but whose evaluation does not (constructed statistics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sim_fixtures import RMAT_SUMMARY, make_inference
+
+from gnnplan.simulator import api
+from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.strategies.base import MemoryEstimate, SimContext
+from gnnplan.simulator.strategies.inference_memory import PULL_BUFFERS, inference_memory, peak_of_phases
+from gnnplan.simulator.workload.spec import load_workload
+
+MB = 1e6
+
+
+def test_each_layers_parts_by_hand(fake_graphstats: list[dict[str, Any]]) -> None:
+    cl = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 2, "gpus_per_machine": 2})
+    wl = load_workload("rmat100k-sage")  # sage 128 -> 128 -> 16 on RMAT_SUMMARY (128 features, 16 classes)
+    ctx = SimContext(cl, wl, None, RMAT_SUMMARY, 1024)
+    est = inference_memory(ctx, {"kept": 1.0}, {"kept host": 2.0}, "metis")
+    inf = make_inference(2, 2)  # 25000 vertices per rank, chunks of 16384 reaching 57344 sources
+    src = inf.src_vertices
+    # layer 0 has the larger device parts: 128-wide inputs, the same structure, and SAGE's outputs of 16384 rows
+    assert est.gpu_parts["inference block inputs"] == src * 128 * 4
+    assert est.gpu_parts["inference block structure"] == 8 * (2 * inf.edges + src)
+    assert est.gpu_parts["kept"] == 1.0 and est.host_parts["kept host"] == 2.0
+    # host, per worker: layer 0 pulls across machines (its own rows: 2 x 128 outputs); layer 1 pulls across workers
+    # too, holding the previous layer's 128 and 2 x 16 outputs: layer 0 is larger
+    layer0 = inf.rank_vertices * 4 * (2 * 128) + PULL_BUFFERS * src * 128 * 4
+    assert est.host_parts["inference rows and pull buffers"] == pytest.approx(2 * layer0)
+    assert est.feasible and est.phases is None
+    one = cl.model_copy(update={"num_machines": 1, "gpus_per_machine": 1})
+    alone = inference_memory(SimContext(one, wl, None, RMAT_SUMMARY, 1024), {}, {}, "metis")
+    whole = make_inference(1, 1)  # one rank: no pulls at all; layer 1 holds its 128 inputs and 2 x 16 outputs
+    assert alone.host_parts["inference rows and pull buffers"] == pytest.approx(
+        max(whole.rank_vertices * 4 * 2 * 128, whole.rank_vertices * 4 * (128 + 2 * 16)))
+
+
+def test_the_peak_is_the_larger_phase_per_memory_and_fits_only_when_both_do() -> None:
+    training = MemoryEstimate({"a": 5.0}, {"b": 300.0}, True, "")
+    evaluation = MemoryEstimate({"c": 9.0}, {"d": 200.0}, False, "evaluation (layer 0): out of GPU memory")
+    peak = peak_of_phases(training, evaluation)
+    assert peak.gpu_parts == {"c": 9.0} and peak.host_parts == {"b": 300.0}
+    assert peak.peak_memory_bytes == {"gpu": 9.0, "host": 300.0}
+    assert not peak.feasible and peak.reason == "evaluation (layer 0): out of GPU memory"
+    assert peak.phases == {"training": {"gpu": 5.0, "host": 300.0}, "evaluation": {"gpu": 9.0, "host": 200.0}}
+
+
+@pytest.mark.parametrize("strategy", ["dp", "hopgnn"])
+def test_a_run_whose_evaluation_does_not_fit_is_infeasible(fake_graphstats: list[dict[str, Any]],
+                                                           strategy: str) -> None:
+    cl = load_cluster("4x-a100-10gbe")
+    fits = api.simulate(cl, "rmat100k-sage", strategy, {})
+    phases = fits.peak_memory_phases
+    assert fits.feasible and phases is not None and fits.to_json_dict()["peak_memory_phases"] == phases
+    assert phases["evaluation"]["host"] > phases["training"]["host"]
+    assert fits.peak_memory_bytes["host"] == phases["evaluation"]["host"]
+    between = (phases["training"]["host"] + phases["evaluation"]["host"]) / 2
+    small = cl.model_copy(update={"host": cl.host.model_copy(update={"memory_bytes": between})})
+    res = api.simulate(small, "rmat100k-sage", strategy, {})
+    assert not res.feasible and res.reason.startswith("evaluation (layer 0): out of host memory")
+    assert res.peak_memory_phases is not None and res.peak_memory_phases["evaluation"] == phases["evaluation"]
