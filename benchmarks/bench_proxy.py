@@ -27,7 +27,10 @@ Statistics, on the 2 x 4-GPU preset ``2x4-a100-nvlink3-200gbib`` (8 workers on 2
 * ``hopgnn`` (METIS): micrograph and group locality, ``dp``'s remote input fraction;
 * ``hongtu`` (METIS, 4 chunks, reuse): chunk neighbour sets sum |N_ij|, rows loaded from hosts and pulled from
   peers, summed over GPUs and batches;
-* ``gsplit`` (METIS split): mean split input vertices, local-edge fraction, largest partition.
+* ``gsplit`` (METIS split): mean split input vertices, local-edge fraction, largest partition;
+* the evaluation's layer-wise inference (``dp``, ``hopgnn`` and ``gsplit`` price its memory), METIS and random
+  partitions: the sources and in-edges of a chunk of the rank with the most in-edges (graphstats.inference_stats;
+  on R-MAT's proxy at the card's chunk fraction, scaled by the vertex factor).
 
 Measured values on the real graphs are numbering-invariant: every statistic above is computed on a partition of
 the graph (dp's batches take their seeds from each machine's own training vertices, DistDGL ``node_split``;
@@ -51,16 +54,16 @@ where the surplus seeds sit on the isolated side (2026-11-28). Those two rows co
 
 Column ``self`` of a real graph's table: in how many relabelings the graph's own value is within 15% of the median
 over all of them, the noise floor of any one-draw estimate (2026-11-28: the real graph as its own estimate passes
-30-33 of 33 per relabeling on Cora, median 33, and 29-33 on CiteSeer, median 31; CiteSeer's METIS remote input
+34-37 of 37 per relabeling on Cora, median 37, and 33-37 on CiteSeer, median 35; CiteSeer's METIS remote input
 fraction 8 of 32 relabelings, its hopgnn dp share 9).
 
 The proxy is one random draw (``simulator.workload.proxy.PROXY_SEED``); ``--proxy-draws R`` (default
 :data:`PROXY_DRAWS`) also estimates every statistic on draws 1..R-1 (``card:<name>@K``; R-MAT's proxy at seed K)
 and prints, per graph, each statistic's estimate on draw 0, its min / mean / max over the draws and in how many
-draws it is within 15%, then each draw's count within 15% over all graphs (16 draws, 2026-11-28: 90-97 of 99,
-median 94; draw 0, the product's default, 97), and whether the draws' range holds the measured value: the range
-``--proxy-draws`` of simulate, tune and whatif reports is the draws' noise, and it held the measured value for 51
-of the 99 statistics (Cora 17, CiteSeer 23, R-MAT 11 of 33); the others are biased beyond that noise.
+draws it is within 15%, then each draw's count within 15% over all graphs (16 draws, 2026-11-28: 102-109 of 111,
+median 106; draw 0, the product's default, 109), and whether the draws' range holds the measured value: the range
+``--proxy-draws`` of simulate, tune and whatif reports is the draws' noise, and it held the measured value for 62
+of the 111 statistics (Cora 21, CiteSeer 27, R-MAT 14 of 37); the others are biased beyond that noise.
 
 Run: ``python benchmarks/bench_proxy.py [--skip-rmat] [--proxy-draws R]``. Statistics are cached under
 ``$GNNPLAN_CACHE``; the first run generates the 2M-vertex graph (~4 min, ~3 GB peak) and partitions it with METIS.
@@ -82,7 +85,7 @@ import numpy as np
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-from proxy_statistics import partition_of, statistics  # noqa: E402
+from proxy_statistics import inference_statistics, partition_of, statistics  # noqa: E402
 
 from gnnplan.simulator.io import atomic_write_json  # noqa: E402
 from gnnplan.simulator.paths import cache_dir  # noqa: E402
@@ -322,6 +325,8 @@ def main() -> int:
         scale = proxy_scale(card, spec)
         measured = run("rmat2m measured", lambda: statistics(RMAT, 1024, None),
                        keep=f"measured-{dataset_key(RMAT)}-v{BENCH_FORMAT}")
+        measured |= run("rmat2m inference measured", lambda: inference_statistics(RMAT),  # kept before it existed
+                        keep=f"measured-inference-{dataset_key(RMAT)}-v1")
         estimated = run("rmat2m proxy estimated", lambda: statistics(spec, 1024, scale, card))
         errors += compare(f"R-MAT 2M ({RMAT.name}) vs its proxy {spec.name} (x{scale.vertex_factor:.0f} vertices)",
                           measured, estimated)

@@ -14,12 +14,15 @@ from typing import Any
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 from gnnplan.simulator.api import load_context  # noqa: E402
+from gnnplan.simulator.hardware.spec import load_cluster  # noqa: E402
 from gnnplan.simulator.strategies import gsplit, hongtu, hopgnn, neutronstar  # noqa: E402
 from gnnplan.simulator.strategies.gsplit import stats as gsplit_stats  # noqa: E402
 from gnnplan.simulator.strategies.hongtu import dedup  # noqa: E402
 from gnnplan.simulator.strategies.neutronstar import dependencies as deps  # noqa: E402
+from gnnplan.simulator.workload import graphstats  # noqa: E402
 from gnnplan.simulator.workload.cards import Card  # noqa: E402
 from gnnplan.simulator.workload.datasets import load_dataset  # noqa: E402
+from gnnplan.simulator.workload.inference import inference_at_size  # noqa: E402
 from gnnplan.simulator.workload.proxy import ProxyScale, scale_counts  # noqa: E402
 from gnnplan.simulator.workload.proxy_batch import batch_reach_scale, scale_layers, scale_sample_stats  # noqa: E402
 from gnnplan.simulator.workload.spec import workload_from_dict  # noqa: E402
@@ -27,11 +30,12 @@ from gnnplan.simulator.workload.spec import workload_from_dict  # noqa: E402
 CLUSTER = "2x4-a100-nvlink3-200gbib"
 """The cluster every statistic is measured for: 2 machines x 4 GPUs (a 2-part machine partition, 8 workers)."""
 PARTITION_OF = {"sample[metis]": "metis", "sample[random]": "random", "neutronstar": "chunk", "hopgnn": "metis",
-                "hongtu": "metis", "gsplit": "metis"}
+                "hongtu": "metis", "gsplit": "metis", "inference[metis]": "metis", "inference[random]": "random"}
 """The partition of the graph each statistic is computed on, by name prefix (module docstring). Every statistic
 of :func:`statistics` has one: dp's batches (all ``sample[...]`` rows, input vertices and cache hits included) are
 drawn from each machine's own training vertices; neutronstar here uses ``chunk`` (contiguous id ranges); hopgnn,
-hongtu (level 1 and its chunks) and gsplit partition with METIS."""
+hongtu (level 1 and its chunks) and gsplit partition with METIS; the evaluation's inference blocks are measured on
+both machine partitions."""
 
 
 def _workloads(dataset: Any, batch: int) -> tuple[Any, Any]:
@@ -108,6 +112,26 @@ def statistics(dataset: Any, batch: int, scale: ProxyScale | None, card: Card | 
     out["gsplit split input vertices"] = float(split_src[:, 0, :].mean())
     out["gsplit local-edge fraction"] = float(sp.local_edge_fraction().mean())
     out["gsplit largest partition"] = float(sp.partition_sizes.max())
+    return out | inference_statistics(dataset, card)
+
+
+def inference_statistics(dataset: Any, card: Card | None = None) -> dict[str, float]:
+    """The evaluation's inference block (dp's, hopgnn's and gsplit's memory models price it), METIS and random
+    machine partitions: the busiest rank's sources and edges per chunk (:mod:`simulator.workload.inference`); a
+    proxy given as a generated spec with its ``card`` is measured at the card's chunk fraction and scaled, as the
+    card path does (:func:`simulator.workload.inference.inference_at_size`)."""
+    cl = load_cluster(CLUSTER)
+    out: dict[str, float] = {}
+    for part in ("metis", "random"):
+        if card is None:
+            inf = graphstats.inference_stats(dataset, cl.num_machines, cl.gpus_per_machine, part)
+        else:
+            graph = load_dataset(dataset)
+            owner = graphstats.partition_owners(dataset, cl.num_machines, part, 0, graph=graph)
+            inf = inference_at_size(graph.src, graph.dst, owner, cl.num_machines, cl.gpus_per_machine,
+                                    card.num_vertices.value)
+        out[f"inference[{part}] sources per chunk"] = inf.src_vertices
+        out[f"inference[{part}] edges per chunk"] = inf.edges
     return out
 
 

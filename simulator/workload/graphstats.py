@@ -30,12 +30,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_save_npy, atomic_write_json
 from gnnplan.simulator.workload.batches import sample_batches, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
-from gnnplan.simulator.workload.inference import (
-    CHUNK_VERTICES,
-    InferenceStats,
-    measure_inference,
-    proxy_chunk_vertices,
-)
+from gnnplan.simulator.workload.inference import CHUNK_VERTICES, InferenceStats, inference_at_size
 from gnnplan.simulator.workload.partition import cached_vertices, partition
 from gnnplan.simulator.workload.spec import GeneratedSpec
 from gnnplan.simulator.workload.stats_cache import entry_path, read_entry, read_json, stats_dir
@@ -327,13 +322,8 @@ def inference_stats(ref: str | GeneratedSpec, num_machines: int, gpus_per_machin
     graph = load_dataset(ref)
     owner = partition_owners(ref, num_machines, partitioner, seed, graph=graph)
     card = card_name(ref)
-    if card is None:
-        found = measure_inference(graph.src, graph.dst, owner, num_machines, gpus_per_machine)
-    else:  # the proxy at the card's chunk fraction, scaled to the card's size
-        size = load_card(card).num_vertices.value
-        chunk = proxy_chunk_vertices(size, graph.num_vertices, num_machines * gpus_per_machine)
-        found = measure_inference(graph.src, graph.dst, owner, num_machines, gpus_per_machine,
-                                  chunk).scaled(size / graph.num_vertices)
+    found = inference_at_size(graph.src, graph.dst, owner, num_machines, gpus_per_machine,
+                              None if card is None else load_card(card).num_vertices.value)
     atomic_write_json(path, {"params": params, "stats": asdict(found)})
     return found
 

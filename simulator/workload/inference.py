@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CHUNK_VERTICES", "InferenceStats", "inference_owners", "measure_inference", "proxy_chunk_vertices"]
+__all__ = ["CHUNK_VERTICES", "InferenceStats", "inference_at_size", "inference_owners", "measure_inference",
+           "proxy_chunk_vertices"]
 
 CHUNK_VERTICES = 16384
 """Destination vertices per inference block (executor/evaluate.py; bounds the memory of one block's input rows)."""
@@ -105,6 +106,18 @@ def measure_inference(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_m
     dst_vertices = min(len(mine), chunk_vertices) if full == 1 else chunk_vertices
     return InferenceStats(float(len(mine)), float(dst_vertices), float(src_per_chunk.mean()),
                           float(keep.sum() / full))
+
+
+def inference_at_size(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_machines: int,
+                      gpus_per_machine: int, card_vertices: int | None = None) -> InferenceStats:
+    """:func:`measure_inference` of a graph; with ``card_vertices`` the graph is a card's proxy and the result is
+    at the card's size: measured with chunks of the card's chunk fraction (:func:`proxy_chunk_vertices`) and
+    scaled by the card's vertices over the proxy's (module docstring)."""
+    if card_vertices is None:
+        return measure_inference(src, dst, owner, num_machines, gpus_per_machine)
+    n = len(owner)
+    chunk = proxy_chunk_vertices(card_vertices, n, num_machines * gpus_per_machine)
+    return measure_inference(src, dst, owner, num_machines, gpus_per_machine, chunk).scaled(card_vertices / n)
 
 
 def proxy_chunk_vertices(card_vertices: int, proxy_vertices: int, world: int,

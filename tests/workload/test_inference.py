@@ -13,6 +13,7 @@ from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.inference import (
     CHUNK_VERTICES,
     InferenceStats,
+    inference_at_size,
     inference_owners,
     measure_inference,
     proxy_chunk_vertices,
@@ -77,6 +78,10 @@ def test_card_chunk_holds_the_cards_fraction() -> None:
     assert proxy_chunk_vertices(100_000, 10_000, 64) == round(1563 / 10)
     assert proxy_chunk_vertices(10**12, 10, 1) == 1
     assert InferenceStats(1.0, 2.0, 3.0, 4.0).scaled(10.0) == InferenceStats(10.0, 20.0, 30.0, 40.0)
+    # the hand-made graph as the proxy of a 70-vertex card: a rank's 35 card vertices are one chunk, 3.5 -> 4 of
+    # the proxy's (rank 0's whole share: 5 sources, 6 edges), then everything x 10
+    assert inference_at_size(SRC, DST, OWNER, 2, 1, card_vertices=70) == InferenceStats(40.0, 40.0, 50.0, 60.0)
+    assert inference_at_size(SRC, DST, OWNER, 2, 1) == measure_inference(SRC, DST, OWNER, 2, 1)
 
 
 def test_statistics_are_cached_and_checked(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
