@@ -58,9 +58,19 @@ class Evaluator:
         self.val_mask = np.isin(self.mine, data.val_idx)
         self.test_mask = np.isin(self.mine, data.test_idx)
 
-    @torch.no_grad()
     def run(self, model: GNN) -> Accuracy:
         """Accuracy of ``model`` on this rank's validation and test vertices (collective)."""
+        correct = (self.logits(model).argmax(1) == self.data.labels[torch.from_numpy(self.mine)]).numpy()
+        return Accuracy(int(correct[self.val_mask].sum()), int(self.val_mask.sum()),
+                        int(correct[self.test_mask].sum()), int(self.test_mask.sum()))
+
+    @torch.no_grad()
+    def logits(self, model: GNN) -> torch.Tensor:
+        """The model's last-layer rows of this rank's vertices (``mine``, in id order; collective).
+
+        Shapes:
+            -> (len(mine), num_classes) float32 on the CPU.
+        """
         was_training = model.training
         model.eval()
         rows: RowStore | None = None
@@ -69,9 +79,7 @@ class Evaluator:
             rows = RowStore(torch.cat(outs), self.position)
         model.train(was_training)
         assert rows is not None  # at least one layer (ModelSpec.num_layers >= 1)
-        correct = (rows.rows.argmax(1) == self.data.labels[torch.from_numpy(self.mine)]).numpy()
-        return Accuracy(int(correct[self.val_mask].sum()), int(self.val_mask.sum()),
-                        int(correct[self.test_mask].sum()), int(self.test_mask.sum()))
+        return rows.rows
 
     def _chunk(self, model: GNN, layer: int, index: int, rows: RowStore | None) -> torch.Tensor:
         dst = torch.from_numpy(np.ascontiguousarray(self.mine[index * self.chunk:(index + 1) * self.chunk]))

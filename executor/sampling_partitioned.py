@@ -17,9 +17,11 @@ ones). With ``sampler = keyed`` a vertex's neighbour choice depends only on its 
 replicated structure (tests/strategies/dp/test_dp_partitioned_structure.py). With ``sampler = dgl`` an owner
 draws from its own DGL RNG stream (``dgl.sampling.sample_neighbors`` on its partition), as DistDGL's servers do.
 
-What this does not realise: each worker process still loads the whole graph (the dataset loader, evaluation and
-the partitioner read it); only sampling is confined to the machine's part. The simulator's memory model credits
-a partitioned structure with ``(M - 1) / M`` of the structure's host bytes, which this executor does not save.
+Memory: the worker loads the whole graph to partition it and take its part, then keeps only the part: the trainer
+drops the whole graph and evaluates on the part (:meth:`PartitionedSampler.local_graph`; a rank's inference blocks
+are its own machine's vertices' in-edges, all in the part), so a training or evaluation epoch holds ``1 / M`` of
+the in-edges, as the simulator's memory model prices it. Each worker process holds its own copy (DistDGL shares
+one per machine), like the replicated structure does.
 """
 
 from __future__ import annotations
@@ -92,10 +94,17 @@ class PartitionedSampler(TimedSampler):
         super().__init__(fanouts)
         self.fanouts, self.topo, self.keyed_seed = list(fanouts), topo, keyed_seed
         self.owner = np.asarray(owner, dtype=np.int64)
-        self.indptr, self.indices, self.eids = local_structure(g, self.owner, topo.machine)
-        self.part = None if keyed_seed is not None else _partition_graph(g.num_nodes(), self.indptr, self.indices,
-                                                                          self.eids)
+        indptr, indices, self.eids = local_structure(g, self.owner, topo.machine)
+        self.part = _partition_graph(indptr, indices)
+        self.indptr, self.indices = (t.numpy() for t in self.part.adj_tensors("csc")[:2])  # the part's own arrays
         self.last = RemoteSampling()
+
+    def local_graph(self) -> tuple[Any, np.ndarray]:
+        """This machine's part as a DGL graph over all n vertices (only the owned vertices' in-edges, in CSC order)
+        and the global id of each of its edges (local edge i is global edge ``ids[i]``: index GCN's global edge
+        weights with it). Sampling it with all in-neighbours gives an owned vertex's whole in-neighbourhood, what
+        layer-wise inference needs (:class:`executor.evaluate.Evaluator`)."""
+        return self.part, self.eids
 
     def sample(self, g: Any, seeds: torch.Tensor,
                key: tuple[int, int] | None = None) -> tuple[torch.Tensor, torch.Tensor, list[Any], torch.Tensor]:
@@ -141,7 +150,7 @@ class PartitionedSampler(TimedSampler):
         uniq, inverse = np.unique(asked, return_inverse=True)  # one draw per vertex, shared by its requests
         frontier = dgl.sampling.sample_neighbors(self.part, torch.from_numpy(uniq), fanout)
         src, dst = (t.numpy() for t in frontier.edges())
-        eid = self.part.edata[dgl.EID][frontier.edata[dgl.EID]].numpy()
+        eid = self.eids[frontier.edata[dgl.EID].numpy()]
         group = np.searchsorted(uniq, dst)
         by = np.argsort(group, kind="stable")
         counts = np.bincount(group, minlength=len(uniq))
@@ -179,10 +188,11 @@ class PartitionedSampler(TimedSampler):
         return got.reshape(-1, EDGE_FIELDS)
 
 
-def _partition_graph(n: int, indptr: np.ndarray, indices: np.ndarray, eids: np.ndarray) -> Any:
-    """A DGL graph over all n vertices holding only this machine's in-edges, their global ids in ``edata[EID]``
-    (what ``dgl.sampling.sample_neighbors`` draws from, as a DistDGL server's local partition)."""
-    dst = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    part = dgl.graph((torch.from_numpy(indices), torch.from_numpy(dst)), num_nodes=n)
-    part.edata[dgl.EID] = torch.from_numpy(eids)
-    return part
+def _partition_graph(indptr: np.ndarray, indices: np.ndarray) -> Any:
+    """A DGL graph over all ``len(indptr) - 1`` vertices holding only this machine's in-edges, stored as CSC alone
+    (no COO or CSR copy is ever made; edge i is the i-th in CSC order): what ``dgl.sampling.sample_neighbors``
+    draws from, as a DistDGL server's local partition, and what layer-wise inference samples."""
+    n = len(indptr) - 1
+    part = dgl.graph(("csc", (torch.from_numpy(indptr), torch.from_numpy(indices),
+                              torch.arange(len(indices), dtype=torch.int64))), num_nodes=n)
+    return part.formats("csc")

@@ -185,9 +185,11 @@ def partitioned_sampling(topo: Topology, emit: Any, seeds: list[int], fanouts: l
     the partitioned structure (collective) and on the whole graph by the replicated keyed sampler; the blocks'
     vertex ids, edges and edge ids of both, the exchange's statistics and the bytes the rank sent, and the
     gradient of the global batch (sampled on the partitioned structure)."""
+    from gnnplan.executor.data import build_graph
     from gnnplan.executor.sampling import sample_inline
     from gnnplan.executor.sampling_keyed import KeyedSampler
     from gnnplan.simulator.workload.batches import owner_split
+    from gnnplan.simulator.workload.datasets import load_dataset
 
     knobs = {"partitioner": "random", "graph_structure": "partitioned", "sampler": "keyed"}  # half of it remote
     trainer = Trainer(topo, make_plan("sage", topo.world_size, knobs, fanouts=fanouts), Recorder(topo.rank, 0.0))
@@ -196,7 +198,8 @@ def partitioned_sampling(topo: Topology, emit: Any, seeds: list[int], fanouts: l
     sent = comm.bytes_sent()
     parted = sample_inline(d.graph, trainer.sampler, mine, (3, 7))
     sent = comm.bytes_sent() - sent
-    whole = sample_inline(d.graph, KeyedSampler(fanouts, trainer.workload.training.seed), mine, (3, 7))
+    graph, _ = build_graph(load_dataset("cora"), "sage")  # the trainer keeps only its part (d.graph)
+    whole = sample_inline(graph, KeyedSampler(fanouts, trainer.workload.training.seed), mine, (3, 7))
 
     def layout(blocks: list[Any]) -> list[tuple[np.ndarray, ...]]:
         import dgl
@@ -233,4 +236,20 @@ def partitioned_epoch(topo: Topology, emit: Any) -> dict[str, Any]:
         trainer.close()
     spans = [(s.nbytes, dict(s.args)) for s in rec.spans() if s.phase == "sample"]
     everyone = comm.gather_object({"stats": stats, "spans": spans})
+    return {"ranks": everyone} if everyone is not None else {}
+
+
+def partitioned_inference(topo: Topology, emit: Any, arch: str) -> dict[str, Any]:
+    """Evaluation of the same initial model with the replicated and the partitioned structure (keyed sampler, METIS,
+    2 machines): every rank's logits of its vertices under each, and the edges each trainer's graph holds."""
+    out: dict[str, Any] = {}
+    for structure in ("replicated", "partitioned"):
+        knobs = {"partitioner": "metis", "graph_structure": structure, "sampler": "keyed"}
+        trainer = Trainer(topo, make_plan(arch, topo.world_size, knobs), Recorder(topo.rank, 0.0))
+        try:
+            out[structure] = {"logits": trainer.evaluator.logits(trainer.model).numpy(),
+                              "edges": int(trainer.data.graph.num_edges()), "owner": trainer.data.owner}
+        finally:
+            trainer.close()
+    everyone = comm.gather_object(out)
     return {"ranks": everyone} if everyone is not None else {}

@@ -139,16 +139,22 @@ class Trainer:
         self.gradient_bytes = FLOAT_BYTES * num_params(self.model)
         self.optimizer, self.optimizer_flops = adam(self.model, wl)
         self.sampler = make_sampler(self.knobs.sampler, wl.training.fanouts, wl.training.seed)
+        evaluated = self.data
         if self.knobs.graph_structure == "partitioned":  # DistDGL: each machine samples its own vertices
             check_knobs(self.knobs)
             self.sampler = PartitionedSampler(self.data.graph, self.data.owner, topo, wl.training.fanouts,
                                               wl.training.seed if self.knobs.sampler == "keyed" else None)
+            part, ids = self.sampler.local_graph()  # the whole graph is dropped: only the part stays
+            self.data = dataclasses.replace(self.data, graph=part)
+            weights = self.data.edge_weight  # GCN's, by global edge id (the sampler's blocks carry global ids)
+            evaluated = dataclasses.replace(self.data, edge_weight=None if weights is None
+                                            else weights[torch.from_numpy(ids)])
         d, seed = self.data, wl.training.seed
         schedule = functools.partial(rank_batches, d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine,
                                      seed, self.per_iteration, topo.rank)
         self.stream = BatchStream(d.graph, self.sampler, schedule, len(self.schedule(0)[1]),
                                   self.knobs.num_sampler_workers, seed)
-        self.evaluator = Evaluator(self.data, topo)
+        self.evaluator = Evaluator(evaluated, topo)
         torch.manual_seed(wl.training.seed * 7919 + topo.rank)  # dropout masks differ between ranks
 
     def schedule(self, epoch: int) -> tuple[list[np.ndarray], list[int]]:

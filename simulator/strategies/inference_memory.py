@@ -17,7 +17,10 @@ processes; each strategy names its own):
 On a CPU-only cluster the device parts are host memory too (:func:`.base.memory_estimate`). A machine's host holds
 ``gpus_per_machine`` such workers, each priced as the busiest rank [inferred: an upper bound when the machine's
 ranks differ]. A configuration's peak is, per memory, the larger of its training and its evaluation peaks, and it
-fits only when both do (:func:`peak_of_phases`).
+fits only when both do (:func:`peak_of_phases`). The full-graph and pre-propagation strategies (neutronstar, hongtu,
+ppgnn) evaluate with their training forward pass without gradients, which holds no more than training does: they
+have no evaluation term (measured: Cora neutronstar's evaluation peak equals its training peak, bench_memory.py,
+2026-11-28).
 """
 
 from __future__ import annotations

@@ -40,17 +40,21 @@ class InferenceStats:
         dst_vertices: destination vertices of its mean chunk.
         src_vertices: source vertices of its mean chunk (the destinations and all their in-neighbours).
         edges: in-edges of its mean chunk.
+        machine_edge_fraction: the largest share of the graph's edges whose destinations one machine owns: the
+            part of the structure that machine keeps when it keeps only its vertices' in-edges (a partitioned
+            structure, DistDGL; rmat100k on 2 METIS parts: 0.96, 2026-11-28).
     """
 
     rank_vertices: float
     dst_vertices: float
     src_vertices: float
     edges: float
+    machine_edge_fraction: float
 
     def scaled(self, factor: float) -> InferenceStats:
-        """Every count multiplied by ``factor`` (a proxy's statistics at its card's size)."""
+        """Every count multiplied by ``factor`` (a proxy's statistics at its card's size; the fraction kept)."""
         return InferenceStats(self.rank_vertices * factor, self.dst_vertices * factor, self.src_vertices * factor,
-                              self.edges * factor)
+                              self.edges * factor, self.machine_edge_fraction)
 
 
 def inference_owners(owner: np.ndarray, num_machines: int, gpus_per_machine: int) -> np.ndarray:
@@ -104,8 +108,10 @@ def measure_inference(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_m
     distinct = np.unique(pairs)
     src_per_chunk = np.bincount(distinct // n, minlength=full)
     dst_vertices = min(len(mine), chunk_vertices) if full == 1 else chunk_vertices
+    per_machine = np.bincount(owner[dst], minlength=num_machines)
+    share = float(per_machine.max() / len(dst)) if len(dst) else 0.0
     return InferenceStats(float(len(mine)), float(dst_vertices), float(src_per_chunk.mean()),
-                          float(keep.sum() / full))
+                          float(keep.sum() / full), share)
 
 
 def inference_at_size(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_machines: int,

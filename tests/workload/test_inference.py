@@ -31,15 +31,16 @@ def cora():  # type: ignore[no-untyped-def]
 
 
 def test_hand_made_graph_counts_the_busiest_ranks_chunks() -> None:
-    # rank 0 (vertices 0-3) has 6 in-edges, rank 1 (4-6) 2. Chunks of 2: {0, 1} reaches {0, 1, 2} over 3 edges,
-    # {2, 3} reaches {0, 2, 3, 4} over 3 edges: mean 3.5 sources
-    assert measure_inference(SRC, DST, OWNER, 2, 1, chunk_vertices=2) == InferenceStats(4.0, 2.0, 3.5, 3.0)
+    # rank 0 (vertices 0-3) has 6 in-edges, rank 1 (4-6) 2: machine 0 keeps 6 of the 8. Chunks of 2: {0, 1}
+    # reaches {0, 1, 2} over 3 edges, {2, 3} reaches {0, 2, 3, 4} over 3 edges: mean 3.5 sources
+    assert measure_inference(SRC, DST, OWNER, 2, 1, chunk_vertices=2) == InferenceStats(4.0, 2.0, 3.5, 3.0, 0.75)
     # chunks of 3: only the full one, {0, 1, 2}, reaching {0, 1, 2, 3, 4} over 5 edges
-    assert measure_inference(SRC, DST, OWNER, 2, 1, chunk_vertices=3) == InferenceStats(4.0, 3.0, 5.0, 5.0)
+    assert measure_inference(SRC, DST, OWNER, 2, 1, chunk_vertices=3) == InferenceStats(4.0, 3.0, 5.0, 5.0, 0.75)
     # a chunk larger than the share: the share, every in-edge of it
-    assert measure_inference(SRC, DST, OWNER, 2, 1, chunk_vertices=8) == InferenceStats(4.0, 4.0, 5.0, 6.0)
+    assert measure_inference(SRC, DST, OWNER, 2, 1, chunk_vertices=8) == InferenceStats(4.0, 4.0, 5.0, 6.0, 0.75)
     # one machine, two workers: numpy.array_split gives rank 0 vertices 0-3, the same busiest rank
-    assert measure_inference(SRC, DST, np.zeros(7, dtype=np.int64), 1, 2, 2) == InferenceStats(4.0, 2.0, 3.5, 3.0)
+    assert measure_inference(SRC, DST, np.zeros(7, dtype=np.int64), 1, 2, 2) == InferenceStats(4.0, 2.0, 3.5, 3.0,
+                                                                                                 1.0)
     np.testing.assert_array_equal(inference_owners(OWNER, 2, 2), [0, 0, 1, 1, 2, 2, 3])
 
 
@@ -69,7 +70,9 @@ def test_equals_the_blocks_the_evaluator_samples_on_cora(cora, machines: int, gp
                          np.mean([b[2][0].num_edges() for b in blocks]), sum(b[2][0].num_edges() for b in blocks)))
     busiest = max(range(len(per_rank)), key=lambda r: np.bincount(rank_of[cora.dst], minlength=len(per_rank))[r])
     vertices, src, edges, _ = per_rank[busiest]
-    assert found == InferenceStats(float(vertices), float(chunk), pytest.approx(src), pytest.approx(edges))
+    share = np.bincount(owner[cora.dst], minlength=machines).max() / cora.num_edges
+    assert found == InferenceStats(float(vertices), float(chunk), pytest.approx(src), pytest.approx(edges),
+                                   pytest.approx(share))
 
 
 def test_card_chunk_holds_the_cards_fraction() -> None:
@@ -77,10 +80,11 @@ def test_card_chunk_holds_the_cards_fraction() -> None:
     assert proxy_chunk_vertices(111_059_956, 1_000_000, 64) == round(CHUNK_VERTICES * 1e6 / 111_059_956)
     assert proxy_chunk_vertices(100_000, 10_000, 64) == round(1563 / 10)
     assert proxy_chunk_vertices(10**12, 10, 1) == 1
-    assert InferenceStats(1.0, 2.0, 3.0, 4.0).scaled(10.0) == InferenceStats(10.0, 20.0, 30.0, 40.0)
+    assert InferenceStats(1.0, 2.0, 3.0, 4.0, 0.5).scaled(10.0) == InferenceStats(10.0, 20.0, 30.0, 40.0, 0.5)
     # the hand-made graph as the proxy of a 70-vertex card: a rank's 35 card vertices are one chunk, 3.5 -> 4 of
     # the proxy's (rank 0's whole share: 5 sources, 6 edges), then everything x 10
-    assert inference_at_size(SRC, DST, OWNER, 2, 1, card_vertices=70) == InferenceStats(40.0, 40.0, 50.0, 60.0)
+    assert inference_at_size(SRC, DST, OWNER, 2, 1, card_vertices=70) == InferenceStats(40.0, 40.0, 50.0, 60.0,
+                                                                                           0.75)
     assert inference_at_size(SRC, DST, OWNER, 2, 1) == measure_inference(SRC, DST, OWNER, 2, 1)
 
 

@@ -62,8 +62,10 @@ Its batch then grows by how much larger each iteration's largest batch is than t
 
 Memory model (``memory_model``): per GPU = framework reserve + parameters, gradients and Adam state + the
 batch's input features + activations and block structure + the feature cache; per machine host = graph
-structure (every machine holds the whole graph, or with ``graph_structure = partitioned`` its ``1/M`` share:
-the in-edges and ids of the vertices it owns) + the machine's
+structure (every machine holds the whole graph, or with ``graph_structure = partitioned`` the in-edges of the
+vertices it owns, the busiest machine's share of the edges (``graphstats.inference_stats``' ``machine_edge_fraction``:
+a vertex-balanced partition can leave most of them on one machine, 0.96 of rmat100k's on 2 METIS parts), and
+``1/M`` of the vertex ids) + the machine's
 feature partition and labels + per worker a process reserve and sampler buffers (one batch per batch in flight);
 on a CPU-only cluster the "GPU" part lives in host memory too. The evaluation after each epoch (layer-wise
 inference) keeps the framework, model state, cache, graph, features and processes and adds its own blocks and rows
@@ -108,6 +110,7 @@ from gnnplan.simulator.strategies.dp.work import IterationWork, iteration_work
 from gnnplan.simulator.strategies.dp.work import cache_access as cache_access
 from gnnplan.simulator.strategies.dp.work import remote_sampling as remote_sampling
 from gnnplan.simulator.strategies.inference_memory import inference_memory, peak_of_phases
+from gnnplan.simulator.workload import graphstats
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, ModelCost, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
 
@@ -199,9 +202,12 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstima
            "feature cache": cached * row}
     in_flight = PREFETCH_FACTOR * knobs.num_sampler_workers if knobs.num_sampler_workers else 1
     per_worker = cl.host.process_bytes + in_flight * (cost.block_bytes + n_in * row)
-    share = cl.num_machines if knobs.graph_structure == "partitioned" else 1
-    host = {"graph structure (COO + CSC, int64)":
-            (4.0 * sm.num_edges / share + sm.num_vertices / share + 1) * INDEX_BYTES,
+    share, edges = 1, float(sm.num_edges)
+    if knobs.graph_structure == "partitioned":  # the busiest machine's in-edges, its vertices' share
+        share = cl.num_machines
+        edges *= graphstats.inference_stats(ctx.workload.dataset, cl.num_machines, cl.gpus_per_machine,
+                                            knobs.partitioner, seed=ctx.seed).machine_edge_fraction
+    host = {"graph structure (COO + CSC, int64)": (4.0 * edges + sm.num_vertices / share + 1) * INDEX_BYTES,
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
             "worker processes and sampler buffers": cl.gpus_per_machine * per_worker}
     kept_gpu = {k: gpu[k] for k in ("framework reserve", "parameters, gradients and Adam state", "feature cache")}

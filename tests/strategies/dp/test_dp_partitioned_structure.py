@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 import pytest
-from executor_workers import keyed_gradient, partitioned_epoch, partitioned_sampling
+from executor_workers import keyed_gradient, partitioned_epoch, partitioned_inference, partitioned_sampling
 
 from gnnplan.executor.launch import run_in_process, spawn
 from gnnplan.executor.sampling_partitioned import EDGE_FIELDS, local_structure
@@ -71,6 +71,22 @@ def test_an_epoch_with_dgl_s_sampler_records_the_exchange() -> None:
         assert all(nbytes == INDEX_BYTES * (args["num_remote_vertices"] + EDGE_FIELDS * args["num_remote_edges"])
                    for nbytes, args in spans)
         assert sum(args["num_remote_vertices"] for _, args in spans) > 0  # METIS keeps most of a batch at home
+
+
+@pytest.mark.parametrize("arch", ["sage", "gcn"])
+def test_the_trainer_keeps_only_its_part_and_evaluates_on_it_as_on_the_whole_graph(arch: str) -> None:
+    # gcn: self-loops and its global edge weights, taken by the part's edge ids
+    from gnnplan.simulator.workload.datasets import load_dataset
+
+    ranks = spawn(partitioned_inference, 2, (arch,))["ranks"]
+    cora = load_dataset("cora")
+    loops = cora.num_vertices if arch == "gcn" else 0  # one self-loop per vertex (no existing ones in Cora)
+    for machine, r in enumerate(ranks):
+        whole, part = r["replicated"], r["partitioned"]
+        assert whole["edges"] == cora.num_edges + loops
+        owned = whole["owner"] == machine
+        assert part["edges"] == int(owned[cora.dst].sum()) + int(owned.sum() if loops else 0) < whole["edges"]
+        np.testing.assert_allclose(part["logits"], whole["logits"], rtol=0, atol=1e-6)
 
 
 def test_local_structure_keeps_only_the_machine_s_in_edges_in_csc_order() -> None:
