@@ -13,10 +13,9 @@ phase's is kept (``peak_memory_phases``, as the simulator's phases):
   the allocator kept resident after earlier work (the evaluations' buffers, so a training phase's peak holds them
   too: on CiteSeer glibc's ``malloc_trim(0)`` released 55 MB after one; trimming before every epoch was tried and
   dropped, as it slowed Cora dp's epochs by ~9%, median of 3 interleaved runs of 12 epochs, 2026-11-28), and the
-  phase's own peak. Sampler processes are
-  not counted (only the trainer process is measured). Where the mark cannot be reset (not Linux, or /proc not
-  writable) the process's lifetime peak is reported instead (``resource.getrusage``'s ``ru_maxrss``), which
-  includes loading and evaluation: ``reset`` says which.
+  phase's own peak. Sampler processes are not counted (only the trainer process is measured). Where the mark
+  cannot be reset (not Linux, or /proc not writable) the process's lifetime peak is reported instead
+  (``resource.getrusage``'s ``ru_maxrss``), which includes loading and earlier phases: ``reset`` says which.
 * device: on CUDA, ``torch.cuda.max_memory_reserved`` of the rank's device over the epoch (reset with
   ``torch.cuda.reset_peak_memory_stats`` just before): the caching allocator's segments, so without the CUDA
   context, which the simulator prices as ``framework reserve``. On the CPU there is no device memory: None

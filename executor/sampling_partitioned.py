@@ -19,9 +19,11 @@ draws from its own DGL RNG stream (``dgl.sampling.sample_neighbors`` on its part
 
 Memory: the worker loads the whole graph to partition it and take its part, then keeps only the part: the trainer
 drops the whole graph and evaluates on the part (:meth:`PartitionedSampler.local_graph`; a rank's inference blocks
-are its own machine's vertices' in-edges, all in the part), so a training or evaluation epoch holds ``1 / M`` of
-the in-edges, as the simulator's memory model prices it. Each worker process holds its own copy (DistDGL shares
-one per machine), like the replicated structure does.
+are its own machine's vertices' in-edges, all in the part), so a training or evaluation epoch holds the machine's
+share of the in-edges (about ``1 / M`` on an edge-balanced partition), as the simulator's memory model prices it.
+Each worker process holds its own copy (DistDGL shares one per machine), like the replicated structure does.
+Measured on rmat100k, 2 machines, a random partition: 592.9 MB peak per machine against 670.1 MB replicated
+(2026-11-28).
 """
 
 from __future__ import annotations

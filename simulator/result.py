@@ -53,7 +53,8 @@ class SimResult(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """The contract object (spans excluded; ``inf`` rendered as ``null``; ``estimated`` only when the
-        dataset is a card: which statistics came from its synthetic proxy and how)."""
+        dataset is a card: which statistics came from its synthetic proxy and how; ``peak_memory_phases`` only
+        where the strategy prices its phases)."""
         out = self.model_dump(mode="json")
         for optional in ("estimated", "peak_memory_phases"):
             if out.get(optional) is None:
