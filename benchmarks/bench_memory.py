@@ -4,9 +4,9 @@ Procedure, all in one run of this script on this machine:
 
 1. run every configuration for real (``gnnplan run``, ``--nprocs`` gloo workers, traced): by default Cora and
    CiteSeer with dp, dp with a feature cache, hopgnn, neutronstar and gsplit (``--large`` adds rmat100k with dp,
-   the graph whose data outgrows the per-process constant); each run measures its epochs' peak resident host
-   memory per machine (``peak_memory_bytes.host``, the larger of training's and the evaluation's after it,
-   :mod:`executor.memory`), printed per phase beside the uncalibrated prediction of each phase;
+   replicated and partitioned: the graph whose data outgrows the per-process constant); each run measures its
+   epochs' peak resident host memory per machine (``peak_memory_bytes.host``, the larger of training's and the
+   evaluation's after it, :mod:`executor.memory`), printed per phase beside the uncalibrated prediction of each;
 2. ``gnnplan calibrate`` all traces (:mod:`simulator.calibrate_memory`: ``host.process_bytes`` as the median of
    what each trace implies) and print, per configuration, measured, uncalibrated and held-out predictions (each
    configuration predicted from the OTHER configurations' traces), then leave one dataset out (each dataset's
@@ -40,8 +40,10 @@ CONFIGS = (("cora-sage", "dp", {}), ("cora-sage", "dp", {"cache_fraction": 0.5})
            ("cora-sage", "hopgnn", {"num_steps": 2}), ("cora-gcn-full", "neutronstar", {}),
            ("citeseer-sage", "dp", {}), ("citeseer-sage", "gsplit", {}))
 """(workload preset, strategy, knobs) of every run."""
-LARGE = (("rmat100k-sage", "dp", {}),)
-"""What ``--large`` adds: a graph whose features, structure and inference blocks are hundreds of MB."""
+LARGE = (("rmat100k-sage", "dp", {}),
+         ("rmat100k-sage", "dp", {"partitioner": "random", "graph_structure": "partitioned"}))
+"""What ``--large`` adds: a graph whose features, structure and inference blocks are hundreds of MB, replicated and
+partitioned (each machine keeps its vertices' in-edges)."""
 MB = 1e6
 
 
@@ -67,7 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cluster", default="local")
     ap.add_argument("--nprocs", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=4)
-    ap.add_argument("--large", action="store_true", help="also run rmat100k with dp (~1 min more)")
+    ap.add_argument("--large", action="store_true",
+                    help="also run rmat100k with dp, replicated and partitioned (~25 s more)")
     ap.add_argument("--emulate", action="store_true", help="also run under emulated memory limits (root)")
     ap.add_argument("--limits", default="380MB,400MB,440MB", help="memory limits per emulated machine")
     args = ap.parse_args(argv)
