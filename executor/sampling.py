@@ -19,6 +19,12 @@ depend on the epochs before it and a run resumed from a checkpoint samples what 
 (:mod:`executor.checkpoint`; DGL 1.1 cannot save its RNG state).
 A sampler process sizes all its thread pools to 1 (:func:`executor.threads.apply_threads`) when it starts: it
 is one of the processes the worker's share of the cores was divided by (:mod:`executor.threads`).
+
+The graph's CSC (in-edge) format, which neighbour sampling reads, is built in the trainer before the sampler
+processes are forked, so they share it copy-on-write; built after, each process would build its own copy on its
+first batch (DGL builds a sparse format lazily, in the process that first needs it; DGL's ``DataLoader`` calls
+``create_formats_()`` before forking for this reason). rmat100k dp, 2 sampler processes per trainer, one epoch:
+each sampler process held 57.8 MB private (dirty) memory before, 13.4 MB after (smaps_rollup, 2026-11-28).
 """
 
 from __future__ import annotations
@@ -119,6 +125,7 @@ class BatchStream:
         self.keys = EpochKeys(num_iterations)
         self.loader = None
         if num_workers > 0:
+            g.adj_tensors("csc")  # build the in-edge format before the fork, to be shared (module docstring)
             self.loader = torch.utils.data.DataLoader(
                 _ScheduledBatches(g, sampler, schedule, seed), sampler=self.keys, batch_size=None, collate_fn=_identity,
                 num_workers=num_workers, persistent_workers=True, prefetch_factor=2,

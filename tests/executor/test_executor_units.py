@@ -144,6 +144,16 @@ def test_batch_streams_are_reproducible(cora, num_workers: int) -> None:  # type
     assert [len(b.seeds) for b in runs[0][0]] == [64, 36, 0] and runs[0][0][2].num_sampled_edges == 0
 
 
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_the_in_edge_format_is_built_before_sampler_processes_fork(cora, num_workers: int) -> None:  # type: ignore[no-untyped-def]
+    # built after the fork, every sampler process would build (and hold) its own copy on its first batch
+    g, _ = build_graph(cora, "sage")
+    assert g.formats()["created"] == ["coo"]
+    stream = BatchStream(g, TimedSampler([5, 5]), functools.partial(_schedule, [cora.train_idx[:8]]), 1, num_workers)
+    assert ("csc" in g.formats()["created"]) == (num_workers > 0)  # inline: built on the first batch, no copies
+    stream.close()
+
+
 def test_recorder_and_trace_file(tmp_path: Path) -> None:
     rec = Recorder(3, origin_s=10.0)
     rec.add("load", 10.5, 10.75, "pcie", epoch=1, iteration=2, nbytes=64, hit_bytes=8)
