@@ -16,9 +16,12 @@ phase's is kept (``peak_memory_phases``, as the simulator's phases):
   phase's own peak. Sampler processes are not counted (only the trainer process is measured). Where the mark
   cannot be reset (not Linux, or /proc not writable) the process's lifetime peak is reported instead
   (``resource.getrusage``'s ``ru_maxrss``), which includes loading and earlier phases: ``reset`` says which.
-* device: on CUDA, ``torch.cuda.max_memory_reserved`` of the rank's device over the epoch (reset with
-  ``torch.cuda.reset_peak_memory_stats`` just before): the caching allocator's segments, so without the CUDA
-  context, which the simulator prices as ``framework reserve``. On the CPU there is no device memory: None
+* device: on CUDA, ``torch.cuda.max_memory_reserved`` of the rank's device over the phase (reset with
+  ``torch.cuda.reset_peak_memory_stats`` just before), the caching allocator's segments, plus the device memory
+  in use outside them at the phase's end (``torch.cuda.mem_get_info``'s total - free, less
+  ``torch.cuda.memory_reserved``): the CUDA context and kernels, the libraries' workspaces and NCCL's buffers,
+  which the simulator prices as ``framework reserve`` (and, on a GPU shared with other processes, theirs: one
+  rank per GPU is assumed). On the CPU there is no device memory: None
   (the simulator then adds its "GPU" parts to the host, :func:`simulator.strategies.base.memory_estimate`, which
   is where the measured host peak has them).
 
@@ -75,9 +78,9 @@ def reset_peak_resident() -> bool:
 
 @dataclass
 class EpochPeak:
-    """One rank's peak memory per training epoch (module docstring).
+    """One rank's peak memory per phase, a training epoch or an evaluation (module docstring).
 
-    Call :meth:`begin` right before an epoch trains and :meth:`end` right after; :meth:`end` returns
+    Call :meth:`begin` right before the phase and :meth:`end` right after; :meth:`end` returns
     ``(host_bytes, device_bytes or None)``.
 
     Attributes:
@@ -95,9 +98,12 @@ class EpochPeak:
             torch.cuda.reset_peak_memory_stats(self.device)
 
     def end(self) -> tuple[float, float | None]:
-        """The peaks since :meth:`begin`: host bytes, device bytes (None off CUDA)."""
-        device = float(torch.cuda.max_memory_reserved(self.device)) if self.device.type == "cuda" else None
-        return peak_resident_bytes(), device
+        """The peaks since :meth:`begin`: host bytes, device bytes (None off CUDA; module docstring)."""
+        if self.device.type != "cuda":
+            return peak_resident_bytes(), None
+        free, total = torch.cuda.mem_get_info(self.device)
+        outside = max(0.0, float(total - free) - float(torch.cuda.memory_reserved(self.device)))
+        return peak_resident_bytes(), float(torch.cuda.max_memory_reserved(self.device)) + outside
 
 
 def machine_peaks(host: Sequence[float], device: Sequence[float | None],

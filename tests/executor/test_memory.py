@@ -1,6 +1,6 @@
-"""Measured peak memory of a training epoch (executor.memory): the host peak is reset before each epoch, a
-machine's ranks add up, and on CUDA the allocator's peak is read (the CUDA path runs here on the CPU, with
-torch.cuda's two calls replaced by recorders of what they are asked)."""
+"""Measured peak memory of a phase (executor.memory): the host peak is reset before each phase, a machine's ranks
+add up, phases and epochs combine per memory, and on CUDA the allocator's peak plus the device memory outside it is
+read (the CUDA path runs here on the CPU, with torch.cuda's calls replaced by recorders of what they are asked)."""
 
 from __future__ import annotations
 
@@ -55,13 +55,17 @@ def test_without_a_resettable_peak_the_lifetime_peak_is_reported(monkeypatch: py
     assert not meter.reset and host > 0  # ru_maxrss
 
 
-def test_on_cuda_the_allocators_peak_of_the_epoch_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_on_cuda_the_allocators_peak_and_what_it_does_not_hold_are_read(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, torch.device]] = []
     monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda d: calls.append(("reset", d)))
     monkeypatch.setattr(torch.cuda, "max_memory_reserved", lambda d: calls.append(("peak", d)) or 5 * MB)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d: calls.append(("now", d)) or 3 * MB)
+    # 16 GB device, 800 MB in use at the end: 3 MB of it the allocator's, 797 MB context, workspaces, NCCL
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: calls.append(("info", d)) or (16000 * MB - 800 * MB,
+                                                                                            16000 * MB))
     gpu = torch.device("cuda", 1)
     meter = EpochPeak(gpu)
     meter.begin()
     host, device = meter.end()
-    assert calls == [("reset", gpu), ("peak", gpu)]
-    assert device == 5 * MB and host > 0
+    assert sorted(calls) == sorted([("reset", gpu), ("info", gpu), ("now", gpu), ("peak", gpu)])
+    assert device == 5 * MB + 797 * MB and host > 0
