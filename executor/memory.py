@@ -13,9 +13,10 @@ phase's is kept (``peak_memory_phases``, as the simulator's phases):
   the allocator kept resident after earlier work (the evaluations' buffers, so a training phase's peak holds them
   too: on CiteSeer glibc's ``malloc_trim(0)`` released 55 MB after one; trimming before every epoch was tried and
   dropped, as it slowed Cora dp's epochs by ~9%, median of 3 interleaved runs of 12 epochs, 2026-11-28), and the
-  phase's own peak. Sampler processes are not counted (only the trainer process is measured). Where the mark
-  cannot be reset (not Linux, or /proc not writable) the process's lifetime peak is reported instead
-  (``resource.getrusage``'s ``ru_maxrss``), which includes loading and earlier phases: ``reset`` says which.
+  phase's own peak; plus its sampler processes' private memory at the phase's end (:func:`children_private_bytes`:
+  forked, they share the rest with the trainer; not a peak, as their high-water marks count the shared pages too).
+  Where the mark cannot be reset (not Linux, or /proc not writable) the process's lifetime peak is reported
+  instead (``resource.getrusage``'s ``ru_maxrss``), which includes loading and earlier phases: ``reset`` says which.
 * device: on CUDA, ``torch.cuda.max_memory_reserved`` of the rank's device over the phase (reset with
   ``torch.cuda.reset_peak_memory_stats`` just before), the caching allocator's segments, plus the device memory
   in use outside them at the phase's end (``torch.cuda.mem_get_info``'s total - free, less
@@ -44,7 +45,7 @@ CLEAR_REFS = Path("/proc/self/clear_refs")
 RESET_PEAK_RSS = "5"
 """What /proc/self/clear_refs takes to reset the peak resident set size to the current one (proc(5))."""
 
-__all__ = ["EpochPeak", "larger_peaks", "machine_peaks"]
+__all__ = ["EpochPeak", "children_private_bytes", "larger_peaks", "machine_peaks"]
 
 
 def _status_kib(field: str) -> float | None:
@@ -65,6 +66,30 @@ def peak_resident_bytes() -> float:
         return kib * 1024.0
     maxrss = float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     return maxrss if sys.platform == "darwin" else maxrss * 1024.0
+
+
+def children_private_bytes() -> float:
+    """The private memory (``Private_Clean`` + ``Private_Dirty`` of /proc/<pid>/smaps_rollup, Linux 4.14 and
+    later) of this process's child processes, its sampler processes: what they hold beyond the pages they share
+    with it copy-on-write (which its resident set counts already). 0 where /proc cannot tell."""
+    total = 0.0
+    try:
+        tasks = list(Path("/proc/self/task").iterdir())
+    except OSError:
+        return 0.0
+    for task in tasks:
+        try:
+            pids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for pid in pids:
+            try:
+                lines = Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()
+            except OSError:
+                continue  # exited meanwhile
+            total += sum(float(line.split()[1]) * 1024.0 for line in lines
+                         if line.startswith(("Private_Clean:", "Private_Dirty:")))
+    return total
 
 
 def reset_peak_resident() -> bool:
@@ -99,11 +124,12 @@ class EpochPeak:
 
     def end(self) -> tuple[float, float | None]:
         """The peaks since :meth:`begin`: host bytes, device bytes (None off CUDA; module docstring)."""
+        host = peak_resident_bytes() + children_private_bytes()
         if self.device.type != "cuda":
-            return peak_resident_bytes(), None
+            return host, None
         free, total = torch.cuda.mem_get_info(self.device)
         outside = max(0.0, float(total - free) - float(torch.cuda.memory_reserved(self.device)))
-        return peak_resident_bytes(), float(torch.cuda.max_memory_reserved(self.device)) + outside
+        return host, float(torch.cuda.max_memory_reserved(self.device)) + outside
 
 
 def machine_peaks(host: Sequence[float], device: Sequence[float | None],

@@ -32,6 +32,14 @@ STEADY_ITERATIONS = 8
 PREFETCH_FACTOR = 2
 """Batches in flight per sampler process of a mini-batch strategy: ``prefetch_factor`` default of
 torch.utils.data.DataLoader (PyTorch docs), used by DGL 1.1's ``dgl.dataloading.DataLoader``."""
+SAMPLER_PROCESS_BYTES = 1.2e7
+"""Private host memory of one sampler (or loader) process forked from a worker: what it holds beyond the pages it
+shares with the worker copy-on-write (its batches in flight are counted apart, ``PREFETCH_FACTOR``). Measured with
+/proc/<pid>/smaps_rollup (Private_Clean + Private_Dirty) after an epoch of dp with 2 sampler processes per worker:
+10.1-10.3 MiB on Cora and CiteSeer, 13.3-13.4 MiB on rmat100k (2026-11-28, torch 2.13, DGL 1.1.3; mean 11.8 MB),
+rounded to 12 MB. The executor measures it per run (:func:`executor.memory.children_private_bytes`, at the end of
+each phase: persistent sampler processes; ppgnn's baseline loader processes live for one epoch and have exited by
+then, so its measured peak lacks them)."""
 FETCH_REQUEST_MESSAGES = 2
 """Messages before the rows come back in a pull of remote feature rows (``dp``'s fetch, ``hopgnn``'s pulls): the
 count exchange and the ids (executor/features.py ``RowStore.pull``: three ``all_to_all_single`` calls in all;
@@ -159,6 +167,12 @@ class MemoryEstimate:
     def peak_memory_bytes(self) -> dict[str, float]:
         """The ``simulate --json`` ``peak_memory_bytes`` object."""
         return {"gpu": self.gpu_bytes, "host": self.host_bytes}
+
+
+def worker_processes_bytes(cluster: ClusterSpec, sampler_processes: int = 0) -> float:
+    """One machine's worker processes: per GPU a worker (``host.process_bytes``) and its ``sampler_processes``
+    forked sampler or loader processes (:data:`SAMPLER_PROCESS_BYTES` each), in bytes."""
+    return cluster.gpus_per_machine * (cluster.host.process_bytes + sampler_processes * SAMPLER_PROCESS_BYTES)
 
 
 def memory_estimate(cluster: ClusterSpec, gpu_parts: dict[str, float], host_parts: dict[str, float],

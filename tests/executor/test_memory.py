@@ -4,12 +4,14 @@ read (the CUDA path runs here on the CPU, with torch.cuda's calls replaced by re
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
 
 from gnnplan.executor import memory
-from gnnplan.executor.memory import EpochPeak, larger_peaks, machine_peaks
+from gnnplan.executor.memory import EpochPeak, children_private_bytes, larger_peaks, machine_peaks
 
 MB = 1 << 20
 
@@ -69,3 +71,27 @@ def test_on_cuda_the_allocators_peak_and_what_it_does_not_hold_are_read(monkeypa
     host, device = meter.end()
     assert sorted(calls) == sorted([("reset", gpu), ("info", gpu), ("now", gpu), ("peak", gpu)])
     assert device == 5 * MB + 797 * MB and host > 0
+
+
+def test_a_child_process_s_private_memory_is_counted_and_its_shared_pages_are_not() -> None:
+    shared = np.ones(64 * MB // 8)  # touched before the fork: shared with the child copy-on-write
+    before = children_private_bytes()
+    ready, release = os.pipe(), os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child (a sampler process): reads the shared array, writes 32 MiB of its own
+        try:
+            own = np.full(32 * MB // 8, float(shared[0]))
+            os.write(ready[1], b"x")
+            os.read(release[0], 1)
+            del own
+        finally:
+            os._exit(0)
+    try:
+        os.read(ready[0], 1)
+        held = children_private_bytes() - before
+        assert 32 * MB <= held < 60 * MB  # its own 32 MiB and some stack and heap, not the 64 MiB it shares
+    finally:
+        os.write(release[1], b"x")
+        os.waitpid(pid, 0)
+        for fd in (*ready, *release):
+            os.close(fd)

@@ -10,7 +10,7 @@ from sim_fixtures import RMAT_SUMMARY, make_inference
 
 from gnnplan.simulator import api
 from gnnplan.simulator.hardware.spec import load_cluster
-from gnnplan.simulator.strategies.base import MemoryEstimate, SimContext
+from gnnplan.simulator.strategies.base import SAMPLER_PROCESS_BYTES, MemoryEstimate, SimContext
 from gnnplan.simulator.strategies.inference_memory import PULL_BUFFERS, inference_memory, peak_of_phases
 from gnnplan.simulator.workload.spec import load_workload
 
@@ -64,3 +64,16 @@ def test_a_run_whose_evaluation_does_not_fit_is_infeasible(fake_graphstats: list
     res = api.simulate(small, "rmat100k-sage", strategy, {})
     assert not res.feasible and res.reason.startswith("evaluation (layer 0): out of host memory")
     assert res.peak_memory_phases is not None and res.peak_memory_phases["evaluation"] == phases["evaluation"]
+
+
+@pytest.mark.parametrize("strategy", ["dp", "gsplit", "hopgnn"])
+def test_sampler_processes_are_held_in_both_phases(fake_graphstats: list[dict[str, Any]], strategy: str) -> None:
+    cl = load_cluster("4x-a100-10gbe").model_copy(update={"gpus_per_machine": 2})
+    inline = api.simulate(cl, "rmat100k-sage", strategy, {"num_sampler_workers": 0})
+    three = api.simulate(cl, "rmat100k-sage", strategy, {"num_sampler_workers": 3})
+    # persistent: 2 workers x 3 sampler processes in the evaluation too (training also holds their batches)
+    assert inline.peak_memory_phases is not None and three.peak_memory_phases is not None
+    extra = three.peak_memory_phases["evaluation"]["host"] - inline.peak_memory_phases["evaluation"]["host"]
+    assert extra == pytest.approx(2 * 3 * SAMPLER_PROCESS_BYTES, rel=1e-9)
+    assert (three.peak_memory_phases["training"]["host"] - inline.peak_memory_phases["training"]["host"]
+            >= 2 * 3 * SAMPLER_PROCESS_BYTES)

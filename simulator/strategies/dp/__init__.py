@@ -66,7 +66,8 @@ structure (every machine holds the whole graph, or with ``graph_structure = part
 vertices it owns, the busiest machine's share of the edges (``graphstats.inference_stats``' ``machine_edge_fraction``:
 a vertex-balanced partition can leave most of them on one machine, 0.96 of rmat100k's on 2 METIS parts), and
 ``1/M`` of the vertex ids) + the machine's
-feature partition and labels + per worker a process reserve and sampler buffers (one batch per batch in flight);
+feature partition and labels + per worker a process reserve, its sampler processes' private memory and sampler
+buffers (one batch per batch in flight);
 on a CPU-only cluster the "GPU" part lives in host memory too. The evaluation after each epoch (layer-wise
 inference) keeps the framework, model state, cache, graph, features and processes and adds its own blocks and rows
 (:mod:`..inference_memory`); the peak is the larger phase's.
@@ -102,6 +103,7 @@ from gnnplan.simulator.strategies.base import (
     place_window,
     steady_period_s,
     suggest_batch_size,
+    worker_processes_bytes,
 )
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.dp.run import DpRun
@@ -201,7 +203,6 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstima
            "input features": n_in * row, "activations": cost.activation_bytes, "blocks": cost.block_bytes,
            "feature cache": cached * row}
     in_flight = PREFETCH_FACTOR * knobs.num_sampler_workers if knobs.num_sampler_workers else 1
-    per_worker = cl.host.process_bytes + in_flight * (cost.block_bytes + n_in * row)
     share, edges = 1, float(sm.num_edges)
     if knobs.graph_structure == "partitioned":  # the busiest machine's in-edges, its vertices' share
         share = cl.num_machines
@@ -209,10 +210,10 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstima
                                             knobs.partitioner, seed=ctx.seed).machine_edge_fraction
     host = {"graph structure (COO + CSC, int64)": (4.0 * edges + sm.num_vertices / share + 1) * INDEX_BYTES,
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
-            "worker processes and sampler buffers": cl.gpus_per_machine * per_worker}
+            "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),
+            "sampler buffers": cl.gpus_per_machine * in_flight * (cost.block_bytes + n_in * row)}
     kept_gpu = {k: gpu[k] for k in ("framework reserve", "parameters, gradients and Adam state", "feature cache")}
-    kept_host = {k: host[k] for k in ("graph structure (COO + CSC, int64)", "feature partition and labels")}
-    kept_host["worker processes"] = cl.gpus_per_machine * cl.host.process_bytes
+    kept_host = {k: v for k, v in host.items() if k != "sampler buffers"}
     evaluation = inference_memory(ctx, kept_gpu, kept_host, knobs.partitioner)
     return peak_of_phases(memory_estimate(cl, gpu, host), evaluation)
 

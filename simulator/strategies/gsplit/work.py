@@ -35,7 +35,13 @@ from gnnplan.simulator.hardware.formulas import compute_time_s
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS
-from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, MemoryEstimate, SimContext, memory_estimate
+from gnnplan.simulator.strategies.base import (
+    PREFETCH_FACTOR,
+    MemoryEstimate,
+    SimContext,
+    memory_estimate,
+    worker_processes_bytes,
+)
 from gnnplan.simulator.strategies.gsplit.split import shuffle_width
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats
 from gnnplan.simulator.strategies.inference_memory import inference_memory, peak_of_phases
@@ -301,7 +307,7 @@ def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_
     batch_structure = max(INDEX_BYTES * float((2 * stats.num_edges[b] + stats.num_src[b]).sum()) for b in batches)
     host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
             "features and labels of the machine's partitions": owned * (row + INDEX_BYTES),
-            "worker processes": g * cl.host.process_bytes,
+            "worker processes": worker_processes_bytes(cl, num_sampler_workers),
             "sampler batches in flight": in_flight * batch_structure}
     kept_gpu = {k: gpu[k] for k in ("framework reserve", "parameters, gradients and Adam state", "feature cache")}
     kept_host = {k: v for k, v in host.items() if k != "sampler batches in flight"}

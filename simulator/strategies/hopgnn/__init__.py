@@ -91,6 +91,7 @@ from gnnplan.simulator.strategies.base import (
     place_window,
     steady_period_s,
     suggest_batch_size,
+    worker_processes_bytes,
 )
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.hopgnn import micrographs, rank_mean
@@ -240,13 +241,12 @@ def memory_model(ctx: SimContext, knobs: Knobs, full: list[HopWork]) -> MemoryEs
            "migration buffer": full[0].migration_bytes, "input features": biggest,
            "activations": cost.activation_bytes, "blocks": cost.block_bytes}
     buffer = max((w.pregather_remote_rows + w.pregather_local_rows) * row for w in full) if knobs.pregather else 0.0
-    per_worker = cl.host.process_bytes + cost.block_bytes + buffer
     host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
-            "worker processes and pre-gather buffers": cl.gpus_per_machine * per_worker}
+            "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),
+            "sampler and pre-gather buffers": cl.gpus_per_machine * (cost.block_bytes + buffer)}
     kept_gpu = {k: gpu[k] for k in ("framework reserve", "parameters, gradients and Adam state")}
-    kept_host = {k: host[k] for k in ("graph structure (COO + CSC, int64)", "feature partition and labels")}
-    kept_host["worker processes"] = cl.gpus_per_machine * cl.host.process_bytes
+    kept_host = {k: v for k, v in host.items() if k != "sampler and pre-gather buffers"}
     return peak_of_phases(memory_estimate(cl, gpu, host),
                           inference_memory(ctx, kept_gpu, kept_host, knobs.partitioner))
 

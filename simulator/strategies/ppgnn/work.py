@@ -46,7 +46,13 @@ from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES
 from gnnplan.simulator.hardware.pricing import row_indexing_s, storage_reads_s
 from gnnplan.simulator.result import LINKS
-from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, MemoryEstimate, SimContext, memory_estimate
+from gnnplan.simulator.strategies.base import (
+    PREFETCH_FACTOR,
+    MemoryEstimate,
+    SimContext,
+    memory_estimate,
+    worker_processes_bytes,
+)
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
 from gnnplan.simulator.strategies.ppgnn.knobs import Knobs
 from gnnplan.simulator.strategies.window_run import StepCompute
@@ -147,8 +153,9 @@ def memory_model(ctx: SimContext, knobs: Knobs, placement: str) -> MemoryEstimat
            "activations": cost.activation_bytes, "batch buffers": slots * batch,
            "stored hop matrices": stored if placement == "gpu" else 0.0}
     in_flight = BASELINE_WORKERS * PREFETCH_FACTOR if knobs.loader == "baseline" else slots
-    per_worker = cl.host.process_bytes + (0.0 if placement == "gpu" else in_flight * batch)
-    host = {"worker processes and staging buffers": cl.gpus_per_machine * per_worker,
+    loaders = BASELINE_WORKERS if knobs.loader == "baseline" and placement != "gpu" else 0  # as the executor
+    host = {"worker processes": worker_processes_bytes(cl, loaders),
+            "staging buffers": cl.gpus_per_machine * (0.0 if placement == "gpu" else in_flight * batch),
             "stored hop matrices": stored if placement == "host" else 0.0}
     return memory_estimate(cl, gpu, host, context=f"{placement} placement: ")
 
