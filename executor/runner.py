@@ -5,18 +5,19 @@ and test accuracy after each epoch (distributed layer-wise inference, not part o
 its spans to rank 0, which writes ONE Chrome trace ``<trace_dir>/<workload>-<strategy>-<timestamp>.json`` with
 metadata {plan, results, versions, num_workers, cluster, workload, strategy, knobs} and returns the results.
 
-Results (DESIGN.md, ``run --json``): ``epoch_time_s`` (median over measured epochs: all but the first when
-there are at least 3, the first being warm-up, and of a run whose controller explored configurations only the
-epochs in the last one, :func:`summarise`), ``epoch_times_s``, ``loss`` (mean training cross-entropy of
-the last epoch), ``val_accuracy``, ``test_accuracy`` (after the last epoch), ``bytes_per_epoch{pcie, nvlink,
-network, storage}`` (mean over measured epochs, summed over ranks: pcie = feature bytes copied to the device,
-local and remote misses; network = bytes every rank sent through :mod:`executor.comm`, i.e. feature
-requests and replies and the gradient all-reduce), ``peak_memory_bytes{gpu, host}`` (the largest over measured
-epochs of an epoch's peak, its training or the evaluation after it, as ``simulate --json`` predicts it: one GPU's,
-None without CUDA, and one machine's resident host memory, :mod:`executor.memory`; each phase's in
-``peak_memory_phases{training, evaluation}``), ``trace``, and more (``epochs`` per-epoch records,
-``seeds_per_s``, ``num_iterations``, ``threads``: rank 0's thread pool sizes {intra_op, inter_op, dgl} after the
-run, its share of the cores (:mod:`executor.threads`), ...).
+Results (DESIGN.md, ``run --json``): ``epoch_time_s`` (median over measured epochs: all but the first when there are
+at least 3, the first being warm-up, and of a run whose controller explored configurations only the epochs in the
+last one, :func:`summarise`), ``epoch_times_s``, ``loss`` (mean training cross-entropy of the last epoch),
+``val_accuracy``, ``test_accuracy`` (after the last epoch), ``evaluation_time_s`` (median over measured epochs of
+the evaluation's wall time, the slowest rank's: not part of the epoch time), ``bytes_per_epoch{pcie, nvlink,
+network, storage}`` (mean over measured epochs, summed over ranks: pcie = feature bytes copied to the device, local
+and remote misses; network = bytes every rank sent through :mod:`executor.comm`, i.e. feature requests and replies
+and the gradient all-reduce), ``peak_memory_bytes{gpu, host}`` (the largest over measured epochs of an epoch's peak,
+its training or the evaluation after it, as ``simulate --json`` predicts it: one GPU's, None without CUDA, and one
+machine's resident host memory, :mod:`executor.memory`; each phase's in ``peak_memory_phases{training,
+evaluation}``), ``trace``, and more (``epochs`` per-epoch records, ``seeds_per_s``, ``num_iterations``, ``threads``:
+rank 0's thread pool sizes {intra_op, inter_op, dgl} after the run, its share of the cores
+(:mod:`executor.threads`), ...).
 
 On this machine the ``nprocs`` workers are ``nprocs`` machines with one worker each (common.md): the graph is
 partitioned into ``nprocs`` parts; the plan recorded in the trace has that cluster shape.
@@ -226,9 +227,11 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
             stats = trainer.train_epoch(epoch)
             trained = meter.end()
             meter.begin()
+            evaluating = time.perf_counter()
             acc = trainer.evaluate()
+            acc_s = time.perf_counter() - evaluating
             records.append(epoch_record(epoch, stats, acc, ran_with, {"training": trained, "evaluation": meter.end()},
-                                        topo.gpus_per_machine))
+                                        topo.gpus_per_machine, acc_s))
             if topo.rank == 0:
                 emit(records[-1])
             if saving.due(epoch, num_epochs):
@@ -266,20 +269,24 @@ def shared_origin() -> float:
 
 
 def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, int],
-                 peaks: dict[str, tuple[float, float | None]], gpus_per_machine: int) -> dict[str, Any]:
+                 peaks: dict[str, tuple[float, float | None]], gpus_per_machine: int,
+                 evaluation_s: float) -> dict[str, Any]:
     """Combine every rank's epoch statistics, accuracy counts and peak memory (collective): time = slowest rank;
     ``settings`` (the trainer's ``epoch_settings()`` before the epoch, the same on every rank) are kept as
     ``settings``; ``peaks`` are this rank's ``(host, device)`` bytes of the epoch's ``training`` and of the
     ``evaluation`` after it (:class:`executor.memory.EpochPeak`), combined per machine
     (:func:`executor.memory.machine_peaks`) into ``peak_memory_phases{training, evaluation}{gpu, host}`` and
-    their larger per memory, ``peak_memory_bytes{gpu, host}`` (the phases run one after the other)."""
+    their larger per memory, ``peak_memory_bytes{gpu, host}`` (the phases run one after the other);
+    ``evaluation_s`` is this rank's wall time of the evaluation, ``evaluation_time_s`` the slowest rank's."""
     phases = list(peaks)
-    mine = torch.tensor(stats.as_list() + [acc.val_correct, acc.val_total, acc.test_correct, acc.test_total]
+    mine = torch.tensor(stats.as_list() + [acc.val_correct, acc.val_total, acc.test_correct, acc.test_total,
+                                           evaluation_s]
                         + [v for p in phases for v in (peaks[p][0], -1.0 if peaks[p][1] is None else peaks[p][1])],
                         dtype=torch.float64, device=comm.device())
     rows = torch.stack(comm.all_gather(mine)).cpu()
     total = rows.sum(0).tolist()
-    names = list(EpochStats.__dataclass_fields__) + ["val_correct", "val_total", "test_correct", "test_total"]
+    names = list(EpochStats.__dataclass_fields__) + ["val_correct", "val_total", "test_correct", "test_total",
+                                                     "evaluation_s"]
     s = dict(zip(names, total))
     memory = {}
     for i, phase in enumerate(phases):
@@ -288,7 +295,9 @@ def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, in
                                       gpus_per_machine)
     return {"epoch": epoch, **({"settings": dict(settings)} if settings else {}),
             "peak_memory_bytes": larger_peaks(memory.values()), "peak_memory_phases": memory,
-            "epoch_time_s": float(rows[:, 0].max()), "loss": s["loss_sum"] / max(s["num_seeds"], 1),
+            "epoch_time_s": float(rows[:, 0].max()),
+            "evaluation_time_s": float(rows[:, names.index("evaluation_s")].max()),
+            "loss": s["loss_sum"] / max(s["num_seeds"], 1),
             "val_accuracy": s["val_correct"] / max(s["val_total"], 1),
             "test_accuracy": s["test_correct"] / max(s["test_total"], 1),
             "num_iterations": int(rows[0, names.index("num_iterations")]), "num_seeds": int(s["num_seeds"]),
@@ -313,13 +322,15 @@ def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[
     def mean(key: str) -> float:
         return statistics.fmean(r["bytes"][key] for r in measured)
 
-    # records restored from an older checkpoint may lack the peaks
+    evaluated = [r["evaluation_time_s"] for r in measured if "evaluation_time_s" in r]
+    # records restored from an older checkpoint may lack the peaks and the evaluation time
     phases = {p: larger_peaks(r["peak_memory_phases"][p] for r in measured if r.get("peak_memory_phases"))
               for p in ("training", "evaluation")}
 
     return {"strategy": plan.strategy, "knobs": dict(plan.knobs), "num_workers": plan.num_workers,
             "num_epochs": len(records), "num_iterations": last["num_iterations"],
             "epoch_time_s": epoch_s, "epoch_times_s": [r["epoch_time_s"] for r in records],
+            "evaluation_time_s": statistics.median(evaluated) if evaluated else None,
             "measured_epochs": [r["epoch"] for r in measured],
             "loss": last["loss"], "val_accuracy": last["val_accuracy"], "test_accuracy": last["test_accuracy"],
             "seeds_per_s": statistics.fmean(r["num_seeds"] for r in measured) / epoch_s,

@@ -3,8 +3,9 @@
 Keys (all SI units): ``strategy, knobs, feasible, reason, epoch_time_s, iteration_time_s, num_iterations,
 breakdown_s{phase: s}, bytes_per_epoch{pcie, nvlink, network, storage}, peak_memory_bytes{gpu, host},
 sim_wall_s`` and, for a dataset card, ``estimated`` (:func:`simulator.workload.proxy.estimated`); where the
-strategy prices its evaluation's memory, ``peak_memory_phases{training, evaluation}{gpu, host}``
-(``peak_memory_bytes`` is then the larger of the two per memory).
+strategy prices its evaluation, ``peak_memory_phases{training, evaluation}{gpu, host}`` (``peak_memory_bytes`` is
+then the larger of the two per memory) and ``evaluation_time_s`` (one evaluation after an epoch, not part of
+``epoch_time_s``; :mod:`simulator.strategies.inference_time`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class SimResult(BaseModel):
     sim_wall_s: float = 0.0
     estimated: dict[str, Any] | None = None
     peak_memory_phases: dict[str, dict[str, float]] | None = None
+    evaluation_time_s: float | None = None
     spans: list[Span] = Field(default_factory=list, exclude=True)
 
     @classmethod
@@ -53,10 +55,10 @@ class SimResult(BaseModel):
 
     def to_json_dict(self) -> dict[str, Any]:
         """The contract object (spans excluded; ``inf`` rendered as ``null``; ``estimated`` only when the
-        dataset is a card: which statistics came from its synthetic proxy and how; ``peak_memory_phases`` only
-        where the strategy prices its phases)."""
+        dataset is a card: which statistics came from its synthetic proxy and how; ``peak_memory_phases`` and
+        ``evaluation_time_s`` only where the strategy prices its evaluation)."""
         out = self.model_dump(mode="json")
-        for optional in ("estimated", "peak_memory_phases"):
+        for optional in ("estimated", "peak_memory_phases", "evaluation_time_s"):
             if out.get(optional) is None:
                 out.pop(optional, None)
         for key in ("epoch_time_s", "iteration_time_s"):

@@ -18,13 +18,15 @@ def make_inference(num_machines: int = 4, gpus_per_machine: int = 1, partitioner
                    seed: int = 0) -> InferenceStats:
     """Constructed inference-block statistics of :data:`RMAT_SUMMARY` (as ``graphstats.inference_stats`` returns):
     a rank's even share, chunks of ``CHUNK_VERTICES``, 3.5 sources per destination (capped at every vertex) and
-    the mean in-degree per destination, an even share of the edges per machine; a random partition reaches 20% more
-    sources than METIS."""
+    the mean in-degree per destination, an even share of the edges per machine, half of the sources a random pick
+    would put on other machines (ranks) there; a random partition reaches 20% more sources than METIS."""
     n = RMAT_SUMMARY.num_vertices
     share = n / (num_machines * gpus_per_machine)
     dst = min(float(CHUNK_VERTICES), share)
     src = min(float(n), dst * 3.5 * (1.2 if partitioner == "random" else 1.0))
-    return InferenceStats(share, dst, src, dst * RMAT_SUMMARY.num_edges / n, 1.0 / num_machines)
+    workers = num_machines * gpus_per_machine
+    return InferenceStats(share, dst, src, dst * RMAT_SUMMARY.num_edges / n, 1.0 / num_machines,
+                          0.5 * (num_machines - 1) / num_machines, 0.5 * (workers - 1) / workers)
 
 
 def make_stats(num_machines: int = 4, gpus_per_machine: int = 1, batch_size_per_worker: int = 256,

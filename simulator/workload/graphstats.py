@@ -281,8 +281,9 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
 
 
 
-INFERENCE_FORMAT = 2
-"""Version of :func:`inference_stats`' measurement (2: ``machine_edge_fraction``); part of its cache key."""
+INFERENCE_FORMAT = 3
+"""Version of :func:`inference_stats`' measurement (2: ``machine_edge_fraction``; 3: ``remote_fraction``,
+``other_rank_fraction``); part of its cache key."""
 
 
 def inference_stats(ref: str | GeneratedSpec, num_machines: int, gpus_per_machine: int, partitioner: str,

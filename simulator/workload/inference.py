@@ -45,6 +45,10 @@ class InferenceStats:
         machine_edge_fraction: the largest share of the graph's edges whose destinations one machine owns: the
             part of the structure that machine keeps when it keeps only its vertices' in-edges (a partitioned
             structure, DistDGL; rmat100k on 2 METIS parts: 0.96, 2026-11-28).
+        remote_fraction: of its chunks' sources, the share another machine owns (pulled over the network: layer
+            0's features, and later layers' rows).
+        other_rank_fraction: of its chunks' sources, the share another rank computes (pulled from it in layers
+            after the first).
     """
 
     rank_vertices: float
@@ -52,11 +56,14 @@ class InferenceStats:
     src_vertices: float
     edges: float
     machine_edge_fraction: float
+    remote_fraction: float = 0.0
+    other_rank_fraction: float = 0.0
 
     def scaled(self, factor: float) -> InferenceStats:
-        """Every count multiplied by ``factor`` (a proxy's statistics at its card's size; the fraction kept)."""
+        """Every count multiplied by ``factor`` (a proxy's statistics at its card's size; the fractions kept)."""
         return InferenceStats(self.rank_vertices * factor, self.dst_vertices * factor, self.src_vertices * factor,
-                              self.edges * factor, self.machine_edge_fraction)
+                              self.edges * factor, self.machine_edge_fraction, self.remote_fraction,
+                              self.other_rank_fraction)
 
 
 def inference_owners(owner: np.ndarray, num_machines: int, gpus_per_machine: int) -> np.ndarray:
@@ -112,8 +119,11 @@ def measure_inference(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_m
     dst_vertices = min(len(mine), chunk_vertices) if full == 1 else chunk_vertices
     per_machine = np.bincount(owner[dst], minlength=num_machines)
     share = float(per_machine.max() / len(dst)) if len(dst) else 0.0
+    sources = distinct % n
+    remote = float(np.mean(owner[sources] != rank // gpus_per_machine))
+    other = float(np.mean(rank_of[sources] != rank))
     return InferenceStats(float(len(mine)), float(dst_vertices), float(src_per_chunk.mean()),
-                          float(keep.sum() / full), share)
+                          float(keep.sum() / full), share, remote, other)
 
 
 def inference_at_size(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_machines: int,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from collections import Counter
@@ -76,6 +77,9 @@ def test_two_worker_run_writes_one_trace(tmp_path: Path) -> None:
     peaks = [r["peak_memory_bytes"] for r in res["epochs"]]
     assert all(p["gpu"] is None and p["host"] > 2708 * 1433 * 4 for p in peaks)
     assert res["peak_memory_bytes"] == {"gpu": None, "host": max(p["host"] for p in peaks[1:])}
+    # the evaluation is timed apart from the epoch: the summary's is the median over the measured epochs
+    evaluated = [r["evaluation_time_s"] for r in res["epochs"]]
+    assert all(t > 0 for t in evaluated) and res["evaluation_time_s"] == statistics.median(evaluated[1:])
     # each epoch's peak is the larger of its training's and its evaluation's, each measured from a reset mark
     for r in res["epochs"]:
         phases = r["peak_memory_phases"]

@@ -78,3 +78,11 @@ def test_each_phases_peak_is_over_the_measured_epochs_and_the_run_peak_is_the_la
     assert res["peak_memory_phases"] == {"training": {"gpu": None, "host": 650.0},
                                          "evaluation": {"gpu": None, "host": 700.0}}
     assert res["peak_memory_bytes"] == {"gpu": None, "host": 700.0}
+
+
+def test_the_evaluation_time_is_the_median_of_the_measured_epochs() -> None:
+    records = [_record(e, 0.1, 1.0, None) | {"evaluation_time_s": t} for e, t in enumerate([9.0, 0.3, 0.1, 0.2])]
+    assert summarise(PLAN, records, 1.0)["evaluation_time_s"] == 0.2  # the warm-up's 9 s left out
+    for r in records:
+        del r["evaluation_time_s"]  # restored from a checkpoint written before it was recorded
+    assert summarise(PLAN, records, 1.0)["evaluation_time_s"] is None

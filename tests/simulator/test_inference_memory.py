@@ -1,5 +1,6 @@
 """The evaluation's memory (simulator/strategies/inference_memory.py): the parts of each layer by hand, the peak of
-the phases, and a configuration whose training fits but whose evaluation does not (constructed statistics)."""
+the phases, and a configuration whose training fits but whose evaluation does not; and its time
+(simulator/strategies/inference_time.py) by hand (constructed statistics)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ import pytest
 from sim_fixtures import RMAT_SUMMARY, make_inference
 
 from gnnplan.simulator import api
+from gnnplan.simulator.hardware import pricing
+from gnnplan.simulator.hardware.formulas import compute_time_s
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.strategies.base import SAMPLER_PROCESS_BYTES, MemoryEstimate, SimContext
 from gnnplan.simulator.strategies.inference_memory import PULL_BUFFERS, inference_memory, peak_of_phases
+from gnnplan.simulator.strategies.inference_time import PULL_COLLECTIVES, evaluation_time_s
+from gnnplan.simulator.workload.model_cost import Block, layer_dims, layer_kernels
 from gnnplan.simulator.workload.spec import load_workload
 
 MB = 1e6
@@ -77,3 +82,26 @@ def test_sampler_processes_are_held_in_both_phases(fake_graphstats: list[dict[st
     assert extra == pytest.approx(2 * 3 * SAMPLER_PROCESS_BYTES, rel=1e-9)
     assert (three.peak_memory_phases["training"]["host"] - inline.peak_memory_phases["training"]["host"]
             >= 2 * 3 * SAMPLER_PROCESS_BYTES)
+
+
+def test_evaluation_time_by_hand(fake_graphstats: list[dict[str, Any]]) -> None:
+    cl = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 2, "gpus_per_machine": 2})
+    wl = load_workload("rmat100k-sage")
+    ctx = SimContext(cl, wl, None, RMAT_SUMMARY, 1024)
+    inf = make_inference(2, 2)  # 25000 vertices: 2 chunks of 16384; 1/4 of the sources on the other machine,
+    block = Block(inf.src_vertices, inf.dst_vertices, inf.edges)  # 3/8 another rank's
+    assert (inf.remote_fraction, inf.other_rank_fraction) == (0.25, 0.375)
+    expected = 0.0
+    for layer, d in enumerate(layer_dims(wl.model, 128, 16)):  # every layer pulls (2 machines, 4 ranks): 3 calls
+        rows = inf.src_vertices * d.in_dim * 4
+        share = 0.25 if layer == 0 else 0.375  # layer 0: features of other machines; then rows of other ranks
+        fetch = pricing.feature_fetch_s(cl, share * rows, 2, 2, PULL_COLLECTIVES)
+        expected += 2 * (pricing.sampling_s(cl, inf.edges, num_calls=1.0)
+                         + pricing.feature_load_s(cl, (1 - share) * rows, share * rows, 0.0, fetch)
+                         + compute_time_s(layer_kernels("sage", d, block, "x"), cl.gpu, cl.efficiency.forward_fraction)
+                         + pricing.gpu_to_host_s(cl, inf.dst_vertices * d.out_total * 4))
+    assert evaluation_time_s(ctx, "metis") == pytest.approx(expected, rel=1e-12)
+    result = api.simulate(cl, wl, "dp", {})
+    assert result.evaluation_time_s == pytest.approx(expected, rel=1e-12)
+    assert result.to_json_dict()["evaluation_time_s"] == result.evaluation_time_s
+    assert "evaluation_time_s" not in api.simulate(cl, load_workload("cora-gcn-full"), "neutronstar", {}).to_json_dict()

@@ -30,17 +30,22 @@ def cora():  # type: ignore[no-untyped-def]
     return load_dataset("cora")
 
 
+def _hand(chunk: int, owner: np.ndarray = OWNER, machines: int = 2, gpus: int = 1) -> InferenceStats:
+    return measure_inference(SRC, DST, owner, machines, gpus, chunk_vertices=chunk)
+
+
 def test_hand_made_graph_counts_the_busiest_ranks_chunks() -> None:
     # rank 0 (vertices 0-3) has 6 in-edges, rank 1 (4-6) 2: machine 0 keeps 6 of the 8. Chunks of 2: {0, 1}
-    # reaches {0, 1, 2} over 3 edges, {2, 3} reaches {0, 2, 3, 4} over 3 edges: mean 3.5 sources
-    assert measure_inference(SRC, DST, OWNER, 2, 1, chunk_vertices=2) == InferenceStats(4.0, 2.0, 3.5, 3.0, 0.75)
+    # reaches {0, 1, 2} over 3 edges, {2, 3} reaches {0, 2, 3, 4} over 3 edges: mean 3.5 sources, 1 of the 7
+    # (vertex 4) on machine 1
+    assert _hand(2) == InferenceStats(4.0, 2.0, 3.5, 3.0, 0.75, 1 / 7, 1 / 7)
     # chunks of 3: only the full one, {0, 1, 2}, reaching {0, 1, 2, 3, 4} over 5 edges
-    assert measure_inference(SRC, DST, OWNER, 2, 1, chunk_vertices=3) == InferenceStats(4.0, 3.0, 5.0, 5.0, 0.75)
+    assert _hand(3) == InferenceStats(4.0, 3.0, 5.0, 5.0, 0.75, 0.2, 0.2)
     # a chunk larger than the share: the share, every in-edge of it
-    assert measure_inference(SRC, DST, OWNER, 2, 1, chunk_vertices=8) == InferenceStats(4.0, 4.0, 5.0, 6.0, 0.75)
+    assert _hand(8) == InferenceStats(4.0, 4.0, 5.0, 6.0, 0.75, 0.2, 0.2)
     # one machine, two workers: numpy.array_split gives rank 0 vertices 0-3, the same busiest rank
-    assert measure_inference(SRC, DST, np.zeros(7, dtype=np.int64), 1, 2, 2) == InferenceStats(4.0, 2.0, 3.5, 3.0,
-                                                                                                 1.0)
+    # (one machine: nothing remote; vertex 4 is rank 1's)
+    assert _hand(2, np.zeros(7, dtype=np.int64), 1, 2) == InferenceStats(4.0, 2.0, 3.5, 3.0, 1.0, 0.0, 1 / 7)
     np.testing.assert_array_equal(inference_owners(OWNER, 2, 2), [0, 0, 1, 1, 2, 2, 3])
 
 
@@ -66,13 +71,16 @@ def test_equals_the_blocks_the_evaluator_samples_on_cora(cora, machines: int, gp
         mine = np.flatnonzero(rank_of == rank)
         blocks = [sampler.sample(g, torch.from_numpy(mine[i:i + chunk]))
                   for i in range(0, len(mine) - chunk + 1, chunk)]
+        sources = np.concatenate([b[0].numpy() for b in blocks])  # every chunk's sources, pooled
         per_rank.append((len(mine), np.mean([len(b[0]) for b in blocks]),
-                         np.mean([b[2][0].num_edges() for b in blocks]), sum(b[2][0].num_edges() for b in blocks)))
+                         np.mean([b[2][0].num_edges() for b in blocks]),
+                         np.mean(owner[sources] != rank // gpus), np.mean(rank_of[sources] != rank)))
     busiest = max(range(len(per_rank)), key=lambda r: np.bincount(rank_of[cora.dst], minlength=len(per_rank))[r])
-    vertices, src, edges, _ = per_rank[busiest]
+    vertices, src, edges, remote, other = per_rank[busiest]
     share = np.bincount(owner[cora.dst], minlength=machines).max() / cora.num_edges
     assert found == InferenceStats(float(vertices), float(chunk), pytest.approx(src), pytest.approx(edges),
-                                   pytest.approx(share))
+                                   pytest.approx(share), pytest.approx(remote), pytest.approx(other))
+    assert found.other_rank_fraction >= found.remote_fraction and (found.remote_fraction > 0) == (machines > 1)
 
 
 def test_card_chunk_holds_the_cards_fraction() -> None:
@@ -84,7 +92,7 @@ def test_card_chunk_holds_the_cards_fraction() -> None:
     # the hand-made graph as the proxy of a 70-vertex card: a rank's 35 card vertices are one chunk, 3.5 -> 4 of
     # the proxy's (rank 0's whole share: 5 sources, 6 edges), then everything x 10
     assert inference_at_size(SRC, DST, OWNER, 2, 1, card_vertices=70) == InferenceStats(40.0, 40.0, 50.0, 60.0,
-                                                                                           0.75)
+                                                                                           0.75, 0.2, 0.2)
     assert inference_at_size(SRC, DST, OWNER, 2, 1) == measure_inference(SRC, DST, OWNER, 2, 1)
 
 

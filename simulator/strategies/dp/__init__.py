@@ -112,6 +112,7 @@ from gnnplan.simulator.strategies.dp.work import IterationWork, iteration_work
 from gnnplan.simulator.strategies.dp.work import cache_access as cache_access
 from gnnplan.simulator.strategies.dp.work import remote_sampling as remote_sampling
 from gnnplan.simulator.strategies.inference_memory import inference_memory, peak_of_phases
+from gnnplan.simulator.strategies.inference_time import evaluation_time_s
 from gnnplan.simulator.workload import graphstats
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, ModelCost, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
@@ -256,7 +257,8 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, full, last),
-        "peak_memory_bytes": memory.peak_memory_bytes, "peak_memory_phases": memory.phases}
+        "peak_memory_bytes": memory.peak_memory_bytes, "peak_memory_phases": memory.phases,
+        "evaluation_time_s": evaluation_time_s(ctx, knobs.partitioner)}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
     run = DpRun(ctx, knobs, plan, full, last)

@@ -67,6 +67,7 @@ from gnnplan.simulator.strategies.gsplit import rank_mean
 from gnnplan.simulator.strategies.gsplit.run import PHASES, SplitRun
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats, split_stats
 from gnnplan.simulator.strategies.gsplit.work import IterationWork, iteration_work, link_bytes, memory_model, segments
+from gnnplan.simulator.strategies.inference_time import evaluation_time_s
 from gnnplan.simulator.workload.model_cost import Kernel
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
@@ -232,7 +233,8 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, works), "peak_memory_bytes": memory.peak_memory_bytes,
-        "peak_memory_phases": memory.phases}
+        "peak_memory_phases": memory.phases,
+        "evaluation_time_s": evaluation_time_s(ctx, knobs.split)}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, estimated=estimated,
                                     **common)

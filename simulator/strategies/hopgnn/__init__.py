@@ -99,6 +99,7 @@ from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
 from gnnplan.simulator.strategies.hopgnn.run import PHASES, HopRun, with_images
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, hop_work, model_costs, naive_work
 from gnnplan.simulator.strategies.inference_memory import inference_memory, peak_of_phases
+from gnnplan.simulator.strategies.inference_time import evaluation_time_s
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
 
@@ -316,7 +317,8 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, knobs, plan, full, float(plan.last_fraction) if slowest else last),
-        "peak_memory_bytes": memory.peak_memory_bytes, "peak_memory_phases": memory.phases}
+        "peak_memory_bytes": memory.peak_memory_bytes, "peak_memory_phases": memory.phases,
+        "evaluation_time_s": evaluation_time_s(ctx, knobs.partitioner)}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
     if slowest:
