@@ -30,8 +30,9 @@ Statistics, on the 2 x 4-GPU preset ``2x4-a100-nvlink3-200gbib`` (8 workers on 2
 * ``gsplit`` (METIS split): mean split input vertices, local-edge fraction, largest partition;
 * the evaluation's layer-wise inference (``dp``, ``hopgnn`` and ``gsplit`` price its memory), METIS and random
   partitions: the sources and in-edges of a chunk of the rank with the most in-edges (graphstats.inference_stats;
-  on R-MAT's proxy at the card's chunk fraction, scaled by the vertex factor) and the busiest machine's share of
-  the in-edges (what dp's partitioned structure keeps there).
+  on R-MAT's proxy at the card's chunk fraction, scaled by the vertex factor), the shares of those sources other
+  machines and other ranks hold (what the evaluation pulls), and the busiest machine's share of the in-edges (what
+  dp's partitioned structure keeps there).
 
 Measured values on the real graphs are numbering-invariant: every statistic above is computed on a partition of
 the graph (dp's batches take their seeds from each machine's own training vertices, DistDGL ``node_split``;
@@ -55,16 +56,16 @@ where the surplus seeds sit on the isolated side (2026-11-28). Those two rows co
 
 Column ``self`` of a real graph's table: in how many relabelings the graph's own value is within 15% of the median
 over all of them, the noise floor of any one-draw estimate (2026-11-28: the real graph as its own estimate passes
-36-39 of 39 per relabeling on Cora, median 39, and 35-39 on CiteSeer, median 37; CiteSeer's METIS remote input
+39-43 of 43 per relabeling on Cora, median 42, and 38-43 on CiteSeer, median 40; CiteSeer's METIS remote input
 fraction 8 of 32 relabelings, its hopgnn dp share 9).
 
 The proxy is one random draw (``simulator.workload.proxy.PROXY_SEED``); ``--proxy-draws R`` (default
 :data:`PROXY_DRAWS`) also estimates every statistic on draws 1..R-1 (``card:<name>@K``; R-MAT's proxy at seed K)
 and prints, per graph, each statistic's estimate on draw 0, its min / mean / max over the draws and in how many
-draws it is within 15%, then each draw's count within 15% over all graphs (16 draws, 2026-11-28: 108-115 of 117,
-median 112; draw 0, the product's default, 115), and whether the draws' range holds the measured value: the range
-``--proxy-draws`` of simulate, tune and whatif reports is the draws' noise, and it held the measured value for 67
-of the 117 statistics (Cora 23, CiteSeer 29, R-MAT 15 of 39); the others are biased beyond that noise.
+draws it is within 15%, then each draw's count within 15% over all graphs (16 draws, 2026-11-28: 117-125 of 129,
+median 122.5; draw 0, the product's default, 124), and whether the draws' range holds the measured value: the range
+``--proxy-draws`` of simulate, tune and whatif reports is the draws' noise, and it held the measured value for 77
+of the 129 statistics (Cora 26, CiteSeer 33, R-MAT 18 of 43); the others are biased beyond that noise.
 
 Run: ``python benchmarks/bench_proxy.py [--skip-rmat] [--proxy-draws R]``. Statistics are cached under
 ``$GNNPLAN_CACHE``; the first run generates the 2M-vertex graph (~4 min, ~3 GB peak) and partitions it with METIS.
@@ -327,7 +328,7 @@ def main() -> int:
         measured = run("rmat2m measured", lambda: statistics(RMAT, 1024, None),
                        keep=f"measured-{dataset_key(RMAT)}-v{BENCH_FORMAT}")
         measured |= run("rmat2m inference measured", lambda: inference_statistics(RMAT),  # kept before it existed
-                        keep=f"measured-inference-{dataset_key(RMAT)}-v2")
+                        keep=f"measured-inference-{dataset_key(RMAT)}-v3")
         estimated = run("rmat2m proxy estimated", lambda: statistics(spec, 1024, scale, card))
         errors += compare(f"R-MAT 2M ({RMAT.name}) vs its proxy {spec.name} (x{scale.vertex_factor:.0f} vertices)",
                           measured, estimated)

@@ -117,8 +117,9 @@ def statistics(dataset: Any, batch: int, scale: ProxyScale | None, card: Card | 
 
 def inference_statistics(dataset: Any, card: Card | None = None) -> dict[str, float]:
     """The evaluation's inference block (dp's, hopgnn's and gsplit's memory models price it), METIS and random
-    machine partitions: the busiest rank's sources and edges per chunk and the busiest machine's share of the
-    in-edges (a partitioned structure's memory; :mod:`simulator.workload.inference`); a
+    machine partitions: the busiest rank's sources and edges per chunk, the shares of those sources other machines
+    and other ranks hold (the evaluation's pulls), and the busiest machine's share of the in-edges (a partitioned
+    structure's memory; :mod:`simulator.workload.inference`); a
     proxy given as a generated spec with its ``card`` is measured at the card's chunk fraction and scaled, as the
     card path does (:func:`simulator.workload.inference.inference_at_size`)."""
     cl = load_cluster(CLUSTER)
@@ -134,6 +135,8 @@ def inference_statistics(dataset: Any, card: Card | None = None) -> dict[str, fl
         out[f"inference[{part}] sources per chunk"] = inf.src_vertices
         out[f"inference[{part}] edges per chunk"] = inf.edges
         out[f"inference[{part}] busiest machine's edges"] = inf.machine_edge_fraction
+        out[f"inference[{part}] remote sources"] = inf.remote_fraction
+        out[f"inference[{part}] other ranks' sources"] = inf.other_rank_fraction
     return out
 
 
