@@ -229,9 +229,9 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
             meter.begin()
             evaluating = time.perf_counter()
             acc = trainer.evaluate()
-            acc_s = time.perf_counter() - evaluating
+            evaluated_s = time.perf_counter() - evaluating
             records.append(epoch_record(epoch, stats, acc, ran_with, {"training": trained, "evaluation": meter.end()},
-                                        topo.gpus_per_machine, acc_s))
+                                        topo.gpus_per_machine, evaluated_s))
             if topo.rank == 0:
                 emit(records[-1])
             if saving.due(epoch, num_epochs):
