@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnplan.autotune.planning import calibrate_traces, tune_to_plan
-from gnnplan.autotune.report import fmt_bytes, pct
+from gnnplan.autotune.report import fmt_bytes, fmt_s, pct
 from gnnplan.autotune.report_page import write_loop_outputs
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
@@ -74,15 +74,31 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
              f"{fmt_bytes(memory['predicted_host_bytes_before'])} before calibration "
              f"({pct(memory['predicted_host_bytes_before'], memory['measured_host_bytes'])}); the calibrated "
              "cluster's host.process_bytes is fitted to this run, so it predicts other configurations, not this one")
+    evaluation = _evaluation_check(run, predicted.evaluation_time_s)
+    if evaluation is not None:
+        tell(f"      evaluation after each epoch (not in the epoch time): measured {fmt_s(evaluation['measured_s'])}, "
+             f"predicted {fmt_s(evaluation['predicted_before_s'])} before calibration "
+             f"({pct(evaluation['predicted_before_s'], evaluation['measured_s'])}; a first-order estimate)")
     out = {"plan": tuned["plan"], "trace": run["trace"], "calibrated_cluster": str(cal_path),
            "measured_epoch_time_s": meas, "predicted_before_s": before, "error_before_fraction": (before - meas) / meas,
-           "memory": memory,
+           "memory": memory, "evaluation": evaluation,
            "held_out": {"rows": held["rows"], "reason": "; ".join(held["not_held_out"].values()) or None},
            "run": run, "tune": {k: tuned[k] for k in ("study", "storage", "num_trials_total", "best")},
            "calibration": cal}
     atomic_write_json(out_dir / "report.json", out)
     out.update({k: str(v) for k, v in write_loop_outputs(out_dir).items()})  # predicted.json, report.html
     return out
+
+
+def _evaluation_check(run: dict[str, Any], predicted_s: float | None) -> dict[str, float] | None:
+    """The run's measured evaluation time (``evaluation_time_s``, after each epoch) against the uncalibrated
+    estimate (:mod:`simulator.strategies.inference_time`; nothing was fitted to it), None when either is missing
+    (a strategy that does not evaluate by layer-wise inference)."""
+    measured = run.get("evaluation_time_s")
+    if not measured or predicted_s is None:
+        return None
+    return {"measured_s": float(measured), "predicted_before_s": float(predicted_s),
+            "error_before_fraction": float(predicted_s) / float(measured) - 1.0}
 
 
 def _memory_check(run: dict[str, Any], predicted_host_bytes: float) -> dict[str, float] | None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gnnplan.autotune.report import fmt_s, knobs_text, pct
+from gnnplan.autotune.report import fmt_bytes, fmt_s, knobs_text, pct
 from gnnplan.autotune.report_page import run_charts as rc
 from gnnplan.autotune.report_page import study_charts as sc
 from gnnplan.autotune.report_page.inputs import ReportInputs
@@ -172,6 +172,16 @@ def _summary(inputs: ReportInputs) -> str:
     loop = inputs.loop or {}
     if isinstance(loop.get("measured_epoch_time_s"), (int, float)):
         rows.append(("measured epoch time", f"{fmt_s(loop['measured_epoch_time_s'])} (median over measured epochs)"))
+    memory, evaluation = loop.get("memory"), loop.get("evaluation")
+    if isinstance(memory, dict):
+        rows.append(("peak host memory per machine",
+                     f"{fmt_bytes(memory['measured_host_bytes'])} measured, "
+                     f"{fmt_bytes(memory['predicted_host_bytes_before'])} predicted before calibration "
+                     f"({pct(memory['predicted_host_bytes_before'], memory['measured_host_bytes'])})"))
+    if isinstance(evaluation, dict):
+        rows.append(("evaluation after each epoch", f"{fmt_s(evaluation['measured_s'])} measured, "
+                     f"{fmt_s(evaluation['predicted_before_s'])} estimated before calibration "
+                     f"({pct(evaluation['predicted_before_s'], evaluation['measured_s'])})"))
     if inputs.study is not None:
         rows.append(("study", f"{inputs.study.study_name} ({len(inputs.study.trials)} trials)"))
     rows += [("measured trace", t.name) for t in inputs.measured[:1]]

@@ -26,8 +26,11 @@ def _fake_run(tmp_path: Path) -> Any:
         assert (nprocs, epochs) == (4, len(FACTORS))
         result = api.simulate(truth, plan.workload, plan.strategy, plan.knobs)
         trace = epochs_trace(result, truth, plan.workload, tmp_path / "run.json", FACTORS)
+        estimate = api.simulate(load_cluster("4x-a100-10gbe"), plan.workload, plan.strategy, plan.knobs)
+        evaluated = None if estimate.evaluation_time_s is None else 2.0 * estimate.evaluation_time_s
         return {"epoch_time_s": 1.3 * result.epoch_time_s, "test_accuracy": 0.5, "trace": str(trace),
-                "peak_memory_bytes": {"gpu": None, "host": 1.25 * result.peak_memory_bytes["host"]}}
+                "peak_memory_bytes": {"gpu": None, "host": 1.25 * result.peak_memory_bytes["host"]},
+                "evaluation_time_s": evaluated}
     return run_plan
 
 
@@ -53,5 +56,20 @@ def test_loop_prints_the_held_out_error_only(tmp_path: Path, monkeypatch: pytest
     # the measured peak against the uncalibrated prediction (the truth's memory model is the preset's: 1/1.25)
     assert report["memory"]["error_before_fraction"] == pytest.approx(1 / 1.25 - 1)
     assert "peak host memory per machine: measured" in text and "before calibration (-20.0%)" in text
+    # the evaluation, timed apart from the epoch, against the estimate (the fake run's took twice the estimate)
+    # (the seeded 3-trial study picks a strategy that evaluates by layer-wise inference)
+    assert report["evaluation"]["error_before_fraction"] == pytest.approx(1 / 2 - 1, rel=1e-9)
+    assert "evaluation after each epoch (not in the epoch time): measured" in text
+    page = (out_dir / "report.html").read_text()
+    assert "peak host memory per machine" in page
     assert main([*argv, "--json"]) == 0
     assert "predicted_after_s" not in json.loads(capsys.readouterr().out)
+
+
+def test_the_evaluation_check_needs_both_a_measurement_and_an_estimate() -> None:
+    from gnnplan.autotune.loop import _evaluation_check
+
+    assert _evaluation_check({"evaluation_time_s": 0.2}, None) is None  # e.g. neutronstar: no estimate
+    assert _evaluation_check({}, 0.1) is None  # a run recorded before evaluations were timed
+    assert _evaluation_check({"evaluation_time_s": 0.2}, 0.1) == {"measured_s": 0.2, "predicted_before_s": 0.1,
+                                                                  "error_before_fraction": -0.5}
