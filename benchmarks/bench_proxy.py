@@ -29,7 +29,7 @@ Statistics, on the 2 x 4-GPU preset ``2x4-a100-nvlink3-200gbib`` (8 workers on 2
   peers, summed over GPUs and batches;
 * ``gsplit`` (METIS split): mean split input vertices, local-edge fraction, largest partition;
 * the evaluation's layer-wise inference (``dp``, ``hopgnn`` and ``gsplit`` price its memory), METIS and random
-  partitions: the sources and in-edges of a chunk of the rank with the most in-edges (graphstats.inference_stats;
+  partitions: the sources and in-edges of a chunk of the rank with the most in-edges (inference.inference_stats;
   on R-MAT's proxy at the card's chunk fraction, scaled by the vertex factor), the shares of those sources other
   machines and other ranks hold (what the evaluation pulls), and the busiest machine's share of the in-edges (what
   dp's partitioned structure keeps there).
@@ -93,6 +93,7 @@ from gnnplan.simulator.io import atomic_write_json  # noqa: E402
 from gnnplan.simulator.paths import cache_dir  # noqa: E402
 from gnnplan.simulator.workload.card_measures import derived_card  # noqa: E402
 from gnnplan.simulator.workload.datasets import dataset_key, load_dataset  # noqa: E402
+from gnnplan.simulator.workload.inference import INFERENCE_FORMAT  # noqa: E402
 from gnnplan.simulator.workload.proxy import max_relative_error, proxy_scale, proxy_spec  # noqa: E402
 from gnnplan.simulator.workload.spec import RmatSpec  # noqa: E402
 
@@ -327,8 +328,9 @@ def main() -> int:
         scale = proxy_scale(card, spec)
         measured = run("rmat2m measured", lambda: statistics(RMAT, 1024, None),
                        keep=f"measured-{dataset_key(RMAT)}-v{BENCH_FORMAT}")
-        measured |= run("rmat2m inference measured", lambda: inference_statistics(RMAT),  # kept before it existed
-                        keep=f"measured-inference-{dataset_key(RMAT)}-v3")
+        # the kept measurement above may predate the inference rows: they are kept apart, by their own format
+        measured |= run("rmat2m inference measured", lambda: inference_statistics(RMAT),
+                        keep=f"measured-inference-{dataset_key(RMAT)}-v{INFERENCE_FORMAT}")
         estimated = run("rmat2m proxy estimated", lambda: statistics(spec, 1024, scale, card))
         errors += compare(f"R-MAT 2M ({RMAT.name}) vs its proxy {spec.name} (x{scale.vertex_factor:.0f} vertices)",
                           measured, estimated)

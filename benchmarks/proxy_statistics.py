@@ -19,10 +19,9 @@ from gnnplan.simulator.strategies import gsplit, hongtu, hopgnn, neutronstar  # 
 from gnnplan.simulator.strategies.gsplit import stats as gsplit_stats  # noqa: E402
 from gnnplan.simulator.strategies.hongtu import dedup  # noqa: E402
 from gnnplan.simulator.strategies.neutronstar import dependencies as deps  # noqa: E402
-from gnnplan.simulator.workload import graphstats  # noqa: E402
+from gnnplan.simulator.workload import graphstats, inference  # noqa: E402
 from gnnplan.simulator.workload.cards import Card  # noqa: E402
 from gnnplan.simulator.workload.datasets import load_dataset  # noqa: E402
-from gnnplan.simulator.workload.inference import inference_at_size  # noqa: E402
 from gnnplan.simulator.workload.proxy import ProxyScale, scale_counts  # noqa: E402
 from gnnplan.simulator.workload.proxy_batch import batch_reach_scale, scale_layers, scale_sample_stats  # noqa: E402
 from gnnplan.simulator.workload.spec import workload_from_dict  # noqa: E402
@@ -112,25 +111,26 @@ def statistics(dataset: Any, batch: int, scale: ProxyScale | None, card: Card | 
     out["gsplit split input vertices"] = float(split_src[:, 0, :].mean())
     out["gsplit local-edge fraction"] = float(sp.local_edge_fraction().mean())
     out["gsplit largest partition"] = float(sp.partition_sizes.max())
-    return out | inference_statistics(dataset, card)
+    return out | inference_statistics(dataset, card, graph)
 
 
-def inference_statistics(dataset: Any, card: Card | None = None) -> dict[str, float]:
+def inference_statistics(dataset: Any, card: Card | None = None, graph: Any | None = None) -> dict[str, float]:
     """The evaluation's inference block (dp's, hopgnn's and gsplit's memory models price it), METIS and random
     machine partitions: the busiest rank's sources and edges per chunk, the shares of those sources other machines
     and other ranks hold (the evaluation's pulls), and the busiest machine's share of the in-edges (a partitioned
-    structure's memory; :mod:`simulator.workload.inference`); a
-    proxy given as a generated spec with its ``card`` is measured at the card's chunk fraction and scaled, as the
-    card path does (:func:`simulator.workload.inference.inference_at_size`)."""
+    structure's memory; :mod:`simulator.workload.inference`); a proxy given as a generated spec with its ``card``
+    is measured at the card's chunk fraction and scaled, as the card path does
+    (:func:`simulator.workload.inference.inference_at_size`; ``graph``: the proxy, when the caller loaded it)."""
     cl = load_cluster(CLUSTER)
+    if card is not None and graph is None:
+        graph = load_dataset(dataset)
     out: dict[str, float] = {}
     for part in ("metis", "random"):
         if card is None:
-            inf = graphstats.inference_stats(dataset, cl.num_machines, cl.gpus_per_machine, part)
+            inf = inference.inference_stats(dataset, cl.num_machines, cl.gpus_per_machine, part)
         else:
-            graph = load_dataset(dataset)
             owner = graphstats.partition_owners(dataset, cl.num_machines, part, 0, graph=graph)
-            inf = inference_at_size(graph.src, graph.dst, owner, cl.num_machines, cl.gpus_per_machine,
+            inf = inference.inference_at_size(graph.src, graph.dst, owner, cl.num_machines, cl.gpus_per_machine,
                                     card.num_vertices.value)
         out[f"inference[{part}] sources per chunk"] = inf.src_vertices
         out[f"inference[{part}] edges per chunk"] = inf.edges

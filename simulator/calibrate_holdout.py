@@ -106,7 +106,8 @@ def split_epochs(epochs: Collection[int], timed: Collection[int],
     ordered = sorted({e for e in epochs if e >= 0})
     measured = tuple(ordered[WARMUP_EPOCHS:] if len(ordered) >= 3 else ordered)
     if run_measured is not None:
-        measured = tuple(e for e in ordered if e in set(run_measured)) or measured
+        settled = set(run_measured)
+        measured = tuple(e for e in ordered if e in settled) or measured
     if len(measured) < 2:
         return EpochSplit(measured, measured, (), f"{len(measured)} epoch: cannot be held out")
     fit = tuple(e for e in measured if e % 2 == 0)

@@ -31,10 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gnnplan.simulator.calibrate_holdout import configuration_key
+from gnnplan.simulator.calibrate_params import overridden
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.plan import Plan
 
 PARAM = "host.process_bytes"
+"""The cluster field this calibration fits (bytes per worker process; :mod:`simulator.hardware.spec`)."""
 PROBE_BYTES = 1.0e9
 """The ``host.process_bytes`` at which the model is evaluated a second time to count its process copies (any
 positive value does: the model is linear in it)."""
@@ -67,7 +69,7 @@ class MemorySample:
         return (self.measured_bytes - self.zero_bytes) / self.copies
 
     def predicted(self, process_bytes: float) -> float:
-        """The model's host memory with ``host.process_bytes = process_bytes``."""
+        """The model's host memory (bytes, one machine) with ``host.process_bytes = process_bytes``."""
         return self.zero_bytes + self.copies * process_bytes
 
 
@@ -77,31 +79,33 @@ def measured_host_bytes(metadata: Mapping[str, Any]) -> float | None:
     return float(peak) if isinstance(peak, (int, float)) and peak > 0 else None
 
 
-def _with_process_bytes(cluster: ClusterSpec, value: float) -> ClusterSpec:
-    return cluster.model_copy(update={"host": cluster.host.model_copy(update={"process_bytes": value})})
-
-
 def samples(traces: Sequence[tuple[str, Plan, float | None]], base: ClusterSpec,
             host: HostFn) -> tuple[list[MemorySample], list[str]]:
     """The traces with a measured peak as :class:`MemorySample` (two simulations each), and the names of those
-    without one (or whose model counts no process, which cannot inform the parameter)."""
+    without one (or whose model counts no process, which cannot inform the parameter).
+
+    Args:
+        traces: ``(name, plan, measured peak host bytes of one machine or None)`` per trace.
+        base: the cluster the model is evaluated on (its other fields as they are).
+        host: the simulated peak host memory of a plan on a cluster (bytes, one machine).
+    """
     out, skipped = [], []
     for name, plan, measured in traces:
         if measured is None:
             skipped.append(name)
             continue
-        zero = host(_with_process_bytes(base, 0.0), plan)
-        copies = (host(_with_process_bytes(base, PROBE_BYTES), plan) - zero) / PROBE_BYTES
+        zero_bytes = host(overridden(base, {PARAM: 0.0}), plan)
+        copies = (host(overridden(base, {PARAM: PROBE_BYTES}), plan) - zero_bytes) / PROBE_BYTES
         if copies <= 0:
             skipped.append(name)
             continue
-        out.append(MemorySample(name, plan, measured, zero, copies))
+        out.append(MemorySample(name, plan, measured, zero_bytes, copies))
     return out, skipped
 
 
 def with_process_bytes(cluster: ClusterSpec, value: float, names: Sequence[str]) -> ClusterSpec:
     """``cluster`` with the fitted ``host.process_bytes``, its source naming the traces and its prior kept."""
-    out = _with_process_bytes(cluster, value)
+    out = overridden(cluster, {PARAM: value})
     sources = {**cluster.sources, PARAM: f"calibrated from the peak host memory of {', '.join(names)}"}
     priors = {PARAM: float(cluster.host.process_bytes), **cluster.priors}
     return out.model_copy(update={"sources": sources, "priors": priors})

@@ -6,7 +6,7 @@ Layer l (input width d_l, output width d_{l+1}) of one worker's evaluation holds
 (``kept``: the framework, the model state, a feature cache, the graph structure, the feature partition, the
 processes; each strategy names its own):
 
-* on the device, one block of :func:`~simulator.workload.graphstats.inference_stats` (the rank with the most
+* on the device, one block of :func:`~simulator.workload.inference.inference_stats` (the rank with the most
   in-edges; its mean chunk): its input rows (sources x d_l floats), its structure (int64 ids, as a training
   block's: two per edge and one per source) and the layer's intermediate outputs (the forward kernels' outputs of
   :func:`~simulator.workload.model_cost.layer_kernels`, all counted: an upper bound of what is live at once);
@@ -29,50 +29,65 @@ from collections.abc import Mapping
 
 from gnnplan.simulator.strategies.base import MemoryEstimate, SimContext, memory_estimate
 from gnnplan.simulator.units import FLOAT_BYTES, INDEX_BYTES
-from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload.inference import InferenceStats, pulled_fraction
 from gnnplan.simulator.workload.model_cost import Block, layer_dims, layer_kernels
 
-__all__ = ["PULL_BUFFERS", "inference_memory", "peak_of_phases"]
+__all__ = ["KEPT_GPU_PARTS", "PULL_BUFFERS", "inference_memory", "peak_of_phases", "with_evaluation"]
 
 PULL_BUFFERS = 2
 """Copies of a block's input rows, beyond the block input itself, in host memory while they are pulled
 (executor/features.py ``RowStore.pull``): the rows received from the other ranks (``all_to_all_single``'s output,
-then reordered into the block input) and the rows this rank serves to them (as many, by symmetry of the
-exchange)."""
+then reordered into the block input) and the rows this rank serves to them [inferred: as many, by symmetry of the
+exchange]."""
+KEPT_GPU_PARTS = ("framework reserve", "parameters, gradients and Adam state", "feature cache")
+"""The device parts of a mini-batch strategy's training that stay through the evaluation (the batch's inputs,
+activations and blocks are freed)."""
 
 
 def inference_memory(ctx: SimContext, gpu_kept: Mapping[str, float], host_kept: Mapping[str, float],
-                     partitioner: str) -> MemoryEstimate:
+                     stats: InferenceStats) -> MemoryEstimate:
     """The evaluation's peak memory per GPU and per machine (module docstring), the larger layer's per memory.
 
     Args:
-        ctx: the simulation's inputs (cluster shape, model widths, dataset).
+        ctx: the simulation's inputs (cluster shape, model widths).
         gpu_kept, host_kept: bytes by part that stay from training through the evaluation, per GPU and per machine.
-        partitioner: the partition of the vertices over the machines (the executor's owners).
-
-    Raises:
-        SpecError: the inference statistics cannot be measured (the dataset cannot be loaded).
+        stats: the inference block on the executor's partition of the vertices over the machines
+            (:func:`simulator.workload.inference.inference_stats`).
     """
     cl, wl, sm = ctx.cluster, ctx.workload, ctx.summary
-    inf = graphstats.inference_stats(wl.dataset, cl.num_machines, cl.gpus_per_machine, partitioner, seed=ctx.seed)
-    block = Block(inf.src_vertices, inf.dst_vertices, inf.edges)
+    block = Block(stats.src_vertices, stats.dst_vertices, stats.edges)
     layers = []
     for layer, d in enumerate(layer_dims(wl.model, sm.feature_dim, sm.num_classes)):
-        outputs = FLOAT_BYTES * sum(k.out_elems for k in layer_kernels(wl.model.arch, d, block, "inference"))
-        gpu = {**gpu_kept, "inference block inputs": inf.src_vertices * d.in_dim * FLOAT_BYTES,
-               "inference block structure": INDEX_BYTES * (2.0 * inf.edges + inf.src_vertices),
-               "inference layer outputs": outputs}
-        pulled = cl.num_machines > 1 if layer == 0 else cl.num_gpus > 1
-        rows = inf.rank_vertices * FLOAT_BYTES * ((d.in_dim if layer else 0) + 2 * d.out_total)
-        buffers = PULL_BUFFERS * inf.src_vertices * d.in_dim * FLOAT_BYTES if pulled else 0.0
-        host = {**host_kept, "inference rows and pull buffers": cl.gpus_per_machine * (rows + buffers)}
+        input_bytes = stats.src_vertices * d.in_dim * FLOAT_BYTES
+        outputs_bytes = FLOAT_BYTES * sum(k.out_elems for k in layer_kernels(wl.model.arch, d, block, "inference"))
+        gpu = {**gpu_kept, "inference block inputs": input_bytes,
+               "inference block structure": INDEX_BYTES * (2.0 * stats.edges + stats.src_vertices),
+               "inference layer outputs": outputs_bytes}
+        pulled = pulled_fraction(stats, layer, cl.num_machines, cl.num_gpus) is not None
+        rows_bytes = stats.rank_vertices * FLOAT_BYTES * ((d.in_dim if layer else 0) + 2 * d.out_total)
+        buffers_bytes = PULL_BUFFERS * input_bytes if pulled else 0.0
+        host = {**host_kept, "inference rows and pull buffers": cl.gpus_per_machine * (rows_bytes + buffers_bytes)}
         layers.append(memory_estimate(cl, gpu, host, context=f"evaluation (layer {layer}): "))
     return _larger(layers)
 
 
+def with_evaluation(ctx: SimContext, gpu: dict[str, float], host: dict[str, float], stats: InferenceStats,
+                    training_only: str) -> MemoryEstimate:
+    """A mini-batch strategy's peak over training (``gpu``, ``host``: bytes by part, per GPU and per machine) and
+    the evaluation after it, which keeps the training parts named in :data:`KEPT_GPU_PARTS` and every host part
+    but ``training_only`` (the training batches' buffers) and adds its own (:func:`inference_memory`)."""
+    kept_gpu = {k: v for k, v in gpu.items() if k in KEPT_GPU_PARTS}
+    kept_host = {k: v for k, v in host.items() if k != training_only}
+    return peak_of_phases(memory_estimate(ctx.cluster, gpu, host), inference_memory(ctx, kept_gpu, kept_host, stats))
+
+
 def peak_of_phases(training: MemoryEstimate, evaluation: MemoryEstimate) -> MemoryEstimate:
     """A configuration's peak: per memory the parts of the larger phase; feasible when both phases fit; the
-    phases' peaks in ``phases`` (``simulate --json``'s ``peak_memory_phases``)."""
+    phases' peaks in ``phases`` (``simulate --json``'s ``peak_memory_phases``).
+
+    Args:
+        training, evaluation: the two phases' estimates (bytes by part, per GPU and per machine).
+    """
     out = _larger([training, evaluation])
     phases = {"training": training.peak_memory_bytes, "evaluation": evaluation.peak_memory_bytes}
     return MemoryEstimate(out.gpu_parts, out.host_parts, out.feasible, out.reason, phases)

@@ -30,7 +30,6 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_save_npy, atomic_write_json
 from gnnplan.simulator.workload.batches import sample_batches, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
-from gnnplan.simulator.workload.inference import CHUNK_VERTICES, InferenceStats, inference_at_size
 from gnnplan.simulator.workload.partition import cached_vertices, partition
 from gnnplan.simulator.workload.spec import GeneratedSpec
 from gnnplan.simulator.workload.stats_cache import entry_path, read_entry, read_json, stats_dir
@@ -281,52 +280,17 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
 
 
 
-INFERENCE_FORMAT = 3
-"""Version of :func:`inference_stats`' measurement (2: ``machine_edge_fraction``; 3: ``remote_fraction``,
-``other_rank_fraction``); part of its cache key."""
-
-
-def inference_stats(ref: str | GeneratedSpec, num_machines: int, gpus_per_machine: int, partitioner: str,
-                    seed: int = 0) -> InferenceStats:
-    """One block of the evaluation's layer-wise inference on the rank with the most in-edges
-    (:mod:`simulator.workload.inference`), read from the statistics cache or measured once and cached.
-
-    A dataset card's is measured on its proxy at the card's chunk fraction and scaled to the card's size (the
-    module's extensive rule at a fixed chunk fraction). A warm call reads one JSON file.
-
-    Args:
-        ref: ``workload.dataset``.
-        num_machines, gpus_per_machine: the cluster shape (the graph is partitioned over the machines).
-        partitioner: ``metis`` or ``random`` (:func:`partition_owners`).
-        seed: partitioner seed.
-
-    Raises:
-        SpecError: a count or partitioner out of range, or the dataset cannot be loaded.
-    """
-    if partitioner not in PARTITIONERS:
-        raise SpecError(f"partitioner: {partitioner!r} is not one of {', '.join(PARTITIONERS)}")
-    for name, value in (("num_machines", num_machines), ("gpus_per_machine", gpus_per_machine)):
+def check_counts(**counts: int) -> None:
+    """Raises SpecError (one line naming the first argument and its value) unless every count is >= 1."""
+    for name, value in counts.items():
         if int(value) < 1:
             raise SpecError(f"{name}: must be >= 1, got {value}")
-    params = {"format": INFERENCE_FORMAT, "dataset": dataset_key(ref), "num_machines": int(num_machines),
-              "gpus_per_machine": int(gpus_per_machine), "partitioner": partitioner, "seed": int(seed),
-              "chunk_vertices": CHUNK_VERTICES}
-    path = entry_path("inference", params)
-    data = read_entry(path, params)
-    if data is not None:
-        try:
-            return InferenceStats(**data)
-        except TypeError:
-            pass  # a damaged entry is measured again below
-    from gnnplan.simulator.workload.cards import card_name, load_card
 
-    graph = load_dataset(ref)
-    owner = partition_owners(ref, num_machines, partitioner, seed, graph=graph)
-    card = card_name(ref)
-    found = inference_at_size(graph.src, graph.dst, owner, num_machines, gpus_per_machine,
-                              None if card is None else load_card(card).num_vertices.value)
-    atomic_write_json(path, {"params": params, "stats": asdict(found)})
-    return found
+
+def check_partitioner(partitioner: str) -> None:
+    """Raises SpecError (one line naming ``partitioner`` and the allowed ones) unless it is in :data:`PARTITIONERS`."""
+    if partitioner not in PARTITIONERS:
+        raise SpecError(f"partitioner: {partitioner!r} is not one of {', '.join(PARTITIONERS)}")
 
 
 def partition_owners(ref: str | GeneratedSpec, num_parts: int, partitioner: str, seed: int = 0,
@@ -349,8 +313,7 @@ def partition_owners(ref: str | GeneratedSpec, num_parts: int, partitioner: str,
     Raises:
         SpecError: unknown partitioner, num_parts < 1, or the dataset cannot be loaded.
     """
-    if partitioner not in PARTITIONERS:
-        raise SpecError(f"partitioner: {partitioner!r} is not one of {', '.join(PARTITIONERS)}")
+    check_partitioner(partitioner)
     if num_parts < 1:
         raise SpecError(f"num_machines: must be >= 1, got {num_parts}")
     path = stats_dir(ref) / f"owner-{partitioner}-p{num_parts}-seed{seed}.npy"
@@ -375,12 +338,9 @@ def sample_params(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_p
     fan = [int(f) for f in fanouts]
     if not fan or any(f == 0 or f < -1 for f in fan):
         raise SpecError(f"training.fanouts: each fanout must be a positive integer or -1, got {fan}")
-    for name, value in (("batch_size_per_worker", batch_size_per_worker), ("num_machines", num_machines),
-                        ("gpus_per_machine", gpus_per_machine), ("num_batches", num_batches)):
-        if int(value) < 1:
-            raise SpecError(f"{name}: must be >= 1, got {value}")
-    if partitioner not in PARTITIONERS:
-        raise SpecError(f"partitioner: {partitioner!r} is not one of {', '.join(PARTITIONERS)}")
+    check_counts(batch_size_per_worker=batch_size_per_worker, num_machines=num_machines,
+                 gpus_per_machine=gpus_per_machine, num_batches=num_batches)
+    check_partitioner(partitioner)
     return {"format": SAMPLE_FORMAT, "dataset": dataset_key(ref), "fanouts": fan,
             "batch_size_per_worker": int(batch_size_per_worker), "num_machines": int(num_machines),
             "gpus_per_machine": int(gpus_per_machine), "partitioner": partitioner, "seed": int(seed),

@@ -1,4 +1,5 @@
-"""Sizes of one block of layer-wise inference (evaluation), measured on the graph the executor evaluates.
+"""Sizes of one block of layer-wise inference (evaluation), measured on the graph the executor evaluates, and
+cached with the other graph statistics (:func:`inference_stats`).
 
 The mini-batch strategies' executors evaluate as DGL's and DistDGL's GraphSAGE examples do (``SAGE.inference``,
 examples/pytorch/graphsage; executor/evaluate.py): layer by layer over every vertex, each rank computing its
@@ -22,12 +23,19 @@ formula against 54.0 k measured, mean of 3, 2026-11-28), and by benchmarks/bench
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
-__all__ = ["CHUNK_VERTICES", "InferenceStats", "inference_at_size", "inference_owners", "measure_inference",
-           "proxy_chunk_vertices"]
+from gnnplan.simulator.io import atomic_write_json
+from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload.cards import card_name, load_card
+from gnnplan.simulator.workload.datasets import dataset_key, load_dataset
+from gnnplan.simulator.workload.spec import GeneratedSpec
+from gnnplan.simulator.workload.stats_cache import entry_path, read_entry
+
+__all__ = ["CHUNK_VERTICES", "INFERENCE_FORMAT", "InferenceStats", "inference_at_size", "inference_owners",
+           "inference_stats", "measure_inference", "proxy_chunk_vertices", "pulled_fraction"]
 
 CHUNK_VERTICES = 16384
 """Destination vertices per inference block (executor/evaluate.py; bounds the memory of one block's input rows)."""
@@ -108,15 +116,14 @@ def measure_inference(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_m
     mine = np.flatnonzero(rank_of == rank)
     chunk_of = np.full(n, -1, dtype=np.int64)
     chunk_of[mine] = np.arange(len(mine)) // chunk_vertices
-    num_chunks = max(1, math.ceil(len(mine) / chunk_vertices))
-    full = num_chunks if num_chunks == 1 else len(mine) // chunk_vertices   # chunks averaged over
+    full = max(1, len(mine) // chunk_vertices)              # chunks averaged over (the only one when partial)
     into = chunk_of[dst]
     keep = (into >= 0) & (into < full)
-    pairs = np.concatenate([into[keep] * n + src[keep], chunk_of[mine[:full * chunk_vertices]] * n
-                            + mine[:full * chunk_vertices]])
+    averaged = mine[:full * chunk_vertices]
+    pairs = np.concatenate([into[keep] * n + src[keep], np.arange(len(averaged)) // chunk_vertices * n + averaged])
     distinct = np.unique(pairs)
     src_per_chunk = np.bincount(distinct // n, minlength=full)
-    dst_vertices = min(len(mine), chunk_vertices) if full == 1 else chunk_vertices
+    dst_vertices = min(len(mine), chunk_vertices)
     per_machine = np.bincount(owner[dst], minlength=num_machines)
     share = float(per_machine.max() / len(dst)) if len(dst) else 0.0
     sources = distinct % n
@@ -126,11 +133,28 @@ def measure_inference(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_m
                           float(keep.sum() / full), share, remote, other)
 
 
+def pulled_fraction(stats: InferenceStats, layer: int, num_machines: int, num_workers: int) -> float | None:
+    """Of layer ``layer``'s block inputs, the share pulled over the network (executor/evaluate.py): layer 0's
+    feature rows of the sources other machines own, when there are several machines; a later layer's rows of the
+    sources other ranks computed, when there are several ranks. None when the layer pulls nothing (its calls are
+    not made)."""
+    if layer == 0:
+        return stats.remote_fraction if num_machines > 1 else None
+    return stats.other_rank_fraction if num_workers > 1 else None
+
+
 def inference_at_size(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_machines: int,
                       gpus_per_machine: int, card_vertices: int | None = None) -> InferenceStats:
     """:func:`measure_inference` of a graph; with ``card_vertices`` the graph is a card's proxy and the result is
     at the card's size: measured with chunks of the card's chunk fraction (:func:`proxy_chunk_vertices`) and
-    scaled by the card's vertices over the proxy's (module docstring)."""
+    scaled by the card's vertices over the proxy's (module docstring).
+
+    Shapes:
+        src, dst: (E,) int64 edges src -> dst; owner: (n,) int64 owner machine of every vertex.
+
+    Raises:
+        ValueError: an empty graph (:func:`measure_inference`).
+    """
     if card_vertices is None:
         return measure_inference(src, dst, owner, num_machines, gpus_per_machine)
     n = len(owner)
@@ -140,7 +164,58 @@ def inference_at_size(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_m
 
 def proxy_chunk_vertices(card_vertices: int, proxy_vertices: int, world: int,
                          chunk_vertices: int = CHUNK_VERTICES) -> int:
-    """The chunk that holds on the proxy the fraction of the vertices a chunk holds at the card's size
-    (a rank's share when that is smaller than a chunk), at least 1."""
+    """The chunk (destination vertices) that holds on the proxy the fraction of the vertices a chunk holds at the
+    card's size (a rank's share when that is smaller than a chunk), at least 1: the module docstring's fixed-chunk-
+    fraction rule.
+
+    Args:
+        card_vertices, proxy_vertices: the card's and its proxy's vertex counts (>= 1).
+        world: ranks (>= 1).
+        chunk_vertices: the executor's chunk at the card's size.
+    """
     at_card = min(chunk_vertices, math.ceil(card_vertices / world))
     return max(1, round(at_card * proxy_vertices / card_vertices))
+
+
+INFERENCE_FORMAT = 3
+"""Version of :func:`inference_stats`' measurement (2: ``machine_edge_fraction``; 3: ``remote_fraction``,
+``other_rank_fraction``); part of its cache key."""
+
+
+def inference_stats(ref: str | GeneratedSpec, num_machines: int, gpus_per_machine: int, partitioner: str,
+                    seed: int = 0) -> InferenceStats:
+    """One block of the evaluation's layer-wise inference on the rank with the most in-edges
+    (module docstring), read from the statistics cache (:mod:`.stats_cache`) or measured once and cached.
+
+    A dataset card's is measured on its proxy at the card's chunk fraction and scaled to the card's size (the
+    module's extensive rule at a fixed chunk fraction). A warm call reads one JSON file.
+
+    Args:
+        ref: ``workload.dataset``.
+        num_machines, gpus_per_machine: the cluster shape (the graph is partitioned over the machines).
+        partitioner: ``metis`` or ``random`` (:func:`.graphstats.partition_owners`).
+        seed: partitioner seed.
+
+    Raises:
+        SpecError: a count or partitioner out of range, or the dataset cannot be loaded.
+        ValueError: the graph has no vertices (:func:`measure_inference`).
+    """
+    graphstats.check_partitioner(partitioner)
+    graphstats.check_counts(num_machines=num_machines, gpus_per_machine=gpus_per_machine)
+    params = {"format": INFERENCE_FORMAT, "dataset": dataset_key(ref), "num_machines": int(num_machines),
+              "gpus_per_machine": int(gpus_per_machine), "partitioner": partitioner, "seed": int(seed),
+              "chunk_vertices": CHUNK_VERTICES}
+    path = entry_path("inference", params)
+    data = read_entry(path, params)
+    if data is not None:
+        try:
+            return InferenceStats(**data)
+        except TypeError:
+            pass  # a damaged entry is measured again below
+    graph = load_dataset(ref)
+    owner = graphstats.partition_owners(ref, num_machines, partitioner, seed, graph=graph)
+    card = card_name(ref)
+    found = inference_at_size(graph.src, graph.dst, owner, num_machines, gpus_per_machine,
+                              None if card is None else load_card(card).num_vertices.value)
+    atomic_write_json(path, {"params": params, "stats": asdict(found)})
+    return found

@@ -389,9 +389,9 @@ SAMPLE_STATS_RULE = ("measured on the proxy by graphstats.sample_stats (DGL Neig
                      "hit curve, local/remote input fractions and the edge cut are kept as measured "
                      "(size-invariant rule)")
 INFERENCE_RULE = ("the evaluation's layer-wise inference block (simulator/workload/inference.py) measured on the "
-                  "proxy by graphstats.sample_stats with chunks holding the fraction of the vertices a chunk holds at "
-                  "the card's size; its rank, destination, source and edge counts x the card's vertices over the "
-                  "proxy's (extensive rule at a fixed chunk fraction)")
+                  "proxy by inference.inference_stats with chunks holding the fraction of the vertices a chunk "
+                  "holds at the card's size; its rank, destination, source and edge counts x the card's vertices "
+                  "over the proxy's (extensive rule at a fixed chunk fraction), its fractions kept")
 STRATEGY_STATISTICS = {
     "dp": {"inference_block": INFERENCE_RULE},
     "neutronstar": {"dependency_counts": "measured on the proxy by neutronstar.dependencies (same partitioner, "

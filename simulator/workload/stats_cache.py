@@ -4,7 +4,8 @@ Layout under :func:`simulator.paths.cache_dir` ``/stats/<dataset_key>/`` (:func:
 measurement, ``<kind>-<digest of all its parameters>.json`` (:func:`entry_path`), holding ``{"params": ...,
 "stats": ...}`` (neutronstar's ``deps`` entries hold ``"workers"``); a reader checks the stored parameters against
 its own (:func:`read_entry`) and measures again on any mismatch or damage. Used by :mod:`.graphstats` (``sample``,
-the dataset summary, partitions), hopgnn's micrographs (``micrograph``, the parameters of
+the dataset summary, partitions), the evaluation's inference blocks (``inference``,
+:func:`.inference.inference_stats`), hopgnn's micrographs (``micrograph``, the parameters of
 :func:`.graphstats.sample_params` extended), gsplit's split statistics (``gsplit``) and neutronstar's dependency
 counts (``deps``).
 """

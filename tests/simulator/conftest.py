@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sim_fixtures import RMAT_SUMMARY, make_inference, make_stats
+from sim_fixtures import RMAT_SUMMARY, fake_inference_stats, make_stats
 
 from gnnplan.simulator.workload.graphstats import SampleStats
 
 
 @pytest.fixture
 def fake_graphstats(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """Make ``simulator.api`` use :func:`make_stats`, :func:`make_inference` and :data:`RMAT_SUMMARY`; returns the
+    """Make ``simulator.api`` use :func:`make_stats`, :func:`fake_inference_stats` and :data:`RMAT_SUMMARY`; returns the
     calls' arguments (of ``sample_stats``)."""
-    from gnnplan.simulator.workload import graphstats
+    from gnnplan.simulator.workload import graphstats, inference
 
     calls: list[dict[str, Any]] = []
 
@@ -27,6 +27,5 @@ def fake_graphstats(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
     monkeypatch.setattr(graphstats, "sample_stats", sample_stats, raising=False)
     monkeypatch.setattr(graphstats, "dataset_summary", lambda ref: RMAT_SUMMARY, raising=False)
-    monkeypatch.setattr(graphstats, "inference_stats", lambda ref, m, g, partitioner, seed=0:
-                        make_inference(m, g, partitioner, seed), raising=False)
+    monkeypatch.setattr(inference, "inference_stats", fake_inference_stats)
     return calls

@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sim_fixtures import RMAT_SUMMARY, make_inference, make_stats
+from sim_fixtures import RMAT_SUMMARY, fake_inference_stats, make_stats
 
 from gnnplan.simulator import api, symmetry
 from gnnplan.simulator.calibrate import calibrate_files, with_params
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
-from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload import graphstats, inference
 from gnnplan.simulator.workload.graphstats import CACHE_GRID
 
 KNOBS = {"cache_fraction": 0.0}
@@ -64,8 +64,7 @@ def _use(monkeypatch: pytest.MonkeyPatch, workers: list[tuple[float, float, floa
 
     monkeypatch.setattr(graphstats, "sample_stats", sample_stats, raising=False)
     monkeypatch.setattr(graphstats, "dataset_summary", lambda ref: RMAT_SUMMARY, raising=False)
-    monkeypatch.setattr(graphstats, "inference_stats", lambda ref, m, g, partitioner, seed=0:
-                        make_inference(m, g, partitioner, seed), raising=False)
+    monkeypatch.setattr(inference, "inference_stats", fake_inference_stats)
 
 
 def _simulate(cluster: ClusterSpec) -> Any:

@@ -7,15 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sim_fixtures import RMAT_SUMMARY, make_inference
+from sim_fixtures import RMAT_SUMMARY, make_inference, shaped
 
 from gnnplan.simulator import api
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.formulas import compute_time_s
 from gnnplan.simulator.hardware.spec import load_cluster
-from gnnplan.simulator.strategies.base import SAMPLER_PROCESS_BYTES, MemoryEstimate, SimContext
+from gnnplan.simulator.strategies.base import FETCH_COLLECTIVES, SAMPLER_PROCESS_BYTES, MemoryEstimate, SimContext
 from gnnplan.simulator.strategies.inference_memory import PULL_BUFFERS, inference_memory, peak_of_phases
-from gnnplan.simulator.strategies.inference_time import PULL_COLLECTIVES, evaluation_time_s
+from gnnplan.simulator.strategies.inference_time import evaluation_time_s
 from gnnplan.simulator.workload.model_cost import Block, layer_dims, layer_kernels
 from gnnplan.simulator.workload.spec import load_workload
 
@@ -23,11 +23,11 @@ MB = 1e6
 
 
 def test_each_layers_parts_by_hand(fake_graphstats: list[dict[str, Any]]) -> None:
-    cl = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 2, "gpus_per_machine": 2})
+    cl = shaped("4x-a100-10gbe", 2, 2)
     wl = load_workload("rmat100k-sage")  # sage 128 -> 128 -> 16 on RMAT_SUMMARY (128 features, 16 classes)
     ctx = SimContext(cl, wl, None, RMAT_SUMMARY, 1024)
-    est = inference_memory(ctx, {"kept": 1.0}, {"kept host": 2.0}, "metis")
     inf = make_inference(2, 2)  # 25000 vertices per rank, chunks of 16384 reaching 57344 sources
+    est = inference_memory(ctx, {"kept": 1.0}, {"kept host": 2.0}, inf)
     src = inf.src_vertices
     # layer 0 has the larger device parts: 128-wide inputs, the same structure, and SAGE's outputs of 16384 rows
     assert est.gpu_parts["inference block inputs"] == src * 128 * 4
@@ -39,8 +39,8 @@ def test_each_layers_parts_by_hand(fake_graphstats: list[dict[str, Any]]) -> Non
     assert est.host_parts["inference rows and pull buffers"] == pytest.approx(2 * layer0)
     assert est.feasible and est.phases is None
     one = cl.model_copy(update={"num_machines": 1, "gpus_per_machine": 1})
-    alone = inference_memory(SimContext(one, wl, None, RMAT_SUMMARY, 1024), {}, {}, "metis")
     whole = make_inference(1, 1)  # one rank: no pulls at all; layer 1 holds its 128 inputs and 2 x 16 outputs
+    alone = inference_memory(SimContext(one, wl, None, RMAT_SUMMARY, 1024), {}, {}, whole)
     assert alone.host_parts["inference rows and pull buffers"] == pytest.approx(
         max(whole.rank_vertices * 4 * 2 * 128, whole.rank_vertices * 4 * (128 + 2 * 16)))
 
@@ -85,7 +85,7 @@ def test_sampler_processes_are_held_in_both_phases(fake_graphstats: list[dict[st
 
 
 def test_evaluation_time_by_hand(fake_graphstats: list[dict[str, Any]]) -> None:
-    cl = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 2, "gpus_per_machine": 2})
+    cl = shaped("4x-a100-10gbe", 2, 2)
     wl = load_workload("rmat100k-sage")
     ctx = SimContext(cl, wl, None, RMAT_SUMMARY, 1024)
     inf = make_inference(2, 2)  # 25000 vertices: 2 chunks of 16384; 1/4 of the sources on the other machine,
@@ -95,12 +95,12 @@ def test_evaluation_time_by_hand(fake_graphstats: list[dict[str, Any]]) -> None:
     for layer, d in enumerate(layer_dims(wl.model, 128, 16)):  # every layer pulls (2 machines, 4 ranks): 3 calls
         rows = inf.src_vertices * d.in_dim * 4
         share = 0.25 if layer == 0 else 0.375  # layer 0: features of other machines; then rows of other ranks
-        fetch = pricing.feature_fetch_s(cl, share * rows, 2, 2, PULL_COLLECTIVES)
+        fetch = pricing.feature_fetch_s(cl, share * rows, 2, 2, FETCH_COLLECTIVES)
         expected += 2 * (pricing.sampling_s(cl, inf.edges, num_calls=1.0)
                          + pricing.feature_load_s(cl, (1 - share) * rows, share * rows, 0.0, fetch)
                          + compute_time_s(layer_kernels("sage", d, block, "x"), cl.gpu, cl.efficiency.forward_fraction)
                          + pricing.gpu_to_host_s(cl, inf.dst_vertices * d.out_total * 4))
-    assert evaluation_time_s(ctx, "metis") == pytest.approx(expected, rel=1e-12)
+    assert evaluation_time_s(ctx, inf) == pytest.approx(expected, rel=1e-12)
     result = api.simulate(cl, wl, "dp", {})
     assert result.evaluation_time_s == pytest.approx(expected, rel=1e-12)
     assert result.to_json_dict()["evaluation_time_s"] == result.evaluation_time_s

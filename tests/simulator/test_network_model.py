@@ -26,7 +26,7 @@ from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.strategies import dp
 from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.units import INDEX_BYTES
-from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload import inference
 from gnnplan.simulator.workload.model_cost import Block
 from gnnplan.simulator.workload.spec import load_workload
 
@@ -254,7 +254,7 @@ def test_remote_sampling_from_partition_statistics() -> None:
 def test_partitioned_structure_adds_sampling_traffic_and_nothing_else(monkeypatch: pytest.MonkeyPatch,
                                                                       busiest: float) -> None:
     even = make_inference(4, 1)
-    monkeypatch.setattr(graphstats, "inference_stats", lambda *a, **k: dataclasses.replace(
+    monkeypatch.setattr(inference, "inference_stats", lambda *a, **k: dataclasses.replace(
         even, machine_edge_fraction=busiest))
     ctx = _dp_ctx(4)
     replicated = dp.simulate(ctx, dp.Knobs())

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload import graphstats, inference
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.inference import (
     CHUNK_VERTICES,
@@ -75,7 +75,7 @@ def test_equals_the_blocks_the_evaluator_samples_on_cora(cora, machines: int, gp
         per_rank.append((len(mine), np.mean([len(b[0]) for b in blocks]),
                          np.mean([b[2][0].num_edges() for b in blocks]),
                          np.mean(owner[sources] != rank // gpus), np.mean(rank_of[sources] != rank)))
-    busiest = max(range(len(per_rank)), key=lambda r: np.bincount(rank_of[cora.dst], minlength=len(per_rank))[r])
+    busiest = int(np.argmax(np.bincount(rank_of[cora.dst], minlength=len(per_rank))))
     vertices, src, edges, remote, other = per_rank[busiest]
     share = np.bincount(owner[cora.dst], minlength=machines).max() / cora.num_edges
     assert found == InferenceStats(float(vertices), float(chunk), pytest.approx(src), pytest.approx(edges),
@@ -98,10 +98,10 @@ def test_card_chunk_holds_the_cards_fraction() -> None:
 
 def test_statistics_are_cached_and_checked(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("GNNPLAN_CACHE", str(tmp_path / "cache"))
-    first = graphstats.inference_stats("cora", 2, 1, "random")
-    monkeypatch.setattr(graphstats, "load_dataset", lambda ref: pytest.fail("a warm call loaded the graph"))
-    assert graphstats.inference_stats("cora", 2, 1, "random") == first
+    first = inference.inference_stats("cora", 2, 1, "random")
+    monkeypatch.setattr(inference, "load_dataset", lambda ref: pytest.fail("a warm call loaded the graph"))
+    assert inference.inference_stats("cora", 2, 1, "random") == first
     for bad, match in (({"partitioner": "nope"}, "partitioner"), ({"num_machines": 0}, "num_machines")):
         args = {"num_machines": 2, "gpus_per_machine": 1, "partitioner": "random", **bad}
         with pytest.raises(SpecError, match=match):
-            graphstats.inference_stats("cora", **args)
+            inference.inference_stats("cora", **args)

@@ -63,7 +63,7 @@ Its batch then grows by how much larger each iteration's largest batch is than t
 Memory model (``memory_model``): per GPU = framework reserve + parameters, gradients and Adam state + the
 batch's input features + activations and block structure + the feature cache; per machine host = graph
 structure (every machine holds the whole graph, or with ``graph_structure = partitioned`` the in-edges of the
-vertices it owns, the busiest machine's share of the edges (``graphstats.inference_stats``' ``machine_edge_fraction``:
+vertices it owns, the busiest machine's share of the edges (``inference.inference_stats``' ``machine_edge_fraction``:
 a vertex-balanced partition can leave most of them on one machine, 0.96 of rmat100k's on 2 METIS parts), and
 ``1/M`` of the vertex ids) + the machine's
 feature partition and labels + per worker a process reserve, its sampler processes' private memory and sampler
@@ -97,7 +97,6 @@ from gnnplan.simulator.strategies.base import (
     PhaseProfile,
     SimContext,
     iteration_plan,
-    memory_estimate,
     minibatch_compute_profile,
     phase_breakdown,
     place_window,
@@ -111,9 +110,10 @@ from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES as SAMPLED_E
 from gnnplan.simulator.strategies.dp.work import IterationWork, iteration_work
 from gnnplan.simulator.strategies.dp.work import cache_access as cache_access
 from gnnplan.simulator.strategies.dp.work import remote_sampling as remote_sampling
-from gnnplan.simulator.strategies.inference_memory import inference_memory, peak_of_phases
+from gnnplan.simulator.strategies.inference_memory import with_evaluation
 from gnnplan.simulator.strategies.inference_time import evaluation_time_s
-from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload import inference
+from gnnplan.simulator.workload.inference import InferenceStats
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, ModelCost, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
 
@@ -193,8 +193,9 @@ CALIBRATION: dict[str, PhaseRule] = {
 all_reduce, optimizer; sampling inline or prefetched by ``num_sampler_workers`` processes)."""
 
 
-def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstimate:
-    """Peak memory of a ``dp`` configuration (module docstring) and whether it fits the cluster."""
+def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost, stats: InferenceStats) -> MemoryEstimate:
+    """Peak memory of a ``dp`` configuration (module docstring) and whether it fits the cluster; ``stats``: the
+    inference block on the knobs' partition (:func:`simulator.workload.inference.inference_stats`)."""
     cl, sm = ctx.cluster, ctx.summary
     row = sm.feature_dim * FLOAT_BYTES
     n_in = ctx.sample.num_src_vertices[0]
@@ -204,19 +205,14 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost) -> MemoryEstima
            "input features": n_in * row, "activations": cost.activation_bytes, "blocks": cost.block_bytes,
            "feature cache": cached * row}
     in_flight = PREFETCH_FACTOR * knobs.num_sampler_workers if knobs.num_sampler_workers else 1
-    share, edges = 1, float(sm.num_edges)
-    if knobs.graph_structure == "partitioned":  # the busiest machine's in-edges, its vertices' share
-        share = cl.num_machines
-        edges *= graphstats.inference_stats(ctx.workload.dataset, cl.num_machines, cl.gpus_per_machine,
-                                            knobs.partitioner, seed=ctx.seed).machine_edge_fraction
-    host = {"graph structure (COO + CSC, int64)": (4.0 * edges + sm.num_vertices / share + 1) * INDEX_BYTES,
+    parts, edges = 1, float(sm.num_edges)  # a partitioned structure: the busiest machine's in-edges, 1/M of the ids
+    if knobs.graph_structure == "partitioned":
+        parts, edges = cl.num_machines, edges * stats.machine_edge_fraction
+    host = {"graph structure (COO + CSC, int64)": (4.0 * edges + sm.num_vertices / parts + 1) * INDEX_BYTES,
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
             "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),
             "sampler buffers": cl.gpus_per_machine * in_flight * (cost.block_bytes + n_in * row)}
-    kept_gpu = {k: gpu[k] for k in ("framework reserve", "parameters, gradients and Adam state", "feature cache")}
-    kept_host = {k: v for k, v in host.items() if k != "sampler buffers"}
-    evaluation = inference_memory(ctx, kept_gpu, kept_host, knobs.partitioner)
-    return peak_of_phases(memory_estimate(cl, gpu, host), evaluation)
+    return with_evaluation(ctx, gpu, host, stats, training_only="sampler buffers")
 
 
 def link_bytes_per_epoch(ctx: SimContext, plan: IterationPlan, full: IterationWork,
@@ -253,12 +249,14 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
     full, cost = iteration_work(ctx, knobs)
     last, _ = iteration_work(ctx, knobs, plan.last_fraction)
-    memory = memory_model(ctx, knobs, cost)
+    inferred = inference.inference_stats(ctx.workload.dataset, ctx.cluster.num_machines,
+                                         ctx.cluster.gpus_per_machine, knobs.partitioner, seed=ctx.seed)
+    memory = memory_model(ctx, knobs, cost, inferred)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, full, last),
         "peak_memory_bytes": memory.peak_memory_bytes, "peak_memory_phases": memory.phases,
-        "evaluation_time_s": evaluation_time_s(ctx, knobs.partitioner)}
+        "evaluation_time_s": evaluation_time_s(ctx, inferred)}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
     run = DpRun(ctx, knobs, plan, full, last)

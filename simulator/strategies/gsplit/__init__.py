@@ -68,6 +68,7 @@ from gnnplan.simulator.strategies.gsplit.run import PHASES, SplitRun
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats, split_stats
 from gnnplan.simulator.strategies.gsplit.work import IterationWork, iteration_work, link_bytes, memory_model, segments
 from gnnplan.simulator.strategies.inference_time import evaluation_time_s
+from gnnplan.simulator.workload import inference
 from gnnplan.simulator.workload.model_cost import Kernel
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
@@ -226,7 +227,9 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
             estimated = {**estimated, "statistics": statistics}
     works = [iteration_work(ctx, simulated, knobs.cache_fraction, pos) for pos in range(len(plan.window))]
     # memory: the largest measured split; bytes: the mean keeps every total over GPUs and link kinds
-    memory = memory_model(ctx, stats, knobs.cache_fraction, knobs.num_sampler_workers, works, knobs.split)
+    inferred = inference.inference_stats(ctx.workload.dataset, ctx.cluster.num_machines,
+                                         ctx.cluster.gpus_per_machine, knobs.split, seed=ctx.seed)
+    memory = memory_model(ctx, stats, knobs.cache_fraction, knobs.num_sampler_workers, works, inferred)
     sim_works = works
     if simulated is not stats:  # each shuffle at its busiest measured link's load (rank_mean.busiest_shuffles)
         sim_works = rank_mean.busiest_shuffles(works, stats, ctx.workload.model.arch, ctx.cluster.gpus_per_machine)
@@ -234,7 +237,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, works), "peak_memory_bytes": memory.peak_memory_bytes,
         "peak_memory_phases": memory.phases,
-        "evaluation_time_s": evaluation_time_s(ctx, knobs.split)}
+        "evaluation_time_s": evaluation_time_s(ctx, inferred)}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, estimated=estimated,
                                     **common)

@@ -39,13 +39,13 @@ from gnnplan.simulator.strategies.base import (
     PREFETCH_FACTOR,
     MemoryEstimate,
     SimContext,
-    memory_estimate,
     worker_processes_bytes,
 )
 from gnnplan.simulator.strategies.gsplit.split import shuffle_width
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats
-from gnnplan.simulator.strategies.inference_memory import inference_memory, peak_of_phases
+from gnnplan.simulator.strategies.inference_memory import with_evaluation
 from gnnplan.simulator.units import FLOAT_BYTES, INDEX_BYTES
+from gnnplan.simulator.workload.inference import InferenceStats
 from gnnplan.simulator.workload.model_cost import Block, Kernel, ModelCost, layer_dims, model_cost, model_state_bytes
 from gnnplan.simulator.workload.spec import ModelSpec
 
@@ -263,7 +263,7 @@ def split_sizes(model: ModelSpec, feature_dim: int, num_classes: int, src: np.nd
 
 
 def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_sampler_workers: int,
-                 works: list[IterationWork], split: str) -> MemoryEstimate:
+                 works: list[IterationWork], inferred: InferenceStats) -> MemoryEstimate:
     """Peak memory of a ``gsplit`` configuration and whether it fits.
 
     Per GPU (the largest measured split of any batch of ``works``, from ``stats``: the measured splits even when
@@ -273,8 +273,8 @@ def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_
     (``min(c n, |P_i|)`` rows). Per machine: the whole graph structure (the sampler needs every vertex's
     neighbours), the features and labels of its GPUs' partitions, one process per GPU, and the sampler's batches
     in flight (their block structure). The evaluation after each epoch keeps all but the sampler's batches and adds
-    its blocks and rows on the machines' partition by ``split`` (:mod:`..inference_memory`); the peak is the larger
-    phase's.
+    its blocks and rows (``inferred``: the inference block on the machines' partition by the ``split`` knob;
+    :mod:`..inference_memory`); the peak is the larger phase's.
     """
     cl, wl, sm = ctx.cluster, ctx.workload, ctx.summary
     row = sm.feature_dim * FLOAT_BYTES
@@ -309,6 +309,4 @@ def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_
             "features and labels of the machine's partitions": owned * (row + INDEX_BYTES),
             "worker processes": worker_processes_bytes(cl, num_sampler_workers),
             "sampler batches in flight": in_flight * batch_structure}
-    kept_gpu = {k: gpu[k] for k in ("framework reserve", "parameters, gradients and Adam state", "feature cache")}
-    kept_host = {k: v for k, v in host.items() if k != "sampler batches in flight"}
-    return peak_of_phases(memory_estimate(cl, gpu, host), inference_memory(ctx, kept_gpu, kept_host, split))
+    return with_evaluation(ctx, gpu, host, inferred, training_only="sampler batches in flight")

@@ -85,7 +85,6 @@ from gnnplan.simulator.strategies.base import (
     PhaseProfile,
     SimContext,
     iteration_plan,
-    memory_estimate,
     minibatch_compute_profile,
     phase_breakdown,
     place_window,
@@ -98,8 +97,10 @@ from gnnplan.simulator.strategies.hopgnn import micrographs, rank_mean
 from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
 from gnnplan.simulator.strategies.hopgnn.run import PHASES, HopRun, with_images
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, hop_work, model_costs, naive_work
-from gnnplan.simulator.strategies.inference_memory import inference_memory, peak_of_phases
+from gnnplan.simulator.strategies.inference_memory import with_evaluation
 from gnnplan.simulator.strategies.inference_time import evaluation_time_s
+from gnnplan.simulator.workload import inference
+from gnnplan.simulator.workload.inference import InferenceStats
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
 
@@ -230,9 +231,10 @@ def link_bytes_per_epoch(ctx: SimContext, knobs: Knobs, plan: IterationPlan, ful
     return out
 
 
-def memory_model(ctx: SimContext, knobs: Knobs, full: list[HopWork]) -> MemoryEstimate:
+def memory_model(ctx: SimContext, knobs: Knobs, full: list[HopWork], inferred: InferenceStats) -> MemoryEstimate:
     """Peak memory of the busiest worker over training and the evaluation after it (:mod:`..inference_memory`;
-    the evaluation keeps the framework, model state, graph, features and processes), and whether it fits."""
+    the evaluation keeps the framework, model state, graph, features and processes; ``inferred``: its block on the
+    knobs' partition), and whether it fits."""
     cl, sm = ctx.cluster, ctx.summary
     cost = model_costs(ctx)
     row = sm.feature_dim * FLOAT_BYTES
@@ -246,10 +248,7 @@ def memory_model(ctx: SimContext, knobs: Knobs, full: list[HopWork]) -> MemoryEs
             "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
             "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),
             "sampler and pre-gather buffers": cl.gpus_per_machine * (cost.block_bytes + buffer)}
-    kept_gpu = {k: gpu[k] for k in ("framework reserve", "parameters, gradients and Adam state")}
-    kept_host = {k: v for k, v in host.items() if k != "sampler and pre-gather buffers"}
-    return peak_of_phases(memory_estimate(cl, gpu, host),
-                          inference_memory(ctx, kept_gpu, kept_host, knobs.partitioner))
+    return with_evaluation(ctx, gpu, host, inferred, training_only="sampler and pre-gather buffers")
 
 
 LOCKSTEP_ITERATIONS = 3
@@ -298,12 +297,13 @@ def window_run(ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: list[Ho
 
 
 def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, num_steps: int,
-                   slowest: bool = False, images: bool = True) -> SimResult:
+                   slowest: bool = False, images: bool = True, inferred: InferenceStats | None = None) -> SimResult:
     """Simulate one epoch with a fixed number of steps (``num_steps`` <= M; ignored by the naive variant).
     ``slowest``: simulate the representative machine of :func:`.rank_mean.slowest_machine_works` (a dataset
     card); bytes per link and memory still come from every rank's work. ``images`` False: when a
     representative machine was simulated, the spans are its GPUs' only (:func:`complete_spans` adds the rest;
-    times and breakdown are the same)."""
+    times and breakdown are the same). ``inferred``: the evaluation's inference block (:func:`inference_block`;
+    read here when not given: :func:`simulate` reads it once for every S it tries)."""
     started = time.perf_counter()
     plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
     slowest = slowest and knobs.micrograph
@@ -313,12 +313,13 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
         last: list[HopWork] = []
     else:
         full, last = iteration_works(ctx, knobs, mg, plan, num_steps)
-    memory = memory_model(ctx, knobs, full)
+    inferred = inferred or inference_block(ctx, knobs)
+    memory = memory_model(ctx, knobs, full, inferred)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, knobs, plan, full, float(plan.last_fraction) if slowest else last),
         "peak_memory_bytes": memory.peak_memory_bytes, "peak_memory_phases": memory.phases,
-        "evaluation_time_s": evaluation_time_s(ctx, knobs.partitioner)}
+        "evaluation_time_s": evaluation_time_s(ctx, inferred)}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
     if slowest:
@@ -335,6 +336,14 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / plan.num_iterations,
                      breakdown_s=breakdown, spans=place_window(run.spans, plan, period),
                      sim_wall_s=time.perf_counter() - started, **common)
+
+
+def inference_block(ctx: SimContext, knobs: Knobs) -> InferenceStats:
+    """The evaluation's inference block on the knobs' partition (:func:`simulator.workload.inference.inference_stats`;
+    the evaluation does not depend on the step count)."""
+    cl = ctx.cluster
+    return inference.inference_stats(ctx.workload.dataset, cl.num_machines, cl.gpus_per_machine, knobs.partitioner,
+                                     seed=ctx.seed)
 
 
 def controller_steps(times: dict[int, float], num_machines: int, revert: bool) -> int:
@@ -360,15 +369,17 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     started = time.perf_counter()
     check_workload(sys.modules[__name__], ctx.workload)
     m = ctx.cluster.num_machines
+    inferred = inference_block(ctx, knobs)
     if not knobs.micrograph:
-        return simulate_steps(ctx, knobs, None, m)
+        return simulate_steps(ctx, knobs, None, m, inferred=inferred)
     measured = micrograph_stats(ctx, knobs)
     slowest = rank_mean.applies(ctx)
     results: dict[int, SimResult] = {}
 
     def run(num_steps: int) -> SimResult:  # spans of other machines are copied for the chosen S only
         if num_steps not in results:
-            results[num_steps] = simulate_steps(ctx, knobs, measured, num_steps, slowest, images=False)
+            results[num_steps] = simulate_steps(ctx, knobs, measured, num_steps, slowest, images=False,
+                                                inferred=inferred)
         return results[num_steps]
 
     if knobs.num_steps is not None:
