@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from gnnplan.simulator.api import load_context, simulate_in_context
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import SimResult
-from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.base import SimContext, batch_size_of
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
 
@@ -94,7 +94,7 @@ class TrialCache:
             self.reused += 1
             return Outcome(found, True, 0.0, 0.0)
         started = time.perf_counter()
-        batch = getattr(knobs, "batch_size", None) or workload.training.batch_size
+        batch = batch_size_of(knobs, workload)
         ctx_key = (label, int(batch), str(getattr(knobs, "partitioner", "metis")))
         if ctx_key not in self.contexts:
             module, _, ctx = load_context(cluster, workload, strategy, knobs)

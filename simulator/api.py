@@ -22,7 +22,7 @@ from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.result import SimResult
 from gnnplan.simulator.strategies import get_strategy
-from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.base import SimContext, batch_size_of
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.trace import write_trace
 from gnnplan.simulator.workload import graphstats
@@ -137,7 +137,7 @@ def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | Workl
     module = get_strategy(strategy)
     kn = coerce_knobs(strategy, knobs)
     check_workload(module, wl)
-    batch = getattr(kn, "batch_size", None) or wl.training.batch_size
+    batch = batch_size_of(kn, wl)
     if batch < cl.num_gpus:
         raise SpecError(f"training.batch_size: {batch} is smaller than the {cl.num_gpus} workers of cluster "
                         f"{cl.name}; use at least {cl.num_gpus}")

@@ -52,6 +52,7 @@ from gnnplan.executor.strategies.base import EpochStats, adam, seeded_gnn
 from gnnplan.executor.trace import Recorder, defer_passes, now
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.strategies.base import batch_size_of
 from gnnplan.simulator.strategies.dp import NAME, Knobs
 from gnnplan.simulator.units import FLOAT_BYTES
 from gnnplan.simulator.workload.batches import epoch_seeds, owner_split
@@ -128,7 +129,7 @@ class Trainer:
         self.topo, self.rec = topo, recorder
         self.workload = wl = plan.workload
         self.knobs = Knobs.model_validate(plan.knobs)
-        self.per_iteration = (self.knobs.batch_size or wl.training.batch_size) // topo.world_size
+        self.per_iteration = batch_size_of(self.knobs, wl) // topo.world_size
         partitioned = self.knobs.cache_placement == "partitioned" and topo.gpus_per_machine > 1
         self.data = load_training_data(wl, self.knobs.partitioner, 0.0 if partitioned else self.knobs.cache_fraction,
                                        topo)

@@ -208,6 +208,13 @@ def _gb(nbytes: float) -> str:
     return f"{nbytes / 1e9:.3g} GB"
 
 
+def batch_size_of(knobs: Any, workload: WorkloadSpec) -> int:
+    """The global batch size (seeds, or rows for pre-propagation models, per iteration over all workers) a
+    configuration trains with: its ``batch_size`` knob where the strategy has one and it is set, else the workload's
+    ``training.batch_size``. The one rule the simulator, the tuner and the executors share."""
+    return int(getattr(knobs, "batch_size", None) or workload.training.batch_size)
+
+
 def suggest_batch_size(trial: Any, strategy: str, workload: WorkloadSpec) -> int:
     """The tuner's batch-size choice (parameter ``<strategy>.batch_size``) when the user allows changing it:
     the workload's batch size B and B/4, B/2, 2B, 4B (at least 1), as a categorical so studies over

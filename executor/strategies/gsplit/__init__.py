@@ -50,6 +50,7 @@ from gnnplan.executor.strategies.gsplit.batches import PartitionFeatures, SplitB
 from gnnplan.executor.strategies.gsplit.layers import LayerTensors, ShuffleLog, ShuffleRecord, ShuffleSpec, SplitNet
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.strategies.base import batch_size_of
 from gnnplan.simulator.strategies.gsplit import NAME, Knobs
 from gnnplan.simulator.strategies.gsplit.split import global_batches
 from gnnplan.simulator.strategies.gsplit.work import segments, split_cost
@@ -73,7 +74,7 @@ class Trainer:
         self.topo, self.rec = topo, recorder
         self.workload = wl = plan.workload
         self.knobs = Knobs.model_validate(plan.knobs)
-        self.batch_size = self.knobs.batch_size or wl.training.batch_size
+        self.batch_size = batch_size_of(self.knobs, wl)
         self.data = load_training_data(wl, self.knobs.split, 0.0, topo)
         graph = load_dataset(wl.dataset)
         self.owner = rank0_first(lambda: partition_owners(wl.dataset, topo.world_size, self.knobs.split,

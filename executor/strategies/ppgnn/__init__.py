@@ -43,7 +43,7 @@ from gnnplan.executor.strategies.ppgnn.preprop import HopFiles, prepropagated
 from gnnplan.executor.trace import Recorder, defer_passes, now
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies import ppgnn as plugin
-from gnnplan.simulator.strategies.base import SimContext
+from gnnplan.simulator.strategies.base import SimContext, batch_size_of
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.ppgnn import NAME, Knobs, resolved_placement
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
@@ -60,7 +60,7 @@ def placement_of(plan: Plan, knobs: Knobs) -> str:
     """The knob's placement, or the paper's rule on the plan's cluster (simulator memory model)."""
     if knobs.placement is not None:
         return knobs.placement
-    batch = knobs.batch_size or plan.workload.training.batch_size
+    batch = batch_size_of(knobs, plan.workload)
     ctx = SimContext(plan.cluster, plan.workload, None, dataset_summary(plan.workload.dataset), batch)  # type: ignore[arg-type]
     return resolved_placement(ctx, knobs)
 
@@ -79,7 +79,7 @@ class Trainer:
         self.workload = wl = plan.workload
         check_workload(plugin, wl)
         self.knobs = knobs = Knobs.model_validate(plan.knobs)
-        self.batch_size = knobs.batch_size or wl.training.batch_size
+        self.batch_size = batch_size_of(knobs, wl)
         # several ranks propagate their row shards together (executor.strategies.ppgnn.preprop_shards)
         self.files: HopFiles = prepropagated(wl.dataset, knobs.hops, sharded=topo.world_size > 1)
         self.placement = placement_of(plan, knobs)
