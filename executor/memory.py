@@ -45,7 +45,10 @@ CLEAR_REFS = Path("/proc/self/clear_refs")
 RESET_PEAK_RSS = "5"
 """What /proc/self/clear_refs takes to reset the peak resident set size to the current one (proc(5))."""
 
-__all__ = ["EpochPeak", "children_private_bytes", "larger_peaks", "machine_peaks"]
+__all__ = ["PHASES", "EpochPeak", "children_private_bytes", "larger_peaks", "machine_peaks"]
+
+PHASES = ("training", "evaluation")
+"""The phases of an epoch whose peaks are measured apart, in the order they run (``peak_memory_phases``)."""
 
 
 def _status_kib(field: str) -> float | None:
@@ -110,7 +113,7 @@ class EpochPeak:
 
     Attributes:
         device: the rank's device (CUDA: its allocator is measured; else no device memory).
-        reset: whether the host peak was reset before the last epoch (False: a lifetime peak).
+        reset: whether the host peak was reset before the last phase (False: a lifetime peak).
     """
 
     device: torch.device

@@ -1,14 +1,13 @@
 """``gnnplan probe``'s measurements of the machine constants the cluster spec holds as fields:
 ``host.process_bytes``, ``host.row_index_s`` and ``storage.concurrency`` (simulator/hardware/spec.py).
 
-* ``host.process_bytes``: what a training worker process holds beyond the data terms of the memory model: a
-  small real run (:data:`PROBE_RUN`, :func:`executor.runner.run_plan`) measures its training epochs' peak
-  resident set (:mod:`executor.memory`), and the model's own terms for that run are subtracted
+* ``host.process_bytes``: what a training worker process holds beyond the data terms of the memory model: a small
+  real run (:data:`PROBE_RUN`, :func:`executor.runner.run_plan`) measures its epochs' peak resident set (training's
+  or the evaluation's, the larger; :mod:`executor.memory`), and the model's own terms for that run are subtracted
   (:func:`simulator.calibrate_memory.samples`, as ``gnnplan calibrate`` fits it from traces). It holds the Python,
-  torch, DGL and gnnplan runtime with the allocator's, the thread pools' and gloo's overhead, which a fresh
-  process after ``import torch, dgl`` (the probe's measure until 2026-11-28) lacks: 277 MB that way against
-  345 MB this way on the development machine, and six runs on Cora and CiteSeer implied 344-433 MB
-  (benchmarks/bench_memory.py).
+  torch, DGL and gnnplan runtime with the allocator's, the thread pools' and gloo's overhead, which a fresh process
+  after ``import torch, dgl`` (the probe's measure until 2026-11-28) lacks: 277 MB that way against 345 MB this way
+  on the development machine, and six runs on Cora and CiteSeer implied 344-433 MB (benchmarks/bench_memory.py).
 * ``host.row_index_s``: seconds per row and matrix of the per-row loader of PP-GNN's baseline (a map-style
   ``Dataset.__getitem__`` returning one row of each matrix, batched by ``default_collate`` in one thread), the
   ``t_item`` of the PP-GNN brief (§2.4); median over batches.
@@ -50,7 +49,7 @@ def worker_process_bytes() -> float:
     """
     from gnnplan.executor.runner import run_plan
     from gnnplan.simulator.api import simulate
-    from gnnplan.simulator.calibrate_memory import samples
+    from gnnplan.simulator.calibrate_memory import measured_host_bytes, samples
     from gnnplan.simulator.hardware.spec import load_cluster
     from gnnplan.simulator.plan import Plan
     from gnnplan.simulator.workload.spec import workload_from_dict
@@ -63,8 +62,7 @@ def worker_process_bytes() -> float:
             res = run_plan(plan, nprocs=PROBE_WORKERS, trace_dir=tmp, progress=False)
         except Exception as exc:  # one line: the probe reports what failed
             raise RuntimeError(f"probe: the run measuring a worker's memory failed: {exc}") from exc
-    measured = (res.get("peak_memory_bytes") or {}).get("host")
-    found, _ = samples([("probe", plan, measured)], cluster,
+    found, _ = samples([("probe", plan, measured_host_bytes({"results": res}))], cluster,
                        lambda cl, p: float(simulate(cl, p.workload, p.strategy, p.knobs).peak_memory_bytes["host"]))
     if not found:
         raise RuntimeError("probe: the run measuring a worker's memory measured no peak resident set")

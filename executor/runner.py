@@ -49,7 +49,7 @@ from gnnplan.executor import checkpoint, comm, faults
 from gnnplan.executor.checkpoint import Checkpointing
 from gnnplan.executor.data import Topology
 from gnnplan.executor.launch import run_in_process, spawn
-from gnnplan.executor.memory import EpochPeak, larger_peaks, machine_peaks
+from gnnplan.executor.memory import PHASES, EpochPeak, larger_peaks, machine_peaks
 from gnnplan.executor.strategies import get_executor
 from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.threads import current_threads
@@ -57,6 +57,7 @@ from gnnplan.executor.trace import Recorder, now, save, trace_path
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies import get_strategy
+from gnnplan.simulator.strategies.base import batch_size_of
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.workload.cards import card_name
 
@@ -84,7 +85,7 @@ def resolved_plan(plan: Plan, num_machines: int, gpus_per_machine: int, epochs: 
     if runnable is not None:
         runnable(knobs, plan.workload)
     workers = num_machines * gpus_per_machine
-    batch = getattr(knobs, "batch_size", None) or plan.workload.training.batch_size
+    batch = batch_size_of(knobs, plan.workload)
     if batch < workers:
         raise SpecError(f"training.batch_size: {batch} is smaller than the {workers} workers; use at least {workers}")
     if epochs is not None and epochs < 1:
@@ -227,11 +228,11 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
             stats = trainer.train_epoch(epoch)
             trained = meter.end()
             meter.begin()
-            evaluating = time.perf_counter()
+            evaluation_start_s = time.perf_counter()
             acc = trainer.evaluate()
-            evaluated_s = time.perf_counter() - evaluating
-            records.append(epoch_record(epoch, stats, acc, ran_with, {"training": trained, "evaluation": meter.end()},
-                                        topo.gpus_per_machine, evaluated_s))
+            evaluated_s = time.perf_counter() - evaluation_start_s
+            peaks = dict(zip(PHASES, (trained, meter.end())))
+            records.append(epoch_record(epoch, stats, acc, ran_with, peaks, topo.gpus_per_machine, evaluated_s))
             if topo.rank == 0:
                 emit(records[-1])
             if saving.due(epoch, num_epochs):
@@ -325,7 +326,7 @@ def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[
     evaluated = [r["evaluation_time_s"] for r in measured if "evaluation_time_s" in r]
     # records restored from an older checkpoint may lack the peaks and the evaluation time
     phases = {p: larger_peaks(r["peak_memory_phases"][p] for r in measured if r.get("peak_memory_phases"))
-              for p in ("training", "evaluation")}
+              for p in PHASES}
 
     return {"strategy": plan.strategy, "knobs": dict(plan.knobs), "num_workers": plan.num_workers,
             "num_epochs": len(records), "num_iterations": last["num_iterations"],

@@ -21,10 +21,11 @@ A sampler process sizes all its thread pools to 1 (:func:`executor.threads.apply
 is one of the processes the worker's share of the cores was divided by (:mod:`executor.threads`).
 
 The graph's CSC (in-edge) format, which neighbour sampling reads, is built in the trainer before the sampler
-processes are forked, so they share it copy-on-write; built after, each process would build its own copy on its
-first batch (DGL builds a sparse format lazily, in the process that first needs it; DGL's ``DataLoader`` calls
-``create_formats_()`` before forking for this reason). rmat100k dp, 2 sampler processes per trainer, one epoch:
-each sampler process held 57.8 MB private (dirty) memory before, 13.4 MB after (smaps_rollup, 2026-11-28).
+processes are forked (:func:`share_before_fork`), so they share it copy-on-write; built after, each process would
+build its own copy on its first batch (DGL builds a sparse format lazily, in the process that first needs it; DGL's
+``DataLoader`` calls ``create_formats_()`` before forking for this reason). rmat100k dp, 2 sampler processes per
+trainer, one epoch: each sampler process held 57.8 MB private (dirty) memory before, 13.4 MB after (smaps_rollup,
+2026-11-28).
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class BatchStream:
         self.keys = EpochKeys(num_iterations)
         self.loader = None
         if num_workers > 0:
-            g.adj_tensors("csc")  # build the in-edge format before the fork, to be shared (module docstring)
+            share_before_fork(g)
             self.loader = torch.utils.data.DataLoader(
                 _ScheduledBatches(g, sampler, schedule, seed), sampler=self.keys, batch_size=None, collate_fn=_identity,
                 num_workers=num_workers, persistent_workers=True, prefetch_factor=2,
@@ -146,6 +147,14 @@ class BatchStream:
     def close(self) -> None:
         """Stop the sampler processes."""
         self.loader = None
+
+
+def share_before_fork(g: Any) -> None:
+    """Build ``g``'s in-edge (CSC) format, which neighbour sampling reads, in this process, before it forks sampler
+    processes: they then share it copy-on-write instead of each building its own copy (module docstring). Every
+    stream that forks sampler processes calls it (:class:`BatchStream`, hopgnn's ``GroupStream``, gsplit's
+    ``SplitStream``)."""
+    g.adj_tensors("csc")
 
 
 class EpochKeys(torch.utils.data.Sampler):  # type: ignore[type-arg]

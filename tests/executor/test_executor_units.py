@@ -150,8 +150,10 @@ def test_the_in_edge_format_is_built_before_sampler_processes_fork(cora, num_wor
     g, _ = build_graph(cora, "sage")
     assert g.formats()["created"] == ["coo"]
     stream = BatchStream(g, TimedSampler([5, 5]), functools.partial(_schedule, [cora.train_idx[:8]]), 1, num_workers)
-    assert ("csc" in g.formats()["created"]) == (num_workers > 0)  # inline: built on the first batch, no copies
-    stream.close()
+    try:
+        assert ("csc" in g.formats()["created"]) == (num_workers > 0)  # inline: built on the first batch, no copies
+    finally:
+        stream.close()
 
 
 def test_recorder_and_trace_file(tmp_path: Path) -> None:

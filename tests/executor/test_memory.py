@@ -80,18 +80,22 @@ def test_a_child_process_s_private_memory_is_counted_and_its_shared_pages_are_no
     pid = os.fork()
     if pid == 0:  # the child (a sampler process): reads the shared array, writes 32 MiB of its own
         try:
+            os.close(ready[0])
+            os.close(release[1])
             own = np.full(32 * MB // 8, float(shared[0]))
             os.write(ready[1], b"x")
             os.read(release[0], 1)
             del own
         finally:
             os._exit(0)
+    os.close(ready[1])  # so that the read below ends (empty) if the child dies before writing
+    os.close(release[0])
     try:
-        os.read(ready[0], 1)
+        assert os.read(ready[0], 1) == b"x"
         held = children_private_bytes() - before
         assert 32 * MB <= held < 60 * MB  # its own 32 MiB and some stack and heap, not the 64 MiB it shares
     finally:
         os.write(release[1], b"x")
         os.waitpid(pid, 0)
-        for fd in (*ready, *release):
-            os.close(fd)
+        os.close(ready[0])
+        os.close(release[1])

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnnplan.executor.sampling import EpochKeys, loader_generator
+from gnnplan.executor.sampling import EpochKeys, loader_generator, share_before_fork
 from gnnplan.executor.threads import apply_threads
 from gnnplan.executor.trace import now
 from gnnplan.simulator.strategies.gsplit.split import LayerPlan, layer_plan, partition_cache
@@ -107,6 +107,7 @@ class SplitStream:
         self.keys = EpochKeys(num_iterations)
         self.loader: torch.utils.data.DataLoader | None = None  # type: ignore[type-arg]
         if num_workers > 0:
+            share_before_fork(sampler.graph)
             context = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
             self.loader = torch.utils.data.DataLoader(
                 _Batches(sampler, schedule), sampler=self.keys, batch_size=None, collate_fn=_identity,

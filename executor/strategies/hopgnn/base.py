@@ -16,9 +16,11 @@ from gnnplan.executor.data import Topology
 from gnnplan.executor.evaluate import Accuracy, Evaluator
 from gnnplan.executor.sampling_keyed import make_sampler
 from gnnplan.executor.strategies.base import adam, seeded_gnn
+from gnnplan.executor.strategies.hopgnn.exchange import pack, unpack
 from gnnplan.executor.strategies.hopgnn.home import HomeSchedule
 from gnnplan.executor.trace import Recorder, defer_passes, now
 from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.strategies.base import batch_size_of
 from gnnplan.simulator.strategies.hopgnn import Knobs
 from gnnplan.simulator.strategies.hopgnn.micrographs import random_split
 from gnnplan.simulator.workload.batches import owner_split
@@ -38,7 +40,7 @@ class HopTrainerBase:
         self.topo, self.rec = topo, recorder
         self.workload = wl = plan.workload
         self.knobs = Knobs.model_validate(plan.knobs)
-        self.per_iteration = (self.knobs.batch_size or wl.training.batch_size) // topo.world_size
+        self.per_iteration = batch_size_of(self.knobs, wl) // topo.world_size
         self.data = d = load_training_data(wl, self.knobs.partitioner, 0.0, topo)
         self.model = seeded_gnn(wl, d.feature_dim, d.num_classes, topo.device)
         self.params = list(self.model.parameters())
@@ -63,12 +65,9 @@ class HopTrainerBase:
     def all_reduce_gradients(self, start_s: float, epoch: int, it: int) -> None:
         """Sum every parameter's gradient over the workers (one flat all-reduce, collective) — span
         ``all_reduce`` from ``start_s``."""
-        flat = comm.all_reduce_(torch.cat([p.grad.reshape(-1) for p in self.params]))
-        offset = 0
-        for p in self.params:
-            p.grad.copy_(flat[offset:offset + p.numel()].view_as(p))
-            offset += p.numel()
-        self.rec.add("all_reduce", start_s, now(), "network", epoch, it, nbytes=flat.numel() * 4)
+        flat = comm.all_reduce_(pack(self.params, with_parameters=False))
+        unpack(self.params, flat, with_parameters=False)
+        self.rec.add("all_reduce", start_s, now(), "network", epoch, it, nbytes=flat.numel() * flat.element_size())
 
     def backward(self, ce: torch.Tensor, global_size: int, blocks: list[Any], start_s: float, epoch: int,
                  it: int, num_seeds: int) -> float:

@@ -32,6 +32,7 @@ from gnnplan.executor.sampling import (
     epoch_seed,
     loader_generator,
     reseed_sampler_process,
+    share_before_fork,
 )
 from gnnplan.executor.trace import now
 from gnnplan.simulator.strategies.hopgnn.micrographs import home_groups, merge_groups, random_split
@@ -168,6 +169,7 @@ class GroupStream:
         self.keys = _GroupKeys(num_iterations)
         self.loader = None
         if num_workers > 0:
+            share_before_fork(g)
             self.loader = torch.utils.data.DataLoader(
                 _SampledGroups(g, sampler, schedule, seed), sampler=self.keys, batch_size=None, collate_fn=_identity,
                 num_workers=num_workers, persistent_workers=True, prefetch_factor=2,

@@ -135,7 +135,7 @@ class NaiveTrainer(HopTrainerBase):
 
     def __init__(self, topo: Topology, plan: Plan, recorder: Recorder) -> None:
         super().__init__(topo, plan, recorder)
-        self.owner = torch.from_numpy(np.asarray(self.data.owner, dtype=np.int64))
+        self.owner = self.data.store.owner  # (n,) int64 owner machine of every vertex
         torch.manual_seed(self.workload.training.seed * 7919 + topo.rank)  # dropout masks differ between ranks
 
     def train_epoch(self, epoch: int) -> EpochStats:
@@ -173,15 +173,15 @@ class NaiveTrainer(HopTrainerBase):
         tour = Tour.of_block(batch.blocks[0], d.feature_dim)
         params = torch.cat([p.detach().reshape(-1) for p in self.params])
         weight = d.edge_weight if self.model.arch == "gcn" else None
-        row = d.store.row_bytes
+        row_bytes = d.store.row_bytes
         for k in range(m):  # stop k on machine (home + k): then on to the next machine
             t0 = now()
             read = tour.visit(d.store.store, self.owner, topo.machine, weight)
             t1 = now()
-            self.rec.add("load", t0, t1, "host", epoch, it, nbytes=read * row, local_bytes=read * row,
+            self.rec.add("load", t0, t1, "host", epoch, it, nbytes=read * row_bytes, local_bytes=read * row_bytes,
                          remote_bytes=0, num_input_vertices=read, step=k)
             if stats is not None:
-                stats.local_bytes += read * row
+                stats.local_bytes += read * row_bytes
             if m > 1:
                 tour, params, nbytes = tour.migrate(params, (topo.rank + g) % w, (topo.rank - g) % w)
                 self.rec.add("migrate", t1, now(), "network", epoch, it, nbytes=nbytes, step=k)

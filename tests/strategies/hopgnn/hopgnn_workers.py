@@ -72,7 +72,18 @@ def naive_epoch(topo: Topology, emit: Any, arch: str) -> dict[str, Any]:
     plan = make_plan("hopgnn", arch, topo.world_size, {"micrograph": False}, fanouts=[5, 5])
     rec = Recorder(topo.rank, 0.0)
     trainer = hopgnn.Trainer(topo, plan, rec)
-    stats = trainer.train_epoch(0)
+    try:
+        stats = trainer.train_epoch(0)
+    finally:
+        trainer.close()
     everyone = comm.gather_object({"stats": stats, "spans": rec.spans(), "num_params": num_params(trainer.model),
                                    "dim": trainer.data.feature_dim})
     return {"ranks": everyone} if everyone is not None else {}
+
+
+def assert_same_gradients(expected_grads: dict, grads: dict, what: str) -> None:
+    """The same parameters, each gradient nonzero in ``expected_grads`` and equal in ``grads`` within 1e-5."""
+    assert sorted(expected_grads) == sorted(grads), what
+    for name, expected in expected_grads.items():
+        assert np.abs(expected).max() > 0, (what, name)
+        np.testing.assert_allclose(grads[name], expected, rtol=0, atol=1e-5, err_msg=f"{what} {name}")

@@ -8,7 +8,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hopgnn_workers import epochs, gradients
+from hopgnn_workers import assert_same_gradients, epochs, gradients
 
 from gnnplan.executor.launch import spawn
 from gnnplan.executor.runner import run_plan
@@ -26,13 +26,6 @@ def cora():  # type: ignore[no-untyped-def]
     return load_dataset("cora")
 
 
-def assert_same(dp_grad: dict, hop_grad: dict, what: str) -> None:
-    assert sorted(dp_grad) == sorted(hop_grad), what
-    for name, expected in dp_grad.items():
-        assert np.abs(expected).max() > 0, (what, name)
-        np.testing.assert_allclose(hop_grad[name], expected, rtol=0, atol=1e-5, err_msg=f"{what} {name}")
-
-
 def test_two_workers_hopgnn_gradient_equals_dp(cora) -> None:  # type: ignore[no-untyped-def]
     """Home sampling with the keyed sampler draws exactly dp's sample of the same mini-batch (executor.sampling_keyed),
     so the gradients agree to float rounding."""
@@ -46,7 +39,7 @@ def test_two_workers_hopgnn_gradient_equals_dp(cora) -> None:  # type: ignore[no
         cases += [("dp", arch, KEYED, model, batch), ("hopgnn", arch, {**KEYED, **knobs}, model, batch)]
     out = spawn(gradients, 2, (cases, FANOUTS))
     for i, (arch, knobs, _, _) in enumerate(variants):
-        assert_same(out[2 * i], out[2 * i + 1], f"{arch} {knobs}")
+        assert_same_gradients(out[2 * i], out[2 * i + 1], f"{arch} {knobs}")
 
 
 def test_three_workers_ring_and_merged_steps_keep_the_gradient(cora) -> None:  # type: ignore[no-untyped-def]
@@ -56,9 +49,9 @@ def test_three_workers_ring_and_merged_steps_keep_the_gradient(cora) -> None:  #
              # the paper's globally random per-model batches with DGL's sampler: all neighbours, so no sampling
              ("dp", "gcn", {}, {}, seeds, [-1, -1]), ("hopgnn", "gcn", {"seed_split": "random"}, {}, seeds, [-1, -1])]
     dp_grad, full, merged, dp_all, random_all = spawn(gradients, 3, (cases, FANOUTS))
-    assert_same(dp_grad, full, "3 steps")
-    assert_same(dp_grad, merged, "2 steps")
-    assert_same(dp_all, random_all, "random seed split")
+    assert_same_gradients(dp_grad, full, "3 steps")
+    assert_same_gradients(dp_grad, merged, "2 steps")
+    assert_same_gradients(dp_all, random_all, "random seed split")
 
 
 def test_epochs_account_bytes_and_run_the_controller() -> None:

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hopgnn_workers import gradients, naive_epoch
+from hopgnn_workers import assert_same_gradients, gradients, naive_epoch
 
 from gnnplan.executor.launch import spawn
 from gnnplan.executor.strategies.hopgnn import check_knobs
@@ -21,13 +21,6 @@ KEYED = {"sampler": "keyed", "partitioner": "random"}  # about half of every tou
 FANOUTS = [4, 3]
 
 
-def _same(a: dict, b: dict, what: str) -> None:
-    assert sorted(a) == sorted(b), what
-    for name, expected in a.items():
-        assert np.abs(expected).max() > 0, (what, name)
-        np.testing.assert_allclose(b[name], expected, rtol=0, atol=1e-5, err_msg=f"{what} {name}")
-
-
 @pytest.mark.parametrize("workers", [2, 3])
 def test_the_naive_gradient_is_dp_s(workers: int) -> None:
     """With the keyed sampler each model's home sample is dp's worker sample; layer 1 from the toured sums equals
@@ -38,7 +31,7 @@ def test_the_naive_gradient_is_dp_s(workers: int) -> None:
         cases += [("dp", arch, KEYED, {}, seeds), ("hopgnn", arch, {**KEYED, "micrograph": False}, {}, seeds)]
     out = spawn(gradients, workers, (cases, FANOUTS))
     for i, arch in enumerate(("sage", "gcn", "gin")):
-        _same(out[2 * i], out[2 * i + 1], f"{arch}, {workers} workers")
+        assert_same_gradients(out[2 * i], out[2 * i + 1], f"{arch}, {workers} workers")
 
 
 def test_an_epoch_tours_every_machine_carrying_what_the_simulator_counts() -> None:
