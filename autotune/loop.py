@@ -36,8 +36,9 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
 
     Returns:
         ``{plan, trace, calibrated_cluster, measured_epoch_time_s, predicted_before_s, error_before_fraction,
-        memory: {measured_host_bytes, predicted_host_bytes_before, error_before_fraction} or None, held_out:
-        {rows, reason}, run, tune, calibration, predicted_trace, report_html}``; ``held_out.rows`` are
+        memory: {measured_host_bytes, predicted_host_bytes_before, error_before_fraction} or None, evaluation:
+        {measured_s, predicted_before_s, error_before_fraction} or None, held_out: {rows, reason}, run, tune,
+        calibration, predicted_trace, report_html}``; ``held_out.rows`` are
         the run's held-out epochs (:func:`simulator.calibrate_holdout.held_out_epochs`), empty with a ``reason``
         when the run has too few epochs.
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DGLBACKEND", "pytorch")
+
+from measure import error_summary, plan_for  # noqa: E402
 
 CONFIGS = (("cora-sage", "dp", {}), ("cora-sage", "hopgnn", {}), ("cora-sage", "gsplit", {}),
            ("citeseer-sage", "dp", {}), ("citeseer-sage", "gsplit", {}), ("rmat100k-sage", "dp", {}))
@@ -35,8 +36,6 @@ CONFIGS = (("cora-sage", "dp", {}), ("cora-sage", "hopgnn", {}), ("cora-sage", "
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; returns the process exit code (0 when it ran: it reports, it has no goal)."""
-    from bench_memory import _plan
-
     from gnnplan.executor.runner import run_plan
     from gnnplan.simulator.api import simulate
     from gnnplan.simulator.calibrate import calibrate_files
@@ -51,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="gnnplan-bench-evaluation-") as tmp:
         runs = []
         for workload, strategy, knobs in CONFIGS:
-            plan = _plan(cluster, workload, strategy, knobs, args.nprocs, args.epochs)
+            plan = plan_for(cluster, workload, strategy, knobs, args.nprocs, args.epochs)
             res = run_plan(plan, trace_dir=Path(tmp) / workload, progress=False)
             runs.append((plan, res))
             print(f"ran {workload} {strategy}: epoch {res['epoch_time_s'] * 1e3:.1f} ms, evaluation "
@@ -73,8 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{plan.workload.name + ' ' + plan.strategy:28s} {measured * 1e3:8.1f}ms {before * 1e3:8.1f}ms "
                   f"{e0:+7.1%} {after * 1e3:8.1f}ms {e1:+7.1%}", flush=True)
         for label, errs in errors.items():
-            print(f"{label}: {min(errs):+.1%} .. {max(errs):+.1%}, mean |error| "
-                  f"{statistics.fmean(abs(e) for e in errs):.1%}")
+            print(error_summary(label, errs))
     return 0
 
 

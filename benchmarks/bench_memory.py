@@ -36,6 +36,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
+from measure import error_summary, plan_for  # noqa: E402
+
 CONFIGS = (("cora-sage", "dp", {}), ("cora-sage", "dp", {"cache_fraction": 0.5}),
            ("cora-sage", "hopgnn", {"num_steps": 2}), ("cora-gcn-full", "neutronstar", {}),
            ("citeseer-sage", "dp", {}), ("citeseer-sage", "gsplit", {}))
@@ -45,16 +47,6 @@ LARGE = (("rmat100k-sage", "dp", {}),
 """What ``--large`` adds: a graph whose features, structure and inference blocks are hundreds of MB, replicated and
 partitioned (each machine keeps its vertices' in-edges)."""
 MB = 1e6
-
-
-def _plan(cluster: Any, workload: str, strategy: str, knobs: dict[str, Any], nprocs: int, epochs: int) -> Any:
-    from gnnplan.simulator.plan import Plan
-    from gnnplan.simulator.workload.spec import load_workload
-
-    wl = load_workload(workload)
-    wl = wl.model_copy(update={"training": wl.training.model_copy(update={"num_epochs": epochs})})
-    shape = cluster.model_copy(update={"num_machines": nprocs, "gpus_per_machine": 1})
-    return Plan(strategy=strategy, knobs=knobs, num_workers=nprocs, cluster=shape, workload=wl)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         print("peak host memory per machine, MB: measured / uncalibrated prediction")
         print(f"{'configuration':44s} {'epoch':>8s} {'training':>15s} {'evaluation':>15s} {'run':>15s}")
         for workload, strategy, knobs in CONFIGS + (LARGE if args.large else ()):
-            plan = _plan(cluster, workload, strategy, knobs, args.nprocs, args.epochs)
+            plan = plan_for(cluster, workload, strategy, knobs, args.nprocs, args.epochs)
             res = run_plan(plan, trace_dir=Path(tmp) / workload, progress=False)
             traces.append(res["trace"])
             for key in (res["trace"], Path(res["trace"]).name):  # calibrate_files names a trace by its file name
@@ -111,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row['error_before_fraction']:+7.1%} {row['predicted_bytes'] / MB:8.1f}M "
                   f"{row['error_fraction']:+7.1%} {dataset_out:+11.1%}")
         for label, errs in errors.items():
-            print(f"{label}: {min(errs):+.1%} .. {max(errs):+.1%}, mean |error| "
-                  f"{statistics.fmean(abs(e) for e in errs):.1%}")
+            print(error_summary(label, errs))
         if args.emulate:
             _emulated_limits(args, cluster, calibrated, [parse_quantity(x, "bytes", "--limits")
                                                          for x in args.limits.split(",")], tmp)
@@ -132,7 +123,7 @@ def _emulated_limits(args: Any, cluster: Any, calibrated: Any, limits: list[floa
     from gnnplan.simulator.api import simulate
 
     workload, strategy, knobs = next(c for c in CONFIGS if c[0].startswith("citeseer"))
-    plan = _plan(cluster, workload, strategy, knobs, 2, args.epochs)
+    plan = plan_for(cluster, workload, strategy, knobs, 2, args.epochs)
     before = simulate(plan.cluster, plan.workload, strategy, knobs).peak_memory_bytes["host"]
     after = simulate(calibrated.model_copy(update={"num_machines": 2, "gpus_per_machine": 1}), plan.workload,
                      strategy, knobs).peak_memory_bytes["host"]

@@ -1,5 +1,6 @@
-"""Shared by the fidelity benchmarks (bench_whatif.py, bench_regret.py): run a plan for real, locally or on the
-emulated cluster, several times, and summarise the epoch times; probe the emulated cluster once per setting.
+"""Shared by the fidelity benchmarks (bench_whatif.py, bench_regret.py, bench_memory.py, bench_evaluation.py): run a
+plan for real, locally or on the emulated cluster, several times, and summarise the epoch times; probe the emulated
+cluster once per setting; build a benchmark's plan; summarise its prediction errors.
 
 Not a benchmark itself. Every figure it returns is measured; nothing is fitted here.
 """
@@ -49,6 +50,28 @@ class Measured:
         count): the run the point's statistic describes."""
         order = sorted(range(len(self.runs_s)), key=self.runs_s.__getitem__)
         return self.results[order[(len(order) - 1) // 2]]
+
+
+def plan_for(cluster: Any, workload: str, strategy: str, knobs: dict[str, Any], nprocs: int, epochs: int) -> Any:
+    """The plan ``gnnplan run --nprocs nprocs --epochs epochs`` runs for workload preset ``workload`` with
+    ``strategy`` and ``knobs`` on ``cluster``: ``nprocs`` machines of one worker each on this box
+    (:func:`executor.runner.resolved_plan`).
+
+    Raises:
+        SpecError: what ``gnnplan run`` refuses (:func:`executor.runner.resolved_plan`).
+    """
+    from gnnplan.executor.runner import resolved_plan
+    from gnnplan.simulator.plan import Plan
+    from gnnplan.simulator.workload.spec import load_workload
+
+    plan = Plan(strategy=strategy, knobs=knobs, num_workers=nprocs, cluster=cluster, workload=load_workload(workload))
+    return resolved_plan(plan, nprocs, 1, epochs)
+
+
+def error_summary(label: str, errors: list[float]) -> str:
+    """``label: min .. max, mean |error| m`` of relative prediction errors (fractions, printed as percentages)."""
+    return (f"{label}: {min(errors):+.1%} .. {max(errors):+.1%}, mean |error| "
+            f"{statistics.fmean(abs(e) for e in errors):.1%}")
 
 
 def run_once(plan: Any, trace_dir: str, epochs: int | None, limits: Any | None = None) -> dict[str, Any]:
