@@ -2,10 +2,12 @@
 
 Keys (all SI units): ``strategy, knobs, feasible, reason, epoch_time_s, iteration_time_s, num_iterations,
 breakdown_s{phase: s}, bytes_per_epoch{pcie, nvlink, network, storage}, peak_memory_bytes{gpu, host},
-sim_wall_s`` and, for a dataset card, ``estimated`` (:func:`simulator.workload.proxy.estimated`); where the
-strategy prices its evaluation, ``peak_memory_phases{training, evaluation}{gpu, host}`` (``peak_memory_bytes`` is
-then the larger of the two per memory) and ``evaluation_time_s`` (one evaluation after an epoch, not part of
-``epoch_time_s``; :mod:`simulator.strategies.inference_time`).
+sim_wall_s``, ``peak_memory_parts{gpu, host}{part: bytes}`` (what the peak is made of: per GPU and per
+machine's host, named by the strategy's memory model) and, for a dataset card, ``estimated``
+(:func:`simulator.workload.proxy.estimated`); where the strategy prices its evaluation,
+``peak_memory_phases{training, evaluation}{gpu, host}`` (``peak_memory_bytes`` is then the larger of the two per
+memory) and ``evaluation_time_s`` (one evaluation after an epoch, not part of ``epoch_time_s``;
+:mod:`simulator.strategies.inference_time`).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class SimResult(BaseModel):
     sim_wall_s: float = 0.0
     estimated: dict[str, Any] | None = None
     peak_memory_phases: dict[str, dict[str, float]] | None = None
+    peak_memory_parts: dict[str, dict[str, float]] | None = None
     evaluation_time_s: float | None = None
     spans: list[Span] = Field(default_factory=list, exclude=True)
 
@@ -58,7 +61,7 @@ class SimResult(BaseModel):
         dataset is a card: which statistics came from its synthetic proxy and how; ``peak_memory_phases`` and
         ``evaluation_time_s`` only where the strategy prices its evaluation)."""
         out = self.model_dump(mode="json")
-        for optional in ("estimated", "peak_memory_phases", "evaluation_time_s"):
+        for optional in ("estimated", "peak_memory_phases", "peak_memory_parts", "evaluation_time_s"):
             if out.get(optional) is None:
                 out.pop(optional, None)
         for key in ("epoch_time_s", "iteration_time_s"):

@@ -22,6 +22,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.formulas import Kernel, roofline_s
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec
 from gnnplan.simulator.trace import Span
+from gnnplan.simulator.units import INDEX_BYTES
 from gnnplan.simulator.workload.cards import card_name
 from gnnplan.simulator.workload.graphstats import DatasetSummary, SampleStats
 from gnnplan.simulator.workload.model_cost import Block, ModelCost, model_cost
@@ -168,11 +169,35 @@ class MemoryEstimate:
         """The ``simulate --json`` ``peak_memory_bytes`` object."""
         return {"gpu": self.gpu_bytes, "host": self.host_bytes}
 
+    def result_fields(self) -> dict[str, Any]:
+        """The ``simulate --json`` memory keys: ``peak_memory_bytes``, ``peak_memory_parts`` (per memory, the
+        bytes by part of the peak: per GPU and per machine's host) and, where phases are priced apart,
+        ``peak_memory_phases``."""
+        out: dict[str, Any] = {"peak_memory_bytes": self.peak_memory_bytes,
+                               "peak_memory_parts": {"gpu": dict(self.gpu_parts), "host": dict(self.host_parts)}}
+        if self.phases is not None:
+            out["peak_memory_phases"] = self.phases
+        return out
+
 
 def worker_processes_bytes(cluster: ClusterSpec, sampler_processes: int = 0) -> float:
     """One machine's worker processes: per GPU a worker (``host.process_bytes``) and its ``sampler_processes``
     forked sampler or loader processes (:data:`SAMPLER_PROCESS_BYTES` each), in bytes."""
     return cluster.gpus_per_machine * (cluster.host.process_bytes + sampler_processes * SAMPLER_PROCESS_BYTES)
+
+
+VERTEX_MAPS = 4
+"""int64 arrays over all vertices every mini-batch executor with layer-wise evaluation holds (dp, hopgnn, gsplit:
+executor/assemble.py and executor/evaluate.py): the owner machine and the label of every vertex, and the evaluator's
+rank and position of every vertex; one copy per machine, shared by its workers (executor/shared.py)."""
+
+
+def vertex_maps_bytes(cluster: ClusterSpec, num_vertices: int, per_machine: int, per_worker: int = 0) -> float:
+    """Bytes of int64 maps over all ``num_vertices`` vertices in one machine's host memory: ``per_machine`` maps its
+    workers share (:data:`VERTEX_MAPS` and a strategy's own, e.g. the feature store's positions and cache slots) and
+    ``per_worker`` each worker holds for itself (``gpus_per_machine`` copies). At ogbn-papers100M's 111 M vertices
+    each map is 0.89 GB."""
+    return INDEX_BYTES * float(num_vertices) * (per_machine + cluster.gpus_per_machine * per_worker)
 
 
 def memory_estimate(cluster: ClusterSpec, gpu_parts: dict[str, float], host_parts: dict[str, float],

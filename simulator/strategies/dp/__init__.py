@@ -66,8 +66,10 @@ structure (every machine holds the whole graph, or with ``graph_structure = part
 vertices it owns, the busiest machine's share of the edges (``inference.inference_stats``' ``machine_edge_fraction``:
 a vertex-balanced partition can leave most of them on one machine, 0.96 of rmat100k's on 2 METIS parts), and
 ``1/M`` of the vertex ids) + the machine's
-feature partition and labels + per worker a process reserve, its sampler processes' private memory and sampler
-buffers (one batch per batch in flight);
+feature partition + the int64 maps over all vertices its workers share (:func:`..base.vertex_maps_bytes`: owner,
+label, the evaluator's rank and position; the feature store's positions on several machines; the cache's slots, or
+the peer cache's holders and positions) + per worker a process reserve, its sampler processes' private memory and
+sampler buffers (one batch per batch in flight);
 on a CPU-only cluster the "GPU" part lives in host memory too. The evaluation after each epoch (layer-wise
 inference) keeps the framework, model state, cache, graph, features and processes and adds its own blocks and rows
 (:mod:`..inference_memory`); the peak is the larger phase's.
@@ -92,6 +94,7 @@ from gnnplan.simulator.strategies.base import (
     FETCH_COLLECTIVES,
     FETCH_REQUEST_MESSAGES,
     PREFETCH_FACTOR,
+    VERTEX_MAPS,
     IterationPlan,
     MemoryEstimate,
     PhaseProfile,
@@ -102,6 +105,7 @@ from gnnplan.simulator.strategies.base import (
     place_window,
     steady_period_s,
     suggest_batch_size,
+    vertex_maps_bytes,
     worker_processes_bytes,
 )
 from gnnplan.simulator.strategies.contract import check_workload
@@ -208,8 +212,11 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost, stats: Inferenc
     parts, edges = 1, float(sm.num_edges)  # a partitioned structure: the busiest machine's in-edges, 1/M of the ids
     if knobs.graph_structure == "partitioned":
         parts, edges = cl.num_machines, edges * stats.machine_edge_fraction
+    peer = knobs.cache_placement == "partitioned" and cl.gpus_per_machine > 1  # the executor's PeerCache
+    maps = VERTEX_MAPS + (cl.num_machines > 1) + (0 if peer else cached > 0) + 2 * peer
     host = {"graph structure (COO + CSC, int64)": (4.0 * edges + sm.num_vertices / parts + 1) * INDEX_BYTES,
-            "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
+            "feature partition": math.ceil(sm.num_vertices / cl.num_machines) * row,
+            "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, maps),
             "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),
             "sampler buffers": cl.gpus_per_machine * in_flight * (cost.block_bytes + n_in * row)}
     return with_evaluation(ctx, gpu, host, stats, training_only="sampler buffers")
@@ -255,7 +262,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, full, last),
-        "peak_memory_bytes": memory.peak_memory_bytes, "peak_memory_phases": memory.phases,
+        **memory.result_fields(),
         "evaluation_time_s": evaluation_time_s(ctx, inferred)}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)

@@ -235,8 +235,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
         sim_works = rank_mean.busiest_shuffles(works, stats, ctx.workload.model.arch, ctx.cluster.gpus_per_machine)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
-        "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, works), "peak_memory_bytes": memory.peak_memory_bytes,
-        "peak_memory_phases": memory.phases,
+        "bytes_per_epoch": link_bytes_per_epoch(ctx, plan, works), **memory.result_fields(),
         "evaluation_time_s": evaluation_time_s(ctx, inferred)}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, estimated=estimated,

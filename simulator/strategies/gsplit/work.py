@@ -37,8 +37,10 @@ from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS
 from gnnplan.simulator.strategies.base import (
     PREFETCH_FACTOR,
+    VERTEX_MAPS,
     MemoryEstimate,
     SimContext,
+    vertex_maps_bytes,
     worker_processes_bytes,
 )
 from gnnplan.simulator.strategies.gsplit.split import shuffle_width
@@ -271,10 +273,13 @@ def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_
     state, the owned input features, activations and split structure (:func:`split_sizes`), the shuffle buffers
     (sent plus received rows of a layer: twice the largest either), and the feature cache C_i
     (``min(c n, |P_i|)`` rows). Per machine: the whole graph structure (the sampler needs every vertex's
-    neighbours), the features and labels of its GPUs' partitions, one process per GPU, and the sampler's batches
-    in flight (their block structure). The evaluation after each epoch keeps all but the sampler's batches and adds
-    its blocks and rows (``inferred``: the inference block on the machines' partition by the ``split`` knob;
-    :mod:`..inference_memory`); the peak is the larger phase's.
+    neighbours), the features of its GPUs' splits, the machine's feature partition the evaluation reads its
+    layer-0 rows from (executor/assemble.py, by the ``split`` partitioner over the machines), the int64 maps over
+    all vertices (shared: :data:`..base.VERTEX_MAPS`, the feature store's positions on several machines and the
+    split of every vertex; each worker's own: its rows' and its cache's slots; :func:`..base.vertex_maps_bytes`),
+    one process per GPU, and the sampler's batches in flight (their block structure). The evaluation after each
+    epoch keeps all but the sampler's batches and adds its blocks and rows (``inferred``: the inference block on
+    the machines' partition by the ``split`` knob; :mod:`..inference_memory`); the peak is the larger phase's.
     """
     cl, wl, sm = ctx.cluster, ctx.workload, ctx.summary
     row = sm.feature_dim * FLOAT_BYTES
@@ -306,7 +311,10 @@ def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_
     in_flight = PREFETCH_FACTOR * num_sampler_workers if num_sampler_workers else 1
     batch_structure = max(INDEX_BYTES * float((2 * stats.num_edges[b] + stats.num_src[b]).sum()) for b in batches)
     host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
-            "features and labels of the machine's partitions": owned * (row + INDEX_BYTES),
+            "features of the machine's splits": owned * row,
+            "feature partition (the evaluation's layer-0 rows)": math.ceil(sm.num_vertices / cl.num_machines) * row,
+            "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, VERTEX_MAPS + (cl.num_machines > 1) + 1,
+                                                     per_worker=2),
             "worker processes": worker_processes_bytes(cl, num_sampler_workers),
             "sampler batches in flight": in_flight * batch_structure}
     return with_evaluation(ctx, gpu, host, inferred, training_only="sampler batches in flight")

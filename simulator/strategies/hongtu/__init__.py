@@ -271,7 +271,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": 1,
         "bytes_per_epoch": link_bytes_per_epoch(cl, wl.model.arch, widths, counts, gradient_bytes),
-        "peak_memory_bytes": estimate.peak_memory_bytes}
+        **estimate.result_fields()}
     if not estimate.feasible:
         reason = estimate.reason if "GPU" not in estimate.reason else f"{estimate.reason} at {where}"
         return SimResult.infeasible(f"{reason} with num_chunks={knobs.num_chunks}",

@@ -80,6 +80,7 @@ from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
     FETCH_COLLECTIVES,
     FETCH_REQUEST_MESSAGES,
+    VERTEX_MAPS,
     IterationPlan,
     MemoryEstimate,
     PhaseProfile,
@@ -90,6 +91,7 @@ from gnnplan.simulator.strategies.base import (
     place_window,
     steady_period_s,
     suggest_batch_size,
+    vertex_maps_bytes,
     worker_processes_bytes,
 )
 from gnnplan.simulator.strategies.contract import check_workload
@@ -245,7 +247,8 @@ def memory_model(ctx: SimContext, knobs: Knobs, full: list[HopWork], inferred: I
            "activations": cost.activation_bytes, "blocks": cost.block_bytes}
     buffer = max((w.pregather_remote_rows + w.pregather_local_rows) * row for w in full) if knobs.pregather else 0.0
     host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
-            "feature partition and labels": math.ceil(sm.num_vertices / cl.num_machines) * (row + INDEX_BYTES),
+            "feature partition": math.ceil(sm.num_vertices / cl.num_machines) * row,
+            "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, VERTEX_MAPS + (cl.num_machines > 1)),
             "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),
             "sampler and pre-gather buffers": cl.gpus_per_machine * (cost.block_bytes + buffer)}
     return with_evaluation(ctx, gpu, host, inferred, training_only="sampler and pre-gather buffers")
@@ -318,7 +321,7 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
         "bytes_per_epoch": link_bytes_per_epoch(ctx, knobs, plan, full, float(plan.last_fraction) if slowest else last),
-        "peak_memory_bytes": memory.peak_memory_bytes, "peak_memory_phases": memory.phases,
+        **memory.result_fields(),
         "evaluation_time_s": evaluation_time_s(ctx, inferred)}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)

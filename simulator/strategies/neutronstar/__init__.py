@@ -235,7 +235,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     memory, _ = memory_model(cl, widths, counts, works, knobs.cache_budget_bytes, knobs.mode)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": 1,
-        "bytes_per_epoch": link_bytes_per_epoch(cl, works), "peak_memory_bytes": memory.peak_memory_bytes}
+        "bytes_per_epoch": link_bytes_per_epoch(cl, works), **memory.result_fields()}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
     run = _Run(ctx, knobs, works)

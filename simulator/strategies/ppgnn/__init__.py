@@ -119,7 +119,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     memory = memory_model(ctx, knobs, placement)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": num,
-        "bytes_per_epoch": link_bytes_per_epoch(ctx, num, full, last), "peak_memory_bytes": memory.peak_memory_bytes}
+        "bytes_per_epoch": link_bytes_per_epoch(ctx, num, full, last), **memory.result_fields()}
     if not memory.feasible:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
     run = _Run(ctx, knobs, plan, full, last)

@@ -131,7 +131,9 @@ def test_dp_partitioned_cache_holds_g_times_more_and_serves_peers_over_nvlink() 
     part = simulate(cluster, "cora-sage", "dp", {"cache_fraction": c, "cache_placement": "partitioned"})
     assert part.bytes_per_epoch["pcie"] == pytest.approx(rep4.bytes_per_epoch["pcie"], rel=1e-12)
     assert part.bytes_per_epoch["pcie"] < rep.bytes_per_epoch["pcie"]
-    assert part.peak_memory_bytes == rep.peak_memory_bytes                     # each GPU still caches c n rows
+    assert part.peak_memory_bytes["gpu"] == rep.peak_memory_bytes["gpu"]       # each GPU still caches c n rows
+    # the machine's shared int64 maps: the peer cache's holders and positions instead of the cache's slots
+    assert part.peak_memory_bytes["host"] - rep.peak_memory_bytes["host"] == 8 * 2708
     _, knobs, ctx = load_context(cluster, "cora-sage", "dp", {"cache_fraction": c, "cache_placement": "partitioned"})
     own, _, _, peer = dp.cache_access(ctx, knobs)
     machine_hits = ctx.sample.access(4 * c)[0]
