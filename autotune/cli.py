@@ -96,6 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="train a plan for real with torch.distributed and record a trace")
     p.add_argument("plan")
     p.add_argument("--nprocs", type=int, help="worker processes (default: the plan's num_workers)")
+    p.add_argument("--gpus-per-machine", type=int, default=1,
+                   help="workers per machine: the nprocs local workers form nprocs / G machines of G workers, "
+                        "which share their machine's graph and features (default 1)")
     p.add_argument("--epochs", type=int, help="epochs (default: the workload's num_epochs)")
     p.add_argument("--trace-dir", default="traces")
     p.add_argument("--emulate", action="store_true",

@@ -120,6 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     _positive("--nprocs", args.nprocs)
     _positive("--epochs", args.epochs)
+    _positive("--gpus-per-machine", args.gpus_per_machine)
     plan = load_plan(args.plan)
     resolve_dataset(plan.workload.dataset)  # a missing dataset fails here, not in every worker
     if args.emulate:
@@ -128,7 +129,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError("--bandwidth/--cpu-quota/--memory-limit: only with --emulate")
     else:
         res = run_plan(plan, nprocs=args.nprocs, epochs=args.epochs, trace_dir=args.trace_dir,
-                       progress=not args.json, **_fault_options(args))
+                       progress=not args.json, gpus_per_machine=args.gpus_per_machine, **_fault_options(args))
     if args.json:
         emit_json(res)
     else:
@@ -146,6 +147,9 @@ def _run_emulated(args: argparse.Namespace, plan: Any) -> dict[str, Any]:
 
     if args.nprocs is not None and args.nprocs != plan.cluster.num_gpus:
         raise SpecError(f"--nprocs: with --emulate the plan's cluster sets the ranks ({plan.cluster.num_gpus})")
+    if args.gpus_per_machine != 1:
+        raise SpecError("--gpus-per-machine: with --emulate the plan's cluster sets the workers per machine "
+                        f"({plan.cluster.gpus_per_machine})")
     limits = _emulation_limits(args, plan.cluster.network.bandwidth_bytes_per_s)
     return run_emulated(plan, epochs=args.epochs, trace_dir=args.trace_dir, limits=limits, **_fault_options(args))
 

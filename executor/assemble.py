@@ -1,5 +1,9 @@
 """Assemble what one rank holds for training: graph structure, labels, splits, owners and the feature store.
 
+The graph structure, GCN's edge weights, the owner map, the labels, the machine's feature partition and the per-vertex
+maps derived from them (the feature store's, the evaluator's) are built once per machine and shared by its workers
+(:mod:`executor.shared`), as the memory models charge them.
+
 Rank 0 loads (and on a cold cache parses, generates or partitions) first while the others wait at a barrier,
 then the others read the cached dataset and partition, so a cold start does not run METIS once per process.
 """
@@ -14,8 +18,9 @@ import numpy as np
 import torch
 
 from gnnplan.executor import comm
-from gnnplan.executor.data import PARTITION_SEED, Topology, build_graph, input_features
-from gnnplan.executor.features import FeatureStore
+from gnnplan.executor.data import PARTITION_SEED, Topology, gcn_edge_weights, graph_structure, input_features
+from gnnplan.executor.features import FeatureStore, machine_rows
+from gnnplan.executor.shared import SharedObjects
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
 from gnnplan.simulator.workload.graphstats import partition_owners
 from gnnplan.simulator.workload.partition import cached_vertices
@@ -37,6 +42,7 @@ class TrainingData:
         owner: (n,) int64 owner machine of every vertex.
         store: this worker's feature store (partition, cache, remote fetch).
         feature_dim, num_classes: model widths.
+        shared: the machine's shared objects (:mod:`executor.shared`; None: nothing shared).
     """
 
     name: str
@@ -50,6 +56,7 @@ class TrainingData:
     store: FeatureStore
     feature_dim: int
     num_classes: int
+    shared: SharedObjects | None = None
 
 
 def rank0_first(fn: Callable[[], T]) -> T:
@@ -82,9 +89,14 @@ def load_training_data(workload: WorkloadSpec, partitioner: str, cache_fraction:
         owner = partition_owners(workload.dataset, topo.num_machines, partitioner, PARTITION_SEED, graph=graph)
         return graph, owner
 
-    graph, owner = rank0_first(load)
-    g, weights = build_graph(graph, workload.model.arch)
-    cache = cached_vertices(graph.in_degrees(), cache_fraction)
-    store = FeatureStore(input_features(graph, workload.dataset), owner, topo, cache)
-    return TrainingData(graph.name, g, weights, torch.from_numpy(graph.labels), graph.train_idx, graph.val_idx,
-                        graph.test_idx, owner, store, graph.feature_dim, graph.num_classes)
+    graph, owners = rank0_first(load)
+    arch, shared = workload.model.arch, SharedObjects(topo)
+    g = shared.graph("graph", lambda: graph_structure(graph, arch))
+    weights = None if arch != "gcn" else torch.from_numpy(shared.array("gcn-weights",
+                                                                       lambda: gcn_edge_weights(g).numpy()))
+    owner = shared.array("owner", lambda: owners)
+    labels = torch.from_numpy(shared.array("labels", lambda: graph.labels))
+    rows = shared.array("features", lambda: machine_rows(input_features(graph, workload.dataset), owner, topo))
+    store = FeatureStore(rows, owner, topo, cached_vertices(graph.in_degrees(), cache_fraction), shared)
+    return TrainingData(graph.name, g, weights, labels, graph.train_idx, graph.val_idx, graph.test_idx, owner, store,
+                        graph.feature_dim, graph.num_classes, shared)

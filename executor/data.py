@@ -91,27 +91,37 @@ def input_features(graph: GraphData, dataset: Any) -> np.ndarray:
 
 
 def build_graph(graph: GraphData, arch: str) -> tuple[Any, torch.Tensor | None]:
-    """The DGL graph sampled from, and GCN's edge weights.
-
-    For :data:`SELF_LOOP_ARCHS` existing self-loops are replaced by one per vertex. For ``gcn`` the weight of
-    edge u -> v is ``1 / sqrt(d_out(u) d_in(v))`` on that graph (with self-loops), Kipf and Welling's symmetric
-    normalisation ``D^-1/2 (A + I) D^-1/2`` (ICLR 2017, eq. 2) computed with GLOBAL degrees, so a block with
-    every neighbour reproduces full-graph GCN exactly.
+    """The DGL graph sampled from, and GCN's edge weights: :func:`graph_structure` and, for ``gcn``,
+    :func:`gcn_edge_weights` on it.
 
     Returns:
         (graph, edge weights indexed by edge id or None).
     """
+    g = graph_structure(graph, arch)
+    return g, gcn_edge_weights(g) if arch == "gcn" else None
+
+
+def graph_structure(graph: GraphData, arch: str) -> Any:
+    """The DGL graph sampled from: ``graph``'s edges; for :data:`SELF_LOOP_ARCHS` existing self-loops are replaced
+    by one per vertex."""
     import dgl
 
     g = dgl.graph((torch.from_numpy(graph.src), torch.from_numpy(graph.dst)), num_nodes=graph.num_vertices)
-    if arch in SELF_LOOP_ARCHS:
-        g = dgl.add_self_loop(dgl.remove_self_loop(g))
-    if arch != "gcn":
-        return g, None
+    return dgl.add_self_loop(dgl.remove_self_loop(g)) if arch in SELF_LOOP_ARCHS else g
+
+
+def gcn_edge_weights(g: Any) -> torch.Tensor:
+    """GCN's weight of every edge u -> v of ``g`` (with its self-loops), by edge id: ``1 / sqrt(d_out(u) d_in(v))``,
+    Kipf and Welling's symmetric normalisation ``D^-1/2 (A + I) D^-1/2`` (ICLR 2017, eq. 2) computed with GLOBAL
+    degrees, so a block with every neighbour reproduces full-graph GCN exactly.
+
+    Shapes:
+        -> (num_edges,) float32.
+    """
     src, dst = g.edges()
     d_out = g.out_degrees().double().clamp(min=1)
     d_in = g.in_degrees().double().clamp(min=1)
-    return g, (d_out[src] * d_in[dst]).rsqrt().float()
+    return (d_out[src] * d_in[dst]).rsqrt().float()
 
 
 def iteration_batches(seeds: list[np.ndarray], per_iteration: int) -> tuple[list[list[np.ndarray]], list[int]]:

@@ -24,6 +24,7 @@ from gnnplan.executor.data import Topology, positions_in_owner
 from gnnplan.executor.features import RowStore
 from gnnplan.executor.models import GNN, attach_edge_weights
 from gnnplan.executor.sampling import TimedSampler
+from gnnplan.executor.shared import or_private
 from gnnplan.simulator.workload.inference import CHUNK_VERTICES, inference_owners
 
 
@@ -48,9 +49,11 @@ class Evaluator:
 
     def __init__(self, data: TrainingData, topo: Topology, chunk_vertices: int = CHUNK_VERTICES) -> None:
         self.data, self.topo, self.chunk = data, topo, chunk_vertices
-        rank_of = inference_owners(data.owner, topo.num_machines, topo.gpus_per_machine)
+        share = or_private(data.shared, topo).array  # the same maps on every worker
+        rank_of = share("inference-ranks", lambda: inference_owners(data.owner, topo.num_machines,
+                                                                    topo.gpus_per_machine))
         self.rank_of = torch.from_numpy(rank_of)
-        self.position = torch.from_numpy(positions_in_owner(rank_of))
+        self.position = torch.from_numpy(share("inference-positions", lambda: positions_in_owner(rank_of)))
         self.mine = np.flatnonzero(rank_of == topo.rank)
         counts = np.bincount(rank_of, minlength=topo.world_size)
         self.num_chunks = max(1, math.ceil(int(counts.max()) / chunk_vertices))

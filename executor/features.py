@@ -19,6 +19,7 @@ import torch
 
 from gnnplan.executor import comm
 from gnnplan.executor.data import Topology, positions_in_owner
+from gnnplan.executor.shared import SharedObjects, or_private
 from gnnplan.executor.trace import now
 from gnnplan.simulator.units import INDEX_BYTES
 
@@ -114,37 +115,61 @@ class LoadStats:
         return (self.num_local + self.num_remote) * self.row_bytes
 
 
+def slots(ids: np.ndarray, num_vertices: int) -> np.ndarray:
+    """Every vertex's index in ``ids`` (-1 where absent): a cache's slot map.
+
+    Shapes:
+        ids: (c,) int64 distinct -> (num_vertices,) int64.
+    """
+    slot = np.full(num_vertices, -1, dtype=np.int64)
+    slot[ids] = np.arange(len(ids))
+    return slot
+
+
+def machine_rows(features: np.ndarray, owner: np.ndarray, topo: Topology) -> np.ndarray:
+    """The feature rows of the vertices ``topo.machine`` owns, in id order (a copy; all of ``features``, contiguous,
+    on a single machine).
+
+    Shapes:
+        features: (n, d) float32; owner: (n,) int64 -> (n_m, d) float32.
+    """
+    return np.ascontiguousarray(features[owner == topo.machine] if topo.num_machines > 1 else features)
+
+
 class FeatureStore:
     """A worker's view of the vertex features: its machine's partition, its device cache, the other machines.
 
     Construction is collective when there is more than one machine (the cache is filled with a pull).
 
     Args:
-        features: the full feature matrix; only the machine's rows are kept (copied).
+        rows: the machine's feature partition, :func:`machine_rows` (kept as given, not copied: on a machine of
+            several workers, shared memory, :mod:`executor.shared`).
         owner: owner machine of every vertex.
         topo: this worker's place.
         cache_ids: vertices whose rows the device cache holds (the same on every worker).
+        shared: the machine's shared objects: the per-vertex maps (positions in the partition, cache slots) are
+            the same on every worker, so a machine holds one copy (None: this worker builds its own).
 
     Shapes:
-        features: (n, d) float32; owner: (n,) int64; cache_ids: (c,) int64.
+        rows: (n_m, d) float32, n_m = vertices of this machine; owner: (n,) int64; cache_ids: (c,) int64.
     """
 
-    def __init__(self, features: np.ndarray, owner: np.ndarray, topo: Topology, cache_ids: np.ndarray) -> None:
+    def __init__(self, rows: np.ndarray, owner: np.ndarray, topo: Topology, cache_ids: np.ndarray,
+                 shared: SharedObjects | None = None) -> None:
         self.topo = topo
-        self.dim = int(features.shape[1])
+        self.dim = int(rows.shape[1])
         self.row_bytes = self.dim * 4
-        multi = topo.num_machines > 1
-        rows = torch.from_numpy(np.ascontiguousarray(features[owner == topo.machine] if multi else features))
-        self.store = RowStore(rows, torch.from_numpy(positions_in_owner(owner)) if multi else None)
+        share = or_private(shared, topo).array
+        position = torch.from_numpy(share("positions", lambda: positions_in_owner(owner))) \
+            if topo.num_machines > 1 else None
+        self.store = RowStore(torch.from_numpy(rows), position)
         self.owner = torch.from_numpy(owner)
         self.cache_slot: torch.Tensor | None = None
         self.cache_rows = torch.empty((0, self.dim), device=topo.device)
         if len(cache_ids):
-            ids = torch.from_numpy(np.ascontiguousarray(cache_ids, dtype=np.int64))
-            self.cache_rows = self.load(ids)[0]
-            slot = torch.full((len(owner),), -1, dtype=torch.int64)
-            slot[ids] = torch.arange(len(ids))
-            self.cache_slot = slot
+            ids = np.ascontiguousarray(cache_ids, dtype=np.int64)
+            self.cache_rows = self.load(torch.from_numpy(ids))[0]
+            self.cache_slot = torch.from_numpy(share("cache-slots", lambda: slots(ids, len(owner))))
 
     @property
     def num_cached(self) -> int:

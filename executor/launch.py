@@ -115,9 +115,10 @@ def run_in_process(fn: WorkerFn, args: tuple[Any, ...], on_message: Emit | None 
 
 
 def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | None = None,
-          samplers_per_worker: int = 0, collective_timeout_s: float = comm.COLLECTIVE_TIMEOUT_S) -> Any:
-    """Run ``fn`` on ``nprocs`` local processes (one machine each: ``gpus_per_machine`` = 1), each on its
-    thread share of this machine's cores (module docstring).
+          samplers_per_worker: int = 0, collective_timeout_s: float = comm.COLLECTIVE_TIMEOUT_S,
+          gpus_per_machine: int = 1) -> Any:
+    """Run ``fn`` on ``nprocs`` local processes (``nprocs / gpus_per_machine`` machines of ``gpus_per_machine``
+    workers; by default one machine each), each on its thread share of this machine's cores (module docstring).
 
     Args:
         fn: module-level function ``fn(topo, emit, *args)`` (sent by import path).
@@ -126,6 +127,7 @@ def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | N
         on_message: called in this process with every object a worker passes to ``emit``.
         samplers_per_worker: sampler processes each worker starts (they take cores from its share).
         collective_timeout_s: a collective that waits longer than this for a peer fails (seconds).
+        gpus_per_machine: workers per machine (must divide ``nprocs``): the topology each worker is given.
 
     Returns:
         Rank 0's return value.
@@ -151,7 +153,7 @@ def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | N
             for index, (_, writer) in enumerate(pipes):
                 procs.append(ctx.Process(target=_worker, name=f"gnnplan-rank{index}", args=(
                     index, nprocs, port, threads, list(sys.path), program, writer, os.getpid(),
-                    collective_timeout_s)))
+                    collective_timeout_s, gpus_per_machine)))
                 procs[-1].start()
                 writer.close()
         return monitor.run()
@@ -160,7 +162,7 @@ def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | N
 
 
 def _worker(index: int, nprocs: int, port: int, threads: int, path: list[str], program: bytes, conn: Any,
-            parent: int, timeout_s: float) -> None:
+            parent: int, timeout_s: float, gpus_per_machine: int = 1) -> None:
     """Worker ``index``: its own process group and name, its thread share and environment, the caller's
     ``sys.path``, then the program in a process group; its result and failure go to ``conn``."""
     os.setpgrp()
@@ -178,7 +180,7 @@ def _worker(index: int, nprocs: int, port: int, threads: int, path: list[str], p
         fn, args = _program(program)
         gpu = index % max(1, torch.cuda.device_count())
         comm.init_process_group(index, nprocs, "127.0.0.1", port, local_rank=gpu, timeout_s=timeout_s)
-        topo = Topology(index, nprocs, 1, local_device(gpu))
+        topo = Topology(index, nprocs, gpus_per_machine, local_device(gpu))
         out = fn(topo, lambda m: send("message", m), *args)
         if index == 0:
             send("result", out)

@@ -27,7 +27,9 @@ phase's is kept (``peak_memory_phases``, as the simulator's phases):
   is where the measured host peak has them).
 
 A machine's host peak is the sum over its ranks (:func:`machine_peaks`): the simulator's ``host`` is one machine's
-memory, its ``gpu`` one GPU's.
+memory, its ``gpu`` one GPU's. The graph and feature partition its workers share (:mod:`executor.shared`) count once:
+the ranks other than the machine's local rank 0, which created them, leave out the shared pages they map (their
+resident size at the phase's end, an upper bound of what the peak held: pages mapped only grow).
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+
+from gnnplan.executor.shared import resident_shared_bytes
 
 STATUS = Path("/proc/self/status")
 CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -114,10 +118,13 @@ class EpochPeak:
     Attributes:
         device: the rank's device (CUDA: its allocator is measured; else no device memory).
         reset: whether the host peak was reset before the last phase (False: a lifetime peak).
+        counts_shared: whether the host peak keeps the machine's shared objects this rank maps (True on the
+            machine's local rank 0, which created them; the others leave them out, :mod:`executor.shared`).
     """
 
     device: torch.device
     reset: bool = False
+    counts_shared: bool = True
 
     def begin(self) -> None:
         """Reset the host and device peaks to what is held now."""
@@ -128,6 +135,8 @@ class EpochPeak:
     def end(self) -> tuple[float, float | None]:
         """The peaks since :meth:`begin`: host bytes, device bytes (None off CUDA; module docstring)."""
         host = peak_resident_bytes() + children_private_bytes()
+        if not self.counts_shared:
+            host -= resident_shared_bytes()
         if self.device.type != "cuda":
             return host, None
         free, total = torch.cuda.mem_get_info(self.device)

@@ -107,7 +107,8 @@ def sampler_processes(plan: Plan) -> int:
 def run_plan(plan: Plan, nprocs: int | None = None, epochs: int | None = None, trace_dir: str | Path = "traces",
              progress: bool = True, on_epoch: EpochCallback | None = None,
              collective_timeout_s: float = comm.COLLECTIVE_TIMEOUT_S, checkpoint_every: int = 0,
-             checkpoint_dir: str | Path | None = None, resume: bool = False) -> dict[str, Any]:
+             checkpoint_dir: str | Path | None = None, resume: bool = False,
+             gpus_per_machine: int = 1) -> dict[str, Any]:
     """Train ``plan`` on ``nprocs`` local worker processes (gloo on 127.0.0.1; one process runs in this one).
 
     Args:
@@ -122,13 +123,16 @@ def run_plan(plan: Plan, nprocs: int | None = None, epochs: int | None = None, t
         checkpoint_every: save a checkpoint every N epochs and after the last (0 = never; module docstring).
         checkpoint_dir: the checkpoint folder (default ``<trace_dir>/checkpoints``).
         resume: continue from the newest complete checkpoint in ``checkpoint_dir``.
+        gpus_per_machine: the workers form ``nprocs / gpus_per_machine`` machines of this many workers each
+            (the plan's cluster is reshaped to it; a machine's workers share its graph and features,
+            :mod:`executor.shared`).
 
     Returns:
         The results (module docstring).
 
     Raises:
-        SpecError: the plan cannot run (see :func:`resolved_plan`), ``nprocs < 1``, a bad timeout, or a checkpoint
-            folder that does not fit (:func:`executor.checkpoint.prepare`).
+        SpecError: the plan cannot run (see :func:`resolved_plan`), ``nprocs < 1``, ``gpus_per_machine`` not
+            dividing it, a bad timeout, or a checkpoint folder that does not fit (:func:`executor.checkpoint.prepare`).
         WorkerError: a worker raised, died or stopped responding (one line).
     """
     n = plan.num_workers if nprocs is None else nprocs
@@ -136,7 +140,9 @@ def run_plan(plan: Plan, nprocs: int | None = None, epochs: int | None = None, t
         raise SpecError(f"--nprocs: must be >= 1, got {n}")
     if not (0 < collective_timeout_s < float("inf")):
         raise SpecError(f"--collective-timeout: must be a positive number of seconds, got {collective_timeout_s}")
-    plan = resolved_plan(plan, n, 1, epochs)
+    if gpus_per_machine < 1 or n % gpus_per_machine:
+        raise SpecError(f"--gpus-per-machine: must be >= 1 and divide the {n} workers, got {gpus_per_machine}")
+    plan = resolved_plan(plan, n // gpus_per_machine, gpus_per_machine, epochs)
     folder = Path(checkpoint_dir) if checkpoint_dir is not None else Path(trace_dir) / "checkpoints"
     saving = checkpoint.prepare(Checkpointing(str(folder), checkpoint_every, resume), plan)
     sink = EpochProgress(plan, progress, on_epoch)
@@ -146,7 +152,7 @@ def run_plan(plan: Plan, nprocs: int | None = None, epochs: int | None = None, t
         with faults.sigterm_unwinds():
             if n == 1:
                 return run_in_process(rank_main, args, sink, samplers, collective_timeout_s)
-            return spawn(rank_main, n, args, sink, samplers, collective_timeout_s)
+            return spawn(rank_main, n, args, sink, samplers, collective_timeout_s, gpus_per_machine)
     except BaseException:
         remove_partial(trace_dir, saving, started)
         raise
@@ -221,7 +227,7 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
             records, earlier = list(state["records"]), list(state["spans"])
             rec.origin_s -= resume_offset_s(earlier)  # this run's spans follow the earlier ones
         settings = getattr(trainer, "epoch_settings", dict)
-        meter = EpochPeak(topo.device)
+        meter = EpochPeak(topo.device, counts_shared=topo.local_rank == 0)
         for epoch in range((resumed + 1) if resumed is not None else 0, num_epochs):
             ran_with = settings()
             meter.begin()

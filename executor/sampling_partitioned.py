@@ -39,6 +39,7 @@ from gnnplan.executor import comm
 from gnnplan.executor.data import Topology
 from gnnplan.executor.sampling import TimedSampler
 from gnnplan.executor.sampling_keyed import choose_in_edges, make_block, vertex_keys
+from gnnplan.executor.shared import SharedObjects, or_private
 from gnnplan.executor.trace import now
 from gnnplan.simulator.units import INDEX_BYTES
 
@@ -89,15 +90,24 @@ class PartitionedSampler(TimedSampler):
         fanouts: per layer, input side first; -1 = all in-neighbours.
         keyed_seed: ``training.seed`` for the keyed neighbour choice (:mod:`executor.sampling_keyed`); None =
             DGL's ``sample_neighbors`` on the partition.
+        shared: the machine's shared objects: its part and edge ids are the same on every worker of the machine,
+            which hold one copy (None: this worker builds its own; construction is then not collective).
     """
 
     def __init__(self, g: Any, owner: np.ndarray, topo: Topology, fanouts: list[int],
-                 keyed_seed: int | None) -> None:
+                 keyed_seed: int | None, shared: SharedObjects | None = None) -> None:
         super().__init__(fanouts)
         self.fanouts, self.topo, self.keyed_seed = list(fanouts), topo, keyed_seed
         self.owner = np.asarray(owner, dtype=np.int64)
-        indptr, indices, self.eids = local_structure(g, self.owner, topo.machine)
-        self.part = _partition_graph(indptr, indices)
+        share = or_private(shared, topo)
+        built: dict[str, np.ndarray] = {}  # the edge ids of the part the machine's local rank 0 builds
+
+        def part() -> Any:
+            indptr, indices, built["eids"] = local_structure(g, self.owner, topo.machine)
+            return _partition_graph(indptr, indices)
+
+        self.part = share.graph("part", part, formats=("csc",))
+        self.eids = share.array("part-eids", lambda: built.pop("eids"))
         self.indptr, self.indices = (t.numpy() for t in self.part.adj_tensors("csc")[:2])  # the part's own arrays
         self.last = RemoteSampling()
 

@@ -48,6 +48,7 @@ from gnnplan.executor.models import attach_edge_weights, num_params
 from gnnplan.executor.sampling import Batch, BatchStream, sample_inline
 from gnnplan.executor.sampling_keyed import make_sampler
 from gnnplan.executor.sampling_partitioned import PartitionedSampler
+from gnnplan.executor.shared import SharedObjects, or_private
 from gnnplan.executor.strategies.base import EpochStats, adam, seeded_gnn
 from gnnplan.executor.trace import Recorder, defer_passes, now
 from gnnplan.simulator.errors import SpecError
@@ -90,17 +91,29 @@ class PeerCache:
         dataset: ``workload.dataset`` (in-degrees rank the vertices).
         cache_fraction: fraction of all vertices each worker caches.
         topo: this worker's place.
+        shared: the machine's shared objects (the holder and position maps are the same on its workers).
     """
 
-    def __init__(self, store: FeatureStore, dataset: object, cache_fraction: float, topo: Topology) -> None:
+    def __init__(self, store: FeatureStore, dataset: object, cache_fraction: float, topo: Topology,
+                 shared: SharedObjects | None = None) -> None:
         g, n = topo.gpus_per_machine, len(store.owner)
-        hot = torch.from_numpy(cached_vertices(load_dataset(dataset).in_degrees(), min(1.0, g * cache_fraction)))
-        self.holder = torch.full((n,), -1, dtype=torch.int64)
-        self.holder[hot] = torch.arange(len(hot)) % g + topo.machine * g
-        position = torch.zeros(n, dtype=torch.int64)
-        position[hot] = torch.arange(len(hot)) // g
+        hot = cached_vertices(load_dataset(dataset).in_degrees(), min(1.0, g * cache_fraction))
+        share = or_private(shared, topo).array  # the same maps on the machine's workers
+
+        def holders() -> np.ndarray:
+            holder = np.full(n, -1, dtype=np.int64)
+            holder[hot] = np.arange(len(hot)) % g + topo.machine * g
+            return holder
+
+        def positions() -> np.ndarray:
+            position = np.zeros(n, dtype=np.int64)
+            position[hot] = np.arange(len(hot)) // g
+            return position
+
+        self.holder = torch.from_numpy(share("peer-holders", holders))
         self.rank = topo.rank
-        self.slice = RowStore(store.load(hot[topo.local_rank::g])[0].cpu(), position)
+        self.slice = RowStore(store.load(torch.from_numpy(hot[topo.local_rank::g]))[0].cpu(),
+                              torch.from_numpy(share("peer-positions", positions)))
 
     def load(self, ids: torch.Tensor) -> tuple[torch.Tensor, int, PullStats]:
         """Rows of cached vertices ``ids`` from their holders (collective).
@@ -133,7 +146,8 @@ class Trainer:
         partitioned = self.knobs.cache_placement == "partitioned" and topo.gpus_per_machine > 1
         self.data = load_training_data(wl, self.knobs.partitioner, 0.0 if partitioned else self.knobs.cache_fraction,
                                        topo)
-        self.peers = PeerCache(self.data.store, wl.dataset, self.knobs.cache_fraction, topo) if partitioned else None
+        self.peers = PeerCache(self.data.store, wl.dataset, self.knobs.cache_fraction, topo,
+                               self.data.shared) if partitioned else None
         self.nvlink_bytes = 0
         self.model = seeded_gnn(wl, self.data.feature_dim, self.data.num_classes, topo.device)
         self.net, self.hook = ddp.data_parallel(self.model, wl.training.ddp_bucket_bytes)
@@ -144,12 +158,14 @@ class Trainer:
         if self.knobs.graph_structure == "partitioned":  # DistDGL: each machine samples its own vertices
             check_knobs(self.knobs)
             self.sampler = PartitionedSampler(self.data.graph, self.data.owner, topo, wl.training.fanouts,
-                                              wl.training.seed if self.knobs.sampler == "keyed" else None)
+                                              wl.training.seed if self.knobs.sampler == "keyed" else None,
+                                              self.data.shared)
             part, ids = self.sampler.local_graph()  # the whole graph is dropped: only the part stays
             self.data = dataclasses.replace(self.data, graph=part)
-            weights = self.data.edge_weight  # GCN's, by global edge id (the sampler's blocks carry global ids)
-            evaluated = dataclasses.replace(self.data, edge_weight=None if weights is None
-                                            else weights[torch.from_numpy(ids)])
+            whole = self.data.edge_weight  # GCN's, by global edge id (the sampler's blocks carry global ids)
+            weights = None if whole is None else torch.from_numpy(or_private(self.data.shared, topo).array(
+                "part-gcn-weights", lambda: whole[torch.from_numpy(ids)].numpy()))  # the part's, by its edge ids
+            evaluated = dataclasses.replace(self.data, edge_weight=weights)
         d, seed = self.data, wl.training.seed
         schedule = functools.partial(rank_batches, d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine,
                                      seed, self.per_iteration, topo.rank)

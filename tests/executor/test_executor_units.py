@@ -22,7 +22,7 @@ from gnnplan.executor.data import (
     positions_in_owner,
     row_normalised,
 )
-from gnnplan.executor.features import FeatureStore
+from gnnplan.executor.features import FeatureStore, machine_rows
 from gnnplan.executor.launch import run_in_process
 from gnnplan.executor.models import GNN, attach_edge_weights, num_params
 from gnnplan.executor.sampling import BatchStream, TimedSampler
@@ -112,7 +112,8 @@ def test_positions_and_inference_owners() -> None:
 def test_single_machine_store_with_cache_equals_indexing(cora) -> None:  # type: ignore[no-untyped-def]
     feats = input_features(cora, "cora")
     cache = cached_vertices(cora.in_degrees(), 0.2)
-    store = FeatureStore(feats, np.zeros(cora.num_vertices, dtype=np.int64), Topology(0, 1, 1, CPU), cache)
+    owner, topo = np.zeros(cora.num_vertices, dtype=np.int64), Topology(0, 1, 1, CPU)
+    store = FeatureStore(machine_rows(feats, owner, topo), owner, topo, cache)
     ids = torch.from_numpy(np.random.default_rng(0).choice(cora.num_vertices, 500, replace=False))
     x, stats = store.load(ids)
     np.testing.assert_array_equal(x.numpy(), feats[ids.numpy()])

@@ -77,8 +77,9 @@ class Trainer:
         self.batch_size = batch_size_of(self.knobs, wl)
         self.data = load_training_data(wl, self.knobs.split, 0.0, topo)
         graph = load_dataset(wl.dataset)
-        self.owner = rank0_first(lambda: partition_owners(wl.dataset, topo.world_size, self.knobs.split,
-                                                          PARTITION_SEED, graph=graph))
+        owners = rank0_first(lambda: partition_owners(wl.dataset, topo.world_size, self.knobs.split, PARTITION_SEED,
+                                                      graph=graph))
+        self.owner = self.data.shared.array("split-owners", lambda: owners) if self.data.shared else owners
         self.features = PartitionFeatures(input_features(graph, wl.dataset), self.owner, graph.in_degrees(),
                                           topo.rank, self.knobs.cache_fraction, topo.device)
         seed = wl.training.seed
