@@ -93,17 +93,21 @@ class Tour:
         return cls(block.dstdata[dgl.NID].long(), edges, dim)
 
     def visit(self, store: Any, owner: torch.Tensor, machine: int, edge_weight: torch.Tensor | None) -> int:
-        """Add the rows stored on ``machine`` (``store.gather`` of global ids): their part of every destination's
-        sum, and the destinations' own rows. Returns the rows read."""
+        """Add the rows stored on ``machine`` (``store.gather`` of global ids, each row read once): their part of
+        every destination's sum, and the destinations' own rows. Returns the rows read: the block's input vertices
+        stored there (its sources and destinations, as the simulator's ``naive_work`` prices them)."""
         src, index, eid = self.edges.unbind(1)
         here = owner[src] == machine
-        rows = store.gather(src[here])
-        if edge_weight is not None:
-            rows = rows * edge_weight[eid[here]].unsqueeze(1)
-        self.neigh.index_add_(0, index[here], rows)
         mine = owner[self.dst] == machine
-        self.x_dst[mine] = store.gather(self.dst[mine])
-        return int(here.sum()) + int(mine.sum())
+        ids, where = torch.unique(torch.cat([src[here], self.dst[mine]]), return_inverse=True)
+        rows = store.gather(ids)
+        num_here = int(here.sum())
+        neighbours = rows[where[:num_here]]
+        if edge_weight is not None:
+            neighbours = neighbours * edge_weight[eid[here]].unsqueeze(1)
+        self.neigh.index_add_(0, index[here], neighbours)
+        self.x_dst[mine] = rows[where[num_here:]]
+        return len(ids)
 
     def migrate(self, params: torch.Tensor, dst_rank: int, src_rank: int) -> tuple[Tour, torch.Tensor, int]:
         """Send this tour and ``params`` (flat float32) to ``dst_rank`` while receiving the tour and parameters

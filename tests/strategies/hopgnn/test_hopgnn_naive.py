@@ -47,6 +47,16 @@ def test_an_epoch_tours_every_machine_carrying_what_the_simulator_counts() -> No
         assert len(migrations) == world * stats.num_iterations  # M migrations per iteration: round and home
         for s in migrations:
             per_iteration[s.iteration] = per_iteration.get(s.iteration, 0.0) + s.nbytes
+    # each stop reads the first block's input vertices stored there once: over the tour, every input vertex once
+    read: dict[int, int] = {}
+    inputs: dict[int, int] = {}
+    for r in ranks:
+        for s in r["spans"]:
+            if s.phase == "load":
+                read[s.iteration] = read.get(s.iteration, 0) + s.args["num_input_vertices"]
+            elif s.phase == "sample":
+                inputs[s.iteration] = inputs.get(s.iteration, 0) + s.args["num_input_vertices"]
+    assert read == inputs and sum(read.values()) > 0
     # every model's payload crosses M links: params, partial sums and own rows, ids and first-block edges
     params, dim = ranks[0]["num_params"], ranks[0]["dim"]
     tours: dict[int, float] = {}
