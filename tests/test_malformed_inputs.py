@@ -281,3 +281,15 @@ def test_worker_error_is_one_line_without_progress(tmp_path: Path, capsys: pytes
                     tmp_path / "tr", "gnnplan run: error: dataset g: raw/node-feat.csv.gz row 3")
     assert "epoch" not in err.split("error:")[0] and "%|" not in err
 
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (["--nprocs", "2", "--gpus-per-machine", "3"], "--gpus-per-machine: must be >= 1 and divide the 2 workers, got 3"),
+    (["--nprocs", "2", "--gpus-per-machine", "0"], "--gpus-per-machine: must be"),
+])
+def test_run_workers_per_machine_must_divide_the_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         flags: list[str], needle: str) -> None:
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(_plan(tmp_path)))
+    _rejected(capsys, ["run", str(path), *flags, "--trace-dir", str(tmp_path / "out")], tmp_path / "out",
+              "gnnplan run: error: --gpus-per-machine", needle)
