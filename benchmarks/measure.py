@@ -52,10 +52,11 @@ class Measured:
         return self.results[order[(len(order) - 1) // 2]]
 
 
-def plan_for(cluster: Any, workload: str, strategy: str, knobs: dict[str, Any], nprocs: int, epochs: int) -> Any:
-    """The plan ``gnnplan run --nprocs nprocs --epochs epochs`` runs for workload preset ``workload`` with
-    ``strategy`` and ``knobs`` on ``cluster``: ``nprocs`` machines of one worker each on this box
-    (:func:`executor.runner.resolved_plan`).
+def plan_for(cluster: Any, workload: str, strategy: str, knobs: dict[str, Any], nprocs: int, epochs: int,
+             gpus_per_machine: int = 1) -> Any:
+    """The plan ``gnnplan run --nprocs nprocs --epochs epochs --gpus-per-machine G`` runs for workload preset
+    ``workload`` with ``strategy`` and ``knobs`` on ``cluster``: ``nprocs / G`` machines of ``G`` workers each on
+    this box (:func:`executor.runner.resolved_plan`).
 
     Raises:
         SpecError: what ``gnnplan run`` refuses (:func:`executor.runner.resolved_plan`).
@@ -65,7 +66,7 @@ def plan_for(cluster: Any, workload: str, strategy: str, knobs: dict[str, Any], 
     from gnnplan.simulator.workload.spec import load_workload
 
     plan = Plan(strategy=strategy, knobs=knobs, num_workers=nprocs, cluster=cluster, workload=load_workload(workload))
-    return resolved_plan(plan, nprocs, 1, epochs)
+    return resolved_plan(plan, nprocs // gpus_per_machine, gpus_per_machine, epochs)
 
 
 def error_summary(label: str, errors: list[float]) -> str:
