@@ -192,6 +192,21 @@ executor/assemble.py and executor/evaluate.py): the owner machine and the label 
 rank and position of every vertex; one copy per machine, shared by its workers (executor/shared.py)."""
 
 
+def structure_edges(summary: DatasetSummary, arch: str) -> float:
+    """Directed edges of the graph the executor trains ``arch`` on: the dataset's, with one self-loop per vertex
+    for GCN and GAT (executor/data.py ``graph_structure`` replaces existing self-loops by one per vertex; [inferred:
+    counted as if the dataset had none, an upper bound by its own self-loops])."""
+    from gnnplan.simulator.strategies.neutronstar.dependencies import SELF_LOOP_ARCHS
+
+    return float(summary.num_edges) + (summary.num_vertices if arch in SELF_LOOP_ARCHS else 0)
+
+
+def gcn_weight_bytes(arch: str, num_edges: float) -> float:
+    """GCN's float32 weight of every edge (executor/data.py ``gcn_edge_weights``, one copy per machine); 0 for the
+    other architectures."""
+    return 4.0 * num_edges if arch == "gcn" else 0.0
+
+
 def vertex_maps_bytes(cluster: ClusterSpec, num_vertices: int, per_machine: int, per_worker: int = 0) -> float:
     """Bytes of int64 maps over all ``num_vertices`` vertices in one machine's host memory: ``per_machine`` maps its
     workers share (:data:`VERTEX_MAPS` and a strategy's own, e.g. the feature store's positions and cache slots) and

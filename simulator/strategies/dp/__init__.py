@@ -62,14 +62,15 @@ Its batch then grows by how much larger each iteration's largest batch is than t
 
 Memory model (``memory_model``): per GPU = framework reserve + parameters, gradients and Adam state + the
 batch's input features + activations and block structure + the feature cache; per machine host = graph
-structure (every machine holds the whole graph, or with ``graph_structure = partitioned`` the in-edges of the
-vertices it owns, the busiest machine's share of the edges (``inference.inference_stats``' ``machine_edge_fraction``:
-a vertex-balanced partition can leave most of them on one machine, 0.96 of rmat100k's on 2 METIS parts), and
-``1/M`` of the vertex ids) + the machine's
-feature partition + the int64 maps over all vertices its workers share (:func:`..base.vertex_maps_bytes`: owner,
-label, the evaluator's rank and position; the feature store's positions on several machines; the cache's slots, or
-the peer cache's holders and positions) + per worker a process reserve, its sampler processes' private memory and
-sampler buffers (one batch per batch in flight);
+structure (every machine holds the whole graph, COO and CSC, with a self-loop per vertex for GCN and GAT
+(:func:`..base.structure_edges`), or with ``graph_structure = partitioned`` the in-edges of the vertices it owns,
+the busiest machine's share of the edges (``inference.inference_stats``' ``machine_edge_fraction``: a
+vertex-balanced partition can leave most of them on one machine, 0.96 of rmat100k's on 2 METIS parts), as a CSC
+over all vertices with each edge's global id) + GCN's float32 edge weights (of the whole graph, and of the part) +
+the machine's feature partition + the int64 maps over all vertices its workers share
+(:func:`..base.vertex_maps_bytes`: owner, label, the evaluator's rank and position; the feature store's positions on
+several machines; the cache's slots, or the peer cache's holders and positions) + per worker a process reserve,
+its sampler processes' private memory and sampler buffers (one batch per batch in flight);
 on a CPU-only cluster the "GPU" part lives in host memory too. The evaluation after each epoch (layer-wise
 inference) keeps the framework, model state, cache, graph, features and processes and adds its own blocks and rows
 (:mod:`..inference_memory`); the peak is the larger phase's.
@@ -99,11 +100,13 @@ from gnnplan.simulator.strategies.base import (
     MemoryEstimate,
     PhaseProfile,
     SimContext,
+    gcn_weight_bytes,
     iteration_plan,
     minibatch_compute_profile,
     phase_breakdown,
     place_window,
     steady_period_s,
+    structure_edges,
     suggest_batch_size,
     vertex_maps_bytes,
     worker_processes_bytes,
@@ -209,12 +212,18 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost, stats: Inferenc
            "input features": n_in * row, "activations": cost.activation_bytes, "blocks": cost.block_bytes,
            "feature cache": cached * row}
     in_flight = PREFETCH_FACTOR * knobs.num_sampler_workers if knobs.num_sampler_workers else 1
-    parts, edges = 1, float(sm.num_edges)  # a partitioned structure: the busiest machine's in-edges, 1/M of the ids
-    if knobs.graph_structure == "partitioned":
-        parts, edges = cl.num_machines, edges * stats.machine_edge_fraction
+    arch, edges = ctx.workload.model.arch, structure_edges(sm, ctx.workload.model.arch)
+    structure = {"graph structure (COO + CSC, int64)": (4.0 * edges + sm.num_vertices + 1) * INDEX_BYTES}
+    weights = gcn_weight_bytes(arch, edges)
+    if knobs.graph_structure == "partitioned":  # the busiest machine's in-edges as a CSC over all vertices
+        loops = edges - sm.num_edges  # GCN's and GAT's self-loops: 1 / M of them per machine
+        mine = sm.num_edges * stats.machine_edge_fraction + loops / cl.num_machines
+        structure = {"graph structure (the machine's part: CSC and global edge ids, int64)":
+                     (3.0 * mine + sm.num_vertices + 1) * INDEX_BYTES}
+        weights += gcn_weight_bytes(arch, mine)  # the part's, beside the whole graph's
     peer = knobs.cache_placement == "partitioned" and cl.gpus_per_machine > 1  # the executor's PeerCache
     maps = VERTEX_MAPS + (cl.num_machines > 1) + (0 if peer else cached > 0) + 2 * peer
-    host = {"graph structure (COO + CSC, int64)": (4.0 * edges + sm.num_vertices / parts + 1) * INDEX_BYTES,
+    host = {**structure, **({"GCN edge weights (float32)": weights} if weights else {}),
             "feature partition": math.ceil(sm.num_vertices / cl.num_machines) * row,
             "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, maps),
             "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),

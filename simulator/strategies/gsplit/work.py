@@ -40,6 +40,7 @@ from gnnplan.simulator.strategies.base import (
     VERTEX_MAPS,
     MemoryEstimate,
     SimContext,
+    structure_edges,
     vertex_maps_bytes,
     worker_processes_bytes,
 )
@@ -310,7 +311,8 @@ def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_
     owned = max(float(stats.partition_sizes[m * g:(m + 1) * g].sum()) for m in range(cl.num_machines))
     in_flight = PREFETCH_FACTOR * num_sampler_workers if num_sampler_workers else 1
     batch_structure = max(INDEX_BYTES * float((2 * stats.num_edges[b] + stats.num_src[b]).sum()) for b in batches)
-    host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
+    host = {"graph structure (COO + CSC, int64)": (4.0 * structure_edges(sm, wl.model.arch) + sm.num_vertices + 1)
+            * INDEX_BYTES,
             "features of the machine's splits": owned * row,
             "feature partition (the evaluation's layer-0 rows)": math.ceil(sm.num_vertices / cl.num_machines) * row,
             "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, VERTEX_MAPS + (cl.num_machines > 1) + 1,

@@ -85,11 +85,13 @@ from gnnplan.simulator.strategies.base import (
     MemoryEstimate,
     PhaseProfile,
     SimContext,
+    gcn_weight_bytes,
     iteration_plan,
     minibatch_compute_profile,
     phase_breakdown,
     place_window,
     steady_period_s,
+    structure_edges,
     suggest_batch_size,
     vertex_maps_bytes,
     worker_processes_bytes,
@@ -246,7 +248,10 @@ def memory_model(ctx: SimContext, knobs: Knobs, full: list[HopWork], inferred: I
            "migration buffer": full[0].migration_bytes, "input features": biggest,
            "activations": cost.activation_bytes, "blocks": cost.block_bytes}
     buffer = max((w.pregather_remote_rows + w.pregather_local_rows) * row for w in full) if knobs.pregather else 0.0
-    host = {"graph structure (COO + CSC, int64)": (4.0 * sm.num_edges + sm.num_vertices + 1) * INDEX_BYTES,
+    edges = structure_edges(sm, ctx.workload.model.arch)
+    weights = gcn_weight_bytes(ctx.workload.model.arch, edges)
+    host = {"graph structure (COO + CSC, int64)": (4.0 * edges + sm.num_vertices + 1) * INDEX_BYTES,
+            **({"GCN edge weights (float32)": weights} if weights else {}),
             "feature partition": math.ceil(sm.num_vertices / cl.num_machines) * row,
             "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, VERTEX_MAPS + (cl.num_machines > 1)),
             "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),
