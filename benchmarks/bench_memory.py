@@ -73,23 +73,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limits", default="380MB,400MB,440MB", help="memory limits per emulated machine")
     args = ap.parse_args(argv)
     cluster = load_cluster(args.cluster)
-    layouts = [int(g) for g in args.gpus_per_machine.split(",")]
+    layouts = [int(g) for g in args.gpus_per_machine.split(",") if g.strip().isdigit()]
+    if not layouts or len(layouts) != len(args.gpus_per_machine.split(",")) or any(
+            g < 1 or args.nprocs % g for g in layouts):
+        ap.error(f"--gpus-per-machine: comma-separated workers per machine, each dividing --nprocs "
+                 f"{args.nprocs}, got {args.gpus_per_machine!r}")
     with tempfile.TemporaryDirectory(prefix="gnnplan-bench-memory-") as tmp:
-        traces, datasets, shapes = [], {}, {}
+        traces, datasets, shapes, labels = [], {}, {}, {}
         print("peak host memory per machine, MB: measured / uncalibrated prediction")
         print(f"{'configuration':52s} {'epoch':>8s} {'training':>15s} {'evaluation':>15s} {'run':>15s}")
         for (workload, strategy, knobs), g in itertools.product(CONFIGS + (LARGE if args.large else ()), layouts):
             plan = plan_for(cluster, workload, strategy, knobs, args.nprocs, args.epochs, g)
             res = run_plan(plan, trace_dir=Path(tmp) / workload, progress=False, gpus_per_machine=g)
             traces.append(res["trace"])
+            label = f"{plan.cluster.num_machines}x{g} {workload} {strategy} {knobs}"
             for key in (res["trace"], Path(res["trace"]).name):  # calibrate_files names a trace by its file name
-                datasets[key], shapes[key] = plan.workload.dataset_name, g
+                datasets[key], shapes[key], labels[key] = plan.workload.dataset_name, g, label
             predicted = simulate(plan.cluster, plan.workload, strategy, knobs)
             phases = predicted.peak_memory_phases or {"training": predicted.peak_memory_bytes}
             cells = [_pair(res["peak_memory_phases"][p]["host"], phases[p]["host"] if p in phases else None)
                      for p in ("training", "evaluation")]
             cells.append(_pair(res["peak_memory_bytes"]["host"], predicted.peak_memory_bytes["host"]))
-            label = f"{plan.cluster.num_machines}x{g} {workload} {strategy} {knobs}"
             print(f"{label:52s} {res['epoch_time_s'] * 1e3:6.1f}ms {cells[0]:>15s} {cells[1]:>15s} {cells[2]:>15s}",
                   flush=True)
         calibrated, report = calibrate_files(traces, cluster)
@@ -116,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                                          layout_out)):
                 if e is not None:
                     errors[label].append(e)
-            print(f"{Path(name).name[:58]:58s} {measured / MB:8.1f}M {row['predicted_before_bytes'] / MB:7.1f}M "
+            print(f"{labels[name][:58]:58s} {measured / MB:8.1f}M {row['predicted_before_bytes'] / MB:7.1f}M "
                   f"{row['error_before_fraction']:+7.1%} {row['predicted_bytes'] / MB:8.1f}M "
                   f"{row['error_fraction']:+7.1%} {_percent(dataset_out):>11s} {_percent(layout_out):>10s}")
         for label, errs in errors.items():

@@ -12,6 +12,10 @@ Every collective adds the bytes this process sends to and receives from OTHER ra
 * object collectives (``gather_object``, ``broadcast_object``): the size of the object's JSON encoding
   (:mod:`executor.wire`; objects cross as JSON in uint8 tensors, never pickled), sent once per receiver.
 
+The bytes sent to ranks of the same machine are also counted apart (``ByteCounter.within``,
+:func:`bytes_sent_within_machine`; machines of ``gpus_per_machine`` consecutive ranks): on a GPU machine they
+cross NVLink or PCIe, not the network. A ring all-reduce's bytes go to the rank's successor in rank order.
+
 Backend: ``nccl`` when CUDA is available, else ``gloo`` (CPU). With NCCL, tensors passed to collectives must
 be on :func:`device`.
 
@@ -62,19 +66,36 @@ _store: Any = None
 
 @dataclass
 class ByteCounter:
-    """Bytes this process exchanged with other ranks since the last :func:`reset_counters`."""
+    """Bytes this process exchanged with other ranks since the last :func:`reset_counters`; ``within``: the part of
+    ``sent`` that went to ranks of this process's machine (NVLink or PCIe peer to peer on a GPU machine, not the
+    network)."""
 
     sent: int = 0
     received: int = 0
+    within: int = 0
 
-    def add(self, sent: float, received: float) -> None:
-        """Count one exchange."""
+    def add(self, sent: float, received: float, within: float = 0.0) -> None:
+        """Count one exchange (``within``: the bytes of ``sent`` to ranks of this machine)."""
         self.sent += int(sent)
         self.received += int(received)
+        self.within += int(within)
 
 
 COUNTER = ByteCounter()
 _device = torch.device("cpu")
+_per_machine = 1
+"""Ranks per machine (``gpus_per_machine``): rank r is on machine r // _per_machine."""
+
+
+def same_machine(peer: int) -> bool:
+    """Whether rank ``peer`` runs on this process's machine."""
+    return peer // _per_machine == rank() // _per_machine
+
+
+def ring_successor_within() -> bool:
+    """Whether this rank's successor in the rank-order ring all-reduce, ``(rank + 1) mod p``, is on its machine
+    (where the counted ring sends this rank's bytes)."""
+    return same_machine((rank() + 1) % world_size())
 
 
 def default_backend() -> str:
@@ -84,7 +105,7 @@ def default_backend() -> str:
 
 def init_process_group(rank: int, world_size: int, master_addr: str, master_port: int,
                        backend: str | None = None, local_rank: int = 0,
-                       timeout_s: float = COLLECTIVE_TIMEOUT_S) -> str:
+                       timeout_s: float = COLLECTIVE_TIMEOUT_S, gpus_per_machine: int = 1) -> str:
     """Join the process group (TCP rendezvous at ``master_addr:master_port``, the store listening on
     ``master_addr`` only) and reset the byte counters. With gloo, its TCP event-loop thread is put in
     ``SCHED_IDLE`` (:func:`executor.gloo_loop.idle_gloo_loop`: it spins while a collective is in flight, and on a
@@ -98,6 +119,8 @@ def init_process_group(rank: int, world_size: int, master_addr: str, master_port
         backend: ``gloo`` or ``nccl``; None picks :func:`default_backend`.
         local_rank: this process's index on its machine (selects the CUDA device with NCCL).
         timeout_s: collective timeout in seconds (module docstring).
+        gpus_per_machine: ranks per machine (rank r on machine r // gpus_per_machine): which bytes stay inside a
+            machine (:func:`bytes_sent_within_machine`).
 
     Returns:
         The backend used.
@@ -106,7 +129,7 @@ def init_process_group(rank: int, world_size: int, master_addr: str, master_port
         ValueError: ``timeout_s`` is not a positive finite number.
         OSError: rank 0 cannot listen on ``master_addr:master_port``.
     """
-    global _device, _store
+    global _device, _store, _per_machine
     if not (0 < timeout_s < float("inf")):
         raise ValueError(f"collective timeout: must be a positive number of seconds, got {timeout_s}")
     backend = backend or default_backend()
@@ -122,6 +145,7 @@ def init_process_group(rank: int, world_size: int, master_addr: str, master_port
                                 timeout=timedelta(seconds=timeout_s))
     if backend == "gloo":
         idle_gloo_loop()
+    _per_machine = max(1, gpus_per_machine)
     reset_counters()
     return backend
 
@@ -227,9 +251,25 @@ def bytes_received() -> int:
     return COUNTER.received
 
 
+def bytes_sent_within_machine() -> int:
+    """Bytes sent to other ranks of this process's machine since the last reset (part of :func:`bytes_sent`)."""
+    return COUNTER.within
+
+
+def traffic_mark() -> tuple[int, int]:
+    """The byte counters now (sent, sent within the machine), for :func:`traffic_since`."""
+    return COUNTER.sent, COUNTER.within
+
+
+def traffic_since(mark: tuple[int, int]) -> tuple[int, int]:
+    """Bytes sent since ``mark`` (:func:`traffic_mark`): (to ranks of other machines, to ranks of this machine)."""
+    sent, within = COUNTER.sent - mark[0], COUNTER.within - mark[1]
+    return sent - within, within
+
+
 def reset_counters() -> None:
     """Zero the byte counters."""
-    COUNTER.sent = COUNTER.received = 0
+    COUNTER.sent = COUNTER.received = COUNTER.within = 0
 
 
 def ring_bytes(nbytes: float, num_ranks: int) -> float:
@@ -256,7 +296,7 @@ def all_reduce_(t: torch.Tensor, op: str = "sum") -> torch.Tensor:
     """
     ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
     n = ring_bytes(_nbytes(t), world_size())
-    COUNTER.add(n, n)
+    COUNTER.add(n, n, n if ring_successor_within() else 0)
     dist.all_reduce(t, op=ops[op])
     return t
 
@@ -321,7 +361,8 @@ def all_to_all_single(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int
     """
     me, p = rank(), world_size()
     row = _nbytes(inp[:1]) if inp.shape[0] else _nbytes(out[:1]) if out.shape[0] else 0
-    COUNTER.add(row * (sum(in_splits) - in_splits[me]), row * (sum(out_splits) - out_splits[me]))
+    COUNTER.add(row * (sum(in_splits) - in_splits[me]), row * (sum(out_splits) - out_splits[me]),
+                row * sum(n for j, n in enumerate(in_splits) if j != me and same_machine(j)))
     direct = [j != me and receive_first(row * max(in_splits[j], out_splits[j])) for j in range(p)]
     if not any(direct):
         dist.all_to_all_single(out, inp, output_split_sizes=out_splits, input_split_sizes=in_splits)
@@ -348,7 +389,8 @@ def all_to_all_single(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int
 def all_gather(t: torch.Tensor) -> list[torch.Tensor]:
     """Every rank's ``t`` (same shape on all ranks), in rank order."""
     p = world_size()
-    COUNTER.add((p - 1) * _nbytes(t), (p - 1) * _nbytes(t))
+    COUNTER.add((p - 1) * _nbytes(t), (p - 1) * _nbytes(t), sum(same_machine(j) for j in range(p) if j != rank())
+                * _nbytes(t))
     out = [torch.empty_like(t) for _ in range(p)]
     dist.all_gather(out, t)
     return out
@@ -356,7 +398,7 @@ def all_gather(t: torch.Tensor) -> list[torch.Tensor]:
 
 def send(t: torch.Tensor, dst: int) -> None:
     """Send ``t`` to rank ``dst`` (blocking)."""
-    COUNTER.add(_nbytes(t), 0)
+    COUNTER.add(_nbytes(t), 0, _nbytes(t) if same_machine(dst) else 0)
     dist.send(t, dst)
 
 
@@ -398,7 +440,7 @@ def post_exchange(send_t: torch.Tensor | None, dst: int, recv_t: torch.Tensor | 
         COUNTER.add(0, _nbytes(recv_t))
         requests.append(dist.irecv(recv_t, src))
     if send_t is not None:
-        COUNTER.add(_nbytes(send_t), 0)
+        COUNTER.add(_nbytes(send_t), 0, _nbytes(send_t) if same_machine(dst) else 0)
         requests.append(dist.isend(send_t, dst))
     return [r for r in requests if r is not None]  # None only for a rank outside the group
 
@@ -420,7 +462,7 @@ def gather_object(obj: Any, dst: int = 0) -> list[Any] | None:
     lengths = [int(t.item()) for t in sizes]
     buf = _bytes_tensor(data, max(lengths))
     if me != dst:
-        COUNTER.add(len(data), 0)
+        COUNTER.add(len(data), 0, len(data) if same_machine(dst) else 0)
         dist.gather(buf, None, dst=dst)
         return None
     out = [torch.empty(max(lengths), dtype=torch.uint8, device=_device) for _ in range(p)]
@@ -437,7 +479,9 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     n = int(size.item())
     buf = _bytes_tensor(data, n)
     dist.broadcast(buf, src=src)
-    COUNTER.add(n * (world_size() - 1) if rank() == src else 0, 0 if rank() == src else n)
+    others_within = sum(same_machine(j) for j in range(world_size()) if j != src)
+    COUNTER.add(n * (world_size() - 1) if rank() == src else 0, 0 if rank() == src else n,
+                n * others_within if rank() == src else 0)
     return wire.decode(buf.cpu().numpy().tobytes())
 
 

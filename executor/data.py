@@ -118,9 +118,10 @@ def gcn_edge_weights(g: Any) -> torch.Tensor:
     Shapes:
         -> (num_edges,) float32.
     """
-    src, dst = g.edges()
-    d_out = g.out_degrees().double().clamp(min=1)
-    d_in = g.in_degrees().double().clamp(min=1)
+    src, dst = g.edges()  # degrees counted on the COO, so no CSR is built (g may be shared by the machine)
+    n = g.num_nodes()
+    d_out = torch.bincount(src, minlength=n).double().clamp(min=1)
+    d_in = torch.bincount(dst, minlength=n).double().clamp(min=1)
     return (d_out[src] * d_in[dst]).rsqrt().float()
 
 

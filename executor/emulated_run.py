@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from gnnplan.executor import faults
+from gnnplan.executor import faults, shared
 from gnnplan.executor.comm import COLLECTIVE_TIMEOUT_S
 from gnnplan.executor.emulate import MASTER_PORT, EmulatedCluster, MachineLimits, launch_argv, rank_environment
 from gnnplan.executor.launch import FAILURE_PREFIX
@@ -68,20 +68,20 @@ def run_emulated(plan: Plan, epochs: int | None = None, trace_dir: str | Path = 
     folder = Path(checkpoint_dir) if checkpoint_dir is not None else Path(trace_dir) / "checkpoints"
     extra = ["--collective-timeout", f"{collective_timeout_s:g}", "--checkpoint-every", str(checkpoint_every),
              "--checkpoint-dir", str(folder.resolve())] + (["--resume"] if resume else [])
-    started = time.time()
+    started, token = time.time(), shared.new_token()
     with tempfile.TemporaryDirectory(prefix="gnnplan-emulate-") as tmp, EmulatedCluster(m, limits) as cluster:
         plan_path = save_plan(Path(tmp) / "plan.yaml", plan)
         argv = launch_argv(plan_path, epochs, Path(trace_dir).resolve()) + extra
         logs = [open(Path(tmp) / f"rank{r}.err", "w+") for r in range(m * g)]  # noqa: SIM115 (closed below)
         result_file = open(Path(tmp) / "rank0.out", "w+")  # noqa: SIM115 (closed below)
         try:
-            procs = [_start(cluster, argv, 0, m * g, g, result_file, logs[0])]
+            procs = [_start(cluster, argv, 0, m * g, g, result_file, logs[0], token)]
             oom = functools.partial(_out_of_memory, cluster, g)
             if not cluster.wait_listening(0, MASTER_PORT):
                 if procs[0].poll() not in (None, 0):
                     _wait(procs, logs, None, oom=oom)  # raises with rank 0's error
                 raise WorkerError(f"rank 0's rendezvous store did not listen on port {MASTER_PORT}")
-            procs += [_start(cluster, argv, r, m * g, g, subprocess.DEVNULL, logs[r]) for r in range(1, m * g)]
+            procs += [_start(cluster, argv, r, m * g, g, subprocess.DEVNULL, logs[r], token) for r in range(1, m * g)]
             _wait(procs, logs, timeout_s, collective_timeout_s, oom=oom)
             out = _last_line(result_file)
         except BaseException:
@@ -90,6 +90,7 @@ def run_emulated(plan: Plan, epochs: int | None = None, trace_dir: str | Path = 
                 shutil.rmtree(partial, ignore_errors=True)
             raise
         finally:
+            shared.remove_run_objects(token)  # what a killed rank left in /dev/shm
             for log in [*logs, result_file]:
                 log.close()
     try:
@@ -102,9 +103,10 @@ def run_emulated(plan: Plan, epochs: int | None = None, trace_dir: str | Path = 
 
 
 def _start(cluster: EmulatedCluster, argv: list[str], rank: int, world: int, per_machine: int, stdout: Any,
-           stderr: IO[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(cluster.command(rank // per_machine, argv), env=rank_environment(rank, world, per_machine),
-                            stdout=stdout, stderr=stderr, text=True)
+           stderr: IO[str], token: str) -> subprocess.Popen[str]:
+    env = {**rank_environment(rank, world, per_machine), shared.TOKEN_ENV: token}  # the run's shared-memory names
+    return subprocess.Popen(cluster.command(rank // per_machine, argv), env=env, stdout=stdout, stderr=stderr,
+                            text=True)
 
 
 def _out_of_memory(cluster: EmulatedCluster, per_machine: int, rank: int) -> str | None:

@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from gnnplan.executor import comm, faults, wire
+from gnnplan.executor import comm, faults, shared, wire
 from gnnplan.executor.data import Topology
 from gnnplan.executor.monitor import Monitor, WorkerError
 from gnnplan.executor.threads import (
@@ -140,6 +140,7 @@ def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | N
 
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx: Any = mp.get_context(method)
+    token = shared.new_token()  # names the machines' shared objects; removed when the workers have ended
     threads = worker_threads(nprocs, samplers_per_worker)
     program = wire.encode({"fn": f"{fn.__module__}:{fn.__qualname__}", "args": tuple(args)})
     pipes = [ctx.Pipe(duplex=False) for _ in range(nprocs)]
@@ -153,23 +154,26 @@ def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | N
             for index, (_, writer) in enumerate(pipes):
                 procs.append(ctx.Process(target=_worker, name=f"gnnplan-rank{index}", args=(
                     index, nprocs, port, threads, list(sys.path), program, writer, os.getpid(),
-                    collective_timeout_s, gpus_per_machine)))
+                    collective_timeout_s, gpus_per_machine, token)))
                 procs[-1].start()
                 writer.close()
         return monitor.run()
     finally:
         monitor.stop()
+        shared.remove_run_objects(token)
 
 
 def _worker(index: int, nprocs: int, port: int, threads: int, path: list[str], program: bytes, conn: Any,
-            parent: int, timeout_s: float, gpus_per_machine: int = 1) -> None:
-    """Worker ``index``: its own process group and name, its thread share and environment, the caller's
-    ``sys.path``, then the program in a process group; its result and failure go to ``conn``."""
+            parent: int, timeout_s: float, gpus_per_machine: int = 1, token: str = "") -> None:
+    """Worker ``index``: its own process group and name, its thread share and environment (with the run's
+    shared-memory ``token``, :data:`executor.shared.TOKEN_ENV`), the caller's ``sys.path``, then the program in a
+    process group; its result and failure go to ``conn``."""
     os.setpgrp()
     faults.name_process(f"gnnplan-rank{index}")
     faults.watch_parent(parent)
     os.environ.setdefault("DGLBACKEND", "pytorch")
     os.environ.update({name: str(threads) for name in THREAD_ENV})  # a forkserver child has the server's
+    os.environ[shared.TOKEN_ENV] = token
     apply_threads(threads)
     sys.path[:] = path
 
@@ -179,7 +183,8 @@ def _worker(index: int, nprocs: int, port: int, threads: int, path: list[str], p
     try:
         fn, args = _program(program)
         gpu = index % max(1, torch.cuda.device_count())
-        comm.init_process_group(index, nprocs, "127.0.0.1", port, local_rank=gpu, timeout_s=timeout_s)
+        comm.init_process_group(index, nprocs, "127.0.0.1", port, local_rank=gpu, timeout_s=timeout_s,
+                                gpus_per_machine=gpus_per_machine)
         topo = Topology(index, nprocs, gpus_per_machine, local_device(gpu))
         out = fn(topo, lambda m: send("message", m), *args)
         if index == 0:
@@ -243,7 +248,8 @@ def torchrun_topology(samplers_per_worker: int = 0,
     if world % per_machine:
         raise ValueError(f"LOCAL_WORLD_SIZE: {per_machine} does not divide WORLD_SIZE {world}")
     apply_threads(worker_threads(per_machine, samplers_per_worker))
-    comm.init_process_group(rank, world, addr, port, local_rank=local_rank, timeout_s=collective_timeout_s)
+    comm.init_process_group(rank, world, addr, port, local_rank=local_rank, timeout_s=collective_timeout_s,
+                            gpus_per_machine=per_machine)
     return Topology(rank, world, per_machine, local_device(local_rank))
 
 

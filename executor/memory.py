@@ -28,8 +28,10 @@ phase's is kept (``peak_memory_phases``, as the simulator's phases):
 
 A machine's host peak is the sum over its ranks (:func:`machine_peaks`): the simulator's ``host`` is one machine's
 memory, its ``gpu`` one GPU's. The graph and feature partition its workers share (:mod:`executor.shared`) count once:
-the ranks other than the machine's local rank 0, which created them, leave out the shared pages they map (their
-resident size at the phase's end, an upper bound of what the peak held: pages mapped only grow).
+the ranks other than the machine's local rank 0, which created them, leave out the shared pages they map, their
+resident size at the phase's end. Pages mapped only grow, so that is at least what the rank's peak held of them:
+its figure is short by the shared pages it first touched after its peak (in practice during the first epoch only,
+which the summary leaves out from 3 epochs on).
 """
 
 from __future__ import annotations

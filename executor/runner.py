@@ -11,16 +11,18 @@ last one, :func:`summarise`), ``epoch_times_s``, ``loss`` (mean training cross-e
 ``val_accuracy``, ``test_accuracy`` (after the last epoch), ``evaluation_time_s`` (median over measured epochs of
 the evaluation's wall time, the slowest rank's: not part of the epoch time), ``bytes_per_epoch{pcie, nvlink,
 network, storage}`` (mean over measured epochs, summed over ranks: pcie = feature bytes copied to the device, local
-and remote misses; network = bytes every rank sent through :mod:`executor.comm`, i.e. feature requests and replies
-and the gradient all-reduce), ``peak_memory_bytes{gpu, host}`` (the largest over measured epochs of an epoch's peak,
-its training or the evaluation after it, as ``simulate --json`` predicts it: one GPU's, None without CUDA, and one
-machine's resident host memory, :mod:`executor.memory`; each phase's in ``peak_memory_phases{training,
-evaluation}``), ``trace``, and more (``epochs`` per-epoch records, ``seeds_per_s``, ``num_iterations``, ``threads``:
-rank 0's thread pool sizes {intra_op, inter_op, dgl} after the run, its share of the cores
-(:mod:`executor.threads`), ...).
+and remote misses; network = bytes every rank sent through :mod:`executor.comm` to ranks of other machines, i.e.
+feature requests and replies and the gradient all-reduce; what ranks sent to ranks of their own machine is counted
+on NVLink, or PCIe without it, as the simulator prices it: :func:`link_bytes`), ``peak_memory_bytes{gpu, host}``
+(the largest over measured epochs of an epoch's peak, its training or the evaluation after it, as ``simulate
+--json`` predicts it: one GPU's, None without CUDA, and one machine's resident host memory, :mod:`executor.memory`;
+each phase's in ``peak_memory_phases{training, evaluation}``), ``trace``, and more (``epochs`` per-epoch records,
+``seeds_per_s``, ``num_iterations``, ``threads``: rank 0's thread pool sizes {intra_op, inter_op, dgl} after the
+run, its share of the cores (:mod:`executor.threads`), ...).
 
-On this machine the ``nprocs`` workers are ``nprocs`` machines with one worker each (common.md): the graph is
-partitioned into ``nprocs`` parts; the plan recorded in the trace has that cluster shape.
+On this machine the ``nprocs`` workers are ``nprocs`` machines with one worker each (common.md), or with
+``gpus_per_machine`` G, ``nprocs / G`` machines of G: the graph is partitioned into that many parts; the plan
+recorded in the trace has that cluster shape.
 
 Faults and checkpoints: a worker that raises, dies or stops responding ends the run with ONE line naming the rank
 and the cause (:class:`executor.launch.WorkerError`, after ``collective_timeout_s`` for a hang); Ctrl-C or
@@ -55,6 +57,7 @@ from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.threads import current_threads
 from gnnplan.executor.trace import Recorder, now, save, trace_path
 from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.collectives import intra_machine_link
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies import get_strategy
 from gnnplan.simulator.strategies.base import batch_size_of
@@ -309,7 +312,7 @@ def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, in
             "test_accuracy": s["test_correct"] / max(s["test_total"], 1),
             "num_iterations": int(rows[0, names.index("num_iterations")]), "num_seeds": int(s["num_seeds"]),
             "bytes": {"pcie": s["local_bytes"] + s["remote_bytes"], "network": s["network_bytes"],
-                      "hit": s["hit_bytes"], "remote": s["remote_bytes"]}}
+                      "intra_machine": s["intra_machine_bytes"], "hit": s["hit_bytes"], "remote": s["remote_bytes"]}}
 
 
 def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[str, Any]:
@@ -326,8 +329,8 @@ def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[
     epoch_s = statistics.median(r["epoch_time_s"] for r in measured)
     last = records[-1]
 
-    def mean(key: str) -> float:
-        return statistics.fmean(r["bytes"][key] for r in measured)
+    def mean(key: str) -> float:  # records restored from an older checkpoint may lack intra_machine
+        return statistics.fmean(r["bytes"].get(key, 0.0) for r in measured)
 
     evaluated = [r["evaluation_time_s"] for r in measured if "evaluation_time_s" in r]
     # records restored from an older checkpoint may lack the peaks and the evaluation time
@@ -341,10 +344,19 @@ def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[
             "measured_epochs": [r["epoch"] for r in measured],
             "loss": last["loss"], "val_accuracy": last["val_accuracy"], "test_accuracy": last["test_accuracy"],
             "seeds_per_s": statistics.fmean(r["num_seeds"] for r in measured) / epoch_s,
-            "bytes_per_epoch": {"pcie": mean("pcie"), "nvlink": 0.0, "network": mean("network"), "storage": 0.0},
+            "bytes_per_epoch": link_bytes(plan, mean("pcie"), mean("network"), mean("intra_machine")),
             "peak_memory_bytes": larger_peaks(r["peak_memory_bytes"] for r in measured if r.get("peak_memory_bytes")),
             "peak_memory_phases": phases,
             "epochs": records, "wall_s": wall_s}
+
+
+def link_bytes(plan: Plan, pcie: float, network: float, intra_machine: float) -> dict[str, float]:
+    """``bytes_per_epoch{pcie, nvlink, network, storage}``: the bytes ranks sent to ranks of their own machine go
+    to the link the simulator prices them on (:func:`simulator.hardware.collectives.intra_machine_link`: NVLink
+    when the cluster has it, else PCIe peer to peer), on top of the feature bytes copied over PCIe."""
+    out = {"pcie": pcie, "nvlink": 0.0, "network": network, "storage": 0.0}
+    out[intra_machine_link(plan.cluster)[1]] += intra_machine
+    return out
 
 
 def trace_metadata(plan: Plan, result: dict[str, Any]) -> dict[str, Any]:

@@ -2,20 +2,25 @@
 
 A machine runs ``gpus_per_machine`` (g) worker processes. Each would otherwise hold its own copy of the graph
 structure and of the machine's feature partition, g times what the simulator's memory models charge per machine
-(``graph structure``, ``feature partition and labels``: once per machine). DistDGL keeps one copy per machine: its
-server process loads the partition into shared memory and the trainers of the machine attach to it (DGL,
-python/dgl/distributed/dist_graph.py, ``_copy_graph_to_shared_mem`` and ``_get_graph_from_shared_mem``). Here the
-machine's local rank 0 builds each object and puts it in shared memory (/dev/shm), the machine's other ranks
-attach to it, and once everyone has attached local rank 0 removes its name, so nothing is left in /dev/shm when a
-worker dies (the pages live as long as a process maps them):
+(``graph structure``, ``feature partition``, ``vertex maps (int64)``: once per machine). DistDGL keeps one copy
+per machine: its server process loads the partition into shared memory and the trainers of the machine attach
+to it (DGL, python/dgl/distributed/dist_graph.py, ``_copy_graph_to_shared_mem`` and ``_get_graph_from_shared_mem``).
+Here the machine's local rank 0 builds each object and puts it in shared memory (/dev/shm), the machine's other ranks
+attach to it, and once everyone has attached local rank 0 removes its name (the pages live as long as a process
+maps them):
 
 * a DGL graph, through DGL's own shared-memory graph (``DGLGraph.shared_memory``, attached with
   ``heterograph_index.create_heterograph_from_shared_memory``) in the formats the trainer samples from;
 * an array (a feature partition, GCN's edge weights): a ``.npy`` file in /dev/shm, memory-mapped by every rank.
 
-With one worker per machine nothing is shared: the object is built in the process as before. Where /dev/shm lacks
-the room for an object (a container's default /dev/shm is 64 MB: ``docker run --shm-size``), every worker builds its
-own copy and local rank 0 warns, rather than failing when a page cannot be backed (SIGBUS).
+With one worker per machine nothing is shared: the object is built in the process as before. Local rank 0
+reserves an object's room in /dev/shm before writing it (``posix_fallocate``), and the object is shared only if
+every machine got its room; otherwise every worker builds its own copy and the local ranks 0 without room warn,
+rather than a worker dying of SIGBUS when a page cannot be backed (a container's default /dev/shm is 64 MB:
+``docker run --shm-size``). A graph's reservation is released just before DGL writes its arrays, so another process
+filling /dev/shm in that instant can still break it. The launchers set the run's token (:data:`TOKEN_ENV`) and
+remove its names when the workers have ended (:func:`remove_run_objects`); under ``torchrun`` a worker killed
+between creating an object and releasing its name leaves it in /dev/shm.
 
 Measuring (:mod:`executor.memory`): every rank's resident set counts the shared pages it touched, so a machine's
 sum over ranks would count them up to g times. The creator wrote every page, so its resident set holds all of
@@ -43,24 +48,30 @@ SHM_DIR = Path("/dev/shm")
 """Where POSIX shared memory lives on Linux (shm_overview(7)); DGL's shared-memory graphs are created there."""
 PREFIX = "gnnplan-"
 """Names of this package's shared objects start with it (then a run token, the machine and the object)."""
+TOKEN_ENV = "GNNPLAN_SHM_TOKEN"
+"""The environment variable a launcher sets to the run's token (:func:`new_token`), so that it can remove what a
+killed worker left (:func:`remove_run_objects`)."""
 
-__all__ = ["SharedObjects", "or_private", "resident_shared_bytes"]
+__all__ = ["SharedObjects", "new_token", "or_private", "remove_run_objects", "resident_shared_bytes"]
 
 
 class SharedObjects:
-    """This rank's door to its machine's shared objects (construction is collective: rank 0 draws a run token).
+    """This rank's door to its machine's shared objects (construction is collective unless the launcher set the
+    run's token in :data:`TOKEN_ENV`: then nothing is exchanged).
 
     Args:
         topo: this worker's place; objects are shared by the ranks of ``topo.machine``.
-        token: the run's token (None: drawn on rank 0 and broadcast); names must differ between concurrent runs.
+        token: the run's token (None: :data:`TOKEN_ENV`, else drawn on rank 0 and broadcast); names must differ
+            between concurrent runs.
         share: False builds every object in the process (not collective), as with one worker per machine.
     """
 
     def __init__(self, topo: Topology, token: str | None = None, share: bool = True) -> None:
         self.topo = topo
         self.shared = share and topo.gpus_per_machine > 1
-        if self.shared and token is None:
-            token = comm.broadcast_object(uuid.uuid4().hex[:12])
+        token = token or os.environ.get(TOKEN_ENV)
+        if self.shared and not token:
+            token = comm.broadcast_object(new_token())
         self.token = token or ""
         self.arrays: dict[str, tuple[str, tuple[int, ...]]] = {}
         """The arrays shared so far, by key: dtype name and shape (what a machine holds once)."""
@@ -81,20 +92,22 @@ class SharedObjects:
 
         Returns:
             The graph (on every rank its structure is the same memory on a machine with several workers, unless
-            /dev/shm lacks the room: then every rank builds its own, with a warning).
+            /dev/shm lacks the room on some machine: then every rank builds its own, with a warning).
         """
         if not self.shared:
             return build()
         from dgl import heterograph_index
         from dgl.heterograph import DGLGraph
 
-        name, own = self.name(key), None
+        name, own, reserved = self.name(key), None, False
         if self.topo.local_rank == 0:
             own = build()
-            nbytes = graph_bytes(own.num_nodes(), own.num_edges(), formats)
-        if not self._agree(key, nbytes if own is not None else 0.0):
+            reserved = _reserve(SHM_DIR / f"{name}.reserve", graph_bytes(own.num_nodes(), own.num_edges(), formats))
+        if not self._agree(key, reserved):
+            _unlink(SHM_DIR / f"{name}.reserve")
             return own if own is not None else build()
         if own is not None:
+            _unlink(SHM_DIR / f"{name}.reserve")  # the room it held, now taken by DGL's arrays
             out = own.shared_memory(name, formats=formats)
             del own
         comm.barrier()
@@ -112,17 +125,22 @@ class SharedObjects:
 
         Returns:
             The array: a ``numpy.memmap`` of the shared file on a machine with several workers (unless /dev/shm
-            lacks the room, as :meth:`graph`), else ``build()``.
+            lacks the room on some machine, as :meth:`graph`), else ``build()``.
         """
         if not self.shared:
             return build()
-        name, path, values = self.name(key), SHM_DIR / f"{self.name(key)}.npy", None
+        name, values, out = self.name(key), None, None
+        path = SHM_DIR / f"{name}.npy"
         if self.topo.local_rank == 0:
             values = np.ascontiguousarray(build())
-        if not self._agree(key, float(values.nbytes) if values is not None else 0.0):
-            return values if values is not None else build()
-        if values is not None:
             out = np.lib.format.open_memmap(path, mode="w+", dtype=values.dtype, shape=values.shape)
+            if not _reserve(path, path.stat().st_size):  # the file is sparse until its pages are reserved
+                del out
+                out = None
+        if not self._agree(key, out is not None):
+            _unlink(path)
+            return values if values is not None else build()
+        if out is not None:
             out[...] = values
             del values
         comm.barrier()
@@ -132,21 +150,20 @@ class SharedObjects:
         self.arrays[key] = (out.dtype.name, tuple(out.shape))
         return out
 
-    def _agree(self, key: str, nbytes: float) -> bool:
-        """Whether the machine shares object ``key``: its local rank 0 says so when ``nbytes`` fit in the free
-        room of /dev/shm (:func:`shm_free_bytes`), and every rank learns it (collective: an all-reduce of one flag
-        per machine). Otherwise local rank 0 warns once that each worker keeps its own copy."""
-        flags = torch.zeros(self.topo.num_machines, dtype=torch.int64)
-        if self.topo.local_rank == 0:
-            free = shm_free_bytes()
-            if nbytes <= free:
-                flags[self.topo.machine] = 1
-            else:
-                warnings.warn(f"shared memory: {key} needs {nbytes / 1e6:.1f} MB, {SHM_DIR} has {free / 1e6:.1f} MB "
-                              "free: each worker of the machine keeps its own copy (the memory prediction counts one "
-                              "per machine)", RuntimeWarning, stacklevel=3)
-        comm.all_reduce_(flags)
-        return bool(flags[self.topo.machine])
+    def _agree(self, key: str, room: bool) -> bool:
+        """Whether object ``key`` is shared: only if every machine's local rank 0 found the room (``room``, its
+        reservation in /dev/shm), so that every rank makes the same collective calls (an all-reduce of one flag,
+        the minimum over the ranks; the other ranks pass True). A local rank 0 without room warns, once per
+        object, that each worker of its machine keeps its own copy."""
+        if self.topo.local_rank != 0:
+            room = True
+        elif not room:
+            warnings.warn(f"shared memory: no room for {key} in {SHM_DIR} ({shm_free_bytes() / 1e6:.1f} MB free): "
+                          "each worker of the machine keeps its own copy (the memory prediction counts one per "
+                          "machine)", RuntimeWarning, stacklevel=3)
+        flag = torch.tensor([int(room)], dtype=torch.int64, device=comm.device())
+        comm.all_reduce_(flag, "min")
+        return bool(flag.item())
 
     def _release(self, name: str) -> None:
         """After every rank of the machine has attached: local rank 0 removes the object's names (DGL makes one
@@ -154,8 +171,42 @@ class SharedObjects:
         comm.barrier()
         if self.topo.local_rank == 0:
             for path in SHM_DIR.glob(f"{name}*"):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
+                _unlink(path)
+
+
+def new_token() -> str:
+    """A run's token: 12 random hex digits (the names of its shared objects start with ``gnnplan-<token>-``)."""
+    return uuid.uuid4().hex[:12]
+
+
+def remove_run_objects(token: str) -> None:
+    """Remove every /dev/shm name of the run ``token`` (a launcher's clean-up after its workers ended: a worker
+    killed between creating an object and releasing its name leaves it)."""
+    for path in SHM_DIR.glob(f"{PREFIX}{token}-*"):
+        _unlink(path)
+
+
+def _reserve(path: Path, nbytes: float) -> bool:
+    """Take ``nbytes`` of /dev/shm for ``path`` (``posix_fallocate``: the pages are allocated now, so a full
+    tmpfs is an error here and not a SIGBUS when the object is written); False, with nothing left, when there is
+    no room."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return False
+    try:
+        os.posix_fallocate(fd, 0, max(1, int(nbytes)))
+        return True
+    except OSError:
+        _unlink(path)
+        return False
+    finally:
+        os.close(fd)
+
+
+def _unlink(path: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 def graph_bytes(num_vertices: int, num_edges: int, formats: tuple[str, ...]) -> float:

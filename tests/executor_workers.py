@@ -253,3 +253,24 @@ def partitioned_inference(topo: Topology, emit: Any, arch: str) -> dict[str, Any
             trainer.close()
     everyone = comm.gather_object(out)
     return {"ranks": everyone} if everyone is not None else {}
+
+
+def traffic_counts(topo: Topology, emit: Any) -> dict[str, Any]:
+    """Bytes each rank counts as sent to other machines and to its own machine (``executor.comm.traffic_since``)
+    for one all-reduce of 1000 floats, one all_to_all_single of 10 int64 rows to every other rank, and one shift of
+    5 floats to the next rank."""
+    out: dict[str, Any] = {"rank": topo.rank}
+    mark = comm.traffic_mark()
+    comm.all_reduce_(torch.ones(1000))
+    out["all_reduce"] = comm.traffic_since(mark)
+    p = topo.world_size
+    mark = comm.traffic_mark()
+    splits = [0 if j == topo.rank else 10 for j in range(p)]
+    comm.all_to_all_single(torch.empty(sum(splits), dtype=torch.int64), torch.zeros(sum(splits), dtype=torch.int64),
+                           splits, splits)
+    out["all_to_all"] = comm.traffic_since(mark)
+    mark = comm.traffic_mark()
+    comm.shift(torch.ones(5), (topo.rank + 1) % p, torch.empty(5), (topo.rank - 1) % p)
+    out["shift"] = comm.traffic_since(mark)
+    everyone = comm.gather_object(out)
+    return {"ranks": everyone} if everyone is not None else {}

@@ -39,6 +39,11 @@ def adam(model: torch.nn.Module, workload: WorkloadSpec) -> tuple[torch.optim.Ad
     return optimizer, ADAM_FLOPS_PER_PARAM * num_params(model)
 
 
+def traffic_fields(traffic: tuple[int, int]) -> dict[str, int]:
+    """:class:`EpochStats`' byte fields from :func:`executor.comm.traffic_since`: (other machines, this machine)."""
+    return {"network_bytes": traffic[0], "intra_machine_bytes": traffic[1]}
+
+
 @dataclass
 class EpochStats:
     """One rank's epoch.
@@ -50,7 +55,9 @@ class EpochStats:
         num_iterations: iterations (the same on every rank).
         hit_bytes, local_bytes, remote_bytes: feature bytes read from the cache, the machine's partition,
             and other machines.
-        network_bytes: bytes this rank sent to other ranks (feature requests and replies, gradients).
+        network_bytes: bytes this rank sent to ranks of other machines (feature requests and replies, gradients).
+        intra_machine_bytes: bytes this rank sent to ranks of its own machine (NVLink or PCIe peer to peer on a GPU
+            machine; :func:`executor.comm.traffic_since`).
     """
 
     epoch_s: float = 0.0
@@ -61,6 +68,7 @@ class EpochStats:
     local_bytes: int = 0
     remote_bytes: int = 0
     network_bytes: int = 0
+    intra_machine_bytes: int = 0
 
     @property
     def pcie_bytes(self) -> int:

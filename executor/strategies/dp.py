@@ -14,7 +14,7 @@ all workers run the same number of iterations (padding with empty batches). Per 
 2. loads the input vertices' features from its cache, its machine's partition and remote owners — ``load``
    with the remote part ``fetch`` nested in it; with ``cache_placement = partitioned`` the machine's workers
    cache disjoint slices and rows in a peer's slice are pulled from it first (:class:`PeerCache`,
-   ``peer_fetch``: NVLink bytes, not counted in ``network_bytes``);
+   ``peer_fetch``: bytes within the machine, counted in ``intra_machine_bytes``, not ``network_bytes``);
 3. runs the model — ``forward``; the loss is ``sum(cross-entropy of its seeds) * W / B`` with ``B`` the global
    number of seeds of the iteration, so DDP's gradient averaging (divide by W) yields exactly the gradient of
    the global batch's mean loss even when workers hold different numbers of seeds;
@@ -187,7 +187,7 @@ class Trainer:
         sizes = self.schedule(epoch)[1]
         stream = self.stream.epoch(epoch)
         stats = EpochStats(num_iterations=len(sizes))
-        sent, nvlink, start = comm.bytes_sent(), self.nvlink_bytes, now()
+        sent, start = comm.traffic_mark(), now()
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.topo.device)
         for it, size in enumerate(sizes):
             t0 = now()
@@ -205,7 +205,7 @@ class Trainer:
         end = now()
         self.rec.add("epoch", start, end, "host", epoch)
         stats.epoch_s, stats.loss_sum = end - start, float(loss_sum)
-        stats.network_bytes = comm.bytes_sent() - sent - (self.nvlink_bytes - nvlink)
+        stats.network_bytes, stats.intra_machine_bytes = comm.traffic_since(sent)
         return stats
 
     def _remote_sampling(self) -> dict[str, int]:

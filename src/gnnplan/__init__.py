@@ -78,12 +78,13 @@ def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec,
 
 def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | None = None,
         trace_dir: str | Path = "traces", progress: bool = False, collective_timeout_s: float = 60.0,
-        checkpoint_every: int = 0, checkpoint_dir: str | Path | None = None, resume: bool = False) -> dict[str, Any]:
+        checkpoint_every: int = 0, checkpoint_dir: str | Path | None = None, resume: bool = False,
+        gpus_per_machine: int = 1) -> dict[str, Any]:
     """Train a plan for real on local worker processes and write its Chrome trace (``gnnplan run``).
 
-    ``collective_timeout_s``, ``checkpoint_every``, ``checkpoint_dir`` and ``resume`` are ``run``'s
-    ``--collective-timeout``, ``--checkpoint-every``, ``--checkpoint-dir`` and ``--resume``
-    (:func:`gnnplan.executor.runner.run_plan`).
+    ``collective_timeout_s``, ``checkpoint_every``, ``checkpoint_dir``, ``resume`` and ``gpus_per_machine`` are
+    ``run``'s ``--collective-timeout``, ``--checkpoint-every``, ``--checkpoint-dir``, ``--resume`` and
+    ``--gpus-per-machine`` (:func:`gnnplan.executor.runner.run_plan`).
 
     Returns:
         The ``run --json`` object: ``epoch_time_s`` (median, s), ``epoch_times_s``, ``loss``, ``val_accuracy``,
@@ -98,7 +99,7 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
     loaded = plan if isinstance(plan, Plan) else load_plan(plan)
     return run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress,
                     collective_timeout_s=collective_timeout_s, checkpoint_every=checkpoint_every,
-                    checkpoint_dir=checkpoint_dir, resume=resume)
+                    checkpoint_dir=checkpoint_dir, resume=resume, gpus_per_machine=gpus_per_machine)
 
 
 def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequence[str] | None = None,

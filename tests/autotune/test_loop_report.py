@@ -22,8 +22,9 @@ def _fake_run(tmp_path: Path) -> Any:
     truth = with_params(load_cluster("4x-a100-10gbe"), {"efficiency.forward_fraction": 0.3,
                                                          "network.bandwidth_bytes_per_s": 0.8e9})
 
-    def run_plan(plan: Any, nprocs: int, epochs: int | None, trace_dir: str, progress: bool) -> dict[str, Any]:
-        assert (nprocs, epochs) == (4, len(FACTORS))
+    def run_plan(plan: Any, nprocs: int, epochs: int | None, trace_dir: str, progress: bool,
+                 gpus_per_machine: int = 1) -> dict[str, Any]:
+        assert (nprocs, epochs, gpus_per_machine) == (4, len(FACTORS), 1)  # 4x-a100-10gbe: 4 machines x 1
         result = api.simulate(truth, plan.workload, plan.strategy, plan.knobs)
         trace = epochs_trace(result, truth, plan.workload, tmp_path / "run.json", FACTORS)
         estimate = api.simulate(load_cluster("4x-a100-10gbe"), plan.workload, plan.strategy, plan.knobs)

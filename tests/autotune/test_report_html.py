@@ -38,7 +38,8 @@ def _fake_run(trace_path: Path) -> Any:
     truth = with_params(load_cluster("4x-a100-10gbe"), {"efficiency.forward_fraction": 0.3,
                                                          "network.bandwidth_bytes_per_s": 0.8e9})
 
-    def run_plan(plan: Any, nprocs: int, epochs: int | None, trace_dir: str, progress: bool) -> dict[str, Any]:
+    def run_plan(plan: Any, nprocs: int, epochs: int | None, trace_dir: str, progress: bool,
+                 gpus_per_machine: int = 1) -> dict[str, Any]:
         result = api.simulate(truth, plan.workload, plan.strategy, plan.knobs)
         trace = epochs_trace(result, truth, plan.workload, trace_path, FACTORS)
         return {"epoch_time_s": 1.3 * result.epoch_time_s, "test_accuracy": 0.5, "trace": str(trace)}

@@ -98,10 +98,10 @@ def shared_vs_private(topo: Topology, emit: Any, strategy: str, arch: str, knobs
         "num_machines": topo.num_machines, "gpus_per_machine": topo.gpus_per_machine})})
     Trainer = get_executor(strategy).Trainer
     out: dict[str, Any] = {"rank": topo.rank}
-    room = shared.shm_free_bytes
+    room = shared._reserve
     for mode in ("shared", "private"):
-        if mode == "private":
-            shared.shm_free_bytes = lambda: 0.0
+        if mode == "private":  # as when /dev/shm lacks the room
+            shared._reserve = lambda path, nbytes: False
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
@@ -118,6 +118,35 @@ def shared_vs_private(topo: Topology, emit: Any, strategy: str, arch: str, knobs
             del trainer
             gc.collect()  # the shared run's mappings go with its last reference
         finally:
-            shared.shm_free_bytes = room
+            shared._reserve = room
     everyone = comm.gather_object(out)
     return {"ranks": everyone} if everyone is not None else {}
+
+
+def mixed_room(topo: Topology, emit: Any) -> dict[str, Any]:
+    """2 machines x 2 ranks where machine 1 has no room in /dev/shm: an array and a graph, each rank's values and
+    whether it maps shared pages (nothing may be shared, and nobody may wait for a peer that went another way)."""
+    import dgl
+
+    from gnnplan.executor import shared
+
+    if topo.machine == 1 and topo.local_rank == 0:
+        shared._reserve = lambda path, nbytes: False
+    objects = SharedObjects(topo)
+    values = objects.array("values", lambda: np.arange(100, dtype=np.int64))
+    g = objects.graph("graph", lambda: dgl.graph((torch.arange(10), torch.arange(10).flip(0)), num_nodes=10))
+    out = {"rank": topo.rank, "values": np.asarray(values).tolist(), "edges": [t.tolist() for t in g.edges()],
+           "resident": resident_shared_bytes(), "arrays": objects.arrays}
+    everyone = comm.gather_object(out)
+    return {"ranks": everyone} if everyone is not None else {}
+
+
+def die_holding_an_object(topo: Topology, emit: Any) -> None:
+    """One machine of 2 ranks: local rank 0 creates a shared array and dies before releasing its name."""
+    import os
+
+    from gnnplan.executor import shared
+
+    if topo.rank == 0:
+        shared.SharedObjects._release = lambda self, name: os._exit(3)
+    SharedObjects(one_machine(topo)).array("doomed", lambda: np.zeros(1000))

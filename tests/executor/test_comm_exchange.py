@@ -20,6 +20,7 @@ from executor_workers import EXCHANGE_ROWS, exchange_protocols
 from gnnplan.executor import comm, emulate
 from gnnplan.executor.emulate import EmulatedCluster, MachineLimits
 from gnnplan.executor.launch import spawn
+from gnnplan.simulator.hardware.spec import load_cluster
 
 
 def test_receive_is_posted_before_send(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,3 +128,29 @@ def test_point_to_point_pairs_deliver_what_alltoallv_does() -> None:
         for name in ("collective", "mixed", "direct"):
             np.testing.assert_array_equal(got[name], expected)
             assert got[name + "_sent"] == 400 * (sum(EXCHANGE_ROWS[j]) - EXCHANGE_ROWS[j][j]), name
+
+
+def test_bytes_to_ranks_of_the_same_machine_are_counted_apart() -> None:
+    """2 machines x 2 ranks: the ring all-reduce's bytes go to the rank's successor (ranks 0 and 2 send within
+    their machine, 1 and 3 to the next machine), an all-to-all's rows by their destination's machine, a shift's to
+    the next rank; everything else goes to the network."""
+    from executor_workers import traffic_counts
+
+    ring = int(2 * 3 / 4 * 4000)  # ring all-reduce of 1000 floats on 4 ranks: 2 (p-1)/p x 4000 bytes each
+    for r in spawn(traffic_counts, 4, (), gpus_per_machine=2)["ranks"]:
+        within_successor = r["rank"] % 2 == 0
+        assert tuple(r["all_reduce"]) == ((0, ring) if within_successor else (ring, 0))
+        assert tuple(r["all_to_all"]) == (2 * 10 * 8, 10 * 8)  # 2 ranks on the other machine, 1 on this one
+        assert tuple(r["shift"]) == ((0, 20) if within_successor else (20, 0))
+
+
+def test_run_summary_counts_within_machine_bytes_on_the_link_the_simulator_prices() -> None:
+    from executor_workers import make_plan
+
+    from gnnplan.executor.runner import link_bytes
+
+    plan = make_plan("sage", 2, {})
+    assert plan.cluster.nvlink is None
+    assert link_bytes(plan, 10.0, 5.0, 3.0) == {"pcie": 13.0, "nvlink": 0.0, "network": 5.0, "storage": 0.0}
+    nvlink = plan.model_copy(update={"cluster": load_cluster("dgx-a100")})
+    assert link_bytes(nvlink, 10.0, 5.0, 3.0) == {"pcie": 10.0, "nvlink": 3.0, "network": 5.0, "storage": 0.0}

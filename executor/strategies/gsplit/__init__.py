@@ -45,6 +45,7 @@ from gnnplan.executor.assemble import load_training_data, rank0_first
 from gnnplan.executor.data import PARTITION_SEED, Topology, input_features
 from gnnplan.executor.evaluate import Accuracy, Evaluator
 from gnnplan.executor.models import num_params
+from gnnplan.executor.shared import or_private
 from gnnplan.executor.strategies.base import EpochStats, adam, seeded_gnn
 from gnnplan.executor.strategies.gsplit.batches import PartitionFeatures, SplitBatch, SplitSampler, SplitStream
 from gnnplan.executor.strategies.gsplit.layers import LayerTensors, ShuffleLog, ShuffleRecord, ShuffleSpec, SplitNet
@@ -79,7 +80,7 @@ class Trainer:
         graph = load_dataset(wl.dataset)
         owners = rank0_first(lambda: partition_owners(wl.dataset, topo.world_size, self.knobs.split, PARTITION_SEED,
                                                       graph=graph))
-        self.owner = self.data.shared.array("split-owners", lambda: owners) if self.data.shared else owners
+        self.owner = or_private(self.data.shared, topo).array("split-owners", lambda: owners)  # one per machine
         self.features = PartitionFeatures(input_features(graph, wl.dataset), self.owner, graph.in_degrees(),
                                           topo.rank, self.knobs.cache_fraction, topo.device)
         seed = wl.training.seed
@@ -98,7 +99,7 @@ class Trainer:
         """Train one epoch, recording spans (collective)."""
         stream = self.stream.epoch(epoch)
         stats = EpochStats(num_iterations=len(self.stream.keys))
-        sent, start = comm.bytes_sent(), now()
+        sent, start = comm.traffic_mark(), now()
         loss_sum = torch.zeros((), dtype=torch.float64)
         for it in range(stats.num_iterations):
             t0 = now()
@@ -113,7 +114,7 @@ class Trainer:
         end = now()
         self.rec.add("epoch", start, end, "host", epoch)
         stats.epoch_s, stats.loss_sum = end - start, float(loss_sum)
-        stats.network_bytes = comm.bytes_sent() - sent
+        stats.network_bytes, stats.intra_machine_bytes = comm.traffic_since(sent)
         return stats
 
     def step(self, batch: SplitBatch, epoch: int = -1, it: int = -1, stats: EpochStats | None = None) -> torch.Tensor:

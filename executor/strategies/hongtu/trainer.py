@@ -34,7 +34,7 @@ from gnnplan.executor.assemble import rank0_first
 from gnnplan.executor.data import Topology, build_graph, input_features
 from gnnplan.executor.evaluate import Accuracy
 from gnnplan.executor.models import GNN
-from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.strategies.base import EpochStats, traffic_fields
 from gnnplan.executor.strategies.hongtu import layers as ops
 from gnnplan.executor.strategies.hongtu.plan import BatchPlan, batch_plans
 from gnnplan.executor.strategies.hongtu.store import HostStore, WorkingSet
@@ -278,7 +278,7 @@ class Trainer:
     def train_epoch(self, epoch: int) -> EpochStats:
         """One full-graph step, traced (collective)."""
         self.mover.epoch, self.mover.traced = epoch, True
-        before, sent, start = self.mover.bytes.as_dict(), comm.bytes_sent(), now()
+        before, sent, start = self.mover.bytes.as_dict(), comm.traffic_mark(), now()
         self.optimizer.zero_grad()
         ce = self.step(epoch)
         t1 = now()
@@ -292,7 +292,7 @@ class Trainer:
         return EpochStats(epoch_s=end - start, loss_sum=ce, num_seeds=self.my_train, num_iterations=1,
                           hit_bytes=int(after["reuse"] - before["reuse"]),
                           local_bytes=int(after["host_to_gpu"] - before["host_to_gpu"]),
-                          network_bytes=comm.bytes_sent() - sent)
+                          **traffic_fields(comm.traffic_since(sent)))
 
     def gradient(self) -> tuple[float, dict[str, torch.Tensor]]:
         """(this worker's loss share, the all-reduced full-graph gradient by parameter name) (collective)."""

@@ -123,7 +123,7 @@ class MicrographTrainer(HopTrainerBase):
         merges = self.controller.merges
         stream = self.stream.epoch(epoch, merges)
         stats = EpochStats(num_iterations=len(sizes))
-        sent, start = comm.bytes_sent(), now()
+        sent, start = comm.traffic_mark(), now()
         loss_sum = torch.zeros((), dtype=torch.float64)
         for it, size in enumerate(sizes):
             t0 = now()
@@ -137,7 +137,7 @@ class MicrographTrainer(HopTrainerBase):
         end = now()
         self.rec.add("epoch", start, end, "host", epoch, num_steps=self.topo.num_machines - merges)
         stats.epoch_s, stats.loss_sum = end - start, float(loss_sum)
-        stats.network_bytes = comm.bytes_sent() - sent
+        stats.network_bytes, stats.intra_machine_bytes = comm.traffic_since(sent)
         self.controller.update(comm.max_over_ranks(stats.epoch_s))
         return stats
 

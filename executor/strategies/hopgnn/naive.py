@@ -147,7 +147,7 @@ class NaiveTrainer(HopTrainerBase):
         batches, sizes = self.schedule(epoch)
         dgl.seed(epoch_seed(self.workload.training.seed, epoch))
         stats = EpochStats(num_iterations=len(sizes))
-        sent, start = comm.bytes_sent(), now()
+        sent, start = comm.traffic_mark(), now()
         loss_sum = torch.zeros((), dtype=torch.float64)
         for it, size in enumerate(sizes):
             t0 = now()
@@ -162,7 +162,7 @@ class NaiveTrainer(HopTrainerBase):
         end = now()
         self.rec.add("epoch", start, end, "host", epoch, num_steps=self.topo.num_machines)
         stats.epoch_s, stats.loss_sum = end - start, float(loss_sum)
-        stats.network_bytes = comm.bytes_sent() - sent
+        stats.network_bytes, stats.intra_machine_bytes = comm.traffic_since(sent)
         return stats
 
     def iteration(self, batch: Any, global_size: int, epoch: int = -1, it: int = -1,

@@ -35,7 +35,7 @@ from gnnplan.executor.assemble import rank0_first
 from gnnplan.executor.data import Topology, build_graph, input_features
 from gnnplan.executor.evaluate import Accuracy
 from gnnplan.executor.models import GNN
-from gnnplan.executor.strategies.base import EpochStats
+from gnnplan.executor.strategies.base import EpochStats, traffic_fields
 from gnnplan.executor.strategies.neutronstar.blocks import ExchangeTiming, LayerPlan, exchange, launch, layer_plans
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.plan import Plan
@@ -193,7 +193,7 @@ class Trainer:
 
     def train_epoch(self, epoch: int) -> EpochStats:
         """One full-graph step, traced (collective)."""
-        sent, start = comm.bytes_sent(), now()
+        sent, start = comm.traffic_mark(), now()
         self.optimizer.zero_grad()
         ce, _ = self.step(epoch)
         t1 = now()
@@ -203,7 +203,7 @@ class Trainer:
         self.rec.add("iteration", start, end, "host", epoch, 0)
         self.rec.add("epoch", start, end, "host", epoch)
         return EpochStats(epoch_s=end - start, loss_sum=ce, num_seeds=len(self.split["train"]), num_iterations=1,
-                          network_bytes=comm.bytes_sent() - sent)
+                          **traffic_fields(comm.traffic_since(sent)))
 
     def gradient(self) -> tuple[float, dict[str, torch.Tensor]]:
         """(this rank's loss contribution, the all-reduced full-graph gradient by parameter name) (collective)."""

@@ -113,7 +113,7 @@ class Trainer:
         if max_iterations is not None:
             mine, sizes = mine[:max_iterations], sizes[:max_iterations]
         stats = EpochStats(num_iterations=len(sizes))
-        sent, start = comm.bytes_sent(), now()
+        sent, start = comm.traffic_mark(), now()
         loss_sum = torch.zeros((), dtype=torch.float64)
         stream = self.loader.batches(mine)
         for it, size in enumerate(sizes):
@@ -131,7 +131,7 @@ class Trainer:
         end = now()
         self.rec.add("epoch", start, end, "host", epoch)
         stats.epoch_s, stats.loss_sum = end - start, float(loss_sum)
-        stats.network_bytes = comm.bytes_sent() - sent
+        stats.network_bytes, stats.intra_machine_bytes = comm.traffic_since(sent)
         return stats
 
     def _record_load(self, batch: LoadedBatch, epoch: int, it: int, stats: EpochStats) -> None:
