@@ -14,7 +14,8 @@ Every collective adds the bytes this process sends to and receives from OTHER ra
 
 The bytes sent to ranks of the same machine are also counted apart (``ByteCounter.within``,
 :func:`bytes_sent_within_machine`; machines of ``gpus_per_machine`` consecutive ranks): on a GPU machine they
-cross NVLink or PCIe, not the network. A ring all-reduce's bytes go to the rank's successor in rank order.
+cross NVLink or PCIe, not the network. An all-reduce's are split as the simulator's hierarchical all-reduce prices
+them (:func:`all_reduce_counts`).
 
 Backend: ``nccl`` when CUDA is available, else ``gloo`` (CPU). With NCCL, tensors passed to collectives must
 be on :func:`device`.
@@ -92,10 +93,14 @@ def same_machine(peer: int) -> bool:
     return peer // _per_machine == rank() // _per_machine
 
 
-def ring_successor_within() -> bool:
-    """Whether this rank's successor in the rank-order ring all-reduce, ``(rank + 1) mod p``, is on its machine
-    (where the counted ring sends this rank's bytes)."""
-    return same_machine((rank() + 1) % world_size())
+def all_reduce_counts(nbytes: float) -> tuple[float, float]:
+    """(bytes sent, of which within the machine) by one rank in an all-reduce of ``nbytes``, as the simulator's
+    hierarchical all-reduce counts them (:func:`simulator.hardware.collectives.all_reduce_link_bytes`): a ring
+    inside the machine, ``2 (g-1)/g * n``, and one across the machines on a 1/g shard, ``2 (m-1)/m * n/g``; their
+    sum is the flat ring's ``2 (p-1)/p * n`` (:func:`ring_bytes`), whichever algorithm the backend runs."""
+    g = _per_machine if world_size() % _per_machine == 0 else 1
+    within = ring_bytes(nbytes, g)
+    return within + ring_bytes(nbytes / g, world_size() // g), within
 
 
 def default_backend() -> str:
@@ -295,8 +300,8 @@ def all_reduce_(t: torch.Tensor, op: str = "sum") -> torch.Tensor:
         ``t``.
     """
     ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
-    n = ring_bytes(_nbytes(t), world_size())
-    COUNTER.add(n, n, n if ring_successor_within() else 0)
+    n, within = all_reduce_counts(_nbytes(t))
+    COUNTER.add(n, n, within)
     dist.all_reduce(t, op=ops[op])
     return t
 

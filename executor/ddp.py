@@ -14,7 +14,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from gnnplan.executor.comm import COUNTER, ring_bytes, ring_successor_within, world_size
+from gnnplan.executor.comm import COUNTER, all_reduce_counts, world_size
 
 
 class GradientHook:
@@ -94,7 +94,7 @@ def _gradient_hook(state, bucket):  # type: ignore[no-untyped-def]
     state.nbytes += nbytes
     state.num_buckets += 1
     p = world_size()
-    n = ring_bytes(nbytes, p)
-    COUNTER.add(n, n, n if ring_successor_within() else 0)
+    n, within = all_reduce_counts(nbytes)
+    COUNTER.add(n, n, within)
     tensor.div_(p)
     return dist.all_reduce(tensor, async_op=True).get_future().then(lambda fut: fut.value()[0])

@@ -62,7 +62,8 @@ class SharedObjects:
     Args:
         topo: this worker's place; objects are shared by the ranks of ``topo.machine``.
         token: the run's token (None: :data:`TOKEN_ENV`, else drawn on rank 0 and broadcast); names must differ
-            between concurrent runs.
+            between concurrent runs. The variable must be set on every rank or on none (the launchers set it for
+            every rank), or construction is collective on some ranks only.
         share: False builds every object in the process (not collective), as with one worker per machine.
     """
 
@@ -133,10 +134,16 @@ class SharedObjects:
         path = SHM_DIR / f"{name}.npy"
         if self.topo.local_rank == 0:
             values = np.ascontiguousarray(build())
-            out = np.lib.format.open_memmap(path, mode="w+", dtype=values.dtype, shape=values.shape)
-            if not _reserve(path, path.stat().st_size):  # the file is sparse until its pages are reserved
+            try:  # no /dev/shm, or not even room for the header: a fallback like a failed reservation
+                out = np.lib.format.open_memmap(path, mode="w+", dtype=values.dtype, shape=values.shape)
+                size = path.stat().st_size
+            except OSError:
+                out, size = None, 0
+            if out is not None and not _reserve(path, size):  # the file is sparse until its pages are reserved
                 del out
                 out = None
+            if out is None:
+                _unlink(path)
         if not self._agree(key, out is not None):
             _unlink(path)
             return values if values is not None else build()
@@ -170,8 +177,14 @@ class SharedObjects:
         per array of a graph, ``<name>...``); the mapped pages stay until the last rank unmaps them."""
         comm.barrier()
         if self.topo.local_rank == 0:
-            for path in SHM_DIR.glob(f"{name}*"):
+            for path in object_paths(name):
                 _unlink(path)
+
+
+def object_paths(name: str) -> list[Path]:
+    """The /dev/shm files of object ``name``: an array's ``.npy``, a graph's reservation, and DGL's files of a
+    shared graph (``<name>`` and ``<name><name>_<type>_<format>_<array>``)."""
+    return [SHM_DIR / name, SHM_DIR / f"{name}.npy", SHM_DIR / f"{name}.reserve", *SHM_DIR.glob(f"{name}{name}_*")]
 
 
 def new_token() -> str:

@@ -131,15 +131,19 @@ def test_point_to_point_pairs_deliver_what_alltoallv_does() -> None:
 
 
 def test_bytes_to_ranks_of_the_same_machine_are_counted_apart() -> None:
-    """2 machines x 2 ranks: the ring all-reduce's bytes go to the rank's successor (ranks 0 and 2 send within
-    their machine, 1 and 3 to the next machine), an all-to-all's rows by their destination's machine, a shift's to
-    the next rank; everything else goes to the network."""
+    """2 machines x 2 ranks: an all-reduce's bytes split as the simulator's hierarchical all-reduce counts them,
+    an all-to-all's rows by their destination's machine, a shift's to the next rank (ranks 0 and 2 send within
+    their machine, 1 and 3 to the next machine)."""
     from executor_workers import traffic_counts
 
-    ring = int(2 * 3 / 4 * 4000)  # ring all-reduce of 1000 floats on 4 ranks: 2 (p-1)/p x 4000 bytes each
+    from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
+
+    per_gpu = all_reduce_link_bytes(4000, load_cluster("local").model_copy(update={"num_machines": 2,
+                                                                                 "gpus_per_machine": 2}))
+    assert per_gpu == {"pcie": 4000, "network": 2000}  # 2 (g-1)/g x 4000 inside, 2 (m-1)/m x 4000/g across
     for r in spawn(traffic_counts, 4, (), gpus_per_machine=2)["ranks"]:
         within_successor = r["rank"] % 2 == 0
-        assert tuple(r["all_reduce"]) == ((0, ring) if within_successor else (ring, 0))
+        assert tuple(r["all_reduce"]) == (2000, 4000)  # sum 6000: the flat ring's 2 (p-1)/p x 4000
         assert tuple(r["all_to_all"]) == (2 * 10 * 8, 10 * 8)  # 2 ranks on the other machine, 1 on this one
         assert tuple(r["shift"]) == ((0, 20) if within_successor else (20, 0))
 

@@ -173,8 +173,13 @@ def test_the_launcher_removes_what_a_killed_worker_left() -> None:
         spawn(die_holding_an_object, 2, (), collective_timeout_s=5.0)  # the fixture checks nothing is left
 
 
-def test_a_reservation_without_room_leaves_nothing(tmp_path: Path) -> None:
-    from gnnplan.executor.shared import _reserve
+def test_a_reservation_without_room_leaves_nothing() -> None:
+    """On /dev/shm (tmpfs allocates at once: no disk is filled), 4 KiB are taken, 4 EiB refused without a trace."""
+    from gnnplan.executor.shared import _reserve, _unlink
 
-    assert _reserve(tmp_path / "small", 4096) and (tmp_path / "small").stat().st_size == 4096
-    assert not _reserve(tmp_path / "huge", 2.0**62) and not (tmp_path / "huge").exists()
+    small, huge = SHM_DIR / "gnnplan-test-small", SHM_DIR / "gnnplan-test-huge"
+    try:
+        assert _reserve(small, 4096) and small.stat().st_size == 4096
+        assert not _reserve(huge, 2.0**62) and not huge.exists()
+    finally:
+        _unlink(small)
