@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="worker processes the machine is modelled for (default 2; with --emulate: per machine, "
                         "default 1)")
     p.add_argument("--quick", action="store_true", help="small sizes, few repeats (seconds, less accurate)")
+    p.add_argument("--gpus-per-machine", type=int, default=None,
+                   help="model the workers as machines of G workers each (cores, memory and bandwidths of G "
+                        "workers' shares), the layout of gnnplan run --gpus-per-machine G (default 1)")
     p.add_argument("--emulate", action="store_true",
                    help="measure an emulated cluster instead (network namespaces, shaped NICs; needs root and "
                         "CAP_NET_ADMIN); writes the preset `emulated`")
@@ -96,9 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="train a plan for real with torch.distributed and record a trace")
     p.add_argument("plan")
     p.add_argument("--nprocs", type=int, help="worker processes (default: the plan's num_workers)")
-    p.add_argument("--gpus-per-machine", type=int, default=1,
+    p.add_argument("--gpus-per-machine", type=int, default=None,
                    help="workers per machine: the nprocs local workers form nprocs / G machines of G workers, "
-                        "which share their machine's graph and features (default 1)")
+                        "which share their machine's graph and features (default: the plan's cluster's when it "
+                        "divides nprocs, else 1)")
     p.add_argument("--epochs", type=int, help="epochs (default: the workload's num_epochs)")
     p.add_argument("--trace-dir", default="traces")
     p.add_argument("--emulate", action="store_true",

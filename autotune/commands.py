@@ -44,6 +44,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     if args.emulate:
         from gnnplan.executor.probe_emulated import probe_emulated
 
+        if args.gpus_per_machine is not None:
+            raise SpecError("--gpus-per-machine: with --emulate, --workers sets the workers per machine")
+
         dest = output_path(args.output, user_home() / "presets" / "emulated.yaml")
         limits = _emulation_limits(args, None)
         data = probe_emulated(args.machines, args.workers or 1, limits, quick=args.quick)
@@ -55,7 +58,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if args.bandwidth is not None or args.cpu_quota is not None or args.memory_limit is not None:
             raise SpecError("--bandwidth/--cpu-quota/--memory-limit: only with --emulate")
         dest = output_path(args.output, user_home() / "presets" / "local.yaml")
-        data, header = probe_machine(num_workers=args.workers or 2, quick=args.quick), None
+        _positive("--gpus-per-machine", args.gpus_per_machine)
+        data, header = probe_machine(num_workers=args.workers or 2, quick=args.quick,
+                                     gpus_per_machine=args.gpus_per_machine or 1), None
     write_probe(dest, data, header)
     if args.json:
         emit_json({"output": str(dest), "cluster": data})
@@ -122,6 +127,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     _positive("--epochs", args.epochs)
     _positive("--gpus-per-machine", args.gpus_per_machine)
     plan = load_plan(args.plan)
+    workers = args.nprocs or plan.num_workers
+    per_machine = args.gpus_per_machine or (plan.cluster.gpus_per_machine  # the plan's layout where it fits
+                                            if workers % plan.cluster.gpus_per_machine == 0 else 1)
     resolve_dataset(plan.workload.dataset)  # a missing dataset fails here, not in every worker
     if args.emulate:
         res = _run_emulated(args, plan)
@@ -129,7 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise SpecError("--bandwidth/--cpu-quota/--memory-limit: only with --emulate")
     else:
         res = run_plan(plan, nprocs=args.nprocs, epochs=args.epochs, trace_dir=args.trace_dir,
-                       progress=not args.json, gpus_per_machine=args.gpus_per_machine, **_fault_options(args))
+                       progress=not args.json, gpus_per_machine=per_machine, **_fault_options(args))
     if args.json:
         emit_json(res)
     else:
@@ -147,7 +155,7 @@ def _run_emulated(args: argparse.Namespace, plan: Any) -> dict[str, Any]:
 
     if args.nprocs is not None and args.nprocs != plan.cluster.num_gpus:
         raise SpecError(f"--nprocs: with --emulate the plan's cluster sets the ranks ({plan.cluster.num_gpus})")
-    if args.gpus_per_machine != 1:
+    if args.gpus_per_machine is not None:
         raise SpecError("--gpus-per-machine: with --emulate the plan's cluster sets the workers per machine "
                         f"({plan.cluster.gpus_per_machine})")
     limits = _emulation_limits(args, plan.cluster.network.bandwidth_bytes_per_s)

@@ -282,12 +282,14 @@ def _sig(x: float) -> float:
     return float(f"{x:.4g}")
 
 
-def probe_machine(num_workers: int = 2, quick: bool = False) -> dict[str, Any]:
+def probe_machine(num_workers: int = 2, quick: bool = False, gpus_per_machine: int = 1) -> dict[str, Any]:
     """Measure this machine into a cluster mapping named ``local`` (module docstring: what and how).
 
     Args:
         num_workers: worker processes the machine is modelled for (= num_machines).
         quick: small sizes and few repeats (seconds; for tests), else :data:`FULL`.
+        gpus_per_machine: G > 1 models the workers as ``num_workers / G`` machines of G workers, each machine G
+            workers' shares (:func:`machines_of_shares`), the layout ``gnnplan run --gpus-per-machine G`` runs.
 
     Returns:
         A mapping valid for :func:`simulator.hardware.spec.cluster_from_dict`, with a ``sources`` entry
@@ -298,6 +300,9 @@ def probe_machine(num_workers: int = 2, quick: bool = False) -> dict[str, Any]:
     """
     if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
         raise SpecError(f"--workers: must be a positive integer (got {num_workers!r})")
+    if gpus_per_machine < 1 or num_workers % gpus_per_machine:
+        raise SpecError(f"--gpus-per-machine: must be >= 1 and divide the {num_workers} workers, got "
+                        f"{gpus_per_machine}")
     s, w, cores, folder = QUICK if quick else FULL, num_workers, num_cores(), cache_dir()
     if torch.cuda.is_available():  # one worker per GPU; the GPUs are measured by executor.probe_devices
         w = torch.cuda.device_count()
@@ -327,8 +332,34 @@ def probe_machine(num_workers: int = 2, quick: bool = False) -> dict[str, Any]:
         from gnnplan.executor.probe_devices import gpu_machine
 
         data = gpu_machine(data, w, quick)
+    elif gpus_per_machine > 1:
+        data = machines_of_shares(data, gpus_per_machine)
     cluster_from_dict(data, where="probe")
     return data
+
+
+SHARED_BY_MACHINE = ("host.num_cores", "host.memory_bytes", "host.memory_bandwidth_bytes_per_s",
+                     "storage.bandwidth_bytes_per_s")
+"""The fields of a worker's share of this box (module docstring) that a machine of G workers has G times: its
+cores, memory, memory bandwidth and disk bandwidth (the simulator divides them among the machine's workers)."""
+
+
+def machines_of_shares(data: dict[str, Any], gpus_per_machine: int) -> dict[str, Any]:
+    """The probe's mapping of W one-worker machines (each a worker's share of this box) as W / G machines of G
+    workers: each machine G shares (:data:`SHARED_BY_MACHINE` times G); each worker's own "GPU" fields, the
+    copy path (``pcie``) and the loopback ``network`` unchanged; between a machine's workers the simulator then
+    prices PCIe peer copies (no NVLink), where the executor's gloo ranks use the loopback."""
+    g = gpus_per_machine
+    out = {**data, "num_machines": data["num_machines"] // g, "gpus_per_machine": g, "host": dict(data["host"]),
+           "storage": dict(data["storage"]), "sources": dict(data["sources"])}
+    for field in SHARED_BY_MACHINE:
+        group, name = field.split(".")
+        out[group][name] = out[group][name] * g
+    out["sources"]["num_machines"] = f"{out['num_machines']} modelled machines of {g} worker processes each"
+    out["sources"]["gpus_per_machine"] = f"{g} worker processes per modelled machine (gnnplan probe --gpus-per-machine)"
+    out["sources"]["machine shares"] = (f"{', '.join(SHARED_BY_MACHINE)}: {g} times one worker's share "
+                                        "(executor.probe.machines_of_shares)")
+    return out
 
 
 def _sources(s: Sizes, w: int, cores: int, memory: float, folder: Path, dropped: bool) -> dict[str, str]:

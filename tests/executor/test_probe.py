@@ -151,3 +151,19 @@ def test_process_bytes_is_a_training_workers_peak_less_the_models_data_terms(mon
     assert probe_constants.worker_process_bytes() == pytest.approx(345e6)
     with pytest.raises(RuntimeError, match="measured no peak resident set"):
         probe_constants.worker_process_bytes()
+
+
+def test_machines_of_several_workers_hold_their_workers_shares(quick: dict[str, Any]) -> None:
+    """--gpus-per-machine 2: one machine of the 2 workers with both workers' cores, memory and bandwidths, each
+    worker's own rates unchanged; the result is a valid cluster (machines_of_shares applied to the same probe)."""
+    from gnnplan.simulator.hardware.spec import cluster_from_dict
+
+    merged = probe.machines_of_shares(quick, 2)
+    cluster_from_dict(merged, where="probe")
+    assert (merged["num_machines"], merged["gpus_per_machine"]) == (1, 2)
+    for field in probe.SHARED_BY_MACHINE:
+        group, name = field.split(".")
+        assert merged[group][name] == 2 * quick[group][name]
+    assert merged["gpu"] == quick["gpu"] and merged["pcie"] == quick["pcie"] and merged["network"] == quick["network"]
+    with pytest.raises(SpecError, match="--gpus-per-machine: must be >= 1 and divide the 2 workers, got 3"):
+        probe.probe_machine(num_workers=2, quick=True, gpus_per_machine=3)

@@ -183,3 +183,22 @@ def test_a_reservation_without_room_leaves_nothing() -> None:
         assert not _reserve(huge, 2.0**62) and not huge.exists()
     finally:
         _unlink(small)
+
+
+def test_gnnplan_run_keeps_the_plans_workers_per_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A plan for 1 machine x 2 runs as one machine of 2 workers unless --gpus-per-machine says otherwise."""
+    import json
+
+    from executor_workers import make_plan
+
+    from gnnplan.autotune.cli import main
+    from gnnplan.simulator.plan import save_plan
+
+    plan = make_plan("sage", 2, {}, fanouts=[5, 5])
+    path = save_plan(tmp_path / "plan.yaml", plan.model_copy(update={"cluster": plan.cluster.model_copy(
+        update={"num_machines": 1, "gpus_per_machine": 2})}))
+    for flags, shape in (([], (1, 2)), (["--gpus-per-machine", "1"], (2, 1))):
+        assert main(["run", str(path), "--epochs", "1", "--json", "--trace-dir", str(tmp_path), *flags]) == 0
+        trace = json.loads(capsys.readouterr().out)["trace"]
+        cluster = json.loads(Path(trace).read_text())["metadata"]["plan"]["cluster"]
+        assert (cluster["num_machines"], cluster["gpus_per_machine"]) == shape
