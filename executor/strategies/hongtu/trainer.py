@@ -291,7 +291,8 @@ class Trainer:
         after = self.mover.bytes.as_dict()
         return EpochStats(epoch_s=end - start, loss_sum=ce, num_seeds=self.my_train, num_iterations=1,
                           hit_bytes=int(after["reuse"] - before["reuse"]),
-                          local_bytes=int(after["host_to_gpu"] - before["host_to_gpu"]),
+                          # both directions cross PCIe, as the simulator's link bytes count them
+                          local_bytes=int(sum(after[k] - before[k] for k in ("host_to_gpu", "gpu_to_host"))),
                           **traffic_fields(comm.traffic_since(sent)))
 
     def gradient(self) -> tuple[float, dict[str, torch.Tensor]]:

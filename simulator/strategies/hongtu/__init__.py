@@ -215,10 +215,11 @@ def transfer_totals(arch: str, level: str, widths: list[int],
 
 def link_bytes_per_epoch(cluster: ClusterSpec, arch: str, widths: list[int], counts: list[list[dedup.BatchCounts]],
                          gradient_bytes: float) -> dict[str, float]:
-    """Bytes all GPUs move over each link kind in one epoch: host loads and writes on PCIe; GPU-GPU rows over
-    NVLink (or twice over PCIe) within a machine, the network across machines (and PCIe twice when staged through
-    host memory, not with GPUDirect RDMA: :func:`~simulator.hardware.collectives.staged_network`); the gradient
-    all-reduce."""
+    """Bytes all GPUs move over each link kind in one epoch: host loads and writes on PCIe; GPU-GPU rows sent
+    within a machine on its intra-machine link once (NVLink, or PCIe peer to peer without it: bytes sent, the
+    convention of :func:`~simulator.hardware.collectives.all_reduce_link_bytes` and of the executor's count), across
+    machines on the network (and PCIe twice when staged through host memory, not with GPUDirect RDMA:
+    :func:`~simulator.hardware.collectives.staged_network`); the gradient all-reduce."""
     out = {k: 0.0 for k in LINKS}
     totals = transfer_totals(arch, "gpu", widths, counts)  # host loads and writes, peer rows apart
     out["pcie"] = totals["host_to_gpu"] + totals["gpu_to_host"]
@@ -232,7 +233,7 @@ def link_bytes_per_epoch(cluster: ClusterSpec, arch: str, widths: list[int], cou
                 for peer, rows in enumerate(sent):
                     same = peer // g == rank // g
                     out[intra if same else "network"] += rows * d
-                    out["pcie"] += 2 * rows * d if (intra == "pcie" if same else staged) else 0.0
+                    out["pcie"] += 2 * rows * d if (not same and staged) else 0.0
     if cluster.num_gpus > 1:
         for kind, nbytes in all_reduce_link_bytes(gradient_bytes, cluster).items():
             out[kind] += cluster.num_gpus * nbytes

@@ -111,3 +111,20 @@ def test_gcn_reaches_the_papers_accuracy(two_workers) -> None:  # type: ignore[n
     correct = sum(rank["acc"].test_correct for rank in ranks)
     total = sum(rank["acc"].test_total for rank in ranks)
     assert total == 1000 and correct / total >= 0.80
+
+
+@pytest.mark.parametrize("per_machine", [1, 2])
+def test_run_bytes_per_epoch_equal_the_simulator(tmp_path: Any, per_machine: int) -> None:
+    """``run --json``'s bytes per link equal the simulator's exactly on this machine's CPU cluster (``local``: no
+    NVLink, no staging of network bytes through host memory), as 2 machines x 1 and 1 machine x 2: host loads and
+    write-backs on PCIe, peer rows and the all-reduce on the network or, inside a machine, on PCIe once."""
+    from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.plan import Plan
+
+    cluster = make_cluster(2 // per_machine, cluster="local").model_copy(update={"gpus_per_machine": per_machine})
+    plan = Plan(strategy="hongtu", knobs={"dedup": "gpu"}, num_workers=2, cluster=cluster,
+                workload=make_workload("gcn"))
+    res = run_plan(plan, nprocs=2, epochs=2, trace_dir=tmp_path, progress=False, gpus_per_machine=per_machine)
+    predicted = api.simulate(cluster, plan.workload, "hongtu", {"dedup": "gpu"}).bytes_per_epoch
+    assert res["bytes_per_epoch"] == pytest.approx(predicted, rel=1e-12)
+    assert (res["bytes_per_epoch"]["network"] > 0) == (per_machine == 1)
