@@ -48,6 +48,12 @@ def _phases_text(phases: dict[str, dict[str, float | None]] | None, key: str) ->
     return " (" + ", ".join(f"{p} {fmt_bytes(v)}" for p, v in values.items()) + ")"  # type: ignore[arg-type]
 
 
+def largest_parts(parts: dict[str, float], count: int = 3) -> str:
+    """The ``count`` largest of a peak's parts (``peak_memory_parts``), ``name size`` comma-separated."""
+    top = sorted(parts.items(), key=lambda kv: -kv[1])[:count]
+    return ", ".join(f"{name} {fmt_bytes(nbytes)}" for name, nbytes in top if nbytes > 0)
+
+
 def knobs_text(knobs: dict[str, Any]) -> str:
     """``k=v`` pairs, rounded floats, None omitted."""
     return " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in knobs.items()
@@ -66,6 +72,9 @@ def simulation_table(res: dict[str, Any]) -> Table:
         t.add_row(f"{link} bytes/epoch", fmt_bytes(b))
     for where, b in res["peak_memory_bytes"].items():
         t.add_row(f"peak {where} memory", fmt_bytes(b) + _phases_text(res.get("peak_memory_phases"), where))
+        largest = largest_parts((res.get("peak_memory_parts") or {}).get(where) or {})
+        if largest:
+            t.add_row("  largest parts", largest)
     est = res.get("estimated")
     if est:  # a dataset card: its statistics are one draw of its proxy (simulator/workload/proxy.py)
         t.add_row("statistics", f"estimated on draw {est['proxy']['draw']} of card {est['card']}'s proxy "

@@ -1,0 +1,28 @@
+"""``gnnplan simulate``'s table names the largest parts of each peak (``peak_memory_parts`` of ``--json``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gnnplan.autotune.cli import main
+from gnnplan.autotune.report import largest_parts
+
+SIM = ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "rmat100k-sage", "--strategy", "dp"]
+
+
+def test_largest_parts_are_the_peaks_biggest_three() -> None:
+    assert largest_parts({"a": 1e6, "b": 3e9, "c": 2e3, "d": 5e6, "zero": 0.0}) == "b 3.00 GB, d 5.00 MB, a 1.00 MB"
+    assert largest_parts({"only": 0.0}) == "" and largest_parts({}) == ""
+
+
+def test_the_table_shows_the_json_parts(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*SIM, "--json"]) == 0
+    parts = json.loads(capsys.readouterr().out)["peak_memory_parts"]
+    assert main(SIM) == 0
+    table = capsys.readouterr().out
+    for where in ("gpu", "host"):
+        name, _ = max(parts[where].items(), key=lambda kv: kv[1])
+        assert name in table, (where, name)
+    assert table.count("largest parts") == 2
