@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import struct
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -188,7 +189,8 @@ def load_dataset(ref: str | GeneratedSpec) -> GraphData:
 
     Returns:
         The graph, features not yet materialised (``GraphData.features`` reads or generates them); cached on
-        disk after the first load. A card yields its proxy graph (:func:`simulator.workload.proxy.proxy_spec`).
+        disk after the first load, and from the cache its edge lists are memory-mapped (:func:`npz_member`). A
+        card yields its proxy graph (:func:`simulator.workload.proxy.proxy_spec`).
 
     Raises:
         SpecError: missing folder or file, a corrupt file (the message names the file and line), or a graph
@@ -397,6 +399,34 @@ def _with_split(spec: GeneratedSpec, src: np.ndarray, dst: np.ndarray, features:
                      np.sort(order[b:c]), spec.num_classes)
 
 
+def npz_member(path: Path, name: str) -> np.ndarray:
+    """Array ``name`` of the uncompressed ``.npz`` at ``path``, memory-mapped copy-on-write (``np.memmap`` mode
+    ``c``): its pages are read when touched, and every process that maps the same cache file shares them in the
+    page cache (clean file pages, which the kernel can drop, not each process's private copy). ``np.savez`` stores
+    each member as a ``.npy`` file without compression at an offset of the zip file: the zip local header
+    (APPNOTE.TXT §4.3.7: 30 bytes, then the name and the extra field) and the ``.npy`` header
+    (``numpy.lib.format``) precede its data. Falls back to reading the member (``np.load``) where it cannot be
+    mapped (compressed, object or Fortran-ordered data, or an unexpected layout)."""
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(f"{name}.npy")
+    if info.compress_type == zipfile.ZIP_STORED:
+        with open(path, "rb") as f:
+            f.seek(info.header_offset)
+            local = f.read(30)
+            if local[:4] == b"PK\x03\x04":
+                name_len, extra_len = struct.unpack("<HH", local[26:30])
+                f.seek(info.header_offset + 30 + name_len + extra_len)
+                version = np.lib.format.read_magic(f)
+                readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+                shape, fortran, dtype = readers[version](f) if version in readers else ((), True, None)
+                if dtype is not None and not fortran and not dtype.hasobject:
+                    if not shape or 0 in shape:
+                        return np.zeros(shape, dtype=dtype)
+                    return np.memmap(path, dtype=dtype, mode="c", offset=f.tell(), shape=shape)
+    with np.load(path, allow_pickle=False) as z:
+        return z[name]
+
+
 def _npz_array_bytes(path: Path) -> float:
     """Bytes the arrays of an uncompressed ``.npz`` take once loaded: the sizes of its members (``np.savez``
     stores each array as a ``.npy`` member without compression, so the member sizes are the array bytes plus a
@@ -419,8 +449,8 @@ def _cached(stem: str, build: Callable[[], GraphData],
         try:
             with np.load(path, allow_pickle=False) as z:
                 meta = z["meta"]
-                if len(meta) == 5 and str(meta[4]) == CACHE_FORMAT:
-                    g = GraphData(str(meta[0]), int(meta[1]), z["src"], z["dst"],
+                if len(meta) == 5 and str(meta[4]) == CACHE_FORMAT:  # the edge lists mapped, not read (npz_member)
+                    g = GraphData(str(meta[0]), int(meta[1]), npz_member(path, "src"), npz_member(path, "dst"),
                                   LazyFeatures((int(meta[1]), int(meta[3])), lambda: np.empty((0, 0))), z["labels"],
                                   z["train_idx"], z["val_idx"], z["test_idx"], int(meta[2]))
                     return GraphData(g.name, g.num_vertices, g.src, g.dst, features_of(g), g.labels, g.train_idx,
