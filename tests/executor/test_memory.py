@@ -4,6 +4,7 @@ read (the CUDA path runs here on the CPU, with torch.cuda's calls replaced by re
 
 from __future__ import annotations
 
+import mmap
 import os
 
 import numpy as np
@@ -39,8 +40,12 @@ def test_the_host_peak_holds_what_the_epoch_allocated_and_is_reset_before_the_ne
     quiet, device = meter.end()
     assert meter.reset and device is None
     meter.begin()
-    block = np.ones(64 * MB // 8)  # 64 MiB touched, then freed before the epoch ends
-    del block
+    # 64 MiB of fresh anonymous pages, every page touched, unmapped before the epoch ends (an mmap, not a malloc:
+    # the allocator could serve a malloc from heap pages earlier tests left resident, and the peak would not move)
+    block = mmap.mmap(-1, 64 * MB)
+    for offset in range(0, 64 * MB, mmap.PAGESIZE):
+        block[offset] = 1
+    block.close()
     busy, _ = meter.end()
     assert busy >= quiet + 60 * MB
     meter.begin()  # the next epoch starts from what is resident now, without the freed block
