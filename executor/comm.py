@@ -1,21 +1,8 @@
 """The executor's only caller of ``torch.distributed``: process group set-up and collectives that count bytes.
 
-Every collective adds the bytes this process sends to and receives from OTHER ranks to a per-process
-:class:`ByteCounter` (a rank's chunk to itself is a local copy and is not counted). What is counted:
-
-* ``all_to_all_single``: the rows sent to / received from the other ranks, exactly.
-* ``all_reduce_`` and the DDP gradient hook: ``2 (p-1)/p * nbytes`` each way, the traffic of a ring
-  all-reduce (Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms", JPDC 69(2), 2009; the same
-  formula as :func:`simulator.hardware.collectives.ring_all_reduce_bytes`). The backend may pick another
-  algorithm; the count is the ring's, so measured and predicted link bytes use one convention.
-* ``all_gather``: ``(p-1) * nbytes`` each way; ``send``/``recv``/``shift``/``post_exchange``: the tensors' bytes.
-* object collectives (``gather_object``, ``broadcast_object``): the size of the object's JSON encoding
-  (:mod:`executor.wire`; objects cross as JSON in uint8 tensors, never pickled), sent once per receiver.
-
-The bytes sent to ranks of the same machine are also counted apart (``ByteCounter.within``,
-:func:`bytes_sent_within_machine`; machines of ``gpus_per_machine`` consecutive ranks): on a GPU machine they
-cross NVLink or PCIe, not the network. An all-reduce's are split as the simulator's hierarchical all-reduce prices
-them (:func:`all_reduce_counts`).
+Every collective counts the bytes this process sends to and receives from OTHER ranks, and which of them stay
+inside its machine, in :mod:`executor.traffic` (what is counted, and the convention: there); the counters are
+re-exported here.
 
 Backend: ``nccl`` when CUDA is available, else ``gloo`` (CPU). With NCCL, tensors passed to collectives must
 be on :func:`device`.
@@ -39,7 +26,6 @@ import ipaddress
 import os
 import socket
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -50,6 +36,16 @@ import torch.distributed as dist
 from gnnplan.executor import wire
 from gnnplan.executor.gloo_loop import idle_gloo_loop
 from gnnplan.executor.trace import synchronize_spans_on
+from gnnplan.executor.traffic import COUNTER as COUNTER
+from gnnplan.executor.traffic import ByteCounter as ByteCounter
+from gnnplan.executor.traffic import all_reduce_split
+from gnnplan.executor.traffic import bytes_received as bytes_received
+from gnnplan.executor.traffic import bytes_sent as bytes_sent
+from gnnplan.executor.traffic import bytes_sent_within_machine as bytes_sent_within_machine
+from gnnplan.executor.traffic import reset_counters as reset_counters
+from gnnplan.executor.traffic import ring_bytes as ring_bytes
+from gnnplan.executor.traffic import traffic_mark as traffic_mark
+from gnnplan.executor.traffic import traffic_since as traffic_since
 
 COLLECTIVE_TIMEOUT_S = 60.0
 """Default collective timeout in seconds: a peer that died or stopped responding turns into an error after this
@@ -65,24 +61,6 @@ RENDEZVOUS_TIMEOUT_S = 600.0
 _store: Any = None
 
 
-@dataclass
-class ByteCounter:
-    """Bytes this process exchanged with other ranks since the last :func:`reset_counters`; ``within``: the part of
-    ``sent`` that went to ranks of this process's machine (NVLink or PCIe peer to peer on a GPU machine, not the
-    network)."""
-
-    sent: int = 0
-    received: int = 0
-    within: int = 0
-
-    def add(self, sent: float, received: float, within: float = 0.0) -> None:
-        """Count one exchange (``within``: the bytes of ``sent`` to ranks of this machine)."""
-        self.sent += int(sent)
-        self.received += int(received)
-        self.within += int(within)
-
-
-COUNTER = ByteCounter()
 _device = torch.device("cpu")
 _per_machine = 1
 """Ranks per machine (``gpus_per_machine``): rank r is on machine r // _per_machine."""
@@ -94,13 +72,9 @@ def same_machine(peer: int) -> bool:
 
 
 def all_reduce_counts(nbytes: float) -> tuple[float, float]:
-    """(bytes sent, of which within the machine) by one rank in an all-reduce of ``nbytes``, as the simulator's
-    hierarchical all-reduce counts them (:func:`simulator.hardware.collectives.all_reduce_link_bytes`): a ring
-    inside the machine, ``2 (g-1)/g * n``, and one across the machines on a 1/g shard, ``2 (m-1)/m * n/g``; their
-    sum is the flat ring's ``2 (p-1)/p * n`` (:func:`ring_bytes`), whichever algorithm the backend runs."""
-    g = _per_machine if world_size() % _per_machine == 0 else 1
-    within = ring_bytes(nbytes, g)
-    return within + ring_bytes(nbytes / g, world_size() // g), within
+    """(bytes sent, of which within the machine) by this rank in an all-reduce of ``nbytes`` on this process group
+    (:func:`executor.traffic.all_reduce_split`)."""
+    return all_reduce_split(nbytes, world_size(), _per_machine)
 
 
 def default_backend() -> str:
@@ -244,45 +218,6 @@ def barrier(timeout_s: float | None = None) -> None:
         dist.monitored_barrier(timeout=timedelta(seconds=timeout_s))
     else:
         dist.barrier()
-
-
-def bytes_sent() -> int:
-    """Bytes sent to other ranks since the last reset."""
-    return COUNTER.sent
-
-
-def bytes_received() -> int:
-    """Bytes received from other ranks since the last reset."""
-    return COUNTER.received
-
-
-def bytes_sent_within_machine() -> int:
-    """Bytes sent to other ranks of this process's machine since the last reset (part of :func:`bytes_sent`)."""
-    return COUNTER.within
-
-
-def traffic_mark() -> tuple[int, int]:
-    """The byte counters now (sent, sent within the machine), for :func:`traffic_since`."""
-    return COUNTER.sent, COUNTER.within
-
-
-def traffic_since(mark: tuple[int, int]) -> tuple[int, int]:
-    """Bytes sent since ``mark`` (:func:`traffic_mark`): (to ranks of other machines, to ranks of this machine)."""
-    sent, within = COUNTER.sent - mark[0], COUNTER.within - mark[1]
-    return sent - within, within
-
-
-def reset_counters() -> None:
-    """Zero the byte counters."""
-    COUNTER.sent = COUNTER.received = COUNTER.within = 0
-
-
-def ring_bytes(nbytes: float, num_ranks: int) -> float:
-    """Bytes each rank sends (and receives) in a ring all-reduce of ``nbytes``: ``2 (p-1)/p * nbytes``.
-
-    Source: Patarasuk and Yuan, JPDC 69(2), 2009, §3 (bandwidth-optimal ring all-reduce).
-    """
-    return 0.0 if num_ranks <= 1 else 2.0 * (num_ranks - 1) / num_ranks * nbytes
 
 
 def _nbytes(t: torch.Tensor) -> int:

@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import struct
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,6 +50,7 @@ import numpy as np
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.paths import cache_dir
+from gnnplan.simulator.workload.npz_files import npz_array_bytes, npz_member
 from gnnplan.simulator.workload.rmat import rmat_edges
 from gnnplan.simulator.workload.sbm import communities, default_max_degree, sbm_edges
 from gnnplan.simulator.workload.spec import GeneratedSpec, RmatSpec, SbmSpec
@@ -399,42 +399,6 @@ def _with_split(spec: GeneratedSpec, src: np.ndarray, dst: np.ndarray, features:
                      np.sort(order[b:c]), spec.num_classes)
 
 
-def npz_member(path: Path, name: str) -> np.ndarray:
-    """Array ``name`` of the uncompressed ``.npz`` at ``path``, memory-mapped copy-on-write (``np.memmap`` mode
-    ``c``): its pages are read when touched, and every process that maps the same cache file shares them in the
-    page cache (clean file pages, which the kernel can drop, not each process's private copy). ``np.savez`` stores
-    each member as a ``.npy`` file without compression at an offset of the zip file: the zip local header
-    (APPNOTE.TXT §4.3.7: 30 bytes, then the name and the extra field) and the ``.npy`` header
-    (``numpy.lib.format``) precede its data. Falls back to reading the member (``np.load``) where it cannot be
-    mapped (compressed, object or Fortran-ordered data, or an unexpected layout)."""
-    with zipfile.ZipFile(path) as zf:
-        info = zf.getinfo(f"{name}.npy")
-    if info.compress_type == zipfile.ZIP_STORED:
-        with open(path, "rb") as f:
-            f.seek(info.header_offset)
-            local = f.read(30)
-            if local[:4] == b"PK\x03\x04":
-                name_len, extra_len = struct.unpack("<HH", local[26:30])
-                f.seek(info.header_offset + 30 + name_len + extra_len)
-                version = np.lib.format.read_magic(f)
-                readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
-                shape, fortran, dtype = readers[version](f) if version in readers else ((), True, None)
-                if dtype is not None and not fortran and not dtype.hasobject:
-                    if not shape or 0 in shape:
-                        return np.zeros(shape, dtype=dtype)
-                    return np.memmap(path, dtype=dtype, mode="c", offset=f.tell(), shape=shape)
-    with np.load(path, allow_pickle=False) as z:
-        return z[name]
-
-
-def _npz_array_bytes(path: Path) -> float:
-    """Bytes the arrays of an uncompressed ``.npz`` take once loaded: the sizes of its members (``np.savez``
-    stores each array as a ``.npy`` member without compression, so the member sizes are the array bytes plus a
-    header)."""
-    with zipfile.ZipFile(path) as zf:
-        return float(sum(info.file_size for info in zf.infolist()))
-
-
 def _cached(stem: str, build: Callable[[], GraphData],
             features_of: Callable[[GraphData], LazyFeatures]) -> GraphData:
     """The graph from ``<cache>/datasets/<stem>.npz`` (structure, labels and split; features from
@@ -442,7 +406,7 @@ def _cached(stem: str, build: Callable[[], GraphData],
     path = cache_dir() / "datasets" / f"{stem}.npz"
     if path.is_file():
         try:
-            nbytes = _npz_array_bytes(path)
+            nbytes = npz_array_bytes(path)
         except (OSError, zipfile.BadZipFile):
             nbytes = 0.0  # a damaged entry is rebuilt below, which checks memory itself
         check_host_memory(f"loading {stem} from the cache (features not materialised)", nbytes)

@@ -156,12 +156,13 @@ def test_process_bytes_is_a_training_workers_peak_less_the_models_data_terms(mon
 def test_machines_of_several_workers_hold_their_workers_shares(quick: dict[str, Any]) -> None:
     """--gpus-per-machine 2: one machine of the 2 workers with both workers' cores, memory and bandwidths, each
     worker's own rates unchanged; the result is a valid cluster (machines_of_shares applied to the same probe)."""
+    from gnnplan.executor import probe_shares
     from gnnplan.simulator.hardware.spec import cluster_from_dict
 
-    merged = probe.machines_of_shares(quick, 2)
+    merged = probe_shares.machines_of_shares(quick, 2)
     cluster_from_dict(merged, where="probe")
     assert (merged["num_machines"], merged["gpus_per_machine"]) == (1, 2)
-    for field in probe.SHARED_BY_MACHINE:
+    for field in probe_shares.SHARED_BY_MACHINE:
         group, name = field.split(".")
         assert merged[group][name] == 2 * quick[group][name]
     assert merged["gpu"] == quick["gpu"] and merged["pcie"] == quick["pcie"] and merged["network"] == quick["network"]

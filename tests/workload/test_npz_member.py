@@ -1,4 +1,4 @@
-"""The dataset cache's edge lists are memory-mapped from the ``.npz`` (datasets.npz_member), not read: the same
+"""The dataset cache's edge lists are memory-mapped from the ``.npz`` (npz_files.npz_member), not read: the same
 values, copy-on-write, and a read where a member cannot be mapped."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnplan.simulator.workload.datasets import npz_member
+from gnnplan.simulator.workload.npz_files import npz_member
 
 
 def test_members_are_mapped_with_their_values(tmp_path: Path) -> None:
