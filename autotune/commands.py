@@ -119,7 +119,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``gnnplan run PLAN``: real training, traced."""
-    from gnnplan.executor.runner import run_plan
+    from gnnplan.executor.runner import default_gpus_per_machine, run_plan
     from gnnplan.simulator.plan import load_plan
     from gnnplan.simulator.workload.datasets import resolve_dataset
 
@@ -127,9 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _positive("--epochs", args.epochs)
     _positive("--gpus-per-machine", args.gpus_per_machine)
     plan = load_plan(args.plan)
-    workers = args.nprocs or plan.num_workers
-    per_machine = args.gpus_per_machine or (plan.cluster.gpus_per_machine  # the plan's layout where it fits
-                                            if workers % plan.cluster.gpus_per_machine == 0 else 1)
+    per_machine = args.gpus_per_machine or default_gpus_per_machine(plan, args.nprocs or plan.num_workers)
     resolve_dataset(plan.workload.dataset)  # a missing dataset fails here, not in every worker
     if args.emulate:
         res = _run_emulated(args, plan)

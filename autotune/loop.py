@@ -45,7 +45,7 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
     Raises:
         SpecError: bad input, or nprocs inconsistent with the cluster.
     """
-    from gnnplan.executor.runner import run_plan
+    from gnnplan.executor.runner import default_gpus_per_machine, run_plan
     from gnnplan.simulator.api import simulate
 
     tell = say or (lambda _msg: None)
@@ -60,7 +60,7 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
     tell(f"      best: {plan.strategy} {plan.knobs} -> predicted {plan.prediction['epoch_time_s']:.4f} s/epoch")
     tell(f"[2/4] running the plan with {nprocs} workers")
     run = run_plan(plan, nprocs=nprocs, epochs=epochs, trace_dir=str(out_dir), progress=say is not None,
-                   gpus_per_machine=cluster.gpus_per_machine)  # the layout the prediction is for
+                   gpus_per_machine=default_gpus_per_machine(plan, nprocs))  # the layout predicted
     tell(f"      measured {run['epoch_time_s']:.4f} s/epoch, test accuracy {run['test_accuracy']:.4f}")
     tell("[3/4] calibrating the simulator from the trace")
     cal_path = out_dir / f"{cluster.name}-calibrated.yaml"

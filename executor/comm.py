@@ -41,7 +41,6 @@ from gnnplan.executor.traffic import ByteCounter as ByteCounter
 from gnnplan.executor.traffic import all_reduce_split
 from gnnplan.executor.traffic import bytes_received as bytes_received
 from gnnplan.executor.traffic import bytes_sent as bytes_sent
-from gnnplan.executor.traffic import bytes_sent_within_machine as bytes_sent_within_machine
 from gnnplan.executor.traffic import reset_counters as reset_counters
 from gnnplan.executor.traffic import ring_bytes as ring_bytes
 from gnnplan.executor.traffic import traffic_mark as traffic_mark
@@ -99,7 +98,7 @@ def init_process_group(rank: int, world_size: int, master_addr: str, master_port
         local_rank: this process's index on its machine (selects the CUDA device with NCCL).
         timeout_s: collective timeout in seconds (module docstring).
         gpus_per_machine: ranks per machine (rank r on machine r // gpus_per_machine): which bytes stay inside a
-            machine (:func:`bytes_sent_within_machine`).
+            machine (:func:`executor.traffic.traffic_since`).
 
     Returns:
         The backend used.

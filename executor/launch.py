@@ -164,7 +164,7 @@ def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | N
 
 
 def _worker(index: int, nprocs: int, port: int, threads: int, path: list[str], program: bytes, conn: Any,
-            parent: int, timeout_s: float, gpus_per_machine: int = 1, token: str = "") -> None:
+            parent: int, timeout_s: float, gpus_per_machine: int, token: str) -> None:
     """Worker ``index``: its own process group and name, its thread share and environment (with the run's
     shared-memory ``token``, :data:`executor.shared.TOKEN_ENV`), the caller's ``sys.path``, then the program in a
     process group; its result and failure go to ``conn``."""

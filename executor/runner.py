@@ -350,13 +350,20 @@ def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[
             "epochs": records, "wall_s": wall_s}
 
 
-def link_bytes(plan: Plan, pcie: float, network: float, intra_machine: float) -> dict[str, float]:
+def link_bytes(plan: Plan, pcie_bytes: float, network_bytes: float, intra_machine_bytes: float) -> dict[str, float]:
     """``bytes_per_epoch{pcie, nvlink, network, storage}``: the bytes ranks sent to ranks of their own machine go
     to the link the simulator prices them on (:func:`simulator.hardware.collectives.intra_machine_link`: NVLink
     when the cluster has it, else PCIe peer to peer), on top of the feature bytes copied over PCIe."""
-    out = {"pcie": pcie, "nvlink": 0.0, "network": network, "storage": 0.0}
-    out[intra_machine_link(plan.cluster)[1]] += intra_machine
+    out = {"pcie": pcie_bytes, "nvlink": 0.0, "network": network_bytes, "storage": 0.0}
+    out[intra_machine_link(plan.cluster)[1]] += intra_machine_bytes
     return out
+
+
+def default_gpus_per_machine(plan: Plan, nprocs: int) -> int:
+    """The workers per machine a local run of ``plan`` on ``nprocs`` workers takes when none is given: the plan's
+    cluster's where it divides ``nprocs``, else 1 (``gnnplan run``, ``gnnplan loop``)."""
+    g = plan.cluster.gpus_per_machine
+    return g if nprocs % g == 0 else 1
 
 
 def trace_metadata(plan: Plan, result: dict[str, Any]) -> dict[str, Any]:

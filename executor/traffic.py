@@ -12,9 +12,9 @@ per-process :class:`ByteCounter` (a rank's chunk to itself is a local copy and i
 * object collectives (``gather_object``, ``broadcast_object``): the size of the object's JSON encoding
   (:mod:`executor.wire`; objects cross as JSON in uint8 tensors, never pickled), sent once per receiver.
 
-The bytes sent to ranks of the same machine are also counted apart (``ByteCounter.within``; machines of
-``gpus_per_machine`` consecutive ranks): on a GPU machine they cross NVLink or PCIe, not the network. An
-all-reduce's are split as the simulator's hierarchical all-reduce prices them (:func:`all_reduce_split`).
+The bytes sent to ranks of the same machine are also counted apart (``ByteCounter.within``, :func:`traffic_since`;
+machines of ``gpus_per_machine`` consecutive ranks): on a GPU machine they cross NVLink or PCIe, not the network.
+An all-reduce's are split as the simulator's hierarchical all-reduce prices them (:func:`all_reduce_split`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 from gnnplan.simulator.hardware.collectives import ring_all_reduce_bytes as ring_bytes
 
-__all__ = ["COUNTER", "ByteCounter", "all_reduce_split", "bytes_received", "bytes_sent", "bytes_sent_within_machine",
-           "reset_counters", "ring_bytes", "traffic_mark", "traffic_since"]
+__all__ = ["COUNTER", "ByteCounter", "all_reduce_split", "bytes_received", "bytes_sent", "reset_counters", "ring_bytes",
+           "traffic_mark", "traffic_since"]
 
 
 @dataclass
@@ -68,11 +68,6 @@ def bytes_sent() -> int:
 def bytes_received() -> int:
     """Bytes received from other ranks since the last reset."""
     return COUNTER.received
-
-
-def bytes_sent_within_machine() -> int:
-    """Bytes sent to other ranks of this process's machine since the last reset (part of :func:`bytes_sent`)."""
-    return COUNTER.within
 
 
 def traffic_mark() -> tuple[int, int]:

@@ -148,7 +148,6 @@ class Trainer:
                                        topo)
         self.peers = PeerCache(self.data.store, wl.dataset, self.knobs.cache_fraction, topo,
                                self.data.shared) if partitioned else None
-        self.nvlink_bytes = 0
         self.model = seeded_gnn(wl, self.data.feature_dim, self.data.num_classes, topo.device)
         self.net, self.hook = ddp.data_parallel(self.model, wl.training.ddp_bucket_bytes)
         self.gradient_bytes = FLOAT_BYTES * num_params(self.model)
@@ -258,9 +257,8 @@ class Trainer:
         if self.peers is None:
             return self.data.store.load(ids)
         cached = self.peers.holder[ids] >= 0
-        t0, sent = now(), comm.bytes_sent()
+        t0 = now()
         hot, own, pulled = self.peers.load(ids[cached])
-        self.nvlink_bytes += comm.bytes_sent() - sent
         self.rec.add("peer_fetch", t0, now(), "nvlink", epoch, it, nbytes=pulled.request_bytes + pulled.reply_bytes,
                      num_peer_vertices=pulled.num_rows)
         rest, loaded = self.data.store.load(ids[~cached])

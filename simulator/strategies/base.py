@@ -22,11 +22,11 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.formulas import Kernel, roofline_s
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec
 from gnnplan.simulator.trace import Span
-from gnnplan.simulator.units import INDEX_BYTES
+from gnnplan.simulator.units import FLOAT_BYTES, INDEX_BYTES
 from gnnplan.simulator.workload.cards import card_name
 from gnnplan.simulator.workload.graphstats import DatasetSummary, SampleStats
 from gnnplan.simulator.workload.model_cost import Block, ModelCost, model_cost
-from gnnplan.simulator.workload.spec import WorkloadSpec
+from gnnplan.simulator.workload.spec import SELF_LOOP_ARCHS, WorkloadSpec
 
 MAX_WINDOW_ITERATIONS = 16
 STEADY_ITERATIONS = 8
@@ -196,23 +196,33 @@ def structure_edges(summary: DatasetSummary, arch: str) -> float:
     """Directed edges of the graph the executor trains ``arch`` on: the dataset's, with one self-loop per vertex
     for GCN and GAT (executor/data.py ``graph_structure`` replaces existing self-loops by one per vertex; [inferred:
     counted as if the dataset had none, an upper bound by its own self-loops])."""
-    from gnnplan.simulator.strategies.neutronstar.dependencies import SELF_LOOP_ARCHS
-
     return float(summary.num_edges) + (summary.num_vertices if arch in SELF_LOOP_ARCHS else 0)
 
 
 def gcn_weight_bytes(arch: str, num_edges: float) -> float:
     """GCN's float32 weight of every edge (executor/data.py ``gcn_edge_weights``, one copy per machine); 0 for the
     other architectures."""
-    return 4.0 * num_edges if arch == "gcn" else 0.0
+    return FLOAT_BYTES * num_edges if arch == "gcn" else 0.0
 
 
-def vertex_maps_bytes(cluster: ClusterSpec, num_vertices: int, per_machine: int, per_worker: int = 0) -> float:
-    """Bytes of int64 maps over all ``num_vertices`` vertices in one machine's host memory: ``per_machine`` maps its
-    workers share (:data:`VERTEX_MAPS` and a strategy's own, e.g. the feature store's positions and cache slots) and
-    ``per_worker`` each worker holds for itself (``gpus_per_machine`` copies). At ogbn-papers100M's 111 M vertices
-    each map is 0.89 GB."""
-    return INDEX_BYTES * float(num_vertices) * (per_machine + cluster.gpus_per_machine * per_worker)
+STRUCTURE_INDICES_PER_EDGE = 4
+"""int64 per edge of the whole graph as the executor holds it: COO (source, destination) and CSC (in-neighbour,
+edge id) (executor/data.py ``graph_structure``, shared as ``("coo", "csc")`` by executor/shared.py)."""
+
+
+def structure_bytes(summary: DatasetSummary, arch: str) -> float:
+    """Bytes of the whole graph's structure the executor holds, once per machine: :data:`STRUCTURE_INDICES_PER_EDGE`
+    int64 per edge (:func:`structure_edges`) and the CSC's ``n + 1`` offsets."""
+    return (STRUCTURE_INDICES_PER_EDGE * structure_edges(summary, arch) + summary.num_vertices + 1) * INDEX_BYTES
+
+
+def vertex_maps_bytes(cluster: ClusterSpec, num_vertices: int, extra_shared: int = 0, per_worker: int = 0) -> float:
+    """Bytes of int64 maps over all ``num_vertices`` vertices in one machine's host memory: the :data:`VERTEX_MAPS`
+    its workers share, the feature store's positions on several machines, ``extra_shared`` more shared maps (a
+    strategy's own, e.g. cache slots) and ``per_worker`` maps each worker holds for itself (``gpus_per_machine``
+    copies). At ogbn-papers100M's 111 M vertices each map is 0.89 GB."""
+    shared = VERTEX_MAPS + (cluster.num_machines > 1) + extra_shared
+    return INDEX_BYTES * float(num_vertices) * (shared + cluster.gpus_per_machine * per_worker)
 
 
 def memory_estimate(cluster: ClusterSpec, gpu_parts: dict[str, float], host_parts: dict[str, float],

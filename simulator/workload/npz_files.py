@@ -19,7 +19,16 @@ def npz_member(path: Path, name: str) -> np.ndarray:
     each member as a ``.npy`` file without compression at an offset of the zip file: the zip local header
     (APPNOTE.TXT §4.3.7: 30 bytes, then the name and the extra field) and the ``.npy`` header
     (``numpy.lib.format``) precede its data. Falls back to reading the member (``np.load``) where it cannot be
-    mapped (compressed, object or Fortran-ordered data, or an unexpected layout)."""
+    mapped (compressed, object or Fortran-ordered data, or an unexpected layout).
+
+    Returns:
+        The member with the dtype and shape it was saved with (a ``np.memmap`` where mapped).
+
+    Raises:
+        KeyError: ``path`` has no member ``name``.
+        zipfile.BadZipFile: ``path`` is not a zip file.
+        OSError: ``path`` cannot be read.
+    """
     with zipfile.ZipFile(path) as zf:
         info = zf.getinfo(f"{name}.npy")
     if info.compress_type == zipfile.ZIP_STORED:

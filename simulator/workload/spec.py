@@ -25,6 +25,9 @@ from gnnplan.simulator.limits import check_unit_ranges
 PRESET_DIR = Path(__file__).parent / "presets"
 Arch = Literal["gcn", "sage", "gat", "gin", "sgc", "sign"]
 MESSAGE_PASSING_ARCHS = ("gcn", "sage", "gat", "gin")
+SELF_LOOP_ARCHS = ("gcn", "gat")
+"""Architectures trained with one self-loop per vertex; equals :data:`executor.data.SELF_LOOP_ARCHS` (checked by
+the tests). Source: Kipf and Welling, ICLR 2017, eq. 2 (A + I); Velickovic et al., ICLR 2018, §2.1."""
 
 
 class _Spec(BaseModel):

@@ -95,7 +95,6 @@ from gnnplan.simulator.strategies.base import (
     FETCH_COLLECTIVES,
     FETCH_REQUEST_MESSAGES,
     PREFETCH_FACTOR,
-    VERTEX_MAPS,
     IterationPlan,
     MemoryEstimate,
     PhaseProfile,
@@ -106,6 +105,7 @@ from gnnplan.simulator.strategies.base import (
     phase_breakdown,
     place_window,
     steady_period_s,
+    structure_bytes,
     structure_edges,
     suggest_batch_size,
     vertex_maps_bytes,
@@ -200,6 +200,12 @@ CALIBRATION: dict[str, PhaseRule] = {
 all_reduce, optimizer; sampling inline or prefetched by ``num_sampler_workers`` processes)."""
 
 
+PART_INDICES_PER_EDGE = 3
+"""int64 per edge of a machine's part of a partitioned structure as the executor holds it: the CSC's in-neighbours,
+its edge ids, and each edge's global id (executor/sampling_partitioned.py ``_partition_graph`` and
+``local_structure``)."""
+
+
 def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost, stats: InferenceStats) -> MemoryEstimate:
     """Peak memory of a ``dp`` configuration (module docstring) and whether it fits the cluster; ``stats``: the
     inference block on the knobs' partition (:func:`simulator.workload.inference.inference_stats`)."""
@@ -213,19 +219,19 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost, stats: Inferenc
            "feature cache": cached * row}
     in_flight = PREFETCH_FACTOR * knobs.num_sampler_workers if knobs.num_sampler_workers else 1
     arch, edges = ctx.workload.model.arch, structure_edges(sm, ctx.workload.model.arch)
-    structure = {"graph structure (COO + CSC, int64)": (4.0 * edges + sm.num_vertices + 1) * INDEX_BYTES}
+    structure = {"graph structure (COO + CSC, int64)": structure_bytes(sm, arch)}
     weights = gcn_weight_bytes(arch, edges)
     if knobs.graph_structure == "partitioned":  # the busiest machine's in-edges as a CSC over all vertices
         loops = edges - sm.num_edges  # GCN's and GAT's self-loops: 1 / M of them per machine
         mine = sm.num_edges * stats.machine_edge_fraction + loops / cl.num_machines
         structure = {"graph structure (the machine's part: CSC and global edge ids, int64)":
-                     (3.0 * mine + sm.num_vertices + 1) * INDEX_BYTES}
+                     (PART_INDICES_PER_EDGE * mine + sm.num_vertices + 1) * INDEX_BYTES}
         weights += gcn_weight_bytes(arch, mine)  # the part's, beside the whole graph's
     peer = knobs.cache_placement == "partitioned" and cl.gpus_per_machine > 1  # the executor's PeerCache
-    maps = VERTEX_MAPS + (cl.num_machines > 1) + (0 if peer else cached > 0) + 2 * peer
+    cache_maps = 2 if peer else 1 if cached > 0 else 0  # the peer cache's holders and positions, or cache slots
     host = {**structure, **({"GCN edge weights (float32)": weights} if weights else {}),
             "feature partition": math.ceil(sm.num_vertices / cl.num_machines) * row,
-            "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, maps),
+            "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, cache_maps),
             "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),
             "sampler buffers": cl.gpus_per_machine * in_flight * (cost.block_bytes + n_in * row)}
     return with_evaluation(ctx, gpu, host, stats, training_only="sampler buffers")

@@ -37,10 +37,9 @@ from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS
 from gnnplan.simulator.strategies.base import (
     PREFETCH_FACTOR,
-    VERTEX_MAPS,
     MemoryEstimate,
     SimContext,
-    structure_edges,
+    structure_bytes,
     vertex_maps_bytes,
     worker_processes_bytes,
 )
@@ -311,12 +310,10 @@ def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_
     owned = max(float(stats.partition_sizes[m * g:(m + 1) * g].sum()) for m in range(cl.num_machines))
     in_flight = PREFETCH_FACTOR * num_sampler_workers if num_sampler_workers else 1
     batch_structure = max(INDEX_BYTES * float((2 * stats.num_edges[b] + stats.num_src[b]).sum()) for b in batches)
-    host = {"graph structure (COO + CSC, int64)": (4.0 * structure_edges(sm, wl.model.arch) + sm.num_vertices + 1)
-            * INDEX_BYTES,
+    host = {"graph structure (COO + CSC, int64)": structure_bytes(sm, wl.model.arch),
             "features of the machine's splits": owned * row,
             "feature partition (the evaluation's layer-0 rows)": math.ceil(sm.num_vertices / cl.num_machines) * row,
-            "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, VERTEX_MAPS + (cl.num_machines > 1) + 1,
-                                                     per_worker=2),
+            "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, extra_shared=1, per_worker=2),  # split
             "worker processes": worker_processes_bytes(cl, num_sampler_workers),
             "sampler batches in flight": in_flight * batch_structure}
     return with_evaluation(ctx, gpu, host, inferred, training_only="sampler batches in flight")

@@ -27,11 +27,9 @@ import numpy as np
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.workload.datasets import GraphData
+from gnnplan.simulator.workload.spec import SELF_LOOP_ARCHS as SELF_LOOP_ARCHS
 from gnnplan.simulator.workload.spec import GeneratedSpec
 
-SELF_LOOP_ARCHS = ("gcn", "gat")
-"""Architectures trained with one self-loop per vertex (module docstring); equals
-:data:`executor.data.SELF_LOOP_ARCHS` (checked by the tests)."""
 PARTITIONERS = ("metis", "chunk")
 
 

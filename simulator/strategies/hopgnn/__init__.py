@@ -80,7 +80,6 @@ from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
     FETCH_COLLECTIVES,
     FETCH_REQUEST_MESSAGES,
-    VERTEX_MAPS,
     IterationPlan,
     MemoryEstimate,
     PhaseProfile,
@@ -91,6 +90,7 @@ from gnnplan.simulator.strategies.base import (
     phase_breakdown,
     place_window,
     steady_period_s,
+    structure_bytes,
     structure_edges,
     suggest_batch_size,
     vertex_maps_bytes,
@@ -250,10 +250,10 @@ def memory_model(ctx: SimContext, knobs: Knobs, full: list[HopWork], inferred: I
     buffer = max((w.pregather_remote_rows + w.pregather_local_rows) * row for w in full) if knobs.pregather else 0.0
     edges = structure_edges(sm, ctx.workload.model.arch)
     weights = gcn_weight_bytes(ctx.workload.model.arch, edges)
-    host = {"graph structure (COO + CSC, int64)": (4.0 * edges + sm.num_vertices + 1) * INDEX_BYTES,
+    host = {"graph structure (COO + CSC, int64)": structure_bytes(sm, ctx.workload.model.arch),
             **({"GCN edge weights (float32)": weights} if weights else {}),
             "feature partition": math.ceil(sm.num_vertices / cl.num_machines) * row,
-            "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, VERTEX_MAPS + (cl.num_machines > 1)),
+            "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices),
             "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),
             "sampler and pre-gather buffers": cl.gpus_per_machine * (cost.block_bytes + buffer)}
     return with_evaluation(ctx, gpu, host, inferred, training_only="sampler and pre-gather buffers")

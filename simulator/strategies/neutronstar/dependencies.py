@@ -37,14 +37,12 @@ import numpy as np
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key
+from gnnplan.simulator.workload.spec import SELF_LOOP_ARCHS as SELF_LOOP_ARCHS
 from gnnplan.simulator.workload.spec import GeneratedSpec
 from gnnplan.simulator.workload.stats_cache import entry_path, read_entry
 
 DEPS_FORMAT = 1
 """Version of the measurement; part of the cache key."""
-SELF_LOOP_ARCHS = ("gcn", "gat")
-"""Architectures trained with one self-loop per vertex; equals :data:`executor.data.SELF_LOOP_ARCHS` (checked by
-the tests). Source: Kipf and Welling, ICLR 2017, eq. 2 (A + I); Velickovic et al., ICLR 2018, §2.1."""
 PARTITIONERS = ("chunk", "metis")
 
 

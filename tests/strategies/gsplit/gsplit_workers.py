@@ -119,11 +119,14 @@ def peer_cache(topo: Topology, emit: Any, cache_fraction: float) -> dict[str, An
         update={"num_machines": 1, "gpus_per_machine": topo.world_size})})
     trainer = dp.Trainer(machine, plan, Recorder(topo.rank, 0.0))
     ids = np.random.default_rng(1).choice(trainer.data.graph.num_nodes(), 600, replace=False).astype(np.int64)
-    sent, nvlink = comm.bytes_sent(), trainer.nvlink_bytes
+    sent = comm.bytes_sent()
     x, loaded = trainer.load_features(torch.from_numpy(ids))
+    total, sent = comm.bytes_sent() - sent, comm.bytes_sent()
+    hot = torch.from_numpy(ids)[trainer.peers.holder[torch.from_numpy(ids)] >= 0]
+    trainer.peers.load(hot)  # the same pull again, alone: the bytes of the peer fetch inside load_features
+    nvlink = comm.bytes_sent() - sent
     out = {"ids": ids, "x": x.numpy(), "num_hit": loaded.num_hit, "num_local": loaded.num_local,
-           "num_remote": loaded.num_remote, "nvlink_bytes": trainer.nvlink_bytes - nvlink,
-           "network_bytes": comm.bytes_sent() - sent - (trainer.nvlink_bytes - nvlink)}
+           "num_remote": loaded.num_remote, "nvlink_bytes": nvlink, "network_bytes": total - nvlink}
     trainer.close()
     everyone = comm.gather_object(out)
     return {"ranks": everyone} if everyone is not None else {}
