@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnplan.autotune.planning import calibrate_traces, tune_to_plan
-from gnnplan.autotune.report import fmt_bytes, fmt_s, pct
+from gnnplan.autotune.report import epochs_text, fmt_bytes, fmt_s, pct
 from gnnplan.autotune.report_page import write_loop_outputs
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
@@ -80,7 +80,13 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
     if evaluation is not None:
         tell(f"      evaluation after each epoch (not in the epoch time): measured {fmt_s(evaluation['measured_s'])}, "
              f"predicted {fmt_s(evaluation['predicted_before_s'])} before calibration "
-             f"({pct(evaluation['predicted_before_s'], evaluation['measured_s'])}; a first-order estimate)")
+             f"({pct(evaluation['predicted_before_s'], evaluation['measured_s'])})")
+        for row in held["rows"]:
+            if row.get("evaluation"):
+                ev = row["evaluation"]
+                tell(f"      held-out epochs' evaluation {epochs_text(row['held_out_epochs'])}: measured "
+                     f"{fmt_s(ev['measured_s'])}, predicted {fmt_s(ev['predicted_s'])} by the calibration on epochs "
+                     f"{epochs_text(row['fit_epochs'])} (held-out error {pct(ev['predicted_s'], ev['measured_s'])})")
     out = {"plan": tuned["plan"], "trace": run["trace"], "calibrated_cluster": str(cal_path),
            "measured_epoch_time_s": meas, "predicted_before_s": before, "error_before_fraction": (before - meas) / meas,
            "memory": memory, "evaluation": evaluation,

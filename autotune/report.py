@@ -149,7 +149,8 @@ def _range_text(low: float | None, high: float | None) -> str:
 
 def held_out_table(rows: list[dict[str, Any]]) -> Table:
     """Held-out epochs: each trace's odd epochs predicted by a calibration on its even ones, beside the
-    uncalibrated prediction (:mod:`simulator.calibrate_holdout`)."""
+    uncalibrated prediction (:mod:`simulator.calibrate_holdout`); under a trace whose run timed its evaluation
+    after each epoch, a row of that evaluation's (not part of the epoch time)."""
     t = Table(title="held-out epochs: predicted by a calibration on the other epochs (not fitted to them)")
     for col in ("trace", "fit on epochs", "held-out epochs", "measured", "uncalibrated", "error",
                 "calibrated, held out", "held-out error"):
@@ -159,6 +160,11 @@ def held_out_table(rows: list[dict[str, Any]]) -> Table:
         t.add_row(r["trace"], epochs_text(r["fit_epochs"]), epochs_text(r["held_out_epochs"]), fmt_s(meas),
                   fmt_s(r["predicted_before_s"]), pct(r["predicted_before_s"], meas), fmt_s(r["predicted_s"]),
                   pct(r["predicted_s"], meas))
+        ev = r.get("evaluation")
+        if ev:
+            meas = ev["measured_s"]
+            t.add_row("  its evaluation", "", "", fmt_s(meas), fmt_s(ev["predicted_before_s"]),
+                      pct(ev["predicted_before_s"], meas), fmt_s(ev["predicted_s"]), pct(ev["predicted_s"], meas))
     return t
 
 

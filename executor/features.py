@@ -58,6 +58,11 @@ class RowStore:
         self.rows = rows
         self.position = position
 
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one row."""
+        return self.rows.shape[1] * self.rows.element_size()
+
     def gather(self, ids: torch.Tensor) -> torch.Tensor:
         """Rows of vertices this rank holds, by ``torch.index_select``: one row copy per id, where advanced
         indexing (``rows[index]``) computes every element's offset (slower by the ratio
@@ -65,30 +70,37 @@ class RowStore:
         return torch.index_select(self.rows, 0, ids if self.position is None else self.position[ids])
 
     def pull(self, ids: torch.Tensor, dest: torch.Tensor) -> tuple[torch.Tensor, PullStats]:
-        """Rows of ``ids`` from the ranks ``dest`` that hold them (collective: every rank must call it).
+        """Rows of ``ids`` from the ranks ``dest`` that hold them (collective: every rank must call it): the rows
+        other ranks hold in three all-to-all calls (counts, ids, rows; timed, the stats' span), then this rank's
+        own rows gathered in place, as DistDGL's ``DistTensor`` reads its local partition directly and as the
+        simulator prices a load (the feature store gathers its own rows the same way).
 
         Shapes:
             ids, dest: (k,) int64 on the CPU -> rows (k, d) on the CPU.
         """
         world, me, dev = comm.world_size(), comm.rank(), comm.device()
         start = now()
-        order = torch.argsort(dest, stable=True)
-        send_counts = torch.bincount(dest, minlength=world)
+        far = torch.nonzero(dest != me).squeeze(1)
+        far_dest = dest[far]
+        order = torch.argsort(far_dest, stable=True)
+        send_counts = torch.bincount(far_dest, minlength=world)
         ones = [1] * world
         recv_counts = comm.all_to_all_single(torch.empty_like(send_counts, device=dev), send_counts.to(dev),
                                              ones, ones)
         sc, rc = send_counts.tolist(), recv_counts.tolist()
-        asked = comm.all_to_all_single(torch.empty(sum(rc), dtype=ids.dtype, device=dev), ids[order].to(dev),
-                                       rc, sc)
+        asked = comm.all_to_all_single(torch.empty(sum(rc), dtype=ids.dtype, device=dev),
+                                       ids[far[order]].to(dev), rc, sc)
         served = self.gather(asked.cpu()).to(dev)
-        width = self.rows.shape[1]
-        got = comm.all_to_all_single(torch.empty((sum(sc), width), dtype=self.rows.dtype, device=dev),
+        got = comm.all_to_all_single(torch.empty((sum(sc), self.rows.shape[1]), dtype=self.rows.dtype, device=dev),
                                      served, sc, rc).cpu()
-        out = torch.empty_like(got)
-        out[order] = got
-        remote = sum(sc) - sc[me]
-        return out, PullStats(remote, INDEX_BYTES * (world - 1 + remote),
-                              remote * width * self.rows.element_size(), start, now())
+        end = now()
+        out = torch.empty((len(ids), self.rows.shape[1]), dtype=self.rows.dtype)
+        out[far[order]] = got
+        if len(far) < len(ids):
+            own = torch.nonzero(dest == me).squeeze(1)
+            out[own] = self.gather(ids[own])
+        remote = len(far)
+        return out, PullStats(remote, INDEX_BYTES * (world - 1 + remote), remote * self.row_bytes, start, end)
 
 
 @dataclass

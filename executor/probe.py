@@ -82,6 +82,7 @@ class Sizes:
     sampling_fanouts: tuple[int, ...]
     sampling_batch_size: int
     sampling_batches: int
+    full_chunk_vertices: int
     message_sizes: tuple[int, ...]
     message_repeats: int
     storage_file_bytes: int
@@ -92,17 +93,21 @@ class Sizes:
 FULL = Sizes(repeats=7, matmul_dim=2048, spmm_rows=100_000, spmm_degree=16, spmm_cols=128, copy_bytes=256 * MiB,
              gather_row_dim=128, gather_table_rows=500_000, gather_row_counts=(16, 64, 256, 1024, 4096, 16384, 32768),
              rmat_vertices=100_000, rmat_edge_factor=16, sampling_fanouts=(10, 10), sampling_batch_size=512,
-             sampling_batches=30, message_sizes=(8, 64, 512, 4096, 32768, 262144, 2 * MiB, 16 * MiB, 64 * MiB),
+             sampling_batches=30, full_chunk_vertices=16384,
+             message_sizes=(8, 64, 512, 4096, 32768, 262144, 2 * MiB, 16 * MiB, 64 * MiB),
              message_repeats=21, storage_file_bytes=256 * MiB, storage_block_bytes=4 * MiB, storage_small_reads=64)
 """The sizes of ``gnnplan probe`` (under a minute on 2 cores). The R-MAT graph, fanouts and batch size are those
-of the ``rmat100k-sage`` workload (512 = its 1024 global seeds over 2 workers). The largest gather (16 MiB) stays
-below glibc's largest dynamic mmap threshold (32 MiB, mallopt(3) M_MMAP_THRESHOLD), above which every new tensor
-is a fresh mmap paying page faults; the gather table (256 MB) and copy tensor exceed the CPU caches."""
+of the ``rmat100k-sage`` workload (512 = its 1024 global seeds over 2 workers); full-neighbour sampling takes the
+evaluation's chunks (:data:`simulator.workload.inference.CHUNK_VERTICES` destinations). The largest gather
+(16 MiB) stays below glibc's largest dynamic mmap threshold (32 MiB, mallopt(3) M_MMAP_THRESHOLD), above which
+every new tensor is a fresh mmap paying page faults; the gather table (256 MB) and copy tensor exceed the CPU
+caches."""
 
 QUICK = Sizes(repeats=3, matmul_dim=384, spmm_rows=20_000, spmm_degree=8, spmm_cols=64, copy_bytes=16 * MiB,
               gather_row_dim=128, gather_table_rows=20_000, gather_row_counts=(16, 64, 256, 1024, 4096),
               rmat_vertices=5_000, rmat_edge_factor=8, sampling_fanouts=(5, 5), sampling_batch_size=64,
-              sampling_batches=5, message_sizes=(8, 512, 32768, MiB, 8 * MiB), message_repeats=5,
+              sampling_batches=5, full_chunk_vertices=1024, message_sizes=(8, 512, 32768, MiB, 8 * MiB),
+              message_repeats=5,
               storage_file_bytes=8 * MiB, storage_block_bytes=MiB, storage_small_reads=8)
 """Small sizes for tests and ``gnnplan probe --quick`` (seconds, less accurate)."""
 
@@ -253,9 +258,12 @@ def _pass(model: torch.nn.Module, blocks: list[Any], x: torch.Tensor) -> None:
     model(blocks, x).sum().backward()
 
 
-def sampling_edges_per_s(sizes: Sizes) -> float:
-    """Median per-batch throughput (sampled edges / s) of DGL's ``NeighborSampler`` on one thread, as the
-    executor samples (:class:`executor.sampling.TimedSampler`), on an R-MAT graph."""
+def sampling_rates(sizes: Sizes) -> tuple[float, float]:
+    """Sampled edges per second of DGL's ``NeighborSampler`` on one thread, as the executor samples
+    (:class:`executor.sampling.TimedSampler`), on an R-MAT graph: the median over batches of random seeds at the
+    workload's fanouts (training), and the median over chunks of ``full_chunk_vertices`` random destinations with
+    every in-edge (fanout -1: the evaluation's blocks, executor/evaluate.py), each call's edges over its time (its
+    fixed cost, ``host.sampler_call_s``, is ~3% of a 16384-vertex chunk's: not taken out)."""
     import dgl
 
     from gnnplan.executor.sampling import TimedSampler
@@ -264,18 +272,22 @@ def sampling_edges_per_s(sizes: Sizes) -> float:
     n = sizes.rmat_vertices
     src, dst = rmat_edges(n, sizes.rmat_edge_factor * n, seed=0)
     g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n)
-    sampler, rng = TimedSampler(list(sizes.sampling_fanouts)), np.random.default_rng(0)
-    rates = []
+    rng = np.random.default_rng(0)
+    medians = []
     with torch_threads(1):
         dgl.seed(0)
-        for i in range(sizes.sampling_batches + 1):  # the first batch builds the CSC format: warm-up
-            seeds = torch.from_numpy(rng.choice(n, sizes.sampling_batch_size, replace=False))
-            start = time.perf_counter()
-            _, _, blocks, _ = sampler.sample(g, seeds)
-            elapsed = time.perf_counter() - start
-            if i:
-                rates.append(sum(int(b.num_edges()) for b in blocks) / elapsed)
-    return float(np.median(rates))
+        for fanouts, batch, calls in ((sizes.sampling_fanouts, sizes.sampling_batch_size, sizes.sampling_batches),
+                                      ((-1,), min(sizes.full_chunk_vertices, n), sizes.repeats)):
+            sampler, rates = TimedSampler(list(fanouts)), []
+            for i in range(calls + 1):  # the first call builds the CSC format: warm-up
+                seeds = torch.from_numpy(rng.choice(n, batch, replace=False))
+                start = time.perf_counter()
+                _, _, blocks, _ = sampler.sample(g, seeds)
+                elapsed = time.perf_counter() - start
+                if i:
+                    rates.append(sum(int(b.num_edges()) for b in blocks) / elapsed)
+            medians.append(float(np.median(rates)))
+    return medians[0], medians[1]
 
 
 def _sig(x: float) -> float:
@@ -312,6 +324,7 @@ def probe_machine(num_workers: int = 2, quick: bool = False, gpus_per_machine: i
     gather = gather_latency_bandwidth(threads, s.gather_row_dim, s.gather_table_rows, s.gather_row_counts, s.repeats)
     network = network_latency_bandwidth(s.message_sizes, s.message_repeats)
     disk_bw, disk_latency, dropped = storage_bandwidth_latency(folder, s)
+    sampling, full_sampling = sampling_rates(s)
     data = {
         "name": "local", "num_machines": w, "gpus_per_machine": 1,
         "gpu": {"model": cpu_model(), "peak_flops_per_s": _sig(dense_flops_per_s(threads, s.matmul_dim, s.repeats)),
@@ -320,7 +333,8 @@ def probe_machine(num_workers: int = 2, quick: bool = False, gpus_per_machine: i
                                                             s.repeats)), "is_host_cpu": True,
                 "kernel_overhead_s": _sig(kernel_overhead_s(threads, 10 * s.repeats))},
         "host": {"num_cores": threads, "memory_bytes": _sig(memory / w), "memory_bandwidth_bytes_per_s": copy,
-                 "sampling_edges_per_s_per_core": _sig(sampling_edges_per_s(s))},
+                 "sampling_edges_per_s_per_core": _sig(sampling),
+                 "full_neighbour_sampling_ratio": _sig(full_sampling / sampling)},
         "pcie": {"bandwidth_bytes_per_s": _sig(gather[1]), "latency_s": _sig(gather[0])},
         "nvlink": None,
         "network": {"bandwidth_bytes_per_s": _sig(network[1]), "latency_s": _sig(network[0])},
@@ -369,6 +383,10 @@ def _sources(s: Sizes, w: int, cores: int, memory: float, folder: Path, dropped:
             f"NeighborSampler(fanouts {list(s.sampling_fanouts)}) on one thread (executor.sampling.TimedSampler), "
             f"R-MAT graph of {s.rmat_vertices} vertices, edge factor {s.rmat_edge_factor} "
             "(simulator.workload.rmat): sampled edges / s"),
+        "host.full_neighbour_sampling_ratio": (
+            f"median over {s.repeats} chunks of {s.full_chunk_vertices} random destinations of DGL "
+            f"NeighborSampler(fanouts [-1]) on one thread, same graph: sampled edges / s, over "
+            "host.sampling_edges_per_s_per_core"),
         "pcie.bandwidth_bytes_per_s pcie.latency_s": (
             f"feature gather on a CPU: torch.index_select of k random {s.gather_row_dim}-float32 rows of a "
             f"{s.gather_table_rows}-row table into a new tensor, k = {', '.join(map(str, s.gather_row_counts))}, "

@@ -238,7 +238,7 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
             trained = meter.end()
             meter.begin()
             evaluation_start_s = time.perf_counter()
-            acc = trainer.evaluate()
+            acc = trainer.evaluate(epoch)
             evaluated_s = time.perf_counter() - evaluation_start_s
             peaks = dict(zip(PHASES, (trained, meter.end())))
             records.append(epoch_record(epoch, stats, acc, ran_with, peaks, topo.gpus_per_machine, evaluated_s))

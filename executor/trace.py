@@ -13,7 +13,7 @@ asynchronous execution ("use torch.cuda.synchronize() ... for time measurements"
 
 Phases and streams follow common.md: ``sample`` (sampler), ``load`` (pcie), ``fetch`` (network, nested in
 load), ``forward``/``backward``/``optimizer`` (compute), ``all_reduce`` (network), ``iteration``/``epoch``
-(host).
+(host); the evaluation's ``eval_*`` (executor/evaluate.py).
 """
 
 from __future__ import annotations

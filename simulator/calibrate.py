@@ -67,7 +67,9 @@ from gnnplan.simulator.calibrate_fit import FitResult, FitRow, fit
 from gnnplan.simulator.calibrate_holdout import (
     EPOCH_PHASE,
     EpochSplit,
+    configuration_key,
     epoch_times_s,
+    evaluation_times_s,
     held_out_configurations,
     held_out_epochs,
     split_epochs,
@@ -97,6 +99,7 @@ class _Trace:
     plugin: ModuleType
     epoch_times_s: dict[int, float]
     split: EpochSplit
+    evaluation_times_s: dict[int, float]
 
 
 def _reshaped(cluster: ClusterSpec, plan: Plan) -> ClusterSpec:
@@ -132,7 +135,7 @@ def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: 
     timed = epoch_times_s(spans)
     split = split_epochs({s.epoch for s in spans}, timed, results.get("measured_epochs"))
     return _Trace(name, plan, float(measured), _reshaped(cluster, plan), spans, get_strategy(plan.strategy), timed,
-                  split)
+                  split, evaluation_times_s(results))
 
 
 def _row_spans(rule: PhaseRule, spans: list[Span]) -> list[Span]:
@@ -288,16 +291,29 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
     if memory_fit is not None:
         calibrated = with_process_bytes(calibrated, memory_fit, list(memory["fit"]))
 
+    simulated: dict[tuple[str, str], SimResult] = {}
+
+    def simulate_once(cl: ClusterSpec, plan: Plan) -> SimResult:  # epoch and evaluation time from one simulation
+        key = (cl.model_dump_json(), configuration_key(plan))
+        if key not in simulated:
+            simulated[key] = simulate(cl, plan)
+        return simulated[key]
+
     def predict(cl: ClusterSpec, plan: Plan) -> float:
-        return float(simulate(cl, plan).epoch_time_s)
+        return float(simulate_once(cl, plan).epoch_time_s)
+
+    def predict_evaluation(cl: ClusterSpec, plan: Plan) -> float | None:
+        return simulate_once(cl, plan).evaluation_time_s
 
     before = {t.name: predict(base, t.plan) for t in traces}
+    evaluation_before = {t.name: predict_evaluation(base, t.plan) for t in traces}
     report: dict[str, Any] = {
         "cluster": calibrated.name, "parameters": result.parameters,
         "traces": {t.name: {"measured_epoch_time_s": t.measured_epoch_s,
                             "predicted_epoch_time_s_before": before[t.name],
                             "fit_epoch_time_s": predict(calibrated, t.plan)} for t in traces},
-        "held_out": {"epochs": held_out_epochs(traces, cal.fitted_cluster, predict, before),
+        "held_out": {"epochs": held_out_epochs(traces, cal.fitted_cluster, predict, before, predict_evaluation,
+                                               evaluation_before),
                      "configurations": held_out_configurations(traces, cal.fitted_cluster, predict, before)},
         "fit": {**result.info, "unpriced_phases": sorted(cal.unpriced)},
         "memory": memory,

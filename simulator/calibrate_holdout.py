@@ -7,6 +7,10 @@ calibrated simulator predicts; :mod:`gnnplan.simulator.calibrate` therefore repo
   parity, the even ones to fit, the odd ones held out; one fit on the fitting epochs of all traces predicts each
   trace's held-out epochs (the median of their epoch times; an epoch's time is its slowest rank's ``epoch``
   span, as ``gnnplan run`` reports it). A trace with a single measured epoch cannot be held out and says so.
+  With it, for a strategy that evaluates after each epoch (its simulation gives ``evaluation_time_s``) and a run
+  that timed it (``results.epochs[].evaluation_time_s``), the held-out epochs' evaluation (the median of their
+  evaluation times) against the same fit's prediction: the evaluation's spans (``eval_*``) of the fitting epochs
+  are fitted, those of the held-out epochs are not.
 * configurations (leave one configuration out): with traces of at least two configurations (strategy, knobs,
   workload and cluster shape), each configuration in turn is predicted by a fit on the traces of all others.
 
@@ -40,6 +44,8 @@ FitFn = Callable[[Selection], ClusterSpec]
 """Fits the starting cluster to the selected epochs; raises SpecError when they price nothing."""
 PredictFn = Callable[[ClusterSpec, Plan], float]
 """The simulated epoch time of a plan on a cluster."""
+PredictEvaluationFn = Callable[[ClusterSpec, Plan], "float | None"]
+"""The simulated evaluation time of a plan on a cluster (None: the strategy does not price one)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,9 @@ class HeldOutTrace(Protocol):
     @property
     def split(self) -> EpochSplit: ...
 
+    @property
+    def evaluation_times_s(self) -> Mapping[int, float]: ...
+
 
 def epoch_times_s(spans: Sequence[Span]) -> dict[int, float]:
     """Each epoch's time: the longest ``epoch`` span of that epoch over the ranks."""
@@ -85,6 +94,17 @@ def epoch_times_s(spans: Sequence[Span]) -> dict[int, float]:
     for s in spans:
         if s.phase == EPOCH_PHASE and s.epoch >= 0:
             out[s.epoch] = max(out.get(s.epoch, 0.0), s.dur_s)
+    return out
+
+
+def evaluation_times_s(results: Mapping[str, Any]) -> dict[int, float]:
+    """Each epoch's evaluation time as ``gnnplan run`` measured it (the slowest rank's wall time of the evaluation
+    after the epoch: ``results.epochs[].evaluation_time_s`` of an executor trace's metadata); epochs without one
+    (a simulated trace, a strategy that does not time it) are absent."""
+    out: dict[int, float] = {}
+    for record in results.get("epochs") or ():
+        if isinstance(record, Mapping) and isinstance(record.get("evaluation_time_s"), (int, float)):
+            out[int(record.get("epoch", -1))] = float(record["evaluation_time_s"])
     return out
 
 
@@ -136,7 +156,8 @@ def _error(predicted: float, measured: float) -> float:
 
 
 def held_out_epochs(traces: Sequence[HeldOutTrace], fit_fn: FitFn, predict: PredictFn,
-                    before_s: Mapping[str, float]) -> dict[str, Any]:
+                    before_s: Mapping[str, float], predict_evaluation: PredictEvaluationFn | None = None,
+                    evaluation_before_s: Mapping[str, float | None] | None = None) -> dict[str, Any]:
     """Fit on the fitting epochs of every trace and predict each trace's held-out epochs.
 
     Args:
@@ -144,10 +165,15 @@ def held_out_epochs(traces: Sequence[HeldOutTrace], fit_fn: FitFn, predict: Pred
         fit_fn: fits the starting cluster to a selection of epochs.
         predict: simulated epoch time of a plan on a cluster.
         before_s: each trace's prediction on the starting cluster.
+        predict_evaluation: simulated evaluation time of a plan on a cluster (module docstring); None: no
+            evaluation rows.
+        evaluation_before_s: each trace's evaluation time on the starting cluster (with ``predict_evaluation``).
 
     Returns:
         ``{rows: [{trace, fit_epochs, held_out_epochs, measured_epoch_time_s, predicted_before_s,
-        error_before_fraction, predicted_s, error_fraction}], not_held_out: {trace: reason}}``.
+        error_before_fraction, predicted_s, error_fraction, evaluation}], not_held_out: {trace: reason}}``;
+        ``evaluation``: ``{measured_s, predicted_before_s, error_before_fraction, predicted_s, error_fraction}``
+        of the held-out epochs' evaluation, or None (not timed, or not priced).
     """
     out: dict[str, Any] = {"rows": [], "not_held_out": {t.name: t.split.reason for t in traces if t.split.reason}}
     held = [t for t in traces if t.split.held_out]
@@ -164,8 +190,24 @@ def held_out_epochs(traces: Sequence[HeldOutTrace], fit_fn: FitFn, predict: Pred
         out["rows"].append({"trace": t.name, "fit_epochs": list(t.split.fit), "held_out_epochs": list(t.split.held_out),
                             "measured_epoch_time_s": measured, "predicted_before_s": before_s[t.name],
                             "error_before_fraction": _error(before_s[t.name], measured), "predicted_s": predicted,
-                            "error_fraction": _error(predicted, measured)})
+                            "error_fraction": _error(predicted, measured),
+                            "evaluation": _held_out_evaluation(t, (evaluation_before_s or {}).get(t.name), fitted,
+                                                               predict_evaluation)})
     return out
+
+
+def _held_out_evaluation(t: HeldOutTrace, before: float | None, fitted: ClusterSpec,
+                         predict_evaluation: PredictEvaluationFn | None) -> dict[str, float] | None:
+    """The held-out epochs' evaluation against its prediction before calibration (``before``) and after the fit."""
+    timed = [t.evaluation_times_s[e] for e in t.split.held_out if e in t.evaluation_times_s]
+    if predict_evaluation is None or before is None or not timed:
+        return None
+    after = predict_evaluation(fitted, t.plan)
+    if after is None:
+        return None
+    measured = statistics.median(timed)
+    return {"measured_s": measured, "predicted_before_s": before, "error_before_fraction": _error(before, measured),
+            "predicted_s": after, "error_fraction": _error(after, measured)}
 
 
 def held_out_configurations(traces: Sequence[HeldOutTrace], fit_fn: FitFn, predict: PredictFn,

@@ -22,12 +22,14 @@ PARAMS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_col
           "gpu.kernel_overhead_s", "host.sampling_edges_per_s_per_core", "host.sampler_handoff_s",
           "iteration_overhead_s", "host.row_index_s", "storage.concurrency", "host.sampler_call_s",
           "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s", "network.per_all_to_all_s",
-          "host.split_items_per_s_per_core", "host.split_call_s")
+          "host.split_items_per_s_per_core", "host.split_call_s", "host.full_neighbour_sampling_ratio",
+          "efficiency.inference_ratio")
 """The cluster parameters calibration fits (dotted field paths): rates, efficiencies and the fixed costs, each
 one cost's own field (per kernel, per message, per all-reduce, per all-to-all call, per batch handed off, per
 iteration, per row a
 per-row loader indexes, per sampler call, per DGL message-passing call, per gradient bucket DDP's reducer
-all-reduces, per layer gsplit splits), and the requests a storage device serves at once."""
+all-reduces, per layer gsplit splits), the requests a storage device serves at once, and the evaluation's rates
+relative to training's (full-neighbour sampling, the forward kernels of its large blocks)."""
 
 PRIOR_WIDTH = math.log(3.0)
 """One standard deviation of a log-space prior: a factor of 3 (:mod:`simulator.calibrate_fit`)."""

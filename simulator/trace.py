@@ -7,7 +7,10 @@ integer, as the format requires. A top-level ``metadata`` object carries cluster
 versions and measured results (DESIGN.md, "Traces").
 
 Phases used by the mini-batch strategies: ``sample``, ``load`` (feature loading), ``forward``, ``backward``,
-``all_reduce``, ``optimizer``; ``epoch`` spans wrap whole epochs, ``iteration`` spans whole iterations.
+``all_reduce``, ``optimizer``; ``epoch`` spans wrap whole epochs, ``iteration`` spans whole iterations. An
+executor's evaluation after each epoch (dp, hopgnn, gsplit: layer-wise inference) adds ``eval_sample``,
+``eval_fetch``, ``eval_load``, ``eval_forward`` and on a GPU ``eval_to_host``, one per layer and chunk (iteration
+``layer * chunks + chunk``), after the epoch's ``epoch`` span.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from gnnplan.simulator.io import MAX_TRACE_BYTES, atomic_write_text, read_json
 from gnnplan.simulator.limits import INT64_MAX, MAX_BLOCK_ITEMS, check_block
 
 STREAMS = ("compute", "sampler", "pcie", "nvlink", "network", "storage", "host")
+EVALUATION_PHASES = ("eval_sample", "eval_fetch", "eval_load", "eval_forward", "eval_to_host")
+"""The phases of an executor's evaluation after each epoch (executor/evaluate.py), not part of the epoch's time."""
 MAX_TRACE_US = 1.0e15
 """Largest ``ts`` and ``dur`` read, in microseconds (~32 years; a timeline beyond it is corrupt)."""
 MAX_PID = 2**31 - 1

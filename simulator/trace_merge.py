@@ -18,7 +18,7 @@ from typing import Any
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_text
-from gnnplan.simulator.trace import Span, read_trace, to_chrome
+from gnnplan.simulator.trace import EVALUATION_PHASES, Span, read_trace, to_chrome
 
 PID_OFFSET = 1000
 """First pid of the measured timeline (ranks stay far below it)."""
@@ -55,9 +55,12 @@ def pick_epoch(spans: list[Span], epoch: int | None = None) -> int:
 
 
 def one_epoch(spans: list[Span], epoch: int) -> list[Span]:
-    """The spans of ``epoch`` (tagged with it, or untagged and inside its window), shifted to start at 0."""
+    """The spans of ``epoch`` (tagged with it, or untagged and inside its window), shifted to start at 0; the
+    evaluation after it (:data:`~gnnplan.simulator.trace.EVALUATION_PHASES`, tagged with the epoch) is not part
+    of the epoch and is left out, as the simulator's predicted epoch has none."""
     lo, hi = epoch_windows(spans)[epoch]
-    keep = [s for s in spans if s.epoch == epoch or (s.epoch == -1 and s.start_s >= lo and s.end_s <= hi)]
+    keep = [s for s in spans if s.phase not in EVALUATION_PHASES
+            and (s.epoch == epoch or (s.epoch == -1 and s.start_s >= lo and s.end_s <= hi))]
     return [replace(s, start_s=s.start_s - lo) for s in keep]
 
 

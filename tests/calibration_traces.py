@@ -13,7 +13,8 @@ from gnnplan.simulator.result import SimResult
 from gnnplan.simulator.trace import write_trace
 
 
-def epochs_trace(result: SimResult, cluster: Any, workload: Any, path: Path, factors: Sequence[float]) -> Path:
+def epochs_trace(result: SimResult, cluster: Any, workload: Any, path: Path, factors: Sequence[float],
+                 evaluation_s: Sequence[float] = ()) -> Path:
     """Write a trace of ``len(factors)`` epochs run one after the other: epoch e is the simulated epoch with
     every span's start and duration scaled by ``factors[e]`` (a uniformly slower or faster machine for that
     epoch). ``results`` carry the epoch times and their median over the epochs after the first when there are
@@ -24,6 +25,8 @@ def epochs_trace(result: SimResult, cluster: Any, workload: Any, path: Path, fac
         cluster, workload: what it simulated (for the plan in the metadata).
         path: the trace to write.
         factors: one time scale per epoch.
+        evaluation_s: each epoch's measured evaluation time, written as ``gnnplan run`` does
+            (``results.epochs[].evaluation_time_s``); none when empty.
     """
     spans, offset, times = [], 0.0, []
     for epoch, f in enumerate(factors):
@@ -34,4 +37,6 @@ def epochs_trace(result: SimResult, cluster: Any, workload: Any, path: Path, fac
     meta = api.trace_metadata(cluster, workload, result.strategy, result)
     measured = times[1:] if len(times) >= 3 else times
     meta["results"] = {"epoch_time_s": statistics.median(measured), "epoch_times_s": times}
+    if evaluation_s:
+        meta["results"]["epochs"] = [{"epoch": e, "evaluation_time_s": v} for e, v in enumerate(evaluation_s)]
     return write_trace(path, spans, meta)

@@ -274,3 +274,26 @@ def traffic_counts(topo: Topology, emit: Any) -> dict[str, Any]:
     out["shift"] = comm.traffic_since(mark)
     everyone = comm.gather_object(out)
     return {"ranks": everyone} if everyone is not None else {}
+
+
+def row_pulls(topo: Topology, emit: Any) -> dict[str, Any]:
+    """``RowStore.pull`` over 3 ranks: rank r holds rows ``10 r + i`` (i < 4, in its own order, reversed) of a
+    12-row matrix whose row v is ``[v, -v]``; each rank asks for a mix of its own and the others' vertices,
+    repeated and out of order (rank 2 none of its own), then only its own or none. Returns every rank's ids, rows
+    and stats per case."""
+    from gnnplan.executor.features import RowStore
+
+    me = topo.rank
+    owner = torch.arange(12) // 4
+    position = 3 - torch.arange(12) % 4  # each rank stores its vertices in reverse order
+    held = torch.tensor([[v, -v] for v in range(12) if owner[v] == me][::-1], dtype=torch.float32)
+    store, out = RowStore(held, position), {"rank": me}
+    asks = {"mixed": {0: [5, 0, 9, 5, 3], 1: [4, 7, 4, 0, 11], 2: [1, 6, 0]}[me],
+            "own or none": {0: [3, 1, 3], 1: [], 2: [8]}[me]}  # no rank asks another: counts still exchanged
+    for case, ids in asks.items():
+        ids_t = torch.tensor(ids, dtype=torch.int64)
+        rows, stats = store.pull(ids_t, owner[ids_t])
+        out[case] = {"ids": ids, "rows": rows.numpy(), "timed": stats.end_s >= stats.start_s,
+                     "stats": (stats.num_rows, stats.request_bytes, stats.reply_bytes)}
+    everyone = comm.gather_object(out)
+    return {"ranks": everyone} if everyone is not None else {}

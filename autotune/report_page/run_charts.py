@@ -94,13 +94,20 @@ def timeline_figure(timeline: Timeline, what: str, colors: dict[str, str], num_w
 
 
 def calibration_rows(cal: dict[str, Any]) -> list[dict[str, Any]]:
-    """The held-out rows of a calibration report: epochs (per trace) and configurations (leave one out),
-    each ``{label, measured_epoch_time_s, predicted_before_s, predicted_s}``."""
+    """The held-out rows of a calibration report: epochs (per trace; then their evaluation, where the run timed
+    it) and configurations (leave one out), each ``{label, measured_epoch_time_s, predicted_before_s,
+    predicted_s}`` (an evaluation row's times are the evaluation's)."""
     held = cal.get("held_out", {})
     out = []
     for r in held.get("epochs", {}).get("rows", []):
-        out.append({"label": f"{_short(r['trace'])}: epochs {epochs_text(r['held_out_epochs'])} "
+        out.append({"label": f"{_short(r['trace'])}:<br>epochs {epochs_text(r['held_out_epochs'])}<br>"
                              f"(fit on {epochs_text(r['fit_epochs'])})", **_times(r)})
+        ev = r.get("evaluation")
+        if ev:
+            epochs = epochs_text(r["held_out_epochs"])
+            out.append({"label": f"{_short(r['trace'])}:<br>evaluation after<br>epochs {epochs}",
+                        "measured_epoch_time_s": ev["measured_s"], "predicted_before_s": ev["predicted_before_s"],
+                        "predicted_s": ev["predicted_s"]})
     for r in held.get("configurations", {}).get("rows", []):
         out.append({"label": f"{r['configuration']} (fit on the other configurations)", **_times(r)})
     return out
@@ -149,9 +156,9 @@ def calibration_figure(cal: dict[str, Any]) -> Any | None:
         fig.add_bar(x=labels, y=ys, name=name, marker={"color": color}, text=text, textposition="outside",
                     width=BAR_WIDTH if len(rows) < 3 else None,
                     hovertemplate=f"{name}: %{{y:.4g}} ms %{{text}}<extra></extra>")
-    fig.update_layout(**layout("epoch time: measured vs predicted before and after calibration (held out)", 460,
-                               barmode="group", legend={"orientation": "h", "y": -0.25}))
-    fig.update_yaxes(title="epoch time (ms)", rangemode="tozero")
+    fig.update_layout(**layout("epoch time (and evaluation): measured vs predicted before and after calibration "
+                               "(held out)", 460, barmode="group", legend={"orientation": "h", "y": -0.25}))
+    fig.update_yaxes(title="time (ms)", rangemode="tozero")
     return fig
 
 

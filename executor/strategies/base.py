@@ -2,7 +2,7 @@
 
 A strategy module ``executor/strategies/<name>.py`` has the simulator plug-in's ``NAME`` and ``Knobs`` and a
 ``Trainer(topo, plan, recorder)`` (a class, or a function choosing one by the knobs, as hopgnn's) whose result
-has ``train_epoch(epoch) -> EpochStats`` and ``evaluate() -> Accuracy``, both collective (every rank calls them
+has ``train_epoch(epoch) -> EpochStats`` and ``evaluate(epoch) -> Accuracy``, both collective (every rank calls them
 in the same order), and ``close()`` to release its processes; optionally ``check_knobs(knobs, workload)``,
 raising SpecError for knobs that are simulated but cannot be run (for that workload), and on the trainer
 ``epoch_settings() -> dict`` when a controller changes its configuration between epochs (:class:`Trainer`).
@@ -92,8 +92,9 @@ class Trainer(Protocol):
     def train_epoch(self, epoch: int) -> EpochStats:
         """Train one epoch (collective)."""
 
-    def evaluate(self) -> Accuracy:
-        """Validation / test accuracy counts of this rank's share (collective)."""
+    def evaluate(self, epoch: int = -1) -> Accuracy:
+        """Validation / test accuracy counts of this rank's share (collective); a trainer that traces its
+        evaluation labels the spans with ``epoch``."""
 
     def close(self) -> None:
         """Release sampler processes and the like."""

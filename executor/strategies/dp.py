@@ -83,7 +83,8 @@ class PeerCache:
     """``cache_placement = partitioned`` (Quiver): the machine's g workers cache disjoint slices of its
     ``g x cache_fraction`` hottest vertices (hotness rank k on local rank k mod g, as the simulator assumes); a row
     in any slice is pulled from its holder with :meth:`~gnnplan.executor.features.RowStore.pull`, the all_to_all
-    of a remote fetch among the machine's ranks, standing in for a read of the peer's GPU memory over NVLink.
+    of a remote fetch among the machine's ranks, standing in for a read of the peer's GPU memory over NVLink (the
+    rows of the worker's own slice it gathers in place, outside the exchange's span).
     Construction is collective (the slice is read through the feature store).
 
     Args:
@@ -170,7 +171,7 @@ class Trainer:
                                      seed, self.per_iteration, topo.rank)
         self.stream = BatchStream(d.graph, self.sampler, schedule, len(self.schedule(0)[1]),
                                   self.knobs.num_sampler_workers, seed)
-        self.evaluator = Evaluator(evaluated, topo)
+        self.evaluator = Evaluator(evaluated, topo, rec=recorder, model_spec=wl.model)
         torch.manual_seed(wl.training.seed * 7919 + topo.rank)  # dropout masks differ between ranks
 
     def schedule(self, epoch: int) -> tuple[list[np.ndarray], list[int]]:
@@ -303,9 +304,10 @@ class Trainer:
         self.optimizer.zero_grad()
         return grads
 
-    def evaluate(self) -> Accuracy:
-        """Validation / test accuracy counts of this rank's vertices (collective)."""
-        return self.evaluator.run(self.model)
+    def evaluate(self, epoch: int = -1) -> Accuracy:
+        """Validation / test accuracy counts of this rank's vertices (collective), by traced layer-wise inference
+        (:class:`~gnnplan.executor.evaluate.Evaluator`; ``epoch`` labels its spans)."""
+        return self.evaluator.run(self.model, epoch)
 
     def close(self) -> None:
         """Stop the sampler processes."""

@@ -192,12 +192,22 @@ def gpu_gather_s(cluster: ClusterSpec, nbytes: float) -> float:
     return nbytes / (cluster.gpu.memory_bandwidth_bytes_per_s * cluster.efficiency.gather_fraction)
 
 
-def sampling_s(cluster: ClusterSpec, num_edges: float, cores: float = 1.0, num_calls: float = 0.0) -> float:
+def sampling_s(cluster: ClusterSpec, num_edges: float, cores: float = 1.0, num_calls: float = 0.0,
+               full_neighbour: bool = False) -> float:
     """Sample ``num_edges`` neighbour edges in ``num_calls`` sampler calls (one per layer of a batch) on ``cores``
-    host cores; with ``cores=1`` also its core-seconds: ``(num_edges / host.sampling_edges_per_s_per_core +
-    num_calls * host.sampler_call_s) / cores``."""
-    edges_s = num_edges / (cluster.host.sampling_edges_per_s_per_core * cores)
+    host cores; with ``cores=1`` also its core-seconds: ``(num_edges / rate + num_calls * host.sampler_call_s) /
+    cores``, the rate ``host.sampling_edges_per_s_per_core``, times ``host.full_neighbour_sampling_ratio`` for
+    ``full_neighbour`` sampling (every in-edge: the evaluation's blocks)."""
+    rate = cluster.host.sampling_edges_per_s_per_core
+    if full_neighbour:
+        rate *= cluster.host.full_neighbour_sampling_ratio
+    edges_s = num_edges / (rate * cores)
     return edges_s + num_calls * cluster.host.sampler_call_s / cores if num_calls else edges_s
+
+
+def full_sampling_s(cluster: ClusterSpec, num_edges: float, num_calls: float = 0.0) -> float:
+    """Full-neighbour sampling on one core (:func:`sampling_s` with ``full_neighbour``)."""
+    return sampling_s(cluster, num_edges, num_calls=num_calls, full_neighbour=True)
 
 
 def split_s(cluster: ClusterSpec, num_items: float, num_calls: float = 0.0) -> float:
@@ -305,15 +315,23 @@ def shuffle_s(cluster: ClusterSpec, intra_bytes: float = 0.0, network_bytes: flo
 
 def phase_compute_s(cluster: ClusterSpec, phase: str, flops: float, seconds_per_flop: float,
                     kernels: float, graph_ops: float = 0.0, random_elems: float = 0.0) -> float:
-    """A compute phase (``forward``, ``backward``, ``optimizer``) from its FLOPs, its roofline seconds per FLOP,
-    its kernel count, the DGL message-passing calls among them and the random numbers they draw: ``flops *
-    seconds_per_flop / efficiency + kernels * gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s +
-    random_elems / gpu.rng_elements_per_s`` (the last term only when the rate is measured)."""
-    fraction = getattr(cluster.efficiency, f"{phase}_fraction")
+    """A compute phase (``forward``, ``backward``, ``optimizer``; ``inference``: the evaluation's forward, at
+    :func:`inference_fraction`) from its FLOPs, its roofline seconds per FLOP, its kernel count, the DGL
+    message-passing calls among them and the random numbers they draw: ``flops * seconds_per_flop / efficiency +
+    kernels * gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s + random_elems / gpu.rng_elements_per_s``
+    (the last term only when the rate is measured)."""
+    eff = cluster.efficiency
+    fraction = inference_fraction(cluster) if phase == "inference" else getattr(eff, f"{phase}_fraction")
     out = flops * seconds_per_flop / fraction + kernels * cluster.gpu.kernel_overhead_s
     if random_elems and cluster.gpu.rng_elements_per_s:
         out += random_elems / cluster.gpu.rng_elements_per_s
     return out + graph_ops * cluster.gpu.graph_op_overhead_s if graph_ops else out
+
+
+def inference_fraction(cluster: ClusterSpec) -> float:
+    """The evaluation's achieved fraction of the roofline: ``efficiency.forward_fraction *
+    efficiency.inference_ratio``."""
+    return cluster.efficiency.forward_fraction * cluster.efficiency.inference_ratio
 
 
 def iteration_overhead_s(cluster: ClusterSpec) -> float:
@@ -352,6 +370,8 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("batch_load", batch_load_s, ("host.row_index_s",) + _STORAGE + _PCIE + ("efficiency.gather_fraction",)),
     PricedOp("host_gather", host_gather_s, ("efficiency.gather_fraction",)),
     PricedOp("sampling", sampling_s, ("host.sampling_edges_per_s_per_core", "host.sampler_call_s")),
+    PricedOp("full_sampling", full_sampling_s,
+             ("host.sampling_edges_per_s_per_core", "host.sampler_call_s", "host.full_neighbour_sampling_ratio")),
     PricedOp("split", split_s, ("host.split_items_per_s_per_core", "host.split_call_s")),
     PricedOp("all_reduce", all_reduce_s, _NET + _PCIE + ("network.per_collective_s",)),
     PricedOp("ddp_all_reduce", ddp_all_reduce_s,
@@ -366,10 +386,15 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
              ("efficiency.backward_fraction",) + _KERNEL),
     PricedOp("optimizer", lambda cl, **w: phase_compute_s(cl, "optimizer", **w),
              ("efficiency.optimizer_fraction",) + _KERNEL),
+    PricedOp("inference", lambda cl, **w: phase_compute_s(cl, "inference", **w),
+             ("efficiency.forward_fraction", "efficiency.inference_ratio") + _KERNEL),
     PricedOp("sampler_handoff", sampler_handoff_s, ("host.sampler_handoff_s",)),
     PricedOp("iteration_overhead", iteration_fixed_s, ("iteration_overhead_s", "host.sampler_handoff_s")),
 )}
 """Every priced operation by name. ``exchange`` informs only the network: one span cannot tell its PCIe legs
-from its network leg, and PCIe is determined by ``load`` spans. ``iteration_overhead`` is the fixed cost an
-iteration's phases leave over (:func:`iteration_fixed_s`): its rows inform the per-iteration overhead and, for
-runs with sampler processes, the hand-off (their sum; the probe's priors tell them apart)."""
+from its network leg, and PCIe is determined by ``load`` spans. ``full_sampling`` and ``inference`` (the
+evaluation's blocks) are priced at the training rates they scale, so their spans inform those too; with the ratio
+free, the ratio absorbs what the training rates leave of them (tests/simulator/test_calibrate.py).
+``iteration_overhead`` is the fixed cost an iteration's phases leave over (:func:`iteration_fixed_s`): its rows
+inform the per-iteration overhead and, for runs with sampler processes, the hand-off (their sum; the probe's priors
+tell them apart)."""

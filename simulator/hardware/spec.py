@@ -127,6 +127,13 @@ class HostSpec(_Spec):
                     "modelled (the presets' sources); gnnplan probe measures it "
                     "(executor.probe_overheads.sampler_handoff_s: 5-12 ms per 2-layer batch on the 2-core "
                     "development machine, torch 2.13 CPU, DGL 1.1.3)")
+    full_neighbour_sampling_ratio: float = Field(
+        default=1.0, gt=0, le=100,
+        description="edges per second of full-neighbour sampling (every in-edge of a chunk of destination "
+                    "vertices: the evaluation's layer-wise inference blocks) over sampling_edges_per_s_per_core, "
+                    "the rate of a training batch's random fanout choice; default 1 = the same rate; gnnplan "
+                    "probe measures it (executor.probe.sampling_rates: 2.95 on the 2-core development machine, "
+                    "DGL 1.1.3, 2026-11-29) and gnnplan calibrate fits it to a run's eval_sample spans")
 
 
 class LinkSpec(_Spec):
@@ -249,6 +256,11 @@ class EfficiencySpec(_Spec):
     backward_fraction: float = Field(default=1.0, gt=0, le=10)
     gather_fraction: float = Field(default=1.0, gt=0, le=10)
     optimizer_fraction: float = Field(default=1.0, gt=0, le=10)
+    inference_ratio: float = Field(
+        default=1.0, gt=0, le=100,
+        description="achieved fraction of the evaluation's forward kernels (layer-wise inference: a chunk's whole "
+                    "in-neighbourhood, far larger than a training batch) over forward_fraction; default 1 = "
+                    "forward_fraction's; gnnplan calibrate fits it to a run's eval_forward spans")
 
 
 class ClusterSpec(_Spec):

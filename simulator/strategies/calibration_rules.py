@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
+from gnnplan.simulator.strategies.inference_time import EVALUATION_COMPUTE_PHASE, layer_profile_key
 
 COMPUTE_PHASES = ("forward", "backward", "optimizer")
 
@@ -118,3 +119,26 @@ def iteration_rule(trainer_phases: tuple[str, ...], sampler_knob: str | None = "
             out -= min(max(0.0, max(x.end_s for x in samples) - s.start_s), s.dur_s)
         return out
     return PhaseRule("iteration_overhead", work, target=gap)
+
+
+def evaluation_rules() -> dict[str, PhaseRule]:
+    """The evaluation's spans (executor/evaluate.py, layer-wise inference; one iteration per layer and chunk) that
+    calibration fits, priced as :mod:`~gnnplan.simulator.strategies.inference_time` prices them: ``eval_sample``
+    (``full_sampling``: a chunk's whole in-neighbourhood in one sampler call) and ``eval_forward`` (``inference``:
+    the layer's forward kernels, one span each, priced with the plug-in's compute profile of that layer,
+    :func:`~gnnplan.simulator.strategies.inference_time.evaluation_profiles`). Each is priced at the training rate
+    it scales times a ratio of its own (``host.full_neighbour_sampling_ratio``, ``efficiency.inference_ratio``),
+    which takes up the difference. Priced at training's parameters alone, the evaluation's far larger blocks moved
+    those off what the training spans say (benchmarks/bench_evaluation.py, 2026-11-29: held-out epoch times' mean
+    |error| 16.4% -> 18.3% in one run, 22.7% -> 26.9% in another); with the ratios 11.3% without and 11.7% with
+    the evaluation's spans. The loads and fetches (``eval_load``, ``eval_fetch``) are not fitted: they are
+    training's operations, and a rank's fetch also waits for the other ranks' chunks."""
+    def forward(row: SpanRow) -> dict[str, float]:  # the span's layer's kernels, else the layers' mean
+        layer = row.span.args.get("layer")
+        key = EVALUATION_COMPUTE_PHASE if layer is None else layer_profile_key(int(layer))
+        prof = row.profile.get(key, row.profile[EVALUATION_COMPUTE_PHASE])
+        return {"flops": row.span.flops, "seconds_per_flop": prof.seconds_per_flop,
+                "kernels": prof.kernels_per_span, "graph_ops": prof.graph_ops_per_span}
+    return {"eval_sample": PhaseRule("full_sampling", lambda row: {"num_edges": span_arg(row, "num_sampled_edges"),
+                                                                   "num_calls": span_arg(row, "num_sampler_calls")}),
+            EVALUATION_COMPUTE_PHASE: PhaseRule("inference", forward, profiled=True)}

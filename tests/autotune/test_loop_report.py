@@ -26,9 +26,10 @@ def _fake_run(tmp_path: Path) -> Any:
                  gpus_per_machine: int = 1) -> dict[str, Any]:
         assert (nprocs, epochs, gpus_per_machine) == (4, len(FACTORS), 1)  # 4x-a100-10gbe: 4 machines x 1
         result = api.simulate(truth, plan.workload, plan.strategy, plan.knobs)
-        trace = epochs_trace(result, truth, plan.workload, tmp_path / "run.json", FACTORS)
         estimate = api.simulate(load_cluster("4x-a100-10gbe"), plan.workload, plan.strategy, plan.knobs)
         evaluated = None if estimate.evaluation_time_s is None else 2.0 * estimate.evaluation_time_s
+        timed = [] if evaluated is None else [evaluated] * len(FACTORS)  # every epoch's evaluation, as run records
+        trace = epochs_trace(result, truth, plan.workload, tmp_path / "run.json", FACTORS, timed)
         return {"epoch_time_s": 1.3 * result.epoch_time_s, "test_accuracy": 0.5, "trace": str(trace),
                 "peak_memory_bytes": {"gpu": None, "host": 1.25 * result.peak_memory_bytes["host"]},
                 "evaluation_time_s": evaluated}
@@ -61,6 +62,13 @@ def test_loop_prints_the_held_out_error_only(tmp_path: Path, monkeypatch: pytest
     # (the seeded 3-trial study picks a strategy that evaluates by layer-wise inference)
     assert report["evaluation"]["error_before_fraction"] == pytest.approx(1 / 2 - 1, rel=1e-9)
     assert "evaluation after each epoch (not in the epoch time): measured" in text
+    # and the held-out epochs' evaluation against the calibration on the others (no eval spans in this trace: its
+    # rates are the truth's, whose evaluation is the preset's, half the measured one)
+    held = row["evaluation"]
+    assert held["measured_s"] == report["evaluation"]["measured_s"]
+    assert held["error_fraction"] == pytest.approx(held["predicted_s"] / held["measured_s"] - 1)
+    assert "held-out epochs' evaluation 1, 3: measured" in text and f"{held['error_fraction'] * 100:+.1f}%" in text
+    assert "its evaluation" in text  # its row under the trace's in the held-out table (autotune/report.py)
     page = (out_dir / "report.html").read_text()
     assert "peak host memory per machine" in page
     assert main([*argv, "--json"]) == 0

@@ -211,3 +211,20 @@ def test_checked_in_merged_trace_has_both_timelines() -> None:
         assert min(s.start_s for s in mine) == 0.0 and {"forward", "backward"} <= {s.phase for s in mine}
     assert meta["merged"]["predicted"]["strategy"] == meta["merged"]["measured"]["strategy"]
     assert all(t > 0 for t in meta["epoch_time_s"].values())
+
+
+def test_the_held_out_chart_shows_the_evaluation_under_its_epochs() -> None:
+    """A held-out epochs row whose run timed its evaluation (simulator.calibrate_holdout) is followed by a bar
+    group of that evaluation's times; a row without one (a simulated trace) has none."""
+    from gnnplan.autotune.report_page.run_charts import calibration_rows
+
+    timed = {"trace": "/x/run.json", "fit_epochs": [2], "held_out_epochs": [1, 3], "measured_epoch_time_s": 0.04,
+             "predicted_before_s": 0.03, "predicted_s": 0.038,
+             "evaluation": {"measured_s": 0.02, "predicted_before_s": 0.011, "predicted_s": 0.017}}
+    untimed = {**timed, "trace": "/x/sim.json", "evaluation": None}
+    rows = calibration_rows({"held_out": {"epochs": {"rows": [timed, untimed]}}})
+    assert [r["label"] for r in rows] == ["run.json:<br>epochs 1, 3<br>(fit on 2)",
+                                          "run.json:<br>evaluation after<br>epochs 1, 3",
+                                          "sim.json:<br>epochs 1, 3<br>(fit on 2)"]
+    assert [(r["measured_epoch_time_s"], r["predicted_before_s"], r["predicted_s"]) for r in rows] == [
+        (0.04, 0.03, 0.038), (0.02, 0.011, 0.017), (0.04, 0.03, 0.038)]

@@ -158,3 +158,18 @@ def test_run_summary_counts_within_machine_bytes_on_the_link_the_simulator_price
     assert link_bytes(plan, 10.0, 5.0, 3.0) == {"pcie": 13.0, "nvlink": 0.0, "network": 5.0, "storage": 0.0}
     nvlink = plan.model_copy(update={"cluster": load_cluster("dgx-a100")})
     assert link_bytes(nvlink, 10.0, 5.0, 3.0) == {"pcie": 10.0, "nvlink": 3.0, "network": 5.0, "storage": 0.0}
+
+
+def test_a_pull_exchanges_only_other_ranks_rows() -> None:
+    """``RowStore.pull`` returns every asked row in the asked order, its own rows gathered in place: only the
+    rows other ranks hold count (and travel: 8 bytes of request per other rank and id, the rows' bytes back)."""
+    from executor_workers import row_pulls
+
+    for r in spawn(row_pulls, 3, ())["ranks"]:
+        for case, want in (("mixed", {0: 3, 1: 2, 2: 3}), ("own or none", {0: 0, 1: 0, 2: 0})):
+            got = r[case]
+            ids = np.array(got["ids"], dtype=np.int64)
+            assert np.array_equal(got["rows"], np.stack([ids, -ids], axis=1).astype(np.float32).reshape(-1, 2))
+            remote = int((ids // 4 != r["rank"]).sum())
+            assert remote == want[r["rank"]], (case, r["rank"])
+            assert got["stats"] == (remote, 8 * (2 + remote), remote * 2 * 4) and got["timed"]

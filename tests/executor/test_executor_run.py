@@ -16,12 +16,15 @@ from executor_workers import make_plan
 from gnnplan.executor.launch import free_port
 from gnnplan.executor.runner import run_plan
 from gnnplan.executor.threads import cpu_count
+from gnnplan.simulator.calibrate import calibrate_files
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.formulas import thread_share
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.plan import Plan, save_plan
 from gnnplan.simulator.strategies import STRATEGIES
-from gnnplan.simulator.trace import read_trace
+from gnnplan.simulator.trace import EVALUATION_PHASES, read_trace
+from gnnplan.simulator.trace_merge import one_epoch
+from gnnplan.simulator.workload.model_cost import Block, layer_dims, layer_kernels
 from gnnplan.simulator.workload.spec import load_workload
 
 RUN_KEYS = {"epoch_time_s", "epoch_times_s", "loss", "val_accuracy", "test_accuracy", "bytes_per_epoch", "trace"}
@@ -94,7 +97,19 @@ def test_two_worker_run_writes_one_trace(tmp_path: Path) -> None:
     streams = {s.phase: s.stream for s in spans}
     assert streams == {"sample": "sampler", "load": "pcie", "fetch": "network", "forward": "compute",
                        "backward": "compute", "all_reduce": "network", "optimizer": "compute",
-                       "iteration": "host", "epoch": "host"}
+                       "iteration": "host", "epoch": "host", **EVALUATION_STREAMS}
+    _check_evaluation_spans(spans)
+    # the evaluation is not part of the epoch: an epoch's timeline (trace merge, the report) leaves it out
+    shown = one_epoch(spans, 1)
+    assert shown and not {s.phase for s in shown} & set(EVALUATION_PHASES)
+    # calibration fits the evaluation's own ratios to its sample and forward spans; its loads and fetches are
+    # training's operations, not fitted (calibration_rules.evaluation_rules)
+    report = calibrate_files([path], "local")[1]
+    for p in ("host.full_neighbour_sampling_ratio", "efficiency.inference_ratio"):
+        assert report["parameters"][p]["fitted"] and report["parameters"][p]["num_rows"] == 2 * 2 * 2, p
+    assert report["fit"]["unpriced_phases"] == ["eval_fetch", "eval_load"]
+    (held,) = report["held_out"]["epochs"]["rows"]  # measured epochs 1 and 2: fit on 2, epoch 1 held out
+    assert held["held_out_epochs"] == [1] and held["evaluation"]["measured_s"] == res["epochs"][1]["evaluation_time_s"]
     by_key = {(s.rank, s.epoch, s.iteration, s.phase): s for s in spans}
     for s in spans:
         if s.phase == "fetch":
@@ -112,6 +127,44 @@ def test_two_worker_run_writes_one_trace(tmp_path: Path) -> None:
     pcie = sum(s.nbytes for s in measured if s.phase == "load") / 2
     assert res["bytes_per_epoch"]["pcie"] == pytest.approx(pcie)
     assert res["bytes_per_epoch"]["network"] > 0
+
+
+EVALUATION_STREAMS = {"eval_sample": "sampler", "eval_fetch": "network", "eval_load": "pcie",
+                      "eval_forward": "compute"}
+"""The evaluation's spans on the CPU (executor/evaluate.py; ``eval_to_host`` only on a GPU)."""
+assert set(EVALUATION_STREAMS) == set(EVALUATION_PHASES) - {"eval_to_host"}
+
+
+def _check_evaluation_spans(spans: list) -> None:
+    """Cora SAGE, 2 ranks on 2 machines, 3 epochs: each rank's 1354 vertices are one chunk, so every epoch's
+    evaluation is iterations 0 and 1 (the layers), each with one span of every phase, after the epoch's training;
+    loads count their rows at the layer's width, fetches their rows and ids, forwards the simulator's FLOPs."""
+    workload = load_workload("cora-sage")
+    dims = layer_dims(workload.model, 1433, 7)
+    by_key = {(s.rank, s.epoch, s.iteration, s.phase): s for s in spans}
+    ended = {(s.rank, s.epoch): s.end_s for s in spans if s.phase == "epoch"}
+    evaluated = [s for s in spans if s.phase in EVALUATION_STREAMS]
+    assert Counter((s.rank, s.epoch, s.iteration, s.phase) for s in evaluated) == {
+        (rank, epoch, layer, phase): 1 for rank in (0, 1) for epoch in range(3) for layer in (0, 1)
+        for phase in EVALUATION_STREAMS}
+    for s in evaluated:
+        assert s.start_s >= ended[(s.rank, s.epoch)]
+        width = dims[s.iteration].in_dim * 4
+        load = by_key[(s.rank, s.epoch, s.iteration, "eval_load")]
+        if s.phase == "eval_load":
+            assert s.nbytes == s.args["local_bytes"] + s.args["remote_bytes"] > 0
+            assert s.args["hit_bytes"] + s.nbytes == s.args["num_input_vertices"] * width
+        if s.phase == "eval_fetch":
+            assert load.start_s <= s.start_s and s.end_s <= load.end_s + 1e-9
+            remote = s.args["num_remote_vertices"]
+            assert remote * width == load.args["remote_bytes"] and s.nbytes == remote * width + 8 * (1 + remote)
+        if s.phase == "eval_forward":
+            sampled = by_key[(s.rank, s.epoch, s.iteration, "eval_sample")]
+            assert sampled.args["num_sampled_edges"] == s.args["num_edges"] > 0
+            assert sampled.args["num_input_vertices"] == s.args["num_src_vertices"] == load.args["num_input_vertices"]
+            block = Block(s.args["num_src_vertices"], s.args["num_dst_vertices"], s.args["num_edges"])
+            kernels = layer_kernels("sage", dims[s.iteration], block, "inference")
+            assert s.args["layer"] == s.iteration and s.flops == sum(k.flops for k in kernels) > 0
 
 
 def test_torchrun_entry(tmp_path: Path) -> None:

@@ -36,14 +36,17 @@ def _start() -> ClusterSpec:
     return with_params(load_cluster("4x-a100-10gbe"), PRIORS)
 
 
-def _traces(tmp_path: Path, cluster: Any, epochs: tuple[float, ...] = ()) -> list[Path]:
+def _traces(tmp_path: Path, cluster: Any, epochs: tuple[float, ...] = (),
+            evaluations: tuple[float, ...] = ()) -> list[Path]:
     """The two configurations of :data:`KNOBS` simulated on ``cluster``; with ``epochs``, traces of that many
-    epochs scaled by those factors (:func:`calibration_traces.epochs_trace`)."""
+    epochs scaled by those factors (:func:`calibration_traces.epochs_trace`), and with ``evaluations`` each
+    epoch's evaluation timed at that factor times the simulated one."""
     paths = []
     for name, knobs in KNOBS.items():
         result = api.simulate(cluster, "rmat100k-sage", "dp", knobs)
         if epochs:
-            paths.append(epochs_trace(result, cluster, "rmat100k-sage", tmp_path / name, epochs))
+            timed = [f * result.evaluation_time_s for f in evaluations]
+            paths.append(epochs_trace(result, cluster, "rmat100k-sage", tmp_path / name, epochs, timed))
         else:
             meta = api.trace_metadata(cluster, "rmat100k-sage", "dp", result)
             paths.append(api.predicted_trace(result, tmp_path / name, meta))
@@ -60,7 +63,8 @@ def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, 
     weak = {p for p in DP_PARAMS if "not informed" in params[p]["flags"]}
     assert weak == {"pcie.latency_s", "efficiency.gather_fraction"}
     for p in ("host.row_index_s", "storage.concurrency",  # ppgnn's loaders' parameters
-              "host.split_items_per_s_per_core", "host.split_call_s"):  # gsplit's split
+              "host.split_items_per_s_per_core", "host.split_call_s",  # gsplit's split
+              "host.full_neighbour_sampling_ratio", "efficiency.inference_ratio"):  # an executor run's evaluation
         assert not params[p]["constrained"] and not params[p]["fitted"] and "not informed" in params[p]["flags"], p
         assert get_param(fitted, p) == get_param(start, p), p
     for p in ("host.sampler_call_s", "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s",
@@ -71,7 +75,8 @@ def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, 
     assert set(PARAMS) - set(DP_PARAMS) == {"host.row_index_s", "storage.concurrency", "host.sampler_call_s",
                                             "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s",
                                             "network.per_all_to_all_s", "host.split_items_per_s_per_core",
-                                            "host.split_call_s"}
+                                            "host.split_call_s", "host.full_neighbour_sampling_ratio",
+                                            "efficiency.inference_ratio"}
     for p in DP_PARAMS:
         assert params[p]["constrained"] and params[p]["before"] == get_param(start, p), p
         assert params[p]["low"] < params[p]["after"] < params[p]["high"], p
@@ -175,8 +180,8 @@ def test_a_parameter_at_its_limit_is_flagged_at_bound(fake_graphstats: list[dict
 def test_held_out_epochs_and_configurations(fake_graphstats: list[dict[str, Any]], tmp_path: Path) -> None:
     start = _start()
     truth = with_params(start, TRUE)
-    # epoch 0 is warm-up; epoch 2 (fitted) runs at the truth, epoch 1 (held out) 25% slower
-    paths = _traces(tmp_path, truth, epochs=(3.0, 1.25, 1.0))
+    # epoch 0 is warm-up; epoch 2 (fitted) runs at the truth, epoch 1 (held out) 25% slower, its evaluation 2x
+    paths = _traces(tmp_path, truth, epochs=(3.0, 1.25, 1.0), evaluations=(3.0, 2.0, 1.0))
     _, report = calibrate_files(paths, start)
     rows = {r["trace"]: r for r in report["held_out"]["epochs"]["rows"]}
     assert set(rows) == {"a.json", "b.json"} and report["held_out"]["epochs"]["not_held_out"] == {}
@@ -188,6 +193,15 @@ def test_held_out_epochs_and_configurations(fake_graphstats: list[dict[str, Any]
         assert row["error_fraction"] == pytest.approx(1 / 1.25 - 1, abs=0.01), name
         assert row["error_before_fraction"] == pytest.approx(row["predicted_before_s"] / row["measured_epoch_time_s"]
                                                              - 1, rel=1e-12)
+        # the held-out epoch's evaluation against the same fit's prediction (no evaluation spans here: the fit's
+        # rates, found from the training spans, are the truth's) and against the starting cluster's
+        evaluation, truth_eval_s = row["evaluation"], api.simulate(truth, "rmat100k-sage", "dp",
+                                                                   KNOBS[name]).evaluation_time_s
+        assert evaluation["measured_s"] == pytest.approx(2.0 * truth_eval_s, rel=1e-9)
+        assert evaluation["predicted_s"] == pytest.approx(truth_eval_s, rel=0.03)
+        assert evaluation["predicted_before_s"] == api.simulate(start, "rmat100k-sage", "dp",
+                                                                KNOBS[name]).evaluation_time_s
+        assert evaluation["error_fraction"] == pytest.approx(evaluation["predicted_s"] / evaluation["measured_s"] - 1)
     loco = {r["traces"][0]: r for r in report["held_out"]["configurations"]["rows"]}
     # a.json alone has no sampler process: it cannot move the hand-off off its prior (1 ms, truth 3 ms), so b's
     # prediction from it is short by the 2 ms per iteration it misses
@@ -310,3 +324,45 @@ def test_the_measured_kernel_overhead_has_a_narrower_prior(monkeypatch: pytest.M
     for p in (narrow, wide):  # the pass's cost is met either way
         cl = with_params(start, {kernel: p[kernel]["after"], fraction: p[fraction]["after"]})
         assert pricing.OPERATIONS["forward"].seconds(cl, **work) == pytest.approx(truth_s, rel=0.01)
+
+
+@pytest.mark.parametrize("op", ["sampling", "forward"])
+def test_evaluation_spans_fit_their_own_ratio(op: str) -> None:
+    """The evaluation's blocks (a chunk's whole in-neighbourhood, ~100x a training batch) run at other rates than
+    training's: full-neighbour sampling, and large kernels. Their spans (executor/evaluate.py, priced by
+    calibration_rules.evaluation_rules as ``full_sampling`` and ``inference``) are priced at training's rates times
+    a ratio of their own: without them the ratio is not fitted (and keeps its default, 1: the evaluation predicted at
+    training's rates, 2.5x or 1.8x too slow here); with them both the training and the evaluation spans are met."""
+    from gnnplan.simulator.calibrate_fit import FitRow, fit
+    from gnnplan.simulator.hardware import pricing
+
+    if op == "sampling":
+        ratio, evaluation_op = "host.full_neighbour_sampling_ratio", "full_sampling"
+        start = with_params(_start(), {"host.sampler_call_s": 1e-4, "host.sampling_edges_per_s_per_core": 2e7})
+        truth = with_params(start, {"host.sampler_call_s": 3e-4, "host.sampling_edges_per_s_per_core": 1e7,
+                                    ratio: 2.5})
+        train, evaluation = {"num_edges": 4000.0, "num_calls": 2.0}, {"num_edges": 4e5, "num_calls": 1.0}
+    else:
+        ratio, evaluation_op = "efficiency.inference_ratio", "inference"
+        start = with_params(_start(), {"gpu.kernel_overhead_s": 2e-5, "efficiency.forward_fraction": 1.0})
+        truth = with_params(start, {"gpu.kernel_overhead_s": 6e-5, "efficiency.forward_fraction": 0.4, ratio: 1.8})
+        train = {"flops": 4e7, "seconds_per_flop": 1e-10, "kernels": 60.0}
+        evaluation = {"flops": 4e9, "seconds_per_flop": 1e-10, "kernels": 30.0}
+
+    def rows(kind: str, kind_op: str, work: dict[str, float], n: int) -> list[FitRow]:
+        seconds = pricing.OPERATIONS[kind_op].seconds(truth, **work)
+        return [FitRow(f"t.json/{kind}", "t.json", 1, kind_op, work, seconds * (1 + 0.01 * (i % 3 - 1)), start)
+                for i in range(n)]
+
+    def priced(result: Any, kind_op: str, work: dict[str, float]) -> float:
+        return pricing.OPERATIONS[kind_op].seconds(with_params(start, result.values), **work)
+
+    alone = fit(rows(op, op, train, 30), start)
+    both = fit(rows(op, op, train, 30) + rows(f"eval_{op}", evaluation_op, evaluation, 4), start)
+    assert not alone.parameters[ratio]["fitted"] and alone.values[ratio] == 1.0
+    assert both.parameters[ratio]["fitted"]
+    for result in (alone, both):
+        assert priced(result, op, train) == pytest.approx(pricing.OPERATIONS[op].seconds(truth, **train), rel=0.01)
+    truth_s = pricing.OPERATIONS[evaluation_op].seconds(truth, **evaluation)
+    assert priced(both, evaluation_op, evaluation) == pytest.approx(truth_s, rel=0.01)
+    assert priced(alone, evaluation_op, evaluation) > 1.5 * truth_s

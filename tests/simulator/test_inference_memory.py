@@ -84,8 +84,12 @@ def test_sampler_processes_are_held_in_both_phases(fake_graphstats: list[dict[st
             >= 2 * 3 * SAMPLER_PROCESS_BYTES)
 
 
-def test_evaluation_time_by_hand(fake_graphstats: list[dict[str, Any]]) -> None:
+@pytest.mark.parametrize("ratios", [(1.0, 1.0), (3.0, 2.0)])  # the presets' default; fitted to eval spans
+def test_evaluation_time_by_hand(fake_graphstats: list[dict[str, Any]], ratios: tuple[float, float]) -> None:
+    sampling_ratio, inference_ratio = ratios
     cl = shaped("4x-a100-10gbe", 2, 2)
+    cl = cl.model_copy(update={"host": cl.host.model_copy(update={"full_neighbour_sampling_ratio": sampling_ratio}),
+                               "efficiency": cl.efficiency.model_copy(update={"inference_ratio": inference_ratio})})
     wl = load_workload("rmat100k-sage")
     ctx = SimContext(cl, wl, None, RMAT_SUMMARY, 1024)
     inf = make_inference(2, 2)  # 25000 vertices: 2 chunks of 16384; 1/4 of the sources on the other machine,
@@ -96,12 +100,57 @@ def test_evaluation_time_by_hand(fake_graphstats: list[dict[str, Any]]) -> None:
         rows = inf.src_vertices * d.in_dim * 4
         share = 0.25 if layer == 0 else 0.375  # layer 0: features of other machines; then rows of other ranks
         fetch = pricing.feature_fetch_s(cl, share * rows, 2, 2, FETCH_COLLECTIVES)
-        expected += 2 * (pricing.sampling_s(cl, inf.edges, num_calls=1.0)
-                         + pricing.feature_load_s(cl, (1 - share) * rows, share * rows, 0.0, fetch)
-                         + compute_time_s(layer_kernels("sage", d, block, "x"), cl.gpu, cl.efficiency.forward_fraction)
+        sampled = inf.edges / (cl.host.sampling_edges_per_s_per_core * sampling_ratio) + cl.host.sampler_call_s
+        expected += 2 * (sampled + pricing.feature_load_s(cl, (1 - share) * rows, share * rows, 0.0, fetch)
+                         + compute_time_s(layer_kernels("sage", d, block, "x"), cl.gpu,
+                                          cl.efficiency.forward_fraction * inference_ratio)
                          + pricing.gpu_to_host_s(cl, inf.dst_vertices * d.out_total * 4))
     assert evaluation_time_s(ctx, inf) == pytest.approx(expected, rel=1e-12)
+    if ratios != (1.0, 1.0):
+        return
     result = api.simulate(cl, wl, "dp", {})
     assert result.evaluation_time_s == pytest.approx(expected, rel=1e-12)
     assert result.to_json_dict()["evaluation_time_s"] == result.evaluation_time_s
     assert "evaluation_time_s" not in api.simulate(cl, load_workload("cora-gcn-full"), "neutronstar", {}).to_json_dict()
+
+
+@pytest.mark.parametrize("strategy", ["dp", "hopgnn", "gsplit"])
+def test_the_evaluation_s_spans_are_priced_per_layer(fake_graphstats: list[dict[str, Any]], strategy: str) -> None:
+    """Every plug-in that evaluates by layer-wise inference prices its ``eval_sample`` and ``eval_forward`` spans
+    (calibration_rules.evaluation_rules), and its compute profile has what the forward rule reads: each layer's
+    kernels on the inference block and their mean (calibration drops the rows of a phase the profile lacks)."""
+    from gnnplan.simulator.strategies import get_strategy
+    from gnnplan.simulator.strategies.base import kernel_profile
+    from gnnplan.simulator.strategies.inference_time import evaluation_block, layer_profile_key
+
+    module = get_strategy(strategy)
+    assert module.CALIBRATION["eval_sample"].op == "full_sampling"
+    assert module.CALIBRATION["eval_forward"].op == "inference" and module.CALIBRATION["eval_forward"].profiled
+    cl = shaped("4x-a100-10gbe", 2, 2)
+    mod, knobs, ctx = api.load_context(cl, "rmat100k-sage", strategy, {})
+    profile = mod.compute_profile(ctx, knobs)
+    inf = evaluation_block(ctx, "metis")  # every strategy's default partition
+    block = Block(inf.src_vertices, inf.dst_vertices, inf.edges)
+    kernels = [layer_kernels("sage", d, block, "x") for d in layer_dims(ctx.workload.model, 128, 16)]
+    assert profile["eval_forward"] == kernel_profile(kernels, cl.gpu)
+    for layer, ks in enumerate(kernels):
+        assert profile[layer_profile_key(layer)] == kernel_profile([ks], cl.gpu)
+    assert profile[layer_profile_key(0)] != profile[layer_profile_key(1)]  # 128 -> 128, then 128 -> 16 classes
+
+
+def test_an_eval_forward_span_is_priced_with_its_layer_s_kernels() -> None:
+    from gnnplan.simulator.hardware.phase_rules import SpanRow
+    from gnnplan.simulator.strategies.base import PhaseProfile
+    from gnnplan.simulator.strategies.calibration_rules import evaluation_rules
+    from gnnplan.simulator.trace import Span
+
+    rule = evaluation_rules()["eval_forward"]
+    profile = {"eval_forward": PhaseProfile(2e-12, 5.0, 1.0), "eval_forward/0": PhaseProfile(1e-12, 4.0, 1.0),
+               "eval_forward/1": PhaseProfile(3e-12, 6.0, 1.0)}
+    cl = load_cluster("4x-a100-10gbe")
+    for args, want in (({"layer": 0}, profile["eval_forward/0"]), ({"layer": 1}, profile["eval_forward/1"]),
+                       ({}, profile["eval_forward"])):
+        span = Span(0, "eval_forward", 0.0, 1e-3, flops=1e9, epoch=1, iteration=0, args=args)
+        work = rule.work(SpanRow(span, {}, {}, cl, profile))
+        assert work == {"flops": 1e9, "seconds_per_flop": want.seconds_per_flop, "kernels": want.kernels_per_span,
+                        "graph_ops": want.graph_ops_per_span}

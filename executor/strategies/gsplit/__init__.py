@@ -92,7 +92,7 @@ class Trainer:
         self.sampler = SplitSampler(self.data.graph, wl.training.fanouts, self.owner, topo.rank, topo.world_size,
                                     wl.model.arch, seed)
         self.stream = SplitStream(self.sampler, schedule, len(schedule(0)), self.knobs.num_sampler_workers)
-        self.evaluator = Evaluator(self.data, topo)
+        self.evaluator = Evaluator(self.data, topo, rec=recorder, model_spec=wl.model)
         torch.manual_seed(seed * 7919 + topo.rank)  # dropout masks differ between ranks
 
     def train_epoch(self, epoch: int) -> EpochStats:
@@ -201,9 +201,10 @@ class Trainer:
         self.optimizer.zero_grad()
         return grads
 
-    def evaluate(self) -> Accuracy:
-        """Validation / test accuracy counts of this rank's vertices (collective)."""
-        return self.evaluator.run(self.model)
+    def evaluate(self, epoch: int = -1) -> Accuracy:
+        """Validation / test accuracy counts of this rank's vertices (collective), by traced layer-wise inference
+        (:class:`~gnnplan.executor.evaluate.Evaluator`; ``epoch`` labels its spans)."""
+        return self.evaluator.run(self.model, epoch)
 
     def close(self) -> None:
         """Stop the sampler processes."""

@@ -304,9 +304,9 @@ class Trainer:
         self.optimizer.zero_grad()
         return ce / max(self.num_train, 1), grads
 
-    def evaluate(self) -> Accuracy:
+    def evaluate(self, epoch: int = -1) -> Accuracy:
         """Validation / test accuracy counts of this worker's vertices: the forward pass without dropout, not
-        traced or counted (collective: it moves rows between workers)."""
+        traced or counted (collective: it moves rows between workers); ``epoch`` is unused."""
         self.mover.traced = False
         correct = {"val": 0, "test": 0}
         total = {"val": 0, "test": 0}

@@ -48,7 +48,7 @@ class HopTrainerBase:
         self.sampler = make_sampler(self.knobs.sampler, wl.training.fanouts, wl.training.seed)
         self.home = HomeSchedule(d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine, wl.training.seed,
                                  self.per_iteration, topo.rank, self.knobs.seed_split)
-        self.evaluator = Evaluator(d, topo)
+        self.evaluator = Evaluator(d, topo, rec=recorder, model_spec=wl.model)
 
     def schedule(self, epoch: int) -> tuple[list[list[np.ndarray]], list[int]]:
         """Every worker's seed batches of an epoch (``[worker][iteration]``) and each iteration's global size."""
@@ -99,6 +99,7 @@ class HopTrainerBase:
             p.grad = None
         return grads
 
-    def evaluate(self) -> Accuracy:
-        """Validation / test accuracy counts of this rank's vertices (collective)."""
-        return self.evaluator.run(self.model)
+    def evaluate(self, epoch: int = -1) -> Accuracy:
+        """Validation / test accuracy counts of this rank's vertices (collective), by traced layer-wise inference
+        (:class:`~gnnplan.executor.evaluate.Evaluator`; ``epoch`` labels its spans)."""
+        return self.evaluator.run(self.model, epoch)

@@ -213,8 +213,9 @@ class Trainer:
         self.optimizer.zero_grad()
         return loss, grads
 
-    def evaluate(self) -> Accuracy:
-        """Validation / test accuracy counts of the owned vertices (collective: the forward exchanges rows)."""
+    def evaluate(self, epoch: int = -1) -> Accuracy:
+        """Validation / test accuracy counts of the owned vertices (collective: the forward exchanges rows); not
+        traced (``epoch`` unused)."""
         self.model.eval()
         try:
             with torch.no_grad():

@@ -172,8 +172,9 @@ class Trainer:
         return ce.detach().double().cpu()
 
     @torch.no_grad()
-    def evaluate(self) -> Accuracy:
-        """Validation / test accuracy counts of this rank's share of the rows (collective-free)."""
+    def evaluate(self, epoch: int = -1) -> Accuracy:
+        """Validation / test accuracy counts of this rank's share of the rows (collective-free); not traced
+        (``epoch`` unused)."""
         was_training = self.model.training
         self.model.eval()
         f, rank, world = self.files, self.topo.rank, self.topo.world_size

@@ -118,8 +118,7 @@ from gnnplan.simulator.strategies.dp.work import IterationWork, iteration_work
 from gnnplan.simulator.strategies.dp.work import cache_access as cache_access
 from gnnplan.simulator.strategies.dp.work import remote_sampling as remote_sampling
 from gnnplan.simulator.strategies.inference_memory import with_evaluation
-from gnnplan.simulator.strategies.inference_time import evaluation_time_s
-from gnnplan.simulator.workload import inference
+from gnnplan.simulator.strategies.inference_time import evaluation_block, evaluation_profiles, evaluation_time_s
 from gnnplan.simulator.workload.inference import InferenceStats
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, ModelCost, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
@@ -195,9 +194,9 @@ CALIBRATION: dict[str, PhaseRule] = {
     **rules.compute_rules(),
     "sample": rules.sample_rule(),
     "iteration": rules.iteration_rule(("load", "forward", "backward", "all_reduce", "optimizer")),
-    "all_reduce": rules.all_reduce_rule(ddp=True)}
+    "all_reduce": rules.all_reduce_rule(ddp=True), **rules.evaluation_rules()}
 """How calibration prices ``dp``'s spans (the trainer's path: load, which holds the fetch, forward, backward,
-all_reduce, optimizer; sampling inline or prefetched by ``num_sampler_workers`` processes)."""
+all_reduce, optimizer; sampling inline or prefetched by ``num_sampler_workers`` processes) and its evaluation's."""
 
 
 PART_INDICES_PER_EDGE = 3
@@ -271,8 +270,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
     full, cost = iteration_work(ctx, knobs)
     last, _ = iteration_work(ctx, knobs, plan.last_fraction)
-    inferred = inference.inference_stats(ctx.workload.dataset, ctx.cluster.num_machines,
-                                         ctx.cluster.gpus_per_machine, knobs.partitioner, seed=ctx.seed)
+    inferred = evaluation_block(ctx, knobs.partitioner)
     memory = memory_model(ctx, knobs, cost, inferred)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
@@ -295,6 +293,6 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
 
 
 def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
-    """Forward, backward and optimizer of the mean mini-batch, one span each per iteration (for calibration;
-    the knobs do not change the model)."""
-    return minibatch_compute_profile(ctx)
+    """Forward, backward and optimizer of the mean mini-batch, one span each per iteration, and the evaluation's
+    forward per layer and chunk (for calibration; the knobs do not change the model)."""
+    return minibatch_compute_profile(ctx) | evaluation_profiles(ctx, knobs.partitioner)

@@ -67,8 +67,7 @@ from gnnplan.simulator.strategies.gsplit import rank_mean
 from gnnplan.simulator.strategies.gsplit.run import PHASES, SplitRun
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats, split_stats
 from gnnplan.simulator.strategies.gsplit.work import IterationWork, iteration_work, link_bytes, memory_model, segments
-from gnnplan.simulator.strategies.inference_time import evaluation_time_s
-from gnnplan.simulator.workload import inference
+from gnnplan.simulator.strategies.inference_time import evaluation_block, evaluation_profiles, evaluation_time_s
 from gnnplan.simulator.workload.model_cost import Kernel
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
@@ -139,6 +138,7 @@ CALIBRATION: dict[str, PhaseRule] = {
     "all_reduce": rules.all_reduce_rule(),
     "iteration": PhaseRule("iteration_overhead", lambda row: {"handoffs": float(_prefetched(row))},
                            target=_iteration_gap_s),
+    **rules.evaluation_rules(),
 }
 """How calibration prices ``gsplit``'s spans: ``split`` is the priced ``split`` of the split's vertex lookups
 (``num_split_items``) in one call per layer (``num_sampler_calls``), with its own parameters
@@ -227,8 +227,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
             estimated = {**estimated, "statistics": statistics}
     works = [iteration_work(ctx, simulated, knobs.cache_fraction, pos) for pos in range(len(plan.window))]
     # memory: the largest measured split; bytes: the mean keeps every total over GPUs and link kinds
-    inferred = inference.inference_stats(ctx.workload.dataset, ctx.cluster.num_machines,
-                                         ctx.cluster.gpus_per_machine, knobs.split, seed=ctx.seed)
+    inferred = evaluation_block(ctx, knobs.split)
     memory = memory_model(ctx, stats, knobs.cache_fraction, knobs.num_sampler_workers, works, inferred)
     sim_works = works
     if simulated is not stats:  # each shuffle at its busiest measured link's load (rank_mean.busiest_shuffles)
@@ -255,7 +254,8 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
 
 def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
     """Per compute phase, seconds per FLOP and kernels per span over every split's segments of the window's
-    batches (one span per segment, as the executor records them), and the optimizer's (for calibration)."""
+    batches (one span per segment, as the executor records them), the optimizer's, and the evaluation's forward
+    per layer and chunk (for calibration)."""
     _, _, works = window_works(ctx, knobs)
     arch, num_layers, gpu = ctx.workload.model.arch, ctx.workload.model.num_layers, ctx.cluster.gpu
     spans: dict[str, list[list[Kernel]]] = {"forward": [], "backward": []}
@@ -265,4 +265,5 @@ def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
             spans["forward"] += fwd
             spans["backward"] += bwd
     optimizer = [list(works[0].splits[0].cost.optimizer)]
-    return {**{p: kernel_profile(ks, gpu) for p, ks in spans.items()}, "optimizer": kernel_profile(optimizer, gpu)}
+    return {**{p: kernel_profile(ks, gpu) for p, ks in spans.items()}, "optimizer": kernel_profile(optimizer, gpu),
+            **evaluation_profiles(ctx, knobs.split)}

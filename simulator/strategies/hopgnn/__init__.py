@@ -102,8 +102,7 @@ from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
 from gnnplan.simulator.strategies.hopgnn.run import PHASES, HopRun, with_images
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, hop_work, model_costs, naive_work
 from gnnplan.simulator.strategies.inference_memory import with_evaluation
-from gnnplan.simulator.strategies.inference_time import evaluation_time_s
-from gnnplan.simulator.workload import inference
+from gnnplan.simulator.strategies.inference_time import evaluation_block, evaluation_profiles, evaluation_time_s
 from gnnplan.simulator.workload.inference import InferenceStats
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
@@ -119,11 +118,11 @@ CALIBRATION: dict[str, PhaseRule] = {
     **rules.compute_rules(), "sample": rules.sample_rule(),
     "iteration": rules.iteration_rule(("pregather", "load", "forward", "backward", "migrate", "all_reduce",
                                        "optimizer"), per_span_of="forward"),
-    "all_reduce": rules.all_reduce_rule()}
+    "all_reduce": rules.all_reduce_rule(), **rules.evaluation_rules()}
 """How calibration prices ``hopgnn``'s spans (the executor pulls rows with the same feature store as ``dp``: three
 collective calls per pull); ``pregather`` (a local gather and such a pull in one span) and ``migrate`` are on the
 trainer's path but not priced; the fixed framework cost
-is paid once per step (module docstring, 4.)."""
+is paid once per step (module docstring, 4.); the evaluation is ``dp``'s."""
 
 
 class Knobs(BaseModel):
@@ -188,8 +187,9 @@ def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
 
 def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
     """Forward, backward and optimizer of the mean mini-batch (for calibration): the models compute ``dp``'s
-    mini-batch, each step running all its kernels on the step's part of it (the knobs do not change them)."""
-    return minibatch_compute_profile(ctx)
+    mini-batch, each step running all its kernels on the step's part of it (the knobs do not change them), and the
+    evaluation's forward per layer and chunk."""
+    return minibatch_compute_profile(ctx) | evaluation_profiles(ctx, knobs.partitioner)
 
 
 def micrograph_stats(ctx: SimContext, knobs: Knobs) -> MicrographStats:
@@ -347,11 +347,9 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
 
 
 def inference_block(ctx: SimContext, knobs: Knobs) -> InferenceStats:
-    """The evaluation's inference block on the knobs' partition (:func:`simulator.workload.inference.inference_stats`;
-    the evaluation does not depend on the step count)."""
-    cl = ctx.cluster
-    return inference.inference_stats(ctx.workload.dataset, cl.num_machines, cl.gpus_per_machine, knobs.partitioner,
-                                     seed=ctx.seed)
+    """The evaluation's inference block on the knobs' partition (:func:`~.inference_time.evaluation_block`; the
+    evaluation does not depend on the step count)."""
+    return evaluation_block(ctx, knobs.partitioner)
 
 
 def controller_steps(times: dict[int, float], num_machines: int, revert: bool) -> int:
