@@ -42,7 +42,7 @@ class TrainingData:
         owner: (n,) int64 owner machine of every vertex.
         store: this worker's feature store (partition, cache, remote fetch).
         feature_dim, num_classes: model widths.
-        shared: the machine's shared objects (:mod:`executor.shared`; None: nothing shared).
+        shared: the machine's shared objects (:mod:`executor.shared`; private ones where nothing can be shared).
     """
 
     name: str
@@ -56,7 +56,7 @@ class TrainingData:
     store: FeatureStore
     feature_dim: int
     num_classes: int
-    shared: SharedObjects | None = None
+    shared: SharedObjects
 
 
 def rank0_first(fn: Callable[[], T]) -> T:

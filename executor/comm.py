@@ -70,6 +70,17 @@ def same_machine(peer: int) -> bool:
     return peer // _per_machine == rank() // _per_machine
 
 
+def _machine_peers() -> int:
+    """The other ranks on this process's machine."""
+    me = rank()
+    return sum(same_machine(j) for j in range(world_size()) if j != me)
+
+
+def _count_send(nbytes: int, dst: int) -> None:
+    """Count ``nbytes`` sent to rank ``dst`` (within the machine when ``dst`` is on it)."""
+    COUNTER.add(nbytes, 0, nbytes if same_machine(dst) else 0)
+
+
 def all_reduce_counts(nbytes: float) -> tuple[float, float]:
     """(bytes sent, of which within the machine) by this rank in an all-reduce of ``nbytes`` on this process group
     (:func:`executor.traffic.all_reduce_split`)."""
@@ -300,8 +311,9 @@ def all_to_all_single(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int
     """
     me, p = rank(), world_size()
     row = _nbytes(inp[:1]) if inp.shape[0] else _nbytes(out[:1]) if out.shape[0] else 0
+    machine = me // _per_machine
     COUNTER.add(row * (sum(in_splits) - in_splits[me]), row * (sum(out_splits) - out_splits[me]),
-                row * sum(n for j, n in enumerate(in_splits) if j != me and same_machine(j)))
+                row * sum(n for j, n in enumerate(in_splits) if j != me and j // _per_machine == machine))
     direct = [j != me and receive_first(row * max(in_splits[j], out_splits[j])) for j in range(p)]
     if not any(direct):
         dist.all_to_all_single(out, inp, output_split_sizes=out_splits, input_split_sizes=in_splits)
@@ -328,8 +340,7 @@ def all_to_all_single(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int
 def all_gather(t: torch.Tensor) -> list[torch.Tensor]:
     """Every rank's ``t`` (same shape on all ranks), in rank order."""
     p = world_size()
-    COUNTER.add((p - 1) * _nbytes(t), (p - 1) * _nbytes(t), sum(same_machine(j) for j in range(p) if j != rank())
-                * _nbytes(t))
+    COUNTER.add((p - 1) * _nbytes(t), (p - 1) * _nbytes(t), _machine_peers() * _nbytes(t))
     out = [torch.empty_like(t) for _ in range(p)]
     dist.all_gather(out, t)
     return out
@@ -337,7 +348,7 @@ def all_gather(t: torch.Tensor) -> list[torch.Tensor]:
 
 def send(t: torch.Tensor, dst: int) -> None:
     """Send ``t`` to rank ``dst`` (blocking)."""
-    COUNTER.add(_nbytes(t), 0, _nbytes(t) if same_machine(dst) else 0)
+    _count_send(_nbytes(t), dst)
     dist.send(t, dst)
 
 
@@ -379,7 +390,7 @@ def post_exchange(send_t: torch.Tensor | None, dst: int, recv_t: torch.Tensor | 
         COUNTER.add(0, _nbytes(recv_t))
         requests.append(dist.irecv(recv_t, src))
     if send_t is not None:
-        COUNTER.add(_nbytes(send_t), 0, _nbytes(send_t) if same_machine(dst) else 0)
+        _count_send(_nbytes(send_t), dst)
         requests.append(dist.isend(send_t, dst))
     return [r for r in requests if r is not None]  # None only for a rank outside the group
 
@@ -401,7 +412,7 @@ def gather_object(obj: Any, dst: int = 0) -> list[Any] | None:
     lengths = [int(t.item()) for t in sizes]
     buf = _bytes_tensor(data, max(lengths))
     if me != dst:
-        COUNTER.add(len(data), 0, len(data) if same_machine(dst) else 0)
+        _count_send(len(data), dst)
         dist.gather(buf, None, dst=dst)
         return None
     out = [torch.empty(max(lengths), dtype=torch.uint8, device=_device) for _ in range(p)]
@@ -418,9 +429,10 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     n = int(size.item())
     buf = _bytes_tensor(data, n)
     dist.broadcast(buf, src=src)
-    others_within = sum(same_machine(j) for j in range(world_size()) if j != src)
-    COUNTER.add(n * (world_size() - 1) if rank() == src else 0, 0 if rank() == src else n,
-                n * others_within if rank() == src else 0)
+    if rank() == src:
+        COUNTER.add(n * (world_size() - 1), 0, n * _machine_peers())
+    else:
+        COUNTER.add(0, n)
     return wire.decode(buf.cpu().numpy().tobytes())
 
 

@@ -37,7 +37,6 @@ from gnnplan.executor.data import Topology, positions_in_owner
 from gnnplan.executor.features import PullStats, RowStore
 from gnnplan.executor.models import GNN, attach_edge_weights
 from gnnplan.executor.sampling import TimedSampler
-from gnnplan.executor.shared import or_private
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.trace import EVALUATION_PHASES
 from gnnplan.simulator.workload.inference import CHUNK_VERTICES, inference_owners
@@ -74,7 +73,7 @@ class Evaluator:
             raise ValueError("Evaluator: a recorder needs the model_spec its spans' FLOPs come from")
         self.data, self.topo, self.chunk = data, topo, chunk_vertices
         self.rec, self.model_spec = rec, model_spec
-        share = or_private(data.shared, topo).array  # the same maps on every worker
+        share = data.shared.array  # the same maps on every worker
         rank_of = share("inference-ranks", lambda: inference_owners(data.owner, topo.num_machines,
                                                                     topo.gpus_per_machine))
         self.rank_of = torch.from_numpy(rank_of)

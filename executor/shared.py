@@ -43,6 +43,7 @@ import torch
 
 from gnnplan.executor import comm
 from gnnplan.executor.data import Topology
+from gnnplan.simulator.strategies.base import STRUCTURE_FORMATS, sparse_structure_bytes
 
 SHM_DIR = Path("/dev/shm")
 """Where POSIX shared memory lives on Linux (shm_overview(7)); DGL's shared-memory graphs are created there."""
@@ -81,7 +82,7 @@ class SharedObjects:
         """The shared-memory name of object ``key`` on this rank's machine."""
         return f"{PREFIX}{self.token}-m{self.topo.machine}-{key}"
 
-    def graph(self, key: str, build: Callable[[], Any], formats: tuple[str, ...] = ("coo", "csc")) -> Any:
+    def graph(self, key: str, build: Callable[[], Any], formats: tuple[str, ...] = STRUCTURE_FORMATS) -> Any:
         """A DGL graph that local rank 0 builds (``build()``, not collective) and the machine's ranks share
         (collective: every rank calls it, in the same order as the other shared objects).
 
@@ -103,7 +104,8 @@ class SharedObjects:
         name, own, reserved = self.name(key), None, False
         if self.topo.local_rank == 0:
             own = build()
-            reserved = _reserve(SHM_DIR / f"{name}.reserve", graph_bytes(own.num_nodes(), own.num_edges(), formats))
+            nbytes = sparse_structure_bytes(own.num_nodes(), own.num_edges(), formats)
+            reserved = _reserve(SHM_DIR / f"{name}.reserve", nbytes)
         if not self._agree(key, reserved):
             _unlink(SHM_DIR / f"{name}.reserve")
             return own if own is not None else build()
@@ -220,14 +222,6 @@ def _reserve(path: Path, nbytes: float) -> bool:
 def _unlink(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
-
-
-def graph_bytes(num_vertices: int, num_edges: int, formats: tuple[str, ...]) -> float:
-    """Bytes of a DGL graph's int64 arrays in ``formats``: COO 2 per edge, CSC and CSR n + 1 offsets and 2 per edge
-    (neighbours and edge ids)."""
-    per_format = {"coo": 2.0 * num_edges, "csc": num_vertices + 1 + 2.0 * num_edges,
-                  "csr": num_vertices + 1 + 2.0 * num_edges}
-    return 8.0 * sum(per_format[f] for f in formats)
 
 
 def shm_free_bytes() -> float:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gnnplan.simulator.hardware.collectives import hierarchical_all_reduce_bytes
 from gnnplan.simulator.hardware.collectives import ring_all_reduce_bytes as ring_bytes
 
 __all__ = ["COUNTER", "ByteCounter", "all_reduce_split", "bytes_received", "bytes_sent", "reset_counters", "ring_bytes",
@@ -51,13 +52,11 @@ COUNTER = ByteCounter()
 def all_reduce_split(nbytes: float, num_ranks: int, ranks_per_machine: int) -> tuple[float, float]:
     """(bytes sent, of which within the machine) by one rank in an all-reduce of ``nbytes`` over ``num_ranks`` ranks,
     machines of ``ranks_per_machine``, as the simulator's hierarchical all-reduce counts them
-    (:func:`simulator.hardware.collectives.all_reduce_link_bytes`): a ring inside the machine, ``2 (g-1)/g * n``,
-    and one across the machines on a 1/g shard, ``2 (m-1)/m * n/g``; their sum is the flat ring's ``2 (p-1)/p * n``
-    (:func:`ring_bytes`), whichever algorithm the backend runs. A ``ranks_per_machine`` that does not divide
-    ``num_ranks`` counts as 1."""
+    (:func:`simulator.hardware.collectives.hierarchical_all_reduce_bytes`), whichever algorithm the backend runs. A
+    ``ranks_per_machine`` that does not divide ``num_ranks`` counts as 1."""
     g = ranks_per_machine if num_ranks % ranks_per_machine == 0 else 1
-    within = ring_bytes(nbytes, g)
-    return within + ring_bytes(nbytes / g, num_ranks // g), within
+    within, across = hierarchical_all_reduce_bytes(nbytes, num_ranks // g, g)
+    return within + across, within
 
 
 def bytes_sent() -> int:

@@ -163,7 +163,7 @@ class Trainer:
             part, ids = self.sampler.local_graph()  # the whole graph is dropped: only the part stays
             self.data = dataclasses.replace(self.data, graph=part)
             whole = self.data.edge_weight  # GCN's, by global edge id (the sampler's blocks carry global ids)
-            weights = None if whole is None else torch.from_numpy(or_private(self.data.shared, topo).array(
+            weights = None if whole is None else torch.from_numpy(self.data.shared.array(
                 "part-gcn-weights", lambda: whole[torch.from_numpy(ids)].numpy()))  # the part's, by its edge ids
             evaluated = dataclasses.replace(self.data, edge_weight=weights)
         d, seed = self.data, wl.training.seed

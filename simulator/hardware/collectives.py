@@ -115,6 +115,14 @@ def hierarchical_all_reduce_time_s(nbytes: float, cluster: ClusterSpec) -> float
     return inside + across
 
 
+def hierarchical_all_reduce_bytes(nbytes: float, num_machines: int, gpus_per_machine: int) -> tuple[float, float]:
+    """Bytes one GPU sends in a hierarchical all-reduce of ``nbytes``: (within its machine, across machines) = (a
+    ring over the machine's ``g`` GPUs, ``2 (g-1)/g * n``; a ring over the ``m`` machines on a ``1/g`` shard,
+    ``2 (m-1)/m * n/g``); their sum is the flat ring's ``2 (p-1)/p * n`` (:func:`ring_all_reduce_bytes`)."""
+    g = gpus_per_machine
+    return ring_all_reduce_bytes(nbytes, g), ring_all_reduce_bytes(nbytes / g, num_machines)
+
+
 def all_reduce_link_bytes(nbytes: float, cluster: ClusterSpec) -> dict[str, float]:
     """Bytes one GPU puts on each link kind in a hierarchical all-reduce of ``nbytes``.
 
@@ -124,9 +132,8 @@ def all_reduce_link_bytes(nbytes: float, cluster: ClusterSpec) -> dict[str, floa
         library also stages the inter-machine bytes through host memory; that staging shares the PCIe links in
         the simulated time (:meth:`~simulator.hardware.model.HardwareModel.gpu_network`) but is not counted here.
     """
-    g, m = cluster.gpus_per_machine, cluster.num_machines
-    _, kind = intra_machine_link(cluster)
-    return {kind: ring_all_reduce_bytes(nbytes, g), "network": ring_all_reduce_bytes(nbytes / g, m)}
+    within, across = hierarchical_all_reduce_bytes(nbytes, cluster.num_machines, cluster.gpus_per_machine)
+    return {intra_machine_link(cluster)[1]: within, "network": across}
 
 
 def all_to_all_time_s(nbytes: float, num_ranks: int, bandwidth_bytes_per_s: float, latency_s: float) -> float:

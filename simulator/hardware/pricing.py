@@ -192,22 +192,18 @@ def gpu_gather_s(cluster: ClusterSpec, nbytes: float) -> float:
     return nbytes / (cluster.gpu.memory_bandwidth_bytes_per_s * cluster.efficiency.gather_fraction)
 
 
-def sampling_s(cluster: ClusterSpec, num_edges: float, cores: float = 1.0, num_calls: float = 0.0,
-               full_neighbour: bool = False) -> float:
+def sampling_s(cluster: ClusterSpec, num_edges: float, cores: float = 1.0, num_calls: float = 0.0) -> float:
     """Sample ``num_edges`` neighbour edges in ``num_calls`` sampler calls (one per layer of a batch) on ``cores``
-    host cores; with ``cores=1`` also its core-seconds: ``(num_edges / rate + num_calls * host.sampler_call_s) /
-    cores``, the rate ``host.sampling_edges_per_s_per_core``, times ``host.full_neighbour_sampling_ratio`` for
-    ``full_neighbour`` sampling (every in-edge: the evaluation's blocks)."""
-    rate = cluster.host.sampling_edges_per_s_per_core
-    if full_neighbour:
-        rate *= cluster.host.full_neighbour_sampling_ratio
-    edges_s = num_edges / (rate * cores)
+    host cores; with ``cores=1`` also its core-seconds: ``(num_edges / host.sampling_edges_per_s_per_core +
+    num_calls * host.sampler_call_s) / cores``."""
+    edges_s = num_edges / (cluster.host.sampling_edges_per_s_per_core * cores)
     return edges_s + num_calls * cluster.host.sampler_call_s / cores if num_calls else edges_s
 
 
 def full_sampling_s(cluster: ClusterSpec, num_edges: float, num_calls: float = 0.0) -> float:
-    """Full-neighbour sampling on one core (:func:`sampling_s` with ``full_neighbour``)."""
-    return sampling_s(cluster, num_edges, num_calls=num_calls, full_neighbour=True)
+    """Full-neighbour sampling (every in-edge: the evaluation's blocks) of ``num_edges`` edges in ``num_calls``
+    calls on one core, seconds: :func:`sampling_s` at ``host.full_neighbour_sampling_ratio`` times the rate."""
+    return sampling_s(cluster, num_edges / cluster.host.full_neighbour_sampling_ratio, num_calls=num_calls)
 
 
 def split_s(cluster: ClusterSpec, num_items: float, num_calls: float = 0.0) -> float:
@@ -313,19 +309,24 @@ def shuffle_s(cluster: ClusterSpec, intra_bytes: float = 0.0, network_bytes: flo
         gpu_to_gpu_s(cluster, intra_bytes, num_peers=peers), across)
 
 
-def phase_compute_s(cluster: ClusterSpec, phase: str, flops: float, seconds_per_flop: float,
-                    kernels: float, graph_ops: float = 0.0, random_elems: float = 0.0) -> float:
-    """A compute phase (``forward``, ``backward``, ``optimizer``; ``inference``: the evaluation's forward, at
-    :func:`inference_fraction`) from its FLOPs, its roofline seconds per FLOP, its kernel count, the DGL
-    message-passing calls among them and the random numbers they draw: ``flops * seconds_per_flop / efficiency +
-    kernels * gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s + random_elems / gpu.rng_elements_per_s``
-    (the last term only when the rate is measured)."""
-    eff = cluster.efficiency
-    fraction = inference_fraction(cluster) if phase == "inference" else getattr(eff, f"{phase}_fraction")
+def compute_s(cluster: ClusterSpec, fraction: float, flops: float, seconds_per_flop: float, kernels: float,
+              graph_ops: float = 0.0, random_elems: float = 0.0) -> float:
+    """Kernels at an achieved ``fraction`` of the roofline, seconds, from their FLOPs, their roofline seconds per
+    FLOP, their count, the DGL message-passing calls among them and the random numbers they draw: ``flops *
+    seconds_per_flop / fraction + kernels * gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s +
+    random_elems / gpu.rng_elements_per_s`` (the last term only when the rate is measured)."""
     out = flops * seconds_per_flop / fraction + kernels * cluster.gpu.kernel_overhead_s
     if random_elems and cluster.gpu.rng_elements_per_s:
         out += random_elems / cluster.gpu.rng_elements_per_s
     return out + graph_ops * cluster.gpu.graph_op_overhead_s if graph_ops else out
+
+
+def phase_compute_s(cluster: ClusterSpec, phase: str, flops: float, seconds_per_flop: float,
+                    kernels: float, graph_ops: float = 0.0, random_elems: float = 0.0) -> float:
+    """A compute phase (``forward``, ``backward``, ``optimizer``): :func:`compute_s` at the phase's
+    ``efficiency.<phase>_fraction``."""
+    return compute_s(cluster, getattr(cluster.efficiency, f"{phase}_fraction"), flops, seconds_per_flop, kernels,
+                     graph_ops, random_elems)
 
 
 def inference_fraction(cluster: ClusterSpec) -> float:
@@ -386,7 +387,7 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
              ("efficiency.backward_fraction",) + _KERNEL),
     PricedOp("optimizer", lambda cl, **w: phase_compute_s(cl, "optimizer", **w),
              ("efficiency.optimizer_fraction",) + _KERNEL),
-    PricedOp("inference", lambda cl, **w: phase_compute_s(cl, "inference", **w),
+    PricedOp("inference", lambda cl, **w: compute_s(cl, inference_fraction(cl), **w),
              ("efficiency.forward_fraction", "efficiency.inference_ratio") + _KERNEL),
     PricedOp("sampler_handoff", sampler_handoff_s, ("host.sampler_handoff_s",)),
     PricedOp("iteration_overhead", iteration_fixed_s, ("iteration_overhead_s", "host.sampler_handoff_s")),

@@ -205,24 +205,52 @@ def gcn_weight_bytes(arch: str, num_edges: float) -> float:
     return FLOAT_BYTES * num_edges if arch == "gcn" else 0.0
 
 
-STRUCTURE_INDICES_PER_EDGE = 4
-"""int64 per edge of the whole graph as the executor holds it: COO (source, destination) and CSC (in-neighbour,
-edge id) (executor/data.py ``graph_structure``, shared as ``("coo", "csc")`` by executor/shared.py)."""
+def sparse_structure_bytes(num_vertices: float, num_edges: float, formats: tuple[str, ...]) -> float:
+    """Bytes of a DGL graph's int64 index arrays in sparse ``formats``: COO 2 per edge (source, destination); CSC
+    and CSR ``n + 1`` offsets and 2 per edge (neighbour, edge id) (DGL 1.1.3 ``HeteroGraphIndex``; the executor
+    reserves this much in /dev/shm before sharing a graph, executor/shared.py).
+
+    Raises:
+        KeyError: a format other than ``coo``, ``csc``, ``csr``.
+    """
+    per_format = {"coo": 2.0 * num_edges, "csc": num_vertices + 1 + 2.0 * num_edges,
+                  "csr": num_vertices + 1 + 2.0 * num_edges}
+    return INDEX_BYTES * sum(per_format[f] for f in formats)
+
+
+STRUCTURE_FORMATS = ("coo", "csc")
+"""The formats of the whole graph as the executor holds it (executor/data.py ``graph_structure``, shared by
+executor/shared.py)."""
 
 
 def structure_bytes(summary: DatasetSummary, arch: str) -> float:
-    """Bytes of the whole graph's structure the executor holds, once per machine: :data:`STRUCTURE_INDICES_PER_EDGE`
-    int64 per edge (:func:`structure_edges`) and the CSC's ``n + 1`` offsets."""
-    return (STRUCTURE_INDICES_PER_EDGE * structure_edges(summary, arch) + summary.num_vertices + 1) * INDEX_BYTES
+    """Bytes of the whole graph's structure the executor holds, once per machine: its :data:`STRUCTURE_FORMATS`
+    (:func:`sparse_structure_bytes`) over :func:`structure_edges`."""
+    return sparse_structure_bytes(summary.num_vertices, structure_edges(summary, arch), STRUCTURE_FORMATS)
 
 
-def vertex_maps_bytes(cluster: ClusterSpec, num_vertices: int, extra_shared: int = 0, per_worker: int = 0) -> float:
+def whole_graph_parts(summary: DatasetSummary, arch: str) -> dict[str, float]:
+    """The host parts of the whole graph a machine holds for its workers, bytes: its structure
+    (:func:`structure_bytes`) and, for GCN, its float32 edge weights (:func:`gcn_weight_bytes`)."""
+    weights = gcn_weight_bytes(arch, structure_edges(summary, arch))
+    return {"graph structure (COO + CSC, int64)": structure_bytes(summary, arch),
+            **({"GCN edge weights (float32)": weights} if weights else {})}
+
+
+def feature_partition_bytes(cluster: ClusterSpec, summary: DatasetSummary) -> float:
+    """Bytes of one machine's feature partition: the float32 feature rows of the ``ceil(n / M)`` vertices it owns
+    (executor/features.py ``machine_rows``; one copy per machine, shared by its workers)."""
+    return math.ceil(summary.num_vertices / cluster.num_machines) * summary.feature_dim * FLOAT_BYTES
+
+
+def vertex_maps_bytes(cluster: ClusterSpec, num_vertices: int, extra_shared_maps: int = 0,
+                      per_worker_maps: int = 0) -> float:
     """Bytes of int64 maps over all ``num_vertices`` vertices in one machine's host memory: the :data:`VERTEX_MAPS`
-    its workers share, the feature store's positions on several machines, ``extra_shared`` more shared maps (a
-    strategy's own, e.g. cache slots) and ``per_worker`` maps each worker holds for itself (``gpus_per_machine``
-    copies). At ogbn-papers100M's 111 M vertices each map is 0.89 GB."""
-    shared = VERTEX_MAPS + (cluster.num_machines > 1) + extra_shared
-    return INDEX_BYTES * float(num_vertices) * (shared + cluster.gpus_per_machine * per_worker)
+    its workers share, the feature store's positions on several machines, ``extra_shared_maps`` more shared maps (a
+    strategy's own, e.g. cache slots) and ``per_worker_maps`` maps each worker holds for itself
+    (``gpus_per_machine`` copies). At ogbn-papers100M's 111 M vertices each map is 0.89 GB."""
+    shared = VERTEX_MAPS + (cluster.num_machines > 1) + extra_shared_maps
+    return INDEX_BYTES * float(num_vertices) * (shared + cluster.gpus_per_machine * per_worker_maps)
 
 
 def memory_estimate(cluster: ClusterSpec, gpu_parts: dict[str, float], host_parts: dict[str, float],

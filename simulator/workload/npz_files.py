@@ -19,7 +19,7 @@ def npz_member(path: Path, name: str) -> np.ndarray:
     each member as a ``.npy`` file without compression at an offset of the zip file: the zip local header
     (APPNOTE.TXT §4.3.7: 30 bytes, then the name and the extra field) and the ``.npy`` header
     (``numpy.lib.format``) precede its data. Falls back to reading the member (``np.load``) where it cannot be
-    mapped (compressed, object or Fortran-ordered data, or an unexpected layout).
+    mapped (compressed, object or Fortran-ordered data, a scalar, or an unexpected layout).
 
     Returns:
         The member with the dtype and shape it was saved with (a ``np.memmap`` where mapped).
@@ -41,8 +41,8 @@ def npz_member(path: Path, name: str) -> np.ndarray:
                 version = np.lib.format.read_magic(f)
                 readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
                 shape, fortran, dtype = readers[version](f) if version in readers else ((), True, None)
-                if dtype is not None and not fortran and not dtype.hasobject:
-                    if not shape or 0 in shape:
+                if dtype is not None and not fortran and not dtype.hasobject and shape:  # a scalar is read
+                    if 0 in shape:
                         return np.zeros(shape, dtype=dtype)
                     return np.memmap(path, dtype=dtype, mode="c", offset=f.tell(), shape=shape)
     with np.load(path, allow_pickle=False) as z:

@@ -45,7 +45,6 @@ from gnnplan.executor.assemble import load_training_data, rank0_first
 from gnnplan.executor.data import PARTITION_SEED, Topology, input_features
 from gnnplan.executor.evaluate import Accuracy, Evaluator
 from gnnplan.executor.models import num_params
-from gnnplan.executor.shared import or_private
 from gnnplan.executor.strategies.base import EpochStats, adam, seeded_gnn
 from gnnplan.executor.strategies.gsplit.batches import PartitionFeatures, SplitBatch, SplitSampler, SplitStream
 from gnnplan.executor.strategies.gsplit.layers import LayerTensors, ShuffleLog, ShuffleRecord, ShuffleSpec, SplitNet
@@ -80,7 +79,7 @@ class Trainer:
         graph = load_dataset(wl.dataset)
         owners = rank0_first(lambda: partition_owners(wl.dataset, topo.world_size, self.knobs.split, PARTITION_SEED,
                                                       graph=graph))
-        self.owner = or_private(self.data.shared, topo).array("split-owners", lambda: owners)  # one per machine
+        self.owner = self.data.shared.array("split-owners", lambda: owners)  # one per machine
         self.features = PartitionFeatures(input_features(graph, wl.dataset), self.owner, graph.in_degrees(),
                                           topo.rank, self.knobs.cache_fraction, topo.device)
         seed = wl.training.seed

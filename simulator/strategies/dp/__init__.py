@@ -99,6 +99,7 @@ from gnnplan.simulator.strategies.base import (
     MemoryEstimate,
     PhaseProfile,
     SimContext,
+    feature_partition_bytes,
     gcn_weight_bytes,
     iteration_plan,
     minibatch_compute_profile,
@@ -229,7 +230,7 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost, stats: Inferenc
     peer = knobs.cache_placement == "partitioned" and cl.gpus_per_machine > 1  # the executor's PeerCache
     cache_maps = 2 if peer else 1 if cached > 0 else 0  # the peer cache's holders and positions, or cache slots
     host = {**structure, **({"GCN edge weights (float32)": weights} if weights else {}),
-            "feature partition": math.ceil(sm.num_vertices / cl.num_machines) * row,
+            "feature partition": feature_partition_bytes(cl, sm),
             "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, cache_maps),
             "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),
             "sampler buffers": cl.gpus_per_machine * in_flight * (cost.block_bytes + n_in * row)}

@@ -39,8 +39,9 @@ from gnnplan.simulator.strategies.base import (
     PREFETCH_FACTOR,
     MemoryEstimate,
     SimContext,
-    structure_bytes,
+    feature_partition_bytes,
     vertex_maps_bytes,
+    whole_graph_parts,
     worker_processes_bytes,
 )
 from gnnplan.simulator.strategies.gsplit.split import shuffle_width
@@ -310,10 +311,11 @@ def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_
     owned = max(float(stats.partition_sizes[m * g:(m + 1) * g].sum()) for m in range(cl.num_machines))
     in_flight = PREFETCH_FACTOR * num_sampler_workers if num_sampler_workers else 1
     batch_structure = max(INDEX_BYTES * float((2 * stats.num_edges[b] + stats.num_src[b]).sum()) for b in batches)
-    host = {"graph structure (COO + CSC, int64)": structure_bytes(sm, wl.model.arch),
+    host = {**whole_graph_parts(sm, wl.model.arch),
             "features of the machine's splits": owned * row,
-            "feature partition (the evaluation's layer-0 rows)": math.ceil(sm.num_vertices / cl.num_machines) * row,
-            "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, extra_shared=1, per_worker=2),  # split
+            "feature partition (the evaluation's layer-0 rows)": feature_partition_bytes(cl, sm),
+            # the split of every vertex; each worker's rows' and cache's slots
+            "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, extra_shared_maps=1, per_worker_maps=2),
             "worker processes": worker_processes_bytes(cl, num_sampler_workers),
             "sampler batches in flight": in_flight * batch_structure}
     return with_evaluation(ctx, gpu, host, inferred, training_only="sampler batches in flight")

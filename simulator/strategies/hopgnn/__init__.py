@@ -62,7 +62,6 @@ Memory: ``dp``'s model without a feature cache, plus the migration buffer (GPU) 
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Callable
@@ -84,16 +83,15 @@ from gnnplan.simulator.strategies.base import (
     MemoryEstimate,
     PhaseProfile,
     SimContext,
-    gcn_weight_bytes,
+    feature_partition_bytes,
     iteration_plan,
     minibatch_compute_profile,
     phase_breakdown,
     place_window,
     steady_period_s,
-    structure_bytes,
-    structure_edges,
     suggest_batch_size,
     vertex_maps_bytes,
+    whole_graph_parts,
     worker_processes_bytes,
 )
 from gnnplan.simulator.strategies.contract import check_workload
@@ -248,11 +246,7 @@ def memory_model(ctx: SimContext, knobs: Knobs, full: list[HopWork], inferred: I
            "migration buffer": full[0].migration_bytes, "input features": biggest,
            "activations": cost.activation_bytes, "blocks": cost.block_bytes}
     buffer = max((w.pregather_remote_rows + w.pregather_local_rows) * row for w in full) if knobs.pregather else 0.0
-    edges = structure_edges(sm, ctx.workload.model.arch)
-    weights = gcn_weight_bytes(ctx.workload.model.arch, edges)
-    host = {"graph structure (COO + CSC, int64)": structure_bytes(sm, ctx.workload.model.arch),
-            **({"GCN edge weights (float32)": weights} if weights else {}),
-            "feature partition": math.ceil(sm.num_vertices / cl.num_machines) * row,
+    host = {**whole_graph_parts(sm, ctx.workload.model.arch), "feature partition": feature_partition_bytes(cl, sm),
             "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices),
             "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),
             "sampler and pre-gather buffers": cl.gpus_per_machine * (cost.block_bytes + buffer)}
@@ -310,8 +304,9 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
     ``slowest``: simulate the representative machine of :func:`.rank_mean.slowest_machine_works` (a dataset
     card); bytes per link and memory still come from every rank's work. ``images`` False: when a
     representative machine was simulated, the spans are its GPUs' only (:func:`complete_spans` adds the rest;
-    times and breakdown are the same). ``inferred``: the evaluation's inference block (:func:`inference_block`;
-    read here when not given: :func:`simulate` reads it once for every S it tries)."""
+    times and breakdown are the same). ``inferred``: the evaluation's inference block
+    (:func:`~..inference_time.evaluation_block`; read here when not given: :func:`simulate` reads it once for every
+    S it tries)."""
     started = time.perf_counter()
     plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
     slowest = slowest and knobs.micrograph
@@ -321,7 +316,7 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
         last: list[HopWork] = []
     else:
         full, last = iteration_works(ctx, knobs, mg, plan, num_steps)
-    inferred = inferred or inference_block(ctx, knobs)
+    inferred = inferred or evaluation_block(ctx, knobs.partitioner)
     memory = memory_model(ctx, knobs, full, inferred)
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": plan.num_iterations,
@@ -344,12 +339,6 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / plan.num_iterations,
                      breakdown_s=breakdown, spans=place_window(run.spans, plan, period),
                      sim_wall_s=time.perf_counter() - started, **common)
-
-
-def inference_block(ctx: SimContext, knobs: Knobs) -> InferenceStats:
-    """The evaluation's inference block on the knobs' partition (:func:`~.inference_time.evaluation_block`; the
-    evaluation does not depend on the step count)."""
-    return evaluation_block(ctx, knobs.partitioner)
 
 
 def controller_steps(times: dict[int, float], num_machines: int, revert: bool) -> int:
@@ -375,7 +364,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     started = time.perf_counter()
     check_workload(sys.modules[__name__], ctx.workload)
     m = ctx.cluster.num_machines
-    inferred = inference_block(ctx, knobs)
+    inferred = evaluation_block(ctx, knobs.partitioner)
     if not knobs.micrograph:
         return simulate_steps(ctx, knobs, None, m, inferred=inferred)
     measured = micrograph_stats(ctx, knobs)
