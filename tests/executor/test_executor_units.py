@@ -197,6 +197,32 @@ def test_layerwise_inference_equals_minibatch_inference(arch: str) -> None:
     assert math.isfinite(acc.val_correct / acc.val_total)
 
 
+
+@pytest.mark.parametrize("device", ["cuda:0", "cpu"])
+def test_a_gpu_evaluation_records_the_copy_back_of_its_rows(device: str) -> None:
+    """A chunk's spans (executor/evaluate.py, ``Evaluator._record``): on a GPU the output rows' copy back to host
+    memory is ``eval_to_host`` on the pcie stream, from the forward's end to the last reading, with the rows' bytes
+    (the simulator's ``gpu_to_host_s`` of them, inference_time); on the CPU there is no such span. A CUDA device is
+    only named here: ``_record`` reads its type, nothing runs on it."""
+    from types import SimpleNamespace
+
+    from gnnplan.executor.evaluate import Evaluator
+
+    ev = Evaluator.__new__(Evaluator)  # the recording alone: no graph, store or process group
+    ev.rec, ev.model_spec = Recorder(0, 0.0), ModelSpec(arch="sage", num_layers=2, hidden_dim=4)
+    ev.topo, ev.data = SimpleNamespace(device=torch.device(device)), SimpleNamespace(feature_dim=8, num_classes=3)
+    block = dgl.create_block(([0, 1, 2, 2], [0, 0, 1, 1]), num_src_nodes=3, num_dst_nodes=2)
+    ev._record(2, 5, 1, block, torch.tensor([0.10, 0.15]), (0.2, 0.3, 0.4, 0.45), None, 16, 0, 12)
+    spans = {s.phase: s for s in ev.rec.spans()}
+    assert set(spans) == {"eval_sample", "eval_load", "eval_forward"} | ({"eval_to_host"} if device != "cpu"
+                                                                          else set())
+    assert all((s.epoch, s.iteration) == (2, 5) for s in spans.values())
+    assert spans["eval_forward"].args["layer"] == 1 and spans["eval_load"].nbytes == 3 * 16
+    if device != "cpu":
+        back = spans["eval_to_host"]
+        assert (back.stream, back.nbytes) == ("pcie", 2 * 12)
+        assert back.start_s == pytest.approx(0.4) and back.dur_s == pytest.approx(0.05)
+
 def test_a_dataset_card_is_not_training_data() -> None:
     """A card carries statistics (the simulator's proxy graph), not the graph: the executor refuses it."""
     from gnnplan.executor.runner import resolved_plan
