@@ -16,8 +16,9 @@ Traced (given a recorder), each chunk's steps are spans as the simulator prices 
 ranks hold, a collective every rank records: layer 0 from the feature store of other machines, none on one
 machine; later layers from the previous layer's rows of every other rank), ``eval_load``
 (from the sampled block to the inputs and the block on the device, the fetch inside; ``local_bytes``,
-``remote_bytes``, ``hit_bytes``), ``eval_forward`` (the layer on the block; FLOPs of
-:func:`simulator.workload.model_cost.layer_kernels`) and, on a GPU, ``eval_to_host`` (the output rows copied back).
+``remote_bytes``, ``hit_bytes``), ``eval_forward`` (the layer on the block with its activation; FLOPs of
+:func:`simulator.workload.model_cost.inference_layer_kernels`) and, on a GPU, ``eval_to_host`` (the output rows
+copied back).
 Calibration fits the evaluation's own rates to the ``eval_sample`` and ``eval_forward`` spans
 (:func:`simulator.strategies.calibration_rules.evaluation_rules`): full-neighbour sampling and the forward kernels
 of large blocks, beside training's small sampled batches.
@@ -40,7 +41,7 @@ from gnnplan.executor.sampling import TimedSampler
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.trace import EVALUATION_PHASES
 from gnnplan.simulator.workload.inference import CHUNK_VERTICES, inference_owners
-from gnnplan.simulator.workload.model_cost import Block, layer_dims, layer_kernels
+from gnnplan.simulator.workload.model_cost import Block, inference_layer_kernels, layer_dims
 from gnnplan.simulator.workload.spec import ModelSpec
 
 SAMPLE, FETCH, LOAD, FORWARD, TO_HOST = EVALUATION_PHASES
@@ -155,7 +156,8 @@ class Evaluator:
 
         def forward() -> None:
             d = layer_dims(spec, self.data.feature_dim, self.data.num_classes)[layer]
-            flops = sum(k.flops for k in layer_kernels(spec.arch, d, Block(n_src, n_dst, n_edges), "inference"))
+            kernels = inference_layer_kernels(spec.arch, d, Block(n_src, n_dst, n_edges), layer == spec.num_layers - 1)
+            flops = sum(k.flops for k in kernels)
             rec.add(FORWARD, times[1], times[2], "compute", epoch, it, flops=flops, layer=layer,
                     num_src_vertices=n_src, num_dst_vertices=n_dst, num_edges=n_edges)
 

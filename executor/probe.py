@@ -60,6 +60,7 @@ from gnnplan.simulator.hardware.formulas import thread_share
 from gnnplan.simulator.hardware.spec import cluster_from_dict
 from gnnplan.simulator.io import atomic_write_text
 from gnnplan.simulator.paths import cache_dir
+from gnnplan.simulator.workload.inference import CHUNK_VERTICES
 
 MiB = 2 ** 20
 
@@ -93,7 +94,7 @@ class Sizes:
 FULL = Sizes(repeats=7, matmul_dim=2048, spmm_rows=100_000, spmm_degree=16, spmm_cols=128, copy_bytes=256 * MiB,
              gather_row_dim=128, gather_table_rows=500_000, gather_row_counts=(16, 64, 256, 1024, 4096, 16384, 32768),
              rmat_vertices=100_000, rmat_edge_factor=16, sampling_fanouts=(10, 10), sampling_batch_size=512,
-             sampling_batches=30, full_chunk_vertices=16384,
+             sampling_batches=30, full_chunk_vertices=CHUNK_VERTICES,
              message_sizes=(8, 64, 512, 4096, 32768, 262144, 2 * MiB, 16 * MiB, 64 * MiB),
              message_repeats=21, storage_file_bytes=256 * MiB, storage_block_bytes=4 * MiB, storage_small_reads=64)
 """The sizes of ``gnnplan probe`` (under a minute on 2 cores). The R-MAT graph, fanouts and batch size are those

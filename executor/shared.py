@@ -43,7 +43,7 @@ import torch
 
 from gnnplan.executor import comm
 from gnnplan.executor.data import Topology
-from gnnplan.simulator.strategies.base import STRUCTURE_FORMATS, sparse_structure_bytes
+from gnnplan.simulator.strategies.host_memory import STRUCTURE_FORMATS, sparse_structure_bytes
 
 SHM_DIR = Path("/dev/shm")
 """Where POSIX shared memory lives on Linux (shm_overview(7)); DGL's shared-memory graphs are created there."""

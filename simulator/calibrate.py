@@ -82,7 +82,7 @@ from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.result import SimResult
 from gnnplan.simulator.strategies import get_strategy
-from gnnplan.simulator.trace import Span, read_trace
+from gnnplan.simulator.trace import EVALUATION_PHASES, Span, read_trace
 
 __all__ = ["PARAMS", "calibrate", "calibrate_files", "get_param", "with_params"]
 
@@ -156,12 +156,14 @@ def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
     unpriced = {s.phase for s in t.spans if s.phase not in rules and s.phase != EPOCH_PHASE}
     usable = {p: r for p, r in rules.items()
               if t.shape.num_machines >= r.min_machines and t.shape.num_gpus >= r.min_workers}
-    by_key: dict[tuple[int, int, int], dict[str, list[Span]]] = defaultdict(lambda: defaultdict(list))
+    # the evaluation numbers its chunks from 0 in every epoch as training numbers its iterations: apart, so that a
+    # row's iteration holds the spans of one of them
+    by_key: dict[tuple[int, int, int, bool], dict[str, list[Span]]] = defaultdict(lambda: defaultdict(list))
     for s in t.spans:
-        by_key[(s.rank, s.epoch, s.iteration)][s.phase].append(s)
+        by_key[(s.rank, s.epoch, s.iteration, s.phase in EVALUATION_PHASES)][s.phase].append(s)
     rows: list[tuple[str, PhaseRule, SpanRow]] = []
     calls: dict[tuple[str, int, int, int], list[SpanRow]] = defaultdict(list)  # every rank's span of a call
-    for (_, epoch, it), phases in by_key.items():
+    for (_, epoch, it, _), phases in by_key.items():
         iteration = {p: [s for s in spans if s.dur_s > 0] for p, spans in phases.items()}
         for phase, rule in usable.items():
             # the k-th span of a phase in a rank's iteration is the k-th call of that collective on every rank

@@ -102,7 +102,10 @@ class Rendezvous:
             for p, _ in arrivals:
                 self._released[p] = last + delay
             if delay > 0:
-                self.engine.timeout(delay).callbacks.append(lambda _: event.succeed())
+                def release(_: object) -> None:
+                    event.succeed()
+
+                self.engine.timeout(delay).callbacks.append(release)
             else:
                 event.succeed()
         return event

@@ -277,13 +277,21 @@ def traffic_counts(topo: Topology, emit: Any) -> dict[str, Any]:
 
 
 def row_pulls(topo: Topology, emit: Any) -> dict[str, Any]:
-    """``RowStore.pull`` over 3 ranks: rank r holds rows ``10 r + i`` (i < 4, in its own order, reversed) of a
+    """``RowStore.pull`` over 3 ranks: rank r holds vertices ``4 r + i`` (i < 4, stored in reverse order) of a
     12-row matrix whose row v is ``[v, -v]``; each rank asks for a mix of its own and the others' vertices,
     repeated and out of order (rank 2 none of its own), then only its own or none. Returns every rank's ids, rows
-    and stats per case."""
+    and stats per case, and the rows each of its all-to-all calls sent to and received from itself."""
     from gnnplan.executor.features import RowStore
 
     me = topo.rank
+    to_self: list[tuple[int, int]] = []
+    exchange = comm.all_to_all_single
+
+    def recorded(out: torch.Tensor, inp: torch.Tensor, out_splits: list[int], in_splits: list[int]) -> torch.Tensor:
+        to_self.append((in_splits[me], out_splits[me]))
+        return exchange(out, inp, out_splits, in_splits)
+
+    comm.all_to_all_single = recorded
     owner = torch.arange(12) // 4
     position = 3 - torch.arange(12) % 4  # each rank stores its vertices in reverse order
     held = torch.tensor([[v, -v] for v in range(12) if owner[v] == me][::-1], dtype=torch.float32)
@@ -294,6 +302,8 @@ def row_pulls(topo: Topology, emit: Any) -> dict[str, Any]:
         ids_t = torch.tensor(ids, dtype=torch.int64)
         rows, stats = store.pull(ids_t, owner[ids_t])
         out[case] = {"ids": ids, "rows": rows.numpy(), "timed": stats.end_s >= stats.start_s,
-                     "stats": (stats.num_rows, stats.request_bytes, stats.reply_bytes)}
+                     "stats": (stats.num_rows, stats.request_bytes, stats.reply_bytes), "to_self": list(to_self)}
+        to_self.clear()
+    comm.all_to_all_single = exchange
     everyone = comm.gather_object(out)
     return {"ranks": everyone} if everyone is not None else {}

@@ -84,7 +84,8 @@ class PeerCache:
     ``g x cache_fraction`` hottest vertices (hotness rank k on local rank k mod g, as the simulator assumes); a row
     in any slice is pulled from its holder with :meth:`~gnnplan.executor.features.RowStore.pull`, the all_to_all
     of a remote fetch among the machine's ranks, standing in for a read of the peer's GPU memory over NVLink (the
-    rows of the worker's own slice it gathers in place, outside the exchange's span).
+    rows of the worker's own slice it gathers in place: outside the pull's own timing, ``PullStats``, but inside the
+    trainer's ``peer_fetch`` span, which times the whole read).
     Construction is collective (the slice is read through the feature store).
 
     Args:

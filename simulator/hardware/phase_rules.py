@@ -22,7 +22,8 @@ class SpanRow:
     Attributes:
         span: the span (for ``rows="iteration_sum"``, one span summing the phase's spans of the iteration:
             durations, FLOPs and bytes added, ``args["num_spans"]`` their count).
-        iteration: the spans of positive duration of the same rank, epoch and iteration, by phase.
+        iteration: the spans of positive duration of the same rank, epoch and iteration, by phase: training's
+            or the evaluation's (its ``eval_*`` spans number its chunks from 0 as well; they are kept apart).
         knobs: the plan's knob values.
         shape: the trace's cluster (its machines x GPUs) at the starting parameters. A rule's ``work`` reads its
             shape (and parameters calibration does not fit), never a fitted parameter: calibration prices the

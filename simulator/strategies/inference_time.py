@@ -14,10 +14,11 @@ step after step as the executor's ``Evaluator._chunk`` does, priced by the prici
    (:func:`~.pricing.feature_fetch_s`, the executor's ``RowStore.pull``; :data:`.base.FETCH_COLLECTIVES`;
    :func:`~simulator.workload.inference.pulled_fraction`), the rest gathered from host memory, then
    all copied to the device (:func:`~.pricing.feature_load_s`);
-3. the layer's forward kernels on the block (:func:`~simulator.workload.model_cost.layer_kernels`, at
+3. the layer's forward kernels on the block (:func:`~simulator.workload.model_cost.inference_layer_kernels`, at
    :func:`~.pricing.inference_fraction`: the forward efficiency times ``efficiency.inference_ratio``,
    :func:`~simulator.hardware.formulas.compute_time_s`), and the output rows copied back to host memory
-   (:func:`~.pricing.gpu_to_host_s`).
+   (:func:`~.pricing.gpu_to_host_s`; on a CPU-only cluster, where ``.cpu()`` copies nothing, it stands for the
+   copy of every chunk's rows into the layer's row table, the executor's ``torch.cat``, at the same rate).
 
 The executor traces each step (executor/evaluate.py: ``eval_sample``, ``eval_fetch``, ``eval_load``,
 ``eval_forward``, on a GPU ``eval_to_host``); calibration fits the two ratios to the ``eval_sample`` and
@@ -55,7 +56,7 @@ from gnnplan.simulator.trace import EVALUATION_PHASES
 from gnnplan.simulator.units import FLOAT_BYTES
 from gnnplan.simulator.workload import inference
 from gnnplan.simulator.workload.inference import InferenceStats, pulled_fraction
-from gnnplan.simulator.workload.model_cost import Block, Kernel, layer_dims, layer_kernels
+from gnnplan.simulator.workload.model_cost import Block, Kernel, inference_layer_kernels, layer_dims
 
 __all__ = ["EVALUATION_COMPUTE_PHASE", "evaluation_block", "evaluation_profiles", "evaluation_time_s",
            "layer_profile_key"]
@@ -78,11 +79,12 @@ def evaluation_block(ctx: SimContext, partitioner: str) -> InferenceStats:
 
 
 def _layer_kernels(ctx: SimContext, stats: InferenceStats) -> list[list[Kernel]]:
-    """Every layer's forward kernels on the mean chunk's block (tag ``inference``)."""
+    """Every layer's forward kernels on the mean chunk's block (:func:`~simulator.workload.model_cost.
+    inference_layer_kernels`: the layer's and, after a hidden layer, its activation; tag ``inference``)."""
     wl, sm = ctx.workload, ctx.summary
     block = Block(stats.src_vertices, stats.dst_vertices, stats.edges)
-    return [layer_kernels(wl.model.arch, d, block, "inference")
-            for d in layer_dims(wl.model, sm.feature_dim, sm.num_classes)]
+    dims = layer_dims(wl.model, sm.feature_dim, sm.num_classes)
+    return [inference_layer_kernels(wl.model.arch, d, block, i == len(dims) - 1) for i, d in enumerate(dims)]
 
 
 def layer_profile_key(layer: int) -> str:

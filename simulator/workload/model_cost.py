@@ -232,6 +232,20 @@ def layer_kernels(arch: str, d: LayerDims, b: Block, tag: str) -> list[Kernel]:
     raise ValueError(f"model.arch: {arch!r} is not a message-passing model; allowed: gcn, sage, gat, gin")
 
 
+def activation_kernel(tag: str, n: float) -> Kernel:
+    """The activation after a hidden layer (the executor's ReLU; ELU for GAT) on ``n`` elements, named
+    ``<tag>.relu``."""
+    return _elementwise(f"{tag}.relu", n, True)
+
+
+def inference_layer_kernels(arch: str, d: LayerDims, b: Block, last: bool, tag: str = "inference") -> list[Kernel]:
+    """Forward kernels of one layer of the evaluation's layer-wise inference on block ``b`` (the executor's
+    ``GNN.apply_layer`` in eval mode): :func:`layer_kernels`, then after a hidden layer (``last`` False) its
+    activation; dropout is the identity in eval mode (no kernel)."""
+    kernels = layer_kernels(arch, d, b, tag)
+    return kernels if last else kernels + [activation_kernel(tag, b.num_dst * d.out_total)]
+
+
 def _backward(kernel: Kernel, layer: int) -> Kernel | None:
     needs_input = layer > 0 or kernel.input_grad
     if kernel.gemm:
@@ -269,7 +283,7 @@ def model_cost(model: ModelSpec, feature_dim: int, num_classes: int, blocks: Seq
         kernels = layer_kernels(model.arch, d, b, f"{model.arch}{layer}")
         if layer < model.num_layers - 1:
             n = b.num_dst * d.out_total
-            kernels += [_elementwise(f"{model.arch}{layer}.relu", n, True),
+            kernels += [activation_kernel(f"{model.arch}{layer}", n),
                         replace(_elementwise(f"{model.arch}{layer}.dropout", n, True, 2),
                                 random_elems=n if model.dropout > 0 else 0.0)]  # ATen returns p = 0 input as is
             activation += n  # one-byte dropout mask

@@ -166,7 +166,8 @@ def test_run_summary_counts_within_machine_bytes_on_the_link_the_simulator_price
 
 def test_a_pull_exchanges_only_other_ranks_rows() -> None:
     """``RowStore.pull`` returns every asked row in the asked order, its own rows gathered in place: only the
-    rows other ranks hold count (and travel: 8 bytes of request per other rank and id, the rows' bytes back)."""
+    rows other ranks hold count (and travel: 8 bytes of request per other rank and id, the rows' bytes back), and
+    of the three all-to-all calls (counts, ids, rows) only the counts' has a share to the rank itself."""
     from executor_workers import row_pulls
 
     for r in spawn(row_pulls, 3, ())["ranks"]:
@@ -177,3 +178,4 @@ def test_a_pull_exchanges_only_other_ranks_rows() -> None:
             remote = int((ids // 4 != r["rank"]).sum())
             assert remote == want[r["rank"]], (case, r["rank"])
             assert got["stats"] == (remote, 8 * (2 + remote), remote * 2 * 4) and got["timed"]
+            assert got["to_self"] == [(1, 1), (0, 0), (0, 0)], (case, r["rank"])

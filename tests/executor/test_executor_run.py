@@ -24,7 +24,7 @@ from gnnplan.simulator.plan import Plan, save_plan
 from gnnplan.simulator.strategies import STRATEGIES
 from gnnplan.simulator.trace import EVALUATION_PHASES, read_trace
 from gnnplan.simulator.trace_merge import one_epoch
-from gnnplan.simulator.workload.model_cost import Block, layer_dims, layer_kernels
+from gnnplan.simulator.workload.model_cost import Block, inference_layer_kernels, layer_dims
 from gnnplan.simulator.workload.spec import load_workload
 
 RUN_KEYS = {"epoch_time_s", "epoch_times_s", "loss", "val_accuracy", "test_accuracy", "bytes_per_epoch", "trace"}
@@ -163,7 +163,7 @@ def _check_evaluation_spans(spans: list) -> None:
             assert sampled.args["num_sampled_edges"] == s.args["num_edges"] > 0
             assert sampled.args["num_input_vertices"] == s.args["num_src_vertices"] == load.args["num_input_vertices"]
             block = Block(s.args["num_src_vertices"], s.args["num_dst_vertices"], s.args["num_edges"])
-            kernels = layer_kernels("sage", dims[s.iteration], block, "inference")
+            kernels = inference_layer_kernels("sage", dims[s.iteration], block, s.iteration == 1)
             assert s.args["layer"] == s.iteration and s.flops == sum(k.flops for k in kernels) > 0
 
 

@@ -366,3 +366,30 @@ def test_evaluation_spans_fit_their_own_ratio(op: str) -> None:
     truth_s = pricing.OPERATIONS[evaluation_op].seconds(truth, **evaluation)
     assert priced(both, evaluation_op, evaluation) == pytest.approx(truth_s, rel=0.01)
     assert priced(alone, evaluation_op, evaluation) > 1.5 * truth_s
+
+
+def test_a_row_sees_the_spans_of_its_own_iteration_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Training's iteration 0 and the evaluation's chunk 0 of an epoch share their numbers (executor/evaluate.py):
+    a training span's row sees training's spans of that iteration, an evaluation span's the evaluation's."""
+    from types import SimpleNamespace
+
+    from gnnplan.simulator import calibrate as cal
+    from gnnplan.simulator.hardware.phase_rules import PhaseRule
+    from gnnplan.simulator.trace import Span
+
+    seen: dict[str, list[str]] = {}
+
+    def when(row: Any) -> bool:
+        seen[row.span.phase] = sorted(row.iteration)
+        return True
+
+    rule = PhaseRule("inference", lambda row: {}, when=when)
+    spans = [Span(0, phase, start, 0.1, "compute", 0.0, 1.0, 1, 0, {})
+             for start, phase in ((0.0, "sample"), (0.1, "forward"), (1.0, "eval_sample"), (1.1, "eval_forward"))]
+    trace = SimpleNamespace(plugin=SimpleNamespace(CALIBRATION={"forward": rule, "eval_forward": rule}), spans=spans,
+                            shape=load_cluster("local"), plan=SimpleNamespace(knobs={}))
+    monkeypatch.setattr(cal, "_fit_rows", lambda t, rows: rows)
+    rows, unpriced = cal._collect(trace)  # type: ignore[arg-type]
+    assert [phase for phase, _, _ in rows] == ["forward", "eval_forward"]  # type: ignore[misc]
+    assert seen == {"forward": ["forward", "sample"], "eval_forward": ["eval_forward", "eval_sample"]}
+    assert unpriced == {"sample", "eval_sample"}

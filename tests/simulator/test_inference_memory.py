@@ -13,10 +13,11 @@ from gnnplan.simulator import api
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.formulas import compute_time_s
 from gnnplan.simulator.hardware.spec import load_cluster
-from gnnplan.simulator.strategies.base import FETCH_COLLECTIVES, SAMPLER_PROCESS_BYTES, MemoryEstimate, SimContext
+from gnnplan.simulator.strategies.base import FETCH_COLLECTIVES, MemoryEstimate, SimContext
+from gnnplan.simulator.strategies.host_memory import SAMPLER_PROCESS_BYTES
 from gnnplan.simulator.strategies.inference_memory import PULL_BUFFERS, inference_memory, peak_of_phases
 from gnnplan.simulator.strategies.inference_time import evaluation_time_s
-from gnnplan.simulator.workload.model_cost import Block, layer_dims, layer_kernels
+from gnnplan.simulator.workload.model_cost import Block, inference_layer_kernels, layer_dims
 from gnnplan.simulator.workload.spec import load_workload
 
 MB = 1e6
@@ -102,7 +103,7 @@ def test_evaluation_time_by_hand(fake_graphstats: list[dict[str, Any]], ratios: 
         fetch = pricing.feature_fetch_s(cl, share * rows, 2, 2, FETCH_COLLECTIVES)
         sampled = inf.edges / (cl.host.sampling_edges_per_s_per_core * sampling_ratio) + cl.host.sampler_call_s
         expected += 2 * (sampled + pricing.feature_load_s(cl, (1 - share) * rows, share * rows, 0.0, fetch)
-                         + compute_time_s(layer_kernels("sage", d, block, "x"), cl.gpu,
+                         + compute_time_s(inference_layer_kernels("sage", d, block, layer == 1, "x"), cl.gpu,
                                           cl.efficiency.forward_fraction * inference_ratio)
                          + pricing.gpu_to_host_s(cl, inf.dst_vertices * d.out_total * 4))
     assert evaluation_time_s(ctx, inf) == pytest.approx(expected, rel=1e-12)
@@ -131,7 +132,8 @@ def test_the_evaluation_s_spans_are_priced_per_layer(fake_graphstats: list[dict[
     profile = mod.compute_profile(ctx, knobs)
     inf = evaluation_block(ctx, "metis")  # every strategy's default partition
     block = Block(inf.src_vertices, inf.dst_vertices, inf.edges)
-    kernels = [layer_kernels("sage", d, block, "x") for d in layer_dims(ctx.workload.model, 128, 16)]
+    kernels = [inference_layer_kernels("sage", d, block, layer == 1, "x")
+               for layer, d in enumerate(layer_dims(ctx.workload.model, 128, 16))]
     assert profile["eval_forward"] == kernel_profile(kernels, cl.gpu)
     for layer, ks in enumerate(kernels):
         assert profile[layer_profile_key(layer)] == kernel_profile([ks], cl.gpu)

@@ -63,14 +63,14 @@ Its batch then grows by how much larger each iteration's largest batch is than t
 Memory model (``memory_model``): per GPU = framework reserve + parameters, gradients and Adam state + the
 batch's input features + activations and block structure + the feature cache; per machine host = graph
 structure (every machine holds the whole graph, COO and CSC, with a self-loop per vertex for GCN and GAT
-(:func:`..base.structure_edges`), or with ``graph_structure = partitioned`` the in-edges of the vertices it owns,
-the busiest machine's share of the edges (``inference.inference_stats``' ``machine_edge_fraction``: a
+(:func:`..host_memory.structure_edges`), or with ``graph_structure = partitioned`` the in-edges of the vertices it
+owns, the busiest machine's share of the edges (``inference.inference_stats``' ``machine_edge_fraction``: a
 vertex-balanced partition can leave most of them on one machine, 0.96 of rmat100k's on 2 METIS parts), as a CSC
 over all vertices with each edge's global id) + GCN's float32 edge weights (of the whole graph, and of the part) +
 the machine's feature partition + the int64 maps over all vertices its workers share
-(:func:`..base.vertex_maps_bytes`: owner, label, the evaluator's rank and position; the feature store's positions on
-several machines; the cache's slots, or the peer cache's holders and positions) + per worker a process reserve,
-its sampler processes' private memory and sampler buffers (one batch per batch in flight);
+(:func:`..host_memory.vertex_maps_bytes`: owner, label, the evaluator's rank and position; the feature store's positions
+on several machines; the cache's slots, or the peer cache's holders and positions) + per worker a process reserve, its
+sampler processes' private memory and sampler buffers (one batch per batch in flight);
 on a CPU-only cluster the "GPU" part lives in host memory too. The evaluation after each epoch (layer-wise
 inference) keeps the framework, model state, cache, graph, features and processes and adds its own blocks and rows
 (:mod:`..inference_memory`); the peak is the larger phase's.
@@ -99,18 +99,12 @@ from gnnplan.simulator.strategies.base import (
     MemoryEstimate,
     PhaseProfile,
     SimContext,
-    feature_partition_bytes,
-    gcn_weight_bytes,
     iteration_plan,
     minibatch_compute_profile,
     phase_breakdown,
     place_window,
     steady_period_s,
-    structure_bytes,
-    structure_edges,
     suggest_batch_size,
-    vertex_maps_bytes,
-    worker_processes_bytes,
 )
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.dp.run import DpRun
@@ -118,6 +112,16 @@ from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES as SAMPLED_E
 from gnnplan.simulator.strategies.dp.work import IterationWork, iteration_work
 from gnnplan.simulator.strategies.dp.work import cache_access as cache_access
 from gnnplan.simulator.strategies.dp.work import remote_sampling as remote_sampling
+from gnnplan.simulator.strategies.host_memory import (
+    GCN_WEIGHTS,
+    feature_partition_bytes,
+    gcn_weight_bytes,
+    sparse_structure_bytes,
+    structure_edges,
+    vertex_maps_bytes,
+    whole_graph_parts,
+    worker_processes_bytes,
+)
 from gnnplan.simulator.strategies.inference_memory import with_evaluation
 from gnnplan.simulator.strategies.inference_time import evaluation_block, evaluation_profiles, evaluation_time_s
 from gnnplan.simulator.workload.inference import InferenceStats
@@ -200,10 +204,11 @@ CALIBRATION: dict[str, PhaseRule] = {
 all_reduce, optimizer; sampling inline or prefetched by ``num_sampler_workers`` processes) and its evaluation's."""
 
 
-PART_INDICES_PER_EDGE = 3
-"""int64 per edge of a machine's part of a partitioned structure as the executor holds it: the CSC's in-neighbours,
-its edge ids, and each edge's global id (executor/sampling_partitioned.py ``_partition_graph`` and
-``local_structure``)."""
+def partitioned_structure_bytes(num_vertices: float, part_edges: float) -> float:
+    """Bytes of a machine's part of a partitioned structure as the executor holds it: a CSC over all vertices of the
+    part's in-edges (:func:`~..host_memory.sparse_structure_bytes`: offsets, in-neighbours, edge ids) and each edge's
+    global id, int64 (executor/sampling_partitioned.py ``_partition_graph`` and ``local_structure``)."""
+    return sparse_structure_bytes(num_vertices, part_edges, ("csc",)) + part_edges * INDEX_BYTES
 
 
 def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost, stats: InferenceStats) -> MemoryEstimate:
@@ -218,19 +223,17 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost, stats: Inferenc
            "input features": n_in * row, "activations": cost.activation_bytes, "blocks": cost.block_bytes,
            "feature cache": cached * row}
     in_flight = PREFETCH_FACTOR * knobs.num_sampler_workers if knobs.num_sampler_workers else 1
-    arch, edges = ctx.workload.model.arch, structure_edges(sm, ctx.workload.model.arch)
-    structure = {"graph structure (COO + CSC, int64)": structure_bytes(sm, arch)}
-    weights = gcn_weight_bytes(arch, edges)
+    arch = ctx.workload.model.arch
+    graph = whole_graph_parts(sm, arch)
     if knobs.graph_structure == "partitioned":  # the busiest machine's in-edges as a CSC over all vertices
-        loops = edges - sm.num_edges  # GCN's and GAT's self-loops: 1 / M of them per machine
+        loops = structure_edges(sm, arch) - sm.num_edges  # GCN's and GAT's self-loops: 1 / M of them per machine
         mine = sm.num_edges * stats.machine_edge_fraction + loops / cl.num_machines
-        structure = {"graph structure (the machine's part: CSC and global edge ids, int64)":
-                     (PART_INDICES_PER_EDGE * mine + sm.num_vertices + 1) * INDEX_BYTES}
-        weights += gcn_weight_bytes(arch, mine)  # the part's, beside the whole graph's
+        weights = graph.pop(GCN_WEIGHTS, 0.0) + gcn_weight_bytes(arch, mine)  # the part's, beside the whole graph's
+        graph = {"graph structure (the machine's part: CSC and global edge ids, int64)":
+                 partitioned_structure_bytes(sm.num_vertices, mine), **({GCN_WEIGHTS: weights} if weights else {})}
     peer = knobs.cache_placement == "partitioned" and cl.gpus_per_machine > 1  # the executor's PeerCache
     cache_maps = 2 if peer else 1 if cached > 0 else 0  # the peer cache's holders and positions, or cache slots
-    host = {**structure, **({"GCN edge weights (float32)": weights} if weights else {}),
-            "feature partition": feature_partition_bytes(cl, sm),
+    host = {**graph, "feature partition": feature_partition_bytes(cl, sm),
             "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, cache_maps),
             "worker processes": worker_processes_bytes(cl, knobs.num_sampler_workers),
             "sampler buffers": cl.gpus_per_machine * in_flight * (cost.block_bytes + n_in * row)}

@@ -35,17 +35,15 @@ from gnnplan.simulator.hardware.formulas import compute_time_s
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS
-from gnnplan.simulator.strategies.base import (
-    PREFETCH_FACTOR,
-    MemoryEstimate,
-    SimContext,
+from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, MemoryEstimate, SimContext
+from gnnplan.simulator.strategies.gsplit.split import shuffle_width
+from gnnplan.simulator.strategies.gsplit.stats import SplitStats
+from gnnplan.simulator.strategies.host_memory import (
     feature_partition_bytes,
     vertex_maps_bytes,
     whole_graph_parts,
     worker_processes_bytes,
 )
-from gnnplan.simulator.strategies.gsplit.split import shuffle_width
-from gnnplan.simulator.strategies.gsplit.stats import SplitStats
 from gnnplan.simulator.strategies.inference_memory import with_evaluation
 from gnnplan.simulator.units import FLOAT_BYTES, INDEX_BYTES
 from gnnplan.simulator.workload.inference import InferenceStats
@@ -276,8 +274,8 @@ def memory_model(ctx: SimContext, stats: SplitStats, cache_fraction: float, num_
     (``min(c n, |P_i|)`` rows). Per machine: the whole graph structure (the sampler needs every vertex's
     neighbours), the features of its GPUs' splits, the machine's feature partition the evaluation reads its
     layer-0 rows from (executor/assemble.py, by the ``split`` partitioner over the machines), the int64 maps over
-    all vertices (shared: :data:`..base.VERTEX_MAPS`, the feature store's positions on several machines and the
-    split of every vertex; each worker's own: its rows' and its cache's slots; :func:`..base.vertex_maps_bytes`),
+    all vertices (shared: :data:`..host_memory.VERTEX_MAPS`, the feature store's positions on several machines and the
+    split of every vertex; each worker's own: its rows' and its cache's slots; :func:`..host_memory.vertex_maps_bytes`),
     one process per GPU, and the sampler's batches in flight (their block structure). The evaluation after each
     epoch keeps all but the sampler's batches and adds its blocks and rows (``inferred``: the inference block on
     the machines' partition by the ``split`` knob; :mod:`..inference_memory`); the peak is the larger phase's.

@@ -83,22 +83,24 @@ from gnnplan.simulator.strategies.base import (
     MemoryEstimate,
     PhaseProfile,
     SimContext,
-    feature_partition_bytes,
     iteration_plan,
     minibatch_compute_profile,
     phase_breakdown,
     place_window,
     steady_period_s,
     suggest_batch_size,
-    vertex_maps_bytes,
-    whole_graph_parts,
-    worker_processes_bytes,
 )
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.hopgnn import micrographs, rank_mean
 from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
 from gnnplan.simulator.strategies.hopgnn.run import PHASES, HopRun, with_images
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, hop_work, model_costs, naive_work
+from gnnplan.simulator.strategies.host_memory import (
+    feature_partition_bytes,
+    vertex_maps_bytes,
+    whole_graph_parts,
+    worker_processes_bytes,
+)
 from gnnplan.simulator.strategies.inference_memory import with_evaluation
 from gnnplan.simulator.strategies.inference_time import evaluation_block, evaluation_profiles, evaluation_time_s
 from gnnplan.simulator.workload.inference import InferenceStats

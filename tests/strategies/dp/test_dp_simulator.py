@@ -194,7 +194,7 @@ def test_golden_4x_a100_10gbe_rmat100k_sage() -> None:
     assert out["breakdown_s"] == pytest.approx(breakdown, rel=1e-9)
     assert out["bytes_per_epoch"] == pytest.approx({"pcie": 210054830.27962735, "nvlink": 0.0,
                                                     "network": 136885042.20164794, "storage": 0.0}, rel=1e-9)
-    # 2026-11-28: + 24e6 host, the 2 sampler processes' private memory (base.SAMPLER_PROCESS_BYTES each)
+    # 2026-11-28: + 24e6 host, the 2 sampler processes' private memory (host_memory.SAMPLER_PROCESS_BYTES each)
     training = {"gpu": 822866176.0, "host": 473688904.0}
     # 2026-11-28: the evaluation's layer-wise inference is priced (inference_memory), on the measured block of
     # rmat100k's busiest rank (4 METIS parts: 25001 vertices; chunk 16384 destinations, 66094 sources, 1588778
