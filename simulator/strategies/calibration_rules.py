@@ -131,8 +131,8 @@ def evaluation_rules() -> dict[str, PhaseRule]:
     which takes up the difference. Priced at training's parameters alone, the evaluation's far larger blocks moved
     those off what the training spans say (benchmarks/bench_evaluation.py, 2026-11-29: held-out epoch times' mean
     |error| 16.4% -> 18.3% in one run, 22.7% -> 26.9% in another); with the ratios 11.3% without and 11.7% with
-    the evaluation's spans. The loads and fetches (``eval_load``, ``eval_fetch``) are not fitted: they are
-    training's operations, and a rank's fetch also waits for the other ranks' chunks."""
+    the evaluation's spans (11.9% and 12.1% in a later run). The loads and fetches (``eval_load``, ``eval_fetch``)
+    are not fitted: they are training's operations, and a rank's fetch also waits for the other ranks' chunks."""
     def forward(row: SpanRow) -> dict[str, float]:  # the span's layer's kernels, else the layers' mean
         layer = row.span.args.get("layer")
         key = EVALUATION_COMPUTE_PHASE if layer is None else layer_profile_key(int(layer))
