@@ -38,7 +38,7 @@ from gnnplan.executor.data import Topology, positions_in_owner
 from gnnplan.executor.features import PullStats, RowStore
 from gnnplan.executor.models import GNN, attach_edge_weights
 from gnnplan.executor.sampling import TimedSampler
-from gnnplan.executor.trace import Recorder, now
+from gnnplan.executor.trace import Recorder, now, record_load
 from gnnplan.simulator.trace import EVALUATION_PHASES
 from gnnplan.simulator.workload.inference import CHUNK_VERTICES, inference_owners
 from gnnplan.simulator.workload.model_cost import Block, inference_layer_kernels, layer_dims
@@ -147,12 +147,8 @@ class Evaluator:
         remote = fetch.num_rows if fetch is not None else 0
         rec.add(SAMPLE, float(sampled[0]), float(sampled[1]), "sampler", epoch, it,
                 num_input_vertices=n_src, num_sampled_edges=n_edges, num_sampler_calls=1)
-        if fetch is not None:  # a collective: every rank records its call
-            rec.add(FETCH, fetch.start_s, fetch.end_s, "network", epoch, it,
-                    nbytes=fetch.reply_bytes + fetch.request_bytes, num_remote_vertices=remote)
-        rec.add(LOAD, times[0], times[1], "pcie", epoch, it, nbytes=(n_src - hits) * row_bytes,
-                hit_bytes=hits * row_bytes, local_bytes=(n_src - hits - remote) * row_bytes,
-                remote_bytes=remote * row_bytes, num_input_vertices=n_src)
+        record_load(rec, (LOAD, FETCH), (times[0], times[1]), epoch, it, row_bytes,
+                    (n_src, hits, n_src - hits - remote, remote), fetch)
 
         def forward() -> None:
             d = layer_dims(spec, self.data.feature_dim, self.data.num_classes)[layer]

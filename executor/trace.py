@@ -119,6 +119,37 @@ def defer_passes(rec: Recorder, cost: Callable[[], Any], times: tuple[float, flo
     rec.defer(record)
 
 
+def record_load(rec: Recorder, phases: tuple[str, str], times: tuple[float, float], epoch: int, iteration: int,
+                row_bytes: int, counts: tuple[int, int, int, int], fetch: Any = None,
+                **load_args: Any) -> tuple[int, int, int]:
+    """Record a feature load's span and, when it pulled rows from other ranks, the pull's span inside it (the
+    schema both the trainers' ``load``/``fetch`` and the evaluation's ``eval_load``/``eval_fetch`` follow, as
+    calibration reads them).
+
+    Args:
+        rec: the rank's recorder.
+        phases: (load phase, fetch phase).
+        times: the load's (start, end), ``perf_counter()`` seconds.
+        epoch, iteration: the spans' place.
+        row_bytes: bytes of one row.
+        counts: rows (asked, cache hits, local misses, remote misses).
+        fetch: the pull's :class:`~gnnplan.executor.features.PullStats` (``num_rows``, ``request_bytes``,
+            ``reply_bytes``, ``start_s``, ``end_s``), or None when nothing was pulled.
+        load_args: further arguments of the load span (e.g. hopgnn's ``step``).
+
+    Returns:
+        Bytes (hit, local, remote).
+    """
+    asked, hits, local, remote = counts
+    hit_b, local_b, remote_b = hits * row_bytes, local * row_bytes, remote * row_bytes
+    rec.add(phases[0], times[0], times[1], "pcie", epoch, iteration, nbytes=local_b + remote_b, hit_bytes=hit_b,
+            local_bytes=local_b, remote_bytes=remote_b, num_input_vertices=asked, **load_args)
+    if fetch is not None:  # a collective: every rank records its call
+        rec.add(phases[1], fetch.start_s, fetch.end_s, "network", epoch, iteration,
+                nbytes=fetch.reply_bytes + fetch.request_bytes, num_remote_vertices=fetch.num_rows)
+    return hit_b, local_b, remote_b
+
+
 def trace_path(trace_dir: str | Path, workload: str, strategy: str) -> Path:
     """A new file name ``<trace_dir>/<workload>-<strategy>-<YYYYmmdd-HHMMSS>.json`` (``-1``, ``-2``, ... appended
     if that name is taken)."""

@@ -50,7 +50,7 @@ from gnnplan.executor.sampling_keyed import make_sampler
 from gnnplan.executor.sampling_partitioned import PartitionedSampler
 from gnnplan.executor.shared import SharedObjects, or_private
 from gnnplan.executor.strategies.base import EpochStats, adam, seeded_gnn
-from gnnplan.executor.trace import Recorder, defer_passes, now
+from gnnplan.executor.trace import Recorder, defer_passes, now, record_load
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.base import batch_size_of
@@ -271,14 +271,9 @@ class Trainer:
 
     def _record_load(self, loaded: LoadStats, t0: float, t1: float, epoch: int, it: int, stats: EpochStats | None,
                      num_seeds: int) -> None:
-        row = loaded.row_bytes
-        hit, local, remote = loaded.num_hit * row, loaded.num_local * row, loaded.num_remote * row
-        self.rec.add("load", t0, t1, "pcie", epoch, it, nbytes=local + remote, hit_bytes=hit, local_bytes=local,
-                     remote_bytes=remote, num_input_vertices=loaded.num_input_vertices)
-        if loaded.fetch is not None:
-            f = loaded.fetch
-            self.rec.add("fetch", f.start_s, f.end_s, "network", epoch, it, nbytes=f.reply_bytes + f.request_bytes,
-                         num_remote_vertices=f.num_rows)
+        hit, local, remote = record_load(self.rec, ("load", "fetch"), (t0, t1), epoch, it, loaded.row_bytes,
+                                         (loaded.num_input_vertices, loaded.num_hit, loaded.num_local,
+                                          loaded.num_remote), loaded.fetch)
         if stats is not None:
             stats.hit_bytes += hit
             stats.local_bytes += local

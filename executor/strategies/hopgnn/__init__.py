@@ -50,7 +50,7 @@ from gnnplan.executor.strategies.hopgnn.home import (
     sample_hosted,
 )
 from gnnplan.executor.strategies.hopgnn.naive import ARCHS, NaiveTrainer
-from gnnplan.executor.trace import Recorder, now
+from gnnplan.executor.trace import Recorder, now, record_load
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.hopgnn import NAME, Knobs
@@ -176,21 +176,18 @@ class MicrographTrainer(HopTrainerBase):
         t0 = now()
         store, row = self.data.store, self.data.store.row_bytes
         nodes = group.input_nodes if group is not None else torch.empty(0, dtype=torch.int64)
+        fetch, remote = None, 0
         if buffer is not None:
-            x, remote = buffer.lookup(nodes), 0
+            x = buffer.lookup(nodes)
         else:
             x, loaded = store.load(nodes)
-            remote = loaded.num_remote * row
-            if loaded.fetch is not None:
-                f = loaded.fetch
-                self.rec.add("fetch", f.start_s, f.end_s, "network", epoch, it, nbytes=f.reply_bytes + f.request_bytes,
-                             num_remote_vertices=f.num_rows)
+            fetch, remote = loaded.fetch, loaded.num_remote
         t1 = now()
-        self.rec.add("load", t0, t1, "pcie", epoch, it, nbytes=len(nodes) * row, local_bytes=len(nodes) * row - remote,
-                     remote_bytes=remote, num_input_vertices=len(nodes), step=k)
+        _, local_bytes, remote_bytes = record_load(self.rec, ("load", "fetch"), (t0, t1), epoch, it, row,
+                                                   (len(nodes), 0, len(nodes) - remote, remote), fetch, step=k)
         if stats is not None:
-            stats.remote_bytes += remote
-            stats.local_bytes += len(nodes) * row - (remote if buffer is None else 0)
+            stats.remote_bytes += remote_bytes
+            stats.local_bytes += local_bytes
         if group is None:
             return torch.zeros((), dtype=torch.float64)
         if stats is not None:
