@@ -40,6 +40,15 @@ NVME_QUEUE_DEPTH = StorageSpec.model_fields["concurrency"].default
 """Requests one drive serves at once (the cluster spec's default, 32: NVMe rated IOPS at queue depth 32)."""
 SAMPLING_SOURCE = ("assumption: 2e7 sampled edges/s per core, order of DGL 1.x CPU NeighborSampler (the shipped "
                    "presets' value); replace by calibration")
+FULL_NEIGHBOUR_SAMPLING_RATIO = 2.95
+"""Full-neighbour over fanout sampling rate of DGL's CPU sampler (``host.full_neighbour_sampling_ratio``, the
+evaluation's blocks), measured by ``gnnplan probe`` on the 2-core development machine (:data:`FULL_SAMPLING_SOURCE`)."""
+FULL_SAMPLING_SOURCE = ("measured on the 2-core development machine (AMD EPYC, 2026-11-29) by gnnplan probe "
+                        "(executor.probe.sampling_rates): DGL 1.1.3 NeighborSampler, fanouts [-1] on chunks of 16384 "
+                        "destinations over fanouts [10, 10] on batches of 512 seeds, one core, R-MAT graph of 100000 "
+                        "vertices: 3.006e+07 / 1.018e+07 edges/s = 2.95 [inferred: a ratio of two sampling "
+                        "algorithms of the same library on one core, kept on other x86 server cores]; replace by "
+                        "calibration (eval_sample spans)")
 HEADER = ("# Built by gnnplan.simulator.hardware.builder from the hardware catalogue (simulator/hardware/catalogue/):\n"
           "# edit the catalogue and rebuild (python3 -m gnnplan.simulator.hardware.builder), not this file.\n"
           "# SI units; every number's source is in `sources`.\n")
@@ -154,9 +163,11 @@ def _host_part(recipe: ClusterRecipe, cat: Catalogue, sources: dict[str, str]) -
     for name in ("num_cores", "memory_bytes", "memory_bandwidth_bytes_per_s"):
         sources[f"host.{name}"] = f"{host.description}: {getattr(host, name).source}"
     sources["host.sampling_edges_per_s_per_core"] = SAMPLING_SOURCE
+    sources["host.full_neighbour_sampling_ratio"] = FULL_SAMPLING_SOURCE
     return {"num_cores": int(host.num_cores.value), "memory_bytes": host.memory_bytes.value,
             "memory_bandwidth_bytes_per_s": host.memory_bandwidth_bytes_per_s.value,
-            "sampling_edges_per_s_per_core": HostSpec.model_fields["sampling_edges_per_s_per_core"].default}
+            "sampling_edges_per_s_per_core": HostSpec.model_fields["sampling_edges_per_s_per_core"].default,
+            "full_neighbour_sampling_ratio": FULL_NEIGHBOUR_SAMPLING_RATIO}
 
 
 def _storage_part(recipe: ClusterRecipe, cat: Catalogue, sources: dict[str, str]) -> dict[str, Any]:
