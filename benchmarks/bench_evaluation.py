@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     from gnnplan.simulator.api import simulate
     from gnnplan.simulator.calibrate import calibrate_files
     from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.plan import shaped_like
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cluster", default="local")
@@ -93,8 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             clusters = [plan.cluster]
             for traces in (stripped, [r["trace"] for _, r in runs]):
                 calibrated, _ = calibrate_files([t for j, t in enumerate(traces) if j != i], cluster)
-                clusters.append(calibrated.model_copy(update={"num_machines": plan.cluster.num_machines,
-                                                              "gpus_per_machine": plan.cluster.gpus_per_machine}))
+                clusters.append(shaped_like(calibrated, plan))
             predicted = [simulate(c, plan.workload, plan.strategy, plan.knobs) for c in clusters]
             cells = []
             for what, measured, of in (("evaluation", res["evaluation_time_s"], "evaluation_time_s"),

@@ -150,13 +150,11 @@ def work_section(epochs: int, workers: int, trace_dir: str, runs: dict[tuple[str
 def predict_s(cl: Any, result: dict[str, Any]) -> float:
     """The simulator's epoch time on ``cl`` of the plan a run executed (its trace's plan: workload, knobs, shape)."""
     from gnnplan.simulator.api import simulate
-    from gnnplan.simulator.plan import Plan
+    from gnnplan.simulator.plan import Plan, shaped_like
     from gnnplan.simulator.trace import read_trace
 
     plan = Plan.model_validate(read_trace(result["trace"])[1]["plan"])
-    shaped = cl.model_copy(update={"num_machines": plan.cluster.num_machines,
-                                   "gpus_per_machine": plan.cluster.gpus_per_machine})
-    return simulate(shaped, plan.workload, plan.strategy, plan.knobs).epoch_time_s
+    return simulate(shaped_like(cl, plan), plan.workload, plan.strategy, plan.knobs).epoch_time_s
 
 
 def measure_fastest(preset: str, epochs: int, workers: int, repeats: int, trace_dir: str,

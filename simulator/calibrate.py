@@ -79,7 +79,7 @@ from gnnplan.simulator.calibrate_params import PARAMS, get_param, priors_of, wit
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
-from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.plan import Plan, shaped_like
 from gnnplan.simulator.result import SimResult
 from gnnplan.simulator.strategies import get_strategy
 from gnnplan.simulator.trace import EVALUATION_PHASES, Span, read_trace
@@ -102,15 +102,10 @@ class _Trace:
     evaluation_times_s: dict[int, float]
 
 
-def _reshaped(cluster: ClusterSpec, plan: Plan) -> ClusterSpec:
-    return cluster.model_copy(update={"num_machines": plan.cluster.num_machines,
-                                      "gpus_per_machine": plan.cluster.gpus_per_machine})
-
-
 def _default_simulate(cluster: ClusterSpec, plan: Plan) -> SimResult:
     from gnnplan.simulator.api import simulate
 
-    return simulate(_reshaped(cluster, plan), plan.workload, plan.strategy, plan.knobs)
+    return simulate(shaped_like(cluster, plan), plan.workload, plan.strategy, plan.knobs)
 
 
 def _profile(trace: _Trace) -> dict[str, Any]:
@@ -134,7 +129,7 @@ def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: 
         measured = float(np.median(epochs)) if epochs else float("nan")
     timed = epoch_times_s(spans)
     split = split_epochs({s.epoch for s in spans}, timed, results.get("measured_epochs"))
-    return _Trace(name, plan, float(measured), _reshaped(cluster, plan), spans, get_strategy(plan.strategy), timed,
+    return _Trace(name, plan, float(measured), shaped_like(cluster, plan), spans, get_strategy(plan.strategy), timed,
                   split, evaluation_times_s(results))
 
 

@@ -52,6 +52,13 @@ class Plan(BaseModel):
         return value
 
 
+def shaped_like(cluster: ClusterSpec, plan: Plan) -> ClusterSpec:
+    """``cluster``'s parameters at ``plan``'s shape (its cluster's machines and GPUs per machine): how a cluster
+    calibrated on some runs predicts the plan of another."""
+    return cluster.model_copy(update={"num_machines": plan.cluster.num_machines,
+                                      "gpus_per_machine": plan.cluster.gpus_per_machine})
+
+
 def load_plan(path: str | Path) -> Plan:
     """Read and validate a plan YAML.
 

@@ -56,7 +56,7 @@ from gnnplan.simulator.trace import EVALUATION_PHASES
 from gnnplan.simulator.units import FLOAT_BYTES
 from gnnplan.simulator.workload import inference
 from gnnplan.simulator.workload.inference import InferenceStats, pulled_fraction
-from gnnplan.simulator.workload.model_cost import Block, Kernel, inference_layer_kernels, layer_dims
+from gnnplan.simulator.workload.model_cost import Block, Kernel, LayerDims, inference_layer_kernels, layer_dims
 
 __all__ = ["EVALUATION_COMPUTE_PHASE", "evaluation_block", "evaluation_profiles", "evaluation_time_s",
            "layer_profile_key"]
@@ -78,13 +78,17 @@ def evaluation_block(ctx: SimContext, partitioner: str) -> InferenceStats:
                                      seed=ctx.seed)
 
 
-def _layer_kernels(ctx: SimContext, stats: InferenceStats) -> list[list[Kernel]]:
+def _layer_kernels(ctx: SimContext, stats: InferenceStats, dims: list[LayerDims]) -> list[list[Kernel]]:
     """Every layer's forward kernels on the mean chunk's block (:func:`~simulator.workload.model_cost.
-    inference_layer_kernels`: the layer's and, after a hidden layer, its activation; tag ``inference``)."""
-    wl, sm = ctx.workload, ctx.summary
+    inference_layer_kernels`: the layer's and, after a hidden layer, its activation; tag ``inference``), the
+    layers' widths ``dims`` (:func:`~simulator.workload.model_cost.layer_dims`)."""
     block = Block(stats.src_vertices, stats.dst_vertices, stats.edges)
-    dims = layer_dims(wl.model, sm.feature_dim, sm.num_classes)
-    return [inference_layer_kernels(wl.model.arch, d, block, i == len(dims) - 1) for i, d in enumerate(dims)]
+    return [inference_layer_kernels(ctx.workload.model.arch, d, block, i == len(dims) - 1) for i, d in enumerate(dims)]
+
+
+def _dims(ctx: SimContext) -> list[LayerDims]:
+    """The model's layer widths on the dataset."""
+    return layer_dims(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes)
 
 
 def layer_profile_key(layer: int) -> str:
@@ -97,7 +101,7 @@ def evaluation_profiles(ctx: SimContext, partitioner: str) -> dict[str, PhasePro
     per layer (:func:`layer_profile_key`: an input layer is mostly dense products, a deeper one mostly its
     aggregation) and, under ``eval_forward``, the mean over the layers, on the inference block of
     ``partitioner``'s partition (:func:`evaluation_block`)."""
-    kernels, gpu = _layer_kernels(ctx, evaluation_block(ctx, partitioner)), ctx.cluster.gpu
+    kernels, gpu = _layer_kernels(ctx, evaluation_block(ctx, partitioner), _dims(ctx)), ctx.cluster.gpu
     return {EVALUATION_COMPUTE_PHASE: kernel_profile(kernels, gpu),
             **{layer_profile_key(i): kernel_profile([ks], gpu) for i, ks in enumerate(kernels)}}
 
@@ -110,11 +114,12 @@ def evaluation_time_s(ctx: SimContext, stats: InferenceStats) -> float:
         stats: the inference block on the executor's partition of the vertices over the machines
             (:func:`simulator.workload.inference.inference_stats`).
     """
-    cl, wl, sm = ctx.cluster, ctx.workload, ctx.summary
+    cl, dims = ctx.cluster, _dims(ctx)
     chunks = max(1, math.ceil(stats.rank_vertices / max(stats.dst_vertices, 1.0)))
-    kernels = _layer_kernels(ctx, stats)
+    kernels = _layer_kernels(ctx, stats, dims)
+    sample_s = pricing.full_sampling_s(cl, stats.edges, num_calls=1.0)  # every layer samples the same block
     total_s = 0.0
-    for layer, d in enumerate(layer_dims(wl.model, sm.feature_dim, sm.num_classes)):
+    for layer, d in enumerate(dims):
         rows_bytes = stats.src_vertices * d.in_dim * FLOAT_BYTES
         share = pulled_fraction(stats, layer, cl.num_machines, cl.num_gpus)
         pulled = share or 0.0
@@ -123,5 +128,5 @@ def evaluation_time_s(ctx: SimContext, stats: InferenceStats) -> float:
         load_s = pricing.feature_load_s(cl, (1.0 - pulled) * rows_bytes, pulled * rows_bytes, 0.0, fetch_s)
         compute_s = compute_time_s(kernels[layer], cl.gpu, pricing.inference_fraction(cl))
         back_s = pricing.gpu_to_host_s(cl, stats.dst_vertices * d.out_total * FLOAT_BYTES)
-        total_s += chunks * (pricing.full_sampling_s(cl, stats.edges, num_calls=1.0) + load_s + compute_s + back_s)
+        total_s += chunks * (sample_s + load_s + compute_s + back_s)
     return total_s
