@@ -12,6 +12,13 @@ training step writes its activations between two loads (so the rows come from me
 the calls of both methods alternate. Prints per workload the median of ``--calls`` calls of each and their ratio,
 and the ratio of the gathers alone (the row copy, without the owner lookup and the write into the batch).
 
+Second table: a load with a feature cache, the cache's rows written into the batch and the misses gathered from the
+machine's rows, the way ``FeatureStore.load`` did it before 2026-11-29 (the hits gathered, then written through a
+boolean mask; the misses' rows written by advanced indexing) against :func:`gnnplan.executor.features.from_cache`
+and :func:`~gnnplan.executor.features.fill` now (with at least half of the rows cached, one ``index_select`` over
+every position, then the misses' rows copied in). Workloads: Cora with the main job's cache (509 inputs, 98% hits,
+from its trace of 2026-11-29), and R-MAT inputs with 90% and 20% hits.
+
 Run: ``python benchmarks/bench_feature_gather.py [--calls 200] [--dirty-mib 64]``.
 """
 
@@ -48,6 +55,59 @@ def local_load(rows: torch.Tensor, owner: torch.Tensor, position: torch.Tensor, 
     return gathered
 
 
+CACHED = {"cora, main job's cache": (2708, 1433, 2600, 509, 0.984), "rmat, 90% hits": (20_000, 128, 10_000, 3968, 0.9),
+          "rmat, 20% hits": (20_000, 128, 10_000, 3968, 0.2)}
+"""name -> (vertices, feature width, cached rows, input vertices of a batch, hit fraction) (module docstring)."""
+
+
+def cached_load(cache_rows: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor, ids: torch.Tensor,
+                method: str) -> torch.Tensor:
+    """A batch's rows from the cache (``slot``: each vertex's cache row or -1) and, for misses, from ``rows``, by
+    ``method`` ("mask": before 2026-11-29; "from_cache": now)."""
+    from gnnplan.executor.features import fill, from_cache
+
+    s = slot[ids]
+    if method == "mask":
+        x = torch.empty((len(ids), rows.shape[1]))
+        hit = s >= 0
+        x[hit] = torch.index_select(cache_rows, 0, s[hit])
+        pos = torch.nonzero(~hit).squeeze(1)
+        x[pos] = torch.index_select(rows, 0, ids[pos])
+        return x
+    x, pos = from_cache(cache_rows, s)
+    fill(x, pos, torch.index_select(rows, 0, ids[pos]))
+    return x
+
+
+def cached_table(calls: int, junk: torch.Tensor, gen: torch.Generator) -> None:
+    """Print the second table (module docstring): median of ``calls`` loads by each method, alternating."""
+    print("\n== load with a feature cache: hits gathered then written through a mask vs from_cache (1 thread)")
+    print(f"{'workload':<24} {'hits':>6} {'mask ms':>9} {'from_cache ms':>14} {'ratio':>7}")
+    for name, (n, width, cached, k, hit_fraction) in CACHED.items():
+        rows = torch.rand(n, width, generator=gen)
+        cache_ids = torch.randperm(n, generator=gen)[:cached]
+        slot = torch.full((n,), -1, dtype=torch.int64)
+        slot[cache_ids] = torch.arange(cached)
+        cache_rows = rows[cache_ids].clone()
+        others = torch.nonzero(slot < 0).squeeze(1)
+        times: dict[str, list[float]] = {"mask": [], "from_cache": []}
+        num_hit = round(k * hit_fraction)
+        for call in range(calls + 2):
+            ids = torch.cat([cache_ids[torch.randint(0, cached, (num_hit,), generator=gen)],
+                             others[torch.randint(0, len(others), (k - num_hit,), generator=gen)]])
+            ids = ids[torch.randperm(k, generator=gen)]
+            outs = {}
+            for method in (("mask", "from_cache") if call % 2 else ("from_cache", "mask")):
+                junk.add_(1.0)
+                start = time.perf_counter()
+                outs[method] = cached_load(cache_rows, slot, rows, ids, method)
+                if call >= 2:
+                    times[method].append(time.perf_counter() - start)
+            assert torch.equal(outs["mask"], outs["from_cache"])
+        old, new = (float(np.median(times[m])) for m in ("mask", "from_cache"))
+        print(f"{name:<24} {num_hit:>6} {old * 1e3:>9.3f} {new * 1e3:>14.3f} {old / new:>6.2f}x", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
@@ -80,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = float(np.median(alone["index"]) / np.median(alone["index_select"]))
         print(f"{name:<22} {num_local:>10} {old * 1e3:>22.3f} {new * 1e3:>16.3f} {old / new:>6.2f}x  {ratio:>19.2f}x",
               flush=True)
+    cached_table(args.calls, junk, gen)
     return 0
 
 

@@ -287,6 +287,7 @@ def calibrated_cluster(args: argparse.Namespace, files, hops: list[int]):  # typ
     import torch
 
     from gnnplan.executor.probe import cpu_model, dense_flops_per_s, host_memory_bytes
+    from gnnplan.simulator.hardware.formulas import GATHER_TRAFFIC
     from gnnplan.simulator.hardware.spec import cluster_from_dict
 
     threads = torch.get_num_threads()
@@ -306,7 +307,10 @@ def calibrated_cluster(args: argparse.Namespace, files, hops: list[int]):  # typ
                     "gpudirect": False, "concurrency": st["storage_concurrency"]}})
     comp = calibrate_compute(args, base)
     eff = {"forward_fraction": min(10.0, comp["forward_fraction"]),
-           "backward_fraction": min(10.0, comp["backward_fraction"]), "gather_fraction": 1.0}
+           "backward_fraction": min(10.0, comp["backward_fraction"]),
+           # the memory bandwidth above is the measured gather rate in gathered bytes; a gather's traffic is
+           # GATHER_TRAFFIC bytes per gathered byte (read and written), so that rate is reached at this fraction
+           "gather_fraction": GATHER_TRAFFIC}
     cluster = base.model_copy(update={"efficiency": base.efficiency.model_copy(update=eff),
                                       "iteration_overhead_s": comp["iteration_overhead_s"]})
     row_index_s = calibrate_rows(args, cluster)

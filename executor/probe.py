@@ -19,6 +19,9 @@ Measurements (medians of repeats, :data:`FULL` or, for tests, :data:`QUICK` size
   mini-batch so small that every kernel's roofline time is negligible, divided by the number of kernels
   :mod:`simulator.workload.model_cost` lists for it (so the simulator's kernel count and this measurement
   agree by construction); the median over the architectures.
+* the gathers' achieved fraction ``efficiency.gather_fraction``: the feature gather's traffic (2 bytes per
+  gathered byte, read and written: :data:`simulator.hardware.formulas.GATHER_TRAFFIC`) per second over the copy
+  bandwidth, both on this machine.
 * feature gather, network and storage: alpha-beta fits ``time = latency_s + bytes / bandwidth_bytes_per_s``
   (Hockney, Parallel Computing 20(3), 1994) by :func:`~executor.probe_io.fit_latency_bandwidth`; the network
   ping-pong and the storage reads are in :mod:`executor.probe_io`.
@@ -56,7 +59,7 @@ from gnnplan.executor.probe_overheads import add_overheads
 from gnnplan.executor.probe_shares import machines_of_shares
 from gnnplan.executor.threads import cpu_count as num_cores
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.hardware.formulas import thread_share
+from gnnplan.simulator.hardware.formulas import GATHER_TRAFFIC, thread_share
 from gnnplan.simulator.hardware.spec import cluster_from_dict
 from gnnplan.simulator.io import atomic_write_text
 from gnnplan.simulator.paths import cache_dir
@@ -340,6 +343,7 @@ def probe_machine(num_workers: int = 2, quick: bool = False, gpus_per_machine: i
         "nvlink": None,
         "network": {"bandwidth_bytes_per_s": _sig(network[1]), "latency_s": _sig(network[0])},
         "storage": {"bandwidth_bytes_per_s": _sig(disk_bw / w), "latency_s": _sig(disk_latency), "gpudirect": False},
+        "efficiency": {"gather_fraction": _sig(GATHER_TRAFFIC * gather[1] / copy)},
         "sources": _sources(s, w, cores, memory, folder, dropped),
     }
     add_overheads(data, s, threads)
@@ -392,6 +396,10 @@ def _sources(s: Sizes, w: int, cores: int, memory: float, folder: Path, dropped:
             f"feature gather on a CPU: torch.index_select of k random {s.gather_row_dim}-float32 rows of a "
             f"{s.gather_table_rows}-row table into a new tensor, k = {', '.join(map(str, s.gather_row_counts))}, "
             f"median of {s.repeats} calls with fresh random rows per k, on {on}; {fit} (bytes = gathered bytes)"),
+        "efficiency.gather_fraction": (
+            "2 x the feature gather's rate (pcie.bandwidth_bytes_per_s: gathered bytes / s) over "
+            "gpu.memory_bandwidth_bytes_per_s (bytes read + written / s): a gather reads every row and writes it "
+            "into the batch (simulator.hardware.formulas.GATHER_TRAFFIC), so one at the copy rate is 1"),
         "nvlink": "none: CPU worker processes have no NVLink",
         "network.bandwidth_bytes_per_s network.latency_s": (
             f"gloo send/recv ping-pong between 2 spawned local processes over 127.0.0.1, sizes "

@@ -9,7 +9,9 @@ processes: one machine of ``torch.cuda.device_count()`` GPUs. Every measurement 
   kernels); on CPU devices ``time.perf_counter``;
 * dense FP32 throughput: ``torch.mm`` of two n x n matrices on the device, 2 n^3 FLOP; device memory bandwidth:
   ``Tensor.copy_`` on the device, bytes read + written (STREAM Copy; McCalpin, IEEE TCCA Newsletter, 1995);
-  sparse throughput: ``torch.sparse.mm`` of a random CSR matrix, 2 nnz cols FLOP;
+  sparse throughput: ``torch.sparse.mm`` of a random CSR matrix, 2 nnz cols FLOP; ``efficiency.gather_fraction``:
+  ``index_select`` of random rows on the device, its traffic (each gathered byte read and written) over that copy
+  bandwidth;
 * host->device (H2D) and device->host (D2H): ``copy_`` between a pinned host buffer and device memory
   (pinned, as the executor's loaders and DGL's UVA use; pageable copies are staged and slower: NVIDIA, "How to
   Optimize Data Transfers in CUDA C/C++", 2012), sizes 4 KiB .. 256 MiB, alpha-beta fit (Hockney, Parallel
@@ -34,6 +36,7 @@ import numpy as np
 import torch
 
 from gnnplan.executor.probe_io import fit_latency_bandwidth
+from gnnplan.simulator.hardware.formulas import GATHER_TRAFFIC
 
 __all__ = ["COPY_SIZES", "DeviceTimer", "all_reduce_bus_bandwidth", "all_reduce_times_s", "copy_times_s",
            "device_compute", "gpu_machine", "probe_gpu_fields"]
@@ -43,6 +46,9 @@ COPY_SIZES = (4096, 65536, MiB, 16 * MiB, 64 * MiB, 256 * MiB)
 """Transfer sizes of the copy and all-reduce sweeps: 4 KiB (latency-bound) to 256 MiB (bandwidth-bound)."""
 QUICK_COPY_SIZES = (4096, 65536, MiB, 4 * MiB)
 """The sweep of ``gnnplan probe --quick`` and of the tests."""
+GATHER_ROW_FLOATS = 128
+"""Width of the rows the device gather reads (float32; the feature width of ogbn-products' and papers100M's
+cards' order, and of the CPU probe's gather, :data:`executor.probe.FULL`)."""
 
 
 @dataclass
@@ -99,7 +105,7 @@ def _buffer(nbytes: int, device: torch.device, pin: bool) -> torch.Tensor:
 
 def device_compute(device: torch.device, n: int, copy_bytes: int, spmm: tuple[int, int, int], repeats: int
                    ) -> dict[str, float]:
-    """Dense FLOP/s, copy bandwidth (bytes read + written) and sparse FLOP/s on ``device``.
+    """Dense FLOP/s, copy bandwidth (bytes read + written), sparse FLOP/s and gather rate on ``device``.
 
     Args:
         device: where to measure.
@@ -109,7 +115,9 @@ def device_compute(device: torch.device, n: int, copy_bytes: int, spmm: tuple[in
         repeats: timed calls per measurement.
 
     Returns:
-        ``peak_flops_per_s``, ``memory_bandwidth_bytes_per_s``, ``sparse_flops_per_s``.
+        ``peak_flops_per_s``, ``memory_bandwidth_bytes_per_s``, ``sparse_flops_per_s`` and ``gather_bytes_per_s``:
+        ``index_select`` of a random quarter of the copied tensor's rows (:data:`GATHER_ROW_FLOATS` float32 each),
+        gathered bytes per second (a fresh random index set per call).
     """
     timer = DeviceTimer(device)
     gen = torch.Generator().manual_seed(0)
@@ -118,13 +126,19 @@ def device_compute(device: torch.device, n: int, copy_bytes: int, spmm: tuple[in
     src = torch.rand(copy_bytes // 4, generator=gen).to(device)
     dst = torch.empty_like(src)
     copy = 2.0 * src.numel() * 4 / timer.time_s(lambda: dst.copy_(src), repeats)
+    table = src.view(-1, GATHER_ROW_FLOATS)
+    picks = iter([torch.randint(0, len(table), (len(table) // 4,), generator=gen).to(device)
+                  for _ in range(repeats + 1)])
+    gather = len(table) // 4 * GATHER_ROW_FLOATS * 4 / timer.time_s(lambda: torch.index_select(table, 0, next(picks)),
+                                                                    repeats)
     rows, degree, cols = spmm
     col = np.sort(np.random.default_rng(0).integers(0, rows, size=(rows, degree)), axis=1).reshape(-1)
     crow = torch.arange(0, rows * degree + 1, degree, dtype=torch.int64)
     sparse_a = torch.sparse_csr_tensor(crow, torch.from_numpy(col), torch.rand(rows * degree), (rows, rows))
     sparse_a, x = sparse_a.to(device), torch.rand(rows, cols, generator=gen).to(device)
     sparse = 2.0 * rows * degree * cols / timer.time_s(lambda: torch.sparse.mm(sparse_a, x), repeats)
-    return {"peak_flops_per_s": dense, "memory_bandwidth_bytes_per_s": copy, "sparse_flops_per_s": sparse}
+    return {"peak_flops_per_s": dense, "memory_bandwidth_bytes_per_s": copy, "sparse_flops_per_s": sparse,
+            "gather_bytes_per_s": gather}
 
 
 def all_reduce_times_s(topo: Any, emit: Any, sizes: Sequence[int], repeats: int) -> list[float]:
@@ -188,9 +202,11 @@ def probe_gpu_fields(devices: Sequence[torch.device], quick: bool, spawn_all_red
         from gnnplan.executor.probe import host_memory_bytes
 
         name, memory = f"{dev0} (no GPU)", host_memory_bytes() / len(devices)
+    gather = compute.pop("gather_bytes_per_s")
     fields: dict[str, Any] = {
         "gpus_per_machine": len(devices),
         "gpu": {"model": name, **compute, "memory_bytes": float(memory), "is_host_cpu": False},
+        "efficiency": {"gather_fraction": GATHER_TRAFFIC * gather / compute["memory_bandwidth_bytes_per_s"]},
         "pcie": {"bandwidth_bytes_per_s": h2d[1], "latency_s": h2d[0]},
         "nvlink": None,
     }
@@ -205,6 +221,10 @@ def probe_gpu_fields(devices: Sequence[torch.device], quick: bool, spawn_all_red
         "gpu.memory_bandwidth_bytes_per_s": "Tensor.copy_ on GPU 0, bytes read + written (STREAM Copy)",
         "gpu.sparse_flops_per_s": "torch.sparse.mm of a random CSR matrix on GPU 0 (2 nnz cols FLOP)",
         "gpu.is_host_cpu": "a CUDA device",
+        "efficiency.gather_fraction": (
+            f"index_select of random {GATHER_ROW_FLOATS}-float32 rows on GPU 0: {gather:.4g} gathered bytes / s, "
+            "each read and written (simulator.hardware.formulas.GATHER_TRAFFIC = 2), over "
+            "gpu.memory_bandwidth_bytes_per_s (bytes read + written)"),
         "pcie.bandwidth_bytes_per_s pcie.latency_s": (
             f"host-to-device copy_ from pinned host memory to GPU 0, {sweep}; device-to-host measured the same "
             f"way: {d2h[1]:.4g} B/s, latency {d2h[0]:.3g} s"),

@@ -56,9 +56,11 @@ PRIOR_FIELDS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.p
                 "pcie.bandwidth_bytes_per_s", "pcie.latency_s", "gpu.kernel_overhead_s",
                 "host.sampling_edges_per_s_per_core", "host.sampler_handoff_s", "iteration_overhead_s",
                 "host.row_index_s", "storage.concurrency", "host.sampler_call_s", "gpu.graph_op_overhead_s",
-                "host.split_items_per_s_per_core", "host.split_call_s", "host.full_neighbour_sampling_ratio")
-"""The fitted parameters (:data:`simulator.calibrate_params.PARAMS`) ``gnnplan probe`` measures; the efficiencies
-are fractions of the probe's own roofline, 1 by construction, so their prior is the field's default.
+                "host.split_items_per_s_per_core", "host.split_call_s", "host.full_neighbour_sampling_ratio",
+                "efficiency.gather_fraction")
+"""The fitted parameters (:data:`simulator.calibrate_params.PARAMS`) ``gnnplan probe`` measures; the other
+efficiencies are fractions of the probe's own roofline, 1 by construction, so their prior is the field's default
+(``efficiency.gather_fraction`` is measured: :mod:`executor.probe`).
 ``host.row_index_s`` and ``storage.concurrency`` are measured by :mod:`executor.probe_constants`, which adds their
 priors (:func:`set_priors`)."""
 

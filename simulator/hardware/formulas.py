@@ -10,8 +10,9 @@ simpy resources that use them, :mod:`simulator.hardware.pricing` the cluster-lev
   measured by ``gnnplan probe`` on the executor's own models, see :mod:`executor.probe`).
 * transfer: alpha-beta, ``latency_s + bytes / bandwidth_bytes_per_s``. Source: Hockney, "The communication
   challenge for MPP", Parallel Computing 20(3), 1994.
-* gather of feature rows from a memory: ``bytes / (memory_bandwidth * efficiency.gather_fraction)`` (a
-  memory-bound index_select; the fraction absorbs irregular access).
+* gather of feature rows from a memory: ``2 bytes / (memory_bandwidth * efficiency.gather_fraction)`` (a
+  memory-bound index_select reads and writes every gathered byte, :data:`GATHER_TRAFFIC`; the fraction absorbs
+  irregular access).
 * sampling: ``edges / (sampling_edges_per_s_per_core * cores)``.
 * a worker's share of a machine's cores (:func:`thread_share`), which the executor sizes its thread pools with.
 """
@@ -84,9 +85,18 @@ def transfer_time_s(nbytes: float, link: LinkSpec) -> float:
     return 0.0 if nbytes <= 0 else link.latency_s + nbytes / link.bandwidth_bytes_per_s
 
 
+GATHER_TRAFFIC = 2.0
+"""Bytes of memory traffic per gathered byte: a gather reads every row and writes it into the batch. Memory
+bandwidths, and the copy rates the achieved fractions come from, count both (STREAM Copy: McCalpin, IEEE TCCA
+Newsletter, 1995), so a gather at the roofline bound delivers half the memory bandwidth in gathered bytes. Before
+2026-11-29 a gather was priced at the whole bandwidth, twice as fast as it can run (``gnnplan probe`` found the
+executor's gathers at 0.46 of this machine's copy rate)."""
+
+
 def gather_time_s(nbytes: float, memory_bandwidth_bytes_per_s: float, gather_fraction: float) -> float:
-    """Time to gather ``nbytes`` of feature rows (index_select) from a memory: memory-bound."""
-    return nbytes / (memory_bandwidth_bytes_per_s * gather_fraction)
+    """Time to gather ``nbytes`` of feature rows (index_select; the gathered bytes) from a memory: memory-bound,
+    ``GATHER_TRAFFIC * nbytes / (memory_bandwidth_bytes_per_s * gather_fraction)`` (:data:`GATHER_TRAFFIC`)."""
+    return GATHER_TRAFFIC * nbytes / (memory_bandwidth_bytes_per_s * gather_fraction)
 
 
 def sampling_time_s(num_edges: float, edges_per_s_per_core: float, num_cores: float) -> float:

@@ -17,7 +17,7 @@ The host side a machine's GPUs share (:class:`~simulator.hardware.spec.PcieSpec`
 ``n`` bytes is one flow across the GPU's link, its switch uplink and the host memory (``n`` bytes of DRAM
 traffic: the DMA reads them), so four GPUs copying at once behind one uplink each get a quarter of it; a
 device-to-host copy likewise in the other direction (the DMA writes them). A host gather of ``n`` bytes is a flow
-of ``n / efficiency.gather_fraction`` bytes on the host memory alone (alone, it takes
+of ``2 n / efficiency.gather_fraction`` bytes (read and written) on the host memory alone (alone, it takes
 :func:`~simulator.hardware.pricing.host_gather_s`), so gathers and copies of the machine's GPUs contend for the
 DRAM. A GPU-to-GPU copy over PCIe (no NVLink) goes peer to peer: through the uplinks only when the two GPUs sit
 behind different switches, never through host memory. Source: max-min sharing of a path's links (Bertsekas and
@@ -48,7 +48,7 @@ import simpy
 from gnnplan.simulator.engine import Engine, FluidResource
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.collectives import nic_index
-from gnnplan.simulator.hardware.formulas import worker_cores
+from gnnplan.simulator.hardware.formulas import GATHER_TRAFFIC, worker_cores
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.units import FLOAT_BYTES
 
@@ -322,13 +322,14 @@ class HardwareModel:
 
     def host_gather(self, nbytes: float, rank: int | None = None) -> simpy.Event:
         """Gather ``nbytes`` of rows from host memory for worker ``rank``: a flow of
-        ``nbytes / efficiency.gather_fraction`` bytes on its machine's host memory, shared with the machine's
+        ``GATHER_TRAFFIC * nbytes / efficiency.gather_fraction`` bytes (each row read and written,
+        :data:`~simulator.hardware.formulas.GATHER_TRAFFIC`) on its machine's host memory, shared with the machine's
         other gathers and copies; alone it takes :func:`~simulator.hardware.pricing.host_gather_s`. Without
         ``rank`` the gather shares nothing (a timeout of that length)."""
         if rank is None:
             return self.engine.timeout(pricing.host_gather_s(self.cluster, nbytes))
         return self.engine.fluid.start((self.host_memory[self.machine_of(rank)],),
-                                       nbytes / self.cluster.efficiency.gather_fraction)
+                                       GATHER_TRAFFIC * nbytes / self.cluster.efficiency.gather_fraction)
 
     def gpu_gather(self, rank: int, nbytes: float) -> Generator[simpy.Event, Any, None]:
         """Gather ``nbytes`` of rows in worker ``rank``'s device memory on its compute

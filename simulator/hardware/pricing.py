@@ -14,8 +14,10 @@ Formulas and sources:
   1994. A host<->GPU copy's bandwidth is its path's (:func:`pcie_path_bandwidth_bytes_per_s`: the GPU's link,
   its share of its PCIe switch uplink and of the host memory when ``sharers`` GPUs of the machine copy at
   once), as the event model shares them.
-* gather of rows (``index_select``) from a memory: ``nbytes / (memory_bandwidth_bytes_per_s *
-  efficiency.gather_fraction)``: memory-bound (Williams, Waterman and Patterson, "Roofline", CACM 52(4), 2009).
+* gather of rows (``index_select``) from a memory: ``2 nbytes / (memory_bandwidth_bytes_per_s *
+  efficiency.gather_fraction)``: memory-bound, each gathered byte read and written
+  (:data:`~simulator.hardware.formulas.GATHER_TRAFFIC`; Williams, Waterman and Patterson, "Roofline", CACM 52(4),
+  2009).
 * sampling: ``(num_edges / host.sampling_edges_per_s_per_core + num_calls * host.sampler_call_s) / cores`` (DGL's
   sampler is edge-bound on one core per sampler process, plus a fixed cost per call: one call per layer).
 * split (``gsplit``'s online split of a sampled batch): ``num_items / host.split_items_per_s_per_core + num_calls *
@@ -64,6 +66,7 @@ from gnnplan.simulator.hardware.collectives import (
     peer_bandwidth_bytes_per_s,
     staged_network,
 )
+from gnnplan.simulator.hardware.formulas import gather_time_s
 from gnnplan.simulator.hardware.spec import ClusterSpec, LinkSpec
 
 
@@ -181,15 +184,18 @@ def batch_load_s(cluster: ClusterSpec, index_items: float = 0.0, storage_bytes: 
 
 
 def host_gather_s(cluster: ClusterSpec, nbytes: float, sharers: int = 1) -> float:
-    """Gather ``nbytes`` of rows from host memory (memory-bound ``index_select``) while ``sharers`` workers of
-    the machine gather as much at once: ``sharers * nbytes / (host.memory_bandwidth_bytes_per_s *
-    efficiency.gather_fraction)`` (the machine's gathers share its DRAM)."""
-    return sharers * nbytes / (cluster.host.memory_bandwidth_bytes_per_s * cluster.efficiency.gather_fraction)
+    """Gather ``nbytes`` of rows (the gathered bytes) from host memory (memory-bound ``index_select``) while
+    ``sharers`` workers of the machine gather as much at once: :func:`~simulator.hardware.formulas.gather_time_s`
+    of ``sharers * nbytes`` at ``host.memory_bandwidth_bytes_per_s`` and ``efficiency.gather_fraction`` (the
+    machine's gathers share its DRAM; each gathered byte is read and written)."""
+    return gather_time_s(sharers * nbytes, cluster.host.memory_bandwidth_bytes_per_s,
+                         cluster.efficiency.gather_fraction)
 
 
 def gpu_gather_s(cluster: ClusterSpec, nbytes: float) -> float:
-    """Gather ``nbytes`` of rows from GPU memory (e.g. feature-cache hits)."""
-    return nbytes / (cluster.gpu.memory_bandwidth_bytes_per_s * cluster.efficiency.gather_fraction)
+    """Gather ``nbytes`` of rows (the gathered bytes) from GPU memory (e.g. feature-cache hits):
+    :func:`~simulator.hardware.formulas.gather_time_s` at ``gpu.memory_bandwidth_bytes_per_s``."""
+    return gather_time_s(nbytes, cluster.gpu.memory_bandwidth_bytes_per_s, cluster.efficiency.gather_fraction)
 
 
 def sampling_s(cluster: ClusterSpec, num_edges: float, cores: float = 1.0, num_calls: float = 0.0) -> float:

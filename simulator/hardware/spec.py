@@ -254,7 +254,11 @@ class EfficiencySpec(_Spec):
 
     forward_fraction: float = Field(default=1.0, gt=0, le=10)
     backward_fraction: float = Field(default=1.0, gt=0, le=10)
-    gather_fraction: float = Field(default=1.0, gt=0, le=10)
+    gather_fraction: float = Field(
+        default=1.0, gt=0, le=10,
+        description="achieved fraction of the memory bandwidth a gather's traffic reaches (2 bytes per gathered byte, "
+                    "read and written: simulator.hardware.formulas.GATHER_TRAFFIC); default 1 = roofline; gnnplan "
+                    "probe measures it, the catalogue's presets take the sustained copy's fraction")
     optimizer_fraction: float = Field(default=1.0, gt=0, le=10)
     inference_ratio: float = Field(
         default=1.0, gt=0, le=100,

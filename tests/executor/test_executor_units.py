@@ -22,7 +22,7 @@ from gnnplan.executor.data import (
     positions_in_owner,
     row_normalised,
 )
-from gnnplan.executor.features import FeatureStore, machine_rows
+from gnnplan.executor.features import FeatureStore, fill, from_cache, machine_rows
 from gnnplan.executor.launch import run_in_process
 from gnnplan.executor.models import GNN, attach_edge_weights, num_params
 from gnnplan.executor.sampling import BatchStream, TimedSampler
@@ -109,9 +109,10 @@ def test_positions_and_inference_owners() -> None:
     np.testing.assert_array_equal(inference_owners(owner, 2, 2), [2, 0, 2, 3, 1, 3])
 
 
-def test_single_machine_store_with_cache_equals_indexing(cora) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("cache_fraction", [0.2, 0.9])
+def test_single_machine_store_with_cache_equals_indexing(cora, cache_fraction: float) -> None:  # type: ignore[no-untyped-def]
     feats = input_features(cora, "cora")
-    cache = cached_vertices(cora.in_degrees(), 0.2)
+    cache = cached_vertices(cora.in_degrees(), cache_fraction)
     owner, topo = np.zeros(cora.num_vertices, dtype=np.int64), Topology(0, 1, 1, CPU)
     store = FeatureStore(machine_rows(feats, owner, topo), owner, topo, cache)
     ids = torch.from_numpy(np.random.default_rng(0).choice(cora.num_vertices, 500, replace=False))
@@ -120,6 +121,20 @@ def test_single_machine_store_with_cache_equals_indexing(cora) -> None:  # type:
     hits = int(np.isin(ids.numpy(), cache).sum())
     assert (stats.num_hit, stats.num_local, stats.num_remote) == (hits, 500 - hits, 0) and hits > 0
     assert stats.fetch is None and stats.host_to_device_bytes == (500 - hits) * 1433 * 4
+
+
+@pytest.mark.parametrize("slots", [[2, 0, 1, 2], [2, -1, 0, -1], [-1, 1, -1, -1], [-1, -1]])
+def test_rows_from_a_cache_are_the_cached_rows_and_the_misses_positions(slots: list[int]) -> None:
+    cache_rows = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    slot = torch.tensor(slots)
+    x, miss_pos = from_cache(cache_rows, slot)
+    hit = slot >= 0
+    torch.testing.assert_close(x[hit], cache_rows[slot[hit]], rtol=0, atol=0)
+    assert miss_pos.tolist() == torch.nonzero(~hit).squeeze(1).tolist()
+    fill(x, miss_pos, torch.full((len(miss_pos), 4), -1.0))
+    assert bool((x[~hit] == -1.0).all())
+    x, miss_pos = from_cache(torch.empty((0, 4)), torch.tensor([-1, -1]))
+    assert x.shape == (2, 4) and miss_pos.tolist() == [0, 1]
 
 
 def _schedule(batches: list[np.ndarray], epoch: int) -> list[np.ndarray]:

@@ -62,7 +62,8 @@ def test_quick_probe_is_a_valid_local_cluster(quick: dict[str, Any]) -> None:
 def test_quick_probe_numbers_are_positive_and_sourced(quick: dict[str, Any]) -> None:
     leaves = _leaves({k: v for k, v in quick.items() if k not in ("sources", "priors")})
     numeric = {k: v for k, v in leaves.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    assert len(numeric) == 32  # incl. gpu.kernel_overhead_s, the fixed costs of probe_overheads and probe_constants
+    # incl. gpu.kernel_overhead_s, efficiency.gather_fraction, the fixed costs of probe_overheads and probe_constants
+    assert len(numeric) == 33
     # full-neighbour sampling skips the random choice and makes fewer, larger calls: faster per edge than fanout
     # sampling (2.95x at the full sizes, 2026-11-29); the quick sizes' few repeats on a loaded machine get a margin
     assert 0.5 < numeric["host.full_neighbour_sampling_ratio"] < 20.0
@@ -82,6 +83,10 @@ def test_quick_probe_numbers_are_positive_and_sourced(quick: dict[str, Any]) -> 
     for key in set(leaves) - {"name"} | {"priors"}:
         assert quick["sources"][key].startswith(f"measured by gnnplan probe on {today}: "), key
     assert set(quick["sources"]) == set(leaves) - {"name"} | {"priors"}
+    # the gathers' fraction: the gather's traffic (read and written) over the copy rate, as measured (3 significant
+    # digits each)
+    assert numeric["efficiency.gather_fraction"] == pytest.approx(
+        2 * numeric["pcie.bandwidth_bytes_per_s"] / numeric["gpu.memory_bandwidth_bytes_per_s"], rel=2e-3)
     # the priors repeat the measured values of the fitted parameters the probe measures
     assert quick["priors"] == {p: numeric[p] for p in probe_overheads.PRIOR_FIELDS}
 

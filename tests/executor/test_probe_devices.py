@@ -78,4 +78,7 @@ def test_gpu_machine_on_cpu_devices_is_a_valid_one_machine_cluster() -> None:
     assert spec.host.memory_bandwidth_bytes_per_s == pytest.approx(2 * cpu["host"]["memory_bandwidth_bytes_per_s"])
     assert "all-reduce over the 2 devices" in spec.sources["nvlink.bandwidth_bytes_per_s"]
     assert "device-to-host" in spec.sources["pcie.bandwidth_bytes_per_s"]
+    # the device's gather rate over its copy rate: measured on the device, not the CPU probe's
+    assert 0 < spec.efficiency.gather_fraction < 10 and spec.efficiency.gather_fraction != cpu["efficiency"][
+        "gather_fraction"] and "index_select" in spec.sources["efficiency.gather_fraction"]
     assert probe_devices.COPY_SIZES[-1] >= 256 << 20  # the full sweep reaches the bandwidth-bound regime

@@ -25,8 +25,10 @@ PRIORS = {"network.per_collective_s": 1e-4, "gpu.kernel_overhead_s": 2.5e-6, "ho
           "iteration_overhead_s": 1e-3}
 """Fixed costs the preset does not model (0), given measured-like starting values (the others: the preset's)."""
 KNOBS = {"a.json": {"cache_fraction": 0.0}, "b.json": {"cache_fraction": 0.3, "num_sampler_workers": 2}}
-WIDER = {"network.latency_s": 1.4, "network.per_collective_s": 1.6}
-"""Parameters whose one-sigma range (high / low) may exceed 1.3 in the recovery test, and their limit."""
+WIDER = {"network.latency_s": 1.4, "network.per_collective_s": 1.6, "efficiency.gather_fraction": 3.5}
+"""Parameters whose one-sigma range (high / low) may exceed 1.3 in the recovery test, and their limit (the host
+gather of the local rows and their PCIe copy follow each other in every load span, so the spans pin their sum better
+than the gather: 0.27-0.89 around 0.5 on 2026-11-29)."""
 DP_PARAMS = tuple(TRUE)
 """The parameters dp's spans inform (the others, the loaders' per-row cost and the storage concurrency: ppgnn's,
 tests/simulator/test_calibrate_ppgnn.py)."""
@@ -57,11 +59,11 @@ def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, 
     start = _start()
     fitted, report = calibrate_files(_traces(tmp_path, with_params(start, TRUE)), start)
     params = report["parameters"]
-    # the feature load's host gather and the copy of the same local bytes trade against each other, and its PCIe
-    # latency hides behind the bytes: the traces carry less information on them than their priors, and the
-    # report says so
+    # the feature load's PCIe latency hides behind the bytes: the traces carry less information on it than its
+    # prior, and the report says so (until 2026-11-29 the host gather as well, when a gathered byte was priced as
+    # one byte of traffic, not read and written: half the share of the load it has now)
     weak = {p for p in DP_PARAMS if "not informed" in params[p]["flags"]}
-    assert weak == {"pcie.latency_s", "efficiency.gather_fraction"}
+    assert weak == {"pcie.latency_s"}
     for p in ("host.row_index_s", "storage.concurrency",  # ppgnn's loaders' parameters
               "host.split_items_per_s_per_core", "host.split_call_s",  # gsplit's split
               "host.full_neighbour_sampling_ratio", "efficiency.inference_ratio"):  # an executor run's evaluation
@@ -81,8 +83,8 @@ def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, 
         assert params[p]["constrained"] and params[p]["before"] == get_param(start, p), p
         assert params[p]["low"] < params[p]["after"] < params[p]["high"], p
         if p == "pcie.bandwidth_bytes_per_s":
-            # local rows are gathered and then copied, one after the other: the gather, not informed, stays near
-            # its prior (1.0, truth 0.5), and the copy of the same bytes takes up its ~1/100e9 s per byte
+            # local rows are gathered and then copied, one after the other: the copy of the same bytes as the
+            # gather takes up its ~1/100e9 s per byte
             assert get_param(fitted, p) == pytest.approx(TRUE[p], rel=0.05), p
         elif p == "efficiency.optimizer_fraction":
             # Adam runs one update per parameter tensor (model_cost.adam_kernels): 6 kernel launches make ~90% of

@@ -56,7 +56,7 @@ def test_transfer_gather_and_sampling() -> None:
     link = LinkSpec(bandwidth_bytes_per_s=1e9, latency_s=1e-5)
     assert transfer_time_s(1e9, link) == pytest.approx(1.0 + 1e-5, rel=1e-15)
     assert transfer_time_s(0, link) == 0.0
-    assert gather_time_s(1e9, 1e10, 0.5) == pytest.approx(0.2)
+    assert gather_time_s(1e9, 1e10, 0.5) == pytest.approx(0.4)  # 1 GB read and written at 5 GB/s
     assert sampling_time_s(4e7, 2e7, 2) == pytest.approx(1.0)
 
 

@@ -81,10 +81,11 @@ def test_two_gpus_per_uplink_only_pairs_share() -> None:
 
 
 def test_gathers_and_copies_share_the_host_memory() -> None:
-    """Host memory 30 GB/s, gather fraction 0.5: a gather of n bytes is 2n of memory traffic; alone it takes
+    """Host memory 30 GB/s, gather fraction 1 (the roofline): a gather of n bytes is 2n of memory traffic, each
+    gathered byte read and written (formulas.GATHER_TRAFFIC); alone it takes
     2n / 30e9. Beside a copy of n (n of traffic) the memory is split evenly, 15 GB/s each (< the 25 GB/s link):
     the copy ends at latency + n / 15e9, the gather when all 3n of traffic has passed, at 3n / 30e9."""
-    cl = machine(1, host_bw=30.0e9, gather_fraction=0.5)
+    cl = machine(1, host_bw=30.0e9)
     alone = finish_times(cl, [lambda hw: hw.host_gather(NBYTES, 0)])
     assert alone == [pytest.approx(pricing.host_gather_s(cl, NBYTES), rel=1e-12)]
     assert alone[0] == pytest.approx(2 * NBYTES / 30.0e9, rel=1e-12)

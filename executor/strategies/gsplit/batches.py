@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from gnnplan.executor.features import fill, from_cache
 from gnnplan.executor.sampling import EpochKeys, loader_generator, share_before_fork
 from gnnplan.executor.threads import apply_threads
 from gnnplan.executor.trace import now
@@ -185,11 +186,7 @@ class PartitionFeatures:
             (rows, number of hits, number of misses).
         """
         index = torch.from_numpy(np.ascontiguousarray(ids, dtype=np.int64))
-        slot = self.cache_slot[index]
-        hit = slot >= 0
-        x = torch.empty((len(index), self.rows.shape[1]), device=self.device)
-        x[hit.to(self.device)] = torch.index_select(self.cache_rows, 0, slot[hit].to(self.device))
-        miss = ~hit  # index_select: a row copy per id (executor.features.RowStore.gather)
-        x[miss.to(self.device)] = torch.index_select(self.rows, 0, self.slot[index[miss]]).to(self.device)
-        num_hit = int(hit.sum())
-        return x, num_hit, len(index) - num_hit
+        x, miss_pos = from_cache(self.cache_rows, self.cache_slot[index])
+        # index_select: a row copy per id (executor.features.RowStore.gather)
+        fill(x, miss_pos, torch.index_select(self.rows, 0, self.slot[index[miss_pos]]))
+        return x, len(index) - len(miss_pos), len(miss_pos)

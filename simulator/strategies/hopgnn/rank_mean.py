@@ -70,6 +70,7 @@ from typing import Any, overload
 import numpy as np
 
 from gnnplan.simulator.hardware import pricing
+from gnnplan.simulator.hardware.formulas import GATHER_TRAFFIC
 from gnnplan.simulator.strategies.base import SimContext, folds_proxy_ranks
 from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, StepWork, hop_work, step_work
@@ -121,7 +122,7 @@ def segment_estimates(ctx: SimContext, works: Sequence[HopWork], pregather: bool
     """
     cl = ctx.cluster
     m, g = cl.num_machines, cl.gpus_per_machine
-    gather_rate = cl.host.memory_bandwidth_bytes_per_s * cl.efficiency.gather_fraction
+    gather_rate = cl.host.memory_bandwidth_bytes_per_s * cl.efficiency.gather_fraction / GATHER_TRAFFIC
     net_rate = cl.network.bandwidth_bytes_per_s * cl.network.nics_per_machine
     row = works[0].row_bytes
     steps = [[(s.input_bytes, s.local_bytes, s.remote_bytes, s.forward_s + s.backward_s) for s in w.steps]

@@ -111,7 +111,8 @@ def test_algorithm_4_fills_batches_then_chains_them() -> None:
     assert dedup.communication_cost_s(cluster, reorganised, 512.0) < \
         dedup.communication_cost_s(cluster, identity, 512.0)
     # Eq. 4 on these volumes: 2 rows fewer over PCIe (11 -> 9), 6 more over NVLink (0 -> 6), 4 fewer reused (5 -> 1)
-    gather = cluster.gpu.memory_bandwidth_bytes_per_s * cluster.efficiency.gather_fraction
+    # T_ru: a gather in GPU memory, each row read and written (2 bytes of traffic per gathered byte)
+    gather = cluster.gpu.memory_bandwidth_bytes_per_s * cluster.efficiency.gather_fraction / 2
     assert cluster.nvlink is not None
     saved = 512.0 * (2 / cluster.pcie.bandwidth_bytes_per_s - 6 / cluster.nvlink.bandwidth_bytes_per_s + 4 / gather)
     assert dedup.communication_cost_s(cluster, identity, 512.0) - dedup.communication_cost_s(

@@ -131,7 +131,8 @@ def test_gpus_of_a_machine_share_host_memory_bandwidth() -> None:
     alone = ppgnn.simulate(SimContext(one, wl, None, sm, 1000), knobs)  # type: ignore[arg-type]
     shared = ppgnn.simulate(SimContext(load_cluster("dgx-a100"), wl, None, sm, 8000), knobs)  # type: ignore[arg-type]
     loads = [[s.dur_s for s in r.spans if s.phase == "load" and s.iteration == 0] for r in (alone, shared)]
-    gather_alone = 1000 * 128 * 4 / 409.6e9  # one GPU's rows of hop R (SGC) at the host memory bandwidth
+    # one GPU's rows of hop R (SGC), read and written, at the host memory bandwidth
+    gather_alone = 2 * 1000 * 128 * 4 / 409.6e9
     assert loads[0] == pytest.approx([5e-6 + gather_alone + 1000 * 128 * 4 / 25e9])
     copy_alone = 1000 * 128 * 4 / 25e9
     # eight gathers share the memory, then pairs of copies share an uplink (host memory: 8 x 25 GB/s < 409.6)
