@@ -229,9 +229,9 @@ def from_cache(cache_rows: torch.Tensor, slot: torch.Tensor) -> tuple[torch.Tens
 
     With at least half of the rows cached, ONE ``index_select`` over every position reads them (a miss reads
     cache row 0, overwritten later by :func:`fill`): k row copies, where gathering the hits apart and writing them
-    into the batch copies each hit twice (and a boolean-mask write computes every element's offset; on CPU it took
-    2.4x one gather of the same rows, 2026-11-29). With fewer, the hits are gathered and copied into an empty
-    batch (2 h row copies < h + m + m).
+    into the batch copies each hit twice (the executor's load until 2026-11-29: 2.01x slower on the main job's
+    Cora batches, 1.67x on R-MAT inputs with 90% hits, benchmarks/bench_feature_gather.py). With fewer, the hits
+    are gathered and copied into an empty batch (2 h row copies < h + m + m; 20% hits: 1.01x, no loss).
 
     Shapes:
         cache_rows: (c, d) on the cache's device; slot: (k,) int64 on the CPU, a row of ``cache_rows`` or -1

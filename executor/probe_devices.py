@@ -47,8 +47,8 @@ COPY_SIZES = (4096, 65536, MiB, 16 * MiB, 64 * MiB, 256 * MiB)
 QUICK_COPY_SIZES = (4096, 65536, MiB, 4 * MiB)
 """The sweep of ``gnnplan probe --quick`` and of the tests."""
 GATHER_ROW_FLOATS = 128
-"""Width of the rows the device gather reads (float32; the feature width of ogbn-products' and papers100M's
-cards' order, and of the CPU probe's gather, :data:`executor.probe.FULL`)."""
+"""Width of the rows the device gather reads (float32: ogbn-papers100M's 128 features, and the rows of the CPU
+probe's gather, :data:`executor.probe.FULL`)."""
 
 
 @dataclass
@@ -263,9 +263,12 @@ def gpu_machine(data: dict[str, Any], workers: int, quick: bool, devices: Sequen
         spawn_all_reduce: see :func:`probe_gpu_fields` (default: one spawned process per device).
 
     Returns:
-        A new mapping (``num_machines`` 1, ``gpus_per_machine`` = len(devices)).
+        A new mapping (``num_machines`` 1, ``gpus_per_machine`` = len(devices)) whose ``priors`` repeat its own
+        measured values (:func:`executor.probe_overheads.set_priors`: the device's PCIe copy and gather fraction,
+        not the CPU probe's gather path).
     """
     from gnnplan.executor.probe import host_memory_bytes
+    from gnnplan.executor.probe_overheads import set_priors
     from gnnplan.executor.threads import cpu_count
 
     devices = list(devices or [torch.device("cuda", i) for i in range(torch.cuda.device_count())])
@@ -283,7 +286,7 @@ def gpu_machine(data: dict[str, Any], workers: int, quick: bool, devices: Sequen
                       "host.memory_bytes": "host memory (sysconf)",
                       "host.memory_bandwidth_bytes_per_s": f"{whole}: Tensor.copy_ on all cores (STREAM Copy)",
                       "storage.bandwidth_bytes_per_s": f"{whole}: sequential preads of a temp file"}
-    return out
+    return set_priors(out)
 
 
 def _spawn_all_reduce(num_devices: int) -> Callable[..., list[float]]:

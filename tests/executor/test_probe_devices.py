@@ -78,6 +78,9 @@ def test_gpu_machine_on_cpu_devices_is_a_valid_one_machine_cluster() -> None:
     assert spec.host.memory_bandwidth_bytes_per_s == pytest.approx(2 * cpu["host"]["memory_bandwidth_bytes_per_s"])
     assert "all-reduce over the 2 devices" in spec.sources["nvlink.bandwidth_bytes_per_s"]
     assert "device-to-host" in spec.sources["pcie.bandwidth_bytes_per_s"]
+    # the priors are the GPU machine's own measurements, not the CPU probe's gather path
+    assert spec.priors["pcie.bandwidth_bytes_per_s"] == spec.pcie.bandwidth_bytes_per_s != cpu["pcie"][
+        "bandwidth_bytes_per_s"] and spec.priors["efficiency.gather_fraction"] == spec.efficiency.gather_fraction
     # the device's gather rate over its copy rate: measured on the device, not the CPU probe's
     assert 0 < spec.efficiency.gather_fraction < 10 and spec.efficiency.gather_fraction != cpu["efficiency"][
         "gather_fraction"] and "index_select" in spec.sources["efficiency.gather_fraction"]
