@@ -46,7 +46,14 @@ from gnnplan.executor.data import PARTITION_SEED, Topology, input_features
 from gnnplan.executor.evaluate import Accuracy, Evaluator
 from gnnplan.executor.models import num_params
 from gnnplan.executor.strategies.base import EpochStats, adam, seeded_gnn
-from gnnplan.executor.strategies.gsplit.batches import PartitionFeatures, SplitBatch, SplitSampler, SplitStream
+from gnnplan.executor.strategies.gsplit.batches import (
+    PartitionFeatures,
+    SplitBatch,
+    SplitSampler,
+    SplitStream,
+    machine_split_rows,
+    split_slice,
+)
 from gnnplan.executor.strategies.gsplit.layers import LayerTensors, ShuffleLog, ShuffleRecord, ShuffleSpec, SplitNet
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.plan import Plan
@@ -80,8 +87,12 @@ class Trainer:
         owners = rank0_first(lambda: partition_owners(wl.dataset, topo.world_size, self.knobs.split, PARTITION_SEED,
                                                       graph=graph))
         self.owner = self.data.shared.array("split-owners", lambda: owners)  # one per machine
-        self.features = PartitionFeatures(input_features(graph, wl.dataset), self.owner, graph.in_degrees(),
-                                          topo.rank, self.knobs.cache_fraction, topo.device)
+        ranks = range(topo.machine * topo.gpus_per_machine, (topo.machine + 1) * topo.gpus_per_machine)
+        # the machine's splits' rows, once per machine: only its local rank 0 reads the whole feature matrix
+        rows = self.data.shared.array("split-features", lambda: machine_split_rows(
+            input_features(load_dataset(wl.dataset), wl.dataset), self.owner, ranks))
+        self.features = PartitionFeatures(rows[split_slice(self.owner, ranks, topo.rank)], self.owner,
+                                          graph.in_degrees(), topo.rank, self.knobs.cache_fraction, topo.device)
         seed = wl.training.seed
         self.model = seeded_gnn(wl, self.data.feature_dim, self.data.num_classes, topo.device)
         self.net, self.hook = ddp.data_parallel(SplitNet(self.model), wl.training.ddp_bucket_bytes)

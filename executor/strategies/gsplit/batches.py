@@ -157,18 +157,24 @@ class PartitionFeatures:
     vertices of its own partition (:func:`~gnnplan.simulator.strategies.gsplit.split.partition_cache`).
 
     Args:
-        features: (n, d) float32 full matrix (the rank keeps a copy of its partition's rows).
+        rows: the feature rows of this split's vertices in id order (:func:`machine_split_rows`: a slice of the
+            machine's shared rows, not copied).
         owner: (n,) int64 split of every vertex; in_degrees: (n,) int64.
         rank: this split; cache_fraction: c; device: where the cache lives.
+
+    Shapes:
+        rows: (n_r, d) float32, n_r = vertices of split ``rank``.
     """
 
-    def __init__(self, features: np.ndarray, owner: np.ndarray, in_degrees: np.ndarray, rank: int,
+    def __init__(self, rows: np.ndarray, owner: np.ndarray, in_degrees: np.ndarray, rank: int,
                  cache_fraction: float, device: torch.device) -> None:
         mine = np.flatnonzero(owner == rank)
-        self.row_bytes = int(features.shape[1]) * features.dtype.itemsize
+        if len(rows) != len(mine):
+            raise ValueError(f"PartitionFeatures: {len(rows)} rows for the {len(mine)} vertices of split {rank}")
+        self.row_bytes = int(rows.shape[1]) * rows.dtype.itemsize
         self.slot = torch.full((len(owner),), -1, dtype=torch.int64)
         self.slot[torch.from_numpy(mine)] = torch.arange(len(mine))
-        self.rows = torch.from_numpy(np.ascontiguousarray(features[mine]))
+        self.rows = torch.from_numpy(rows)
         cached = torch.from_numpy(partition_cache(in_degrees, owner, rank, cache_fraction))
         self.cache_slot = torch.full((len(owner),), -1, dtype=torch.int64)
         self.cache_slot[cached] = torch.arange(len(cached))
@@ -190,3 +196,21 @@ class PartitionFeatures:
         # index_select: a row copy per id (executor.features.RowStore.gather)
         fill(x, miss_pos, torch.index_select(self.rows, 0, self.slot[index[miss_pos]]))
         return x, len(index) - len(miss_pos), len(miss_pos)
+
+
+def machine_split_rows(features: np.ndarray, owner: np.ndarray, ranks: range) -> np.ndarray:
+    """The feature rows of every split a machine's ranks hold: split ``ranks[0]``'s vertices in id order, then
+    ``ranks[1]``'s, ... (what the machine keeps once, :class:`~gnnplan.executor.shared.SharedObjects`; each rank
+    takes its slice, :func:`split_slice`).
+
+    Shapes:
+        features: (n, d) float32; owner: (n,) int64 -> (sum of the splits' sizes, d) float32.
+    """
+    return np.concatenate([features[owner == r] for r in ranks])
+
+
+def split_slice(owner: np.ndarray, ranks: range, rank: int) -> slice:
+    """Where split ``rank``'s rows sit in :func:`machine_split_rows` of ``ranks``."""
+    sizes = [int(np.count_nonzero(owner == r)) for r in ranks]
+    start = sum(sizes[:ranks.index(rank)])
+    return slice(start, start + sizes[ranks.index(rank)])

@@ -3,6 +3,7 @@ single-process reference they are compared with."""
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import numpy as np
@@ -31,26 +32,33 @@ def make_workload(arch: str, fanouts: list[int], dropout: float = 0.0, **model: 
     return workload_from_dict(data)
 
 
-def make_plan(strategy: str, workload: WorkloadSpec, num_workers: int, knobs: dict[str, Any]) -> Plan:
-    """A plan with ``num_workers`` machines x 1 worker."""
-    cluster = load_cluster("local").model_copy(update={"num_machines": num_workers, "gpus_per_machine": 1})
+def make_plan(strategy: str, workload: WorkloadSpec, num_workers: int, knobs: dict[str, Any],
+              gpus_per_machine: int = 1) -> Plan:
+    """A plan with ``num_workers / gpus_per_machine`` machines x ``gpus_per_machine`` workers."""
+    cluster = load_cluster("local").model_copy(update={"num_machines": num_workers // gpus_per_machine,
+                                                       "gpus_per_machine": gpus_per_machine})
     return Plan(strategy=strategy, knobs=knobs, num_workers=num_workers, cluster=cluster, workload=workload)
 
 
 def split_gradients(topo: Topology, emit: Any, cases: list[tuple[str, dict[str, Any], list[int], list[int]]],
-                    knobs: dict[str, Any]) -> dict[str, Any]:
+                    knobs: dict[str, Any], gpus_per_machine: int = 1) -> dict[str, Any]:
     """For each (arch, model overrides, fanouts, seeds): every rank's summed cross-entropy of its own targets and
-    the all-reduced gradient of that global batch by the gsplit training path."""
+    the all-reduced gradient of that global batch by the gsplit training path, on machines of
+    ``gpus_per_machine`` ranks (which share their machine's split rows)."""
     out = []
+    topo = Topology(topo.rank, topo.world_size, gpus_per_machine, topo.device)
     for arch, model, fanouts, seeds in cases:
         trainer = gsplit.Trainer(topo, make_plan("gsplit", make_workload(arch, fanouts, **model), topo.world_size,
-                                                 knobs), Recorder(topo.rank, 0.0))
+                                                 knobs, gpus_per_machine), Recorder(topo.rank, 0.0))
         batch = trainer.sampler(np.asarray(seeds, dtype=np.int64))
         trainer.optimizer.zero_grad()
         ce = float(trainer.step(batch))
         grads = {n: p.grad.numpy().copy() for n, p in trainer.model.named_parameters()}
-        out.append({"ce": ce, "grads": grads, "targets": len(batch.target_ids)})
+        out.append({"ce": ce, "grads": grads, "targets": len(batch.target_ids),
+                    "rows_shared": "split-features" in trainer.data.shared.arrays})
         trainer.close()
+        del trainer, batch  # the next case's trainer shares its machine's objects under the same names
+        gc.collect()
     everyone = comm.gather_object(out)
     return {"ranks": everyone} if everyone is not None else {}
 

@@ -1,6 +1,6 @@
 """gsplit on gloo workers: one split-parallel iteration equals single-process training on the same mini-batch
-(2 and 4 workers, GraphSAGE and GAT), shuffle and load volumes equal the simulator's for the same batches, Cora
-accuracy matches dp, and dp's partitioned cache serves peers' rows exactly."""
+(2 workers, and 4 on 2 machines of 2; GraphSAGE and GAT), shuffle and load volumes equal the simulator's for the
+same batches, Cora accuracy matches dp, and dp's partitioned cache serves peers' rows exactly."""
 
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ def two() -> list[Any]:
 
 @pytest.fixture(scope="module")
 def four() -> dict[str, Any]:
-    return spawn(split_gradients, 4, (cases()[:2], KNOBS))
+    """2 machines x 2 workers: a machine's ranks take their rows from its one copy of their splits' rows."""
+    return spawn(split_gradients, 4, (cases()[:2], KNOBS, 2))
 
 
 def check_against_reference(ranks: list[list[dict[str, Any]]]) -> None:
@@ -61,6 +62,7 @@ def test_two_workers_equal_single_process(two: list[Any]) -> None:
 
 def test_four_workers_equal_single_process(four: dict[str, Any]) -> None:
     check_against_reference(four["ranks"])
+    assert all(case["rows_shared"] for rank in four["ranks"] for case in rank)  # the machine's one copy
 
 
 def test_counted_bytes_equal_the_simulated_ones(two: list[Any]) -> None:
