@@ -29,6 +29,13 @@ evaluations moved more: rmat100k's dp evaluation took 475 ms in the second):
 * epoch time, calibrated on the training spans / on all spans: mean |error| 11.3% / 11.7%, then 11.9% / 12.1%:
   fitting the evaluation's spans leaves the training predictions as they were.
 
+A third run (2026-11-29, 5 min 49 s), after a gather's bytes were priced read and written
+(:data:`simulator.hardware.formulas.GATHER_TRAFFIC`) and the preset's ``efficiency.gather_fraction`` derived from
+its own gather and copy rates (0.191: the loads priced ~10x slower than at the copy rate): evaluation uncalibrated
++1.5% .. +91.5% (38.8%; rmat100k +74% .. +92%, Cora and CiteSeer +1.5% .. +18.5%, no longer under-predicted);
+calibrated on the training spans +0.2% .. +150% (57.0%); on all spans -56.7% .. +0.8% (27.9%; rmat100k -2.3% ..
++0.8%, Cora and CiteSeer -33% .. -57%); epoch time 11.9% / 11.5%.
+
 Where the single ratio fails (analysed on 2026-11-29 from the spans): the aggregation's rate depends on the block.
 DGL's ``update_all(copy_u, mean)`` on one core ran at 1.5-1.9 GFLOP/s on random blocks of 10 in-edges per
 destination and 128 columns (a training batch), 4.5 on a random chunk of 57, and rmat100k's chunks, whose hubs
