@@ -286,7 +286,7 @@ def calibrated_cluster(args: argparse.Namespace, files, hops: list[int]):  # typ
     """This machine as a one-worker cluster with the calibrated parameters (module docstring)."""
     import torch
 
-    from gnnplan.executor.probe import cpu_model, dense_flops_per_s, host_memory_bytes
+    from gnnplan.executor.probe_host import cpu_model, dense_flops_per_s, host_memory_bytes
     from gnnplan.simulator.hardware.formulas import GATHER_TRAFFIC
     from gnnplan.simulator.hardware.spec import cluster_from_dict
 

@@ -7,7 +7,8 @@ bandwidth (measured on all cores, / W) and storage bandwidth (/ W). Compute thro
 worker's own threads (``cores // W``); the feature-gather path (``pcie``) too. ``network`` is gloo over
 loopback between two spawned processes; latencies are not divided.
 
-Measurements (medians of repeats, :data:`FULL` or, for tests, :data:`QUICK` sizes):
+Measurements (:mod:`executor.probe_host` makes the compute, memory, kernel and sampling ones; medians of repeats,
+:data:`~executor.probe_host.FULL` or, for tests, :data:`~executor.probe_host.QUICK` sizes):
 
 * dense FP32 throughput: ``torch.mm`` of two n x n matrices, 2 n^3 FLOP.
 * SpMM throughput: ``torch.sparse.mm`` of a random CSR matrix with a dense matrix, 2 nnz cols FLOP.
@@ -36,25 +37,33 @@ and the GPUs, host<->GPU copies, peer copies and all-reduce are measured by :mod
 
 from __future__ import annotations
 
-import contextlib
 import datetime
-import functools
-import os
-import platform
 import textwrap
-import time
-import warnings
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
 import yaml
 
 from gnnplan.executor.probe_constants import add_constants
-from gnnplan.executor.probe_io import fit_latency_bandwidth, network_latency_bandwidth, storage_bandwidth_latency
+from gnnplan.executor.probe_host import (
+    FULL,
+    OVERHEAD_ARCHS,
+    OVERHEAD_GRAPH,
+    QUICK,
+    MiB,
+    Sizes,
+    copy_bytes_per_s,
+    cpu_model,
+    dense_flops_per_s,
+    gather_latency_bandwidth,
+    host_memory_bytes,
+    kernel_overhead_s,
+    sampling_rates,
+    spmm_flops_per_s,
+)
+from gnnplan.executor.probe_io import network_latency_bandwidth, storage_bandwidth_latency
 from gnnplan.executor.probe_overheads import add_overheads
 from gnnplan.executor.probe_shares import machines_of_shares
 from gnnplan.executor.threads import cpu_count as num_cores
@@ -63,235 +72,6 @@ from gnnplan.simulator.hardware.formulas import GATHER_TRAFFIC, thread_share
 from gnnplan.simulator.hardware.spec import cluster_from_dict
 from gnnplan.simulator.io import atomic_write_text
 from gnnplan.simulator.paths import cache_dir
-from gnnplan.simulator.workload.inference import CHUNK_VERTICES
-
-MiB = 2 ** 20
-
-
-@dataclass(frozen=True)
-class Sizes:
-    """Problem sizes and repeats of one probe."""
-
-    repeats: int
-    matmul_dim: int
-    spmm_rows: int
-    spmm_degree: int
-    spmm_cols: int
-    copy_bytes: int
-    gather_row_dim: int
-    gather_table_rows: int
-    gather_row_counts: tuple[int, ...]
-    rmat_vertices: int
-    rmat_edge_factor: int
-    sampling_fanouts: tuple[int, ...]
-    sampling_batch_size: int
-    sampling_batches: int
-    full_chunk_vertices: int
-    message_sizes: tuple[int, ...]
-    message_repeats: int
-    storage_file_bytes: int
-    storage_block_bytes: int
-    storage_small_reads: int
-
-
-FULL = Sizes(repeats=7, matmul_dim=2048, spmm_rows=100_000, spmm_degree=16, spmm_cols=128, copy_bytes=256 * MiB,
-             gather_row_dim=128, gather_table_rows=500_000, gather_row_counts=(16, 64, 256, 1024, 4096, 16384, 32768),
-             rmat_vertices=100_000, rmat_edge_factor=16, sampling_fanouts=(10, 10), sampling_batch_size=512,
-             sampling_batches=30, full_chunk_vertices=CHUNK_VERTICES,
-             message_sizes=(8, 64, 512, 4096, 32768, 262144, 2 * MiB, 16 * MiB, 64 * MiB),
-             message_repeats=21, storage_file_bytes=256 * MiB, storage_block_bytes=4 * MiB, storage_small_reads=64)
-"""The sizes of ``gnnplan probe`` (under a minute on 2 cores). The R-MAT graph, fanouts and batch size are those
-of the ``rmat100k-sage`` workload (512 = its 1024 global seeds over 2 workers); full-neighbour sampling takes the
-evaluation's chunks (:data:`simulator.workload.inference.CHUNK_VERTICES` destinations). The largest gather
-(16 MiB) stays below glibc's largest dynamic mmap threshold (32 MiB, mallopt(3) M_MMAP_THRESHOLD), above which
-every new tensor is a fresh mmap paying page faults; the gather table (256 MB) and copy tensor exceed the CPU
-caches."""
-
-QUICK = Sizes(repeats=3, matmul_dim=384, spmm_rows=20_000, spmm_degree=8, spmm_cols=64, copy_bytes=16 * MiB,
-              gather_row_dim=128, gather_table_rows=20_000, gather_row_counts=(16, 64, 256, 1024, 4096),
-              rmat_vertices=5_000, rmat_edge_factor=8, sampling_fanouts=(5, 5), sampling_batch_size=64,
-              sampling_batches=5, full_chunk_vertices=1024, message_sizes=(8, 512, 32768, MiB, 8 * MiB),
-              message_repeats=5,
-              storage_file_bytes=8 * MiB, storage_block_bytes=MiB, storage_small_reads=8)
-"""Small sizes for tests and ``gnnplan probe --quick`` (seconds, less accurate)."""
-
-
-def median_time_s(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
-    """Median wall time (``time.perf_counter``) of ``repeats`` calls of ``fn`` after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-
-
-@contextlib.contextmanager
-def torch_threads(num_threads: int) -> Iterator[None]:
-    """Run the body with ``torch.set_num_threads(num_threads)``, restoring the previous count."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(num_threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
-def host_memory_bytes() -> float:
-    """Physical memory of this machine (``sysconf``: pages x page size)."""
-    return float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-
-
-def cpu_model() -> str:
-    """The CPU's model name from ``/proc/cpuinfo`` (Linux), else ``platform.processor()`` or the architecture."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and ":" in line:
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or platform.machine() or "unknown CPU"
-
-
-def dense_flops_per_s(threads: int, n: int, repeats: int) -> float:
-    """FP32 ``torch.mm`` throughput of two n x n matrices (2 n^3 FLOP) on ``threads`` threads."""
-    gen = torch.Generator().manual_seed(0)
-    a, b = torch.rand(n, n, generator=gen), torch.rand(n, n, generator=gen)
-    with torch_threads(threads):
-        return 2.0 * n ** 3 / median_time_s(lambda: torch.mm(a, b), repeats)
-
-
-def spmm_flops_per_s(threads: int, rows: int, degree: int, cols: int, repeats: int) -> float:
-    """``torch.sparse.mm`` throughput of a random rows x rows CSR matrix (``degree`` uniformly random nonzeros
-    per row) times a dense rows x cols matrix: 2 nnz cols FLOP (one multiply-add per nonzero and column)."""
-    rng = np.random.default_rng(0)
-    col = np.sort(rng.integers(0, rows, size=(rows, degree)), axis=1).reshape(-1)
-    crow = torch.arange(0, rows * degree + 1, degree, dtype=torch.int64)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
-        a = torch.sparse_csr_tensor(crow, torch.from_numpy(col), torch.rand(rows * degree), (rows, rows))
-        x = torch.rand(rows, cols)
-        with torch_threads(threads):
-            return 2.0 * rows * degree * cols / median_time_s(lambda: torch.sparse.mm(a, x), repeats)
-
-
-def copy_bytes_per_s(threads: int, nbytes: int, repeats: int) -> float:
-    """``Tensor.copy_`` bandwidth of an ``nbytes`` float32 tensor, counting bytes read + written (STREAM Copy)."""
-    src = torch.rand(nbytes // 4)
-    dst = torch.empty_like(src)
-    with torch_threads(threads):
-        return 2.0 * src.numel() * 4 / median_time_s(lambda: dst.copy_(src), repeats)
-
-
-def gather_latency_bandwidth(threads: int, row_dim: int, table_rows: int, row_counts: Sequence[int],
-                             repeats: int) -> tuple[float, float]:
-    """The feature-gather path of a CPU worker: ``torch.index_select`` of k random float32 rows of width
-    ``row_dim`` from a ``table_rows``-row table into a new tensor, for each k in ``row_counts``.
-
-    Every call gathers a fresh random index set (repeating one would time rows left in the CPU caches by the
-    previous call), so with a table larger than the caches this is the DRAM gather the executor does.
-
-    Returns:
-        (latency_s, bandwidth_bytes_per_s) fitted over the gathered (output) bytes.
-    """
-    gen = torch.Generator().manual_seed(0)
-    table = torch.rand(table_rows, row_dim, generator=gen)
-    times = []
-    with torch_threads(threads):
-        for k in row_counts:
-            batches = [torch.randint(0, table_rows, (k,), generator=gen) for _ in range(repeats + 1)]
-            times.append(_index_select_time_s(table, batches, repeats))
-    return fit_latency_bandwidth([k * row_dim * 4 for k in row_counts], times)
-
-
-def _index_select_time_s(table: torch.Tensor, batches: list[torch.Tensor], repeats: int) -> float:
-    """Median time of ``index_select`` of ``batches[1:]`` after a warm-up with ``batches[0]``."""
-    it = iter(batches)
-    return median_time_s(lambda: torch.index_select(table, 0, next(it)), repeats)
-
-
-OVERHEAD_ARCHS = ("gcn", "sage", "gat", "gin")
-OVERHEAD_GRAPH = (64, 4, (2, 2), 4, 8, 4)
-"""Tiny batch of the kernel-overhead measurement: (R-MAT vertices, edge factor, fanouts, seeds, feature width,
-hidden width); its kernels' roofline times are nanoseconds on any machine."""
-
-
-def kernel_overhead_s(threads: int, repeats: int) -> float:
-    """Fixed seconds per modelled kernel of the executor's models (module docstring).
-
-    Args:
-        threads: torch threads of one worker.
-        repeats: timed forward + backward passes per architecture.
-
-    Returns:
-        Median over :data:`OVERHEAD_ARCHS` of (median pass time) / (forward + backward kernels listed by
-        :func:`simulator.workload.model_cost.model_cost` for the pass's blocks).
-    """
-    from types import SimpleNamespace
-
-    import dgl
-
-    from gnnplan.executor.data import build_graph
-    from gnnplan.executor.models import GNN, attach_edge_weights
-    from gnnplan.executor.sampling import TimedSampler, sample_inline
-    from gnnplan.simulator.workload.model_cost import Block, model_cost
-    from gnnplan.simulator.workload.rmat import rmat_edges
-    from gnnplan.simulator.workload.spec import ModelSpec
-
-    n, factor, fanouts, seeds, width, hidden = OVERHEAD_GRAPH
-    src, dst = rmat_edges(n, factor * n, seed=0)
-    per_kernel = []
-    with torch_threads(threads):
-        for arch in OVERHEAD_ARCHS:
-            g, weight = build_graph(cast(Any, SimpleNamespace(src=src, dst=dst, num_vertices=n)), arch)
-            dgl.seed(0)
-            batch = sample_inline(g, TimedSampler(list(fanouts)), np.arange(seeds))
-            attach_edge_weights(batch.blocks, weight)
-            spec = ModelSpec.model_validate({"arch": arch, "num_layers": len(fanouts), "hidden_dim": hidden})
-            torch.manual_seed(0)
-            model, x = GNN(spec, width, 2), torch.randn(len(batch.input_nodes), width)
-            seconds = median_time_s(functools.partial(_pass, model, batch.blocks, x), repeats, warmup=3)
-            blocks = [Block(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in batch.blocks]
-            cost = model_cost(spec, width, 2, blocks)
-            per_kernel.append(seconds / (len(cost.forward) + len(cost.backward)))
-    return float(np.median(per_kernel))
-
-
-def _pass(model: torch.nn.Module, blocks: list[Any], x: torch.Tensor) -> None:
-    """One forward + backward pass (the unit :func:`kernel_overhead_s` times)."""
-    model(blocks, x).sum().backward()
-
-
-def sampling_rates(sizes: Sizes) -> tuple[float, float]:
-    """Sampled edges per second of DGL's ``NeighborSampler`` on one thread, as the executor samples
-    (:class:`executor.sampling.TimedSampler`), on an R-MAT graph: the median over batches of random seeds at the
-    workload's fanouts (training), and the median over chunks of ``full_chunk_vertices`` random destinations with
-    every in-edge (fanout -1: the evaluation's blocks, executor/evaluate.py), each call's edges over its time (its
-    fixed cost, ``host.sampler_call_s``, is ~3% of a 16384-vertex chunk's: not taken out)."""
-    import dgl
-
-    from gnnplan.executor.sampling import TimedSampler
-    from gnnplan.simulator.workload.rmat import rmat_edges
-
-    n = sizes.rmat_vertices
-    src, dst = rmat_edges(n, sizes.rmat_edge_factor * n, seed=0)
-    g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n)
-    rng = np.random.default_rng(0)
-    medians = []
-    with torch_threads(1):
-        dgl.seed(0)
-        for fanouts, batch, calls in ((sizes.sampling_fanouts, sizes.sampling_batch_size, sizes.sampling_batches),
-                                      ((-1,), min(sizes.full_chunk_vertices, n), sizes.repeats)):
-            sampler, rates = TimedSampler(list(fanouts)), []
-            for i in range(calls + 1):  # the first call builds the CSC format: warm-up
-                seeds = torch.from_numpy(rng.choice(n, batch, replace=False))
-                start = time.perf_counter()
-                _, _, blocks, _ = sampler.sample(g, seeds)
-                elapsed = time.perf_counter() - start
-                if i:
-                    rates.append(sum(int(b.num_edges()) for b in blocks) / elapsed)
-            medians.append(float(np.median(rates)))
-    return medians[0], medians[1]
 
 
 def _sig(x: float) -> float:

@@ -48,7 +48,7 @@ QUICK_COPY_SIZES = (4096, 65536, MiB, 4 * MiB)
 """The sweep of ``gnnplan probe --quick`` and of the tests."""
 GATHER_ROW_FLOATS = 128
 """Width of the rows the device gather reads (float32: ogbn-papers100M's 128 features, and the rows of the CPU
-probe's gather, :data:`executor.probe.FULL`)."""
+probe's gather, :data:`executor.probe_host.FULL`)."""
 
 
 @dataclass
@@ -199,7 +199,7 @@ def probe_gpu_fields(devices: Sequence[torch.device], quick: bool, spawn_all_red
     if dev0.type == "cuda":
         name, memory = torch.cuda.get_device_name(dev0), float(torch.cuda.get_device_properties(dev0).total_memory)
     else:
-        from gnnplan.executor.probe import host_memory_bytes
+        from gnnplan.executor.probe_host import host_memory_bytes
 
         name, memory = f"{dev0} (no GPU)", host_memory_bytes() / len(devices)
     gather = compute.pop("gather_bytes_per_s")
@@ -267,7 +267,7 @@ def gpu_machine(data: dict[str, Any], workers: int, quick: bool, devices: Sequen
         measured values (:func:`executor.probe_overheads.set_priors`: the device's PCIe copy and gather fraction,
         not the CPU probe's gather path).
     """
-    from gnnplan.executor.probe import host_memory_bytes
+    from gnnplan.executor.probe_host import host_memory_bytes
     from gnnplan.executor.probe_overheads import set_priors
     from gnnplan.executor.threads import cpu_count
 

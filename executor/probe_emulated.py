@@ -53,7 +53,7 @@ def probe_emulated(num_machines: int = 2, workers_per_machine: int = 1, limits: 
         num_machines: emulated machines, >= 2 (the network is measured between two of them).
         workers_per_machine: worker processes (ranks) per machine the cluster is modelled for (>= 1).
         limits: each machine's NIC rate (bytes/s; None = unshaped), CPU quota (cores) and memory limit (bytes).
-        quick: the probe's small sizes (:data:`executor.probe.QUICK`; seconds, less accurate).
+        quick: the probe's small sizes (:data:`executor.probe_host.QUICK`; seconds, less accurate).
         timeout_s: longest each step may take.
 
     Returns:
@@ -66,7 +66,7 @@ def probe_emulated(num_machines: int = 2, workers_per_machine: int = 1, limits: 
         EmulationError: not root / no CAP_NET_ADMIN / a tool missing, or another emulated run is live.
         WorkerError: a probe step failed or timed out (its last stderr line).
     """
-    from gnnplan.executor.probe import FULL, QUICK
+    from gnnplan.executor.probe_host import FULL, QUICK
 
     for name, value, low in (("--machines", num_machines, 2), ("--workers", workers_per_machine, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
@@ -120,8 +120,9 @@ def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits,
     all-to-all of the same bytes s); ``jitter`` the stragglers between them (``jitter_s``, mean wait s, calls:
     :func:`executor.probe_io.straggler_jitter`), which replaces the machine probe's (two processes inside one
     machine, sharing its cores)."""
-    from gnnplan.executor.probe import _sig, host_memory_bytes
+    from gnnplan.executor.probe import _sig
     from gnnplan.executor.probe_collectives import all_to_all_fixed_s, collective_fixed_s
+    from gnnplan.executor.probe_host import host_memory_bytes
 
     latency_s, bandwidth_bytes_per_s, reduce_s, exchange_s = network
     collective = collective_fixed_s(reduce_s, latency_s, bandwidth_bytes_per_s)

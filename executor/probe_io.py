@@ -240,7 +240,7 @@ def storage_bandwidth_latency(folder: Path, sizes: Any) -> tuple[float, float, b
 
     Args:
         folder: where the temporary file is written.
-        sizes: the probe's :class:`executor.probe.Sizes` (``storage_block_bytes``, ``storage_file_bytes``,
+        sizes: the probe's :class:`executor.probe_host.Sizes` (``storage_block_bytes``, ``storage_file_bytes``,
             ``repeats``, ``storage_small_reads``).
 
     Returns:

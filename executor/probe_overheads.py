@@ -168,13 +168,13 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
 
     Args:
         data: the probe's cluster mapping (changed in place).
-        sizes: the probe's :class:`executor.probe.Sizes`.
+        sizes: the probe's :class:`executor.probe_host.Sizes`.
         threads: torch threads of one worker (the trainer side of the hand-off runs on them).
 
     Returns:
         ``data``.
     """
-    from gnnplan.executor.probe import torch_threads
+    from gnnplan.executor.probe_host import torch_threads
 
     batch = max(1, sizes.sampling_batch_size // HANDOFF_SEEDS_DIVISOR)
     num_batches = max(5, 3 * sizes.repeats)

@@ -48,7 +48,7 @@ PRIOR_WIDTHS = {"network.bandwidth_bytes_per_s": math.log(1.5), "host.sampling_e
   on the emulated cluster's R-MAT workload the two workers' batches (11904 and 3877 edges, 1.21 and 0.88 ms)
   differ by 2.4e7 edges/s, 1.25x the probe (traces of 2026-11-28);
 * the per-kernel cost is timed on the executor's own model, a forward and backward pass of a small sampled batch
-  (:func:`executor.probe.kernel_overhead_s`). A training run's batches are all alike, so its passes determine their
+  (:func:`executor.probe_host.kernel_overhead_s`). A training run's batches are all alike, so its passes determine their
   cost, not how it splits between the kernels' fixed cost and the FLOP efficiencies: at a factor of 3 the fit on
   Cora's dp (bench_whatif record 23) put it at 2.15x the probe, and the predicted passes of R-MAT's dp (smaller
   kernels) and of gsplit (more of them) came out 15-40% longer than measured; at 1.5 the fit stays at 1.21x and the

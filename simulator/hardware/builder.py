@@ -44,9 +44,9 @@ FULL_NEIGHBOUR_SAMPLING_RATIO = 2.95
 """Full-neighbour over fanout sampling rate of DGL's CPU sampler (``host.full_neighbour_sampling_ratio``, the
 evaluation's blocks), measured by ``gnnplan probe`` on the 2-core development machine (:data:`FULL_SAMPLING_SOURCE`)."""
 FULL_SAMPLING_SOURCE = ("measured on the 2-core development machine (AMD EPYC, 2026-11-29) by gnnplan probe "
-                        "(executor.probe.sampling_rates): DGL 1.1.3 NeighborSampler, fanouts [-1] on chunks of 16384 "
-                        "destinations over fanouts [10, 10] on batches of 512 seeds, one core, R-MAT graph of 100000 "
-                        "vertices: 3.006e+07 / 1.018e+07 edges/s = 2.95 [inferred: a ratio of two sampling "
+                        "(executor.probe_host.sampling_rates): DGL 1.1.3 NeighborSampler, fanouts [-1] on chunks of "
+                        "16384 destinations over fanouts [10, 10] on batches of 512 seeds, one core, R-MAT graph of "
+                        "100000 vertices: 3.006e+07 / 1.018e+07 edges/s = 2.95 [inferred: a ratio of two sampling "
                         "algorithms of the same library on one core, kept on other x86 server cores]; replace by "
                         "calibration (eval_sample spans)")
 HEADER = ("# Built by gnnplan.simulator.hardware.builder from the hardware catalogue (simulator/hardware/catalogue/):\n"

@@ -132,7 +132,7 @@ class HostSpec(_Spec):
         description="edges per second of full-neighbour sampling (every in-edge of a chunk of destination "
                     "vertices: the evaluation's layer-wise inference blocks) over sampling_edges_per_s_per_core, "
                     "the rate of a training batch's random fanout choice; default 1 = the same rate; gnnplan "
-                    "probe measures it (executor.probe.sampling_rates: 2.95 on the 2-core development machine, "
+                    "probe measures it (executor.probe_host.sampling_rates: 2.95 on the 2-core development machine, "
                     "DGL 1.1.3, 2026-11-29) and gnnplan calibrate fits it to a run's eval_sample spans")
 
 

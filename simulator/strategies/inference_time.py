@@ -25,7 +25,7 @@ The executor traces each step (executor/evaluate.py: ``eval_sample``, ``eval_fet
 ``eval_forward`` spans (:func:`~.calibration_rules.evaluation_rules`, each layer's spans with that layer's
 kernels, :func:`evaluation_profiles`) and reports the evaluation of held-out epochs
 (:mod:`simulator.calibrate_holdout`). ``gnnplan probe`` measures the sampling ratio
-(:func:`executor.probe.sampling_rates`: 2.95 on the 2-core development machine, 2026-11-29).
+(:func:`executor.probe_host.sampling_rates`: 2.95 on the 2-core development machine, 2026-11-29).
 
 [inferred: no step overlaps another, as in the executor, and the rows another rank of the same machine computed
 are priced as network pulls (gloo moves them through the loopback here; NCCL over NVLink or PCIe on a GPU

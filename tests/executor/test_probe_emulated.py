@@ -17,7 +17,7 @@ from test_emulate import needs_root  # the same skip reason as the emulated clus
 from gnnplan.autotune.cli import main
 from gnnplan.executor import emulate, probe_emulated
 from gnnplan.executor.emulate import EmulatedCluster, MachineLimits
-from gnnplan.executor.probe import QUICK
+from gnnplan.executor.probe_host import QUICK
 from gnnplan.simulator.hardware.spec import load_cluster
 
 
