@@ -31,6 +31,8 @@ import time
 import numpy as np
 import torch
 
+from gnnplan.executor.features import fill, from_cache
+
 WORKLOADS = {"rmat, hub machine": (10_000, 128, 3968, 0.886), "rmat, other machine": (10_000, 128, 2194, 0.215),
              "cora": (1354, 1433, 418, 0.68)}
 """name -> (rows per machine, feature width, input vertices of a batch, local fraction) (module docstring)."""
@@ -64,8 +66,6 @@ def cached_load(cache_rows: torch.Tensor, slot: torch.Tensor, rows: torch.Tensor
                 method: str) -> torch.Tensor:
     """A batch's rows from the cache (``slot``: each vertex's cache row or -1) and, for misses, from ``rows``, by
     ``method`` ("mask": before 2026-11-29; "from_cache": now)."""
-    from gnnplan.executor.features import fill, from_cache
-
     s = slot[ids]
     if method == "mask":
         x = torch.empty((len(ids), rows.shape[1]))

@@ -37,6 +37,7 @@ import torch
 
 from gnnplan.executor.probe_io import fit_latency_bandwidth
 from gnnplan.simulator.hardware.formulas import GATHER_TRAFFIC
+from gnnplan.simulator.units import FLOAT_BYTES
 
 __all__ = ["COPY_SIZES", "DeviceTimer", "all_reduce_bus_bandwidth", "all_reduce_times_s", "copy_times_s",
            "device_compute", "gpu_machine", "probe_gpu_fields"]
@@ -127,10 +128,10 @@ def device_compute(device: torch.device, n: int, copy_bytes: int, spmm: tuple[in
     dst = torch.empty_like(src)
     copy = 2.0 * src.numel() * 4 / timer.time_s(lambda: dst.copy_(src), repeats)
     table = src.view(-1, GATHER_ROW_FLOATS)
-    picks = iter([torch.randint(0, len(table), (len(table) // 4,), generator=gen).to(device)
-                  for _ in range(repeats + 1)])
-    gather = len(table) // 4 * GATHER_ROW_FLOATS * 4 / timer.time_s(lambda: torch.index_select(table, 0, next(picks)),
-                                                                    repeats)
+    num_picked = len(table) // 4  # a quarter of the rows, fresh random ones per call
+    picks = iter([torch.randint(0, len(table), (num_picked,), generator=gen).to(device) for _ in range(repeats + 1)])
+    gathered_bytes = num_picked * GATHER_ROW_FLOATS * FLOAT_BYTES
+    gather = gathered_bytes / timer.time_s(lambda: torch.index_select(table, 0, next(picks)), repeats)
     rows, degree, cols = spmm
     col = np.sort(np.random.default_rng(0).integers(0, rows, size=(rows, degree)), axis=1).reshape(-1)
     crow = torch.arange(0, rows * degree + 1, degree, dtype=torch.int64)

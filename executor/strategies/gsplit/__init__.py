@@ -88,7 +88,8 @@ class Trainer:
                                                       graph=graph))
         self.owner = self.data.shared.array("split-owners", lambda: owners)  # one per machine
         ranks = range(topo.machine * topo.gpus_per_machine, (topo.machine + 1) * topo.gpus_per_machine)
-        # the machine's splits' rows, once per machine: only its local rank 0 reads the whole feature matrix
+        # the machine's splits' rows, once per machine: only its local rank 0 reads the whole feature matrix, on a
+        # fresh load (``graph`` would keep the matrix it caches alive until the end of this constructor)
         rows = self.data.shared.array("split-features", lambda: machine_split_rows(
             input_features(load_dataset(wl.dataset), wl.dataset), self.owner, ranks))
         self.features = PartitionFeatures(rows[split_slice(self.owner, ranks, topo.rank)], self.owner,

@@ -70,7 +70,6 @@ from typing import Any, overload
 import numpy as np
 
 from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.hardware.formulas import GATHER_TRAFFIC
 from gnnplan.simulator.strategies.base import SimContext, folds_proxy_ranks
 from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, StepWork, hop_work, step_work
@@ -122,7 +121,7 @@ def segment_estimates(ctx: SimContext, works: Sequence[HopWork], pregather: bool
     """
     cl = ctx.cluster
     m, g = cl.num_machines, cl.gpus_per_machine
-    gather_rate = cl.host.memory_bandwidth_bytes_per_s * cl.efficiency.gather_fraction / GATHER_TRAFFIC
+    gather_rate = 1.0 / pricing.host_gather_s(cl, 1.0)  # gathered bytes per second of one worker alone
     net_rate = cl.network.bandwidth_bytes_per_s * cl.network.nics_per_machine
     row = works[0].row_bytes
     steps = [[(s.input_bytes, s.local_bytes, s.remote_bytes, s.forward_s + s.backward_s) for s in w.steps]
