@@ -100,14 +100,10 @@ def fit(sizes: list[float], times: list[float]) -> tuple[float, float]:
 
 
 def timed(fn, repeats: int = 5) -> float:  # type: ignore[no-untyped-def]
-    """Median seconds of ``fn()`` after one warm-up call."""
-    fn()
-    out = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - start)
-    return statistics.median(out)
+    """Median seconds of ``fn()`` after one warm-up call (:func:`gnnplan.executor.probe_host.median_time_s`)."""
+    from gnnplan.executor.probe_host import median_time_s
+
+    return median_time_s(fn, repeats)
 
 
 def calibrate_transfers(files, hops: list[int], batch: int) -> dict[str, float]:  # type: ignore[no-untyped-def]
