@@ -70,11 +70,19 @@ def compute_time_s(kernels: Iterable[Kernel], gpu: GpuSpec, efficiency_fraction:
         efficiency_fraction: achieved fraction of the roofline bound (``cluster.efficiency.*_fraction``).
     """
     ks = tuple(kernels)
-    out = roofline_s(ks, gpu) / efficiency_fraction + len(ks) * gpu.kernel_overhead_s
-    graph_ops = sum(1 for k in ks if getattr(k, "graph_op", False))  # DGL message-passing calls
+    out = roofline_s(ks, gpu) / efficiency_fraction + fixed_time_s(ks, gpu)
     if gpu.rng_elements_per_s:
         out += sum(getattr(k, "random_elems", 0.0) for k in ks) / gpu.rng_elements_per_s
-    return out + graph_ops * gpu.graph_op_overhead_s if graph_ops and gpu.graph_op_overhead_s else out
+    return out
+
+
+def fixed_time_s(kernels: Iterable[Kernel], gpu: GpuSpec) -> float:
+    """The part of :func:`compute_time_s` a kernel sequence pays whatever its sizes: ``gpu.kernel_overhead_s`` per
+    kernel and ``gpu.graph_op_overhead_s`` per DGL message-passing call among them (a batch twice as large
+    launches the same kernels)."""
+    ks = tuple(kernels)
+    graph_ops = sum(1 for k in ks if getattr(k, "graph_op", False))  # DGL message-passing calls
+    return len(ks) * gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s
 
 
 def transfer_time_s(nbytes: float, link: LinkSpec) -> float:
@@ -93,10 +101,18 @@ Newsletter, 1995), so a gather at the roofline bound delivers half the memory ba
 executor's gathers at 0.46 of this machine's copy rate)."""
 
 
+def memory_traffic_time_s(traffic_bytes: float, memory_bandwidth_bytes_per_s: float, fraction: float) -> float:
+    """Time of a memory-bound row operation that moves ``traffic_bytes`` (bytes read plus written, the convention
+    of the bandwidth) at ``fraction`` of the roofline: ``traffic_bytes / (memory_bandwidth_bytes_per_s *
+    fraction)`` (Williams, Waterman and Patterson, "Roofline", CACM 52(4), 2009)."""
+    return traffic_bytes / (memory_bandwidth_bytes_per_s * fraction)
+
+
 def gather_time_s(nbytes: float, memory_bandwidth_bytes_per_s: float, gather_fraction: float) -> float:
     """Time to gather ``nbytes`` of feature rows (index_select; the gathered bytes) from a memory: memory-bound,
-    ``GATHER_TRAFFIC * nbytes / (memory_bandwidth_bytes_per_s * gather_fraction)`` (:data:`GATHER_TRAFFIC`)."""
-    return GATHER_TRAFFIC * nbytes / (memory_bandwidth_bytes_per_s * gather_fraction)
+    ``GATHER_TRAFFIC * nbytes / (memory_bandwidth_bytes_per_s * gather_fraction)`` (:data:`GATHER_TRAFFIC`,
+    :func:`memory_traffic_time_s`)."""
+    return memory_traffic_time_s(GATHER_TRAFFIC * nbytes, memory_bandwidth_bytes_per_s, gather_fraction)
 
 
 def sampling_time_s(num_edges: float, edges_per_s_per_core: float, num_cores: float) -> float:

@@ -17,7 +17,8 @@ Formulas and sources:
 * gather of rows (``index_select``) from a memory: ``2 nbytes / (memory_bandwidth_bytes_per_s *
   efficiency.gather_fraction)``: memory-bound, each gathered byte read and written
   (:data:`~simulator.hardware.formulas.GATHER_TRAFFIC`; Williams, Waterman and Patterson, "Roofline", CACM 52(4),
-  2009).
+  2009). Another memory-bound row operation on the host (HongTu's CPU scatter-add) is priced by the bytes it
+  reads and writes at the same bandwidth and fraction (:func:`host_memory_traffic_s`).
 * sampling: ``(num_edges / host.sampling_edges_per_s_per_core + num_calls * host.sampler_call_s) / cores`` (DGL's
   sampler is edge-bound on one core per sampler process, plus a fixed cost per call: one call per layer).
 * split (``gsplit``'s online split of a sampled batch): ``num_items / host.split_items_per_s_per_core + num_calls *
@@ -66,7 +67,7 @@ from gnnplan.simulator.hardware.collectives import (
     peer_bandwidth_bytes_per_s,
     staged_network,
 )
-from gnnplan.simulator.hardware.formulas import gather_time_s
+from gnnplan.simulator.hardware.formulas import gather_time_s, memory_traffic_time_s
 from gnnplan.simulator.hardware.spec import ClusterSpec, LinkSpec
 
 
@@ -190,6 +191,15 @@ def host_gather_s(cluster: ClusterSpec, nbytes: float, sharers: int = 1) -> floa
     machine's gathers share its DRAM; each gathered byte is read and written)."""
     return gather_time_s(sharers * nbytes, cluster.host.memory_bandwidth_bytes_per_s,
                          cluster.efficiency.gather_fraction)
+
+
+def host_memory_traffic_s(cluster: ClusterSpec, traffic_bytes: float) -> float:
+    """A memory-bound host operation on rows other than a gather (HongTu's CPU scatter-add of gradient rows) that
+    moves ``traffic_bytes`` (bytes read plus written): :func:`~simulator.hardware.formulas.memory_traffic_time_s`
+    at ``host.memory_bandwidth_bytes_per_s`` and ``efficiency.gather_fraction`` (the achieved fraction of the
+    host's row operations; a gather of ``nbytes`` is this at ``GATHER_TRAFFIC * nbytes``: :func:`host_gather_s`)."""
+    return memory_traffic_time_s(traffic_bytes, cluster.host.memory_bandwidth_bytes_per_s,
+                                 cluster.efficiency.gather_fraction)
 
 
 def gpu_gather_s(cluster: ClusterSpec, nbytes: float) -> float:
@@ -376,6 +386,7 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("row_indexing", row_indexing_s, ("host.row_index_s",)),
     PricedOp("batch_load", batch_load_s, ("host.row_index_s",) + _STORAGE + _PCIE + ("efficiency.gather_fraction",)),
     PricedOp("host_gather", host_gather_s, ("efficiency.gather_fraction",)),
+    PricedOp("host_memory_traffic", host_memory_traffic_s, ("efficiency.gather_fraction",)),
     PricedOp("sampling", sampling_s, ("host.sampling_edges_per_s_per_core", "host.sampler_call_s")),
     PricedOp("full_sampling", full_sampling_s,
              ("host.sampling_edges_per_s_per_core", "host.sampler_call_s", "host.full_neighbour_sampling_ratio")),

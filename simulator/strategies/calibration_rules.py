@@ -96,8 +96,9 @@ def exchange_rule(ring_knob: str | None = None) -> PhaseRule:
 
 def iteration_rule(trainer_phases: tuple[str, ...], sampler_knob: str | None = "num_sampler_workers",
                    per_span_of: str | None = None) -> PhaseRule:
-    """``iteration``: the fixed per-iteration cost, measured as the iteration's time minus its phases on the
-    trainer's path (``trainer_phases``) and its sampling: inline sampling spans when ``sampler_knob`` is 0 or
+    """``iteration``: the fixed per-iteration cost, measured as the iteration's time minus the time covered by
+    its phases on the trainer's path (``trainer_phases``; overlapping spans once, :func:`covered_s`) and its
+    sampling: inline sampling spans when ``sampler_knob`` is 0 or
     absent, else the wait for the prefetched batch (from the iteration start to the last sample's end), after
     which the trainer takes the batch (one sampler hand-off per iteration). With ``per_span_of`` the strategy
     pays ``iteration_overhead_s`` once per span of that phase (hopgnn: once per step, i.e. per ``forward``
@@ -111,14 +112,25 @@ def iteration_rule(trainer_phases: tuple[str, ...], sampler_knob: str | None = "
 
     def gap(row: SpanRow) -> float:
         it, s = row.iteration, row.span
-        out = s.dur_s - sum(x.dur_s for p in trainer_phases for x in it.get(p, ()))
+        busy = [(x.start_s, x.end_s) for p in trainer_phases for x in it.get(p, ())]
         samples = it.get("sample", ())
         if not prefetched(row):
-            out -= sum(x.dur_s for x in samples)
+            busy += [(x.start_s, x.end_s) for x in samples]
         elif samples:
-            out -= min(max(0.0, max(x.end_s for x in samples) - s.start_s), s.dur_s)
-        return out
+            busy.append((s.start_s, min(max(s.start_s, max(x.end_s for x in samples)), s.end_s)))
+        return s.dur_s - covered_s(busy)
     return PhaseRule("iteration_overhead", work, target=gap)
+
+
+def covered_s(intervals: list[tuple[float, float]]) -> float:
+    """Seconds covered by the union of ``(start, end)`` intervals: phases that overlap (neutronstar's replica
+    compute while its exchange is in flight, ``overlap``) count once, as the time the iteration spent in them."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
 
 
 def evaluation_rules() -> dict[str, PhaseRule]:

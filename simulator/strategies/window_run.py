@@ -7,13 +7,13 @@ holds and how the rest is extrapolated: :mod:`simulator.strategies.base`.
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.engine import Engine
 from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.hardware.formulas import compute_time_s
+from gnnplan.simulator.hardware.formulas import compute_time_s, fixed_time_s
 from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies.base import IterationPlan, SimContext
@@ -55,7 +55,9 @@ class UpdateWork(Protocol):
 @dataclass(frozen=True)
 class StepCompute:
     """The compute of one worker's data-parallel training step: uncontended seconds and FLOPs of forward,
-    backward and the optimizer, and the bytes of the gradients it all-reduces (float32)."""
+    backward and the optimizer, the bytes of the gradients it all-reduces (float32), and the part of the forward
+    and backward seconds no batch size changes (``forward_fixed_s``, ``backward_fixed_s``: the kernels' and DGL
+    calls' fixed costs, :func:`simulator.hardware.formulas.fixed_time_s`)."""
 
     forward_s: float
     backward_s: float
@@ -64,6 +66,8 @@ class StepCompute:
     backward_flops: float
     optimizer_flops: float
     gradient_bytes: float
+    forward_fixed_s: float = 0.0
+    backward_fixed_s: float = 0.0
 
     @classmethod
     def of(cls, cost: ModelCost, cluster: ClusterSpec) -> StepCompute:
@@ -74,7 +78,19 @@ class StepCompute:
                    compute_time_s(cost.backward, gpu, eff.backward_fraction),
                    compute_time_s(cost.optimizer, gpu, eff.optimizer_fraction),
                    sum(k.flops for k in cost.forward), sum(k.flops for k in cost.backward),
-                   sum(k.flops for k in cost.optimizer), float(FLOAT_BYTES * cost.num_params))
+                   sum(k.flops for k in cost.optimizer), float(FLOAT_BYTES * cost.num_params),
+                   fixed_time_s(cost.forward, gpu), fixed_time_s(cost.backward, gpu))
+
+    def passes_grown(self, factor: float) -> StepCompute:
+        """This step with a batch ``factor`` times larger: the forward and backward FLOPs and their per-item
+        seconds times ``factor`` [inferred: in proportion; the first layer's gather and dense product, the bulk
+        of a sampled batch's work, are linear in the input vertices], their fixed seconds unchanged (the same
+        kernels and DGL calls); the gradients and the optimizer step do not change (the model is the same)."""
+        def grown(total_s: float, fixed_s: float) -> float:
+            return fixed_s + (total_s - fixed_s) * factor
+        return replace(self, forward_s=grown(self.forward_s, self.forward_fixed_s),
+                       backward_s=grown(self.backward_s, self.backward_fixed_s),
+                       forward_flops=self.forward_flops * factor, backward_flops=self.backward_flops * factor)
 
 
 class WindowRun:

@@ -16,6 +16,7 @@ from sim_fixtures import RMAT_SUMMARY, fake_inference_stats, make_stats
 from gnnplan.simulator import api, symmetry
 from gnnplan.simulator.calibrate import calibrate_files, with_params
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.strategies.dp import work as dp_work
 from gnnplan.simulator.workload import graphstats, inference
 from gnnplan.simulator.workload.graphstats import CACHE_GRID
 
@@ -71,6 +72,14 @@ def _simulate(cluster: ClusterSpec) -> Any:
     return api.simulate(cluster, "rmat100k-sage", "dp", KNOBS)
 
 
+def _fixed_s(cluster: ClusterSpec, iterations: int) -> dict[str, float]:
+    """The forward and backward seconds per epoch no batch size changes (the kernels' and DGL calls' fixed
+    costs, ``StepCompute.forward_fixed_s``), for ``iterations`` iterations."""
+    _, knobs, ctx = api.load_context(cluster, "rmat100k-sage", "dp", KNOBS)
+    compute = dp_work.iteration_work(ctx, knobs)[0].compute
+    return {"forward": iterations * compute.forward_fixed_s, "backward": iterations * compute.backward_fixed_s}
+
+
 def _remote_rows(result: Any) -> float:
     return max(s.args["num_remote_vertices"] for s in result.spans if s.phase == "fetch")
 
@@ -80,13 +89,18 @@ def test_the_fetch_heavy_worker_sets_the_pace_on_a_slow_network(monkeypatch: pyt
     even_slow, even_fast = _simulate(_cluster(bandwidth=1e7)), _simulate(_cluster(bandwidth=1e11))
     _use(monkeypatch, [COMPUTE_HEAVY, FETCH_HEAVY])
     slow, fast = _simulate(_cluster(bandwidth=1e7)), _simulate(_cluster(bandwidth=1e11))
-    # at 10 MB/s the worker pulling 0.6 * 0.8 of a mean batch's inputs is slowest: its passes are 0.6 of the mean's
+    # at 10 MB/s the worker pulling 0.6 * 0.8 of a mean batch's inputs is slowest: its passes are 0.6 of the mean's,
+    # but for their kernels' fixed costs (the same kernels and DGL calls, whatever the batch size)
+    fixed = _fixed_s(_cluster(), slow.num_iterations)
     for phase in ("forward", "backward"):
-        assert slow.breakdown_s[phase] == pytest.approx(0.6 * even_slow.breakdown_s[phase], rel=1e-9)
+        assert 0 < fixed[phase] < even_slow.breakdown_s[phase]
+        assert slow.breakdown_s[phase] - fixed[phase] == pytest.approx(
+            0.6 * (even_slow.breakdown_s[phase] - fixed[phase]), rel=1e-9)
     assert slow.breakdown_s["fetch"] > even_slow.breakdown_s["fetch"]
     # at 100 GB/s the one with the hubs is: 1.4 times the mean's passes, 1.6 times its edges
     for phase in ("forward", "backward"):
-        assert fast.breakdown_s[phase] == pytest.approx(1.4 * even_fast.breakdown_s[phase], rel=1e-9)
+        assert fast.breakdown_s[phase] - fixed[phase] == pytest.approx(
+            1.4 * (even_fast.breakdown_s[phase] - fixed[phase]), rel=1e-9)
     assert fast.breakdown_s["sample"] > even_fast.breakdown_s["sample"]
     assert fast.epoch_time_s > even_fast.epoch_time_s
     # the bytes counted per epoch stay the mean worker's
@@ -104,16 +118,19 @@ def test_a_pull_waits_for_the_busiest_other_sender(monkeypatch: pytest.MonkeyPat
 
 def test_each_iteration_waits_for_its_largest_batch(monkeypatch: pytest.MonkeyPatch) -> None:
     # the per-iteration largest batch is 1.5x the mean; the most loaded worker's own mean is 1.2x: the slowest
-    # worker's batch grows by 1.5 / 1.2 (dp.work.fluctuation), so its passes are 1.5x the mean's
+    # worker's batch grows by 1.5 / 1.2 (dp.work.fluctuation), so its passes are 1.5x the mean's, but for their
+    # kernels' fixed costs, paid once whatever the batch
     _use(monkeypatch, None)
     even = _simulate(_cluster(bandwidth=1e11))
     _use(monkeypatch, [(1.2, 1.2, 0.1), (0.8, 0.8, 0.1)], slowest=1.5)
     skewed = _simulate(_cluster(bandwidth=1e11))
     _use(monkeypatch, None, slowest=1.5)  # without per-worker fields the whole ratio is fluctuation
     alike = _simulate(_cluster(bandwidth=1e11))
+    fixed = _fixed_s(_cluster(), even.num_iterations)
     for phase in ("forward", "backward"):
-        assert skewed.breakdown_s[phase] == pytest.approx(1.5 * even.breakdown_s[phase], rel=1e-9)
-        assert alike.breakdown_s[phase] == pytest.approx(1.5 * even.breakdown_s[phase], rel=1e-9)
+        grown = fixed[phase] + 1.5 * (even.breakdown_s[phase] - fixed[phase])
+        assert skewed.breakdown_s[phase] == pytest.approx(grown, rel=1e-9)
+        assert alike.breakdown_s[phase] == pytest.approx(grown, rel=1e-9)
     assert skewed.bytes_per_epoch == even.bytes_per_epoch
 
 

@@ -137,9 +137,8 @@ def worker_work(ctx: SimContext, knobs: Knobs, mean: IterationWork, worker: int)
     """Worker ``worker``'s own iteration, from the mean worker's ``mean`` and the per-worker statistics
     (:class:`~simulator.workload.graphstats.SampleStats`: ``worker_ratios``, ``worker_access``, ``sent_ratio``).
 
-    * Its input vertices and sampled edges are its ratios times the mean's; its forward and backward pass (seconds
-      and FLOPs) grow with its inputs [inferred: in proportion; the first layer's gather and dense product, the
-      bulk of a sampled batch's work, are linear in the input vertices].
+    * Its input vertices and sampled edges are its ratios times the mean's; its forward and backward pass (FLOPs
+      and their seconds, not the kernels' fixed costs) grow with its inputs (:meth:`StepCompute.passes_grown`).
     * Its cache hits, local and remote misses are its own shares of its inputs (:func:`cache_access` for the
       worker).
     * Its pull lasts until the rows it asks for have arrived and, since each other machine's NIC sends its rows
@@ -165,7 +164,7 @@ def worker_work(ctx: SimContext, knobs: Knobs, mean: IterationWork, worker: int)
                    num_remote_vertices=pulled, request_bytes=pulled * INDEX_BYTES,
                    peer_bytes=peer * n_in * row, peer_request_bytes=peer * n_in * INDEX_BYTES,
                    remote_sampling=tuple(tuple(x * edges_ratio for x in layer) for layer in mean.remote_sampling),
-                   compute=_passes_times(mean.compute, inputs_ratio))
+                   compute=mean.compute.passes_grown(inputs_ratio))
 
 
 def slowest_machine_works(ctx: SimContext, knobs: Knobs, full: IterationWork,
@@ -204,7 +203,7 @@ def fluctuation(ctx: SimContext) -> float:
 
 def grown(work: IterationWork, factor: float) -> IterationWork:
     """``work`` with its batch ``factor`` times larger: input vertices, sampled edges, cache / host / peer rows and
-    the passes (seconds and FLOPs) [inferred: in proportion, as :func:`worker_work`]; its pull is not (it is
+    the passes (FLOPs and their per-item seconds, :meth:`StepCompute.passes_grown`); its pull is not (it is
     already the larger of its own rows and the busiest sender's)."""
     if factor == 1.0:
         return work
@@ -212,14 +211,7 @@ def grown(work: IterationWork, factor: float) -> IterationWork:
                    num_sampled_edges=work.num_sampled_edges * factor, hit_bytes=work.hit_bytes * factor,
                    local_bytes=work.local_bytes * factor, peer_bytes=work.peer_bytes * factor,
                    peer_request_bytes=work.peer_request_bytes * factor,
-                   compute=_passes_times(work.compute, factor))
-
-
-def _passes_times(compute: StepCompute, factor: float) -> StepCompute:
-    """``compute`` with its forward and backward pass (seconds and FLOPs) ``factor`` times longer; the gradients
-    and the optimizer step do not change (the model is the same)."""
-    return replace(compute, forward_s=compute.forward_s * factor, backward_s=compute.backward_s * factor,
-                   forward_flops=compute.forward_flops * factor, backward_flops=compute.backward_flops * factor)
+                   compute=work.compute.passes_grown(factor))
 
 
 def estimate_s(ctx: SimContext, knobs: Knobs, work: IterationWork) -> float:

@@ -79,7 +79,7 @@ Fig. 10 sweep: brief §4, §6)."""
 
 
 def _scatter_add_work(row: Any) -> dict[str, float]:
-    return {"nbytes": SCATTER_ADD_TOUCHES * row.span.nbytes}
+    return {"traffic_bytes": SCATTER_ADD_TOUCHES * row.span.nbytes}
 
 
 def _peer_work(row: Any) -> dict[str, float]:
@@ -96,7 +96,7 @@ CALIBRATION: dict[str, PhaseRule] = {
     "d2h": PhaseRule("gpu_to_host", lambda row: {"nbytes": row.span.nbytes}),
     "exchange": PhaseRule("exchange", _peer_work, target=_moving_s, min_machines=2),
     "d2d": PhaseRule("gpu_to_gpu", _peer_work, target=_moving_s, min_workers=2),
-    "host_accumulate": PhaseRule("host_gather", _scatter_add_work),
+    "host_accumulate": PhaseRule("host_memory_traffic", _scatter_add_work),
     **rules.compute_rules(),
     "all_reduce": rules.all_reduce_rule(),
     "iteration": rules.iteration_rule(PHASES, sampler_knob=None)}

@@ -28,7 +28,6 @@ from typing import Any
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.hardware.formulas import GATHER_TRAFFIC
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies.full_graph_run import FullGraphRun
@@ -37,11 +36,11 @@ from gnnplan.simulator.strategies.hongtu.work import ChunkWork
 from gnnplan.simulator.trace import Span
 
 SCATTER_ADD_TOUCHES = 3.0
-"""Bytes the CPU touches per byte of gradient rows it accumulates: it reads the incoming row, reads and writes
-the accumulated one. Source: brief §1.11 (CPU accumulation = ``∇h^l.index_add_(0, T_ij^cpu, rows)``), priced as a
-memory-bound host gather (Williams, Waterman and Patterson, "Roofline", CACM 52(4), 2009) of
-``SCATTER_ADD_TOUCHES / GATHER_TRAFFIC`` bytes per byte (a gathered byte is touched twice,
-:data:`simulator.hardware.formulas.GATHER_TRAFFIC`)."""
+"""Bytes of memory traffic per byte of gradient rows the CPU accumulates: it reads the incoming row, reads and
+writes the accumulated one. Source: brief §1.11 (CPU accumulation = ``∇h^l.index_add_(0, T_ij^cpu, rows)``),
+priced as memory-bound host traffic of ``SCATTER_ADD_TOUCHES * nbytes`` bytes
+(:func:`simulator.hardware.pricing.host_memory_traffic_s`; Williams, Waterman and Patterson, "Roofline", CACM
+52(4), 2009), the simulator's and calibration's price alike (``hongtu.CALIBRATION``)."""
 
 
 class EpochRun(FullGraphRun):
@@ -136,7 +135,7 @@ class EpochRun(FullGraphRun):
         nbytes = (c.flush_rows + received) * row
         if nbytes > 0:
             t0 = self.engine.now
-            core_s = pricing.host_gather_s(self.cluster, SCATTER_ADD_TOUCHES / GATHER_TRAFFIC * nbytes)
+            core_s = pricing.host_memory_traffic_s(self.cluster, SCATTER_ADD_TOUCHES * nbytes)
             yield self.hw.host_work(self.hw.machine_of(rank), core_s)
             self._span(rank, "host_accumulate", t0, "host", nbytes=nbytes, layer=layer, batch=j)
 

@@ -130,17 +130,21 @@ class HopRun(WindowRun):
 
     def _load(self, rank: int, pos: int, k: int, work: HopWork, step: StepWork) -> Generator[Any, Any, None]:
         """Gather the step's input rows (pre-gathered, or the local ones and then the fetched ones, one after
-        the other as the executor's ``FeatureStore.load``) and copy them to the GPU."""
+        the other as the executor's ``FeatureStore.load``) and copy them to the GPU. The span's ``local_bytes``
+        and ``remote_bytes`` are what the load gathered locally and fetched, as the executor records them: with
+        pre-gathering every input row is local (gathered from the buffer), nothing fetched."""
         hw, start = self.hw, self.engine.now
         if self.pregather:
             yield hw.host_gather(step.input_bytes, rank)
+            local, remote = step.input_bytes, 0.0
         else:
             yield hw.host_gather(step.local_bytes, rank)
             if self.ctx.cluster.num_machines > 1:  # collective: also with no remote row
                 yield from self._fetch(rank, pos, k, step, work.row_bytes)
+            local, remote = step.local_bytes, step.remote_bytes
         yield hw.host_to_gpu(rank, step.input_bytes)
-        self._span(rank, "load", start, "pcie", pos, nbytes=step.input_bytes, local_bytes=step.local_bytes,
-                   remote_bytes=step.remote_bytes, num_seeds=step.num_seeds)
+        self._span(rank, "load", start, "pcie", pos, nbytes=step.input_bytes, local_bytes=local,
+                   remote_bytes=remote, num_seeds=step.num_seeds)
 
     def _fetch(self, rank: int, pos: int, k: int, step: StepWork, row_bytes: float) -> Generator[Any, Any, None]:
         start = self.engine.now

@@ -12,8 +12,9 @@ Per-batch loading work (brief §2.4; the executor's loaders, :mod:`executor.stra
   (``b M`` x ``host.row_index_s`` on one host core).
 * ``host``: ``baseline``: DataLoader worker processes (:data:`BASELINE_WORKERS`, each ``PREFETCH_FACTOR``
   batches ahead, as dp's samplers) index every row and collate (one core each), then the trainer copies
-  ``B_b`` over PCIe. ``fused`` random: a host gather of ``B_b`` (host memory bandwidth x gather_fraction, a
-  flow on the machine's host memory shared by its GPUs) and the PCIe copy. Chunk reshuffling: no host gather;
+  ``B_b`` over PCIe. ``fused`` random: a host gather of ``B_b`` (each byte read and written at host memory
+  bandwidth x gather_fraction, :func:`simulator.hardware.pricing.host_gather_s`; a flow on the machine's host
+  memory shared by its GPUs) and the PCIe copy. Chunk reshuffling: no host gather;
   ``n_r M`` DMA transfers of the runs (``n_r M`` PCIe latencies + ``B_b`` / PCIe bandwidth).
 * ``ssd`` (direct reads, no page cache: the executor's ``O_DIRECT`` reads, GDS's cuFile reads): random
   reshuffling reads every row and matrix with its own page-aligned request, ``PAGE_BYTES + s`` bytes expected

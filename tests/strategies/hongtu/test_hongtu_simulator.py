@@ -112,16 +112,19 @@ def test_spans_cover_every_chunk_layer_and_pass() -> None:
 def test_calibration_recovers_hidden_parameters(tmp_path: Path) -> None:
     start = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 2})
     hidden = {"pcie.bandwidth_bytes_per_s": 8.0e9, "network.bandwidth_bytes_per_s": 0.5e9,
-              "efficiency.forward_fraction": 0.3, "efficiency.backward_fraction": 0.2}
+              "efficiency.forward_fraction": 0.3, "efficiency.backward_fraction": 0.2,
+              "efficiency.gather_fraction": 0.3}
     truth = with_params(start, hidden)
     wl = make_workload("gcn", dataset=RMAT, hidden_dim=64)
     result = api.simulate(truth, wl, "hongtu", {"num_chunks": 4})
     path = api.predicted_trace(result, tmp_path / "hongtu.json", api.trace_metadata(truth, wl, "hongtu", result))
     fitted, report = calibrate_files([path], start)
     # the loads and writes (dozens of spans) pin PCIe; the exchanges the network; a one-epoch trace has one
-    # compute row per worker and phase, so the efficiencies are looser
+    # compute row per worker and phase, so the efficiencies are looser; the CPU's scatter-adds of gradient rows
+    # (host_accumulate) pin the host's achieved fraction, priced alike by the simulator and calibration
     tolerance = {"pcie.bandwidth_bytes_per_s": 0.02, "network.bandwidth_bytes_per_s": 0.15,
-                 "efficiency.forward_fraction": 0.25, "efficiency.backward_fraction": 0.25}
+                 "efficiency.forward_fraction": 0.25, "efficiency.backward_fraction": 0.25,
+                 "efficiency.gather_fraction": 0.05}
     for p, value in hidden.items():
         assert report["parameters"][p]["constrained"], p
         assert get_param(fitted, p) == pytest.approx(value, rel=tolerance[p]), p

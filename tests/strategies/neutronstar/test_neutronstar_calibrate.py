@@ -31,10 +31,14 @@ def test_calibration_recovers_hidden_parameters_from_depcomm(ring: bool, tmp_pat
     # pair of each step (and concurrent all-to-all messages share links): a few percent of model error
     for p in ("network.bandwidth_bytes_per_s", "network.latency_s"):
         assert get_param(fitted, p) == pytest.approx(TRUE[p], rel=0.1), p
-    # exchange spans do not move PCIe; no sampling. The all-reduce, staged through host memory (no GPUDirect
-    # RDMA on 10 GbE), is bounded by PCIe only far from here (PCIe is 20x the NIC): PCIe stays within 1e-4
+    # exchange spans do not inform PCIe; no sampling. The all-reduce, staged through host memory (no GPUDirect
+    # RDMA on 10 GbE), is bounded by PCIe only far from here (PCIe is 20x the NIC): no share of PCIe's information
+    # comes from the trace, and its prior holds it within the optimizer's tolerance (0.6% off with ring off, a
+    # direction of the fit the data leave flat)
+    pcie = params["pcie.bandwidth_bytes_per_s"]
+    assert pcie["data_share"] < 0.01 and "not informed" in pcie["flags"]
     assert get_param(fitted, "pcie.bandwidth_bytes_per_s") == pytest.approx(
-        get_param(start, "pcie.bandwidth_bytes_per_s"), rel=1e-4)
+        get_param(start, "pcie.bandwidth_bytes_per_s"), rel=0.01)
     assert get_param(fitted, "host.sampling_edges_per_s_per_core") == get_param(
         start, "host.sampling_edges_per_s_per_core")
     row = report["traces"]["ns.json"]
