@@ -8,7 +8,9 @@ When written (2026-11-29) it found four: HongTu's CPU scatter-add (the simulator
 accumulated byte, calibration 6: gather fraction fitted 2x); hopgnn's predicted ``load`` spans (pre-gathered rows
 labelled by where they had come from, not as the load reads them: gather fraction 5.7x, PCIe 0.54x); dp's slowest
 worker (its kernels' fixed costs grown with its batch: DGL call cost 1.34x); neutronstar's overlapped replica
-compute (subtracted twice from the iteration's fixed cost: 0.85x)."""
+compute (subtracted twice from the iteration's fixed cost: 0.85x); hopgnn's framework cost paid at steps that
+train nothing (the naive variant's tour: iteration overhead 3x). On the code before those fixes 12 of the 23
+configurations fail."""
 
 from __future__ import annotations
 
@@ -27,21 +29,35 @@ FIXED_COSTS = {"network.per_collective_s": 1e-4, "gpu.kernel_overhead_s": 5e-6, 
                "efficiency.gather_fraction": 0.5, "efficiency.forward_fraction": 0.4,
                "efficiency.backward_fraction": 0.3}
 """Values the preset leaves at 0 or 1, set so that every priced operation costs something."""
-CASES = [("dp", "cora-sage", {"cache_fraction": 0.2}), ("hopgnn", "cora-sage", {}), ("gsplit", "cora-sage", {}),
-         ("neutronstar", "cora-gcn-full", {"mode": "depcomm"}), ("hongtu", "cora-gcn-full", {"num_chunks": 2}),
-         ("ppgnn", "cora-sgc", {"placement": "host"})]
+CASES = [
+    ("dp", "cora-sage", {"cache_fraction": 0.2}), ("dp", "cora-sage", {"num_sampler_workers": 2}),
+    ("dp", "cora-sage", {"cache_fraction": 0.3, "cache_placement": "partitioned"}),
+    ("dp", "cora-sage", {"graph_structure": "partitioned"}), ("dp", "cora-sage", {"partitioner": "random"}),
+    ("hopgnn", "cora-sage", {}), ("hopgnn", "cora-sage", {"pregather": False}),
+    ("hopgnn", "cora-sage", {"micrograph": False}), ("hopgnn", "cora-sage", {"num_steps": 2}),
+    ("hopgnn", "cora-sage", {"num_sampler_workers": 2}),
+    ("gsplit", "cora-sage", {}), ("gsplit", "cora-sage", {"split": "random", "num_sampler_workers": 2}),
+    ("neutronstar", "cora-gcn-full", {"mode": "depcomm"}), ("neutronstar", "cora-gcn-full", {"mode": "depcache"}),
+    ("neutronstar", "cora-gcn-full", {"mode": "hybrid", "ring": True, "overlap": False}),
+    ("hongtu", "cora-gcn-full", {"num_chunks": 2}), ("hongtu", "cora-gcn-full", {"num_chunks": 2, "dedup": "none"}),
+    ("hongtu", "cora-gcn-full", {"num_chunks": 4, "dedup": "gpu"}),
+    ("ppgnn", "cora-sgc", {"placement": "host"}), ("ppgnn", "cora-sgc", {"placement": "gpu"}),
+    ("ppgnn", "cora-sgc", {"placement": "host", "loader": "baseline"}), ("ppgnn", "cora-sgc", {"placement": "ssd"}),
+    ("ppgnn", "cora-sign", {"placement": "host", "reshuffle": "chunk"})]
+"""One configuration of every strategy per code path of its spans (loaders, samplers, modes, dedup levels), on 2
+machines x 1 GPU: the ranks share no machine, so no span waits on another's link or memory."""
 INFORMED = 0.5
 """``data_share`` above which a parameter counts as pinned by the trace."""
 TOLERANCE = 0.03
-"""How far a pinned parameter may move: spans that share a link or a core run longer than their price alone, and
-the fit spreads that over the parameters a little."""
+"""How far a pinned parameter may move even beyond its one-sigma range (the fit's own rounding)."""
 
 
-@pytest.mark.parametrize(("strategy", "workload", "knobs"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("strategy", "workload", "knobs"), CASES,
+                         ids=[f"{c[0]}-{'-'.join(f'{k}={v}' for k, v in c[2].items())}" for c in CASES])
 def test_calibrating_a_prediction_on_its_own_cluster_moves_nothing(strategy: str, workload: str,
                                                                    knobs: dict[str, Any], tmp_path: Path) -> None:
     base = load_cluster("4x-a100-10gbe")
-    cluster = with_params(base.model_copy(update={"num_machines": 2}), FIXED_COSTS)
+    cluster = with_params(base.model_copy(update={"num_machines": 2, "gpus_per_machine": 1}), FIXED_COSTS)
     result = api.simulate(cluster, workload, strategy, knobs)
     assert result.feasible, result.reason
     path = api.predicted_trace(result, tmp_path / f"{strategy}.json",
@@ -50,11 +66,13 @@ def test_calibrating_a_prediction_on_its_own_cluster_moves_nothing(strategy: str
     pinned = {p: row for p, row in report["parameters"].items()
               if row["constrained"] and row["fitted"] and row["data_share"] > INFORMED}
     assert pinned, strategy
-    moved = {p: row["after"] / row["before"] for p, row in pinned.items()
-             if abs(row["after"] / row["before"] - 1) > TOLERANCE}
-    assert moved == {}, strategy
     for p in pinned:
         assert get_param(cluster, p) == pinned[p]["before"]
+    # a parameter whose price rests mostly on fixed costs (a forward fraction beside kernel launches) is pinned
+    # loosely: its move counts only beyond its one-sigma range
+    moved = {p: row["after"] / row["before"] for p, row in pinned.items()
+             if abs(row["after"] / row["before"] - 1) > TOLERANCE and not row["low"] <= row["before"] <= row["high"]}
+    assert moved == {}, strategy
 
 
 @pytest.mark.parametrize(("intervals", "covered"), [

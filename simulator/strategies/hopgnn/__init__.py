@@ -33,9 +33,11 @@ Per iteration and worker (simulated on :class:`~simulator.hardware.model.Hardwar
 3. S steps: ``load`` (the group's rows: from the pre-gather buffer, or local gather + remote ``fetch`` per step without
    pre-gathering, the same collective pull, on every worker at every step; then host-to-device), ``forward``,
    ``backward`` (their kernels' launch cost ``gpu.kernel_overhead_s`` is paid per step, the per-step launches of §5.3),
-   the framework's fixed cost ``iteration_overhead_s`` per step ([inferred]: each step is one forward/backward pass of
-   the training loop), then, except after the last step, ``migrate``: a barrier over all workers (§5.1 idle slots) and a
-   ring shift of parameters and accumulated gradients (``2 P b_p`` bytes, ``P b_p`` without parameters).
+   the framework's fixed cost ``iteration_overhead_s`` per step that trains a group ([inferred]: each such step is one
+   forward/backward pass of the training loop; a step that only loads, as the naive variant's tour, or hosts nothing
+   pays none; an iteration pays at least one: :attr:`~.work.HopWork.paid_steps`), then, except after the last step,
+   ``migrate``: a barrier over all workers (§5.1 idle slots) and a ring shift of parameters and accumulated gradients
+   (``2 P b_p`` bytes, ``P b_p`` without parameters).
 4. ``all_reduce`` of the gradients, ``optimizer`` (as ``dp``); when the gradients fill several DDP buckets
    (``training.ddp_bucket_bytes``) their all-reduces overlap the last step's backward
    (:meth:`~simulator.strategies.window_run.WindowRun._final_step`). Knob ``sampler`` (``dgl`` / ``keyed``) is the
@@ -337,7 +339,7 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
     epoch = ends[-1] + plan.extrapolated * period
     breakdown = phase_breakdown(run.spans, plan, PHASES)
     breakdown["overhead"] = plan.num_iterations * iteration_fixed_s(
-        ctx.cluster, steps=full[0].num_steps, handoffs=float(knobs.num_sampler_workers > 0))
+        ctx.cluster, steps=full[0].num_overhead_steps, handoffs=float(knobs.num_sampler_workers > 0))
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / plan.num_iterations,
                      breakdown_s=breakdown, spans=place_window(run.spans, plan, period),
                      sim_wall_s=time.perf_counter() - started, **common)

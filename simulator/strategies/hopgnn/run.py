@@ -95,7 +95,8 @@ class HopRun(WindowRun):
                     yield from self._final_step(rank, pos, step, work, start)
                     break
                 yield from self._passes(rank, pos, step)
-                yield self.engine.timeout(self.ctx.cluster.iteration_overhead_s)  # the last one _update pays
+                if k in work.paid_steps:  # a framework step; the last one _update pays
+                    yield self.engine.timeout(self.ctx.cluster.iteration_overhead_s)
                 yield from self._migrate(rank, pos, k, work)
             else:  # no step
                 yield from self._update(rank, pos, work, start)

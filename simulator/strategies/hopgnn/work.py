@@ -71,6 +71,21 @@ class HopWork:
         """S."""
         return len(self.steps)
 
+    @property
+    def paid_steps(self) -> tuple[int, ...]:
+        """The steps whose end pays ``iteration_overhead_s`` before the next one (the last step's is paid by the
+        update): every step that trains a group (forward seconds > 0) but the last of them. A step that only
+        loads (the naive variant's tour) or hosts nothing runs no framework step, so an iteration pays
+        ``max(compute steps, 1)`` overheads, as calibration counts them (one per ``forward`` span,
+        ``hopgnn.CALIBRATION``)."""
+        compute = [k for k, step in enumerate(self.steps) if step.forward_s > 0]
+        return tuple(compute[:-1])
+
+    @property
+    def num_overhead_steps(self) -> int:
+        """Overheads an iteration pays: ``max(compute steps, 1)`` (:attr:`paid_steps`)."""
+        return len(self.paid_steps) + 1
+
 
 def step_work(ctx: SimContext, blocks: list[Block], num_seeds: float, local_rows: float,
               remote_rows: float) -> StepWork:
