@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,12 @@ def _positive(name: str, value: int | None) -> None:
 
 def cmd_probe(args: argparse.Namespace) -> int:
     """``gnnplan probe``: measure this machine (or, with ``--emulate``, the emulated cluster) into a cluster file."""
-    from gnnplan.executor.probe import probe_machine, write_probe
+    from gnnplan.executor import probe_busy
+    from gnnplan.executor.probe import probe_header, probe_machine, write_probe
+    from gnnplan.executor.threads import cpu_count
 
     _positive("--workers", args.workers)
+    before = probe_busy.snapshot()
     if args.emulate:
         from gnnplan.executor.probe_emulated import probe_emulated
 
@@ -61,9 +65,19 @@ def cmd_probe(args: argparse.Namespace) -> int:
         _positive("--gpus-per-machine", args.gpus_per_machine)
         data, header = probe_machine(num_workers=args.workers or 2, quick=args.quick,
                                      gpus_per_machine=args.gpus_per_machine or 1), None
+    after = probe_busy.snapshot()
+    load = None if before is None or after is None else probe_busy.background(before, after)
+    if load is not None:  # the figures go into the file's header; a busy machine is also warned about
+        header = f"{header or probe_header(data)}\nThis machine, {load.describe(cpu_count())} (/proc/stat)."
+        if load.busy:
+            print(f"gnnplan probe: warning: {load.describe(cpu_count())}; rates measured on a busy machine are "
+                  "low, and every prediction from them: re-run the probe on an idle machine", file=sys.stderr)
     write_probe(dest, data, header)
     if args.json:
-        emit_json({"output": str(dest), "cluster": data})
+        emit_json({"output": str(dest), "cluster": data,
+                   "background": None if load is None else {"wall_s": load.wall_s, "other_cores": load.other_cores,
+                                                            "steal_fraction": load.steal_fraction,
+                                                            "busy": load.busy}})
     else:
         report.console().print(f"wrote {dest} (use it as --cluster {dest.stem})")
     return 0

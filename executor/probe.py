@@ -212,13 +212,18 @@ def write_probe(path: str | Path, data: dict[str, Any], header: str | None = Non
     Raises:
         SpecError: ``data`` is not a valid cluster.
     """
-    spec = cluster_from_dict(data, where="probe")
+    cluster_from_dict(data, where="probe")
     if header is None:
-        header = (f"This machine ({spec.gpu.model}) as {spec.num_machines} worker processes, one per modelled "
-                  "machine, measured by `gnnplan probe`; each number's date and method are in `sources`.")
+        header = probe_header(data)
     lines = [part for line in header.splitlines() for part in textwrap.wrap(line, 116) or [""]]
     comment = "".join(f"# {line}\n" for line in lines)
     return atomic_write_text(path, comment + yaml.dump(data, Dumper=_Dumper, sort_keys=False, width=120))
+
+
+def probe_header(data: dict[str, Any]) -> str:
+    """The default header of a probed cluster file: what it is and where its methods are."""
+    return (f"This machine ({data['gpu']['model']}) as {data['num_machines']} worker processes, one per modelled "
+            "machine, measured by `gnnplan probe`; each number's date and method are in `sources`.")
 
 
 class _Dumper(yaml.SafeDumper):

@@ -1,0 +1,109 @@
+"""Tests of :mod:`executor.probe_busy`: what other processes and the hypervisor took while ``gnnplan probe``
+measured, and what the probe then writes and says."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from gnnplan.autotune.cli import main
+from gnnplan.executor import probe, probe_busy
+from gnnplan.executor.probe_busy import Background, CpuSnapshot
+from gnnplan.simulator.hardware.spec import load_cluster
+
+STAT = """cpu  1000 20 300 5000 40 10 30 100 0 0
+cpu0 500 10 150 2500 20 5 15 50 0 0
+intr 123
+"""
+
+
+def test_the_aggregate_cpu_line_is_busy_steal_and_total_seconds() -> None:
+    busy, steal, total = probe_busy.parse_proc_stat(STAT, 100.0)
+    # user + nice + system + irq + softirq = 1360 ticks; steal 100; + idle 5000 and iowait 40 = 6500 in all
+    assert (busy, steal, total) == pytest.approx((13.6, 1.0, 65.0), rel=1e-12)
+    with pytest.raises(ValueError, match="/proc/stat"):
+        probe_busy.parse_proc_stat("cpu0 1 2 3\n", 100.0)
+
+
+def test_other_processes_are_the_machines_busy_time_less_the_probes() -> None:
+    before = CpuSnapshot(wall_s=10.0, busy_s=100.0, steal_s=2.0, total_s=400.0, own_s=5.0)
+    after = CpuSnapshot(wall_s=20.0, busy_s=118.0, steal_s=3.0, total_s=420.0, own_s=13.0)
+    load = probe_busy.background(before, after)
+    assert load == Background(wall_s=10.0, other_cores=1.0, steal_fraction=0.05)  # (18 - 8) s over 10 s; 1 of 20
+    assert load.busy  # a whole core
+    assert load.describe(2) == ("while measuring (10 s), other processes kept 1.00 of 2 cores busy on average and "
+                                "the hypervisor took 5% of the CPU time")
+    idle = probe_busy.background(before, CpuSnapshot(20.0, 107.9, 2.5, 420.0, 13.0))
+    assert idle.other_cores == 0.0 and not idle.busy  # the probe's own time counted a tick more than the machine's
+    assert probe_busy.background(before, CpuSnapshot(20.0, 108.0, 4.1, 420.0, 13.0)).busy  # steal above 10%
+    with pytest.raises(ValueError, match="later"):
+        probe_busy.background(after, before)
+
+
+def _stat(pid: int, ppid: int, utime: int, stime: int, cutime: int, cstime: int, comm: str = "x") -> str:
+    fields = ["S", ppid] + [0] * 9 + [utime, stime, cutime, cstime] + [0] * 5
+    return f"{pid} ({comm}) " + " ".join(map(str, fields))
+
+
+def test_descendants_are_summed_with_what_they_reaped(tmp_path: Path) -> None:
+    # 10 -> 11 -> 13, 10 -> 12; 14 is another tree; a process name may hold spaces and parentheses
+    tree = {10: (1, 0, 0, 0, 0), 11: (10, 100, 50, 30, 20), 12: (10, 10, 0, 0, 0), 13: (11, 5, 5, 0, 0),
+            14: (1, 999, 999, 0, 0)}
+    for pid, (ppid, *times) in tree.items():
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_text(_stat(pid, ppid, *times, comm="py (worker) 1"))
+    (tmp_path / "self").mkdir()
+    assert probe_busy.descendants_cpu_s(10, 100.0, proc=tmp_path) == pytest.approx(2.2)  # 200 + 10 + 10 ticks
+    assert probe_busy.descendants_cpu_s(13, 100.0, proc=tmp_path) == 0.0
+
+
+BUSY = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
+
+
+@pytest.mark.skipif(probe_busy.snapshot() is None, reason="needs /proc/stat (Linux)")
+def test_a_busy_process_outside_the_probe_counts_and_its_own_child_does_not() -> None:
+    # the probe's own child, alive when it reads: its time is the probe's
+    child = subprocess.Popen([sys.executable, "-c", BUSY.format(s=1.5)])
+    try:
+        before = probe_busy.snapshot()
+        time.sleep(1.0)
+        own = probe_busy.background(before, probe_busy.snapshot())  # type: ignore[arg-type]
+    finally:
+        child.wait()
+    # a process that left the probe's tree (its parent exited: reparented to init) is another process
+    subprocess.run(["sh", "-c", f"{sys.executable} -c '{BUSY.format(s=1.5)}' >/dev/null 2>&1 &"], check=True)
+    time.sleep(0.2)  # its interpreter has started
+    before = probe_busy.snapshot()
+    time.sleep(1.0)
+    other = probe_busy.background(before, probe_busy.snapshot())  # type: ignore[arg-type]
+    time.sleep(0.4)  # let it end
+    assert own.other_cores < 0.4 < 0.6 < other.other_cores and other.busy
+
+
+@pytest.mark.parametrize("busy", [False, True])
+def test_probe_writes_the_background_in_its_header_and_warns_when_busy(
+        busy: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    data: dict[str, Any] = json.loads(load_cluster("local").model_dump_json())  # the probe's result, not measured
+    monkeypatch.setattr(probe, "probe_machine", lambda **_: data)
+    snaps = iter([CpuSnapshot(0.0, 10.0, 1.0, 100.0, 2.0),
+                  CpuSnapshot(20.0, 30.0 + (20.0 if busy else 0.0), 1.2, 140.0, 22.0)])
+    monkeypatch.setattr(probe_busy, "snapshot", lambda: next(snaps))
+    out = tmp_path / "local.yaml"
+    assert main(["probe", "-o", str(out), "--json"]) == 0
+    captured = capsys.readouterr()
+    reply = json.loads(captured.out)
+    assert reply["background"] == {"wall_s": 20.0, "other_cores": 1.0 if busy else 0.0,
+                                   "steal_fraction": pytest.approx(0.005), "busy": busy}
+    text = out.read_text()
+    header = " ".join(line[2:] for line in text.splitlines() if line.startswith("# "))
+    assert header.startswith("This machine (") and header.endswith("of the CPU time (/proc/stat).")
+    assert f"other processes kept {1.0 if busy else 0.0:.2f} of" in header
+    assert load_cluster(str(out)).name == "local" and yaml.safe_load(text)["name"] == "local"
+    assert ("gnnplan probe: warning: while measuring (20 s), other processes kept 1.00 of" in captured.err) == busy
