@@ -44,29 +44,40 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from gnnplan.executor.threads import cpu_count
 
     _positive("--workers", args.workers)
-    before = probe_busy.snapshot()
     if args.emulate:
-        from gnnplan.executor.probe_emulated import probe_emulated
-
         if args.gpus_per_machine is not None:
             raise SpecError("--gpus-per-machine: with --emulate, --workers sets the workers per machine")
-
         dest = output_path(args.output, user_home() / "presets" / "emulated.yaml")
         limits = _emulation_limits(args, None)
-        data = probe_emulated(args.machines, args.workers or 1, limits, quick=args.quick)
-        header = (f"An emulated cluster of {data['num_machines']} machines (network namespaces on this box) x "
-                  f"{data['gpus_per_machine']} worker(s), measured by `gnnplan probe --emulate`; run plans on it "
-                  "with `gnnplan run PLAN --emulate` and the same --bandwidth/--cpu-quota/--memory-limit. Each "
-                  "number's date and method are in `sources`.")
     else:
         if args.bandwidth is not None or args.cpu_quota is not None or args.memory_limit is not None:
             raise SpecError("--bandwidth/--cpu-quota/--memory-limit: only with --emulate")
         dest = output_path(args.output, user_home() / "presets" / "local.yaml")
         _positive("--gpus-per-machine", args.gpus_per_machine)
-        data, header = probe_machine(num_workers=args.workers or 2, quick=args.quick,
-                                     gpus_per_machine=args.gpus_per_machine or 1), None
-    after = probe_busy.snapshot()
-    load = None if before is None or after is None else probe_busy.background(before, after)
+    before = probe_busy.snapshot()
+
+    def background() -> probe_busy.Background | None:
+        after = probe_busy.snapshot()
+        return None if before is None or after is None else probe_busy.background(before, after)
+
+    try:
+        if args.emulate:
+            from gnnplan.executor.probe_emulated import probe_emulated
+
+            data = probe_emulated(args.machines, args.workers or 1, limits, quick=args.quick)
+            header = (f"An emulated cluster of {data['num_machines']} machines (network namespaces on this box) x "
+                      f"{data['gpus_per_machine']} worker(s), measured by `gnnplan probe --emulate`; run plans on "
+                      "it with `gnnplan run PLAN --emulate` and the same --bandwidth/--cpu-quota/--memory-limit. "
+                      "Each number's date and method are in `sources`.")
+        else:
+            data, header = probe_machine(num_workers=args.workers or 2, quick=args.quick,
+                                         gpus_per_machine=args.gpus_per_machine or 1), None
+    except SpecError as exc:  # e.g. a rate out of its range: on a busy machine, say so
+        load = background()
+        if load is not None and load.busy:
+            raise SpecError(f"{exc} ({load.describe(cpu_count())}: re-run the probe on an idle machine)") from None
+        raise
+    load = background()
     if load is not None:  # the figures go into the file's header; a busy machine is also warned about
         header = f"{header or probe_header(data)}\nThis machine, {load.describe(cpu_count())} (/proc/stat)."
         if load.busy:

@@ -16,6 +16,8 @@ import yaml
 from gnnplan.autotune.cli import main
 from gnnplan.executor import probe, probe_busy
 from gnnplan.executor.probe_busy import Background, CpuSnapshot
+from gnnplan.executor.threads import cpu_count
+from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
 
 STAT = """cpu  1000 20 300 5000 40 10 30 100 0 0
@@ -107,3 +109,23 @@ def test_probe_writes_the_background_in_its_header_and_warns_when_busy(
     assert f"other processes kept {1.0 if busy else 0.0:.2f} of" in header
     assert load_cluster(str(out)).name == "local" and yaml.safe_load(text)["name"] == "local"
     assert ("gnnplan probe: warning: while measuring (20 s), other processes kept 1.00 of" in captured.err) == busy
+
+
+@pytest.mark.parametrize("busy", [False, True])
+def test_a_probe_that_fails_on_a_busy_machine_says_so(busy: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    def invalid(**_: Any) -> dict[str, Any]:  # what cluster_from_dict said of a quick probe beside another one
+        raise SpecError("probe: efficiency.gather_fraction: Input should be less than or equal to 10 (got 13.52)")
+
+    monkeypatch.setattr(probe, "probe_machine", invalid)
+    snaps = iter([CpuSnapshot(0.0, 10.0, 1.0, 100.0, 2.0),
+                  CpuSnapshot(15.0, 25.0 + (15.75 if busy else 0.0), 1.0, 130.0, 17.0)])
+    monkeypatch.setattr(probe_busy, "snapshot", lambda: next(snaps))
+    out = tmp_path / "local.yaml"
+    assert main(["probe", "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("gnnplan probe: error: probe: efficiency.gather_fraction: Input")
+    assert err[0].endswith("(got 13.52) (while measuring (15 s), other processes kept 1.05 of "
+                           f"{cpu_count()} cores busy on average and the hypervisor took 0% of the CPU time: re-run "
+                           "the probe on an idle machine)") == busy
+    assert not out.exists()
