@@ -289,8 +289,9 @@ def feature_load_s(cluster: ClusterSpec, local_bytes: float, remote_bytes: float
             + host_to_gpu_s(cluster, local_bytes + remote_bytes))
 
 
-def exchange_s(cluster: ClusterSpec, nbytes: float, steps: float = 1.0) -> float:
-    """Exchange ``nbytes`` with workers of other machines in ``steps`` sequential rounds. Staged through host
+def exchange_s(cluster: ClusterSpec, nbytes: float, steps: float = 1.0, sharers: float = 1.0) -> float:
+    """Exchange ``nbytes`` with workers of other machines in ``steps`` sequential rounds, ``sharers`` GPUs of the
+    machine exchanging at once (:func:`exchange_per_byte_s`). Staged through host
     memory (:func:`~simulator.hardware.collectives.staged_network`: no ``network.gpudirect_rdma`` on a cluster
     with GPUs), each message is PCIe out, network, PCIe in, one after the other: ``steps * (network.latency_s +
     2 pcie.latency_s) + nbytes * exchange_per_byte_s``; with GPUDirect RDMA (or CPU-only) the NICs alone:
@@ -299,16 +300,18 @@ def exchange_s(cluster: ClusterSpec, nbytes: float, steps: float = 1.0) -> float
     if nbytes <= 0:
         return 0.0
     pcie_latency_s = 2.0 * cluster.pcie.latency_s if staged_network(cluster) else 0.0
-    return steps * (cluster.network.latency_s + pcie_latency_s) + nbytes * exchange_per_byte_s(cluster)
+    return steps * (cluster.network.latency_s + pcie_latency_s) + nbytes * exchange_per_byte_s(cluster, sharers)
 
 
-def exchange_per_byte_s(cluster: ClusterSpec) -> float:
+def exchange_per_byte_s(cluster: ClusterSpec, sharers: float = 1.0) -> float:
     """Marginal seconds per byte of an exchange between machines (:func:`exchange_s` without its latencies):
     staged through host memory, ``1 / network bandwidth + 2 / PCIe bandwidth`` (PCIe out, the network, PCIe in; a
     PCIe leg at the host<->GPU path's rate, :func:`pcie_path_bandwidth_bytes_per_s`); with GPUDirect RDMA (or
     CPU-only), ``1 / network bandwidth``. Source: NVIDIA GPUDirect RDMA documentation (the NIC reads and writes
-    GPU memory, no bounce buffer in host memory)."""
-    per_byte = 1.0 / cluster.network.bandwidth_bytes_per_s
+    GPU memory, no bounce buffer in host memory). With ``sharers`` GPUs of the machine exchanging at once, each
+    of its ``network.nics_per_machine`` NICs carries ``max(1, sharers / nics)`` of them (max-min fair shares, as
+    :func:`feature_fetch_s`)."""
+    per_byte = max(1.0, sharers / cluster.network.nics_per_machine) / cluster.network.bandwidth_bytes_per_s
     return per_byte + 2.0 / pcie_path_bandwidth_bytes_per_s(cluster) if staged_network(cluster) else per_byte
 
 

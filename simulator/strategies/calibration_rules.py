@@ -87,9 +87,15 @@ def load_rule() -> PhaseRule:
 
 def exchange_rule(ring_knob: str | None = None) -> PhaseRule:
     """``exchange``: the larger of sent and received bytes, in W - 1 sequential steps when the plan's
-    ``ring_knob`` is on, else one; traces with 2+ machines."""
+    ``ring_knob`` is on, else one; traces with 2+ machines. A span that tells the bytes to and from other machines
+    apart (``network_bytes``, ``network_received_bytes``) is priced on those, the machine's GPUs sharing its NICs
+    (``sharers``: all of them exchange at once); the bytes between GPUs of one machine move over NVLink or PCIe
+    at the same time and are not priced."""
     def work(row: SpanRow) -> dict[str, float]:
         steps = row.shape.num_gpus - 1 if ring_knob and row.knobs.get(ring_knob) else 1
+        if "network_bytes" in row.span.args:
+            return {"nbytes": max(span_arg(row, "network_bytes"), span_arg(row, "network_received_bytes")),
+                    "steps": float(steps), "sharers": float(row.shape.gpus_per_machine)}
         return {"nbytes": max(row.span.nbytes, span_arg(row, "received_bytes")), "steps": float(steps)}
     return PhaseRule("exchange", work, min_machines=2)
 

@@ -101,8 +101,18 @@ class Trainer:
             ExchangeTiming(now(), now(), 0, 0)
         self.rec.add("exchange", timing.start_s, timing.end_s, "network", epoch, 0, nbytes=timing.sent_bytes,
                      layer=index + 1, direction="backward" if backward else "forward",
-                     received_bytes=timing.received_bytes)
+                     received_bytes=timing.received_bytes, network_bytes=self._network_bytes(rows, index),
+                     network_received_bytes=self._network_bytes(incoming, index))
         return incoming
+
+    def _network_bytes(self, per_rank: list[torch.Tensor], index: int) -> int:
+        """Bytes of ``per_rank`` (a tensor per rank) to or from ranks of other machines in layer ``index + 1``'s
+        exchange (0 when it does not run): what crosses this machine's NICs, which the simulator prices apart from
+        the bytes between the machine's own GPUs."""
+        if not self.active[index]:
+            return 0
+        return sum(t.numel() * t.element_size() for p, t in enumerate(per_rank)
+                   if p != self.topo.rank and not comm.same_machine(p))
 
     def _compute(self, phase: str, part: str, index: int, fn, epoch: int):  # type: ignore[no-untyped-def]
         t0 = now()

@@ -331,8 +331,11 @@ class _Run(FullGraphRun):
             yield self.engine.all_of(waits)
         sent = sum(b for p, b in enumerate(send) if p != rank)
         received = sum(b for p, b in enumerate(recv) if p != rank)
+        g = self.ctx.cluster.gpus_per_machine
+        away = [p // g != rank // g for p in range(w)]
         self._span(rank, "exchange", t0, "network", nbytes=sent, layer=layer, direction=phase,
-                   received_bytes=received)
+                   received_bytes=received, network_bytes=sum(b for b, a in zip(send, away, strict=True) if a),
+                   network_received_bytes=sum(b for b, a in zip(recv, away, strict=True) if a))
 
     def _all_reduce(self, rank: int) -> Generator[Any, Any, None]:
         start, nbytes = self.engine.now, self.works[rank].gradient_bytes

@@ -29,9 +29,10 @@ def make_workload(arch: str, dropout: float = 0.0, dataset: Any = "cora", **mode
 
 
 def make_plan(workload: WorkloadSpec, num_workers: int, knobs: dict[str, Any],
-              cluster: str | ClusterSpec = "4x-a100-10gbe") -> Plan:
-    """A neutronstar plan on ``num_workers`` machines x 1 worker."""
-    cl = load_cluster(cluster).model_copy(update={"num_machines": num_workers, "gpus_per_machine": 1})
+              cluster: str | ClusterSpec = "4x-a100-10gbe", gpus_per_machine: int = 1) -> Plan:
+    """A neutronstar plan on ``num_workers / gpus_per_machine`` machines x ``gpus_per_machine`` workers."""
+    cl = load_cluster(cluster).model_copy(update={"num_machines": num_workers // gpus_per_machine,
+                                                  "gpus_per_machine": gpus_per_machine})
     return Plan(strategy="neutronstar", knobs=knobs, num_workers=num_workers, cluster=cl, workload=workload)
 
 
@@ -81,6 +82,19 @@ def epoch_bytes(topo: Topology, emit: Any, workload: WorkloadSpec, knobs: dict[s
         return {}
     return {"bytes": [sum(r["sent"][e] for r in everyone) for e in range(epochs)],
             "spans": [s for r in everyone for s in r["spans"]], "acc": [r["acc"] for r in everyone]}
+
+
+def exchange_bytes(topo: Topology, emit: Any, workload: WorkloadSpec, knobs: dict[str, Any]) -> dict[Any, Any]:
+    """One epoch on the spawned topology; every rank's exchange spans' network bytes, sent and received, and all
+    bytes sent, by (rank, layer, direction)."""
+    rec = Recorder(topo.rank, 0.0)
+    Trainer(topo, make_plan(workload, topo.world_size, knobs, gpus_per_machine=topo.gpus_per_machine),
+            rec).train_epoch(0)
+    mine = {(topo.rank, s.args["layer"], s.args["direction"]): (s.args["network_bytes"],
+                                                                s.args["network_received_bytes"], s.nbytes)
+            for s in rec.spans() if s.phase == "exchange"}
+    everyone = comm.gather_object(mine)
+    return {} if everyone is None else {k: v for r in everyone for k, v in r.items()}
 
 
 def several(topo: Topology, emit: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:

@@ -1,10 +1,11 @@
 """The bytes every rank sends in an epoch (counted by executor.comm) equal the simulator's network bytes for
-the same partition and mode; the trace has the spans the simulator predicts."""
+the same partition and mode; the trace has the spans the simulator predicts, and on machines of several workers
+its exchange spans tell the bytes that cross machines apart as the simulator's do (calibration prices those)."""
 
 from __future__ import annotations
 
 import pytest
-from neutronstar_workers import make_plan, make_workload, several
+from neutronstar_workers import exchange_bytes, make_plan, make_workload, several
 
 from gnnplan.executor.launch import spawn
 from gnnplan.simulator.api import simulate
@@ -46,3 +47,19 @@ def test_trace_has_exchange_and_compute_spans(measured) -> None:  # type: ignore
     assert all(s.flops > 0 for s in spans if s.phase in ("forward", "backward"))
     for r in results:
         assert sum(a.val_total for a in r["acc"]) == 500 and sum(a.test_total for a in r["acc"]) == 1000
+
+
+def test_exchange_spans_count_the_bytes_across_machines_as_the_simulator() -> None:
+    # 2 machines x 2 workers: each rank exchanges with one peer of its machine and two of the other
+    wl, knobs = make_workload("gcn"), {"mode": "depcomm", "ring": False, "overlap": False}
+    measured = spawn(exchange_bytes, 4, (wl, knobs), gpus_per_machine=2)
+    plan = make_plan(wl, 4, knobs, gpus_per_machine=2)
+    result = simulate(plan.cluster, wl, "neutronstar", knobs)
+    predicted = {(s.rank, s.args["layer"], s.args["direction"]): (s.args["network_bytes"],
+                                                                  s.args["network_received_bytes"])
+                 for s in result.spans if s.phase == "exchange" and s.epoch == 0}
+    assert predicted and set(predicted) <= set(measured)
+    for key, value in predicted.items():
+        assert measured[key][:2] == pytest.approx(value, rel=1e-9), key
+    # the bytes to the peer on the same machine are not among those that cross machines
+    assert all(0 < across < sent and received > 0 for across, received, sent in measured.values())
