@@ -175,6 +175,18 @@ def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
     return _fit_rows(t, rows), unpriced
 
 
+def calibration_rows(spans: Sequence[Span], meta: Mapping[str, Any],
+                     cluster: ClusterSpec) -> tuple[list[FitRow], set[str]]:
+    """The rows calibration fits for one trace (module docstring): each a priced operation, its work and the
+    seconds the trace took (``FitRow``), and the span phases no rule prices. ``meta``: the trace's metadata
+    (``plan`` needed); ``cluster``: the cluster the rows are shaped on.
+
+    Raises:
+        SpecError: the metadata has no plan.
+    """
+    return _collect(_load_trace("trace", list(spans), meta, cluster))
+
+
 def _call_row(spans: list[SpanRow]) -> SpanRow:
     """One collective call's row from every rank's span of it (module docstring): the rank that moved the most
     bytes, timed from the last rank's arrival (before it nothing could move) to its own end. A rank that sends

@@ -281,12 +281,15 @@ def feature_fetch_s(cluster: ClusterSpec, nbytes: float, request_messages: float
 
 
 def feature_load_s(cluster: ClusterSpec, local_bytes: float, remote_bytes: float, hit_bytes: float,
-                   fetch_s: float = 0.0) -> float:
+                   fetch_s: float = 0.0, sharers: float = 1.0) -> float:
     """Load a batch's input features step after step, as the executor's ``FeatureStore.load``: the GPU gather of
     cache hits, the host gather of local rows, the remote fetch (``fetch_s``, measured), then the host-to-GPU
-    copy of every miss (the executor does not overlap the gather with the fetch)."""
-    return (gpu_gather_s(cluster, hit_bytes) + host_gather_s(cluster, local_bytes) + fetch_s
-            + host_to_gpu_s(cluster, local_bytes + remote_bytes))
+    copy of every miss (the executor does not overlap the gather with the fetch). ``sharers`` GPUs of the machine
+    load alike at the same moment (gsplit's lockstep), sharing its host memory and PCIe path
+    (:func:`host_gather_s`, :func:`host_to_gpu_s`)."""
+    g = int(sharers)
+    return (gpu_gather_s(cluster, hit_bytes) + host_gather_s(cluster, local_bytes, sharers=g) + fetch_s
+            + host_to_gpu_s(cluster, local_bytes + remote_bytes, sharers=g))
 
 
 def exchange_s(cluster: ClusterSpec, nbytes: float, steps: float = 1.0, sharers: float = 1.0) -> float:
@@ -315,14 +318,16 @@ def exchange_per_byte_s(cluster: ClusterSpec, sharers: float = 1.0) -> float:
     return per_byte + 2.0 / pcie_path_bandwidth_bytes_per_s(cluster) if staged_network(cluster) else per_byte
 
 
-def shuffle_s(cluster: ClusterSpec, intra_bytes: float = 0.0, network_bytes: float = 0.0) -> float:
+def shuffle_s(cluster: ClusterSpec, intra_bytes: float = 0.0, network_bytes: float = 0.0,
+              sharers: float = 1.0) -> float:
     """One GPU's part of a split-aware shuffle (``gsplit``): one message to every other GPU at once, those of its
     machine over NVLink (PCIe through the host without it; ``intra_bytes``), those of other machines as an
     :func:`exchange_s` (``network_bytes``; staged through host memory unless GPUDirect RDMA, and on a CPU-only
     cluster the rows already are in host memory: the network alone); it ends with the slower of the two, after
     the collective's fixed cost (:func:`collective_s`: the shuffle is one all-to-all call). Each ``*_bytes`` is
-    the larger of what the GPU sends and receives on that path."""
-    across = exchange_s(cluster, network_bytes)
+    the larger of what the GPU sends and receives on that path; ``sharers`` GPUs of the machine shuffle at once
+    (gsplit's lockstep), sharing its NICs (:func:`exchange_per_byte_s`)."""
+    across = exchange_s(cluster, network_bytes, sharers=sharers)
     peers = cluster.gpus_per_machine - 1
     return collective_s(cluster, intra_bytes + network_bytes, all_to_all=True) + max(
         gpu_to_gpu_s(cluster, intra_bytes, num_peers=peers), across)

@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 
 from gnnplan.simulator import api
-from gnnplan.simulator.calibrate import calibrate_files, get_param, with_params
+from gnnplan.simulator.calibrate import calibrate_files, calibration_rows, get_param, with_params
+from gnnplan.simulator.hardware.pricing import OPERATIONS
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.strategies.calibration_rules import covered_s
 
@@ -94,3 +95,48 @@ def test_calibrating_a_prediction_on_its_own_cluster_moves_nothing(strategy: str
 def test_an_iterations_busy_time_counts_overlapping_phases_once(intervals: list[tuple[float, float]],
                                                                 covered: float) -> None:
     assert covered_s(intervals) == covered
+
+
+ROW_TOLERANCE = 0.01
+"""How far a phase's rows, summed, may be priced from what the simulation took: a partial last batch's kernels
+(memory-bound at another FLOP rate than the mean batch's) are priced at the mean batch's rate."""
+SHARED_PHASES = [("gsplit", "cora-sage", {}, ("iteration", "shuffle")),
+                 ("neutronstar", "cora-gcn-full", {"mode": "depcomm", "ring": False}, ("iteration", "exchange"))]
+"""Phases whose rules price what 2 GPUs of a machine share or wait for: gsplit's second GPU waits for the batch its
+machine's first one samples (not a fixed cost), and both shuffle through the machine's NICs at once; neutronstar's
+exchanges likewise."""
+
+
+def _phase_prices(cluster: Any, workload: str, strategy: str, knobs: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """Per trace phase, the simulated seconds of its calibration rows and their price at the same cluster."""
+    result = api.simulate(cluster, workload, strategy, knobs)
+    rows, _ = calibration_rows(result.spans, api.trace_metadata(cluster, workload, strategy, result), cluster)
+    out: dict[str, tuple[float, float]] = {}
+    for row in rows:
+        phase = row.kind.split(":", 1)[1]
+        took, priced = out.get(phase, (0.0, 0.0))
+        out[phase] = (took + row.measured_s, priced + OPERATIONS[row.op].seconds(cluster, **row.work))
+    return out
+
+
+@pytest.mark.parametrize(("strategy", "workload", "knobs"), CASES,
+                         ids=[f"{c[0]}-{'-'.join(f'{k}={v}' for k, v in c[2].items())}" for c in CASES])
+def test_every_phase_of_a_prediction_is_priced_as_simulated(strategy: str, workload: str,
+                                                            knobs: dict[str, Any]) -> None:
+    base = load_cluster("4x-a100-10gbe")
+    cluster = with_params(base.model_copy(update={"num_machines": 2, "gpus_per_machine": 1}), FIXED_COSTS)
+    prices = _phase_prices(cluster, workload, strategy, knobs)
+    assert prices
+    for phase, (took, priced) in prices.items():
+        assert priced == pytest.approx(took, rel=ROW_TOLERANCE), phase
+
+
+@pytest.mark.parametrize(("strategy", "workload", "knobs", "phases"), SHARED_PHASES, ids=["gsplit", "neutronstar"])
+def test_what_a_machines_gpus_share_is_priced_as_simulated(strategy: str, workload: str, knobs: dict[str, Any],
+                                                           phases: tuple[str, ...]) -> None:
+    base = load_cluster("4x-a100-10gbe")
+    cluster = with_params(base.model_copy(update={"num_machines": 2, "gpus_per_machine": 2}), FIXED_COSTS)
+    prices = _phase_prices(cluster, workload, strategy, knobs)
+    for phase in phases:
+        took, priced = prices[phase]
+        assert priced == pytest.approx(took, rel=0.02), phase

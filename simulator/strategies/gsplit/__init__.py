@@ -105,7 +105,7 @@ def _load_work(row: SpanRow) -> dict[str, float]:
     """A ``load`` span as a feature load: misses gathered from host memory and copied, the split's structure
     copied without a gather (the op's ``remote_bytes``), cache hits gathered on the GPU."""
     return {"local_bytes": rules.span_arg(row, "local_bytes"), "remote_bytes": rules.span_arg(row, "structure_bytes"),
-            "hit_bytes": rules.span_arg(row, "hit_bytes")}
+            "hit_bytes": rules.span_arg(row, "hit_bytes"), "sharers": float(row.shape.gpus_per_machine)}
 
 
 def _prefetched(row: SpanRow) -> bool:
@@ -115,14 +115,19 @@ def _prefetched(row: SpanRow) -> bool:
 
 def _iteration_gap_s(row: SpanRow) -> float:
     """The iteration's time not on its trainer phases, nor sampling and splitting inline (or the wait for a
-    prefetched, split batch)."""
+    prefetched, split batch). A rank that neither sampled nor took a prefetched batch waits for its machine's
+    (the simulator's machines sample once, on their first GPU): its wait, from the iteration's start to its first
+    trainer phase, is not the fixed cost either."""
     it, s = row.iteration, row.span
-    out = s.dur_s - sum(x.dur_s for p in TRAINER_PHASES for x in it.get(p, ()))
+    trainer = [x for p in TRAINER_PHASES for x in it.get(p, ())]
+    out = s.dur_s - sum(x.dur_s for x in trainer)
     batch = list(it.get("sample", ())) + list(it.get("split", ()))
-    if not _prefetched(row):
+    if not _prefetched(row) and batch:
         out -= sum(x.dur_s for x in batch)
     elif batch:
         out -= min(max(0.0, max(x.end_s for x in batch) - s.start_s), s.dur_s)
+    elif trainer:
+        out -= min(max(0.0, min(x.start_s for x in trainer) - s.start_s), s.dur_s)
     return out
 
 
@@ -132,7 +137,8 @@ CALIBRATION: dict[str, PhaseRule] = {
                                              "num_calls": rules.span_arg(row, "num_sampler_calls")}),
     "load": PhaseRule("feature_load", _load_work),
     "shuffle": PhaseRule("shuffle", lambda row: {"intra_bytes": rules.span_arg(row, "intra_bytes"),
-                                                 "network_bytes": rules.span_arg(row, "network_bytes")},
+                                                 "network_bytes": rules.span_arg(row, "network_bytes"),
+                                                 "sharers": float(row.shape.gpus_per_machine)},
                          rows="per_call", min_workers=2),
     **rules.compute_rules(),
     "all_reduce": rules.all_reduce_rule(),
