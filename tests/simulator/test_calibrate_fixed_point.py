@@ -50,10 +50,11 @@ machines x 1 GPU: the ranks share no machine, so no span waits on another's link
 SHARED_CASES = [("neutronstar", "cora-gcn-full", {"mode": "depcomm", "ring": ring}, 2) for ring in (True, False)]
 """Machines of several GPUs where a rule prices the sharing: neutronstar's exchanges cross the machine's NIC
 together, the bytes to its own GPUs apart (network bandwidth fitted 0.73x at 2 GPUs and 0.47x at 4 when every
-byte was priced at the NIC's whole rate; at 4 GPUs it still fits 1.10x, the latency 1.9x). The other strategies'
-rules do not yet price what their machine's GPUs
-share (2026-11-29, 2 GPUs: dp's loads and pulls moved PCIe 0.5x and the network 1.2x, gsplit's the gather
-fraction 0.4x, hongtu's the network 0.7-1.2x)."""
+byte was priced at the NIC's whole rate; at 4 GPUs it still fits 1.10x, the latency 1.9x). gsplit's rules price
+its shared loads, shuffles and waits (:func:`test_what_a_machines_gpus_share_is_priced_as_simulated`), yet its fit
+on 2 GPUs still moves its compute fractions ~10% (2026-11-29); dp's and hongtu's rules do not yet price what a
+machine's GPUs share (2 GPUs: dp's loads and pulls moved PCIe 0.5x and the network 1.2x, hongtu's the network
+0.7-1.2x)."""
 INFORMED = 0.5
 """``data_share`` above which a parameter counts as pinned by the trace."""
 TOLERANCE = 0.03
