@@ -41,7 +41,8 @@ class CpuSnapshot:
         busy_s: all CPUs' non-idle time since boot, steal excluded.
         steal_s: all CPUs' stolen time since boot.
         total_s: all CPUs' time since boot (busy, idle, iowait and steal).
-        own_s: this process's user + system time and that of its children that have ended.
+        own_s: the probe's process tree's user + system time: this process, its children that have ended and
+            every live descendant (:func:`descendants_cpu_s`).
     """
 
     wall_s: float
