@@ -187,6 +187,18 @@ def calibration_rows(spans: Sequence[Span], meta: Mapping[str, Any],
     return _collect(_load_trace("trace", list(spans), meta, cluster))
 
 
+def _with_machine_bytes(spans: list[SpanRow]) -> list[SpanRow]:
+    """Every rank's span of one call with the arg ``machine_bytes``: the largest sum of one machine's ranks'
+    bytes in it, what that machine's NICs carry (a rule may price the call by it:
+    :func:`~gnnplan.simulator.strategies.calibration_rules.fetch_rule`)."""
+    g = spans[0].shape.gpus_per_machine
+    per_machine: dict[int, float] = {}
+    for r in spans:
+        per_machine[r.span.rank // g] = per_machine.get(r.span.rank // g, 0.0) + r.span.nbytes
+    most = max(per_machine.values())
+    return [replace(r, span=replace(r.span, args={**r.span.args, "machine_bytes": most})) for r in spans]
+
+
 def _call_row(spans: list[SpanRow]) -> SpanRow:
     """One collective call's row from every rank's span of it (module docstring): the rank that moved the most
     bytes, timed from the last rank's arrival (before it nothing could move) to its own end. A rank that sends
@@ -198,6 +210,7 @@ def _call_row(spans: list[SpanRow]) -> SpanRow:
     counted twice). Clocks that put that end before the last arrival fall back to the fastest rank's span."""
     last = max(r.span.start_s for r in spans)
     most = max(r.span.nbytes for r in spans)
+    spans = _with_machine_bytes(spans)
     tied = [r for r in spans if r.span.nbytes == most]
     busiest = min(tied, key=lambda r: r.span.start_s + r.span.dur_s)
     # ranks that moved the same bytes (an all-reduce) finish in any order: a late one delays its next iteration

@@ -66,10 +66,16 @@ def fetch_rule(request_messages: int, num_collectives: int = 0) -> PhaseRule:
     which the simulator's barriers produce and the price leaves out, so the row is the span of the rank that
     received the most, from the last rank's arrival to its end (calibration's ``per_call`` rows), traces with 2+
     machines: the call ends when its busiest NIC is done. A simulated span carries the bytes its rank pulled
-    (dp: the slowest machine's worker, :func:`~gnnplan.simulator.strategies.dp.work.worker_work`)."""
+    (dp: the slowest machine's worker, :func:`~gnnplan.simulator.strategies.dp.work.worker_work`). A call's row
+    is priced on the bytes of the machine whose ranks pulled the most (``machine_bytes``), an equal share per GPU
+    through the machine's NICs: its GPUs pull different amounts, and until 2026-11-29 the busiest GPU's bytes
+    times the machine's GPUs over-priced the call (a predicted trace's network bandwidth fitted 1.24x its own
+    cluster's at 2 GPUs per machine, 1.94x at 4)."""
     def work(row: SpanRow) -> dict[str, float]:
-        return {"nbytes": row.span.nbytes, "request_messages": float(request_messages),
-                "sharers": float(row.shape.gpus_per_machine), "num_collectives": float(num_collectives)}
+        g = float(row.shape.gpus_per_machine)
+        nbytes = span_arg(row, "machine_bytes") / g if "machine_bytes" in row.span.args else row.span.nbytes
+        return {"nbytes": nbytes, "request_messages": float(request_messages), "sharers": g,
+                "num_collectives": float(num_collectives)}
     if num_collectives:
         return PhaseRule("feature_fetch", work, rows="per_call", min_machines=2)
     return PhaseRule("feature_fetch", work)
