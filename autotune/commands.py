@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -79,16 +80,15 @@ def cmd_probe(args: argparse.Namespace) -> int:
         raise
     load = background()
     if load is not None:  # the figures go into the file's header; a busy machine is also warned about
-        header = f"{header or probe_header(data)}\nThis machine, {load.describe(cpu_count())} (/proc/stat)."
+        said = load.describe(cpu_count())
+        header = f"{header or probe_header(data)}\nThis machine, {said} (/proc/stat)."
         if load.busy:
-            print(f"gnnplan probe: warning: {load.describe(cpu_count())}; rates measured on a busy machine are "
-                  "low, and every prediction from them: re-run the probe on an idle machine", file=sys.stderr)
+            print(f"gnnplan probe: warning: {said}; rates measured on a busy machine are low, and every prediction "
+                  "from them: re-run the probe on an idle machine", file=sys.stderr)
     write_probe(dest, data, header)
     if args.json:
         emit_json({"output": str(dest), "cluster": data,
-                   "background": None if load is None else {"wall_s": load.wall_s, "other_cores": load.other_cores,
-                                                            "steal_fraction": load.steal_fraction,
-                                                            "busy": load.busy}})
+                   "background": None if load is None else {**asdict(load), "busy": load.busy}})
     else:
         report.console().print(f"wrote {dest} (use it as --cluster {dest.stem})")
     return 0

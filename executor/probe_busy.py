@@ -8,7 +8,7 @@ column is what the hypervisor gave to other guests. The probe's own time is its 
 this process and of its children that have ended (``getrusage(2)``) plus every live descendant's user and system
 time and that of the children it has reaped (``/proc/<pid>/stat`` fields 14-17: the probe's gloo and sampler
 processes, and the helpers that spawn them, may still run when it reads). Both are reported; above
-:data:`BUSY_CORES` or :data:`BUSY_STEAL` the probe warns (pyperf's ``system`` checks and Google Benchmark's
+:data:`BUSY_CORES` or :data:`BUSY_STEAL_FRACTION` the probe warns (pyperf's ``system`` checks and Google Benchmark's
 CPU-scaling warning do the same for their timings).
 
 Linux only: elsewhere :func:`snapshot` returns None and nothing is reported.
@@ -27,7 +27,7 @@ BUSY_CORES = 0.25
 """Mean cores other processes may keep busy during the probe before it warns [chosen: a quarter of one measuring
 thread's core]. On the 2-core development machine a quick probe read 0.00 when idle and 0.85 beside a busy loop
 (2026-11-29)."""
-BUSY_STEAL = 0.10
+BUSY_STEAL_FRACTION = 0.10
 """Share of the CPU time the hypervisor may steal before the probe warns [chosen]. The development machine's
 hypervisor took 1-3% during quick probes and up to 7% over 3 s of one busy core (2026-11-29)."""
 
@@ -70,8 +70,8 @@ class Background:
     @property
     def busy(self) -> bool:
         """Whether the machine was too busy for the probe's rates to be trusted (:data:`BUSY_CORES`,
-        :data:`BUSY_STEAL`)."""
-        return self.other_cores > BUSY_CORES or self.steal_fraction > BUSY_STEAL
+        :data:`BUSY_STEAL_FRACTION`)."""
+        return self.other_cores > BUSY_CORES or self.steal_fraction > BUSY_STEAL_FRACTION
 
     def describe(self, cores: int) -> str:
         """One sentence: ``while measuring (W s), other processes kept X of N cores busy and the hypervisor

@@ -267,6 +267,13 @@ def sampler_handoff_s(cluster: ClusterSpec, num_batches: float = 1.0) -> float:
     return num_batches * cluster.host.sampler_handoff_s
 
 
+def flows_per_nic(cluster: ClusterSpec, sharers: float) -> float:
+    """How many of ``sharers`` equal flows of one machine (its GPUs pulling or exchanging at once) each of its
+    ``network.nics_per_machine`` NICs carries, at least 1: ``max(1, sharers / nics)``; a flow's bytes take that
+    many times their time alone (max-min fair shares, Bertsekas and Gallager, "Data Networks", 1992, §6.5.2)."""
+    return max(1.0, sharers / cluster.network.nics_per_machine)
+
+
 def feature_fetch_s(cluster: ClusterSpec, nbytes: float, request_messages: float = 2.0, sharers: float = 1.0,
                     num_collectives: float = 0.0) -> float:
     """Pull ``nbytes`` of remote rows: requests, then the rows back, ``sharers`` pullers of one machine at once,
@@ -275,7 +282,7 @@ def feature_fetch_s(cluster: ClusterSpec, nbytes: float, request_messages: float
     cost (:func:`collective_s`; every call carries at least its row counts). The wait for the other workers
     before a call is not priced here: the simulator's processes produce it (a barrier per call)."""
     net = cluster.network
-    per_nic = max(1.0, sharers / net.nics_per_machine)
+    per_nic = flows_per_nic(cluster, sharers)
     calls_s = num_collectives * collective_s(cluster, 1.0, all_to_all=True) if num_collectives else 0.0
     return calls_s + (request_messages + 1.0) * net.latency_s + per_nic * nbytes / net.bandwidth_bytes_per_s
 
@@ -312,9 +319,9 @@ def exchange_per_byte_s(cluster: ClusterSpec, sharers: float = 1.0) -> float:
     PCIe leg at the host<->GPU path's rate, :func:`pcie_path_bandwidth_bytes_per_s`); with GPUDirect RDMA (or
     CPU-only), ``1 / network bandwidth``. Source: NVIDIA GPUDirect RDMA documentation (the NIC reads and writes
     GPU memory, no bounce buffer in host memory). With ``sharers`` GPUs of the machine exchanging at once, each
-    of its ``network.nics_per_machine`` NICs carries ``max(1, sharers / nics)`` of them (max-min fair shares, as
-    :func:`feature_fetch_s`)."""
-    per_byte = max(1.0, sharers / cluster.network.nics_per_machine) / cluster.network.bandwidth_bytes_per_s
+    of its ``network.nics_per_machine`` NICs carries :func:`flows_per_nic` of them, as in
+    :func:`feature_fetch_s`."""
+    per_byte = flows_per_nic(cluster, sharers) / cluster.network.bandwidth_bytes_per_s
     return per_byte + 2.0 / pcie_path_bandwidth_bytes_per_s(cluster) if staged_network(cluster) else per_byte
 
 

@@ -107,14 +107,18 @@ def exchange_rule(ring_knob: str | None = None) -> PhaseRule:
 
 
 def iteration_rule(trainer_phases: tuple[str, ...], sampler_knob: str | None = "num_sampler_workers",
-                   per_span_of: str | None = None) -> PhaseRule:
+                   per_span_of: str | None = None, batch_phases: tuple[str, ...] = ("sample",),
+                   wait_for_batch: bool = False) -> PhaseRule:
     """``iteration``: the fixed per-iteration cost, measured as the iteration's time minus the time covered by
-    its phases on the trainer's path (``trainer_phases``; overlapping spans once, :func:`covered_s`) and its
-    sampling: inline sampling spans when ``sampler_knob`` is 0 or
-    absent, else the wait for the prefetched batch (from the iteration start to the last sample's end), after
-    which the trainer takes the batch (one sampler hand-off per iteration). With ``per_span_of`` the strategy
-    pays ``iteration_overhead_s`` once per span of that phase (hopgnn: once per step, i.e. per ``forward``
-    span). Priced by ``iteration_overhead`` (:func:`~gnnplan.simulator.hardware.pricing.iteration_fixed_s`)."""
+    its phases on the trainer's path (``trainer_phases``; overlapping spans once, :func:`covered_s`) and the
+    making of its batch (``batch_phases``: gsplit also splits it): those spans inline when ``sampler_knob`` is 0
+    or absent, else the wait for the prefetched batch (from the iteration start to the batch spans' last end),
+    after which the trainer takes the batch (one sampler hand-off per iteration). With ``wait_for_batch`` a rank
+    that has no batch span waits for another rank's (gsplit's simulated machines sample once, on their first
+    GPU): the time from the iteration start to its first trainer phase is that wait. With ``per_span_of`` the
+    strategy pays ``iteration_overhead_s`` once per span of that phase (hopgnn: once per step, i.e. per
+    ``forward`` span). Priced by ``iteration_overhead``
+    (:func:`~gnnplan.simulator.hardware.pricing.iteration_fixed_s`)."""
     def prefetched(row: SpanRow) -> bool:
         return bool(sampler_knob and row.knobs.get(sampler_knob, 0))
 
@@ -125,18 +129,20 @@ def iteration_rule(trainer_phases: tuple[str, ...], sampler_knob: str | None = "
     def gap(row: SpanRow) -> float:
         it, s = row.iteration, row.span
         busy = [(x.start_s, x.end_s) for p in trainer_phases for x in it.get(p, ())]
-        samples = it.get("sample", ())
-        if not prefetched(row):
-            busy += [(x.start_s, x.end_s) for x in samples]
-        elif samples:
-            busy.append((s.start_s, min(max(s.start_s, max(x.end_s for x in samples)), s.end_s)))
+        batch = [x for p in batch_phases for x in it.get(p, ())]
+        if batch and not prefetched(row):
+            busy += [(x.start_s, x.end_s) for x in batch]
+        elif batch or (wait_for_batch and busy):  # waited from the start for the batch to be ready
+            ready = max(x.end_s for x in batch) if batch else min(start for start, _ in busy)
+            busy.append((s.start_s, min(max(s.start_s, ready), s.end_s)))
         return s.dur_s - covered_s(busy)
     return PhaseRule("iteration_overhead", work, target=gap)
 
 
 def covered_s(intervals: list[tuple[float, float]]) -> float:
-    """Seconds covered by the union of ``(start, end)`` intervals: phases that overlap (neutronstar's replica
-    compute while its exchange is in flight, ``overlap``) count once, as the time the iteration spent in them."""
+    """Seconds covered by the union of ``(start, end)`` intervals (seconds on one clock): phases that overlap
+    (neutronstar's replica compute while its exchange is in flight, ``overlap``) count once, as the time the
+    iteration spent in them; 0 for none."""
     total, reach = 0.0, float("-inf")
     for start, end in sorted(intervals):
         if end > reach:

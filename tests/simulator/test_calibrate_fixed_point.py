@@ -62,14 +62,19 @@ TOLERANCE = 0.03
 """How far a pinned parameter may move even beyond its one-sigma range (the fit's own rounding)."""
 
 
+def _cluster(gpus: int) -> Any:
+    """The A100 / 10 GbE preset as 2 machines x ``gpus`` GPUs with :data:`FIXED_COSTS`."""
+    base = load_cluster("4x-a100-10gbe")
+    return with_params(base.model_copy(update={"num_machines": 2, "gpus_per_machine": gpus}), FIXED_COSTS)
+
+
 @pytest.mark.parametrize(("strategy", "workload", "knobs", "gpus"), [(*c, 1) for c in CASES] + SHARED_CASES,
                          ids=[f"{c[0]}-{'-'.join(f'{k}={v}' for k, v in c[2].items())}" for c in CASES] +
                          [f"{c[0]}-ring={c[2]['ring']}-{c[3]}gpus" for c in SHARED_CASES])
 def test_calibrating_a_prediction_on_its_own_cluster_moves_nothing(strategy: str, workload: str,
                                                                    knobs: dict[str, Any], gpus: int,
                                                                    tmp_path: Path) -> None:
-    base = load_cluster("4x-a100-10gbe")
-    cluster = with_params(base.model_copy(update={"num_machines": 2, "gpus_per_machine": gpus}), FIXED_COSTS)
+    cluster = _cluster(gpus)
     result = api.simulate(cluster, workload, strategy, knobs)
     assert result.feasible, result.reason
     path = api.predicted_trace(result, tmp_path / f"{strategy}.json",
@@ -128,8 +133,7 @@ def _phase_prices(cluster: Any, workload: str, strategy: str, knobs: dict[str, A
                          ids=[f"{c[0]}-{'-'.join(f'{k}={v}' for k, v in c[2].items())}" for c in CASES])
 def test_every_phase_of_a_prediction_is_priced_as_simulated(strategy: str, workload: str,
                                                             knobs: dict[str, Any]) -> None:
-    base = load_cluster("4x-a100-10gbe")
-    cluster = with_params(base.model_copy(update={"num_machines": 2, "gpus_per_machine": 1}), FIXED_COSTS)
+    cluster = _cluster(1)
     prices = _phase_prices(cluster, workload, strategy, knobs)
     assert prices
     for phase, (took, priced) in prices.items():
@@ -140,8 +144,7 @@ def test_every_phase_of_a_prediction_is_priced_as_simulated(strategy: str, workl
                          ids=[c[0] for c in SHARED_PHASES])
 def test_what_a_machines_gpus_share_is_priced_as_simulated(strategy: str, workload: str, knobs: dict[str, Any],
                                                            phases: tuple[str, ...]) -> None:
-    base = load_cluster("4x-a100-10gbe")
-    cluster = with_params(base.model_copy(update={"num_machines": 2, "gpus_per_machine": 2}), FIXED_COSTS)
+    cluster = _cluster(2)
     prices = _phase_prices(cluster, workload, strategy, knobs)
     for phase in phases:
         took, priced = prices[phase]

@@ -108,29 +108,6 @@ def _load_work(row: SpanRow) -> dict[str, float]:
             "hit_bytes": rules.span_arg(row, "hit_bytes"), "sharers": float(row.shape.gpus_per_machine)}
 
 
-def _prefetched(row: SpanRow) -> bool:
-    """Whether the row's run takes its batches from sampler processes (then each trainer pays the hand-off)."""
-    return bool(row.knobs.get("num_sampler_workers", 0))
-
-
-def _iteration_gap_s(row: SpanRow) -> float:
-    """The iteration's time not on its trainer phases, nor sampling and splitting inline (or the wait for a
-    prefetched, split batch). A rank that neither sampled nor took a prefetched batch waits for its machine's
-    (the simulator's machines sample once, on their first GPU): its wait, from the iteration's start to its first
-    trainer phase, is not the fixed cost either."""
-    it, s = row.iteration, row.span
-    trainer = [x for p in TRAINER_PHASES for x in it.get(p, ())]
-    out = s.dur_s - sum(x.dur_s for x in trainer)
-    batch = list(it.get("sample", ())) + list(it.get("split", ()))
-    if not _prefetched(row) and batch:
-        out -= sum(x.dur_s for x in batch)
-    elif batch:
-        out -= min(max(0.0, max(x.end_s for x in batch) - s.start_s), s.dur_s)
-    elif trainer:
-        out -= min(max(0.0, min(x.start_s for x in trainer) - s.start_s), s.dur_s)
-    return out
-
-
 CALIBRATION: dict[str, PhaseRule] = {
     "sample": rules.sample_rule(),
     "split": PhaseRule("split", lambda row: {"num_items": rules.span_arg(row, "num_split_items"),
@@ -142,8 +119,7 @@ CALIBRATION: dict[str, PhaseRule] = {
                          rows="per_call", min_workers=2),
     **rules.compute_rules(),
     "all_reduce": rules.all_reduce_rule(),
-    "iteration": PhaseRule("iteration_overhead", lambda row: {"handoffs": float(_prefetched(row))},
-                           target=_iteration_gap_s),
+    "iteration": rules.iteration_rule(TRAINER_PHASES, batch_phases=("sample", "split"), wait_for_batch=True),
     **rules.evaluation_rules(),
 }
 """How calibration prices ``gsplit``'s spans: ``split`` is the priced ``split`` of the split's vertex lookups

@@ -89,13 +89,14 @@ class HopRun(WindowRun):
                 yield from self._sample(rank, pos)
             if self.pregather:
                 yield from self._pregather(rank, pos, work)
+            paid = work.paid_steps
             for k, step in enumerate(work.steps):
                 yield from self._load(rank, pos, k, work, step)
                 if k == len(work.steps) - 1:  # the last backward overlaps the DDP buckets' all-reduce
                     yield from self._final_step(rank, pos, step, work, start)
                     break
                 yield from self._passes(rank, pos, step)
-                if k in work.paid_steps:  # a framework step; the last one _update pays
+                if k in paid:  # a framework step; the last one _update pays
                     yield self.engine.timeout(self.ctx.cluster.iteration_overhead_s)
                 yield from self._migrate(rank, pos, k, work)
             else:  # no step
