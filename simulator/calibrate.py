@@ -158,12 +158,16 @@ def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
         by_key[(s.rank, s.epoch, s.iteration, s.phase in EVALUATION_PHASES)][s.phase].append(s)
     rows: list[tuple[str, PhaseRule, SpanRow]] = []
     calls: dict[tuple[str, int, int, int], list[SpanRow]] = defaultdict(list)  # every rank's span of a call
+    peers = {phase: overlapping_peers([s for s in t.spans if s.phase == phase and s.dur_s > 0],
+                                      t.shape.gpus_per_machine)
+             for phase, rule in usable.items() if rule.peers}
     for (_, epoch, it, _), phases in by_key.items():
         iteration = {p: [s for s in spans if s.dur_s > 0] for p, spans in phases.items()}
         for phase, rule in usable.items():
             # the k-th span of a phase in a rank's iteration is the k-th call of that collective on every rank
             for call, s in enumerate(sorted(_row_spans(rule, iteration.get(phase, [])), key=lambda x: x.start_s)):
-                row = SpanRow(s, iteration, t.plan.knobs, t.shape)
+                row = SpanRow(s, iteration, t.plan.knobs, t.shape,
+                              peers=peers[phase].get(_span_key(s), ()) if rule.peers else ())
                 if not rule.applies(row):
                     continue
                 key = (phase, epoch, it, call)
@@ -173,6 +177,34 @@ def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
                     calls[key].append(row)
     rows += [(key[0], usable[key[0]], _call_row(spans)) for key, spans in calls.items()]
     return _fit_rows(t, rows), unpriced
+
+
+def _span_key(s: Span) -> tuple[int, int, int, float]:
+    return (s.rank, s.epoch, s.iteration, s.start_s)
+
+
+def overlapping_peers(spans: Sequence[Span], gpus_per_machine: int) -> dict[tuple[int, int, int, float],
+                                                                              tuple[Span, ...]]:
+    """For every span (keyed by rank, epoch, iteration and start), the spans of the other ranks of its machine
+    (ranks ``m * g .. m * g + g - 1`` on machine ``m``) that overlap it in time: ``spans`` are one phase's, so these
+    are what shared the machine's host memory, PCIe switches and NICs with it (a rule with ``peers`` prices the
+    sharing: :func:`~gnnplan.simulator.strategies.calibration_rules.load_rule`). Spans that only touch do not
+    overlap. One sweep per machine over the spans sorted by start, ``O(n log n + overlaps)``."""
+    by_machine: dict[int, list[Span]] = defaultdict(list)
+    for s in spans:
+        by_machine[s.rank // gpus_per_machine].append(s)
+    out: dict[tuple[int, int, int, float], list[Span]] = defaultdict(list)
+    for group in by_machine.values():
+        group.sort(key=lambda x: x.start_s)
+        active: list[Span] = []  # started, and not yet ended at the current span's start
+        for s in group:
+            active = [a for a in active if a.start_s + a.dur_s > s.start_s]
+            for a in active:
+                if a.rank != s.rank:
+                    out[_span_key(s)].append(a)
+                    out[_span_key(a)].append(s)
+            active.append(s)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 def calibration_rows(spans: Sequence[Span], meta: Mapping[str, Any],

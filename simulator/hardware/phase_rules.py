@@ -30,6 +30,9 @@ class SpanRow:
             work at each trial's parameters by passing that cluster to :meth:`PhaseRule.predicted_s`.
         profile: the strategy's compute profile (``compute_profile``) on that shape, by phase (filled for the
             rules with ``profiled``).
+        peers: the spans of the same phase on the machine's other ranks that overlap this one in time, what
+            shares the machine's host memory, PCIe switches and NICs while it runs (filled for the rules with
+            ``peers``; calibration's ``overlapping_peers``).
     """
 
     span: Span
@@ -37,6 +40,7 @@ class SpanRow:
     knobs: Mapping[str, Any]
     shape: ClusterSpec
     profile: Mapping[str, Any] = field(default_factory=dict)
+    peers: Sequence[Span] = ()
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,8 @@ class PhaseRule:
             the trace and drops the rows of a phase the profile lacks.
         when: rows are made only of the spans for which this returns true (default: all), e.g. the spans of one
             loader setting whose duration is the priced work alone.
+        peers: ``work`` reads ``row.peers`` (rows ``each`` only): calibration finds, for every span, the spans of
+            its phase the machine's other ranks ran at the same time.
     """
 
     op: str
@@ -69,12 +75,15 @@ class PhaseRule:
     min_workers: int = 1
     profiled: bool = False
     when: Callable[[SpanRow], bool] | None = None
+    peers: bool = False
 
     def __post_init__(self) -> None:
         if self.op not in OPERATIONS:
             raise ValueError(f"op: unknown priced operation {self.op!r}; allowed: {', '.join(OPERATIONS)}")
         if self.rows not in ("each", "iteration_sum", "per_call"):
             raise ValueError(f"rows: unknown row kind {self.rows!r}; allowed: each, iteration_sum, per_call")
+        if self.peers and self.rows != "each":
+            raise ValueError(f"peers: only rules of rows 'each' read the spans beside a span, not {self.rows!r}")
 
     @property
     def params(self) -> tuple[str, ...]:

@@ -46,8 +46,9 @@ Formulas and sources:
   of an all-to-all: ``network.per_all_to_all_s``, which gloo's all-to-all and all-reduce do not share).
 * peer copy inside a machine: alpha-beta at the pair's bandwidth (NVSwitch: the GPU's full NVLink rate; pairwise
   NVLink: one direct link, ``bandwidth / (g - 1)``; no NVLink: PCIe peer to peer).
-* feature load: ``max(host gather of local rows, fetch_s) + host-to-GPU copy of local + remote rows + GPU
-  gather of cache hits``.
+* feature load: ``GPU gather of cache hits + host gather of local rows + fetch_s + host-to-GPU copy of local +
+  remote rows``, the gather and the copy sharing the host memory and PCIe path with the machine's other loads
+  (:func:`feature_load_s`).
 * exchange (per-layer representations or gradients between workers of different machines): ``steps *
   (network.latency_s + 2 pcie.latency_s) + nbytes * (1 / network bandwidth + 2 / pcie bandwidth)``: out over
   PCIe, across the network, in over PCIe; with ``network.gpudirect_rdma`` (or CPU-only) the network alone,
@@ -108,6 +109,24 @@ def host_to_gpu_s(cluster: ClusterSpec, nbytes: float, num_messages: float = 1.0
     if nbytes <= 0:
         return 0.0
     return num_messages * cluster.pcie.latency_s + nbytes / pcie_path_bandwidth_bytes_per_s(cluster, sharers)
+
+
+def host_to_gpu_shared_s(cluster: ClusterSpec, nbytes: float, uplink_bytes: float, memory_bytes: float,
+                         num_messages: float = 1.0) -> float:
+    """Copy ``nbytes`` of host memory to one GPU while copies to other GPUs of the machine share its path:
+    ``num_messages * pcie.latency_s + max(nbytes / pcie, uplink_bytes / uplink, memory_bytes / host memory)``,
+    where ``uplink_bytes`` and ``memory_bytes`` are the bytes that cross its switch uplink and the host memory
+    until it ends, its own included. Copies that start together share each link equally (processor sharing), so
+    a copy ends once every link has carried its own bytes and, of each other copy, as many as its own or that
+    copy's whole if smaller (the caller sums those). With ``sharers`` equal copies this is :func:`host_to_gpu_s`.
+    Source: the max-min fair rate of flows on a shared path (Bertsekas and Gallager, "Data Networks", 1992,
+    §6.5.2)."""
+    if nbytes <= 0:
+        return 0.0
+    pcie = cluster.pcie
+    return num_messages * pcie.latency_s + max(nbytes / pcie.bandwidth_bytes_per_s,
+                                               uplink_bytes / pcie.uplink_bytes_per_s,
+                                               memory_bytes / cluster.host.memory_bandwidth_bytes_per_s)
 
 
 def gpu_to_host_s(cluster: ClusterSpec, nbytes: float, num_messages: float = 1.0, sharers: int = 1) -> float:
@@ -288,15 +307,27 @@ def feature_fetch_s(cluster: ClusterSpec, nbytes: float, request_messages: float
 
 
 def feature_load_s(cluster: ClusterSpec, local_bytes: float, remote_bytes: float, hit_bytes: float,
-                   fetch_s: float = 0.0, sharers: float = 1.0) -> float:
+                   fetch_s: float = 0.0, sharers: float = 1.0, peer_gather_bytes: float = 0.0,
+                   peer_uplink_bytes: float = 0.0, peer_memory_bytes: float = 0.0) -> float:
     """Load a batch's input features step after step, as the executor's ``FeatureStore.load``: the GPU gather of
     cache hits, the host gather of local rows, the remote fetch (``fetch_s``, measured), then the host-to-GPU
-    copy of every miss (the executor does not overlap the gather with the fetch). ``sharers`` GPUs of the machine
-    load alike at the same moment (gsplit's lockstep), sharing its host memory and PCIe path
-    (:func:`host_gather_s`, :func:`host_to_gpu_s`)."""
+    copy of every miss (the executor does not overlap the gather with the fetch).
+
+    What the machine's other GPUs load at the same time shares its host memory and PCIe path, in one of two
+    ways: ``sharers`` GPUs load alike at the same moment (gsplit's lockstep; :func:`host_gather_s`,
+    :func:`host_to_gpu_s`), or the loads beside this one are given by the bytes they contend with it:
+    ``peer_gather_bytes`` gathered from the host memory while this gather runs, ``peer_uplink_bytes`` and
+    ``peer_memory_bytes`` copied across its switch uplink and the host memory while this copy runs (each other
+    load's bytes up to this one's: processor sharing, :func:`host_to_gpu_shared_s`; calibration's
+    :func:`~gnnplan.simulator.strategies.calibration_rules.load_rule` measures them from the trace). With
+    neither, the load is priced alone."""
     g = int(sharers)
-    return (gpu_gather_s(cluster, hit_bytes) + host_gather_s(cluster, local_bytes, sharers=g) + fetch_s
-            + host_to_gpu_s(cluster, local_bytes + remote_bytes, sharers=g))
+    copy_bytes = local_bytes + remote_bytes
+    gather_s = gather_time_s(g * local_bytes + peer_gather_bytes, cluster.host.memory_bandwidth_bytes_per_s,
+                             cluster.efficiency.gather_fraction)
+    copy_s = host_to_gpu_shared_s(cluster, copy_bytes, min(g, cluster.pcie.gpus_per_uplink) * copy_bytes
+                                  + peer_uplink_bytes, g * copy_bytes + peer_memory_bytes)
+    return gpu_gather_s(cluster, hit_bytes) + gather_s + fetch_s + copy_s
 
 
 def exchange_s(cluster: ClusterSpec, nbytes: float, steps: float = 1.0, sharers: float = 1.0) -> float:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
 from gnnplan.simulator.strategies.inference_time import EVALUATION_COMPUTE_PHASE, layer_profile_key
+from gnnplan.simulator.trace import Span
 
 COMPUTE_PHASES = ("forward", "backward", "optimizer")
 
@@ -81,14 +82,45 @@ def fetch_rule(request_messages: int, num_collectives: int = 0) -> PhaseRule:
     return PhaseRule("feature_fetch", work)
 
 
-def load_rule() -> PhaseRule:
-    """``load``: local, remote and cache-hit bytes from the span, one step after the other with the iteration's
-    measured ``fetch`` time (:func:`~gnnplan.simulator.hardware.pricing.feature_load_s`)."""
+def _overlap_fraction(span: Span, peer: Span) -> float:
+    """The time two spans overlap over the shorter one's duration (1: the shorter ran wholly inside the other)."""
+    both = min(span.start_s + span.dur_s, peer.start_s + peer.dur_s) - max(span.start_s, peer.start_s)
+    return max(0.0, both) / min(span.dur_s, peer.dur_s)
+
+
+def load_rule(nested: tuple[str, ...] = ("fetch",), copied: str = "remote_bytes") -> PhaseRule:
+    """``load``: the span's local bytes gathered from host memory, those and its ``copied`` bytes (rows pulled
+    from other machines; gsplit: the split's structure) copied to the GPU, and its cache hits gathered there, one
+    step after the other with the measured time of the iteration's ``nested`` spans (the pull, ``fetch``; dp's
+    reads of the machine's cache slices from its other GPUs, ``peer_fetch``).
+
+    The loads the machine's other GPUs ran at the same time (``row.peers``) share its host memory and PCIe path
+    (:func:`~gnnplan.simulator.hardware.pricing.feature_load_s`): of each, as many bytes as this load's or its
+    own if fewer (loads that start together share a link equally), weighted by how much of the shorter of the
+    two spans they overlap; copies to GPUs behind the same PCIe switch share its uplink. A gather and another
+    GPU's copy at the same moment are not priced as sharing the memory (on 4 GPUs per machine, gsplit's loads
+    priced at 0.97x what the simulation took). Until 2026-11-29 loads were priced alone, and a trace the
+    simulator predicted on 2 GPUs per machine fitted its own cluster's PCIe bandwidth 0.52x (dp: the second
+    GPU's gathers, sharing the host memory, taken for slow copies); gsplit's were priced as ``g`` equal loads
+    (1.06x what the simulation took on 2 GPUs, 1.12x on 4)."""
     def work(row: SpanRow) -> dict[str, float]:
-        return {"local_bytes": span_arg(row, "local_bytes"), "remote_bytes": span_arg(row, "remote_bytes"),
+        local, copy = span_arg(row, "local_bytes"), span_arg(row, "local_bytes") + span_arg(row, copied)
+        g = row.shape.gpus_per_machine
+        per_uplink = min(row.shape.pcie.gpus_per_uplink, g)
+        gather = uplink = memory = 0.0
+        for peer in row.peers:
+            w = _overlap_fraction(row.span, peer)
+            peer_local = float(peer.args.get("local_bytes", 0.0))
+            peer_copy = peer_local + float(peer.args.get(copied, 0.0))
+            gather += w * min(peer_local, local)
+            memory += w * min(peer_copy, copy)
+            if (peer.rank % g) // per_uplink == (row.span.rank % g) // per_uplink:
+                uplink += w * min(peer_copy, copy)
+        return {"local_bytes": local, "remote_bytes": span_arg(row, copied),
                 "hit_bytes": span_arg(row, "hit_bytes"),
-                "fetch_s": sum(s.dur_s for s in row.iteration.get("fetch", ()))}
-    return PhaseRule("feature_load", work)
+                "fetch_s": sum(s.dur_s for phase in nested for s in row.iteration.get(phase, ())),
+                "peer_gather_bytes": gather, "peer_uplink_bytes": uplink, "peer_memory_bytes": memory}
+    return PhaseRule("feature_load", work, peers=True)
 
 
 def exchange_rule(ring_knob: str | None = None) -> PhaseRule:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from gnnplan.simulator.calibrate import overlapping_peers
 from gnnplan.simulator.engine import Engine
 from gnnplan.simulator.hardware import phase_rules, pricing
 from gnnplan.simulator.hardware.model import HardwareModel
@@ -154,3 +155,50 @@ def test_dropout_draws_are_priced_at_the_measured_rate_in_both_pricings() -> Non
                                      prof.graph_ops_per_span, prof.random_elems_per_span)
     assert priced == pytest.approx(compute_time_s(cost.forward, rng.gpu, rng.efficiency.forward_fraction), rel=1e-12)
     assert compute_time_s(cost.backward, rng.gpu, 0.5) == compute_time_s(cost.backward, CLUSTER.gpu, 0.5)
+
+
+def test_loads_that_start_together_are_priced_as_the_event_model_shares_them() -> None:
+    """Two GPUs behind one PCIe switch load at once: equal host gathers share the host memory, then copies of
+    different sizes share the switch uplink (processor sharing). The load rule, given the other GPU's span
+    (calibration's ``overlapping_peers``), prices each as the events took it, though alone each is faster."""
+    cl = cluster_from_dict({**CLUSTER.model_dump(), "num_machines": 1, "gpus_per_machine": 2,
+                            "pcie": {**CLUSTER.pcie.model_dump(), "gpus_per_uplink": 2,
+                                     "uplink_bandwidth_bytes_per_s": 16e9},
+                            "efficiency": {**CLUSTER.efficiency.model_dump(), "gather_fraction": 0.5}})
+    local, remote = 4.0e6, (3.0e6, 1.0e6)
+    ends: dict[int, float] = {}
+    engine = Engine(0)
+    hw = HardwareModel(cl, engine)
+
+    def load(rank: int) -> Generator[Any, Any, None]:
+        yield hw.host_gather(local, rank)
+        yield hw.host_to_gpu(rank, local + remote[rank])
+        ends[rank] = float(engine.now)
+
+    for rank in (0, 1):
+        engine.process(load(rank))
+    engine.run()
+    spans = [Span(r, "load", 0.0, ends[r], args={"local_bytes": local, "remote_bytes": remote[r]}) for r in (0, 1)]
+    peers = overlapping_peers(spans, cl.gpus_per_machine)
+    rule = rules.load_rule()
+    for s in spans:
+        row = phase_rules.SpanRow(s, {}, {}, cl, peers=peers[(s.rank, s.epoch, s.iteration, s.start_s)])
+        assert rule.predicted_s(row) == pytest.approx(s.dur_s, rel=1e-9)
+        alone = phase_rules.SpanRow(s, {}, {}, cl)
+        assert rule.predicted_s(alone) < 0.8 * s.dur_s
+    # g equal loads (gsplit's lockstep) are the same price either way
+    copy = local + remote[0]
+    assert pricing.feature_load_s(cl, local, remote[0], 0.0, sharers=2) == pytest.approx(
+        pricing.feature_load_s(cl, local, remote[0], 0.0, peer_gather_bytes=local, peer_uplink_bytes=copy,
+                               peer_memory_bytes=copy), rel=1e-15)
+
+
+def test_the_spans_beside_a_span_are_its_machines_other_ranks_at_the_same_time() -> None:
+    spans = [Span(0, "load", 0.0, 2.0), Span(1, "load", 1.0, 2.0),   # machine 0: overlap
+             Span(0, "load", 5.0, 1.0), Span(1, "load", 6.0, 1.0),   # machine 0: touch only
+             Span(2, "load", 0.5, 1.0), Span(3, "load", 9.0, 1.0),   # machine 1: apart
+             Span(0, "load", 5.5, 0.2)]                              # same rank as its neighbour: not a peer
+    peers = overlapping_peers(spans, gpus_per_machine=2)
+    assert [p.start_s for p in peers[(0, -1, -1, 0.0)]] == [1.0]
+    assert [p.start_s for p in peers[(1, -1, -1, 1.0)]] == [0.0]
+    assert set(peers) == {(0, -1, -1, 0.0), (1, -1, -1, 1.0)}

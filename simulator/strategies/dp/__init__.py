@@ -33,17 +33,17 @@ Simulation (``simulate``), per worker and iteration, on :class:`~simulator.hardw
   the executor's (:class:`~gnnplan.executor.sampling_partitioned.PartitionedSampler`): per layer four collective
   ``all_to_all`` calls (request counts, ids, reply counts, edges), the worker sampling what the others asked of
   it before the replies and its own vertices after (:meth:`~.run.DpRun._exchange_layer`).
-* ``load``, step after step as the executor's ``FeatureStore.load`` does it: with ``cache_placement =
-  partitioned`` (Quiver) the hits in peer GPUs' slices first (ids to each peer, rows back over NVLink, PCIe
-  through the host without it; :func:`cache_access`); the own cache's hits gathered on the GPU; local misses
-  gathered from host memory; then remote misses pulled (``fetch``, as the executor's ``RowStore.pull``: three
-  ``all_to_all`` calls over all workers, the row counts (one int64 to every rank of the other machines), the int64
-  ids to their owners, then the rows back; each call is a collective: it waits until every worker has called it,
-  pays ``network.per_all_to_all_s``, then sends one message to each other machine, a flow through the worker's
-  NIC and the owner's NIC on the same rail, owners equally loaded; the ``fetch`` span includes the waits,
-  ``wait_s``, as the executor's does); then all misses cross PCIe host-to-device. The executor does not overlap
-  the local gather with the pull (DistDGL's ``KVClient.pull`` would: it sends the remote requests before the
-  local gather), so neither does this model.
+* ``load``, step after step as the executor's ``FeatureStore.load`` does it: with ``cache_placement = partitioned``
+  (Quiver) the hits in peer GPUs' slices first (ids to each peer, rows back over NVLink, PCIe through the host without
+  it; :func:`cache_access`; span ``peer_fetch`` inside the load, as the executor's); the own cache's hits gathered on
+  the GPU; local misses gathered from host memory; then remote misses pulled (``fetch``, as the executor's
+  ``RowStore.pull``: three ``all_to_all`` calls over all workers, the row counts (one int64 to every rank of the other
+  machines), the int64 ids to their owners, then the rows back; each call is a collective: it waits until every worker
+  has called it, pays ``network.per_all_to_all_s``, then sends one message to each other machine, a flow through the
+  worker's NIC and the owner's NIC on the same rail, owners equally loaded; the ``fetch`` span includes the waits,
+  ``wait_s``, as the executor's does); then all misses cross PCIe host-to-device. The executor does not overlap the
+  local gather with the pull (DistDGL's ``KVClient.pull`` would: it sends the remote requests before the local gather),
+  so neither does this model.
 * ``forward``, ``backward``: roofline time of the model's kernels (:mod:`simulator.workload.model_cost`)
   divided by ``efficiency.forward_fraction`` / ``backward_fraction``.
 * ``all_reduce``: waits for every worker (synchronous DDP), then the hierarchical ring all-reduce of the
@@ -195,8 +195,8 @@ def suggest(trial: Any, workload: Any, tune_batch_size: bool = False) -> Knobs:
 
 PHASES = ("sample", "load", "fetch", "forward", "backward", "all_reduce", "optimizer")
 CALIBRATION: dict[str, PhaseRule] = {
-    "fetch": rules.fetch_rule(FETCH_REQUEST_MESSAGES, FETCH_COLLECTIVES), "load": rules.load_rule(),
-    **rules.compute_rules(),
+    "fetch": rules.fetch_rule(FETCH_REQUEST_MESSAGES, FETCH_COLLECTIVES),
+    "load": rules.load_rule(nested=("fetch", "peer_fetch")), **rules.compute_rules(),
     "sample": rules.sample_rule(),
     "iteration": rules.iteration_rule(("load", "forward", "backward", "all_reduce", "optimizer")),
     "all_reduce": rules.all_reduce_rule(ddp=True), **rules.evaluation_rules()}

@@ -133,7 +133,7 @@ class DpRun(WindowRun):
         """The batch's input rows, step after step (module docstring, ``load``)."""
         hw, start = self.hw, self.engine.now
         if work.peer_bytes > 0:
-            yield from self._peers(rank, work)
+            yield from self._peers(rank, pos, work)
         yield from hw.gpu_gather(rank, work.hit_bytes)
         yield hw.host_gather(work.local_bytes, rank)
         if work.remote_bytes > 0:
@@ -143,17 +143,21 @@ class DpRun(WindowRun):
                    hit_bytes=work.hit_bytes, local_bytes=work.local_bytes, remote_bytes=work.remote_bytes,
                    peer_bytes=work.peer_bytes, num_input_vertices=work.num_input_vertices)
 
-    def _peers(self, rank: int, work: IterationWork) -> Generator[Any, Any, None]:
+    def _peers(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
         """Rows in the peers' cache slices (``partitioned``): the ids to every peer of the machine, then the rows
-        back over NVLink (PCIe through the host without it), each peer serving an equal share."""
+        back over NVLink (PCIe through the host without it), each peer serving an equal share; span
+        ``peer_fetch`` inside the load, as the executor records it."""
         g = self.ctx.cluster.gpus_per_machine
         peers = [self.hw.machine_of(rank) * g + p for p in range(g) if p != rank % g]
+        start = self.engine.now
 
         def one(peer: int) -> Generator[Any, Any, None]:
             yield self.hw.gpu_to_gpu(rank, peer, work.peer_request_bytes / len(peers))
             yield self.hw.gpu_to_gpu(peer, rank, work.peer_bytes / len(peers))
 
         yield self.engine.all_of([self.engine.process(one(p)) for p in peers])
+        self._span(rank, "peer_fetch", start, "nvlink", pos, nbytes=work.peer_request_bytes + work.peer_bytes,
+                   num_peer_vertices=work.peer_request_bytes / INDEX_BYTES)
 
     def _fetch(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
         """The remote pull as the executor's ``RowStore.pull`` (:meth:`~.window_run.WindowRun._pull_rows`: three

@@ -46,7 +46,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
+from gnnplan.simulator.hardware.phase_rules import PhaseRule
 from gnnplan.simulator.hardware.pricing import iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import calibration_rules as rules
@@ -101,18 +101,11 @@ class Knobs(BaseModel):
         default=None, ge=1, description="overrides training.batch_size (seeds per iteration, all GPUs) if set")
 
 
-def _load_work(row: SpanRow) -> dict[str, float]:
-    """A ``load`` span as a feature load: misses gathered from host memory and copied, the split's structure
-    copied without a gather (the op's ``remote_bytes``), cache hits gathered on the GPU."""
-    return {"local_bytes": rules.span_arg(row, "local_bytes"), "remote_bytes": rules.span_arg(row, "structure_bytes"),
-            "hit_bytes": rules.span_arg(row, "hit_bytes"), "sharers": float(row.shape.gpus_per_machine)}
-
-
 CALIBRATION: dict[str, PhaseRule] = {
     "sample": rules.sample_rule(),
     "split": PhaseRule("split", lambda row: {"num_items": rules.span_arg(row, "num_split_items"),
                                              "num_calls": rules.span_arg(row, "num_sampler_calls")}),
-    "load": PhaseRule("feature_load", _load_work),
+    "load": rules.load_rule(nested=(), copied="structure_bytes"),
     "shuffle": PhaseRule("shuffle", lambda row: {"intra_bytes": rules.span_arg(row, "intra_bytes"),
                                                  "network_bytes": rules.span_arg(row, "network_bytes"),
                                                  "sharers": float(row.shape.gpus_per_machine)},
