@@ -19,8 +19,10 @@ simpy resources that use them, :mod:`simulator.hardware.pricing` the cluster-lev
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol
+
+import numpy as np
 
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec, LinkSpec
 
@@ -57,6 +59,28 @@ def kernel_time_s(kernel: Kernel, gpu: GpuSpec) -> float:
 def roofline_s(kernels: Iterable[Kernel], gpu: GpuSpec) -> float:
     """Sum of the kernels' roofline times on ``gpu`` (no efficiency, no per-kernel overhead)."""
     return sum(kernel_time_s(k, gpu) for k in kernels)
+
+
+def roofline_line(kernel_lists: Sequence[Sequence[Kernel]], gpu: GpuSpec) -> tuple[float, float]:
+    """The least-squares line ``intercept_s + seconds_per_flop * flops`` through the roofline times of kernel
+    lists of different sizes (the same kernels on more and fewer items: a mini-batch and a smaller one, a layer's
+    blocks on several GPUs). A kernel's roofline time is the larger of its FLOPs and its bytes at the device's
+    rates, and its bytes hold a part no batch size changes (the layer's weights, read once per kernel), so a
+    batch's roofline time is affine in its FLOPs rather than proportional: the intercept is what a smaller batch
+    (the epoch's last, a micrograph) still pays [inferred: exact while no kernel changes from memory- to
+    compute-bound between the sizes; Williams, Waterman and Patterson, "Roofline", CACM 52(4), 2009].
+
+    Returns:
+        ``(intercept_s, seconds_per_flop)``; ``(0, roofline / flops)`` over all the lists when they do not differ
+        in FLOPs or the line would have a negative intercept or slope.
+    """
+    flops = np.array([sum(k.flops for k in ks) for ks in kernel_lists], dtype=float)
+    seconds = np.array([roofline_s(ks, gpu) for ks in kernel_lists], dtype=float)
+    proportional = (0.0, float(seconds.sum() / max(flops.sum(), 1.0)))
+    if len(flops) < 2 or np.ptp(flops) <= 0:
+        return proportional
+    slope, intercept = np.polyfit(flops, seconds, 1)
+    return (float(intercept), float(slope)) if intercept >= 0.0 and slope > 0.0 else proportional
 
 
 def compute_time_s(kernels: Iterable[Kernel], gpu: GpuSpec, efficiency_fraction: float) -> float:

@@ -372,23 +372,25 @@ def shuffle_s(cluster: ClusterSpec, intra_bytes: float = 0.0, network_bytes: flo
 
 
 def compute_s(cluster: ClusterSpec, fraction: float, flops: float, seconds_per_flop: float, kernels: float,
-              graph_ops: float = 0.0, random_elems: float = 0.0) -> float:
+              graph_ops: float = 0.0, random_elems: float = 0.0, roofline_fixed_s: float = 0.0) -> float:
     """Kernels at an achieved ``fraction`` of the roofline, seconds, from their FLOPs, their roofline seconds per
-    FLOP, their count, the DGL message-passing calls among them and the random numbers they draw: ``flops *
-    seconds_per_flop / fraction + kernels * gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s +
+    FLOP and the roofline seconds they pay whatever their FLOPs (a profile's ``roofline_fixed_s``), their count,
+    the DGL message-passing calls among them and the random numbers they draw: ``(roofline_fixed_s + flops *
+    seconds_per_flop) / fraction + kernels * gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s +
     random_elems / gpu.rng_elements_per_s`` (the last term only when the rate is measured)."""
-    out = flops * seconds_per_flop / fraction + kernels * cluster.gpu.kernel_overhead_s
+    out = (roofline_fixed_s + flops * seconds_per_flop) / fraction + kernels * cluster.gpu.kernel_overhead_s
     if random_elems and cluster.gpu.rng_elements_per_s:
         out += random_elems / cluster.gpu.rng_elements_per_s
     return out + graph_ops * cluster.gpu.graph_op_overhead_s if graph_ops else out
 
 
 def phase_compute_s(cluster: ClusterSpec, phase: str, flops: float, seconds_per_flop: float,
-                    kernels: float, graph_ops: float = 0.0, random_elems: float = 0.0) -> float:
+                    kernels: float, graph_ops: float = 0.0, random_elems: float = 0.0,
+                    roofline_fixed_s: float = 0.0) -> float:
     """A compute phase (``forward``, ``backward``, ``optimizer``): :func:`compute_s` at the phase's
     ``efficiency.<phase>_fraction``."""
     return compute_s(cluster, getattr(cluster.efficiency, f"{phase}_fraction"), flops, seconds_per_flop, kernels,
-                     graph_ops, random_elems)
+                     graph_ops, random_elems, roofline_fixed_s)
 
 
 def inference_fraction(cluster: ClusterSpec) -> float:

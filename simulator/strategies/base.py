@@ -19,7 +19,7 @@ from typing import Any
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.hardware.formulas import Kernel, roofline_s
+from gnnplan.simulator.hardware.formulas import Kernel, roofline_line
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.cards import card_name
@@ -87,30 +87,40 @@ class SimContext:
 @dataclass(frozen=True)
 class PhaseProfile:
     """How one compute phase's span time depends on the cluster (used by :mod:`simulator.calibrate`):
-    ``span seconds = flops * seconds_per_flop / efficiency + kernels_per_span * gpu.kernel_overhead_s +
-    graph_ops_per_span * gpu.graph_op_overhead_s + random_elems_per_span / gpu.rng_elements_per_s``.
+    ``span seconds = (roofline_fixed_s + flops * seconds_per_flop) / efficiency + kernels_per_span *
+    gpu.kernel_overhead_s + graph_ops_per_span * gpu.graph_op_overhead_s + random_elems_per_span /
+    gpu.rng_elements_per_s``.
 
     Attributes:
         seconds_per_flop: roofline seconds per FLOP of the phase's kernels (efficiency 1, no overhead).
         kernels_per_span: kernels one span of the phase runs (mean over the phase's spans).
         graph_ops_per_span: of those, DGL message-passing calls (``Kernel.graph_op``).
         random_elems_per_span: random numbers one span draws (``Kernel.random_elems``).
+        roofline_fixed_s: roofline seconds a span pays whatever its FLOPs (a mini-batch's kernels on a smaller
+            batch: :func:`~simulator.hardware.formulas.roofline_line`); 0 for a profile in proportion to FLOPs.
     """
 
     seconds_per_flop: float
     kernels_per_span: float
     graph_ops_per_span: float = 0.0
     random_elems_per_span: float = 0.0
+    roofline_fixed_s: float = 0.0
 
 
-def kernel_profile(spans: Sequence[Sequence[Kernel]], gpu: GpuSpec) -> PhaseProfile:
-    """The :class:`PhaseProfile` of a phase whose spans run the given kernel lists (one list per span)."""
-    flops = sum(k.flops for ks in spans for k in ks)
-    seconds = sum(roofline_s(ks, gpu) for ks in spans)
+def kernel_profile(spans: Sequence[Sequence[Kernel]], gpu: GpuSpec,
+                   line_through: Sequence[Sequence[Kernel]] = ()) -> PhaseProfile:
+    """The :class:`PhaseProfile` of a phase whose spans run the given kernel lists (one list per span): counts per
+    span are the spans' means, and the roofline seconds lie on the least-squares line through the spans' (and
+    ``line_through``'s: the same kernels on other batch sizes, not spans of the phase) roofline seconds against
+    their FLOPs (:func:`~simulator.hardware.formulas.roofline_line`), so a span is priced at its own size. Until
+    2026-11-29 every span was priced at the spans' mean seconds per FLOP, and a trace the simulator predicted on
+    machines of 4 GPUs, calibrated on its own cluster, fitted dp's forward fraction up to 1.24x and gsplit's
+    1.44x (partial batches and GPUs' splits of other sizes priced off their roofline)."""
+    intercept, slope = roofline_line([*spans, *line_through], gpu)
+    n = max(len(spans), 1)
     graph_ops = sum(1 for ks in spans for k in ks if getattr(k, "graph_op", False))
     drawn = sum(getattr(k, "random_elems", 0.0) for ks in spans for k in ks)
-    return PhaseProfile(seconds / max(flops, 1.0), sum(len(ks) for ks in spans) / max(len(spans), 1),
-                        graph_ops / max(len(spans), 1), drawn / max(len(spans), 1))
+    return PhaseProfile(slope, sum(len(ks) for ks in spans) / n, graph_ops / n, drawn / n, intercept)
 
 
 def minibatch_blocks(ctx: SimContext, scale: float = 1.0) -> list[Block]:
@@ -125,11 +135,20 @@ def minibatch_model_cost(ctx: SimContext, blocks: Sequence[Block]) -> ModelCost:
     return model_cost(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
 
 
+SMALLER_BATCH = 0.5
+"""Scale of the second mini-batch whose kernels place the line of a batch's roofline seconds against its FLOPs
+(:func:`~simulator.hardware.formulas.roofline_line`)."""
+
+
 def minibatch_compute_profile(ctx: SimContext) -> dict[str, PhaseProfile]:
     """Forward, backward and optimizer of the mean mini-batch, one span each per iteration (the calibration
-    profile of a strategy computing :func:`minibatch_model_cost` on :func:`minibatch_blocks`)."""
+    profile of a strategy computing :func:`minibatch_model_cost` on :func:`minibatch_blocks`); forward and backward
+    on the line through the mean batch and one of :data:`SMALLER_BATCH` its size (the last, partial batch, a
+    larger one, hopgnn's micrographs: each priced at its own FLOPs on it)."""
     cost, gpu = minibatch_model_cost(ctx, minibatch_blocks(ctx)), ctx.cluster.gpu
-    return {"forward": kernel_profile([cost.forward], gpu), "backward": kernel_profile([cost.backward], gpu),
+    small = minibatch_model_cost(ctx, minibatch_blocks(ctx, SMALLER_BATCH))
+    return {"forward": kernel_profile([cost.forward], gpu, line_through=[small.forward]),
+            "backward": kernel_profile([cost.backward], gpu, line_through=[small.backward]),
             "optimizer": kernel_profile([cost.optimizer], gpu)}
 
 

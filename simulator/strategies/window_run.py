@@ -13,7 +13,7 @@ from typing import Any, Protocol
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.engine import Engine
 from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.hardware.formulas import compute_time_s, fixed_time_s
+from gnnplan.simulator.hardware.formulas import Kernel, compute_time_s, fixed_time_s, roofline_line
 from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies.base import IterationPlan, SimContext
@@ -57,7 +57,8 @@ class StepCompute:
     """The compute of one worker's data-parallel training step: uncontended seconds and FLOPs of forward,
     backward and the optimizer, the bytes of the gradients it all-reduces (float32), and the part of the forward
     and backward seconds no batch size changes (``forward_fixed_s``, ``backward_fixed_s``: the kernels' and DGL
-    calls' fixed costs, :func:`simulator.hardware.formulas.fixed_time_s`)."""
+    calls' fixed costs, :func:`simulator.hardware.formulas.fixed_time_s`, and the roofline seconds the kernels pay
+    whatever the batch, :func:`simulator.hardware.formulas.roofline_line`, at the phase's efficiency)."""
 
     forward_s: float
     backward_s: float
@@ -70,22 +71,30 @@ class StepCompute:
     backward_fixed_s: float = 0.0
 
     @classmethod
-    def of(cls, cost: ModelCost, cluster: ClusterSpec) -> StepCompute:
+    def of(cls, cost: ModelCost, cluster: ClusterSpec, smaller: ModelCost | None = None) -> StepCompute:
         """Price a model's kernels on ``cluster`` (:func:`simulator.hardware.formulas.compute_time_s` with the
-        efficiency fraction of each phase)."""
+        efficiency fraction of each phase); ``smaller``: the same model on a smaller batch, which places the
+        roofline seconds a batch pays whatever its size (without it, none: the roofline grows in proportion)."""
         eff, gpu = cluster.efficiency, cluster.gpu
+
+        def fixed(large: Sequence[Kernel], small: Sequence[Kernel] | None, fraction: float) -> float:
+            line = roofline_line([large, small], gpu)[0] / fraction if small is not None else 0.0
+            return fixed_time_s(large, gpu) + line
+
         return cls(compute_time_s(cost.forward, gpu, eff.forward_fraction),
                    compute_time_s(cost.backward, gpu, eff.backward_fraction),
                    compute_time_s(cost.optimizer, gpu, eff.optimizer_fraction),
                    sum(k.flops for k in cost.forward), sum(k.flops for k in cost.backward),
                    sum(k.flops for k in cost.optimizer), float(FLOAT_BYTES * cost.num_params),
-                   fixed_time_s(cost.forward, gpu), fixed_time_s(cost.backward, gpu))
+                   fixed(cost.forward, smaller.forward if smaller else None, eff.forward_fraction),
+                   fixed(cost.backward, smaller.backward if smaller else None, eff.backward_fraction))
 
     def passes_grown(self, factor: float) -> StepCompute:
         """This step with a batch ``factor`` times larger: the forward and backward FLOPs and their per-item
         seconds times ``factor`` [inferred: in proportion; the first layer's gather and dense product, the bulk
         of a sampled batch's work, are linear in the input vertices], their fixed seconds unchanged (the same
-        kernels and DGL calls); the gradients and the optimizer step do not change (the model is the same)."""
+        kernels and DGL calls, the same weights read); the gradients and the optimizer step do not change (the
+        model is the same)."""
         def grown(total_s: float, fixed_s: float) -> float:
             return fixed_s + (total_s - fixed_s) * factor
         return replace(self, forward_s=grown(self.forward_s, self.forward_fixed_s),

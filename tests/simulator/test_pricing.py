@@ -10,10 +10,13 @@ import pytest
 from gnnplan.simulator.calibrate import overlapping_peers
 from gnnplan.simulator.engine import Engine
 from gnnplan.simulator.hardware import phase_rules, pricing
+from gnnplan.simulator.hardware.formulas import compute_time_s, roofline_line, roofline_s
 from gnnplan.simulator.hardware.model import HardwareModel
 from gnnplan.simulator.hardware.spec import ClusterSpec, cluster_from_dict, load_cluster
 from gnnplan.simulator.strategies import calibration_rules as rules
+from gnnplan.simulator.strategies.base import kernel_profile
 from gnnplan.simulator.trace import Span
+from gnnplan.simulator.workload.model_cost import Kernel
 
 CLUSTER = load_cluster("4x-a100-10gbe")
 
@@ -202,3 +205,24 @@ def test_the_spans_beside_a_span_are_its_machines_other_ranks_at_the_same_time()
     assert [p.start_s for p in peers[(0, -1, -1, 0.0)]] == [1.0]
     assert [p.start_s for p in peers[(1, -1, -1, 1.0)]] == [0.0]
     assert set(peers) == {(0, -1, -1, 0.0), (1, -1, -1, 1.0)}
+
+
+def _gemm(rows: float, dim: float = 16.0) -> list[Kernel]:
+    """A memory-bound dense layer on ``rows`` items: its FLOPs grow with the rows, its bytes also hold the weights."""
+    return [Kernel("fc", flops=2 * rows * dim * dim, nbytes=4 * (2 * rows * dim + dim * dim), gemm=True)]
+
+
+def test_a_batchs_roofline_seconds_lie_on_the_line_through_other_sizes() -> None:
+    gpu = CLUSTER.gpu
+    intercept, slope = roofline_line([_gemm(1000), _gemm(500)], gpu)
+    assert intercept == pytest.approx(4 * 16 * 16 / gpu.memory_bandwidth_bytes_per_s, rel=1e-9)  # the weights
+    small = _gemm(37)
+    assert intercept + slope * small[0].flops == pytest.approx(roofline_s(small, gpu), rel=1e-9)
+    # one size, or sizes of one FLOP count: in proportion, as before
+    one = _gemm(1000)
+    assert roofline_line([one, one], gpu) == (0.0, pytest.approx(roofline_s(one, gpu) / one[0].flops, rel=1e-12))
+    # a profile prices each span at its own size: the partial batch at its roofline, not at the mean's rate
+    profile = kernel_profile([_gemm(1000)], gpu, line_through=[_gemm(500)])
+    assert pricing.phase_compute_s(CLUSTER, "forward", small[0].flops, profile.seconds_per_flop, 1.0,
+                                   roofline_fixed_s=profile.roofline_fixed_s) == pytest.approx(
+        compute_time_s(small, gpu, CLUSTER.efficiency.forward_fraction), rel=1e-9)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
-from gnnplan.simulator.strategies.base import SimContext, minibatch_blocks, minibatch_model_cost
+from gnnplan.simulator.strategies.base import SMALLER_BATCH, SimContext, minibatch_blocks, minibatch_model_cost
 from gnnplan.simulator.strategies.window_run import StepCompute
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost
 
@@ -118,6 +118,7 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
     cl = ctx.cluster
     blocks = minibatch_blocks(ctx, scale)
     cost = minibatch_model_cost(ctx, blocks)
+    smaller = minibatch_model_cost(ctx, minibatch_blocks(ctx, scale * SMALLER_BATCH))
     hit, local, remote, peer = cache_access(ctx, knobs)
     if cl.num_machines == 1:
         local, remote = local + remote, 0.0
@@ -128,7 +129,8 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
         hit_bytes=hit * n_in * row, local_bytes=local * n_in * row, remote_bytes=remote * n_in * row,
         num_remote_vertices=remote * n_in, request_bytes=remote * n_in * INDEX_BYTES,
         count_bytes=INDEX_BYTES * cl.gpus_per_machine * (cl.num_machines - 1) if remote > 0 else 0.0,
-        compute=StepCompute.of(cost, cl), peer_bytes=peer * n_in * row, peer_request_bytes=peer * n_in * INDEX_BYTES,
+        compute=StepCompute.of(cost, cl, smaller), peer_bytes=peer * n_in * row,
+        peer_request_bytes=peer * n_in * INDEX_BYTES,
         remote_sampling=remote_sampling(ctx, blocks) if knobs.graph_structure == "partitioned" else ())
     return work, cost
 
