@@ -330,18 +330,26 @@ def feature_load_s(cluster: ClusterSpec, local_bytes: float, remote_bytes: float
     return gpu_gather_s(cluster, hit_bytes) + gather_s + fetch_s + copy_s
 
 
-def exchange_s(cluster: ClusterSpec, nbytes: float, steps: float = 1.0, sharers: float = 1.0) -> float:
+def exchange_s(cluster: ClusterSpec, nbytes: float, steps: float = 1.0, sharers: float = 1.0,
+               nic_bytes: float | None = None) -> float:
     """Exchange ``nbytes`` with workers of other machines in ``steps`` sequential rounds, ``sharers`` GPUs of the
-    machine exchanging at once (:func:`exchange_per_byte_s`). Staged through host
-    memory (:func:`~simulator.hardware.collectives.staged_network`: no ``network.gpudirect_rdma`` on a cluster
-    with GPUs), each message is PCIe out, network, PCIe in, one after the other: ``steps * (network.latency_s +
-    2 pcie.latency_s) + nbytes * exchange_per_byte_s``; with GPUDirect RDMA (or CPU-only) the NICs alone:
-    ``steps * network.latency_s + nbytes / network.bandwidth_bytes_per_s``. Alone, a message of the event model
+    machine exchanging at once (:func:`exchange_per_byte_s`), or, given ``nic_bytes``, the bytes its NIC carries in
+    that direction until it ends (its own and, of each exchange of another GPU of the machine on that NIC at the
+    same time, as many as its own or that one's whole if fewer: processor sharing), the network term ``nic_bytes /
+    network.bandwidth_bytes_per_s`` in place of ``sharers``' (its PCIe legs are its own). Staged through host memory
+    (:func:`~simulator.hardware.collectives.staged_network`: no ``network.gpudirect_rdma`` on a cluster with GPUs),
+    each message is PCIe out, network, PCIe in, one after the other: ``steps * (network.latency_s + 2
+    pcie.latency_s) + nbytes * exchange_per_byte_s``; with GPUDirect RDMA (or CPU-only) the NICs alone: ``steps *
+    network.latency_s + nbytes / network.bandwidth_bytes_per_s``. Alone, a message of the event model
     (:meth:`~simulator.hardware.model.HardwareModel.gpu_network` with ``store_and_forward``) takes this long."""
     if nbytes <= 0:
         return 0.0
     pcie_latency_s = 2.0 * cluster.pcie.latency_s if staged_network(cluster) else 0.0
-    return steps * (cluster.network.latency_s + pcie_latency_s) + nbytes * exchange_per_byte_s(cluster, sharers)
+    latency_s = steps * (cluster.network.latency_s + pcie_latency_s)
+    if nic_bytes is None:
+        return latency_s + nbytes * exchange_per_byte_s(cluster, sharers)
+    pcie_s = 2.0 * nbytes / pcie_path_bandwidth_bytes_per_s(cluster) if staged_network(cluster) else 0.0
+    return latency_s + pcie_s + nic_bytes / cluster.network.bandwidth_bytes_per_s
 
 
 def exchange_per_byte_s(cluster: ClusterSpec, sharers: float = 1.0) -> float:

@@ -83,7 +83,7 @@ def fetch_rule(request_messages: int, num_collectives: int = 0) -> PhaseRule:
     return PhaseRule("feature_fetch", work)
 
 
-def _overlap_fraction(span: Span, peer: Span) -> float:
+def overlap_fraction(span: Span, peer: Span) -> float:
     """The time two spans overlap over the shorter one's duration (1: the shorter ran wholly inside the other)."""
     both = min(span.start_s + span.dur_s, peer.start_s + peer.dur_s) - max(span.start_s, peer.start_s)
     return max(0.0, both) / min(span.dur_s, peer.dur_s)
@@ -110,7 +110,7 @@ def load_rule(nested: tuple[str, ...] = ("fetch",), copied: str = "remote_bytes"
         per_uplink = min(row.shape.pcie.gpus_per_uplink, g)
         gather = uplink = memory = 0.0
         for peer in row.peers:
-            w = _overlap_fraction(row.span, peer)
+            w = overlap_fraction(row.span, peer)
             peer_local = float(peer.args.get("local_bytes", 0.0))
             peer_copy = peer_local + float(peer.args.get(copied, 0.0))
             gather += w * min(peer_local, local)

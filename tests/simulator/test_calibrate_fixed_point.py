@@ -64,7 +64,10 @@ sizes priced at the mean's seconds per FLOP). Not yet: loads that start apart (h
 ``num_steps = 2``: PCIe 0.80x; the gather and the copy inside a load are not told apart); gsplit, whose fit on
 several GPUs per machine trades the network's parameters against each other (on 2 GPUs latency 0.38x and
 per-call cost 1.66x, PCIe 0.78x, though its phases are priced within 2%; on 4 its compute fractions still
-1.06-1.17x); hongtu's transfers (network 0.57-2.1x); ppgnn's reads from storage (PCIe 0.14x on 2 GPUs)."""
+1.06-1.17x); hongtu's exchanges, priced on the bytes that cross the NIC and those of the machine's other GPUs'
+slots beside them, whose store-and-forward legs (PCIe out, NIC, PCIe in) the spans do not tell apart (network
+1.11-1.17x on 2 and 4 GPUs, 0.57-2.1x when every byte was priced at the NIC's whole rate); ppgnn's reads from
+storage (PCIe 0.14x on 2 GPUs)."""
 INFORMED = 0.5
 """``data_share`` above which a parameter counts as pinned by the trace."""
 TOLERANCE = 0.03

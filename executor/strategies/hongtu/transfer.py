@@ -9,7 +9,9 @@ store. Peer stages run in m - 1 slots: in slot s a worker receives from (i+s+1) 
 when pulling (Algorithm 2's interleaved order), the other way round when pushing (Algorithm 3), one span per
 slot; empty messages are skipped (both sides know every size). Every byte counted is a row of float32 moved.
 
-Notation as :mod:`simulator.strategies.hongtu`: the paper's H2D / D2D / D2H -> ``h2d`` / ``exchange`` / ``d2h``,
+Notation as :mod:`simulator.strategies.hongtu`: the paper's H2D / D2D / D2H -> ``h2d`` / ``exchange`` (a slot with
+a worker of another machine; its args ``network_bytes`` and ``network_received_bytes`` are the bytes that cross the
+machine's NIC) or ``d2d`` (a slot whose two peers share this worker's machine) / ``d2h``,
 T^gpu rows reused in place -> ``reuse``, the CPU's ∇h^l accumulation -> ``host_accumulate``.
 """
 
@@ -160,8 +162,13 @@ class Mover:
                 land(src, incoming)
             self.ws.drop("exchange staging")
             self._count(path, _nbytes(outgoing))
-            self._span("exchange", t0, "network", _nbytes(outgoing), received_bytes=0 if incoming is None else
-                       _nbytes(incoming), num_messages=1, wait_s=0.0 if spans else waited, **where)
+            sent, received = _nbytes(outgoing), 0 if incoming is None else _nbytes(incoming)
+            out, into = not comm.same_machine(dst), not comm.same_machine(src)
+            self._span("exchange" if out or into else "d2d", t0, "network" if out or into else "nvlink", sent,
+                       received_bytes=received, num_messages=1, wait_s=0.0 if spans else waited,
+                       network_bytes=sent if out else 0, network_received_bytes=received if into else 0, **where)
             spans += 1
-        if not spans:
-            self._span("exchange", t0, "network", 0, received_bytes=0, num_messages=0, wait_s=waited, **where)
+        if not spans:  # as the simulator: a machine's only workers wait in a d2d span, else in an exchange span
+            local = all(comm.same_machine(k) for k in range(world))
+            self._span("d2d" if local else "exchange", t0, "nvlink" if local else "network", 0, received_bytes=0,
+                       num_messages=0, wait_s=waited, **where)

@@ -39,7 +39,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link, staged_network
+from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link, nic_index, staged_network
 from gnnplan.simulator.hardware.formulas import compute_time_s
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
 from gnnplan.simulator.hardware.phase_rules import PhaseRule
@@ -86,6 +86,29 @@ def _peer_work(row: Any) -> dict[str, float]:
     return {"nbytes": max(row.span.nbytes, rules.span_arg(row, "received_bytes"))}
 
 
+def _exchange_work(row: Any) -> dict[str, float]:
+    """A peer slot with a worker of another machine. A span that tells the bytes to and from other machines apart
+    (``network_bytes``, ``network_received_bytes``) is priced on those, in the direction whose NIC carries more
+    while it runs: its own bytes and, of each slot of another GPU behind the same NIC crossing in that direction at
+    the same time, as many as its own or that slot's if fewer, weighted by how much of the shorter span they
+    overlap (processor sharing, :func:`~simulator.hardware.pricing.exchange_s`'s ``nic_bytes``); the bytes to or
+    from a GPU of the same machine move over NVLink or PCIe meanwhile and are not priced. Until 2026-11-29 every
+    byte of the span was priced at the NIC's whole rate: a trace predicted on 2 machines x 2 GPUs, calibrated on
+    its own cluster, fitted the network 0.71x-1.20x."""
+    if "network_bytes" not in row.span.args:
+        return _peer_work(row)
+    g, nics = row.shape.gpus_per_machine, row.shape.network.nics_per_machine
+    rail = nic_index(row.span.rank % g, g, nics)
+    beside = [p for p in row.peers if nic_index(p.rank % g, g, nics) == rail]
+    directions = []
+    for arg in ("network_bytes", "network_received_bytes"):
+        own = rules.span_arg(row, arg)
+        shared = sum(rules.overlap_fraction(row.span, p) * min(float(p.args.get(arg, 0.0)), own) for p in beside)
+        directions.append((own + shared, own))
+    nic_bytes, nbytes = max(directions)
+    return {"nbytes": nbytes, "nic_bytes": nic_bytes}
+
+
 def _moving_s(row: Any) -> float:
     """A peer span's seconds without the barrier wait it starts with (``wait_s``)."""
     return float(row.span.dur_s - rules.span_arg(row, "wait_s"))
@@ -94,7 +117,7 @@ def _moving_s(row: Any) -> float:
 CALIBRATION: dict[str, PhaseRule] = {
     "h2d": PhaseRule("host_to_gpu", lambda row: {"nbytes": row.span.nbytes}),
     "d2h": PhaseRule("gpu_to_host", lambda row: {"nbytes": row.span.nbytes}),
-    "exchange": PhaseRule("exchange", _peer_work, target=_moving_s, min_machines=2),
+    "exchange": PhaseRule("exchange", _exchange_work, target=_moving_s, min_machines=2, peers=True),
     "d2d": PhaseRule("gpu_to_gpu", _peer_work, target=_moving_s, min_workers=2),
     "host_accumulate": PhaseRule("host_memory_traffic", _scatter_add_work),
     **rules.compute_rules(),
@@ -102,7 +125,8 @@ CALIBRATION: dict[str, PhaseRule] = {
     "iteration": rules.iteration_rule(PHASES, sampler_knob=None)}
 """How calibration prices ``hongtu``'s spans: host-to-GPU loads, GPU-to-host writes, one peer message per span
 (the larger of sent and received bytes; across machines PCIe out, network, PCIe in, or the network alone with
-GPUDirect RDMA: :func:`~simulator.hardware.pricing.exchange_s`; compared with the span's
+GPUDirect RDMA, on the bytes that cross the NIC shared with the machine's other GPUs' slots: :func:`_exchange_work`,
+:func:`~simulator.hardware.pricing.exchange_s`; compared with the span's
 time after its barrier wait ``wait_s``, while the iteration's gap keeps the wait out too), the CPU's gradient
 accumulation as a host-memory scatter touching 3 bytes per gradient byte, compute, all-reduce, and the fixed
 iteration cost."""

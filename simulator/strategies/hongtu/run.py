@@ -178,10 +178,12 @@ class EpochRun(FullGraphRun):
             if received:
                 waits.append(self._arrival(key, src, rank))
             yield self.engine.all_of(waits)
-            local = self.hw.machine_of(src) == self.hw.machine_of(rank) == self.hw.machine_of(dst)
-            self._span(rank, "d2d" if local else "exchange", t0, "nvlink" if local else "network",
+            me = self.hw.machine_of(rank)
+            out, into = self.hw.machine_of(dst) != me, self.hw.machine_of(src) != me
+            self._span(rank, "exchange" if out or into else "d2d", t0, "network" if out or into else "nvlink",
                        nbytes=sent * row, layer=layer, batch=j, direction=stage, received_bytes=received * row,
-                       num_messages=1, wait_s=0.0 if spans else waited)
+                       num_messages=1, wait_s=0.0 if spans else waited, network_bytes=sent * row if out else 0.0,
+                       network_received_bytes=received * row if into else 0.0)
             spans += 1
         if not spans:
             local = self.cluster.num_machines == 1

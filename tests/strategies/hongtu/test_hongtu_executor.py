@@ -128,3 +128,29 @@ def test_run_bytes_per_epoch_equal_the_simulator(tmp_path: Any, per_machine: int
     predicted = api.simulate(cluster, plan.workload, "hongtu", {"dedup": "gpu"}).bytes_per_epoch
     assert res["bytes_per_epoch"] == pytest.approx(predicted, rel=1e-12)
     assert (res["bytes_per_epoch"]["network"] > 0) == (per_machine == 1)
+
+
+def test_peer_slots_name_and_count_what_crosses_machines_as_the_simulator() -> None:
+    """2 machines x 2 workers: a peer slot with a worker of the other machine is ``exchange`` (a slot between
+    machine mates would be ``d2d``; on 2 x 2 every slot of the ring has a leg across), and its ``network_bytes`` /
+    ``network_received_bytes`` are the bytes that cross the NIC, what calibration prices through it: the leg to
+    or from the machine mate is not among them. The executor records them as the simulator, slot by slot."""
+    wl, knobs = make_workload("gcn"), {"dedup": "none", "num_chunks": 2}
+    cluster = make_cluster(2).model_copy(update={"gpus_per_machine": 2})
+    ranks = spawn(several, 4, ([("epoch", (wl, knobs, cluster))],), gpus_per_machine=2)[0]["ranks"]
+    result = api.simulate(cluster, wl, "hongtu", knobs)
+
+    def slots(spans: Any) -> dict[tuple[Any, ...], list[tuple[str, float, float]]]:
+        out: dict[tuple[Any, ...], list[tuple[str, float, float]]] = {}
+        for s in sorted(spans, key=lambda s: s.start_s):
+            if s.phase in ("d2d", "exchange") and s.args.get("num_messages"):
+                key = (s.rank, s.args["layer"], s.args["batch"], s.args["direction"])
+                out.setdefault(key, []).append((s.phase, float(s.args.get("network_bytes", 0.0)),
+                                                float(s.args.get("network_received_bytes", 0.0))))
+        return out
+
+    measured = slots([s for r in ranks for s in r["spans"]])
+    predicted = slots([s for s in result.spans if s.epoch == 0])
+    assert predicted and measured == predicted
+    legs = [(p, sent > 0, received > 0) for slot in predicted.values() for p, sent, received in slot]
+    assert ("exchange", True, False) in legs and ("exchange", False, True) in legs  # one leg inside the machine
