@@ -156,12 +156,14 @@ def storage_read_s(cluster: ClusterSpec, nbytes: float, num_reads: float = 1.0) 
 
 
 def storage_reads_s(cluster: ClusterSpec, nbytes: float, num_reads: float, in_flight: float = 1.0,
-                    sharers: float = 1.0, direct: bool = False) -> float:
+                    sharers: float = 1.0, direct: bool = False, peer_bytes: float = 0.0) -> float:
     """Read ``nbytes`` in ``num_reads`` requests, each reader keeping ``in_flight`` requests outstanding and
     ``sharers`` readers issuing at once: the device serves ``min(in_flight * sharers, storage.concurrency)``
     requests at once, so one reader's requests cost ``num_reads * storage.latency_s / depth`` with
     ``depth = min(in_flight * sharers, concurrency) / sharers``, plus ``nbytes`` at the storage bandwidth
-    (with ``direct`` GPUDirect reads, at the slower of storage and PCIe: the bytes cross both at once).
+    (with ``direct`` GPUDirect reads, at the slower of storage and PCIe: the bytes cross both at once), and
+    ``peer_bytes``, what other GPUs of the machine read from the device meanwhile (processor sharing of its
+    bandwidth; the caller weighs them).
 
     Source: Little's law, throughput = requests in service / latency (Little, "A proof for the queuing formula
     L = lambda W", Operations Research 9(3), 1961); NVMe devices serve up to their queue depth at once (Samsung
@@ -173,7 +175,7 @@ def storage_reads_s(cluster: ClusterSpec, nbytes: float, num_reads: float, in_fl
     rate = cluster.storage.bandwidth_bytes_per_s
     if direct:
         rate = min(rate, cluster.pcie.bandwidth_bytes_per_s)
-    return num_reads * cluster.storage.latency_s / depth + nbytes / rate
+    return num_reads * cluster.storage.latency_s / depth + (nbytes + peer_bytes) / rate
 
 
 def row_indexing_s(cluster: ClusterSpec, num_items: float) -> float:
@@ -185,18 +187,26 @@ def row_indexing_s(cluster: ClusterSpec, num_items: float) -> float:
 def batch_load_s(cluster: ClusterSpec, index_items: float = 0.0, storage_bytes: float = 0.0,
                  storage_reads: float = 0.0, in_flight: float = 1.0, sharers: float = 1.0, direct: bool = False,
                  gather_bytes: float = 0.0, copy_bytes: float = 0.0, copy_messages: float = 1.0,
-                 device_gather_bytes: float = 0.0) -> float:
+                 device_gather_bytes: float = 0.0, peer_storage_bytes: float = 0.0, peer_gather_bytes: float = 0.0,
+                 peer_uplink_bytes: float = 0.0, peer_memory_bytes: float = 0.0) -> float:
     """Assemble one batch of stored rows and bring it to the device, step after step: per-row indexing
     (:func:`row_indexing_s`), storage reads (:func:`storage_reads_s`), a host gather (:func:`host_gather_s`), the
     host-to-device copy of ``copy_bytes`` in ``copy_messages`` transfers (alpha-beta over PCIe) and a device
     gather (:func:`gpu_gather_s`). Each term is 0 without its work (the PP-GNN brief's per-batch loading model,
-    §2.4: baseline, custom, chunk DMA, storage reads, GPU-resident)."""
+    §2.4: baseline, custom, chunk DMA, storage reads, GPU-resident). The ``peer_*`` bytes are what the machine's
+    other GPUs move meanwhile on the storage device, the host memory's gathers, and the copies' switch uplink and
+    host memory (processor sharing, as :func:`feature_load_s`; the copy then over its path,
+    :func:`host_to_gpu_shared_s`)."""
     out = row_indexing_s(cluster, index_items)
     if storage_reads > 0 or storage_bytes > 0:
-        out += storage_reads_s(cluster, storage_bytes, storage_reads, in_flight, sharers, direct)
+        out += storage_reads_s(cluster, storage_bytes, storage_reads, in_flight, sharers, direct, peer_storage_bytes)
     if gather_bytes > 0:
-        out += host_gather_s(cluster, gather_bytes)
-    if copy_bytes > 0:
+        out += gather_time_s(gather_bytes + peer_gather_bytes, cluster.host.memory_bandwidth_bytes_per_s,
+                             cluster.efficiency.gather_fraction)
+    if copy_bytes > 0 and (peer_uplink_bytes > 0 or peer_memory_bytes > 0):
+        out += host_to_gpu_shared_s(cluster, copy_bytes, copy_bytes + peer_uplink_bytes,
+                                    copy_bytes + peer_memory_bytes, copy_messages)
+    elif copy_bytes > 0:
         out += link_s(cluster.pcie, copy_bytes, copy_messages)
     if device_gather_bytes > 0:
         out += gpu_gather_s(cluster, device_gather_bytes)

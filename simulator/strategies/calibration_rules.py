@@ -8,7 +8,7 @@ several strategies share; a strategy with its own phase writes its own rule besi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
 from gnnplan.simulator.strategies.inference_time import EVALUATION_COMPUTE_PHASE, layer_profile_key
@@ -89,6 +89,20 @@ def overlap_fraction(span: Span, peer: Span) -> float:
     return max(0.0, both) / min(span.dur_s, peer.dur_s)
 
 
+def contended_bytes(row: SpanRow, own: float, amount: Callable[[Span], float],
+                    peers: Sequence[Span] | None = None) -> float:
+    """What the spans beside ``row``'s (``row.peers``, or ``peers``) move on a resource this span's ``own`` bytes
+    cross, under processor sharing: of each, ``amount(peer)`` bytes or ``own`` if fewer (flows that start together
+    share the resource equally until the smaller ends), weighted by :func:`overlap_fraction`."""
+    beside = row.peers if peers is None else peers
+    return sum(overlap_fraction(row.span, p) * min(amount(p), own) for p in beside)
+
+
+def arg_of(name: str) -> Callable[[Span], float]:
+    """A span's numeric argument ``name`` (0 when absent), as a function of the span."""
+    return lambda span: float(span.args.get(name, 0.0))
+
+
 def load_rule(nested: tuple[str, ...] = ("fetch",), copied: str = "remote_bytes") -> PhaseRule:
     """``load``: the span's local bytes gathered from host memory, those and its ``copied`` bytes (rows pulled
     from other machines; gsplit: the split's structure) copied to the GPU, and its cache hits gathered there, one
@@ -104,24 +118,26 @@ def load_rule(nested: tuple[str, ...] = ("fetch",), copied: str = "remote_bytes"
     simulator predicted on 2 GPUs per machine fitted its own cluster's PCIe bandwidth 0.52x (dp: the second
     GPU's gathers, sharing the host memory, taken for slow copies); gsplit's were priced as ``g`` equal loads
     (1.06x what the simulation took on 2 GPUs, 1.12x on 4)."""
+    def copy_of(span: Span) -> float:
+        return float(span.args.get("local_bytes", 0.0)) + float(span.args.get(copied, 0.0))
+
     def work(row: SpanRow) -> dict[str, float]:
-        local, copy = span_arg(row, "local_bytes"), span_arg(row, "local_bytes") + span_arg(row, copied)
-        g = row.shape.gpus_per_machine
-        per_uplink = min(row.shape.pcie.gpus_per_uplink, g)
-        gather = uplink = memory = 0.0
-        for peer in row.peers:
-            w = overlap_fraction(row.span, peer)
-            peer_local = float(peer.args.get("local_bytes", 0.0))
-            peer_copy = peer_local + float(peer.args.get(copied, 0.0))
-            gather += w * min(peer_local, local)
-            memory += w * min(peer_copy, copy)
-            if (peer.rank % g) // per_uplink == (row.span.rank % g) // per_uplink:
-                uplink += w * min(peer_copy, copy)
+        local, copy = span_arg(row, "local_bytes"), copy_of(row.span)
         return {"local_bytes": local, "remote_bytes": span_arg(row, copied),
                 "hit_bytes": span_arg(row, "hit_bytes"),
                 "fetch_s": sum(s.dur_s for phase in nested for s in row.iteration.get(phase, ())),
-                "peer_gather_bytes": gather, "peer_uplink_bytes": uplink, "peer_memory_bytes": memory}
+                "peer_gather_bytes": contended_bytes(row, local, arg_of("local_bytes")),
+                "peer_uplink_bytes": contended_bytes(row, copy, copy_of, same_uplink(row)),
+                "peer_memory_bytes": contended_bytes(row, copy, copy_of)}
     return PhaseRule("feature_load", work, peers=True)
+
+
+def same_uplink(row: SpanRow) -> list[Span]:
+    """The spans beside ``row``'s whose GPU sits behind the same PCIe switch (consecutive local GPUs,
+    ``pcie.gpus_per_uplink`` of them, as the event model places them)."""
+    g = row.shape.gpus_per_machine
+    per_uplink = min(row.shape.pcie.gpus_per_uplink, g)
+    return [p for p in row.peers if (p.rank % g) // per_uplink == (row.span.rank % g) // per_uplink]
 
 
 def exchange_rule(ring_knob: str | None = None) -> PhaseRule:

@@ -103,8 +103,7 @@ def _exchange_work(row: Any) -> dict[str, float]:
     directions = []
     for arg in ("network_bytes", "network_received_bytes"):
         own = rules.span_arg(row, arg)
-        shared = sum(rules.overlap_fraction(row.span, p) * min(float(p.args.get(arg, 0.0)), own) for p in beside)
-        directions.append((own + shared, own))
+        directions.append((own + rules.contended_bytes(row, own, rules.arg_of(arg), beside), own))
     nic_bytes, nbytes = max(directions)
     return {"nbytes": nbytes, "nic_bytes": nic_bytes}
 

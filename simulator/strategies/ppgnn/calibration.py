@@ -63,8 +63,34 @@ def _storage(row: SpanRow, in_flight: float, sharers: float, direct: bool) -> di
             "in_flight": in_flight, "sharers": sharers, "direct": float(direct)}
 
 
+def _beside(row: SpanRow, work: dict[str, Any]) -> dict[str, Any]:
+    """``work`` with what the loads the machine's other GPUs ran at the same time move on the resources it
+    crosses (``row.peers``, processor sharing: :func:`~.calibration_rules.contended_bytes`): the storage device,
+    the host memory's gathers and the copies' path. Until 2026-11-29 a load was priced alone: a trace predicted on 2
+    machines x 2 GPUs reading from storage, calibrated on its own cluster, fitted PCIe 0.14x (the two GPUs' reads
+    sharing the device taken for slow copies)."""
+    if not row.peers:
+        return work
+    local = rules.span_arg(row, "local_bytes")
+    if work.get("storage_bytes"):
+        storage = rules.span_arg(row, "storage_bytes")
+        work["peer_storage_bytes"] = rules.contended_bytes(row, storage, rules.arg_of("storage_bytes"))
+    if work.get("gather_bytes"):
+        work["peer_gather_bytes"] = rules.contended_bytes(row, local, rules.arg_of("local_bytes"))
+    if work.get("copy_bytes"):
+        work["peer_uplink_bytes"] = rules.contended_bytes(row, local, rules.arg_of("local_bytes"),
+                                                          rules.same_uplink(row))
+        work["peer_memory_bytes"] = rules.contended_bytes(row, local, rules.arg_of("local_bytes"))
+    return work
+
+
 def _load_work(row: SpanRow) -> dict[str, float]:
-    """A ``load`` span's work (module docstring)."""
+    """A ``load`` span's work (module docstring), beside the machine's other loads (:func:`_beside`)."""
+    return _beside(row, _own_load_work(row))
+
+
+def _own_load_work(row: SpanRow) -> dict[str, float]:
+    """A ``load`` span's own work (module docstring)."""
     k, m = _knobs(row), rules.span_arg(row, "num_matrices") or 1.0
     hits, local = rules.span_arg(row, "hit_bytes"), rules.span_arg(row, "local_bytes")
     if _background(row):
@@ -121,7 +147,7 @@ def _iteration_gap_s(row: SpanRow) -> float:
 
 
 CALIBRATION: Mapping[str, PhaseRule] = {
-    "load": PhaseRule("batch_load", _load_work, target=_load_target_s, when=_load_priced),
+    "load": PhaseRule("batch_load", _load_work, target=_load_target_s, when=_load_priced, peers=True),
     ROW_INDEX_PHASE: PhaseRule("batch_load", _row_index_work),
     **rules.compute_rules(),
     "iteration": PhaseRule("iteration_overhead", lambda row: {"steps": 1.0, "handoffs": 0.0},
