@@ -175,7 +175,7 @@ def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
                     rows.append((phase, rule, row))
                 else:
                     calls[key].append(row)
-    rows += [(key[0], usable[key[0]], _call_row(spans)) for key, spans in calls.items()]
+    rows += [(key[0], usable[key[0]], _call_row(spans, usable[key[0]].call_load)) for key, spans in calls.items()]
     return _fit_rows(t, rows), unpriced
 
 
@@ -231,19 +231,23 @@ def _with_machine_bytes(spans: list[SpanRow]) -> list[SpanRow]:
     return [replace(r, span=replace(r.span, args={**r.span.args, "machine_bytes": most})) for r in spans]
 
 
-def _call_row(spans: list[SpanRow]) -> SpanRow:
+def _call_row(spans: list[SpanRow], load: Callable[[SpanRow], float] | None = None) -> SpanRow:
     """One collective call's row from every rank's span of it (module docstring): the rank that moved the most
-    bytes, timed from the last rank's arrival (before it nothing could move) to its own end. A rank that sends
+    bytes (``load``: what counts instead of its span's bytes), timed from the last rank's arrival (before it
+    nothing could move) to its own end. A rank that sends
     more than it receives may end before its bytes arrive (TCP buffers them), so the fastest rank's span is not
     the busiest NIC's time; the busiest rank must wait for its bytes. Several ranks that moved the most (an
     all-reduce moves the same bytes on every rank) are timed to their mean end: which of them ends last is noise,
     and a late one delays its own next iteration by as much as a slower transfer would (its lateness at the next
     call is an arrival delay the straggler model, ``jitter_s``, waits for, from the last arrival, so it is not
     counted twice). Clocks that put that end before the last arrival fall back to the fastest rank's span."""
+    def moved(r: SpanRow) -> float:
+        return load(r) if load is not None else r.span.nbytes
+
     last = max(r.span.start_s for r in spans)
-    most = max(r.span.nbytes for r in spans)
+    most = max(moved(r) for r in spans)
     spans = _with_machine_bytes(spans)
-    tied = [r for r in spans if r.span.nbytes == most]
+    tied = [r for r in spans if moved(r) == most]
     busiest = min(tied, key=lambda r: r.span.start_s + r.span.dur_s)
     # ranks that moved the same bytes (an all-reduce) finish in any order: a late one delays its next iteration
     # as much as a slow transfer would, so their mean end is the call's
@@ -251,7 +255,7 @@ def _call_row(spans: list[SpanRow]) -> SpanRow:
     if dur <= 0:
         fastest = min(spans, key=lambda r: r.span.dur_s)
         return replace(fastest, span=replace(fastest.span, nbytes=most))
-    return replace(busiest, span=replace(busiest.span, dur_s=dur))
+    return replace(busiest, span=replace(busiest.span, start_s=last, dur_s=dur))
 
 
 def _fit_rows(t: _Trace, rows: list[tuple[str, PhaseRule, SpanRow]]) -> list[FitRow]:

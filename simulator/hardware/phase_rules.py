@@ -63,8 +63,9 @@ class PhaseRule:
             the trace and drops the rows of a phase the profile lacks.
         when: rows are made only of the spans for which this returns true (default: all), e.g. the spans of one
             loader setting whose duration is the priced work alone.
-        peers: ``work`` reads ``row.peers`` (rows ``each`` only): calibration finds, for every span, the spans of
-            its phase the machine's other ranks ran at the same time.
+        peers: ``work`` reads ``row.peers`` (rows ``each`` or ``per_call``): calibration finds, for every span, the
+            spans of its phase the machine's other ranks ran at the same time.
+        call_load: for ``per_call`` rows, what makes a rank of the call the busiest (default: the span's bytes).
     """
 
     op: str
@@ -76,14 +77,16 @@ class PhaseRule:
     profiled: bool = False
     when: Callable[[SpanRow], bool] | None = None
     peers: bool = False
+    call_load: Callable[[SpanRow], float] | None = None
 
     def __post_init__(self) -> None:
         if self.op not in OPERATIONS:
             raise ValueError(f"op: unknown priced operation {self.op!r}; allowed: {', '.join(OPERATIONS)}")
         if self.rows not in ("each", "iteration_sum", "per_call"):
             raise ValueError(f"rows: unknown row kind {self.rows!r}; allowed: each, iteration_sum, per_call")
-        if self.peers and self.rows != "each":
-            raise ValueError(f"peers: only rules of rows 'each' read the spans beside a span, not {self.rows!r}")
+        if self.peers and self.rows == "iteration_sum":
+            raise ValueError("peers: a row summing an iteration's spans has no spans beside it; rows must be 'each' "
+                             "or 'per_call'")
 
     @property
     def params(self) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from gnnplan.simulator.hardware.collectives import nic_index
 from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
 from gnnplan.simulator.strategies.inference_time import EVALUATION_COMPUTE_PHASE, layer_profile_key
 from gnnplan.simulator.trace import Span
@@ -140,19 +141,45 @@ def same_uplink(row: SpanRow) -> list[Span]:
     return [p for p in row.peers if (p.rank % g) // per_uplink == (row.span.rank % g) // per_uplink]
 
 
+def nic_work(row: SpanRow) -> dict[str, float]:
+    """An exchange span that tells the bytes to and from other machines apart (``network_bytes``,
+    ``network_received_bytes``), priced on those, in the direction whose NIC carries more while it runs: its own
+    bytes and, of each span beside it (``row.peers``) of a GPU behind the same NIC crossing in that direction, as
+    many as its own or that span's if fewer (:func:`contended_bytes`; ``nic_bytes`` of
+    :func:`~gnnplan.simulator.hardware.pricing.exchange_s`); the bytes to or from a GPU of the same machine move
+    over NVLink or PCIe meanwhile and are not priced."""
+    g, nics = row.shape.gpus_per_machine, row.shape.network.nics_per_machine
+    rail = nic_index(row.span.rank % g, g, nics)
+    beside = [p for p in row.peers if nic_index(p.rank % g, g, nics) == rail]
+    directions = []
+    for arg in ("network_bytes", "network_received_bytes"):
+        own = span_arg(row, arg)
+        directions.append((own + contended_bytes(row, own, arg_of(arg), beside), own))
+    nic_bytes, nbytes = max(directions)
+    return {"nbytes": nbytes, "nic_bytes": nic_bytes}
+
+
 def exchange_rule(ring_knob: str | None = None) -> PhaseRule:
     """``exchange``: the larger of sent and received bytes, in W - 1 sequential steps when the plan's
-    ``ring_knob`` is on, else one; traces with 2+ machines. A span that tells the bytes to and from other machines
-    apart (``network_bytes``, ``network_received_bytes``) is priced on those, the machine's GPUs sharing its NICs
-    (``sharers``: all of them exchange at once); the bytes between GPUs of one machine move over NVLink or PCIe
-    at the same time and are not priced."""
+    ``ring_knob`` is on, else one; traces with 2+ machines. One row per exchange call (``per_call``: every rank
+    exchanges in each layer's call, so a rank's span also holds its wait for the last one to arrive, which the
+    row leaves out), the rank whose NIC traffic is largest. A span that tells the bytes to and from other machines
+    apart is priced on those, through its NIC shared with the machine's other GPUs' exchanges beside it
+    (:func:`nic_work`). Until 2026-11-29 each rank's span was a row, waits included, and every GPU of the machine
+    was taken to send as much as it (``sharers``): a trace predicted on 2 machines x 4 GPUs, calibrated on its own
+    cluster, fitted the network bandwidth 1.10x and its latency 1.9x (now 1.08x and 0.65x: a ring's steps within
+    the machine pay no network latency but are priced as the steps across)."""
     def work(row: SpanRow) -> dict[str, float]:
         steps = row.shape.num_gpus - 1 if ring_knob and row.knobs.get(ring_knob) else 1
         if "network_bytes" in row.span.args:
-            return {"nbytes": max(span_arg(row, "network_bytes"), span_arg(row, "network_received_bytes")),
-                    "steps": float(steps), "sharers": float(row.shape.gpus_per_machine)}
+            return {**nic_work(row), "steps": float(steps)}
         return {"nbytes": max(row.span.nbytes, span_arg(row, "received_bytes")), "steps": float(steps)}
-    return PhaseRule("exchange", work, min_machines=2)
+
+    def network_load(row: SpanRow) -> float:
+        if "network_bytes" in row.span.args:
+            return max(span_arg(row, "network_bytes"), span_arg(row, "network_received_bytes"))
+        return max(row.span.nbytes, span_arg(row, "received_bytes"))
+    return PhaseRule("exchange", work, min_machines=2, peers=True, rows="per_call", call_load=network_load)
 
 
 def iteration_rule(trainer_phases: tuple[str, ...], sampler_knob: str | None = "num_sampler_workers",

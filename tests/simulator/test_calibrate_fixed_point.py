@@ -56,7 +56,10 @@ SHARED_CASES = [("neutronstar", "cora-gcn-full", {"mode": "depcomm", "ring": rin
     ("ppgnn", "cora-sgc", {"placement": "ssd"}, 4), ("ppgnn", "cora-sgc", {"placement": "host"}, 4)]
 """Machines of several GPUs where the rules price what a machine's GPUs share. neutronstar's exchanges cross the
 machine's NIC together, the bytes to its own GPUs apart (network bandwidth fitted 0.73x at 2 GPUs and 0.47x at 4
-when every byte was priced at the NIC's whole rate; at 4 GPUs it still fits 1.10x, the latency 1.9x). dp's and
+when every byte was priced at the NIC's whole rate; at 4 GPUs 1.10x and the latency 1.9x when each GPU's exchange
+was a row of its own, waits for late ranks included, and every GPU of the machine taken to send as much as it;
+now one row per exchange call, priced on what the NIC carries beside it: 1.08x and 0.65x, the ring's steps
+within the machine, which pay no network latency, priced as the steps across). dp's and
 hopgnn's pulls are priced on what the machine's NICs carry, their loads and gsplit's and ppgnn's on the loads
 beside them (ppgnn's reads from storage share the device: PCIe fitted 0.14x on 2 GPUs when priced alone)
 (:func:`test_loads_beside_each_other_move_no_load_parameter`), and every mini-batch's compute on the line of its

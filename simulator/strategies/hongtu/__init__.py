@@ -39,7 +39,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link, nic_index, staged_network
+from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link, staged_network
 from gnnplan.simulator.hardware.formulas import compute_time_s
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
 from gnnplan.simulator.hardware.phase_rules import PhaseRule
@@ -87,25 +87,11 @@ def _peer_work(row: Any) -> dict[str, float]:
 
 
 def _exchange_work(row: Any) -> dict[str, float]:
-    """A peer slot with a worker of another machine. A span that tells the bytes to and from other machines apart
-    (``network_bytes``, ``network_received_bytes``) is priced on those, in the direction whose NIC carries more
-    while it runs: its own bytes and, of each slot of another GPU behind the same NIC crossing in that direction at
-    the same time, as many as its own or that slot's if fewer, weighted by how much of the shorter span they
-    overlap (processor sharing, :func:`~simulator.hardware.pricing.exchange_s`'s ``nic_bytes``); the bytes to or
-    from a GPU of the same machine move over NVLink or PCIe meanwhile and are not priced. Until 2026-11-29 every
-    byte of the span was priced at the NIC's whole rate: a trace predicted on 2 machines x 2 GPUs, calibrated on
-    its own cluster, fitted the network 0.71x-1.20x."""
-    if "network_bytes" not in row.span.args:
-        return _peer_work(row)
-    g, nics = row.shape.gpus_per_machine, row.shape.network.nics_per_machine
-    rail = nic_index(row.span.rank % g, g, nics)
-    beside = [p for p in row.peers if nic_index(p.rank % g, g, nics) == rail]
-    directions = []
-    for arg in ("network_bytes", "network_received_bytes"):
-        own = rules.span_arg(row, arg)
-        directions.append((own + rules.contended_bytes(row, own, rules.arg_of(arg), beside), own))
-    nic_bytes, nbytes = max(directions)
-    return {"nbytes": nbytes, "nic_bytes": nic_bytes}
+    """A peer slot with a worker of another machine, priced on the bytes that cross the NIC shared with the
+    machine's other GPUs' slots beside it (:func:`~simulator.strategies.calibration_rules.nic_work`). Until
+    2026-11-29 every byte of the span was priced at the NIC's whole rate: a trace predicted on 2 machines x 2
+    GPUs, calibrated on its own cluster, fitted the network 0.71x-1.20x."""
+    return rules.nic_work(row) if "network_bytes" in row.span.args else _peer_work(row)
 
 
 def _moving_s(row: Any) -> float:
