@@ -375,15 +375,16 @@ def exchange_per_byte_s(cluster: ClusterSpec, sharers: float = 1.0) -> float:
 
 
 def shuffle_s(cluster: ClusterSpec, intra_bytes: float = 0.0, network_bytes: float = 0.0,
-              sharers: float = 1.0) -> float:
+              sharers: float = 1.0, nic_bytes: float | None = None) -> float:
     """One GPU's part of a split-aware shuffle (``gsplit``): one message to every other GPU at once, those of its
     machine over NVLink (PCIe through the host without it; ``intra_bytes``), those of other machines as an
     :func:`exchange_s` (``network_bytes``; staged through host memory unless GPUDirect RDMA, and on a CPU-only
     cluster the rows already are in host memory: the network alone); it ends with the slower of the two, after
     the collective's fixed cost (:func:`collective_s`: the shuffle is one all-to-all call). Each ``*_bytes`` is
     the larger of what the GPU sends and receives on that path; ``sharers`` GPUs of the machine shuffle at once
-    (gsplit's lockstep), sharing its NICs (:func:`exchange_per_byte_s`)."""
-    across = exchange_s(cluster, network_bytes, sharers=sharers)
+    (gsplit's lockstep), sharing its NICs (:func:`exchange_per_byte_s`), or its NIC carries ``nic_bytes`` until
+    the GPU's bytes are across (:func:`exchange_s`)."""
+    across = exchange_s(cluster, network_bytes, sharers=sharers, nic_bytes=nic_bytes)
     peers = cluster.gpus_per_machine - 1
     return collective_s(cluster, intra_bytes + network_bytes, all_to_all=True) + max(
         gpu_to_gpu_s(cluster, intra_bytes, num_peers=peers), across)

@@ -53,7 +53,8 @@ SHARED_CASES = [("neutronstar", "cora-gcn-full", {"mode": "depcomm", "ring": rin
     ("dp", "cora-sage", {"num_sampler_workers": 2}, 4), ("dp", "cora-sage", {"partitioner": "random"}, 4),
     ("hopgnn", "cora-sage", {}, 2), ("hopgnn", "cora-sage", {"pregather": False}, 4),
     ("hopgnn", "cora-sage", {"micrograph": False}, 4), ("ppgnn", "cora-sgc", {"placement": "ssd"}, 2),
-    ("ppgnn", "cora-sgc", {"placement": "ssd"}, 4), ("ppgnn", "cora-sgc", {"placement": "host"}, 4)]
+    ("ppgnn", "cora-sgc", {"placement": "ssd"}, 4), ("ppgnn", "cora-sgc", {"placement": "host"}, 4),
+    ("gsplit", "cora-sage", {"split": "random"}, 2)]
 """Machines of several GPUs where the rules price what a machine's GPUs share. neutronstar's exchanges cross the
 machine's NIC together, the bytes to its own GPUs apart (network bandwidth fitted 0.73x at 2 GPUs and 0.47x at 4
 when every byte was priced at the NIC's whole rate; at 4 GPUs 1.10x and the latency 1.9x when each GPU's exchange
@@ -66,10 +67,12 @@ beside them (ppgnn's reads from storage share the device: PCIe fitted 0.14x on 2
 roofline seconds against its FLOPs (before, on 4 GPUs per machine, the compute fractions fitted up to 1.24x for
 dp, 1.29x for hopgnn and 1.44x for gsplit: the last, partial batch and the GPUs' splits or micrographs of other
 sizes priced at the mean's seconds per FLOP). Not yet: loads that start apart (hopgnn's steps with
-``num_steps = 2``: PCIe 0.80x; the gather and the copy inside a load are not told apart); gsplit, whose fit on
-several GPUs per machine trades the network's parameters against each other (on 2 GPUs latency 0.38x and
-per-call cost 1.66x, PCIe 0.78x, though its phases are priced within 2%; on 4 its compute fractions still
-1.06-1.17x); hongtu's exchanges, priced on the bytes that cross the NIC and those of the machine's other GPUs'
+``num_steps = 2``: PCIe 0.80x; the gather and the copy inside a load are not told apart); gsplit's loads, where
+a GPU's gather shares the host memory with another GPU's copy that started when its smaller gather ended (priced
+at 0.99x what the simulation took on 2 GPUs, 0.97x on 4, which the fit turns into PCIe 0.54-0.78x and the gather
+fraction 1.06-1.25x), and on 4 GPUs its compute fractions (1.06-1.17x); its shuffles are priced on what the NIC
+carries beside the machine's other GPUs' (before, as g equal shuffles: network latency 0.38x and the per-call cost
+1.66x on 2 GPUs); hongtu's exchanges, priced on the bytes that cross the NIC and those of the machine's other GPUs'
 slots beside them, whose store-and-forward legs (PCIe out, NIC, PCIe in) the spans do not tell apart (network
 1.11-1.17x on 2 and 4 GPUs, 0.57-2.1x when every byte was priced at the NIC's whole rate)."""
 INFORMED = 0.5

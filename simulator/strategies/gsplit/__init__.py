@@ -46,7 +46,8 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from gnnplan.simulator.hardware.phase_rules import PhaseRule
+from gnnplan.simulator.hardware.collectives import nic_index
+from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
 from gnnplan.simulator.hardware.pricing import iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.strategies import calibration_rules as rules
@@ -101,15 +102,25 @@ class Knobs(BaseModel):
         default=None, ge=1, description="overrides training.batch_size (seeds per iteration, all GPUs) if set")
 
 
+def _shuffle_work(row: SpanRow) -> dict[str, float]:
+    """A shuffle call's row (its rank with the most bytes across machines): the bytes inside the machine and
+    across, those through the NIC it shares with the machine's other GPUs' shuffles beside it
+    (:func:`~simulator.strategies.calibration_rules.contended_bytes`)."""
+    own = rules.span_arg(row, "network_bytes")
+    g, nics = row.shape.gpus_per_machine, row.shape.network.nics_per_machine
+    rail = nic_index(row.span.rank % g, g, nics)
+    beside = [p for p in row.peers if nic_index(p.rank % g, g, nics) == rail]
+    return {"intra_bytes": rules.span_arg(row, "intra_bytes"), "network_bytes": own,
+            "nic_bytes": own + rules.contended_bytes(row, own, rules.arg_of("network_bytes"), beside)}
+
+
 CALIBRATION: dict[str, PhaseRule] = {
     "sample": rules.sample_rule(),
     "split": PhaseRule("split", lambda row: {"num_items": rules.span_arg(row, "num_split_items"),
                                              "num_calls": rules.span_arg(row, "num_sampler_calls")}),
     "load": rules.load_rule(nested=(), copied="structure_bytes"),
-    "shuffle": PhaseRule("shuffle", lambda row: {"intra_bytes": rules.span_arg(row, "intra_bytes"),
-                                                 "network_bytes": rules.span_arg(row, "network_bytes"),
-                                                 "sharers": float(row.shape.gpus_per_machine)},
-                         rows="per_call", min_workers=2),
+    "shuffle": PhaseRule("shuffle", _shuffle_work, rows="per_call", min_workers=2, peers=True,
+                         call_load=lambda row: rules.span_arg(row, "network_bytes")),
     **rules.compute_rules(),
     "all_reduce": rules.all_reduce_rule(),
     "iteration": rules.iteration_rule(TRAINER_PHASES, batch_phases=("sample", "split"), wait_for_batch=True),
