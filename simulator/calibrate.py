@@ -234,9 +234,9 @@ def _with_machine_bytes(spans: list[SpanRow]) -> list[SpanRow]:
 def _call_row(spans: list[SpanRow], load: Callable[[SpanRow], float] | None = None) -> SpanRow:
     """One collective call's row from every rank's span of it (module docstring): the rank that moved the most
     bytes (``load``: what counts instead of its span's bytes), timed from the last rank's arrival (before it
-    nothing could move) to its own end. A rank that sends
-    more than it receives may end before its bytes arrive (TCP buffers them), so the fastest rank's span is not
-    the busiest NIC's time; the busiest rank must wait for its bytes. Several ranks that moved the most (an
+    nothing could move) to its own end. A rank that sends more than it receives may end before its bytes arrive
+    (TCP buffers them), so the fastest rank's span is not the busiest NIC's time; the busiest rank must wait for
+    its bytes. Several ranks that moved the most (an
     all-reduce moves the same bytes on every rank) are timed to their mean end: which of them ends last is noise,
     and a late one delays its own next iteration by as much as a slower transfer would (its lateness at the next
     call is an arrival delay the straggler model, ``jitter_s``, waits for, from the last arrival, so it is not

@@ -141,6 +141,14 @@ def same_uplink(row: SpanRow) -> list[Span]:
     return [p for p in row.peers if (p.rank % g) // per_uplink == (row.span.rank % g) // per_uplink]
 
 
+def same_nic(row: SpanRow) -> list[Span]:
+    """The spans beside ``row``'s whose GPU sends and receives through the same NIC (its PCIe-affine one,
+    :func:`~gnnplan.simulator.hardware.collectives.nic_index`, as the event model routes it)."""
+    g, nics = row.shape.gpus_per_machine, row.shape.network.nics_per_machine
+    rail = nic_index(row.span.rank % g, g, nics)
+    return [p for p in row.peers if nic_index(p.rank % g, g, nics) == rail]
+
+
 def nic_work(row: SpanRow) -> dict[str, float]:
     """An exchange span that tells the bytes to and from other machines apart (``network_bytes``,
     ``network_received_bytes``), priced on those, in the direction whose NIC carries more while it runs: its own
@@ -148,9 +156,7 @@ def nic_work(row: SpanRow) -> dict[str, float]:
     many as its own or that span's if fewer (:func:`contended_bytes`; ``nic_bytes`` of
     :func:`~gnnplan.simulator.hardware.pricing.exchange_s`); the bytes to or from a GPU of the same machine move
     over NVLink or PCIe meanwhile and are not priced."""
-    g, nics = row.shape.gpus_per_machine, row.shape.network.nics_per_machine
-    rail = nic_index(row.span.rank % g, g, nics)
-    beside = [p for p in row.peers if nic_index(p.rank % g, g, nics) == rail]
+    beside = same_nic(row)
     directions = []
     for arg in ("network_bytes", "network_received_bytes"):
         own = span_arg(row, arg)

@@ -46,7 +46,6 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from gnnplan.simulator.hardware.collectives import nic_index
 from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
 from gnnplan.simulator.hardware.pricing import iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
@@ -107,11 +106,8 @@ def _shuffle_work(row: SpanRow) -> dict[str, float]:
     across, those through the NIC it shares with the machine's other GPUs' shuffles beside it
     (:func:`~simulator.strategies.calibration_rules.contended_bytes`)."""
     own = rules.span_arg(row, "network_bytes")
-    g, nics = row.shape.gpus_per_machine, row.shape.network.nics_per_machine
-    rail = nic_index(row.span.rank % g, g, nics)
-    beside = [p for p in row.peers if nic_index(p.rank % g, g, nics) == rail]
     return {"intra_bytes": rules.span_arg(row, "intra_bytes"), "network_bytes": own,
-            "nic_bytes": own + rules.contended_bytes(row, own, rules.arg_of("network_bytes"), beside)}
+            "nic_bytes": own + rules.contended_bytes(row, own, rules.arg_of("network_bytes"), rules.same_nic(row))}
 
 
 CALIBRATION: dict[str, PhaseRule] = {
