@@ -135,8 +135,9 @@ SHARED_PHASES = [("gsplit", "cora-sage", {}, ("iteration", "shuffle", "load")),
 machine's first one samples (not a fixed cost), and both shuffle through the machine's NICs at once; neutronstar's
 exchanges likewise; dp's and hopgnn's pulls, the machine's NICs carrying what its GPUs pull (fetch rows priced
 1.17x what the simulation took before they were priced on the machine's bytes); the loads of all three, the host
-memory and PCIe path the loads beside them share (dp's rows at 0.96x before, its partitioned cache's at 0.28x: the
-reads from the machine's other GPUs were in the span and not priced; gsplit's at 1.06x as g equal loads)."""
+memory and PCIe path the loads beside them share (summed, dp's rows were priced at 0.96x what the simulation took,
+hopgnn's at 0.95x, dp's with a partitioned cache at 0.90x, whose reads from the machine's other GPUs were in the span
+and not priced; gsplit's at 1.06x as g equal loads)."""
 
 
 def _phase_prices(cluster: Any, workload: str, strategy: str, knobs: dict[str, Any]) -> dict[str, tuple[float, float]]:
@@ -184,7 +185,7 @@ LOAD_PARAMS = ("pcie.bandwidth_bytes_per_s", "pcie.latency_s", "efficiency.gathe
 def test_loads_beside_each_other_move_no_load_parameter(strategy: str, knobs: dict[str, Any], tmp_path: Path) -> None:
     """On 2 machines x 2 GPUs the loads of a machine's GPUs run at once; calibrating the prediction on its own
     cluster moves neither PCIe nor the gather fraction (PCIe fitted 0.52x when each load was priced alone; 0.28x
-    with dp's partitioned cache, whose reads from the other GPU were unpriced)."""
+    with dp's partitioned cache, whose reads from the other GPU were also unpriced)."""
     cluster = _cluster(2)
     result = api.simulate(cluster, "cora-sage", strategy, knobs)
     path = api.predicted_trace(result, tmp_path / "t.json", api.trace_metadata(cluster, "cora-sage", strategy, result))
