@@ -33,7 +33,12 @@ and flags (``at bound``, ``not informed``, ``beyond 3x of prior``, ``no prior``)
 :mod:`~gnnplan.simulator.calibrate_fit`'s.
 
 Stragglers: ``jitter_s`` (the arrival noise the simulator's barriers wait for) is not fitted here but kept as
-``gnnplan probe`` measured it with fixed work (:mod:`~gnnplan.simulator.jitter`). The waits at a trace's
+``gnnplan probe`` measured it with fixed work (:mod:`~gnnplan.simulator.jitter`). A real trace shows the stragglers
+as ranks arriving at a collective at different times, which a call's row leaves out (it starts at the last
+arrival); a predicted trace's collective span holds the expected straggler wait after the last arrival and says
+how long (``straggler_s``, :meth:`~gnnplan.simulator.engine.Rendezvous.straggler_args`), which the row leaves out
+too (before 2026-11-29 it did not: a dp prediction on a cluster of ``jitter_s`` 2e-4, calibrated on its own
+cluster, fitted the all-to-all's fixed cost 3.2x). The waits at a trace's
 collective calls also hold the variation of the work itself from one iteration to the next (dp's remote rows per
 batch): estimated from the bench_whatif record's traces (rec27, 2026-11-28), the same model's parameter ranged
 from 1.5e-6 (gsplit) to 2.8e-4 (dp at 100 Mbit/s, its fetch waits) across strategies and rates, so a value
@@ -251,7 +256,10 @@ def _call_row(spans: list[SpanRow], load: Callable[[SpanRow], float] | None = No
     busiest = min(tied, key=lambda r: r.span.start_s + r.span.dur_s)
     # ranks that moved the same bytes (an all-reduce) finish in any order: a late one delays its next iteration
     # as much as a slow transfer would, so their mean end is the call's
-    dur = sum(r.span.start_s + r.span.dur_s for r in tied) / len(tied) - last
+    # a simulated span says how long it waited for the expected stragglers after the last arrival (a real trace
+    # shows them as later arrivals, which ``last`` already leaves out)
+    straggled = float(busiest.span.args.get("straggler_s", 0.0))
+    dur = sum(r.span.start_s + r.span.dur_s for r in tied) / len(tied) - last - straggled
     if dur <= 0:
         fastest = min(spans, key=lambda r: r.span.dur_s)
         return replace(fastest, span=replace(fastest.span, nbytes=most))

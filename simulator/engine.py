@@ -88,6 +88,7 @@ class Rendezvous:
         self._arrivals: dict[Any, list[tuple[int, float]]] = {}  # key -> (party, arrival s)
         self._events: dict[Any, simpy.Event] = {}
         self._released: dict[int, float] = {}
+        self._straggled: dict[int, float] = {}
 
     def wait(self, key: Any, party: int) -> simpy.Event:
         """Party ``party`` arrives at ``key``; the returned event fires when the last party has arrived (plus the
@@ -101,6 +102,7 @@ class Rendezvous:
             delay = self._straggler_delay(arrivals, last)
             for p, _ in arrivals:
                 self._released[p] = last + delay
+                self._straggled[p] = self._straggled.get(p, 0.0) + delay
             if delay > 0:
                 def release(_: object) -> None:
                     event.succeed()
@@ -109,6 +111,20 @@ class Rendezvous:
             else:
                 event.succeed()
         return event
+
+    def straggled_s(self, party: int) -> float:
+        """Seconds party ``party`` has waited, over all its barriers so far, for the expected stragglers after the
+        last deterministic arrival (0 without jitter)."""
+        return self._straggled.get(party, 0.0)
+
+    def straggler_args(self, party: int, since_s: float) -> dict[str, float]:
+        """A span's ``straggler_s`` arg: what :meth:`straggled_s` grew by since it read ``since_s`` (none when 0).
+        A real trace shows the stragglers as ranks arriving at a collective at different times, which calibration
+        times the call from the last of (``calibrate._call_row``); a simulated collective's span holds the
+        expected straggler wait after the last deterministic arrival instead, so it says how much, and
+        calibration leaves it out the same way."""
+        grown = self.straggled_s(party) - since_s
+        return {"straggler_s": grown} if grown > 0 else {}
 
     def _straggler_delay(self, arrivals: list[tuple[int, float]], last: float) -> float:
         """Seconds from the last arrival to the expected maximum of the noisy arrivals (0 without jitter)."""

@@ -262,10 +262,12 @@ class WindowRun:
         """Wait for every worker (synchronous DDP), then the hierarchical ring all-reduce of ``nbytes``; nothing
         to reduce with one worker."""
         start, many = self.engine.now, self.ctx.num_workers > 1
+        straggled = self.rendezvous.straggled_s(rank)
         if many:
             yield self.rendezvous.wait(pos, rank)
             yield from self.hw.all_reduce(rank, nbytes, ddp=self.DDP)
-        self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes if many else 0.0)
+        self._span(rank, "all_reduce", start, "network", pos, nbytes=nbytes if many else 0.0,
+                   **self.rendezvous.straggler_args(rank, straggled))
 
     def _end_epoch(self, rank: int) -> None:
         """Record worker ``rank``'s ``epoch`` span (the window; :func:`place_window` stretches it); its args say

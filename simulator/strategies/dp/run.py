@@ -164,9 +164,10 @@ class DpRun(WindowRun):
         collective ``all_to_all`` calls, counts, ids and rows back), of the rows the worker's work pulls (its own,
         or the busiest other NIC's share where that is larger: :func:`~.work.worker_work`). The span covers the
         waits too (``wait_s``), as the executor's span does."""
-        start = self.engine.now
+        start, straggled = self.engine.now, self.rendezvous.straggled_s(rank)
         waited = yield from self._pull_rows(rank, (pos, "fetch"), work.count_bytes, work.request_bytes,
                                             work.remote_bytes)
         self._span(rank, "fetch", start, "network", pos,
                    nbytes=work.remote_bytes + work.request_bytes + work.count_bytes,
-                   num_remote_vertices=work.num_remote_vertices, wait_s=waited)
+                   num_remote_vertices=work.num_remote_vertices, wait_s=waited,
+                   **self.rendezvous.straggler_args(rank, straggled))

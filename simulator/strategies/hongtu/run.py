@@ -85,11 +85,12 @@ class EpochRun(FullGraphRun):
         for layer in range(layers - 1, -1, -1):
             for j in range(self.num_batches):
                 yield from self._backward(rank, layer, j)
-        t0 = self.engine.now
+        t0, straggled = self.engine.now, self.rendezvous.straggled_s(rank)
         if self.num_workers > 1:
             yield self.rendezvous.wait("all_reduce", rank)
             yield from self.hw.all_reduce(rank, self.gradient_bytes)
-        self._span(rank, "all_reduce", t0, "network", nbytes=self.gradient_bytes if self.num_workers > 1 else 0.0)
+        self._span(rank, "all_reduce", t0, "network", nbytes=self.gradient_bytes if self.num_workers > 1 else 0.0,
+                   **self.rendezvous.straggler_args(rank, straggled))
         t0 = self.engine.now
         yield from self.hw.compute(rank, self.optimizer[0])
         self._span(rank, "optimizer", t0, "compute", flops=self.optimizer[1])

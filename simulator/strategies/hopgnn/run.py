@@ -149,11 +149,11 @@ class HopRun(WindowRun):
                    remote_bytes=remote, num_seeds=step.num_seeds)
 
     def _fetch(self, rank: int, pos: int, k: int, step: StepWork, row_bytes: float) -> Generator[Any, Any, None]:
-        start = self.engine.now
+        start, straggled = self.engine.now, self.rendezvous.straggled_s(rank)
         rows = step.remote_bytes / row_bytes
         waited = yield from self._pull(rank, (pos, "fetch", k), rows, row_bytes)
         self._span(rank, "fetch", start, "network", pos, nbytes=rows * (row_bytes + INDEX_BYTES),
-                   num_remote_vertices=rows, wait_s=waited)
+                   num_remote_vertices=rows, wait_s=waited, **self.rendezvous.straggler_args(rank, straggled))
 
     def _migrate(self, rank: int, pos: int, k: int, work: HopWork) -> Generator[Any, Any, None]:
         start, m = self.engine.now, self.ctx.cluster.num_machines

@@ -339,6 +339,8 @@ class _Run(FullGraphRun):
 
     def _all_reduce(self, rank: int) -> Generator[Any, Any, None]:
         start, nbytes = self.engine.now, self.works[rank].gradient_bytes
+        straggled = self.rendezvous.straggled_s(rank)
         yield self.rendezvous.wait("all_reduce", rank)
         yield from self.hw.all_reduce(rank, nbytes)
-        self._span(rank, "all_reduce", start, "network", nbytes=nbytes)
+        self._span(rank, "all_reduce", start, "network", nbytes=nbytes,
+                   **self.rendezvous.straggler_args(rank, straggled))
