@@ -135,18 +135,19 @@ def minibatch_model_cost(ctx: SimContext, blocks: Sequence[Block]) -> ModelCost:
     return model_cost(ctx.workload.model, ctx.summary.feature_dim, ctx.summary.num_classes, blocks)
 
 
-SMALLER_BATCH = 0.5
-"""Scale of the second mini-batch whose kernels place the line of a batch's roofline seconds against its FLOPs
+SMALLER_BATCH_FRACTION = 0.5
+"""Size of the second mini-batch, as a fraction of the mean one's seeds, whose kernels place the line of a batch's
+roofline seconds against its FLOPs
 (:func:`~simulator.hardware.formulas.roofline_line`)."""
 
 
 def minibatch_compute_profile(ctx: SimContext) -> dict[str, PhaseProfile]:
     """Forward, backward and optimizer of the mean mini-batch, one span each per iteration (the calibration
     profile of a strategy computing :func:`minibatch_model_cost` on :func:`minibatch_blocks`); forward and backward
-    on the line through the mean batch and one of :data:`SMALLER_BATCH` its size (the last, partial batch, a
+    on the line through the mean batch and one of :data:`SMALLER_BATCH_FRACTION` its size (the last, partial batch, a
     larger one, hopgnn's micrographs: each priced at its own FLOPs on it)."""
     cost, gpu = minibatch_model_cost(ctx, minibatch_blocks(ctx)), ctx.cluster.gpu
-    small = minibatch_model_cost(ctx, minibatch_blocks(ctx, SMALLER_BATCH))
+    small = minibatch_model_cost(ctx, minibatch_blocks(ctx, SMALLER_BATCH_FRACTION))
     return {"forward": kernel_profile([cost.forward], gpu, line_through=[small.forward]),
             "backward": kernel_profile([cost.backward], gpu, line_through=[small.backward]),
             "optimizer": kernel_profile([cost.optimizer], gpu)}

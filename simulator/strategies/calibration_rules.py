@@ -175,16 +175,15 @@ def exchange_rule(ring_knob: str | None = None) -> PhaseRule:
     was taken to send as much as it (``sharers``): a trace predicted on 2 machines x 4 GPUs, calibrated on its own
     cluster, fitted the network bandwidth 1.10x and its latency 1.9x (now 1.08x and 0.65x: a ring's steps within
     the machine pay no network latency but are priced as the steps across)."""
-    def work(row: SpanRow) -> dict[str, float]:
-        steps = row.shape.num_gpus - 1 if ring_knob and row.knobs.get(ring_knob) else 1
-        if "network_bytes" in row.span.args:
-            return {**nic_work(row), "steps": float(steps)}
-        return {"nbytes": max(row.span.nbytes, span_arg(row, "received_bytes")), "steps": float(steps)}
-
     def network_load(row: SpanRow) -> float:
         if "network_bytes" in row.span.args:
             return max(span_arg(row, "network_bytes"), span_arg(row, "network_received_bytes"))
         return max(row.span.nbytes, span_arg(row, "received_bytes"))
+
+    def work(row: SpanRow) -> dict[str, float]:
+        steps = row.shape.num_gpus - 1 if ring_knob and row.knobs.get(ring_knob) else 1
+        priced = nic_work(row) if "network_bytes" in row.span.args else {"nbytes": network_load(row)}
+        return {**priced, "steps": float(steps)}
     return PhaseRule("exchange", work, min_machines=2, peers=True, rows="per_call", call_load=network_load)
 
 

@@ -189,9 +189,9 @@ def test_loads_that_start_together_are_priced_as_the_event_model_shares_them() -
         assert rule.predicted_s(row) == pytest.approx(s.dur_s, rel=1e-9)
         alone = phase_rules.SpanRow(s, {}, {}, cl)
         assert rule.predicted_s(alone) < 0.8 * s.dur_s
-    # g equal loads (gsplit's lockstep) are the same price either way
+    # g equal loads at once (a lockstep) are the same price as the shared gather and copy of g of them
     copy = local + remote[0]
-    assert pricing.feature_load_s(cl, local, remote[0], 0.0, sharers=2) == pytest.approx(
+    assert pricing.host_gather_s(cl, local, sharers=2) + pricing.host_to_gpu_s(cl, copy, sharers=2) == pytest.approx(
         pricing.feature_load_s(cl, local, remote[0], 0.0, peer_gather_bytes=local, peer_uplink_bytes=copy,
                                peer_memory_bytes=copy), rel=1e-15)
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
-from gnnplan.simulator.strategies.base import SMALLER_BATCH, SimContext, minibatch_blocks, minibatch_model_cost
+from gnnplan.simulator.strategies.base import SMALLER_BATCH_FRACTION, SimContext, minibatch_blocks, minibatch_model_cost
 from gnnplan.simulator.strategies.window_run import StepCompute
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost
 
@@ -118,7 +118,7 @@ def iteration_work(ctx: SimContext, knobs: Knobs, scale: float = 1.0) -> tuple[I
     cl = ctx.cluster
     blocks = minibatch_blocks(ctx, scale)
     cost = minibatch_model_cost(ctx, blocks)
-    smaller = minibatch_model_cost(ctx, minibatch_blocks(ctx, scale * SMALLER_BATCH))
+    smaller = minibatch_model_cost(ctx, minibatch_blocks(ctx, scale * SMALLER_BATCH_FRACTION))
     hit, local, remote, peer = cache_access(ctx, knobs)
     if cl.num_machines == 1:
         local, remote = local + remote, 0.0
