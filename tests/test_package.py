@@ -52,6 +52,22 @@ def test_import_gnnplan_loads_no_heavy_module() -> None:
     assert proc.stdout.strip() == "[]"
 
 
+def test_the_api_names_load_on_first_use_and_a_worker_s_import_skips_them() -> None:
+    """``import gnnplan`` defers the API's names (PEP 562): a worker process importing the executor's
+    communication module loads neither the simulator's strategies nor SciPy's optimisers, and every name of
+    ``__all__`` still resolves (an unknown one is an AttributeError)."""
+    proc = _python("import sys\nfrom gnnplan.executor import comm\nprint(sorted(m for m in ("
+                   "'gnnplan.simulator.strategies', 'gnnplan.simulator.api', 'scipy.optimize') if m in sys.modules))",
+                   Path("/"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+    for name in gnnplan.__all__:
+        assert getattr(gnnplan, name) is not None, name
+    assert gnnplan.load_cluster("local").name and gnnplan.strategy_names()[0] == "dp"
+    with pytest.raises(AttributeError, match="no attribute 'simulat'"):
+        gnnplan.simulat  # noqa: B018
+
+
 def test_version_from_the_console_script_and_python_m() -> None:
     for cmd in (["gnnplan", "--version"], [sys.executable, "-m", "gnnplan", "--version"]):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -22,19 +22,36 @@ time), :mod:`gnnplan.executor` (PyTorch + DGL + torch.distributed; torchrun entr
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gnnplan.simulator import __version__
-from gnnplan.simulator.api import simulate, simulate_on_draws
-from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster, preset_names
-from gnnplan.simulator.plan import Plan, load_plan
-from gnnplan.simulator.strategies import STRATEGIES
-from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 if TYPE_CHECKING:
+    from gnnplan.simulator.api import simulate, simulate_on_draws
+    from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster, preset_names
+    from gnnplan.simulator.plan import Plan, load_plan
     from gnnplan.simulator.result import SimResult
+    from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
+
+_LAZY = {"simulate": "gnnplan.simulator.api", "simulate_on_draws": "gnnplan.simulator.api",
+         "ClusterSpec": "gnnplan.simulator.hardware.spec", "load_cluster": "gnnplan.simulator.hardware.spec",
+         "preset_names": "gnnplan.simulator.hardware.spec", "Plan": "gnnplan.simulator.plan",
+         "load_plan": "gnnplan.simulator.plan", "SimResult": "gnnplan.simulator.result",
+         "WorkloadSpec": "gnnplan.simulator.workload.spec", "load_workload": "gnnplan.simulator.workload.spec"}
+"""The API's names and the module each comes from, imported on first use (PEP 562 ``__getattr__``): a worker
+process that imports ``gnnplan.executor.comm`` then loads neither the simulator's strategies nor SciPy (1.0 s of
+its start-up, measured 2026-11-29)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'gnnplan' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
 
 __all__ = ["__version__", "simulate", "simulate_on_draws", "tune", "run", "calibrate", "whatif", "load_cluster",
            "load_workload", "load_plan", "preset_names", "strategy_names", "ClusterSpec", "WorkloadSpec", "Plan",
@@ -43,6 +60,8 @@ __all__ = ["__version__", "simulate", "simulate_on_draws", "tune", "run", "calib
 
 def strategy_names() -> list[str]:
     """Names of the registered strategies (``dp``, ``hopgnn``, ...), sorted."""
+    from gnnplan.simulator.strategies import STRATEGIES
+
     return sorted(STRATEGIES)
 
 
@@ -70,6 +89,8 @@ def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec,
         SpecError: bad input or no feasible configuration (one line naming the field).
     """
     from gnnplan.autotune.planning import tune_to_plan
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.workload.spec import load_workload
 
     return tune_to_plan(load_cluster(cluster), load_workload(workload), list(strategies) if strategies else None,
                         trials, storage, study_name, tune_batch_size, seed, Path(output),
@@ -95,6 +116,7 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
         RunError: a worker raised, died or stopped responding (one line naming the rank).
     """
     from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.plan import Plan, load_plan
 
     loaded = plan if isinstance(plan, Plan) else load_plan(plan)
     return run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress,

@@ -74,9 +74,9 @@ def test_quick_probe_numbers_are_positive_and_sourced(quick: dict[str, Any]) -> 
     assert 5e7 < numeric["host.process_bytes"] < 4e9  # torch + DGL take tens to hundreds of MB, not GBs
     assert 1e-8 < numeric["host.row_index_s"] < 1e-3  # microseconds of Python indexing per row and matrix
     assert 1.0 <= numeric["storage.concurrency"] < 64.0
-    # stragglers between 2 local processes: measured 2.6e-5-4.8e-5 s here; a wait of 1 ms per ms of work would
-    # be 1e-3, and an idle machine still preempts now and then
-    assert 1e-8 < numeric["jitter_s"] < 1e-3
+    # stragglers between 2 local processes: measured 2.6e-5-4.8e-5 s here, and 1.08e-3 s on a loaded CI runner
+    # (2026-11-29: the mean rank waited ~0.8 ms per 2 ms of work); 1e-2 would be a wait longer than 2 ms of work
+    assert 1e-8 < numeric["jitter_s"] < 1e-2
     for key, value in numeric.items():
         assert value > 0 or key.endswith("latency_s") and value >= 0, key
     today = datetime.date.today().isoformat()

@@ -147,3 +147,23 @@ def test_moment_exponent_recovers_the_generating_law() -> None:
     theta = expected_degrees(50000, 8.0, 2.7, 400.0, rng)
     degrees = rng.poisson(theta)
     assert abs(card_measures.moment_exponent(degrees, 400.0) - 2.7) < 0.05
+
+
+def test_a_card_file_is_parsed_once_per_version_and_each_load_is_its_own_card(monkeypatch: pytest.MonkeyPatch
+                                                                              ) -> None:
+    """A study loads its card in every trial: the YAML is parsed once per process and file version
+    (``cards._card_mapping``), and each :func:`cards.load_card` still returns a freshly validated card, so a caller
+    changing one cannot change the next."""
+    calls: list[Path] = []
+
+    def counting(path: str | Path, what: str) -> dict:  # type: ignore[type-arg]
+        calls.append(Path(path))
+        return read_yaml(path, what)
+
+    cards._card_mapping.cache_clear()
+    monkeypatch.setattr(cards, "read_yaml", counting)
+    first, second = cards.load_card("cora"), cards.load_card("cora")
+    assert calls == [cards.CARD_DIR / "cora.yaml"]
+    assert first == second and first is not second
+    cards.load_card("citeseer")
+    assert len(calls) == 2
