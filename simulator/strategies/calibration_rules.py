@@ -173,18 +173,32 @@ def exchange_rule(ring_knob: str | None = None) -> PhaseRule:
     apart is priced on those, through its NIC shared with the machine's other GPUs' exchanges beside it
     (:func:`nic_work`). Until 2026-11-29 each rank's span was a row, waits included, and every GPU of the machine
     was taken to send as much as it (``sharers``): a trace predicted on 2 machines x 4 GPUs, calibrated on its own
-    cluster, fitted the network bandwidth 1.10x and its latency 1.9x (now 1.08x and 0.65x: a ring's steps within
-    the machine pay no network latency but are priced as the steps across)."""
+    cluster, fitted the network bandwidth 1.10x and its latency 1.9x (1.08x and 0.65x while a ring's slots inside
+    the machine were priced with the network's latency; now only the slots across pay it,
+    :func:`ring_steps_across`)."""
     def network_load(row: SpanRow) -> float:
         if "network_bytes" in row.span.args:
             return max(span_arg(row, "network_bytes"), span_arg(row, "network_received_bytes"))
         return max(row.span.nbytes, span_arg(row, "received_bytes"))
 
     def work(row: SpanRow) -> dict[str, float]:
-        steps = row.shape.num_gpus - 1 if ring_knob and row.knobs.get(ring_knob) else 1
+        steps = 1
+        if ring_knob and row.knobs.get(ring_knob):
+            steps = ring_steps_across(row.span.rank, row.shape.num_gpus, row.shape.gpus_per_machine)
         priced = nic_work(row) if "network_bytes" in row.span.args else {"nbytes": network_load(row)}
         return {**priced, "steps": float(steps)}
     return PhaseRule("exchange", work, min_machines=2, peers=True, rows="per_call", call_load=network_load)
+
+
+def ring_steps_across(rank: int, num_workers: int, gpus_per_machine: int) -> int:
+    """Slots of a ring-scheduled exchange (NeutronStar §4.3: in slot s = 0..W-2 worker i sends to i + s + 1 and
+    receives from i - s - 1, mod W) in which ``rank`` sends to or receives from a worker of another machine, each
+    paying the network's latency; a slot whose two peers share its machine moves over NVLink or PCIe. Ranks are
+    numbered machine by machine (``gpus_per_machine`` each). On 2 machines x 4 GPUs: 7 of 7 slots for rank 0, 5 for
+    rank 1 (its slots 0 and 6 stay inside the machine)."""
+    machine = rank // gpus_per_machine
+    return sum((rank + s + 1) % num_workers // gpus_per_machine != machine
+               or (rank - s - 1) % num_workers // gpus_per_machine != machine for s in range(num_workers - 1))
 
 
 def iteration_rule(trainer_phases: tuple[str, ...], sampler_knob: str | None = "num_sampler_workers",

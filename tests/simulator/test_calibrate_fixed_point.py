@@ -23,7 +23,7 @@ from gnnplan.simulator import api
 from gnnplan.simulator.calibrate import calibrate_files, calibration_rows, get_param, with_params
 from gnnplan.simulator.hardware.pricing import OPERATIONS
 from gnnplan.simulator.hardware.spec import load_cluster
-from gnnplan.simulator.strategies.calibration_rules import covered_s
+from gnnplan.simulator.strategies.calibration_rules import covered_s, ring_steps_across
 
 FIXED_COSTS = {"network.per_collective_s": 1e-4, "gpu.kernel_overhead_s": 5e-6, "iteration_overhead_s": 1e-3,
                "gpu.graph_op_overhead_s": 2e-5, "host.sampler_call_s": 5e-5, "network.per_all_to_all_s": 5e-5,
@@ -59,8 +59,9 @@ SHARED_CASES = [("neutronstar", "cora-gcn-full", {"mode": "depcomm", "ring": rin
 machine's NIC together, the bytes to its own GPUs apart (network bandwidth fitted 0.73x at 2 GPUs and 0.47x at 4
 when every byte was priced at the NIC's whole rate; at 4 GPUs 1.10x and the latency 1.9x when each GPU's exchange
 was a row of its own, waits for late ranks included, and every GPU of the machine taken to send as much as it;
-now one row per exchange call, priced on what the NIC carries beside it: 1.08x and 0.65x, the ring's steps
-within the machine, which pay no network latency, priced as the steps across). dp's and
+now one row per exchange call, priced on what the NIC carries beside it: 1.08x, and the latency 0.65x until the
+ring's slots within the machine stopped paying it:
+:func:`test_a_rings_slots_inside_the_machine_pay_no_network_latency`). dp's and
 hopgnn's pulls are priced on what the machine's NICs carry, their loads and gsplit's and ppgnn's on the loads
 beside them (ppgnn's reads from storage share the device: PCIe fitted 0.14x on 2 GPUs when priced alone)
 (:func:`test_loads_beside_each_other_move_no_load_parameter`), and every mini-batch's compute on the line of its
@@ -223,3 +224,25 @@ def test_loads_beside_each_other_move_no_load_parameter(strategy: str, knobs: di
         row = report["parameters"][p]
         moved = abs(row["after"] / row["before"] - 1) > TOLERANCE
         assert not moved or row["low"] <= row["before"] <= row["high"], p
+
+
+def test_a_rings_slots_inside_the_machine_pay_no_network_latency(tmp_path: Path) -> None:
+    """neutronstar's ring on 2 machines x 4 GPUs: a rank's slots whose two peers share its machine move over NVLink
+    (rank 1: slot 0 sends to 2 and receives from 0, slot 6 sends to 0 and receives from 2), and the exchange's rows
+    count only the others' network latencies (:func:`ring_steps_across`). Calibrating the prediction on its own
+    cluster no longer moves the latency (0.65x when every slot paid it); the bandwidth still fits 1.08x (a slot's
+    NIC is shared with the machine's GPUs whose same slot crosses too, which a span's totals do not tell)."""
+    assert [ring_steps_across(r, 8, 4) for r in range(8)] == [7, 5, 5, 7, 7, 5, 5, 7]
+    assert [ring_steps_across(r, 2, 1) for r in range(2)] == [1, 1]
+    assert [ring_steps_across(r, 4, 1) for r in range(4)] == [3] * 4  # one GPU per machine: every slot crosses
+    cluster = _cluster(4)
+    knobs = {"mode": "depcomm", "ring": True}
+    result = api.simulate(cluster, "cora-gcn-full", "neutronstar", knobs)
+    path = api.predicted_trace(result, tmp_path / "t.json",
+                               api.trace_metadata(cluster, "cora-gcn-full", "neutronstar", result))
+    _, report = calibrate_files([path], cluster)
+    pinned = {p: row for p, row in report["parameters"].items()
+              if row["constrained"] and row["fitted"] and row["data_share"] > INFORMED}
+    assert "network.latency_s" in pinned
+    moved = _moved(pinned)
+    assert set(moved) <= {"network.bandwidth_bytes_per_s"} and all(r < 1.1 for r in moved.values()), moved
