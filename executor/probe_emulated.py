@@ -134,6 +134,9 @@ def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits,
     data["host"] = {**machine["host"], "memory_bytes": _sig(memory)}
     data["gpu"] = {**machine["gpu"], "memory_bytes": _sig(memory / w)}
     data["jitter_s"] = _sig(jitter[0])
+    if w > 1:  # a machine's workers talk over its loopback, as executor.probe_shares.machines_of_shares says
+        data["nvlink"] = {"bandwidth_bytes_per_s": machine["network"]["bandwidth_bytes_per_s"],
+                          "latency_s": machine["network"]["latency_s"], "topology": "nvswitch"}
     data["network"] = {**machine["network"], "bandwidth_bytes_per_s": _sig(bandwidth_bytes_per_s),
                        "latency_s": _sig(latency_s), "per_collective_s": _sig(collective),
                        "per_all_to_all_s": _sig(all_to_all)}
@@ -147,6 +150,11 @@ def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits,
     sources.update(emulated_network_sources(m, w, limits, memory, sizes, reduce_s, exchange_s))
     sources["jitter_s"] = (f"measured by gnnplan probe --emulate on {datetime.date.today().isoformat()}: "
                            + jitter_source("a rank on emulated machine 0 and one on machine 1", *jitter))
+    if w > 1:
+        sources["nvlink"] = (f"measured by gnnplan probe --emulate inside emulated machine 0 on "
+                             f"{datetime.date.today().isoformat()}: as the loopback between the machine's worker "
+                             "processes (gloo inside one namespace; no NVLink on a CPU), the machine probe's "
+                             "network.bandwidth_bytes_per_s and network.latency_s")
     data["sources"] = sources
     return data
 

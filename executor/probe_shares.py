@@ -19,14 +19,23 @@ cores, memory, memory bandwidth and disk bandwidth (the simulator divides them a
 def machines_of_shares(data: dict[str, Any], gpus_per_machine: int) -> dict[str, Any]:
     """The probe's mapping of W one-worker machines (each a worker's share of this box) as W / G machines of G
     workers: each machine G shares (:data:`SHARED_BY_MACHINE` times G); each worker's own "GPU" fields, the
-    copy path (``pcie``) and the loopback ``network`` unchanged; between a machine's workers the simulator then
-    prices PCIe peer copies (no NVLink), where the executor's gloo ranks use the loopback."""
+    copy path (``pcie``) and the loopback ``network`` unchanged. A machine's workers talk to each other as the
+    executor's gloo ranks do, over the loopback, so that is the machine's GPU-to-GPU link (``nvlink``, at the
+    ``network``'s measured rate and latency; ``nvswitch``: any pair at that rate): without it the simulator
+    priced their messages as PCIe peer copies, i.e. at the memory-copy rate with its microseconds of latency (on
+    this machine's 1 x 2, 2026-11-29: 4.4 GB/s and 7 us against the loopback's 1.8 GB/s and 113 us; dp's
+    partitioned cache predicted at 1.4 ms of its 13.7 ms of loads per epoch)."""
     g = gpus_per_machine
     out = {**data, "num_machines": data["num_machines"] // g, "gpus_per_machine": g, "host": dict(data["host"]),
            "storage": dict(data["storage"]), "sources": dict(data["sources"])}
     for field in SHARED_BY_MACHINE:
         group, name = field.split(".")
         out[group][name] = out[group][name] * g
+    out["nvlink"] = {"bandwidth_bytes_per_s": data["network"]["bandwidth_bytes_per_s"],
+                     "latency_s": data["network"]["latency_s"], "topology": "nvswitch"}
+    out["sources"]["nvlink"] = ("the loopback between the machine's worker processes (gloo over 127.0.0.1, no "
+                                "NVLink on a CPU): network.bandwidth_bytes_per_s and network.latency_s as measured "
+                                "(executor.probe_shares.machines_of_shares)")
     out["sources"]["num_machines"] = f"{out['num_machines']} modelled machines of {g} worker processes each"
     out["sources"]["gpus_per_machine"] = f"{g} worker processes per modelled machine (gnnplan probe --gpus-per-machine)"
     out["sources"]["machine shares"] = (f"{', '.join(SHARED_BY_MACHINE)}: {g} times one worker's share "

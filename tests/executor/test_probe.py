@@ -163,7 +163,9 @@ def test_process_bytes_is_a_training_workers_peak_less_the_models_data_terms(mon
 
 def test_machines_of_several_workers_hold_their_workers_shares(quick: dict[str, Any]) -> None:
     """--gpus-per-machine 2: one machine of the 2 workers with both workers' cores, memory and bandwidths, each
-    worker's own rates unchanged; the result is a valid cluster (machines_of_shares applied to the same probe)."""
+    worker's own rates unchanged, its workers talking over the loopback the probe measured (the machine's
+    GPU-to-GPU link, any pair at that rate); the result is a valid cluster (machines_of_shares applied to the same
+    probe)."""
     from gnnplan.executor import probe_shares
     from gnnplan.simulator.hardware.spec import cluster_from_dict
 
@@ -174,5 +176,9 @@ def test_machines_of_several_workers_hold_their_workers_shares(quick: dict[str, 
         group, name = field.split(".")
         assert merged[group][name] == 2 * quick[group][name]
     assert merged["gpu"] == quick["gpu"] and merged["pcie"] == quick["pcie"] and merged["network"] == quick["network"]
+    assert quick["nvlink"] is None and merged["nvlink"] == {
+        "bandwidth_bytes_per_s": quick["network"]["bandwidth_bytes_per_s"], "latency_s": quick["network"]["latency_s"],
+        "topology": "nvswitch"}
+    assert merged["sources"]["nvlink"].startswith("the loopback between the machine's worker processes")
     with pytest.raises(SpecError, match="--gpus-per-machine: must be >= 1 and divide the 2 workers, got 3"):
         probe.probe_machine(num_workers=2, quick=True, gpus_per_machine=3)

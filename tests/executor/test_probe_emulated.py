@@ -118,6 +118,24 @@ def _machine_mapping() -> dict[str, Any]:
     return data
 
 
+def test_workers_of_one_emulated_machine_talk_over_its_loopback() -> None:
+    """Machines of 2 workers: the machine's GPU-to-GPU link is the loopback measured inside machine 0 (the
+    executor's gloo ranks of one namespace), while ``network`` is what was measured between machines; with 1
+    worker per machine there is no such link."""
+    from gnnplan.simulator.hardware.spec import cluster_from_dict
+
+    machine = _machine_mapping()
+    network = (2e-4, 1.2e7, 1.5e-3, 6e-4)
+    two = probe_emulated._cluster(machine, 2, 2, MachineLimits(12.5e6), network, QUICK, (4e-6, 5e-5, 230))
+    spec = cluster_from_dict(two, where="probe")
+    assert spec.nvlink is not None and spec.nvlink.topology == "nvswitch"
+    assert spec.nvlink.bandwidth_bytes_per_s == machine["network"]["bandwidth_bytes_per_s"] != 1.2e7
+    assert spec.nvlink.latency_s == machine["network"]["latency_s"] and spec.network.latency_s == 2e-4
+    assert "as the loopback between the machine's worker processes" in two["sources"]["nvlink"]
+    one = probe_emulated._cluster(machine, 2, 1, MachineLimits(12.5e6), network, QUICK, (4e-6, 5e-5, 230))
+    assert cluster_from_dict(one, where="probe").nvlink is None
+
+
 @needs_root
 def test_network_between_emulated_machines_is_the_shaped_rate() -> None:
     """The ping-pong between two namespaces over a 100 Mbit/s token bucket gives the shaped rate (within the

@@ -34,7 +34,8 @@ Simulation (``simulate``), per worker and iteration, on :class:`~simulator.hardw
   ``all_to_all`` calls (request counts, ids, reply counts, edges), the worker sampling what the others asked of
   it before the replies and its own vertices after (:meth:`~.run.DpRun._exchange_layer`).
 * ``load``, step after step as the executor's ``FeatureStore.load`` does it: with ``cache_placement = partitioned``
-  (Quiver) the hits in peer GPUs' slices first (ids to each peer, rows back over NVLink, PCIe through the host without
+  (Quiver) the hits in peer GPUs' slices first, pulled as the executor's ``PeerCache`` does (``RowStore.pull``: three
+  collective ``all_to_all`` calls, counts, ids to each peer and rows back over NVLink, PCIe through the host without
   it; :func:`cache_access`; span ``peer_fetch`` inside the load, as the executor's); the own cache's hits gathered on
   the GPU; local misses gathered from host memory; then remote misses pulled (``fetch``, as the executor's
   ``RowStore.pull``: three ``all_to_all`` calls over all workers, the row counts (one int64 to every rank of the other
