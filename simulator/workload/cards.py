@@ -43,6 +43,7 @@ of it is the proxy's chance (``--proxy-draws R`` of simulate, tune and whatif).
 
 from __future__ import annotations
 
+import copy
 from functools import lru_cache
 from pathlib import Path
 from typing import Generic, Literal, TypeVar
@@ -346,14 +347,14 @@ def load_card(name: str) -> Card:
     path = CARD_DIR / f"{name}.yaml"
     if not path.is_file():
         raise SpecError(f"workload.dataset: unknown card {name!r}; allowed: {', '.join(card_names())}")
-    return card_from_dict(_card_mapping(name, path.stat().st_mtime_ns), where=f"card {name}")
+    return card_from_dict(copy.deepcopy(_card_mapping(name, path.stat().st_mtime_ns)), where=f"card {name}")
 
 
 @lru_cache(maxsize=64)
 def _card_mapping(name: str, mtime_ns: int) -> dict:  # type: ignore[type-arg]
     """A card file's parsed YAML, read once per process and version of the file: a study loads its card in every
     trial, and pure-Python YAML took 0.05 s per card here (~6 s of a 12-trial, 2-draw tune of ``card:cora``,
-    2026-11-29). Validation builds new objects, so the shared mapping is never changed."""
+    2026-11-29). :func:`load_card` validates a deep copy, so no card shares a mutable part with it."""
     return read_yaml(CARD_DIR / f"{name}.yaml", f"card {name}")
 
 
