@@ -230,7 +230,7 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
             records, earlier = list(state["records"]), list(state["spans"])
             rec.origin_s -= resume_offset_s(earlier)  # this run's spans follow the earlier ones
         settings = getattr(trainer, "epoch_settings", dict)
-        meter = EpochPeak(topo.device, counts_shared=topo.local_rank == 0)
+        meter = EpochPeak(topo.device, counts_shared=topo.local_rank == 0, in_step=topo.gpus_per_machine > 1)
         for epoch in range((resumed + 1) if resumed is not None else 0, num_epochs):
             ran_with = settings()
             meter.begin()

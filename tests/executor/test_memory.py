@@ -104,3 +104,20 @@ def test_a_child_process_s_private_memory_is_counted_and_its_shared_pages_are_no
         os.waitpid(pid, 0)
         os.close(ready[0])
         os.close(release[1])
+
+
+@pytest.mark.parametrize(("counts_shared", "in_step", "reads", "subtracted"),
+                         [(True, False, 0, False), (False, False, 1, True), (True, True, 1, False),
+                          (False, True, 1, True)])
+def test_the_ranks_of_a_machine_read_their_shared_pages_in_step(monkeypatch: pytest.MonkeyPatch, counts_shared: bool,
+                                                                in_step: bool, reads: int, subtracted: bool) -> None:
+    """The shared objects' resident bytes (a /proc/self/smaps pass) are left out of a peak by every rank but the
+    machine's local rank 0, and on a machine of several ranks read by all of them (local rank 0 discarding it),
+    so no rank's phase starts later than its machine mates' for it."""
+    calls: list[int] = []
+    monkeypatch.setattr(memory, "peak_resident_bytes", lambda: 500 * MB)
+    monkeypatch.setattr(memory, "children_private_bytes", lambda: 0)
+    monkeypatch.setattr(memory, "resident_shared_bytes", lambda: calls.append(1) or 200 * MB)
+    meter = EpochPeak(torch.device("cpu"), counts_shared=counts_shared, in_step=in_step)
+    host, _ = meter.end()
+    assert len(calls) == reads and host == (300 if subtracted else 500) * MB
