@@ -61,6 +61,7 @@ def test_the_api_names_load_on_first_use_and_a_worker_s_import_skips_them() -> N
                    Path("/"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+    assert set(gnnplan.__all__) <= set(dir(gnnplan))  # listed before first use (tab completion)
     for name in gnnplan.__all__:
         assert getattr(gnnplan, name) is not None, name
     assert gnnplan.load_cluster("local").name and gnnplan.strategy_names()[0] == "dp"

@@ -53,6 +53,10 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 __all__ = ["__version__", "simulate", "simulate_on_draws", "tune", "run", "calibrate", "whatif", "load_cluster",
            "load_workload", "load_plan", "preset_names", "strategy_names", "ClusterSpec", "WorkloadSpec", "Plan",
            "SimResult"]
