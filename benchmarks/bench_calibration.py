@@ -16,6 +16,10 @@ Usage::
 
     python benchmarks/bench_calibration.py [--cluster local] [--workload cora-sage] [--nprocs 2] [--epochs 12]
         [--calibrate-on batch_size=64] [--target batch_size=128 --target cache_fraction=0.5 ...]
+        [--gpus-per-machine G]
+
+``--gpus-per-machine G`` runs the workers as machines of G (``gnnplan run --gpus-per-machine G``); give it the
+cluster a ``gnnplan probe --gpus-per-machine G`` wrote, whose machines hold G workers' shares.
 """
 
 from __future__ import annotations
@@ -57,9 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibrate-on", default="batch_size=64")
     ap.add_argument("--target", action="append", default=None)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--gpus-per-machine", type=int, default=1)
     args = ap.parse_args(argv)
+    g = args.gpus_per_machine
+    if g < 1 or args.nprocs % g:
+        ap.error(f"--gpus-per-machine: must be >= 1 and divide --nprocs {args.nprocs}, got {g}")
     base = load_cluster(args.cluster)
-    cluster = base.model_copy(update={"num_machines": args.nprocs, "gpus_per_machine": 1})
+    cluster = base.model_copy(update={"num_machines": args.nprocs // g, "gpus_per_machine": g})
     workload = load_workload(args.workload)
 
     def knobs(text: str) -> dict:
@@ -68,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     def run(text: str, out: Path) -> dict:
         plan = Plan(strategy=args.strategy, knobs=knobs(text), num_workers=args.nprocs, cluster=cluster,
                     workload=workload)
-        return run_plan(plan, nprocs=args.nprocs, epochs=args.epochs, trace_dir=out, progress=False)
+        return run_plan(plan, nprocs=args.nprocs, epochs=args.epochs, trace_dir=out, progress=False,
+                        gpus_per_machine=g)
 
     targets = args.target or list(DEFAULT_TARGETS)
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                 runs[text].append(run(text, out))
         fitted, rep = calibrate_files([r["trace"] for r in runs[args.calibrate_on]], cluster)
         measured = {text: statistics.median(r["epoch_time_s"] for r in rs) for text, rs in runs.items()}
-        print(f"cluster {base.name}, workload {workload.name}, strategy {args.strategy}, {args.nprocs} workers, "
+        print(f"cluster {base.name} ({cluster.num_machines} x {g}), workload {workload.name}, strategy "
+              f"{args.strategy}, {args.nprocs} workers, "
               f"{args.rounds} rounds x {args.epochs} epochs per configuration (median over rounds of the median "
               "epoch time over epochs 1..)")
         cal = simulate(fitted, workload, args.strategy, knobs(args.calibrate_on)).epoch_time_s
