@@ -125,8 +125,8 @@ class EpochPeak:
         in_step: whether the machine has other ranks: then every one of them reads its shared objects' resident
             bytes at :meth:`end` (local rank 0 too, discarding it), so none waits at the next collective for
             another's read of /proc/self/smaps (~12 ms in a torch + DGL process here). Read by the other ranks
-            alone, rank 1 of this machine's 1 x 2 runs began each evaluation ~21 ms after rank 0, whose first pull
-            then measured 24 ms against rank 1's 1.9 ms (2026-11-29).
+            alone, rank 1 of the development machine's 1 x 2 runs began each evaluation ~21 ms after rank 0,
+            whose first pull then measured 24 ms against rank 1's 1.9 ms (2026-11-29).
     """
 
     device: torch.device

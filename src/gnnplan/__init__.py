@@ -17,7 +17,8 @@ The Python API (the ``gnnplan`` command line wraps the same functions)::
 Packages (DESIGN.md, "Layout"): :mod:`gnnplan.simulator` (never imports torch, the executor or Optuna at import
 time), :mod:`gnnplan.executor` (PyTorch + DGL + torch.distributed; torchrun entry point
 ``python -m gnnplan.executor.launch``), :mod:`gnnplan.autotune` (Optuna study, loop, CLI). Importing
-``gnnplan`` imports only the simulator's specs; :func:`tune` imports Optuna and :func:`run` torch when called.
+``gnnplan`` imports only the simulator package's ``__init__``; the API's names load their modules on first use
+(:data:`_LAZY`), :func:`tune` imports Optuna and :func:`run` torch when called.
 """
 
 from __future__ import annotations
