@@ -67,6 +67,13 @@ def nic_index(local_gpu: int, gpus_per_machine: int, nics_per_machine: int) -> i
     return local_gpu * nics_per_machine // gpus_per_machine
 
 
+def uplink_index(local_gpu: int, gpus_per_machine: int, gpus_per_uplink: int) -> int:
+    """The PCIe switch uplink (within its machine) local GPU ``local_gpu`` sits behind: consecutive local GPUs
+    share one, ``min(gpus_per_uplink, gpus_per_machine)`` of them (:class:`~simulator.hardware.spec.PcieSpec`;
+    NVIDIA DGX A100 system topology: four PCIe Gen4 switches, two GPUs behind each x16 uplink)."""
+    return local_gpu // min(gpus_per_uplink, gpus_per_machine)
+
+
 def gpus_per_nic(cluster: ClusterSpec) -> int:
     """The most GPUs of one machine sending through the same NIC (:func:`nic_index`)."""
     g, n = cluster.gpus_per_machine, cluster.network.nics_per_machine

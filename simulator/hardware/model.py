@@ -47,7 +47,7 @@ import simpy
 
 from gnnplan.simulator.engine import Engine, FluidResource
 from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.hardware.collectives import nic_index
+from gnnplan.simulator.hardware.collectives import nic_index, uplink_index
 from gnnplan.simulator.hardware.formulas import GATHER_TRAFFIC, worker_cores
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.units import FLOAT_BYTES
@@ -108,7 +108,7 @@ class HardwareModel:
         ``ceil(gpus_per_machine / gpus_per_uplink)`` uplinks per machine)."""
         g = self.cluster.gpus_per_machine
         machine, local = divmod(rank, g)
-        return machine * -(-g // self.gpus_per_uplink) + local // self.gpus_per_uplink
+        return machine * -(-g // self.gpus_per_uplink) + uplink_index(local, g, self.gpus_per_uplink)
 
     def _path(self, rank: int, links: list[FluidResource], uplinks: list[FluidResource]) -> tuple[FluidResource, ...]:
         """A host<->GPU copy's resources: the GPU's link, its uplink (when shared), the machine's host memory."""

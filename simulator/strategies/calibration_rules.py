@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from gnnplan.simulator.hardware.collectives import nic_index
+from gnnplan.simulator.hardware.collectives import nic_index, uplink_index
 from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
 from gnnplan.simulator.strategies.inference_time import EVALUATION_COMPUTE_PHASE, layer_profile_key
 from gnnplan.simulator.trace import Span
@@ -134,11 +134,11 @@ def load_rule(nested: tuple[str, ...] = ("fetch",), copied: str = "remote_bytes"
 
 
 def same_uplink(row: SpanRow) -> list[Span]:
-    """The spans beside ``row``'s whose GPU sits behind the same PCIe switch (consecutive local GPUs,
-    ``pcie.gpus_per_uplink`` of them, as the event model places them)."""
-    g = row.shape.gpus_per_machine
-    per_uplink = min(row.shape.pcie.gpus_per_uplink, g)
-    return [p for p in row.peers if (p.rank % g) // per_uplink == (row.span.rank % g) // per_uplink]
+    """The spans beside ``row``'s whose GPU sits behind the same PCIe switch
+    (:func:`~gnnplan.simulator.hardware.collectives.uplink_index`, as the event model places them)."""
+    g, per_uplink = row.shape.gpus_per_machine, row.shape.pcie.gpus_per_uplink
+    mine = uplink_index(row.span.rank % g, g, per_uplink)
+    return [p for p in row.peers if uplink_index(p.rank % g, g, per_uplink) == mine]
 
 
 def same_nic(row: SpanRow) -> list[Span]:

@@ -6,7 +6,7 @@ holds and how the rest is extrapolated: :mod:`simulator.strategies.base`.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -159,26 +159,32 @@ class WindowRun:
             yield self.engine.timeout(fixed_s)
         return waited
 
-    def _pull_rows(self, rank: int, key: Any, count_bytes: float, request_bytes: float,
-                   reply_bytes: float) -> Generator[Any, Any, float]:
-        """Worker ``rank`` pulls feature rows from the other machines as the executor's ``RowStore.pull``
-        (executor/features.py): three ``all_to_all`` calls (:data:`~.base.FETCH_COLLECTIVES`: the row counts
-        asked of every rank, ``count_bytes``; the int64 ids, ``request_bytes``; the rows back, ``reply_bytes``),
-        each a :meth:`_collective` named ``(*key, call)`` followed by one message per other machine (equal
-        shares, on the worker's NIC rail). Every worker must call it at the same ``key``, also with nothing to
-        pull (the executor's pull is collective). Use with ``yield from``.
+    def _pull_rows(self, rank: int, key: Any, count_bytes: float, request_bytes: float, reply_bytes: float,
+                   messages: Callable[[float, bool], list[Any]] | None = None) -> Generator[Any, Any, float]:
+        """Worker ``rank`` pulls feature rows as the executor's ``RowStore.pull`` (executor/features.py): three
+        ``all_to_all`` calls (:data:`~.base.FETCH_COLLECTIVES`: the row counts asked of every rank,
+        ``count_bytes``; the int64 ids, ``request_bytes``; the rows back, ``reply_bytes``, all in bytes), each a
+        :meth:`_collective` named ``(*key, call)`` followed by its messages: ``messages(nbytes, outward)``, the
+        events of moving ``nbytes`` out to the holders (``outward``) or back from them; by default one message per
+        other machine (equal shares, on the worker's NIC rail). Every worker must call it at the same ``key``,
+        also with nothing to pull (the executor's pull is collective). Use with ``yield from``.
 
         Returns:
             The seconds this worker waited for the others at the three calls.
         """
-        me = self.hw.machine_of(rank)
-        owners = [m for m in range(self.ctx.cluster.num_machines) if m != me]
-        share, rail, waited = 1.0 / len(owners), self.hw.nic_of(rank), 0.0
+        if messages is None:
+            me = self.hw.machine_of(rank)
+            owners = [m for m in range(self.ctx.cluster.num_machines) if m != me]
+            share, rail = 1.0 / len(owners), self.hw.nic_of(rank)
+
+            def messages(nbytes: float, outward: bool) -> list[Any]:
+                return [self.hw.network(me, o, nbytes * share, rail=rail) if outward else
+                        self.hw.network(o, me, nbytes * share, rail=rail) for o in owners]
+        waited = 0.0
         for call, nbytes, outward in (("counts", count_bytes, True), ("ids", request_bytes, True),
                                       ("rows", reply_bytes, False)):
             waited += yield from self._collective(rank, (*key, call), nbytes)
-            yield self.engine.all_of(self.hw.network(me, o, nbytes * share, rail=rail) if outward else
-                                     self.hw.network(o, me, nbytes * share, rail=rail) for o in owners)
+            yield self.engine.all_of(messages(nbytes, outward))
         return waited
 
     def _step(self, rank: int, pos: int, work: StepCompute, start: float) -> Generator[Any, Any, None]:

@@ -328,3 +328,20 @@ def test_the_executor_rejects_sampler_processes_on_a_partitioned_structure() -> 
     check_knobs(dp.Knobs(graph_structure="partitioned"))  # sampled in the trainer (executor.sampling_partitioned)
     with pytest.raises(SpecError, match="graph_structure=partitioned"):
         check_knobs(dp.Knobs(graph_structure="partitioned", num_sampler_workers=1))
+
+
+def test_consecutive_gpus_share_an_uplink_as_the_event_model_places_them() -> None:
+    """``uplink_index``: DGX A100's two GPUs per switch, one switch for every GPU when it has more ports than the
+    machine has GPUs; the event model's ``uplink_of`` numbers a machine's uplinks after the previous machine's."""
+    from gnnplan.simulator.engine import Engine
+    from gnnplan.simulator.hardware.collectives import uplink_index
+    from gnnplan.simulator.hardware.model import HardwareModel
+
+    assert [uplink_index(local, 8, 2) for local in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [uplink_index(local, 4, 8) for local in range(4)] == [0, 0, 0, 0]
+    cl = load_cluster("dgx-a100").model_copy(update={"num_machines": 2})
+    hw = HardwareModel(cl, Engine())
+    per_machine = -(-cl.gpus_per_machine // min(cl.pcie.gpus_per_uplink, cl.gpus_per_machine))
+    assert [hw.uplink_of(r) for r in range(cl.num_gpus)] == [
+        r // cl.gpus_per_machine * per_machine + uplink_index(r % cl.gpus_per_machine, cl.gpus_per_machine,
+                                                              cl.pcie.gpus_per_uplink) for r in range(cl.num_gpus)]

@@ -110,7 +110,7 @@ from gnnplan.simulator.strategies.base import (
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.dp.run import DpRun
 from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES as SAMPLED_EDGE_BYTES
-from gnnplan.simulator.strategies.dp.work import IterationWork, iteration_work
+from gnnplan.simulator.strategies.dp.work import IterationWork, iteration_work, peer_cache
 from gnnplan.simulator.strategies.dp.work import cache_access as cache_access
 from gnnplan.simulator.strategies.dp.work import remote_sampling as remote_sampling
 from gnnplan.simulator.strategies.host_memory import (
@@ -232,7 +232,7 @@ def memory_model(ctx: SimContext, knobs: Knobs, cost: ModelCost, stats: Inferenc
         weights = graph.pop(GCN_WEIGHTS, 0.0) + gcn_weight_bytes(arch, mine)  # the part's, beside the whole graph's
         graph = {"graph structure (the machine's part: CSC and global edge ids, int64)":
                  partitioned_structure_bytes(sm.num_vertices, mine), **({GCN_WEIGHTS: weights} if weights else {})}
-    peer = knobs.cache_placement == "partitioned" and cl.gpus_per_machine > 1  # the executor's PeerCache
+    peer = peer_cache(knobs, cl)
     cache_maps = 2 if peer else 1 if cached > 0 else 0  # the peer cache's holders and positions, or cache slots
     host = {**graph, "feature partition": feature_partition_bytes(cl, sm),
             "vertex maps (int64)": vertex_maps_bytes(cl, sm.num_vertices, cache_maps),

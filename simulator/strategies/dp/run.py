@@ -7,7 +7,7 @@ from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
-from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES, IterationWork, slowest_machine_works
+from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES, IterationWork, peer_cache, slowest_machine_works
 from gnnplan.simulator.strategies.window_run import WindowRun
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES
 
@@ -132,7 +132,7 @@ class DpRun(WindowRun):
     def _load(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
         """The batch's input rows, step after step (module docstring, ``load``)."""
         hw, start = self.hw, self.engine.now
-        if self.knobs.cache_placement == "partitioned" and self.ctx.cluster.gpus_per_machine > 1:
+        if peer_cache(self.knobs, self.ctx.cluster):
             yield from self._peers(rank, pos, work)  # every iteration, as the executor's PeerCache pulls
         yield from hw.gpu_gather(rank, work.hit_bytes)
         yield hw.host_gather(work.local_bytes, rank)
@@ -145,24 +145,24 @@ class DpRun(WindowRun):
 
     def _peers(self, rank: int, pos: int, work: IterationWork) -> Generator[Any, Any, None]:
         """Rows in the peers' cache slices (``partitioned``), pulled as the executor's ``PeerCache`` pulls them:
-        ``RowStore.pull`` over all workers, three ``all_to_all`` calls (counts, ids, rows back; each a
-        :meth:`_collective`, which waits for every worker and pays ``network.per_all_to_all_s``), whose messages go
-        to and from the machine's other GPUs over NVLink (PCIe through the host without it), each peer serving an
-        equal share. Every worker calls it in every iteration, also with nothing to pull (the pull is collective).
+        ``RowStore.pull`` over all workers (:meth:`_pull_rows`: three ``all_to_all`` calls, counts, ids, rows back,
+        each waiting for every worker and paying ``network.per_all_to_all_s``), whose messages go to and from the
+        machine's other GPUs over NVLink (PCIe through the host without it), each peer serving an equal share.
+        Every worker calls it in every iteration, also with nothing to pull (the pull is collective).
         Span ``peer_fetch`` inside the load, its waits included (``wait_s``), as the executor records it. Until
         2026-11-29 the ids and rows were copies alone: on this machine's probed 1 x 2 cluster dp with a partitioned
         cache measured 4.0 ms per peer pull (gloo among the two local processes) against 0.24 ms predicted."""
         g = self.ctx.cluster.gpus_per_machine
         peers = [self.hw.machine_of(rank) * g + p for p in range(g) if p != rank % g]
-        start, waited = self.engine.now, 0.0
-        counts = INDEX_BYTES * (self.ctx.num_workers - 1)  # one int64 to every other worker, as the executor's
-        for call, nbytes, outward in (("counts", counts, True), ("ids", work.peer_request_bytes, True),
-                                      ("rows", work.peer_bytes, False)):
-            waited += yield from self._collective(rank, (pos, "peer_fetch", call), nbytes)
-            if nbytes > 0:
-                share = nbytes / len(peers)
-                yield self.engine.all_of([self.hw.gpu_to_gpu(rank, p, share) if outward else
-                                          self.hw.gpu_to_gpu(p, rank, share) for p in peers])
+
+        def copies(nbytes: float, outward: bool) -> list[Any]:
+            share = nbytes / len(peers)
+            return [] if nbytes <= 0 else [self.hw.gpu_to_gpu(rank, p, share) if outward else
+                                           self.hw.gpu_to_gpu(p, rank, share) for p in peers]
+        start = self.engine.now
+        count_bytes = INDEX_BYTES * (self.ctx.num_workers - 1)  # one int64 to every other worker, as the executor's
+        waited = yield from self._pull_rows(rank, (pos, "peer_fetch"), count_bytes, work.peer_request_bytes,
+                                            work.peer_bytes, messages=copies)
         self._span(rank, "peer_fetch", start, "nvlink", pos, nbytes=work.peer_request_bytes + work.peer_bytes,
                    num_peer_vertices=work.peer_request_bytes / INDEX_BYTES, wait_s=waited)
 

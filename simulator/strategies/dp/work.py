@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
+from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies.base import SMALLER_BATCH_FRACTION, SimContext, minibatch_blocks, minibatch_model_cost
 from gnnplan.simulator.strategies.window_run import StepCompute
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, ModelCost
@@ -96,9 +97,16 @@ def cache_access(ctx: SimContext, knobs: Knobs, worker: int | None = None) -> tu
     g, coverage = ctx.cluster.gpus_per_machine, cache_coverage(ctx, knobs)
     hit, local, remote = (ctx.sample.access(coverage) if worker is None
                           else ctx.sample.worker_access(worker, coverage))
-    if knobs.cache_placement == "replicated" or g == 1:
+    if not peer_cache(knobs, ctx.cluster):
         return hit, local, remote, 0.0
     return hit / g, local, remote, hit * (g - 1) / g
+
+
+def peer_cache(knobs: Knobs, cluster: ClusterSpec) -> bool:
+    """Whether a machine's GPUs cache disjoint slices and pull each other's (the executor's ``PeerCache``):
+    ``cache_placement = partitioned`` on machines of several GPUs; with one GPU per machine the slice is the
+    whole cache (Quiver's placement; brief gsplit.md §7)."""
+    return knobs.cache_placement == "partitioned" and cluster.gpus_per_machine > 1
 
 
 def cache_coverage(ctx: SimContext, knobs: Knobs) -> float:
