@@ -19,6 +19,16 @@ and :func:`~gnnplan.executor.features.fill` now (with at least half of the rows 
 every position, then the misses' rows copied in). Workloads: Cora with the main job's cache (509 inputs, 98% hits,
 from its trace of 2026-11-29), and R-MAT inputs with 90% and 20% hits.
 
+Third table: the row copies around the full-graph strategies' exchanges, before and after 2026-11-29, on the sizes
+of Cora on 2 workers (this machine's main-job layout, from the traces of that day). neutronstar's layer 1 (1354
+owned rows of 1433 floats, 1101 received, 1116 sent): the rows to send gathered by advanced indexing per peer and
+concatenated, the receive buffers concatenated and copied back, then concatenated again with ``X_1`` into the table
+``T_1``, against one ``index_select`` into the send buffer and the received rows written straight into the tail of a
+table built once. The transport's own write of the received bytes is the same copy in both (stands for the
+exchange, which is not timed). hongtu's ``h2d`` of a chunk (1354 host rows into a 1500-slot buffer):
+``buffer[slots] = host[rows]`` against ``index_select`` and ``index_copy_``
+(:func:`gnnplan.executor.strategies.hongtu.transfer.put_rows`).
+
 Run: ``python benchmarks/bench_feature_gather.py [--calls 200] [--dirty-mib 64]``.
 """
 
@@ -32,6 +42,7 @@ import numpy as np
 import torch
 
 from gnnplan.executor.features import fill, from_cache
+from gnnplan.executor.strategies.hongtu.transfer import put_rows
 
 WORKLOADS = {"rmat, hub machine": (10_000, 128, 3968, 0.886), "rmat, other machine": (10_000, 128, 2194, 0.215),
              "cora": (1354, 1433, 418, 0.68)}
@@ -108,6 +119,72 @@ def cached_table(calls: int, junk: torch.Tensor, gen: torch.Generator) -> None:
         print(f"{name:<24} {num_hit:>6} {old * 1e3:>9.3f} {new * 1e3:>14.3f} {old / new:>6.2f}x", flush=True)
 
 
+NEUTRONSTAR_LAYER1 = (1354, 1433, 1101, 1116)
+"""Cora, 2 workers, DepComm, layer 1: (owned rows, feature width, rows received, rows sent) (module docstring)."""
+HONGTU_CHUNK = (2708, 1433, 1354, 1500)
+"""Cora, hongtu's chunk load: (host rows, width, rows loaded, buffer slots) (module docstring)."""
+
+
+def neutronstar_copies(method: str, source: torch.Tensor, send: torch.Tensor, wire: torch.Tensor,
+                       table0: torch.Tensor) -> torch.Tensor:
+    """Layer 1's copies around the exchange by ``method`` ("before" / "now"); ``wire`` stands for the received
+    bytes the transport writes; returns the table ``T_1``."""
+    if method == "before":
+        outgoing = [source[send[:0]], source[send]]  # per rank: none to itself, the rest to the peer
+        inp = torch.cat([outgoing[1]])
+        incoming = [source.new_empty((0, source.shape[1])), source.new_empty(wire.shape)]
+        out = torch.cat(incoming)
+        out.copy_(wire)
+        for p, piece in enumerate(torch.split(out, [0, len(wire)])):
+            incoming[p].copy_(piece)
+        del inp
+        return torch.cat([source, torch.cat(incoming)])
+    packed = torch.index_select(source, 0, send)
+    table0[len(source):].copy_(wire)
+    del packed
+    return table0
+
+
+def exchange_table(calls: int, junk: torch.Tensor, gen: torch.Generator) -> None:
+    """Print the third table (module docstring): median of ``calls`` of each, alternating."""
+    print("\n== row copies around the full-graph exchanges (1 thread; Cora, 2 workers)")
+    print(f"{'operation':<34} {'before ms':>10} {'now ms':>8} {'ratio':>7}")
+    owned, width, received, sent = NEUTRONSTAR_LAYER1
+    source = torch.rand(owned, width, generator=gen)
+    send = torch.randperm(owned, generator=gen)[:sent]
+    wire = torch.rand(received, width, generator=gen)
+    table0 = torch.empty((owned + received, width))
+    table0[:owned] = source
+    n, width, k, capacity = HONGTU_CHUNK
+    host = torch.rand(n, width, generator=gen)
+    buffer = torch.empty((capacity, width))
+
+    def h2d(method: str, rows: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        if method == "before":
+            buffer[slots] = host[rows]
+        else:
+            put_rows(buffer, slots, torch.index_select(host, 0, rows))
+        return buffer
+
+    cases = {"neutronstar layer 1: pack, T_1": lambda m, c: neutronstar_copies(m, source, send, wire, table0),
+             "hongtu h2d of a chunk": lambda m, c: h2d(m, *c)}
+    for name, run in cases.items():
+        times: dict[str, list[float]] = {"before": [], "now": []}
+        for call in range(calls + 2):
+            case = (torch.randperm(n, generator=gen)[:k], torch.randperm(capacity, generator=gen)[:k])
+            outs = {}
+            for method in (("before", "now") if call % 2 else ("now", "before")):
+                junk.add_(1.0)
+                start = time.perf_counter()
+                out = run(method, case)
+                if call >= 2:
+                    times[method].append(time.perf_counter() - start)
+                outs[method] = out.clone()
+            assert torch.equal(outs["before"], outs["now"])
+        old, new = (float(np.median(times[m])) for m in ("before", "now"))
+        print(f"{name:<34} {old * 1e3:>10.3f} {new * 1e3:>8.3f} {old / new:>6.2f}x", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
@@ -141,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<22} {num_local:>10} {old * 1e3:>22.3f} {new * 1e3:>16.3f} {old / new:>6.2f}x  {ratio:>19.2f}x",
               flush=True)
     cached_table(args.calls, junk, gen)
+    exchange_table(args.calls, junk, gen)
     return 0
 
 

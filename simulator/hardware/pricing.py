@@ -328,6 +328,7 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("row_indexing", row_indexing_s, ("host.row_index_s",)),
     PricedOp("batch_load", batch_load_s, ("host.row_index_s",) + _STORAGE + _PCIE + ("efficiency.gather_fraction",)),
     PricedOp("host_gather", host_gather_s, ("efficiency.gather_fraction",)),
+    PricedOp("gpu_gather", gpu_gather_s, ("efficiency.gather_fraction",)),
     PricedOp("host_memory_traffic", host_memory_traffic_s, ("efficiency.gather_fraction",)),
     PricedOp("sampling", sampling_s, ("host.sampling_edges_per_s_per_core", "host.sampler_call_s")),
     PricedOp("full_sampling", full_sampling_s,

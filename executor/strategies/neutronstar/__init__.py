@@ -7,14 +7,17 @@ so Hybrid follows the split the cost model chose). Every rank loads the graph, c
 of an
 epoch. One epoch = one full-graph step:
 
-1. forward, l = 1..L: the owners send the rows of h^(l-1) their dependants communicate (raw features at l = 1
-   when they are not cached) — span ``exchange`` (``nbytes`` = bytes this rank sent); the replica block runs
-   meanwhile when ``overlap`` is on (the exchange runs in a thread), then the master block — spans ``forward``
-   (``layer``, ``part``);
+1. forward, l = 1..L: the owners gather the rows of h^(l-1) their dependants communicate (raw features at l = 1
+   when they are not cached) into one send buffer — span ``pack`` (``nbytes`` = its bytes) — and send them — span
+   ``exchange`` (``nbytes`` = bytes this rank sent); each message is a slice of the send buffer and lands in a
+   slice of one receive buffer, which at l = 1 is the tail of the layer's table ``T_1`` (built once), and at
+   l >= 2 is copied with ``X_l`` into ``T_l`` — span ``unpack``; the replica block runs meanwhile when ``overlap``
+   is on (the exchange runs in a thread), then the master block — spans ``forward`` (``layer``, ``part``);
 2. loss = sum of the cross-entropy of the owned training vertices / |all training vertices|;
 3. backward, l = L..1, layer by layer: autograd through the master block stops at the received rows (leaves);
    their gradients go back to the owners (l >= 2, span ``exchange``), who add them to the gradients of their
-   own rows of h^(l-1) (master-mirror, Wang et al., SIGMOD 2022, §1.4 / §4.2) before continuing with layer l-1;
+   own rows of h^(l-1) (span ``unpack``; master-mirror, Wang et al., SIGMOD 2022, §1.4 / §4.2) before continuing
+   with layer l-1;
    the replica block's backward overlaps with that exchange when ``overlap`` is on — spans ``backward``;
 4. ``all_reduce`` (sum) of the flattened weight gradients, then Adam — ``optimizer``.
 
@@ -72,9 +75,15 @@ class Trainer:
                                                                                   topo.rank)]
         self.active = [any(len(s.communicated[i]) for s in self.all_sets) for i in range(len(self.layers))]
         features, dev = torch.from_numpy(input_features(graph, wl.dataset)), topo.device
-        self.owned_features = features[torch.from_numpy(mine.owned)].to(dev)
-        self.x0 = torch.cat([self.owned_features, features[torch.from_numpy(mine.replicated[0])].to(dev)])
         self.num_owned = len(mine.owned)
+        first = self.layers[0]
+        self.table0 = torch.empty((first.num_x_rows + sum(first.recv_counts), graph.feature_dim), device=dev)
+        """``T_1`` (blocks module docstring): ``X_1`` once, and every epoch the received feature rows written into
+        its tail by the exchange itself, so layer 1 builds no table."""
+        self.table0[: self.num_owned] = features[torch.from_numpy(mine.owned)].to(dev)
+        self.table0[self.num_owned: first.num_x_rows] = features[torch.from_numpy(mine.replicated[0])].to(dev)
+        self.x0 = self.table0[: first.num_x_rows]
+        self.owned_features = self.table0[: self.num_owned]
         self.labels = torch.from_numpy(graph.labels[mine.owned]).to(dev)
         self.split = {name: torch.from_numpy(np.flatnonzero(np.isin(mine.owned, idx))).to(dev)
                       for name, idx in (("train", graph.train_idx), ("val", graph.val_idx), ("test", graph.test_idx))}
@@ -91,28 +100,36 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------ one step
 
-    def _exchange(self, index: int, rows: list[torch.Tensor], width: int, backward: bool, epoch: int) -> list:
-        """Exchange for layer ``index + 1``: forward sends ``rows`` (per rank) and returns the received rows per
-        rank; backward sends ``rows`` (gradients per owner) and returns the gradients for ``send_rows``."""
-        lp = self.layers[index]
-        sizes = [int(t.shape[0]) for t in lp.send_rows] if backward else lp.recv_counts
-        incoming = [torch.empty(n, width, device=self.topo.device) for n in sizes]
-        timing: ExchangeTiming = exchange(rows, incoming, self.knobs.ring) if self.active[index] else \
-            ExchangeTiming(now(), now(), 0, 0)
+    def _exchange(self, index: int, send: torch.Tensor, send_counts: list[int], recv: torch.Tensor,
+                  recv_counts: list[int], backward: bool, epoch: int) -> torch.Tensor:
+        """Exchange for layer ``index + 1`` (:func:`~.blocks.exchange`): forward sends the packed rows and receives
+        the communicated rows into ``recv``; backward sends their gradients back and receives those of the rows
+        it sent. Returns ``recv``."""
+        timing: ExchangeTiming = exchange(send, send_counts, recv, recv_counts, self.knobs.ring) \
+            if self.active[index] else ExchangeTiming(now(), now(), 0, 0)
         self.rec.add("exchange", timing.start_s, timing.end_s, "network", epoch, 0, nbytes=timing.sent_bytes,
                      layer=index + 1, direction="backward" if backward else "forward",
-                     received_bytes=timing.received_bytes, network_bytes=self._network_bytes(rows, index),
-                     network_received_bytes=self._network_bytes(incoming, index))
-        return incoming
+                     received_bytes=timing.received_bytes, network_bytes=self._network_bytes(send, send_counts, index),
+                     network_received_bytes=self._network_bytes(recv, recv_counts, index))
+        return recv
 
-    def _network_bytes(self, per_rank: list[torch.Tensor], index: int) -> int:
-        """Bytes of ``per_rank`` (a tensor per rank) to or from ranks of other machines in layer ``index + 1``'s
+    def _network_bytes(self, buffer: torch.Tensor, counts: list[int], index: int) -> int:
+        """Bytes of ``buffer`` (``counts`` rows per rank) to or from ranks of other machines in layer ``index + 1``'s
         exchange (0 when it does not run): what crosses this machine's NICs, which the simulator prices apart from
         the bytes between the machine's own GPUs."""
         if not self.active[index]:
             return 0
-        return sum(t.numel() * t.element_size() for p, t in enumerate(per_rank)
-                   if p != self.topo.rank and not comm.same_machine(p))
+        row = buffer[0].numel() * buffer.element_size() if len(buffer) else 0
+        return sum(n * row for p, n in enumerate(counts) if p != self.topo.rank and not comm.same_machine(p))
+
+    def _copy(self, phase: str, index: int, fn, nbytes: int, epoch: int):  # type: ignore[no-untyped-def]
+        """Run a row copy around an exchange and record it: ``pack`` (the rows to send gathered into one buffer)
+        or ``unpack`` (received rows put in place: layer l >= 2's table ``T_l``, or the returned gradients added to
+        the rows sent); ``nbytes`` = the rows' bytes."""
+        t0 = now()
+        out = fn()
+        self.rec.add(phase, t0, now(), "compute", epoch, 0, nbytes=nbytes, layer=index + 1)
+        return out
 
     def _compute(self, phase: str, part: str, index: int, fn, epoch: int):  # type: ignore[no-untyped-def]
         t0 = now()
@@ -133,17 +150,23 @@ class Trainer:
         x = self.x0
         for index, lp in enumerate(self.layers):
             source = self.owned_features if index == 0 else x[: self.num_owned].detach()
-            outgoing = [source[rows] for rows in lp.send_rows]
-            wait = launch(lambda i=index, o=outgoing, w=source.shape[1]: self._exchange(i, o, w, False, epoch),
-                          self.knobs.overlap and self.active[index])
+            width, sends = source.shape[1], self.active[index] and len(lp.send_index) > 0
+            packed = self._copy("pack", index, lambda s=source, i=lp.send_index: torch.index_select(s, 0, i),
+                                len(lp.send_index) * width * source.element_size(), epoch) if sends else \
+                source.new_empty((0, width))
+            into = self.table0[lp.num_x_rows:] if index == 0 else source.new_empty((sum(lp.recv_counts), width))
+            wait = launch(lambda i=index, o=packed, n=lp.send_counts, r=into, m=lp.recv_counts:
+                          self._exchange(i, o, n, r, m, False, epoch), self.knobs.overlap and self.active[index])
             replica = None
             if lp.replica is not None:
                 replica = self._compute("forward", "replica", index,
                                         lambda: self.model.apply_layer(index, lp.replica, x[lp.replica_rows]), epoch)
-            recv = torch.cat(wait())
+            recv = wait()
             if index > 0 and grad:
                 recv.requires_grad_()
-            table = torch.cat([x, recv])
+            table = self.table0 if index == 0 else x if not len(recv) else \
+                self._copy("unpack", index, lambda r=recv: torch.cat([x, r]),
+                           (len(x) + len(recv)) * width * recv.element_size(), epoch)
             master = self._compute("forward", "master", index,
                                    lambda: self.model.apply_layer(index, lp.master, table[lp.master_rows]), epoch)
             state.append((x, recv, master, replica))
@@ -164,17 +187,19 @@ class Trainer:
                               lambda: master.backward(grad_out[: self.num_owned]), epoch)
             wait = None
             if index > 0:
-                pieces = list(torch.split(recv.grad if recv.grad is not None else torch.zeros_like(recv),
-                                          lp.recv_counts))
-                wait = launch(lambda i=index, p=pieces, w=recv.shape[1]: self._exchange(i, p, w, True, epoch),
-                              self.knobs.overlap and self.active[index])
+                grads = recv.grad if recv.grad is not None else torch.zeros_like(recv)
+                back = grads.new_empty((len(lp.send_index), grads.shape[1]))
+                wait = launch(lambda i=index, g=grads.contiguous(), b=back, n=lp.recv_counts, m=lp.send_counts:
+                              self._exchange(i, g, n, b, m, True, epoch), self.knobs.overlap and self.active[index])
             if replica is not None:
                 self._compute("backward", "replica", index,
                               lambda: replica.backward(grad_out[self.num_owned:]), epoch)
             if wait is not None:
                 grad_x = x.grad if x.grad is not None else torch.zeros_like(x)
-                for rows, g in zip(lp.send_rows, wait()):
-                    grad_x.index_add_(0, rows, g)
+                back = wait()
+                if len(back):
+                    self._copy("unpack", index, lambda g=grad_x, b=back: g.index_add_(0, lp.send_index, b),
+                               back.numel() * back.element_size(), epoch)
                 grad_out = grad_x
 
     def step(self, epoch: int = -1) -> tuple[float, float]:

@@ -39,8 +39,14 @@ class LayerPlan:
         master: DGL block of the owned vertices; ``master_rows`` its source rows in ``T_l``.
         replica: DGL block of the replicas computed at layer l (None if none); ``replica_rows`` in ``X_l``.
         recv_counts: rows received from each rank (0 for itself), in rank order.
-        send_rows: per rank, positions among the owned vertices of the rows it receives from this worker.
+        send_counts: rows sent to each rank (0 for itself), in rank order.
+        send_index: positions among the owned vertices of the rows sent, rank after rank (``send_counts`` each):
+            the send buffer is ``index_select(h, 0, send_index)``, and the gradients that come back for it are
+            added to those rows.
         num_x_rows: rows of ``X_l``.
+
+    Shapes:
+        send_index: (sum(send_counts),) int64.
     """
 
     master: Any
@@ -48,7 +54,8 @@ class LayerPlan:
     replica: Any | None
     replica_rows: torch.Tensor
     recv_counts: list[int]
-    send_rows: list[torch.Tensor]
+    send_counts: list[int]
+    send_index: torch.Tensor
     num_x_rows: int
 
     def to(self, device: torch.device) -> LayerPlan:
@@ -58,7 +65,7 @@ class LayerPlan:
         move = lambda t: t.to(device)  # noqa: E731
         return LayerPlan(self.master.to(device), move(self.master_rows),
                          None if self.replica is None else self.replica.to(device), move(self.replica_rows),
-                         self.recv_counts, [move(t) for t in self.send_rows], self.num_x_rows)
+                         self.recv_counts, self.send_counts, move(self.send_index), self.num_x_rows)
 
 
 def _block(graph: Any, edge_weight: torch.Tensor | None, dst: np.ndarray, num_vertices: int) -> tuple[Any, np.ndarray]:
@@ -115,9 +122,10 @@ def layer_plans(graph: Any, edge_weight: torch.Tensor | None, all_sets: list[Wor
         for peer, theirs in enumerate(all_sets):
             wanted = theirs.communicated[layer - 1] if peer != rank else np.empty(0, dtype=np.int64)
             wanted = wanted[owner[wanted] == rank]
-            send.append(torch.from_numpy(np.searchsorted(owned, wanted)))
+            send.append(np.searchsorted(owned, wanted))
         plans.append(LayerPlan(master, _rows(position, master_src, "an owned vertex"), replica, replica_rows,
-                               recv, send, len(owned) + len(reps)))
+                               recv, [len(a) for a in send], torch.from_numpy(np.concatenate(send)),
+                               len(owned) + len(reps)))
     return plans
 
 
@@ -131,30 +139,29 @@ class ExchangeTiming:
     received_bytes: int
 
 
-def exchange(outgoing: list[torch.Tensor], incoming: list[torch.Tensor], ring: bool) -> ExchangeTiming:
-    """Send ``outgoing[p]`` to every rank p and receive ``incoming[p]`` (preallocated) from it; empty tensors
-    are skipped (both sides know the sizes). With ``ring``, slot s = 0..W-2 pairs a send to (r+s+1) mod W with a
-    receive from (r-s-1) mod W (Wang et al., SIGMOD 2022, §4.3); otherwise one ``all_to_all_single``.
+def exchange(send: torch.Tensor, send_counts: list[int], recv: torch.Tensor, recv_counts: list[int],
+             ring: bool) -> ExchangeTiming:
+    """Send ``send_counts[p]`` rows of ``send`` (rank after rank) to every rank p and receive ``recv_counts[p]``
+    rows from it into ``recv`` (preallocated, rank after rank; this rank's own counts are 0), without copying
+    either buffer: each message is a slice of it. Empty messages are skipped (both sides know the sizes). With
+    ``ring``, slot s = 0..W-2 pairs a send to (r+s+1) mod W with a receive from (r-s-1) mod W (Wang et al.,
+    SIGMOD 2022, §4.3); otherwise one ``all_to_all_single``.
 
     Shapes:
-        outgoing[p]: (rows to p, width); incoming[p]: (rows from p, width).
+        send: (sum(send_counts), width); recv: (sum(recv_counts), width), contiguous.
     """
     start, sent0, recv0 = time.perf_counter(), comm.bytes_sent(), comm.bytes_received()
     me, world = comm.rank(), comm.world_size()
     if ring:
+        out_at, in_at = np.cumsum([0, *send_counts]), np.cumsum([0, *recv_counts])
         for s in range(world - 1):
             dst, src = (me + s + 1) % world, (me - s - 1) % world
-            requests = comm.post_exchange(outgoing[dst].contiguous() if outgoing[dst].shape[0] else None, dst,
-                                          incoming[src] if incoming[src].shape[0] else None, src)
+            requests = comm.post_exchange(send[out_at[dst]: out_at[dst + 1]] if send_counts[dst] else None, dst,
+                                          recv[in_at[src]: in_at[src + 1]] if recv_counts[src] else None, src)
             for request in requests:
                 request.wait()
     elif world > 1:
-        inp = torch.cat([o if p != me else o[:0] for p, o in enumerate(outgoing)])
-        out = torch.cat(incoming)
-        comm.all_to_all_single(out, inp, [t.shape[0] for t in incoming],
-                               [o.shape[0] if p != me else 0 for p, o in enumerate(outgoing)])
-        for p, piece in enumerate(torch.split(out, [t.shape[0] for t in incoming])):
-            incoming[p].copy_(piece)
+        comm.all_to_all_single(recv, send, recv_counts, send_counts)
     return ExchangeTiming(start, time.perf_counter(), comm.bytes_sent() - sent0, comm.bytes_received() - recv0)
 
 

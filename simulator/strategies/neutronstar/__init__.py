@@ -22,7 +22,10 @@ mirror -> a received row; ring slot -> ``s``.
 Per epoch and worker (simulation on :class:`~simulator.hardware.model.HardwareModel`, costs in
 :mod:`simulator.strategies.neutronstar.work`):
 
-1. forward, l = 1..L: ``exchange`` of h^(l-1) rows. With ``ring`` (§4.3) slot s = 0..W-2 sends to worker
+1. forward, l = 1..L: ``pack``, the rows this worker sends gathered into one buffer in device memory
+   (:meth:`~simulator.hardware.model.HardwareModel.gpu_gather` of the bytes sent), then the ``exchange`` of
+   h^(l-1) rows, received straight into the layer's input table at l = 1 and, at l >= 2, copied with ``X_l`` into
+   it (``unpack``, a device copy of both). With ``ring`` (§4.3) slot s = 0..W-2 sends to worker
    (i+s+1) mod W and receives from (i-s-1) mod W, one slot after the other, so no two senders share a receiver;
    without it all messages start at once and share the receivers' NICs (incast). A message crosses the
    sender's PCIe (device-to-host), the network and the receiver's PCIe (host-to-device), one after the other
@@ -31,7 +34,11 @@ Per epoch and worker (simulation on :class:`~simulator.hardware.model.HardwareMo
    Empty messages are not sent. With ``overlap`` (§4.3, "pipelining") the replica block (the cached subtrees,
    which need no received row) is computed while the exchange is in flight; then the master block.
 2. backward, l = L..1: master block backward, then the gradients of the received rows go back to their owners
-   (l >= 2; ``exchange``), overlapped with the replica block's backward when ``overlap`` is on.
+   (l >= 2; ``exchange``), overlapped with the replica block's backward when ``overlap`` is on; the owner adds
+   the gradients that come back to the rows it sent (``unpack``, a device copy of their bytes). Until 2026-11-29
+   the copies around an exchange were not priced (nor timed: the executor copied each buffer two to three times
+   more, outside any span): on this machine's 2 x 1 probe DepComm on Cora spent 5.7 ms of a 29.7 ms epoch in
+   them, predicted 15.4 ms.
 3. ``all_reduce`` of the weight gradients (synchronous ring, hierarchical on multi-GPU machines, as ``dp``),
    ``optimizer`` (Adam), then ``iteration_overhead_s``.
 
@@ -77,11 +84,12 @@ SUPPORTS = ("full-graph",)
 MODEL_ARCHS = MESSAGE_PASSING_ARCHS
 NEEDS_SAMPLE_STATS = False
 """Full-graph: no sampled mini-batches; the dependency statistics are measured here."""
-PHASES = ("forward", "backward", "exchange", "all_reduce", "optimizer")
+PHASES = ("forward", "backward", "pack", "exchange", "unpack", "all_reduce", "optimizer")
 CALIBRATION: dict[str, PhaseRule] = {
     "exchange": rules.exchange_rule(ring_knob="ring"), **rules.compute_rules(),
-    "iteration": rules.iteration_rule(("forward", "backward", "all_reduce", "optimizer", "exchange"),
-                                      sampler_knob=None),
+    "pack": rules.device_copy_rule(), "unpack": rules.device_copy_rule(),
+    "iteration": rules.iteration_rule(("forward", "backward", "all_reduce", "optimizer", "pack", "exchange",
+                                       "unpack"), sampler_knob=None),
     "all_reduce": rules.all_reduce_rule()}
 """How calibration prices ``neutronstar``'s spans (the worker's path: forward, backward and the exchanges of
 every layer, all_reduce, optimizer)."""
@@ -294,14 +302,39 @@ class _Run(FullGraphRun):
             yield from self._compute(rank, layer, phase, "master")
         exchange = None
         if phase == "forward" or layer >= 2:
+            if phase == "forward":
+                yield from self._copy(rank, layer, "pack", self._sent_bytes(rank, layer))
             exchange = self.engine.process(self._exchange(rank, layer, phase))
         if exchange is not None and not self.knobs.overlap:
             yield exchange
         yield from self._compute(rank, layer, phase, "replica")
         if exchange is not None:
             yield exchange
+            if layer >= 2:
+                yield from self._copy(rank, layer, "unpack", self._unpacked_bytes(rank, layer, phase))
         if phase == "forward":
             yield from self._compute(rank, layer, phase, "master")
+
+    def _sent_bytes(self, rank: int, layer: int) -> float:
+        """Bytes of the rows worker ``rank`` sends in layer ``layer``'s forward exchange."""
+        return sum(self._sizes(rank, layer, "forward")[0])
+
+    def _unpacked_bytes(self, rank: int, layer: int, phase: str) -> float:
+        """What layer ``layer`` >= 2 copies after its exchange: forward, ``X_l`` and the received rows into the
+        table ``T_l`` (nothing when no row came); backward, the gradients that came back for the rows sent."""
+        if phase == "backward":
+            return self._sent_bytes(rank, layer)
+        received = sum(self._sizes(rank, layer, "forward")[1])
+        lw = self.works[rank].layers[layer - 1]
+        return lw.x_rows * lw.row_bytes + received if received > 0 else 0.0
+
+    def _copy(self, rank: int, layer: int, phase: str, nbytes: float) -> Generator[Any, Any, None]:
+        """A row copy in device memory around an exchange (``pack`` / ``unpack``), when it has bytes."""
+        if nbytes <= 0:
+            return
+        t0 = self.engine.now
+        yield from self.hw.gpu_gather(rank, nbytes)
+        self._span(rank, phase, t0, "compute", nbytes=nbytes, layer=layer)
 
     def _sizes(self, rank: int, layer: int, phase: str) -> tuple[list[float], list[float]]:
         """(bytes sent to each worker, bytes received from each) in one exchange."""

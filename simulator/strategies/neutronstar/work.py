@@ -46,12 +46,15 @@ class LayerWork:
         received_rows: per owner j, rows of h^(l-1) received from j in the forward pass (and gradients sent back
             to j in the backward pass when l >= 2).
         row_bytes: bytes of one row of h^(l-1).
+        x_rows: rows of ``X_l`` (the owned vertices and the replicas of layer l - 1), which layer l >= 2 copies
+            with the received rows into its input table ``T_l``.
     """
 
     seconds: tuple[float, float, float, float]
     flops: tuple[float, float, float, float]
     received_rows: tuple[int, ...]
     row_bytes: float
+    x_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ def worker_work(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num_cl
         mf, mb, mff, mbf = _split(master, model.arch, i, last, cluster)
         rf, rb, rff, rbf = _split(replica, model.arch, i, False, cluster)
         layers.append(LayerWork((mf, mb, rf, rb), (mff, mbf, rff, rbf), counts.received[i],
-                                float(FLOAT_BYTES * widths[i])))
+                                float(FLOAT_BYTES * widths[i]), counts.num_owned + counts.num_replicated[i]))
     fraction = getattr(cluster.efficiency, "optimizer_fraction", 1.0)
     return WorkerWork(tuple(layers), compute_time_s(master.optimizer, cluster.gpu, fraction),
                       sum(k.flops for k in master.optimizer), float(FLOAT_BYTES * master.num_params), master, replica)
