@@ -42,7 +42,7 @@ def compute_rules() -> dict[str, PhaseRule]:
 
 def device_copy_rule() -> PhaseRule:
     """A row copy in device memory recorded as its own span (neutronstar's ``pack`` and ``unpack`` around an
-    exchange): the span's bytes gathered at the GPU's memory bandwidth
+    exchange, and ``gather``, a block's source rows): the span's bytes gathered at the GPU's memory bandwidth
     (:func:`~gnnplan.simulator.hardware.pricing.gpu_gather_s`)."""
     return PhaseRule("gpu_gather", lambda row: {"nbytes": row.span.nbytes})
 

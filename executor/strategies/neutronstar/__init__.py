@@ -12,7 +12,8 @@ epoch. One epoch = one full-graph step:
    ``exchange`` (``nbytes`` = bytes this rank sent); each message is a slice of the send buffer and lands in a
    slice of one receive buffer, which at l = 1 is the tail of the layer's table ``T_1`` (built once), and at
    l >= 2 is copied with ``X_l`` into ``T_l`` — span ``unpack``; the replica block runs meanwhile when ``overlap``
-   is on (the exchange runs in a thread), then the master block — spans ``forward`` (``layer``, ``part``);
+   is on (the exchange runs in a thread), then the master block — spans ``forward`` (``layer``, ``part``), each
+   after its source rows are gathered from the table (span ``gather``);
 2. loss = sum of the cross-entropy of the owned training vertices / |all training vertices|;
 3. backward, l = L..1, layer by layer: autograd through the master block stops at the received rows (leaves);
    their gradients go back to the owners (l >= 2, span ``exchange``), who add them to the gradients of their
@@ -84,6 +85,9 @@ class Trainer:
         self.table0[self.num_owned: first.num_x_rows] = features[torch.from_numpy(mine.replicated[0])].to(dev)
         self.x0 = self.table0[: first.num_x_rows]
         self.owned_features = self.table0[: self.num_owned]
+        self.inputs: dict[tuple[int, str], torch.Tensor] = {}
+        """(layer index, block) -> the buffer its source rows are gathered into when no gradient flows back
+        (:meth:`_gather`)."""
         self.labels = torch.from_numpy(graph.labels[mine.owned]).to(dev)
         self.split = {name: torch.from_numpy(np.flatnonzero(np.isin(mine.owned, idx))).to(dev)
                       for name, idx in (("train", graph.train_idx), ("val", graph.val_idx), ("test", graph.test_idx))}
@@ -123,13 +127,28 @@ class Trainer:
         return sum(n * row for p, n in enumerate(counts) if p != self.topo.rank and not comm.same_machine(p))
 
     def _copy(self, phase: str, index: int, fn, nbytes: int, epoch: int):  # type: ignore[no-untyped-def]
-        """Run a row copy around an exchange and record it: ``pack`` (the rows to send gathered into one buffer)
-        or ``unpack`` (received rows put in place: layer l >= 2's table ``T_l``, or the returned gradients added to
-        the rows sent); ``nbytes`` = the rows' bytes."""
+        """Run a row copy and record it: ``pack`` (the rows to send gathered into one buffer), ``unpack`` (received
+        rows put in place: layer l >= 2's table ``T_l``, or the returned gradients added to the rows sent) or
+        ``gather`` (a block's source rows); ``nbytes`` = the rows' bytes."""
         t0 = now()
         out = fn()
         self.rec.add(phase, t0, now(), "compute", epoch, 0, nbytes=nbytes, layer=index + 1)
         return out
+
+    def _gather(self, index: int, part: str, table: torch.Tensor, rows: torch.Tensor, epoch: int) -> torch.Tensor:
+        """A block's source rows gathered from ``table`` by ``index_select``, recorded as span ``gather``: into a
+        new tensor when the gradient flows back into the table (layers l >= 2 in training: backward scatters it),
+        else into the block's buffer kept from the last epoch. A fresh tensor of 32 MiB or more is a fresh mapping
+        on the CPU (glibc's largest mmap threshold), whose pages fault in as the gather first writes them: on this
+        machine R-MAT 10000's layer-1 master gather (2048 floats a row) took 36 ms that way against 14 ms
+        predicted (2026-11-29); a GPU's caching allocator reuses its blocks, as the buffer does."""
+        nbytes = len(rows) * table.shape[1] * table.element_size()
+        if table.requires_grad and torch.is_grad_enabled():
+            return self._copy("gather", index, lambda: torch.index_select(table, 0, rows), nbytes, epoch)
+        buffer = self.inputs.get((index, part))
+        if buffer is None or buffer.shape != (len(rows), table.shape[1]):
+            buffer = self.inputs[(index, part)] = table.new_empty((len(rows), table.shape[1]))
+        return self._copy("gather", index, lambda: torch.index_select(table, 0, rows, out=buffer), nbytes, epoch)
 
     def _compute(self, phase: str, part: str, index: int, fn, epoch: int):  # type: ignore[no-untyped-def]
         t0 = now()
@@ -159,16 +178,18 @@ class Trainer:
                           self._exchange(i, o, n, r, m, False, epoch), self.knobs.overlap and self.active[index])
             replica = None
             if lp.replica is not None:
+                inputs = self._gather(index, "replica", x, lp.replica_rows, epoch)
                 replica = self._compute("forward", "replica", index,
-                                        lambda: self.model.apply_layer(index, lp.replica, x[lp.replica_rows]), epoch)
+                                        lambda h=inputs: self.model.apply_layer(index, lp.replica, h), epoch)
             recv = wait()
             if index > 0 and grad:
                 recv.requires_grad_()
             table = self.table0 if index == 0 else x if not len(recv) else \
                 self._copy("unpack", index, lambda r=recv: torch.cat([x, r]),
                            (len(x) + len(recv)) * width * recv.element_size(), epoch)
+            inputs = self._gather(index, "master", table, lp.master_rows, epoch)
             master = self._compute("forward", "master", index,
-                                   lambda: self.model.apply_layer(index, lp.master, table[lp.master_rows]), epoch)
+                                   lambda h=inputs: self.model.apply_layer(index, lp.master, h), epoch)
             state.append((x, recv, master, replica))
             if index + 1 < len(self.layers):
                 x = torch.cat([master, replica]) if replica is not None else master

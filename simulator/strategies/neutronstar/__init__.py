@@ -39,6 +39,10 @@ Per epoch and worker (simulation on :class:`~simulator.hardware.model.HardwareMo
    the copies around an exchange were not priced (nor timed: the executor copied each buffer two to three times
    more, outside any span): on this machine's 2 x 1 probe DepComm on Cora spent 5.7 ms of a 29.7 ms epoch in
    them, predicted 15.4 ms.
+
+Before its forward kernels a block gathers its source rows from the layer's table (``gather``, a device copy of
+``num_src`` rows: DGL's block takes its source features as one matrix; the memory model counts the copy as the
+block's inputs). Its backward (layer l >= 2: the gradient scattered back into the table) stays inside ``backward``.
 3. ``all_reduce`` of the weight gradients (synchronous ring, hierarchical on multi-GPU machines, as ``dp``),
    ``optimizer`` (Adam), then ``iteration_overhead_s``.
 
@@ -84,12 +88,12 @@ SUPPORTS = ("full-graph",)
 MODEL_ARCHS = MESSAGE_PASSING_ARCHS
 NEEDS_SAMPLE_STATS = False
 """Full-graph: no sampled mini-batches; the dependency statistics are measured here."""
-PHASES = ("forward", "backward", "pack", "exchange", "unpack", "all_reduce", "optimizer")
+PHASES = ("forward", "backward", "gather", "pack", "exchange", "unpack", "all_reduce", "optimizer")
 CALIBRATION: dict[str, PhaseRule] = {
     "exchange": rules.exchange_rule(ring_knob="ring"), **rules.compute_rules(),
-    "pack": rules.device_copy_rule(), "unpack": rules.device_copy_rule(),
-    "iteration": rules.iteration_rule(("forward", "backward", "all_reduce", "optimizer", "pack", "exchange",
-                                       "unpack"), sampler_knob=None),
+    "pack": rules.device_copy_rule(), "unpack": rules.device_copy_rule(), "gather": rules.device_copy_rule(),
+    "iteration": rules.iteration_rule(("forward", "backward", "all_reduce", "optimizer", "gather", "pack",
+                                       "exchange", "unpack"), sampler_knob=None),
     "all_reduce": rules.all_reduce_rule()}
 """How calibration prices ``neutronstar``'s spans (the worker's path: forward, backward and the exchanges of
 every layer, all_reduce, optimizer)."""
@@ -293,6 +297,8 @@ class _Run(FullGraphRun):
         index = (0 if part == "master" else 2) + (0 if phase == "forward" else 1)
         if lw.seconds[index] <= 0:
             return
+        if phase == "forward":
+            yield from self._copy(rank, layer, "gather", lw.input_bytes[0 if part == "master" else 1])
         t0 = self.engine.now
         yield from self.hw.compute(rank, lw.seconds[index])
         self._span(rank, phase, t0, "compute", flops=lw.flops[index], layer=layer, part=part)

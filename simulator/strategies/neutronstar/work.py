@@ -48,6 +48,8 @@ class LayerWork:
         row_bytes: bytes of one row of h^(l-1).
         x_rows: rows of ``X_l`` (the owned vertices and the replicas of layer l - 1), which layer l >= 2 copies
             with the received rows into its input table ``T_l``.
+        input_bytes: (master, replica) block's source rows gathered from the table before its forward kernels
+            (bytes; 0 for a block without work).
     """
 
     seconds: tuple[float, float, float, float]
@@ -55,6 +57,7 @@ class LayerWork:
     received_rows: tuple[int, ...]
     row_bytes: float
     x_rows: int = 0
+    input_bytes: tuple[float, float] = (0.0, 0.0)
 
 
 @dataclass(frozen=True)
@@ -105,8 +108,10 @@ def worker_work(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num_cl
         last = i == num_layers - 1
         mf, mb, mff, mbf = _split(master, model.arch, i, last, cluster)
         rf, rb, rff, rbf = _split(replica, model.arch, i, False, cluster)
-        layers.append(LayerWork((mf, mb, rf, rb), (mff, mbf, rff, rbf), counts.received[i],
-                                float(FLOAT_BYTES * widths[i]), counts.num_owned + counts.num_replicated[i]))
+        row = float(FLOAT_BYTES * widths[i])
+        inputs = (master_blocks[i].num_src * row, replica_blocks[i].num_src * row if rf > 0 else 0.0)
+        layers.append(LayerWork((mf, mb, rf, rb), (mff, mbf, rff, rbf), counts.received[i], row,
+                                counts.num_owned + counts.num_replicated[i], inputs))
     fraction = getattr(cluster.efficiency, "optimizer_fraction", 1.0)
     return WorkerWork(tuple(layers), compute_time_s(master.optimizer, cluster.gpu, fraction),
                       sum(k.flops for k in master.optimizer), float(FLOAT_BYTES * master.num_params), master, replica)
