@@ -95,8 +95,8 @@ CALIBRATION: dict[str, PhaseRule] = {
     "iteration": rules.iteration_rule(("forward", "backward", "all_reduce", "optimizer", "gather", "pack",
                                        "exchange", "unpack"), sampler_knob=None),
     "all_reduce": rules.all_reduce_rule()}
-"""How calibration prices ``neutronstar``'s spans (the worker's path: forward, backward and the exchanges of
-every layer, all_reduce, optimizer)."""
+"""How calibration prices ``neutronstar``'s spans (the worker's path: forward, backward, the row copies and the
+exchanges of every layer, all_reduce, optimizer)."""
 MODES = ("depcache", "depcomm", "hybrid")
 
 
@@ -335,7 +335,8 @@ class _Run(FullGraphRun):
         return lw.x_rows * lw.row_bytes + received if received > 0 else 0.0
 
     def _copy(self, rank: int, layer: int, phase: str, nbytes: float) -> Generator[Any, Any, None]:
-        """A row copy in device memory around an exchange (``pack`` / ``unpack``), when it has bytes."""
+        """A row copy in device memory (``pack`` / ``unpack`` around an exchange, a block's ``gather``), when it
+        has bytes: :meth:`~simulator.hardware.model.HardwareModel.gpu_gather` of them."""
         if nbytes <= 0:
             return
         t0 = self.engine.now
