@@ -13,7 +13,8 @@ run one after another (no overlap of communication and computation is described)
   step 1: a barrier, then slots sending to (i+s+1) mod m), ``d2h`` of the gradient rows flushed to the host and
   ``host_accumulate`` (the CPU adds them; at dedup ``none`` also the rows peers pushed to this machine's host);
   a peer stage's first span starts at its barrier and carries the time waited there as ``wait_s`` (a span of no
-  bytes when the GPU moves nothing in the stage), as the executor records it;
+  bytes when the GPU moves nothing in the stage), as the executor records it; the barrier releases at the last
+  arrival plus its own fixed cost (:func:`~simulator.hardware.pricing.barrier_s`; not priced before 2026-11-29);
 * the gradient ``all_reduce`` (hierarchical ring), ``optimizer`` (Adam), ``iteration_overhead_s``.
 
 Every duration comes from a :class:`~simulator.hardware.model.HardwareModel` event or a priced operation
@@ -167,6 +168,7 @@ class EpochRun(FullGraphRun):
             return
         t0, spans, push = self.engine.now, 0, stage == "backward"
         yield self.rendezvous.wait(key, rank)
+        yield self.engine.timeout(pricing.barrier_s(self.cluster))
         waited = self.engine.now - t0
         for s in range(m - 1):
             ahead, behind = (rank + s + 1) % m, (rank - s - 1) % m

@@ -109,6 +109,24 @@ def test_spans_cover_every_chunk_layer_and_pass() -> None:
     assert set(result.breakdown_s) >= set(hongtu.PHASES)
 
 
+def test_every_peer_stage_pays_its_barrier() -> None:
+    """Each peer stage starts with a barrier that releases at the last arrival plus network.per_collective_s
+    (pricing.barrier_s): on 2 GPUs a stage is one slot, one span, which waits at least that long; raising it by d
+    lengthens the lock-step epoch by d per stage and once more for the gradient all-reduce's own fixed cost."""
+    wl = make_workload("gcn")
+    cl = dgx(2)
+
+    def run(per_collective_s: float) -> api.SimResult:
+        return api.simulate(cl.model_copy(update={"network": cl.network.model_copy(
+            update={"per_collective_s": per_collective_s})}), wl, "hongtu", {"num_chunks": 2})
+
+    base, slower = run(1.0e-4), run(1.1e-3)
+    stages = [s for s in base.spans if s.rank == 0 and s.phase in ("d2d", "exchange")]
+    assert len(stages) == 6  # 2 chunks: forward pulls at layers 0 and 1, backward pushes at layer 1
+    assert all(s.args["wait_s"] >= 1.0e-4 * (1 - 1e-9) for s in stages)
+    assert slower.epoch_time_s - base.epoch_time_s == pytest.approx((len(stages) + 1) * 1.0e-3, rel=1e-9)
+
+
 def test_calibration_recovers_hidden_parameters(tmp_path: Path) -> None:
     start = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 2})
     hidden = {"pcie.bandwidth_bytes_per_s": 8.0e9, "network.bandwidth_bytes_per_s": 0.5e9,
