@@ -92,8 +92,8 @@ from gnnplan.simulator.hardware.spec import ClusterSpec
 __all__ = [
     "all_reduce_s",
     "bandwidth_s",
-    "batch_load_s",
     "barrier_s",
+    "batch_load_s",
     "collective_s",
     "compute_s",
     "ddp_all_reduce_s",
