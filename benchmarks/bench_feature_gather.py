@@ -27,7 +27,7 @@ concatenated, the receive buffers concatenated and copied back, then concatenate
 table built once. The transport's own write of the received bytes is the same copy in both (stands for the
 exchange, which is not timed). hongtu's ``h2d`` of a chunk (1354 host rows into a 1500-slot buffer):
 ``buffer[slots] = host[rows]`` against ``index_select`` and ``index_copy_``
-(:func:`gnnplan.executor.strategies.hongtu.transfer.put_rows`).
+(:func:`gnnplan.executor.features.fill`).
 
 Run: ``python benchmarks/bench_feature_gather.py [--calls 200] [--dirty-mib 64]``.
 """
@@ -42,7 +42,6 @@ import numpy as np
 import torch
 
 from gnnplan.executor.features import fill, from_cache
-from gnnplan.executor.strategies.hongtu.transfer import put_rows
 
 WORKLOADS = {"rmat, hub machine": (10_000, 128, 3968, 0.886), "rmat, other machine": (10_000, 128, 2194, 0.215),
              "cora": (1354, 1433, 418, 0.68)}
@@ -163,7 +162,7 @@ def exchange_table(calls: int, junk: torch.Tensor, gen: torch.Generator) -> None
         if method == "before":
             buffer[slots] = host[rows]
         else:
-            put_rows(buffer, slots, torch.index_select(host, 0, rows))
+            fill(buffer, slots, torch.index_select(host, 0, rows))
         return buffer
 
     cases = {"neutronstar layer 1: pack, T_1": lambda m, c: neutronstar_copies(m, source, send, wire, table0),

@@ -36,6 +36,7 @@ from gnnplan.executor.emulate import MASTER_PORT, EmulatedCluster, EmulationErro
 from gnnplan.executor.launch import WorkerError
 from gnnplan.executor.probe_calls import MIN_FIXED_S
 from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_BYTES, COLLECTIVE_CALLS, jitter_source
+from gnnplan.executor.probe_shares import loopback_link
 from gnnplan.simulator.errors import SpecError
 
 __all__ = ["emulated_network_sources", "probe_emulated", "shaped_latency_bandwidth"]
@@ -134,9 +135,8 @@ def _cluster(machine: dict[str, Any], m: int, w: int, limits: MachineLimits,
     data["host"] = {**machine["host"], "memory_bytes": _sig(memory)}
     data["gpu"] = {**machine["gpu"], "memory_bytes": _sig(memory / w)}
     data["jitter_s"] = _sig(jitter[0])
-    if w > 1:  # a machine's workers talk over its loopback, as executor.probe_shares.machines_of_shares says
-        data["nvlink"] = {"bandwidth_bytes_per_s": machine["network"]["bandwidth_bytes_per_s"],
-                          "latency_s": machine["network"]["latency_s"], "topology": "nvswitch"}
+    if w > 1:  # a machine's workers talk over its loopback
+        data["nvlink"] = loopback_link(machine["network"])
     data["network"] = {**machine["network"], "bandwidth_bytes_per_s": _sig(bandwidth_bytes_per_s),
                        "latency_s": _sig(latency_s), "per_collective_s": _sig(collective),
                        "per_all_to_all_s": _sig(all_to_all)}

@@ -7,13 +7,21 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["SHARED_BY_MACHINE", "machines_of_shares"]
+__all__ = ["SHARED_BY_MACHINE", "loopback_link", "machines_of_shares"]
 
 
 SHARED_BY_MACHINE = ("host.num_cores", "host.memory_bytes", "host.memory_bandwidth_bytes_per_s",
                      "storage.bandwidth_bytes_per_s")
 """The fields of a worker's share of this box (module docstring) that a machine of G workers has G times: its
 cores, memory, memory bandwidth and disk bandwidth (the simulator divides them among the machine's workers)."""
+
+
+def loopback_link(network: dict[str, Any]) -> dict[str, Any]:
+    """The ``nvlink`` mapping of a machine whose workers are processes of one box: they talk over its loopback,
+    so the link is the probed ``network`` rate (bytes/s) and latency (s), any pair at that rate (``nvswitch``);
+    no NVLink on a CPU."""
+    return {"bandwidth_bytes_per_s": network["bandwidth_bytes_per_s"], "latency_s": network["latency_s"],
+            "topology": "nvswitch"}
 
 
 def machines_of_shares(data: dict[str, Any], gpus_per_machine: int) -> dict[str, Any]:
@@ -31,8 +39,7 @@ def machines_of_shares(data: dict[str, Any], gpus_per_machine: int) -> dict[str,
     for field in SHARED_BY_MACHINE:
         group, name = field.split(".")
         out[group][name] = out[group][name] * g
-    out["nvlink"] = {"bandwidth_bytes_per_s": data["network"]["bandwidth_bytes_per_s"],
-                     "latency_s": data["network"]["latency_s"], "topology": "nvswitch"}
+    out["nvlink"] = loopback_link(data["network"])
     out["sources"]["nvlink"] = ("the loopback between the machine's worker processes (gloo over 127.0.0.1, no "
                                 "NVLink on a CPU): network.bandwidth_bytes_per_s and network.latency_s as measured "
                                 "(executor.probe_shares.machines_of_shares)")

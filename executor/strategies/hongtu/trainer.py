@@ -33,12 +33,13 @@ from gnnplan.executor import comm
 from gnnplan.executor.assemble import rank0_first
 from gnnplan.executor.data import Topology, build_graph, input_features
 from gnnplan.executor.evaluate import Accuracy
+from gnnplan.executor.features import fill
 from gnnplan.executor.models import GNN
 from gnnplan.executor.strategies.base import EpochStats, traffic_fields
 from gnnplan.executor.strategies.hongtu import layers as ops
 from gnnplan.executor.strategies.hongtu.plan import BatchPlan, batch_plans
 from gnnplan.executor.strategies.hongtu.store import HostStore, WorkingSet
-from gnnplan.executor.strategies.hongtu.transfer import Mover, put_rows
+from gnnplan.executor.strategies.hongtu.transfer import Mover
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies import hongtu as sim
@@ -141,7 +142,7 @@ class Trainer:
         source = host if self.knobs.dedup == "none" else buf
 
         def land(k: int, rows: torch.Tensor) -> None:
-            put_rows(buf, plan.pull_slots[k], rows)
+            fill(buf, plan.pull_slots[k], rows)
 
         if plan.pulls_anywhere:
             self.mover.peers(where, plan.serve, source, [len(v) for v in plan.fetch.pulls], land, push=False,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 import torch
 
 from gnnplan.executor import comm
+from gnnplan.executor.features import fill
 from gnnplan.executor.strategies.hongtu.store import WorkingSet
 from gnnplan.executor.trace import Recorder, now
 
@@ -47,17 +48,6 @@ class PathBytes:
     def as_dict(self) -> dict[str, float]:
         """The counters by name."""
         return {f.name: float(getattr(self, f.name)) for f in fields(self)}
-
-
-def put_rows(buffer: torch.Tensor, slots: torch.Tensor, rows: torch.Tensor) -> None:
-    """``buffer[slots] = rows`` by ``index_copy_`` (each row copied once, brought to ``buffer``'s device), where the
-    indexed assignment computes every element's offset: on this machine it took twice as long for a hongtu chunk
-    of Cora (1354 of 1433-float rows gathered and written, 3.6 ms against 1.8 ms with ``index_select``, 2026-11-29).
-    ``slots`` are distinct.
-
-    Shapes: buffer (capacity, d); slots (k,) int64; rows (k, d)."""
-    if len(slots):
-        buffer.index_copy_(0, slots.to(buffer.device), rows.to(buffer.device))
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -89,7 +79,9 @@ class Mover:
                                                                  torch.Tensor]],
             gather: Sequence[tuple[torch.Tensor, torch.Tensor]] = (), reused_bytes: float = 0.0) -> list[torch.Tensor]:
         """Load host rows: ``buffer[slots] = host[rows]`` for each (host, rows, buffer, slots) of ``into``, and
-        ``host[rows]`` as new tensors for each (host, rows) of ``gather`` (returned).
+        ``host[rows]`` as new tensors for each (host, rows) of ``gather`` (returned); by ``index_select`` and
+        :func:`~gnnplan.executor.features.fill` (indexed assignment took twice as long for a chunk of Cora here:
+        1354 rows of 1433 floats, 3.6 ms against 1.8 ms, 2026-11-29; benchmarks/bench_feature_gather.py).
 
         Shapes:
             host: (|V|, d); rows, slots: (k,) int64; buffer: (capacity, d).
@@ -98,7 +90,7 @@ class Mover:
         for host, rows, buffer, slots in into:
             staged = torch.index_select(host, 0, rows)
             self.ws.hold("transfer staging", staged)
-            put_rows(buffer, slots, staged)
+            fill(buffer, slots, staged)
             moved += _nbytes(staged)
         out = [torch.index_select(host, 0, rows) for host, rows in gather]
         moved += sum(_nbytes(t) for t in out)
@@ -112,7 +104,7 @@ class Mover:
         """Write rows to the host: ``host[rows] = values`` for each (host, rows, values)."""
         t0, moved = now(), 0
         for host, rows, values in writes:
-            put_rows(host, rows, values)
+            fill(host, rows, values)
             moved += _nbytes(values)
         if moved:
             self._count("gpu_to_host", moved)

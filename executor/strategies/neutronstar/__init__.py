@@ -85,7 +85,7 @@ class Trainer:
         self.table0[self.num_owned: first.num_x_rows] = features[torch.from_numpy(mine.replicated[0])].to(dev)
         self.x0 = self.table0[: first.num_x_rows]
         self.owned_features = self.table0[: self.num_owned]
-        self.inputs: dict[tuple[int, str], torch.Tensor] = {}
+        self.input_buffers: dict[tuple[int, str], torch.Tensor] = {}
         """(layer index, block) -> the buffer its source rows are gathered into when no gradient flows back
         (:meth:`_gather`)."""
         self.labels = torch.from_numpy(graph.labels[mine.owned]).to(dev)
@@ -135,6 +135,33 @@ class Trainer:
         self.rec.add(phase, t0, now(), "compute", epoch, 0, nbytes=nbytes, layer=index + 1)
         return out
 
+    def _pack(self, index: int, source: torch.Tensor, epoch: int) -> torch.Tensor:
+        """The rows of ``source`` this rank sends in layer ``index + 1``'s exchange, gathered into one send buffer
+        (span ``pack``); an empty buffer when it sends none.
+
+        Shapes:
+            source: (owned rows, width) -> (sum(send_counts), width).
+        """
+        lp = self.layers[index]
+        if not (self.active[index] and len(lp.send_index)):
+            return source.new_empty((0, source.shape[1]))
+        return self._copy("pack", index, lambda: torch.index_select(source, 0, lp.send_index),
+                          len(lp.send_index) * source.shape[1] * source.element_size(), epoch)
+
+    def _table(self, index: int, x: torch.Tensor, recv: torch.Tensor, epoch: int) -> torch.Tensor:
+        """``T_l`` (blocks module docstring): at l = 1 the table the exchange received into; at l >= 2 ``X_l`` and
+        the received rows copied into one (span ``unpack``, differentiable), or ``X_l`` itself when none came.
+
+        Shapes:
+            x: (rows of X_l, width); recv: (received rows, width) -> (rows of T_l, width).
+        """
+        if index == 0:
+            return self.table0
+        if not len(recv):
+            return x
+        return self._copy("unpack", index, lambda: torch.cat([x, recv]),
+                          (len(x) + len(recv)) * x.shape[1] * x.element_size(), epoch)
+
     def _gather(self, index: int, part: str, table: torch.Tensor, rows: torch.Tensor, epoch: int) -> torch.Tensor:
         """A block's source rows gathered from ``table`` by ``index_select``, recorded as span ``gather``: into a
         new tensor when the gradient flows back into the table (layers l >= 2 in training: backward scatters it),
@@ -145,9 +172,9 @@ class Trainer:
         nbytes = len(rows) * table.shape[1] * table.element_size()
         if table.requires_grad and torch.is_grad_enabled():
             return self._copy("gather", index, lambda: torch.index_select(table, 0, rows), nbytes, epoch)
-        buffer = self.inputs.get((index, part))
+        buffer = self.input_buffers.get((index, part))
         if buffer is None or buffer.shape != (len(rows), table.shape[1]):
-            buffer = self.inputs[(index, part)] = table.new_empty((len(rows), table.shape[1]))
+            buffer = self.input_buffers[(index, part)] = table.new_empty((len(rows), table.shape[1]))
         return self._copy("gather", index, lambda: torch.index_select(table, 0, rows, out=buffer), nbytes, epoch)
 
     def _compute(self, phase: str, part: str, index: int, fn, epoch: int):  # type: ignore[no-untyped-def]
@@ -169,11 +196,9 @@ class Trainer:
         x = self.x0
         for index, lp in enumerate(self.layers):
             source = self.owned_features if index == 0 else x[: self.num_owned].detach()
-            width, sends = source.shape[1], self.active[index] and len(lp.send_index) > 0
-            packed = self._copy("pack", index, lambda s=source, i=lp.send_index: torch.index_select(s, 0, i),
-                                len(lp.send_index) * width * source.element_size(), epoch) if sends else \
-                source.new_empty((0, width))
-            into = self.table0[lp.num_x_rows:] if index == 0 else source.new_empty((sum(lp.recv_counts), width))
+            packed = self._pack(index, source, epoch)
+            into = self.table0[lp.num_x_rows:] if index == 0 else \
+                source.new_empty((sum(lp.recv_counts), source.shape[1]))
             wait = launch(lambda i=index, o=packed, n=lp.send_counts, r=into, m=lp.recv_counts:
                           self._exchange(i, o, n, r, m, False, epoch), self.knobs.overlap and self.active[index])
             replica = None
@@ -184,9 +209,7 @@ class Trainer:
             recv = wait()
             if index > 0 and grad:
                 recv.requires_grad_()
-            table = self.table0 if index == 0 else x if not len(recv) else \
-                self._copy("unpack", index, lambda r=recv: torch.cat([x, r]),
-                           (len(x) + len(recv)) * width * recv.element_size(), epoch)
+            table = self._table(index, x, recv, epoch)
             inputs = self._gather(index, "master", table, lp.master_rows, epoch)
             master = self._compute("forward", "master", index,
                                    lambda h=inputs: self.model.apply_layer(index, lp.master, h), epoch)

@@ -56,8 +56,8 @@ class LayerWork:
     flops: tuple[float, float, float, float]
     received_rows: tuple[int, ...]
     row_bytes: float
-    x_rows: int = 0
-    input_bytes: tuple[float, float] = (0.0, 0.0)
+    x_rows: int
+    input_bytes: tuple[float, float]
 
 
 @dataclass(frozen=True)
