@@ -34,6 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
+from measure import cluster_of_this_machine  # noqa: E402
+
 GOAL_FRACTION = 0.25
 DEFAULT_TARGETS = ("batch_size=128", "cache_fraction=0.5", "batch_size=32,cache_fraction=0.2")
 
@@ -48,7 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     from gnnplan.executor.runner import run_plan
     from gnnplan.simulator.api import parse_knobs, simulate
     from gnnplan.simulator.calibrate import calibrate_files
-    from gnnplan.simulator.hardware.spec import load_cluster
     from gnnplan.simulator.plan import Plan
     from gnnplan.simulator.workload.spec import load_workload
 
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     g = args.gpus_per_machine
     if g < 1 or args.nprocs % g:
         ap.error(f"--gpus-per-machine: must be >= 1 and divide --nprocs {args.nprocs}, got {g}")
-    base = load_cluster(args.cluster)
+    base = cluster_of_this_machine(args.cluster, args.nprocs, g)
     cluster = base.model_copy(update={"num_machines": args.nprocs // g, "gpus_per_machine": g})
     workload = load_workload(args.workload)
 

@@ -9,8 +9,10 @@ Procedure, all in one run of this script on this machine:
 2. predict each one's ``evaluation_time_s`` (:mod:`simulator.strategies.inference_time`) and epoch time uncalibrated,
    and with the cluster calibrated on the OTHER configurations' traces (``gnnplan calibrate``; leave one out), twice:
    on their training spans only (the evaluation's ``eval_*`` spans removed from the traces), and on all their spans
-   (calibration prices the evaluation's spans too: :func:`simulator.strategies.calibration_rules.evaluation_rules`).
-   No configuration's own spans are fitted in its predictions: every column is a prediction.
+   (calibration prices the evaluation's spans too: :func:`simulator.strategies.calibration_rules.evaluation_rules`);
+   and a fourth time with the cluster calibrated on all the spans of the runs of the OTHER datasets only (column
+   ``other ds``: the transfer to a graph the calibration has not seen, e.g. Cora's runs predicted from CiteSeer's
+   and rmat100k's). No configuration's own spans are fitted in its predictions: every column is a prediction.
 
 There is no goal figure: the errors are what they are. Bundled ``local`` preset (its probed full-neighbour
 sampling ratio 2.95), 2 workers as 2 machines, 4 epochs; two runs on this machine, hours apart (the second with
@@ -61,7 +63,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-from measure import error_summary, plan_for  # noqa: E402
+from measure import cluster_of_this_machine, error_summary, plan_for  # noqa: E402
 
 CONFIGS = (("cora-sage", "dp", {}), ("cora-sage", "hopgnn", {}), ("cora-sage", "gsplit", {}),
            ("citeseer-sage", "dp", {}), ("citeseer-sage", "gsplit", {}), ("rmat100k-sage", "dp", {}),
@@ -74,7 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     from gnnplan.executor.runner import run_plan
     from gnnplan.simulator.api import simulate
     from gnnplan.simulator.calibrate import calibrate_files
-    from gnnplan.simulator.hardware.spec import load_cluster
     from gnnplan.simulator.plan import shaped_like
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nprocs", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=4)
     args = ap.parse_args(argv)
-    cluster = load_cluster(args.cluster)
+    cluster = cluster_of_this_machine(args.cluster, args.nprocs)
     with tempfile.TemporaryDirectory(prefix="gnnplan-bench-evaluation-") as tmp:
         runs = []
         for workload, strategy, knobs in CONFIGS:
@@ -92,16 +93,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"ran {workload} {strategy}: epoch {res['epoch_time_s'] * 1e3:.1f} ms, evaluation "
                   f"{res['evaluation_time_s'] * 1e3:.1f} ms", flush=True)
         print(f"\n{'configuration':24s} {'evaluation':>10s} {'uncal.':>8s} {'training':>9s} {'all spans':>9s}"
-              f"   {'epoch':>8s} {'uncal.':>8s} {'training':>9s} {'all spans':>9s}")
-        labels = ("uncalibrated", "calibrated on the others' training spans", "calibrated on all the others' spans")
+              f" {'other ds':>9s}   {'epoch':>8s} {'uncal.':>8s} {'training':>9s} {'all spans':>9s} {'other ds':>9s}")
+        labels = ("uncalibrated", "calibrated on the others' training spans", "calibrated on all the others' spans",
+                  "calibrated on the other datasets' runs only")
         errors: dict[str, dict[str, list[float]]] = {"evaluation": {k: [] for k in labels},
                                                      "epoch": {k: [] for k in labels}}
         stripped = [without_evaluation(r["trace"], Path(tmp) / f"training-{i}.json") for i, (_, r) in enumerate(runs)]
+        whole = [r["trace"] for _, r in runs]
+        datasets = [str(plan.workload.dataset) for plan, _ in runs]
+        other_datasets = {name: calibrate_files([t for t, d in zip(whole, datasets) if d != name], cluster)[0]
+                          for name in dict.fromkeys(datasets)}
         for i, (plan, res) in enumerate(runs):
             clusters = [plan.cluster]
-            for traces in (stripped, [r["trace"] for _, r in runs]):
+            for traces in (stripped, whole):
                 calibrated, _ = calibrate_files([t for j, t in enumerate(traces) if j != i], cluster)
                 clusters.append(shaped_like(calibrated, plan))
+            clusters.append(shaped_like(other_datasets[datasets[i]], plan))
             predicted = [simulate(c, plan.workload, plan.strategy, plan.knobs) for c in clusters]
             cells = []
             for what, measured, of in (("evaluation", res["evaluation_time_s"], "evaluation_time_s"),

@@ -36,10 +36,12 @@ from typing import Any
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
+from measure import cluster_of_this_machine
+
 from gnnplan.executor.runner import run_plan
 from gnnplan.simulator.api import load_context, simulate
 from gnnplan.simulator.calibrate import calibrate, get_param
-from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies import hongtu
 from gnnplan.simulator.strategies.hongtu.work import layer_widths
@@ -172,7 +174,7 @@ def main() -> None:
     args = parser.parse_args()
     started = time.perf_counter()
     wl = workload(args)
-    base = load_cluster(args.cluster).model_copy(update={"num_machines": 2, "gpus_per_machine": 1})
+    base = cluster_of_this_machine(args.cluster).model_copy(update={"num_machines": 2, "gpus_per_machine": 1})
     with tempfile.TemporaryDirectory() as trace_dir:
         runs = measure(args, wl, base, trace_dir)
         fitted, _ = calibrate({args.fit_on: fastest_epoch_trace(runs[args.fit_on])}, base)

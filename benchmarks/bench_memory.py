@@ -39,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-from measure import error_summary, plan_for  # noqa: E402
+from measure import cluster_of_this_machine, error_summary, plan_for  # noqa: E402
 
 CONFIGS = (("cora-sage", "dp", {}), ("cora-sage", "dp", {"cache_fraction": 0.5}),
            ("cora-sage", "hopgnn", {"num_steps": 2}), ("cora-gcn-full", "neutronstar", {}),
@@ -57,7 +57,6 @@ def main(argv: list[str] | None = None) -> int:
     from gnnplan.executor.runner import run_plan
     from gnnplan.simulator.api import simulate
     from gnnplan.simulator.calibrate import calibrate_files
-    from gnnplan.simulator.hardware.spec import load_cluster
     from gnnplan.simulator.units_parse import parse_quantity
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -72,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--emulate", action="store_true", help="also run under emulated memory limits (root)")
     ap.add_argument("--limits", default="380MB,400MB,440MB", help="memory limits per emulated machine")
     args = ap.parse_args(argv)
-    cluster = load_cluster(args.cluster)
+    cluster = cluster_of_this_machine(args.cluster)
     layouts = [int(g) for g in args.gpus_per_machine.split(",") if g.strip().isdigit()]
     if not layouts or len(layouts) != len(args.gpus_per_machine.split(",")) or any(
             g < 1 or args.nprocs % g for g in layouts):

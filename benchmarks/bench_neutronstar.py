@@ -38,12 +38,14 @@ import numpy as np
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
+from measure import cluster_of_this_machine  # noqa: E402
+
 from gnnplan.executor.runner import run_plan  # noqa: E402
 from gnnplan.simulator.api import simulate  # noqa: E402
 from gnnplan.simulator.calibrate import get_param, with_params  # noqa: E402
 from gnnplan.simulator.hardware import pricing  # noqa: E402
 from gnnplan.simulator.hardware.collectives import staged_network  # noqa: E402
-from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster  # noqa: E402
+from gnnplan.simulator.hardware.spec import ClusterSpec  # noqa: E402
 from gnnplan.simulator.plan import Plan  # noqa: E402
 from gnnplan.simulator.trace import Span, read_trace  # noqa: E402
 from gnnplan.simulator.workload.spec import WorkloadSpec, workload_from_dict  # noqa: E402
@@ -208,7 +210,7 @@ def main() -> None:
     parser.add_argument("--cluster", default="local")
     args = parser.parse_args()
     wl = workload(args)
-    base = load_cluster(args.cluster).model_copy(update={"num_machines": 2, "gpus_per_machine": 1})
+    base = cluster_of_this_machine(args.cluster).model_copy(update={"num_machines": 2, "gpus_per_machine": 1})
     calibrated, product, results = measure(args, wl, base)
     report(args, wl, base, calibrated, product, results)
 

@@ -1,6 +1,7 @@
-"""Shared by the fidelity benchmarks (bench_whatif.py, bench_regret.py, bench_memory.py, bench_evaluation.py): run a
-plan for real, locally or on the emulated cluster, several times, and summarise the epoch times; probe the emulated
-cluster once per setting; build a benchmark's plan; summarise its prediction errors.
+"""Shared by the fidelity benchmarks (bench_whatif.py, bench_regret.py, bench_memory.py, bench_evaluation.py,
+bench_calibration.py, bench_neutronstar.py, bench_hongtu.py): run a plan for real, locally or on the emulated cluster,
+several times, and summarise the epoch times; probe this machine or the emulated cluster once per setting; build a
+benchmark's plan; summarise its prediction errors.
 
 Not a benchmark itself. Every figure it returns is measured; nothing is fitted here.
 """
@@ -111,12 +112,31 @@ def probe_emulated_cluster(bandwidth: float | None, quick: bool, cpu_quota: floa
             time.sleep(5.0)
 
 
-def probe_local_cluster(quick: bool) -> Any:
-    """``gnnplan probe`` of this machine (2 worker processes, as the main job's), as a spec; nothing written."""
+def probe_local_cluster(quick: bool, num_workers: int = 2, gpus_per_machine: int = 1) -> Any:
+    """``gnnplan probe --workers num_workers --gpus-per-machine gpus_per_machine`` of this machine (by default 2
+    worker processes, as the main job's), as a spec; nothing written."""
     from gnnplan.executor.probe import probe_machine
     from gnnplan.simulator.hardware.spec import cluster_from_dict
 
-    return cluster_from_dict(probe_machine(num_workers=2, quick=quick))
+    return cluster_from_dict(probe_machine(num_workers=num_workers, quick=quick, gpus_per_machine=gpus_per_machine))
+
+
+def cluster_of_this_machine(ref: str, num_workers: int = 2, gpus_per_machine: int = 1) -> Any:
+    """The cluster a benchmark predicts its runs on this machine with, uncalibrated: ``ref`` (its ``--cluster``)
+    loaded, except the preset ``local`` when this machine has not been probed (no ``presets/local.yaml`` in the
+    gnnplan home): the package's ``local`` is an example measured on the development machine of its date, not
+    necessarily this one (2026-11-29: the shipped copy had been measured on another CPU, 2x slower at matmul), so
+    this machine is probed now (:func:`probe_local_cluster`, ~40 s; nothing written). Prints where the cluster came
+    from."""
+    from gnnplan.simulator.hardware.spec import load_cluster, preset_dirs
+
+    if ref == "local" and not (preset_dirs()[0] / "local.yaml").is_file():
+        print(f"cluster: this machine has no `gnnplan probe` in {preset_dirs()[0]}; probing it now "
+              f"({num_workers} workers, {gpus_per_machine} per machine)", flush=True)
+        return probe_local_cluster(False, num_workers, gpus_per_machine)
+    cluster = load_cluster(ref)
+    print(f"cluster: {ref} ({cluster.gpu.model})", flush=True)
+    return cluster
 
 
 def measure(plans: dict[str, Any], repeats: int, trace_dir: str, epochs: int | None,
