@@ -38,6 +38,18 @@ its own gather and copy rates (0.191: the loads priced ~10x slower than at the c
 calibrated on the training spans +0.2% .. +150% (57.0%); on all spans -56.7% .. +0.8% (27.9%; rmat100k -2.3% ..
 +0.8%, Cora and CiteSeer -33% .. -57%); epoch time 11.9% / 11.5%.
 
+A fourth run (2026-11-29 evening, 5 min 3 s, with the column ``other ds``), on a cluster probed on this machine in
+the same run (:func:`measure.cluster_of_this_machine`; the bundled preset of the earlier runs had been measured on
+another CPU, 2x slower at matmul, and priced no dropout draws): evaluation uncalibrated -62% .. -13% (40.7%);
+calibrated on the others' training spans -23% .. +68% (31.1%), on all their spans -51% .. +8% (23.0%), on the
+other datasets' runs only -51% .. +49% (34.5%: Cora's and CiteSeer's from the others' -15% .. -51%, rmat100k's from
+the small graphs' +37% .. +49%); epoch time uncalibrated -49% .. -35% (43.4%: the probe's rates, measured one kernel
+at a time, are faster than the runs' kernels), calibrated on the others' training spans -22% .. +11% (10.6%), on all
+their spans -23% .. +12% (11.0%), on the other datasets' runs only -25% .. +17% (15.0%: Cora and CiteSeer from the
+other small graph and rmat100k -11% .. +17%, rmat100k from Cora and CiteSeer -14% .. -25%). The run just before, on
+the old bundled preset: epoch uncalibrated -39% .. -3% (22.3%), other datasets only -42% .. +18% (21.1%; rmat100k
+-36% .. -42%).
+
 Where the single ratio fails (analysed on 2026-11-29 from the spans): the aggregation's rate depends on the block.
 DGL's ``update_all(copy_u, mean)`` on one core ran at 1.5-1.9 GFLOP/s on random blocks of 10 in-edges per
 destination and 128 columns (a training batch), 4.5 on a random chunk of 57, and rmat100k's chunks, whose hubs
