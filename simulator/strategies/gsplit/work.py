@@ -57,19 +57,37 @@ def shuffle_widths(model: ModelSpec, feature_dim: int, num_classes: int) -> list
             for d in layer_dims(model, feature_dim, num_classes)]
 
 
+INDEX_OP_TRAFFIC = 3.0
+"""Passes over a split aggregation's bytes when torch index operations run it, as the executor's split layers do
+(:mod:`gnnplan.executor.strategies.gsplit.layers`: ``rows[gather_index]`` materialises one row per edge, read and
+written, :data:`~gnnplan.simulator.hardware.formulas.GATHER_TRAFFIC`, and ``index_add`` reads it again into the
+destinations), against the one pass of a fused SpMM [inferred from the executor's code]. Measured on 2026-11-29
+(2-core Xeon VM, one thread): the gather and ``index_add`` of 33 k edges x 128 columns (an rmat100k-sage split's
+first layer) took 8.4-12.1 ms, 0.35-0.5 GFLOP/s of aggregation, where ``torch.sparse.mm`` of the same edges took
+1.3 ms and the probe's SpMM rate (``gpu.sparse_flops_per_s``, what a DGL aggregation is priced at) was 5.8
+GFLOP/s; priced as memory traffic at this factor it is 4.7 ms at the probed copy rate before the phase's
+fraction."""
+
+
 def split_cost(model: ModelSpec, feature_dim: int, num_classes: int, src: np.ndarray, dst: np.ndarray,
                edges: np.ndarray) -> ModelCost:
     """The model's kernels on one split: per layer, its owned sources, owned destinations and computed edges;
-    its aggregations are torch index operations, no DGL message-passing calls (``Kernel.graph_op`` false).
+    its aggregations are torch index operations, no DGL message-passing calls (``Kernel.graph_op`` false), priced
+    as memory traffic (the roofline's bytes term, not ``gpu.sparse_flops_per_s``): :data:`INDEX_OP_TRAFFIC` times
+    the bytes of the aggregation a fused kernel would move.
 
     Shapes:
         src, dst, edges: (L,) counts.
     """
     blocks = [Block(float(s), float(d), float(e)) for s, d, e in zip(src, dst, edges)]
     cost = model_cost(model, feature_dim, num_classes, blocks)
-    # the split layers aggregate with torch index ops (executor.strategies.gsplit.layers), not DGL calls
-    return replace(cost, forward=tuple(replace(k, graph_op=False) for k in cost.forward),
-                   backward=tuple(replace(k, graph_op=False) for k in cost.backward))
+
+    def index_ops(k: Kernel) -> Kernel:
+        if not k.sparse:
+            return replace(k, graph_op=False)
+        return replace(k, graph_op=False, sparse=False, nbytes=k.nbytes * INDEX_OP_TRAFFIC)
+
+    return replace(cost, forward=tuple(map(index_ops, cost.forward)), backward=tuple(map(index_ops, cost.backward)))
 
 
 def backward_shuffles(model: ModelSpec, feature_dim: int, num_classes: int) -> list[bool]:

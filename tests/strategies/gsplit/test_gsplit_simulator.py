@@ -157,3 +157,28 @@ def test_the_tuner_offers_gsplit_for_sage_and_gat_only() -> None:
     gcn = load_workload("cora-gcn")
     with pytest.raises(SpecError, match="'gsplit' cannot train model.arch 'gcn'"):
         candidates(gcn, ["gsplit"])
+
+
+@pytest.mark.parametrize("arch", ["sage", "gat"])
+def test_split_aggregations_are_priced_as_the_index_operations_that_run_them(arch: str) -> None:
+    """The executor's split layers aggregate with torch index operations, not DGL's fused kernels: every kernel
+    the model would run as a fused sparse one is priced by its bytes, INDEX_OP_TRAFFIC times a fused kernel's, at
+    the roofline's memory term (not gpu.sparse_flops_per_s), and no kernel pays the DGL call overhead."""
+    from gnnplan.simulator.hardware.formulas import kernel_time_s
+    from gnnplan.simulator.strategies.gsplit.work import INDEX_OP_TRAFFIC, split_cost
+    from gnnplan.simulator.workload.model_cost import Block, model_cost
+
+    model = load_workload("cora-sage").model.model_copy(update={"arch": arch})
+    src, dst, edges = np.array([800, 290]), np.array([290, 64]), np.array([1400, 270])
+    fused = model_cost(model, 1433, 7, [Block(800.0, 290.0, 1400.0), Block(290.0, 64.0, 270.0)])
+    split = split_cost(model, 1433, 7, src, dst, edges)
+    gpu = load_cluster("local").gpu
+    for before, after in zip(fused.forward + fused.backward, split.forward + split.backward, strict=True):
+        assert after.name == before.name and not after.graph_op and not after.sparse
+        if before.sparse:
+            assert after.nbytes == INDEX_OP_TRAFFIC * before.nbytes and after.flops == before.flops
+            assert kernel_time_s(after, gpu) == pytest.approx(after.nbytes / gpu.memory_bandwidth_bytes_per_s)
+            assert kernel_time_s(after, gpu) > kernel_time_s(before, gpu)
+        else:
+            assert after == before.__class__(**{**before.__dict__, "graph_op": False})
+    assert sum(k.sparse for k in fused.forward) >= 1
