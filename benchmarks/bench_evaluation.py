@@ -48,7 +48,11 @@ at a time, are faster than the runs' kernels), calibrated on the others' trainin
 their spans -23% .. +12% (11.0%), on the other datasets' runs only -25% .. +17% (15.0%: Cora and CiteSeer from the
 other small graph and rmat100k -11% .. +17%, rmat100k from Cora and CiteSeer -14% .. -25%). The run just before, on
 the old bundled preset: epoch uncalibrated -39% .. -3% (22.3%), other datasets only -42% .. +18% (21.1%; rmat100k
--36% .. -42%).
+-36% .. -42%). A fifth run 25 min later, after gsplit's split aggregations were priced as index operations
+(:data:`simulator.strategies.gsplit.work.INDEX_OP_TRAFFIC`): epoch uncalibrated -52% .. -13% (28.7%), from the
+others' training spans -37% .. +21% (10.4%), from the other datasets only -37% .. +27% (12.5%; rmat100k from
+Cora and CiteSeer -4% .. -13%; CiteSeer dp's run measured 59 ms against 43 ms in the fourth, -37% in every
+column); evaluation uncalibrated -40% .. -2% (23.5%), other datasets only -36% .. +45% (30.1%).
 
 Where the single ratio fails (analysed on 2026-11-29 from the spans): the aggregation's rate depends on the block.
 DGL's ``update_all(copy_u, mean)`` on one core ran at 1.5-1.9 GFLOP/s on random blocks of 10 in-edges per
