@@ -3,6 +3,7 @@ placements; the tuner's candidates. Mechanism tests run on constructed split sta
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any
 
@@ -180,5 +181,5 @@ def test_split_aggregations_are_priced_as_the_index_operations_that_run_them(arc
             assert kernel_time_s(after, gpu) == pytest.approx(after.nbytes / gpu.memory_bandwidth_bytes_per_s)
             assert kernel_time_s(after, gpu) > kernel_time_s(before, gpu)
         else:
-            assert after == before.__class__(**{**before.__dict__, "graph_op": False})
+            assert after == dataclasses.replace(before, graph_op=False)
     assert sum(k.sparse for k in fused.forward) >= 1
