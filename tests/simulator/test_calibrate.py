@@ -395,3 +395,36 @@ def test_a_row_sees_the_spans_of_its_own_iteration_only(monkeypatch: pytest.Monk
     assert [phase for phase, _, _ in rows] == ["forward", "eval_forward"]  # type: ignore[misc]
     assert seen == {"forward": ["forward", "sample"], "eval_forward": ["eval_forward", "eval_sample"]}
     assert unpriced == {"sample", "eval_sample"}
+
+
+@pytest.mark.parametrize("training_graph_ops", [0.0, 4.0])
+def test_a_rate_only_the_evaluation_informs_is_not_fitted(training_graph_ops: float) -> None:
+    """The evaluation's rows fit their own ratio; a training rate that only they depend on (gsplit's split layers
+    make no DGL call, so only its evaluation's spans carry gpu.graph_op_overhead_s) keeps its value, flagged not
+    informed, instead of trading against the ratio on a few large blocks. With DGL calls in training it is fitted,
+    and the evaluation's rows meet their measured seconds either way."""
+    from gnnplan.simulator.calibrate_fit import FitRow, fit
+    from gnnplan.simulator.hardware import pricing
+
+    start = with_params(_start(), {"gpu.graph_op_overhead_s": 1e-4, "efficiency.forward_fraction": 1.0})
+    truth = with_params(start, {"gpu.graph_op_overhead_s": 3e-4, "efficiency.inference_ratio": 1.5})
+    train = {"flops": 4e7, "seconds_per_flop": 1e-10, "kernels": 60.0, "graph_ops": training_graph_ops}
+    evaluation = {"flops": 4e9, "seconds_per_flop": 1e-10, "kernels": 30.0, "graph_ops": 6.0}
+
+    def rows(kind: str, op: str, work: dict[str, float], n: int) -> list[FitRow]:
+        seconds = pricing.OPERATIONS[op].seconds(truth, **work)
+        return [FitRow(f"t.json/{kind}", "t.json", 1, op, work, seconds * (1 + 0.01 * (i % 3 - 1)), start)
+                for i in range(n)]
+
+    result = fit(rows("forward", "forward", train, 30) + rows("eval_forward", "inference", evaluation, 4), start)
+    overhead = result.parameters["gpu.graph_op_overhead_s"]
+    assert result.parameters["efficiency.inference_ratio"]["fitted"]
+    if training_graph_ops:  # a variable (one batch size cannot tell it from the kernel cost, so not its truth)
+        assert overhead["fitted"] and overhead["num_rows"] == 34
+    else:
+        assert not overhead["fitted"] and overhead["num_rows"] == 0 and "not informed" in overhead["flags"]
+        assert result.values["gpu.graph_op_overhead_s"] == 1e-4
+    fitted = with_params(start, result.values)
+    for op, work in (("forward", train), ("inference", evaluation)):
+        truth_s = pricing.OPERATIONS[op].seconds(truth, **work)
+        assert pricing.OPERATIONS[op].seconds(fitted, **work) == pytest.approx(truth_s, rel=0.02)
