@@ -365,7 +365,8 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
 """Every priced operation by name. ``exchange`` informs only the network: one span cannot tell its PCIe legs
 from its network leg, and PCIe is determined by ``load`` spans. ``full_sampling`` and ``inference`` (the
 evaluation's blocks) are priced at the training rates they scale, so their spans inform those too; with the ratio
-free, the ratio absorbs what the training rates leave of them (tests/simulator/test_calibrate.py).
+free, the ratio absorbs what the training rates leave of them (tests/simulator/test_calibrate.py). A training rate
+only their spans depend on is not fitted (:data:`simulator.calibrate_fit.EVALUATION_RATIOS`).
 ``iteration_overhead`` is the fixed cost an iteration's phases leave over (:func:`iteration_fixed_s`): its rows
 inform the per-iteration overhead and, for runs with sampler processes, the hand-off (their sum; the probe's priors
 tell them apart)."""

@@ -130,9 +130,14 @@ class Trainer:
         """Run a row copy and record it: ``pack`` (the rows to send gathered into one buffer), ``unpack`` (received
         rows put in place: layer l >= 2's table ``T_l``, or the returned gradients added to the rows sent) or
         ``gather`` (a block's source rows); ``nbytes`` = the rows' bytes."""
+        return self._timed(phase, index, fn, epoch, nbytes=nbytes)
+
+    def _timed(self, phase: str, index: int, fn, epoch: int, **args):  # type: ignore[no-untyped-def]
+        """``fn()``, recorded as a ``compute`` span of ``phase`` in layer ``index + 1`` with the span's ``args``
+        (``flops`` and ``part`` of a block's kernels, ``nbytes`` of a row copy); returns what ``fn`` returns."""
         t0 = now()
         out = fn()
-        self.rec.add(phase, t0, now(), "compute", epoch, 0, nbytes=nbytes, layer=index + 1)
+        self.rec.add(phase, t0, now(), "compute", epoch, 0, layer=index + 1, **args)
         return out
 
     def _pack(self, index: int, source: torch.Tensor, epoch: int) -> torch.Tensor:
@@ -178,12 +183,10 @@ class Trainer:
         return self._copy("gather", index, lambda: torch.index_select(table, 0, rows, out=buffer), nbytes, epoch)
 
     def _compute(self, phase: str, part: str, index: int, fn, epoch: int):  # type: ignore[no-untyped-def]
-        t0 = now()
-        out = fn()
+        """A block's kernels (``part``: master or replica) of ``phase`` in layer ``index + 1``, recorded with their
+        FLOPs as the simulator counts them (:func:`simulator.strategies.neutronstar.work.worker_work`)."""
         slot = (0 if part == "master" else 2) + (0 if phase == "forward" else 1)
-        self.rec.add(phase, t0, now(), "compute", epoch, 0, flops=self.work.layers[index].flops[slot],
-                     layer=index + 1, part=part)
-        return out
+        return self._timed(phase, index, fn, epoch, flops=self.work.layers[index].flops[slot], part=part)
 
     def forward(self, epoch: int = -1) -> tuple[torch.Tensor, list[tuple]]:
         """The owned vertices' logits, and per layer (X, received rows, master output, replica output).
