@@ -9,8 +9,10 @@ it, and adds them with their sources to the probe's cluster mapping (:func:`add_
   ``prefetch_factor`` 2) samples batches of the probe's R-MAT graph; before each batch the trainer sleeps long
   enough for the batch to be ready, so the timed ``next()`` is the hand-off alone: the queue get and unpickling
   the blocks' tensors, each a shared-memory file descriptor fetched from the sender (torch.multiprocessing's
-  ``file_descriptor`` strategy; torch/multiprocessing/reductions.py ``rebuild_storage_fd``). Median over the
-  batches after the first two.
+  ``file_descriptor`` strategy; torch/multiprocessing/reductions.py ``rebuild_storage_fd``). A batch that was
+  not ready when asked for (the sampler process slowed by other load) counts from the end of its sampling, which
+  the batch carries (``Batch.end_s``, CLOCK_MONOTONIC, shared by the machine's processes), so the wait for the
+  sampling is not taken for the hand-off. Median over the batches after the first two.
 * ``network.per_collective_s``, ``network.per_all_to_all_s``, ``network.ddp_per_bucket_s`` and the stragglers'
   ``jitter_s`` (not a prior: calibration keeps it): two spawned gloo processes, :mod:`executor.probe_collectives`.
 * ``iteration_overhead_s``: the Python the executor's training loop runs per iteration outside its phase spans
@@ -79,7 +81,7 @@ def _schedule(batches: list[np.ndarray], epoch: int) -> list[np.ndarray]:
 
 
 def sampler_handoff_s(num_vertices: int, edge_factor: int, fanouts: tuple[int, ...], batch_size: int,
-                      num_batches: int) -> float:
+                      num_batches: int, sampler: Any = None, wait_s: float | None = None) -> float:
     """Seconds a trainer spends taking one ready batch from a sampler process (module docstring).
 
     Args:
@@ -87,9 +89,14 @@ def sampler_handoff_s(num_vertices: int, edge_factor: int, fanouts: tuple[int, .
         fanouts: sampling fanouts (one block per entry).
         batch_size: seeds per batch.
         num_batches: batches taken (the first two are warm-up).
+        sampler: the :class:`~gnnplan.executor.sampling.TimedSampler` the sampler process runs (default: DGL's
+            neighbour sampler with ``fanouts``, as the executor's).
+        wait_s: seconds the trainer sleeps before asking for each batch (default: 3 times an inline sampling
+            plus 20 ms, enough for the batch to be ready).
 
     Returns:
-        The median time of ``next()`` on the batch stream with the batch already sampled.
+        The median time of ``next()`` on the batch stream, counted from the end of the batch's sampling when
+        that came later than the call.
     """
     import dgl
 
@@ -100,10 +107,11 @@ def sampler_handoff_s(num_vertices: int, edge_factor: int, fanouts: tuple[int, .
     g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=num_vertices)
     rng = np.random.default_rng(0)
     batches = [rng.choice(num_vertices, batch_size, replace=False) for _ in range(num_batches)]
-    sampler = TimedSampler(list(fanouts))
+    sampler = sampler if sampler is not None else TimedSampler(list(fanouts))
     sample_inline(g, sampler, batches[0])  # builds the graph's CSC format before the sampler process forks
-    inline = sample_inline(g, sampler, batches[0])
-    wait_s = 3.0 * (inline.end_s - inline.start_s) + 0.02
+    if wait_s is None:
+        inline = sample_inline(g, sampler, batches[0])
+        wait_s = 3.0 * (inline.end_s - inline.start_s) + 0.02
     stream = BatchStream(g, sampler, functools.partial(_schedule, batches), num_batches, 1)
     times = []
     try:
@@ -111,8 +119,8 @@ def sampler_handoff_s(num_vertices: int, edge_factor: int, fanouts: tuple[int, .
         for _ in range(num_batches):
             time.sleep(wait_s)
             start = time.perf_counter()
-            next(batches_iter)
-            times.append(time.perf_counter() - start)
+            batch = next(batches_iter)
+            times.append(time.perf_counter() - max(start, batch.end_s))
     finally:
         stream.close()
     return float(np.median(times[2:]))

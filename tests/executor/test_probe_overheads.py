@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
+import time
+
 from gnnplan.executor import probe_overheads
+from gnnplan.executor.sampling import TimedSampler
+
+SLOW_SAMPLING_S = 0.2
+
+
+class SlowSampler(TimedSampler):
+    """A sampler process slowed by other load: every batch takes :data:`SLOW_SAMPLING_S` longer to sample
+    (module-level, so the sampler process can unpickle it)."""
+
+    def sample(self, g, seeds, key=None):  # type: ignore[no-untyped-def]
+        time.sleep(SLOW_SAMPLING_S)
+        return super().sample(g, seeds, key)
 
 
 def test_handoff_and_loop_costs_are_measured_on_the_executors_paths() -> None:
@@ -11,6 +25,13 @@ def test_handoff_and_loop_costs_are_measured_on_the_executors_paths() -> None:
     # a batch from a sampler process costs a fetched file descriptor per tensor (tens of us each); the loop's own
     # Python per iteration is microseconds
     assert handoff > 1e-4 and probe_overheads.MIN_FIXED_S <= loop < handoff
+
+
+def test_a_batch_not_ready_when_asked_for_counts_from_the_end_of_its_sampling() -> None:
+    # the trainer asks at once and every batch takes 0.2 s to sample: timed from the call, each next() would take
+    # ~0.2 s; the hand-off itself (queue get and unpickling) is milliseconds
+    handoff = probe_overheads.sampler_handoff_s(2000, 8, (5, 5), 8, 5, sampler=SlowSampler([5, 5]), wait_s=0.0)
+    assert 0.0 < handoff < SLOW_SAMPLING_S / 4
 
 
 def test_priors_repeat_the_measured_values_present() -> None:
