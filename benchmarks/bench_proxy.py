@@ -14,8 +14,8 @@ batch's inputs, hopgnn's dp remote share and gsplit's split sizes times the rati
 :func:`simulator.workload.reach.batch_reach` at 2M and at 10^5 vertices; at the cards' own size, Cora and CiteSeer,
 that ratio is ~1 and the card path's hooks do not apply it).
 Nothing is fitted to the statistics compared: the cards hold only sizes, degree histograms, connected-component
-sizes, the Louvain communities' block model and the training vertices in each, the degree assortativity and the
-average clustering (no cut, no cache or batch figure).
+sizes, the Louvain communities' block model, the training vertices in each and the share of vertices with an edge
+to another community, the degree assortativity and the average clustering (no cut, no cache or batch figure).
 
 Statistics, on the 2 x 4-GPU preset ``2x4-a100-nvlink3-200gbib`` (8 workers on 2 machines):
 
@@ -62,10 +62,13 @@ fraction 8 of 32 relabelings, its hopgnn dp share 9).
 The proxy is one random draw (``simulator.workload.proxy.PROXY_SEED``); ``--proxy-draws R`` (default
 :data:`PROXY_DRAWS`) also estimates every statistic on draws 1..R-1 (``card:<name>@K``; R-MAT's proxy at seed K)
 and prints, per graph, each statistic's estimate on draw 0, its min / mean / max over the draws and in how many
-draws it is within 15%, then each draw's count within 15% over all graphs (16 draws, 2026-11-28: 117-125 of 129,
-median 122.5; draw 0, the product's default, 124), and whether the draws' range holds the measured value: the range
-``--proxy-draws`` of simulate, tune and whatif reports is the draws' noise, and it held the measured value for 77
-of the 129 statistics (Cora 26, CiteSeer 33, R-MAT 18 of 43); the others are biased beyond that noise.
+draws it is within 15%, then each draw's count within 15% over all graphs (16 draws, 2026-11-29: 119-127 of 129,
+median 122; draw 0, the product's default, 122), and whether the draws' range holds the measured value: the range
+``--proxy-draws`` of simulate, tune and whatif reports is the draws' noise, and it held the measured value for 89
+of the 129 statistics (Cora 33, CiteSeer 38, R-MAT 18 of 43); the others are biased beyond that noise. Before the
+cards gave ``communities.bridge_fraction`` (2026-11-28): 117-125 per draw, median 122.5, draw 0 124, the range
+holding 77 (Cora 26, CiteSeer 33): the proxies' communities met at more vertices than the real ones, and their
+METIS cuts were biased (Cora's edge cut +17% on every draw, CiteSeer's remote input fraction -25% on average).
 
 Run: ``python benchmarks/bench_proxy.py [--skip-rmat] [--proxy-draws R]``. Statistics are cached under
 ``$GNNPLAN_CACHE``; the first run generates the 2M-vertex graph (~4 min, ~3 GB peak) and partitions it with METIS.

@@ -253,6 +253,24 @@ def louvain_train_counts(num_vertices: int, src: np.ndarray, dst: np.ndarray, tr
     return np.bincount(inside[inside >= 0], minlength=k).tolist()
 
 
+def louvain_bridge_fraction(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: int = 0) -> float:
+    """Fraction of the vertices of a graph's largest connected component with an edge to another of its Louvain
+    communities (the networkx run of :func:`louvain_blocks` on :func:`largest_component`): a card's
+    ``communities.bridge_fraction``. With the edges between communities fixed (``mu``, ``block_edges``) it says
+    how they are spread over the communities' vertices: on the bundled graphs 0.285 (Cora) and 0.187 (CiteSeer)
+    of the vertices hold them, 1.8 each on average, where the same edges dealt to random edge ends reach 0.36 and
+    0.24 (a vertex's stubs leaving with the community's share independently), so real communities meet at fewer
+    vertices, and METIS cuts fewer edges between them (proxy.py, blockmodel.concentrated_labels)."""
+    _, comm, _ = _louvain_of_largest(num_vertices, src, dst, seed)
+    a, b = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    keep = (comm[a] >= 0) & (a != b)
+    a, b = a[keep], b[keep]
+    leaves = np.zeros(num_vertices, dtype=bool)
+    leaves[a[comm[a] != comm[b]]] = leaves[b[comm[a] != comm[b]]] = True
+    inside = comm >= 0
+    return float(np.mean(leaves[inside]))
+
+
 def louvain_communities(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: int = 0) -> tuple[int, float]:
     """(effective number of communities, mixing mu) of a graph's Louvain communities.
 

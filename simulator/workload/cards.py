@@ -20,8 +20,8 @@ number nobody published, e.g. a degree exponent, must say so). Fields (:class:`C
 * ``communities`` (optional): ``num_communities`` and the mixing parameter ``mu`` (fraction of edges between
   communities, e.g. 1 - the edge homophily of the labels), which the proxy plants; optionally a nested finer
   level (``fine_num_communities``, ``fine_mu``), planted by a proxy drawn from a degree histogram; optionally
-  the block model (``block_sizes``, ``block_edges``) and the training vertices in each community
-  (``block_train``).
+  the block model (``block_sizes``, ``block_edges``), the training vertices in each community
+  (``block_train``) and the share of vertices with an edge to another community (``bridge_fraction``).
 * ``components`` (optional): the sizes of the connected components other than the largest and their edges,
   planted as separate pieces by a proxy drawn from a degree histogram (the communities then describe the
   largest component).
@@ -137,7 +137,10 @@ class Communities(_Model):
     communities share their edges decides how a partitioner can cut the graph); optionally the training
     vertices in each of them (``block_train``: a split chosen by label, such as Planetoid's 20 per class, is not
     spread over the communities in proportion to their size, and a partitioner that keeps communities whole then
-    gives its parts unequal shares of the seeds), which the proxy's training vertices then follow."""
+    gives its parts unequal shares of the seeds), which the proxy's training vertices then follow; optionally,
+    with the block model, the fraction of the largest component's vertices with an edge to another community
+    (``bridge_fraction``: the edges between communities sit on fewer vertices than a random deal of edge ends gives
+    them), which the proxy's communities then meet at."""
 
     num_communities: Sourced[int]
     mu: Sourced[float]
@@ -146,6 +149,7 @@ class Communities(_Model):
     block_sizes: Sourced[list[int]] | None = None
     block_edges: Sourced[list[tuple[int, int, int]]] | None = None
     block_train: Sourced[list[int]] | None = None
+    bridge_fraction: Sourced[float] | None = None
 
     @model_validator(mode="after")
     def _fine(self) -> Communities:
@@ -167,6 +171,9 @@ class Communities(_Model):
                 self.block_sizes.value) or any(not 0 <= t <= s for t, s in zip(self.block_train.value,
                                                                                  self.block_sizes.value))):
             raise ValueError("communities: block_train needs block_sizes, one count in [0, size] per community")
+        if self.bridge_fraction is not None and (self.block_sizes is None
+                                                 or not 0.0 < self.bridge_fraction.value < 1.0):
+            raise ValueError("communities: bridge_fraction needs block_sizes and lies in (0, 1)")
         return self
 
 

@@ -40,6 +40,7 @@ The per-batch reach model that scales a proxy's mini-batch statistics to the car
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import numpy as np
 from pydantic import Field
@@ -62,6 +63,11 @@ BLOCK_FORMAT = 4
 """Version of the block-model planting (4: exact block counts, hubs in blocks that can hold them, the largest
 component joined: :mod:`simulator.workload.blockmodel`, :mod:`simulator.workload.structure`); in the name of a
 proxy with a block model (its cached graph and statistics are redrawn when it changes)."""
+BRIDGE_ROUNDS = 4
+"""Wirings at most of a proxy whose card gives ``communities.bridge_fraction`` (:func:`_meeting_bridge_fraction`;
+Cora's and CiteSeer's proxies meet it in 2-3)."""
+BRIDGE_TOLERANCE = 0.005
+"""How near a proxy's bridge share must come to its card's (absolute; one vertex in 200)."""
 CLOSURE_FORMAT = 3
 """Version of the triangle closure and assortativity rewiring (3: 2K-preserving, largest component only:
 :mod:`simulator.workload.clustering`, :mod:`simulator.workload.assortativity`); in the name of a proxy that
@@ -186,7 +192,8 @@ def _pool_edges(stubs: np.ndarray, group_of: np.ndarray, apart: np.ndarray | Non
 
 def planted_configuration_edges(degrees: np.ndarray, starts: np.ndarray, mu: float, seed: int = 0,
                                 fine_starts: np.ndarray | None = None, fine_mu: float = 0.0,
-                                block_edges: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                                block_edges: np.ndarray | None = None,
+                                bridge_fraction: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """A simple symmetric graph with (up to dropped stubs) the given degrees and ``1 - mu`` of its edge ends
     inside the communities ``[starts[c], starts[c + 1])`` (module docstring); with ``fine_starts`` (communities
     nested in those: every ``starts`` value is one of them) ``1 - fine_mu`` of the edge ends lie inside a fine
@@ -207,6 +214,9 @@ def planted_configuration_edges(degrees: np.ndarray, starts: np.ndarray, mu: flo
             degree-corrected SBM; the degrees should be dealt to the blocks by
             :func:`~simulator.workload.blockmodel.assign_block_degrees`), and ``mu`` only marks that there are
             communities.
+        bridge_fraction: with ``block_edges``, the share of the vertices the edges between communities sit on
+            (:func:`~simulator.workload.blockmodel.concentrated_labels`); None: every stub leaves its community
+            with the community's share, independently.
 
     Returns:
         (src, dst) int64 listing both directions of every undirected edge, sorted by (src, dst), without
@@ -221,7 +231,7 @@ def planted_configuration_edges(degrees: np.ndarray, starts: np.ndarray, mu: flo
     if block_edges is not None and len(starts) > 2:  # the card's block model, planted exactly
         from gnnplan.simulator.workload.blockmodel import plant_blocks
 
-        placed, rest = plant_blocks(d, starts, block_edges, rng, fine_starts, fine_mu)
+        placed, rest = plant_blocks(d, starts, block_edges, rng, fine_starts, fine_mu, bridge_fraction)
         good, rest = _pool_edges(rest, np.zeros(n, dtype=np.int64), comm, n, placed, rng)
         for _ in range(4):  # the few no community pair could place (a hub's, typically): switched with twice as
             if len(rest) < 2:  # many random edges between communities (the ones inside keep their counts)
@@ -296,12 +306,16 @@ class DegreeSequenceSpec(SbmSpec):
     average_clustering: float | None = Field(default=None, ge=0, lt=1, description="closed up to (None: as drawn)")
     block_train: tuple[int, ...] | None = Field(
         default=None, description="training vertices per block-model community, then outside the largest component")
+    bridge_fraction: float | None = Field(
+        default=None, gt=0, lt=1, description="share of the block-model communities' vertices with an edge to "
+                                              "another community (None: edge ends leave at random)")
 
     def _generator_name(self) -> str:
         text = repr((self.degree_histogram, self.train_degree_histogram, self.fine_per_community, self.fine_mu)
                     + ((self.small_components, self.small_component_edges) if self.small_components else ())
                     + ((self.block_sizes, self.block_edges, BLOCK_FORMAT) if self.block_sizes else ())
                     + ((self.block_train,) if self.block_train else ())
+                    + (("b", self.bridge_fraction) if self.bridge_fraction is not None else ())
                     + (("C", self.average_clustering, CLOSURE_FORMAT) if self.average_clustering is not None else ())
                     + (("r", self.assortativity, CLOSURE_FORMAT) if self.assortativity is not None else ()))
         digest = hashlib.sha1(text.encode()).hexdigest()[:10]
@@ -338,17 +352,55 @@ def degree_sequence_edges(spec: DegreeSequenceSpec) -> tuple[np.ndarray, np.ndar
             piece = n / (k * r)
             fine = np.unique(np.concatenate([a + (b - a) * np.arange(max(1, round((b - a) / piece)) + 1)
                                              // max(1, round((b - a) / piece)) for a, b in zip(starts, starts[1:])]))
-    src, dst = planted_configuration_edges(deg, starts, spec.mu, seed=spec.seed, fine_starts=fine,
-                                           fine_mu=spec.fine_mu, block_edges=blocks)
-    if n_small:
-        key = np.sort(np.concatenate([src * spec.num_vertices + dst, (small_a + n) * spec.num_vertices + small_b
-                                      + n, (small_b + n) * spec.num_vertices + small_a + n]))
-        src, dst = key // spec.num_vertices, key % spec.num_vertices
-    if spec.assortativity is not None or spec.average_clustering is not None or (n_small and spec.block_sizes):
-        from gnnplan.simulator.workload.structure import shape  # connectivity, correlations, clustering
 
-        src, dst = shape(spec, src, dst, starts, n)
-    return src, dst
+    def wire(bridges: float | None) -> tuple[np.ndarray, np.ndarray]:
+        src, dst = planted_configuration_edges(deg, starts, spec.mu, seed=spec.seed, fine_starts=fine,
+                                               fine_mu=spec.fine_mu, block_edges=blocks, bridge_fraction=bridges)
+        if n_small:
+            key = np.sort(np.concatenate([src * spec.num_vertices + dst, (small_a + n) * spec.num_vertices
+                                          + small_b + n, (small_b + n) * spec.num_vertices + small_a + n]))
+            src, dst = key // spec.num_vertices, key % spec.num_vertices
+        if spec.assortativity is not None or spec.average_clustering is not None or (n_small and spec.block_sizes):
+            from gnnplan.simulator.workload.structure import shape  # connectivity, correlations, clustering
+
+            src, dst = shape(spec, src, dst, starts, n)
+        return src, dst
+
+    if blocks is None or spec.bridge_fraction is None:
+        return wire(None)
+    return _meeting_bridge_fraction(wire, spec.bridge_fraction, starts)
+
+
+def bridge_share(src: np.ndarray, dst: np.ndarray, starts: np.ndarray) -> float:
+    """Share of the vertices of the communities ``[starts[c], starts[c + 1])`` (ids below ``starts[-1]``) with an
+    edge to another of them (a card's ``communities.bridge_fraction``)."""
+    n = int(starts[-1])
+    keep = (src < n) & (dst < n)
+    comm = np.searchsorted(starts, np.arange(n), side="right") - 1
+    a, b = src[keep], dst[keep]
+    held = np.zeros(n, dtype=bool)
+    held[a[comm[a] != comm[b]]] = True
+    return float(held.mean())
+
+
+def _meeting_bridge_fraction(wire: Callable[[float], tuple[np.ndarray, np.ndarray]], target: float,
+                             starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The graph ``wire(aim)`` whose bridge share (:func:`bridge_share`) is nearest ``target`` over at most
+    :data:`BRIDGE_ROUNDS` rounds: the planted share ``aim`` starts at the target and each round moves by the
+    realised share's miss (a fixed-point step: the shaping after the planting, :mod:`simulator.workload.structure`,
+    swaps edge ends between vertices and so spreads the edges between communities over more of them: Cora's
+    proxy planted at 0.285 realised 0.320), until within :data:`BRIDGE_TOLERANCE`."""
+    aim, best = target, None
+    for _ in range(BRIDGE_ROUNDS):
+        src, dst = wire(aim)
+        miss = bridge_share(src, dst, starts) - target
+        if best is None or abs(miss) < best[0]:
+            best = (abs(miss), src, dst)
+        if abs(miss) <= BRIDGE_TOLERANCE:
+            break
+        aim = float(np.clip(aim - miss, 0.01, 0.99))
+    assert best is not None
+    return best[1], best[2]
 
 
 def block_starts(sizes: tuple[int, ...] | list[int], num_vertices: int) -> np.ndarray:

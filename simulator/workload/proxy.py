@@ -85,12 +85,13 @@ in seconds, while a mini-batch of 16-64 seeds per worker with fanouts (15, 10, 5
 PROXY_SEED = 0
 """Seed of a card's proxy when the card is named without a draw (``card:<name>``; ``card:<name>@K`` is draw K,
 :func:`card_proxy`): a card's statistics are reproducible, and they are one random draw. Over 16 draws
-(``python benchmarks/bench_proxy.py``, 2026-11-28) the statistics within 15% of the measured ones
-were 90-97 of 99 per draw (median 94); this draw scores 97, the most of the 16 (Cora 29-33 of 33, this draw 33;
-CiteSeer 29-33, 32; R-MAT 2M 31-33, 32). The draw-sensitive statistics are those of a 2-part METIS partition of a
-small graph or a small training set: remote input fractions (CiteSeer 0.015-0.063, measured 0.051; R-MAT's
-0.0046-0.0167, measured 0.0054), edge cut (Cora 0.038-0.050, measured 0.037), hongtu's peer rows and gsplit's split
-inputs; the rest move by a few percent. ``--proxy-draws R`` of simulate, tune and whatif repeats a prediction over
+(``python benchmarks/bench_proxy.py``, 2026-11-29, the cards' ``bridge_fraction`` planted) the statistics within
+15% of the measured ones were 119-127 of 129 per draw (median 122); this draw scores 122 (Cora 39-43 of 43, this
+draw 43; CiteSeer 38-43, this draw 38; R-MAT 2M 40-43, 41). The draw-sensitive statistics are those of a 2-part
+METIS partition of a small graph or a small training set: remote input fractions (CiteSeer 0.017-0.124 over the
+draws, mean 0.050, this draw 0.089, measured 0.051; R-MAT's 0.0046-0.0167, measured 0.0054), edge cut (CiteSeer
+0.0033-0.0114, mean 0.0066, this draw 0.0114, measured 0.0068), hongtu's peer rows and gsplit's split inputs; the
+rest move by a few percent. ``--proxy-draws R`` of simulate, tune and whatif repeats a prediction over
 draws to show how much of it is the draw's (:func:`requested_draws`)."""
 PROXY_MIN_TRAIN_FRACTION = 0.25
 """Smallest training fraction of a proxy: per-batch statistics need every worker's share of training vertices to
@@ -217,6 +218,8 @@ def proxy_spec(card: str | Card, num_vertices: int | None = None, seed: int = PR
             if c.communities.block_train is not None:  # per community, then outside the largest component
                 train_in = c.communities.block_train.value
                 common.update(block_train=(*train_in, c.split.train.value - sum(train_in)))
+            if c.communities.bridge_fraction is not None:
+                common.update(bridge_fraction=c.communities.bridge_fraction.value)
         common.update(assortativity=None if c.degree.assortativity is None else c.degree.assortativity.value,
                       average_clustering=None if c.clustering is None else c.clustering.average_clustering.value)
         if c.components is not None:  # planted beside the largest, as many per vertex as the card has
@@ -381,7 +384,9 @@ def proxy_communities(card: Card, spec: SbmSpec) -> str:
                 "inputs, hopgnn's micrograph locality, gsplit's local edges) are those of a graph without communities")
     blocks = getattr(spec, "block_sizes", None)
     planted = f"the {len(blocks)} communities of its block model" if blocks else f"{spec.num_communities} communities"
-    return f"planted from the card: {planted}, mixing mu {spec.mu:g}"
+    bridges = getattr(spec, "bridge_fraction", None)
+    held = f", the edges between them on {bridges:g} of the vertices" if bridges is not None else ""
+    return f"planted from the card: {planted}, mixing mu {spec.mu:g}{held}"
 
 
 SAMPLE_STATS_RULE = ("measured on the proxy by graphstats.sample_stats (DGL NeighborSampler, the same fanouts, "

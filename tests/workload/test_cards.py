@@ -75,6 +75,8 @@ def test_bundled_graph_cards_match_the_files(name: str) -> None:
     assert (card.communities.num_communities.value, card.communities.mu.value) == (k, round(mu, 4))
     assert card.communities.block_train.value == card_measures.louvain_train_counts(g.num_vertices, g.src, g.dst,
                                                                                    g.train_idx)
+    assert card.communities.bridge_fraction.value == round(card_measures.louvain_bridge_fraction(
+        g.num_vertices, g.src, g.dst), 4)
     assert card.degree.assortativity.value == round(assortativity(g.num_vertices, g.src, g.dst), 4)
     assert card.clustering.average_clustering.value == round(average_clustering(g.num_vertices, g.src, g.dst), 4)
 
@@ -133,6 +135,12 @@ def test_an_invalid_card_names_the_field(tmp_path: Path) -> None:
     data["num_vertices"]["source"] = ""
     with pytest.raises(SpecError, match="num_vertices.source"):
         cards.card_from_dict(data, where="card x")
+    data = read_yaml(cards.CARD_DIR / "cora.yaml", "card")
+    for k in ("block_sizes", "block_edges", "block_train"):
+        del data["communities"][k]
+    with pytest.raises(SpecError, match="bridge_fraction needs block_sizes") as exc:
+        cards.card_from_dict(data, where="card x")
+    assert "\n" not in str(exc.value)
 
 
 def test_tail_exponent_recovers_a_discrete_power_law() -> None:

@@ -103,7 +103,7 @@ def test_card_path_reports_what_was_estimated() -> None:
     assert est["proxy"]["num_vertices"] == 2708 and est["proxy"]["vertex_factor"] == 1.0
     blocks = len(load_card("cora").communities.block_sizes.value)
     assert est["proxy"]["communities"] == f"planted from the card: the {blocks} communities of its block model, " \
-        "mixing mu 0.128"
+        "mixing mu 0.128, the edges between them on 0.2849 of the vertices"
     assert proxy.estimated("ogbn-products", {})["proxy"]["communities"].startswith("none: the card gives no community")
     real = simulate(CLUSTER, wl.model_copy(update={"dataset": "cora"}), "dp", knobs).to_json_dict()
     assert "estimated" not in real  # existing JSON keys unchanged for real graphs
