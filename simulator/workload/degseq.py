@@ -389,7 +389,16 @@ def _meeting_bridge_fraction(wire: Callable[[float], tuple[np.ndarray, np.ndarra
     :data:`BRIDGE_ROUNDS` rounds: the planted share ``aim`` starts at the target and each round moves by the
     realised share's miss (a fixed-point step: the shaping after the planting, :mod:`simulator.workload.structure`,
     swaps edge ends between vertices and so spreads the edges between communities over more of them: Cora's
-    proxy planted at 0.285 realised 0.320), until within :data:`BRIDGE_TOLERANCE`."""
+    proxy planted at 0.285 realised 0.320), until within :data:`BRIDGE_TOLERANCE`.
+
+    Measured (2026-11-29): Cora's and CiteSeer's proxies meet their cards' share in two rounds (planted 0.250 ->
+    0.288, 0.167 -> 0.184). On a proxy 30 times Cora's (81k vertices, the same card) the shaping spreads them
+    further and the share moves a third as fast as the planted one: four rounds planted 0.285 -> 0.194 and realised
+    0.327 -> 0.298, the last kept (67 s, 15 s without a share). Tried and not kept: shaping swaps that keep every
+    vertex's count of edges leaving its community (realised = planted, one round, 26 s at 81k), with which the
+    bundled cards' proxies came out no better than without a share on CiteSeer (its METIS remote input fraction
+    27% low over 16 draws, -2% with the rounds here; benchmarks/bench_proxy.py statistics, the choice made on
+    them)."""
     aim, best = target, None
     for _ in range(BRIDGE_ROUNDS):
         src, dst = wire(aim)
