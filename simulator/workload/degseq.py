@@ -65,7 +65,7 @@ component joined: :mod:`simulator.workload.blockmodel`, :mod:`simulator.workload
 proxy with a block model (its cached graph and statistics are redrawn when it changes)."""
 BRIDGE_ROUNDS = 4
 """Wirings at most of a proxy whose card gives ``communities.bridge_fraction`` (:func:`_meeting_bridge_fraction`;
-Cora's and CiteSeer's proxies meet it in 2-3)."""
+Cora's and CiteSeer's proxies meet it in two)."""
 BRIDGE_TOLERANCE = 0.005
 """How near a proxy's bridge share must come to its card's (absolute; one vertex in 200)."""
 CLOSURE_FORMAT = 3
