@@ -175,6 +175,16 @@ def concentrated_labels(counts: np.ndarray, degrees: np.ndarray, starts: np.ndar
     Louvain communities hold their leaving edges on 0.285 (Cora) and 0.187 (CiteSeer) of the vertices, a random
     deal on 0.36 and 0.24 (card_measures.louvain_bridge_fraction).
 
+    What it matches and what not (2026-11-29, benchmarks/bench_proxy.py, 16 draws): the proxies' METIS statistics
+    come out unbiased on average (Cora's 2-part edge cut 0.0366 for 0.0366 measured, +17% with the random deal). The
+    share is met on the planted communities; measured as the card measures it, Louvain on the proxy graph itself, it
+    is lower (Cora 0.245-0.263 for the card's 0.285, CiteSeer 0.137-0.152 for 0.187, over draws 0-2) and so is mu
+    (0.098-0.108 for 0.128, 0.066-0.077 for 0.098; the random deal's draw 0: 0.313 and 0.121 on Cora, 0.170 and
+    0.068 on CiteSeer): 14-25% of the proxies' vertices holding a leaving edge have no other (a third to a half of
+    them of degree 1, which Louvain puts with their neighbour; the real graphs' Louvain communities have none).
+    Keeping every vertex's first stub inside its community takes that to 3%, and brings the METIS bias back (Cora's
+    edge cut +16.6%, CiteSeer's +27% on average): not kept.
+
     Shapes:
         counts: (K, K) per block row the stubs towards each block (diagonal: twice the inside edges);
         degrees: (n,) int64 stubs per vertex, blocks contiguous; starts: (K + 1,) int64 first id of each block
