@@ -5,7 +5,8 @@ A card's block model (``communities.block_sizes`` / ``block_edges``) gives, for 
 the edges m_cc' between them (inside c when c = c'). Its degree-corrected SBM (Karrer and Newman, Phys. Rev. E
 83, 016107 (2011)) in the microcanonical form (Peixoto, "Nonparametric Bayesian inference of the microcanonical
 stochastic block model", Phys. Rev. E 95, 012317 (2017), §II: the block edge counts are fixed, not Poisson means)
-is realised here by:
+is realised here by (a *stub* is a half-edge, one of a vertex's ``degree`` edge ends still to be paired, as in
+the configuration model: Molloy and Reed, Random Struct. Algorithms 6 (1995)):
 
 1. **degrees to blocks** (:func:`assign_block_degrees`): the proxy's degree sequence is dealt to the blocks so
    that every block has its card size and, as nearly as the sequence allows, its card degree mass
@@ -225,11 +226,9 @@ def concentrated_labels(counts: np.ndarray, degrees: np.ndarray, starts: np.ndar
         mid = 0.5 * (lo + hi)
         lo, hi = (mid, hi) if share(mid) < bridge_fraction else (lo, mid)
     out = block.copy()
-    chosen = leaves(hi)
-    for c in range(k):
-        idx = np.flatnonzero(chosen & (block == c))
-        targets = np.repeat(np.arange(k), np.where(np.arange(k) == c, 0, cnt[c]))
-        out[idx] = rng.permutation(targets)
+    # the chosen stubs come in block order (blocks are contiguous), as the blocks' leaving labels concatenated
+    out[np.flatnonzero(leaves(hi))] = np.concatenate(
+        [rng.permutation(np.repeat(np.arange(k), np.where(np.arange(k) == c, 0, cnt[c]))) for c in range(k)])
     return out
 
 

@@ -260,15 +260,15 @@ def louvain_bridge_fraction(num_vertices: int, src: np.ndarray, dst: np.ndarray,
     how they are spread over the communities' vertices: on the bundled graphs 0.285 (Cora) and 0.187 (CiteSeer)
     of the vertices hold them, 1.8 each on average, where the same edges dealt to random edge ends reach 0.36 and
     0.24 (a vertex's stubs leaving with the community's share independently), so real communities meet at fewer
-    vertices, and METIS cuts fewer edges between them (proxy.py, blockmodel.concentrated_labels)."""
+    vertices, and METIS cuts fewer edges between them (proxy.py, blockmodel.concentrated_labels).
+
+    Shapes:
+        src, dst: (E,) int64 edges as loaded -> a fraction in [0, 1] (:func:`simulator.workload.degseq.bridge_share`).
+    """
+    from gnnplan.simulator.workload.degseq import bridge_share
+
     _, comm, _ = _louvain_of_largest(num_vertices, src, dst, seed)
-    a, b = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-    keep = (comm[a] >= 0) & (a != b)
-    a, b = a[keep], b[keep]
-    leaves = np.zeros(num_vertices, dtype=bool)
-    leaves[a[comm[a] != comm[b]]] = leaves[b[comm[a] != comm[b]]] = True
-    inside = comm >= 0
-    return float(np.mean(leaves[inside]))
+    return bridge_share(src, dst, comm)
 
 
 def louvain_communities(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: int = 0) -> tuple[int, float]:

@@ -368,23 +368,37 @@ def degree_sequence_edges(spec: DegreeSequenceSpec) -> tuple[np.ndarray, np.ndar
 
     if blocks is None or spec.bridge_fraction is None:
         return wire(None)
-    return _meeting_bridge_fraction(wire, spec.bridge_fraction, starts)
+    return _meeting_bridge_fraction(wire, spec.bridge_fraction, range_labels(starts, spec.num_vertices))
 
 
-def bridge_share(src: np.ndarray, dst: np.ndarray, starts: np.ndarray) -> float:
-    """Share of the vertices of the communities ``[starts[c], starts[c + 1])`` (ids below ``starts[-1]``) with an
-    edge to another of them (a card's ``communities.bridge_fraction``)."""
+def range_labels(starts: np.ndarray, num_vertices: int) -> np.ndarray:
+    """(num_vertices,) int64 community of every vertex for contiguous communities ``[starts[c], starts[c + 1])``;
+    -1 for the ids from ``starts[-1]`` on (a proxy's small components, laid out after its largest)."""
+    out = np.full(num_vertices, -1, dtype=np.int64)
     n = int(starts[-1])
-    keep = (src < n) & (dst < n)
-    comm = np.searchsorted(starts, np.arange(n), side="right") - 1
-    a, b = src[keep], dst[keep]
-    held = np.zeros(n, dtype=bool)
-    held[a[comm[a] != comm[b]]] = True
-    return float(held.mean())
+    out[:n] = np.searchsorted(starts, np.arange(n), side="right") - 1
+    return out
+
+
+def bridge_share(src: np.ndarray, dst: np.ndarray, community: np.ndarray) -> float:
+    """Share of the vertices in a community with an edge to a vertex of another community: a card's
+    ``communities.bridge_fraction`` (:func:`simulator.workload.card_measures.louvain_bridge_fraction` on a graph's
+    Louvain communities, :func:`_meeting_bridge_fraction` on a proxy's planted ones).
+
+    Shapes:
+        src, dst: (E,) int64 edges (either direction; both ends are marked); community: (n,) int64 community of
+        every vertex, -1 for a vertex in none (counted neither way) -> a fraction in [0, 1].
+    """
+    a, b = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    across = (community[a] >= 0) & (community[b] >= 0) & (community[a] != community[b])
+    held = np.zeros(len(community), dtype=bool)
+    held[a[across]] = held[b[across]] = True
+    inside = community >= 0
+    return float(held[inside].mean()) if inside.any() else 0.0
 
 
 def _meeting_bridge_fraction(wire: Callable[[float], tuple[np.ndarray, np.ndarray]], target: float,
-                             starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                             community: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The graph ``wire(aim)`` whose bridge share (:func:`bridge_share`) is nearest ``target`` over at most
     :data:`BRIDGE_ROUNDS` rounds: the planted share ``aim`` starts at the target and each round moves by the
     realised share's miss (a fixed-point step: the shaping after the planting, :mod:`simulator.workload.structure`,
@@ -402,7 +416,7 @@ def _meeting_bridge_fraction(wire: Callable[[float], tuple[np.ndarray, np.ndarra
     aim, best = target, None
     for _ in range(BRIDGE_ROUNDS):
         src, dst = wire(aim)
-        miss = bridge_share(src, dst, starts) - target
+        miss = bridge_share(src, dst, community) - target
         if best is None or abs(miss) < best[0]:
             best = (abs(miss), src, dst)
         if abs(miss) <= BRIDGE_TOLERANCE:
