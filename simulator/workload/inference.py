@@ -22,7 +22,6 @@ formula against 54.0 k measured, mean of 3, 2026-11-28), and by benchmarks/bench
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -158,23 +157,24 @@ def inference_at_size(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, num_m
     if card_vertices is None:
         return measure_inference(src, dst, owner, num_machines, gpus_per_machine)
     n = len(owner)
-    chunk = proxy_chunk_vertices(card_vertices, n, num_machines * gpus_per_machine)
+    chunk = proxy_chunk_vertices(card_vertices, n)
     return measure_inference(src, dst, owner, num_machines, gpus_per_machine, chunk).scaled(card_vertices / n)
 
 
-def proxy_chunk_vertices(card_vertices: int, proxy_vertices: int, world: int,
-                         chunk_vertices: int = CHUNK_VERTICES) -> int:
+def proxy_chunk_vertices(card_vertices: int, proxy_vertices: int, chunk_vertices: int = CHUNK_VERTICES) -> int:
     """The chunk (destination vertices) that holds on the proxy the fraction of the vertices a chunk holds at the
-    card's size (a rank's share when that is smaller than a chunk), at least 1: the module docstring's fixed-chunk-
-    fraction rule.
+    card's size, at least 1: the module docstring's fixed-chunk-fraction rule. A rank then splits into as many
+    chunks on the proxy as at the card's size, one where its share is smaller than a chunk. (Until 2026-11-29 the
+    chunk was at most a rank's mean share, ``ceil(card_vertices / ranks)``, scaled: the busiest rank, which
+    :func:`measure_inference` measures and a METIS partition makes larger than the mean, then took two chunks on
+    the proxy where it takes one at the card's size, and the evaluation was priced about twice: card:cora on 16
+    machines 3.03 ms against 1.40 ms from the real graph, benchmarks/bench_card_epoch.py.)
 
     Args:
         card_vertices, proxy_vertices: the card's and its proxy's vertex counts (>= 1).
-        world: ranks (>= 1).
         chunk_vertices: the executor's chunk at the card's size.
     """
-    at_card = min(chunk_vertices, math.ceil(card_vertices / world))
-    return max(1, round(at_card * proxy_vertices / card_vertices))
+    return max(1, round(chunk_vertices * proxy_vertices / card_vertices))
 
 
 INFERENCE_FORMAT = 3
@@ -205,6 +205,12 @@ def inference_stats(ref: str | GeneratedSpec, num_machines: int, gpus_per_machin
     params = {"format": INFERENCE_FORMAT, "dataset": dataset_key(ref), "num_machines": int(num_machines),
               "gpus_per_machine": int(gpus_per_machine), "partitioner": partitioner, "seed": int(seed),
               "chunk_vertices": CHUNK_VERTICES}
+    card = card_name(ref)
+    if card is not None:  # the chunk the proxy is measured with (its rule changed on 2026-11-29)
+        from gnnplan.simulator.workload.proxy import proxy_scale
+
+        params["proxy_chunk_vertices"] = proxy_chunk_vertices(load_card(card).num_vertices.value,
+                                                              proxy_scale(card).proxy_vertices)
     path = entry_path("inference", params)
     data = read_entry(path, params)
     if data is not None:
@@ -214,7 +220,6 @@ def inference_stats(ref: str | GeneratedSpec, num_machines: int, gpus_per_machin
             pass  # a damaged entry is measured again below
     graph = load_dataset(ref)
     owner = graphstats.partition_owners(ref, num_machines, partitioner, seed, graph=graph)
-    card = card_name(ref)
     found = inference_at_size(graph.src, graph.dst, owner, num_machines, gpus_per_machine,
                               None if card is None else load_card(card).num_vertices.value)
     atomic_write_json(path, {"params": params, "stats": asdict(found)})

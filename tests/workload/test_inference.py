@@ -84,16 +84,27 @@ def test_equals_the_blocks_the_evaluator_samples_on_cora(cora, machines: int, gp
 
 
 def test_card_chunk_holds_the_cards_fraction() -> None:
-    # 16384 of 111 M vertices on a 1 M-vertex proxy: 148 vertices; a 64-rank share of a 100 k card is 1563
-    assert proxy_chunk_vertices(111_059_956, 1_000_000, 64) == round(CHUNK_VERTICES * 1e6 / 111_059_956)
-    assert proxy_chunk_vertices(100_000, 10_000, 64) == round(1563 / 10)
-    assert proxy_chunk_vertices(10**12, 10, 1) == 1
+    # 16384 of 111 M vertices on a 1 M-vertex proxy: 148 vertices; of a 100 k card on its 10 k proxy 1638, though
+    # a 64-rank share of the card (1563) is smaller than a chunk: the rank is one chunk at both sizes
+    assert proxy_chunk_vertices(111_059_956, 1_000_000) == round(CHUNK_VERTICES * 1e6 / 111_059_956)
+    assert proxy_chunk_vertices(100_000, 10_000) == round(CHUNK_VERTICES / 10)
+    assert proxy_chunk_vertices(10**12, 10) == 1
     assert InferenceStats(1.0, 2.0, 3.0, 4.0, 0.5).scaled(10.0) == InferenceStats(10.0, 20.0, 30.0, 40.0, 0.5)
     # the hand-made graph as the proxy of a 70-vertex card: a rank's 35 card vertices are one chunk, 3.5 -> 4 of
     # the proxy's (rank 0's whole share: 5 sources, 6 edges), then everything x 10
     assert inference_at_size(SRC, DST, OWNER, 2, 1, card_vertices=70) == InferenceStats(40.0, 40.0, 50.0, 60.0,
                                                                                            0.75, 0.2, 0.2)
     assert inference_at_size(SRC, DST, OWNER, 2, 1) == measure_inference(SRC, DST, OWNER, 2, 1)
+
+
+def test_a_card_at_its_proxys_size_measures_the_busiest_rank_in_one_chunk_as_the_graph_itself() -> None:
+    # machine 0 holds 5 of the 7 vertices (and the most in-edges), more than a rank's mean share (ceil(7 / 2) = 4)
+    # but less than a chunk: one chunk, as on the graph itself (a chunk capped at the mean share took two, and the
+    # evaluation was priced twice)
+    owner = np.array([0, 0, 0, 0, 0, 1, 1], dtype=np.int64)
+    found = inference_at_size(SRC, DST, owner, 2, 1, card_vertices=7)
+    assert found == measure_inference(SRC, DST, owner, 2, 1)
+    assert found.rank_vertices == found.dst_vertices == 5.0
 
 
 def test_statistics_are_cached_and_checked(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
