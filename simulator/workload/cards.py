@@ -2,7 +2,9 @@
 machine does not hold (``workload.dataset: ogbn-papers100M``) and be simulated from statistics estimated on a
 synthetic proxy (:mod:`simulator.workload.proxy`).
 
-A card is a YAML file in ``cards/`` (``<name>.yaml``); every number is a mapping ``{value, source}`` whose
+A card is a YAML file ``<name>.yaml`` in the package's ``cards/`` or in the user's ``$GNNPLAN_HOME/cards`` (searched
+first, :func:`card_dirs`; :func:`write_card` writes one there, e.g. a card measured on a graph in memory with
+:func:`simulator.workload.card_measures.derived_card`); every number is a mapping ``{value, source}`` whose
 ``source`` says where it was published, or, starting with ``derived:`` / ``assumed:``, how it was obtained (a
 number nobody published, e.g. a degree exponent, must say so). Fields (:class:`Card`):
 
@@ -285,9 +287,53 @@ class Card(_Model):
         return self.mean_in_degree / (1.0 - self.degree.zero_fraction)
 
 
+def card_dirs() -> list[Path]:
+    """Folders searched for dataset cards, in order: the user's (``$GNNPLAN_HOME/cards``, default
+    ``~/.gnnplan/cards``), so a card written there names a graph the package does not ship (or replaces a shipped
+    one of the same name, as the user's cluster presets do), then the package's ``cards/``."""
+    from gnnplan.simulator.paths import user_home
+
+    return [user_home() / "cards", CARD_DIR]
+
+
+def card_path(name: str) -> Path | None:
+    """The file of card ``name``: the first ``<name>.yaml`` of :func:`card_dirs`; None when there is none or the
+    name is not a plain file stem (a path separator or a leading dot)."""
+    if not _plain_stem(name):
+        return None
+    for folder in card_dirs():
+        path = folder / f"{name}.yaml"
+        if path.is_file():
+            return path
+    return None
+
+
 def card_names() -> list[str]:
-    """Names of the cards shipped with the package."""
-    return sorted(p.stem for p in CARD_DIR.glob("*.yaml"))
+    """Names of the available cards: the user's and those shipped with the package (:func:`card_dirs`)."""
+    return sorted({p.stem for d in card_dirs() if d.is_dir() for p in d.glob("*.yaml")})
+
+
+def write_card(card: Card, folder: Path | None = None) -> Path:
+    """Write ``card`` as ``<card.name>.yaml`` into ``folder`` (default the user's cards folder, the first of
+    :func:`card_dirs`), atomically, in the layout :func:`load_card` reads (every number with its source); returns
+    the file. A card measured on a graph in memory (:func:`simulator.workload.card_measures.derived_card`) is then
+    a dataset like the shipped ones (``workload.dataset: card:<name>``).
+
+    Raises:
+        SpecError: the card's name is not a plain file stem.
+    """
+    from gnnplan.simulator.io import atomic_write_yaml
+
+    if not _plain_stem(card.name):
+        raise SpecError(f"card name: {card.name!r} must be a plain file name (no path separator, no leading dot)")
+    target = (folder or card_dirs()[0]) / f"{card.name}.yaml"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_yaml(target, card.model_dump(mode="json", exclude_none=True))
+
+
+def _plain_stem(name: str) -> bool:
+    """Whether ``name`` can be a card file's stem inside a cards folder (no path separator, no leading dot)."""
+    return bool(name) and "/" not in name and "\\" not in name and not name.startswith(".")
 
 
 def card_name(ref: object) -> str | None:
@@ -309,7 +355,7 @@ def card_name(ref: object) -> str | None:
     if Path(ref).is_dir():
         return None
     name = ref.partition(DRAW_SEPARATOR)[0]
-    if name in PRESETS or not (CARD_DIR / f"{name}.yaml").is_file():
+    if name in PRESETS or card_path(name) is None:
         return None
     return _split_draw(ref, ref)[0]
 
@@ -351,18 +397,21 @@ def load_card(name: str) -> Card:
     Raises:
         SpecError: unknown card (the message lists the known ones) or an invalid field (one line naming it).
     """
-    path = CARD_DIR / f"{name}.yaml"
-    if not path.is_file():
+    path = card_path(name)
+    if path is None:
         raise SpecError(f"workload.dataset: unknown card {name!r}; allowed: {', '.join(card_names())}")
-    return card_from_dict(copy.deepcopy(_card_mapping(name, path.stat().st_mtime_ns)), where=f"card {name}")
+    card = card_from_dict(copy.deepcopy(_card_mapping(str(path), path.stat().st_mtime_ns)), where=f"card {path}")
+    if card.name != name:
+        raise SpecError(f"card {path}: name: {card.name!r} must be the file's name {name!r}")
+    return card
 
 
 @lru_cache(maxsize=64)
-def _card_mapping(name: str, mtime_ns: int) -> dict:  # type: ignore[type-arg]
+def _card_mapping(path: str, mtime_ns: int) -> dict:  # type: ignore[type-arg]
     """A card file's parsed YAML, read once per process and version of the file: a study loads its card in every
     trial, and pure-Python YAML took 0.05 s per card here (~6 s of a 12-trial, 2-draw tune of ``card:cora``,
     2026-11-29). :func:`load_card` validates a deep copy, so no card shares a mutable part with it."""
-    return read_yaml(CARD_DIR / f"{name}.yaml", f"card {name}")
+    return read_yaml(path, f"card {Path(path).stem}")
 
 
 def card_from_dict(data: dict, where: str = "card") -> Card:  # type: ignore[type-arg]

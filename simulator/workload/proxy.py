@@ -66,13 +66,13 @@ from typing import Any
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.workload.cards import (
-    CARD_DIR,
     CARD_PREFIX,
     DRAW_SEPARATOR,
     Card,
     card_draw,
     card_name,
     card_names,
+    card_path,
     load_card,
 )
 from gnnplan.simulator.workload.degseq import DegreeSequenceSpec
@@ -258,7 +258,10 @@ def _named_scale(name: str) -> ProxyScale:
 def proxy_key(name: str, seed: int = PROXY_SEED) -> str:
     """Cache key of a card's statistics on proxy draw ``seed``: the card file's bytes, the proxy's parameters (its
     seed included) and :data:`PROXY_FORMAT` (editing the card or the proxy rules invalidates every entry)."""
-    text = (CARD_DIR / f"{name}.yaml").read_bytes() + f"|{proxy_spec(name, seed=seed).name}|{PROXY_FORMAT}".encode()
+    path = card_path(name)
+    if path is None:
+        raise SpecError(f"workload.dataset: unknown card {name!r}; allowed: {', '.join(card_names())}")
+    text = path.read_bytes() + f"|{proxy_spec(name, seed=seed).name}|{PROXY_FORMAT}".encode()
     return f"card-{name}-{hashlib.sha1(text).hexdigest()[:16]}"
 
 

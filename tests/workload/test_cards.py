@@ -175,3 +175,61 @@ def test_a_card_file_is_parsed_once_per_version_and_each_load_is_its_own_card(mo
     assert first == second and first is not second
     cards.load_card("citeseer")
     assert len(calls) == 2
+
+
+def test_a_card_written_to_the_users_folder_is_a_dataset_and_reads_back_as_written(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A card measured on a graph (``card_measures.derived_card``) and written with :func:`cards.write_card` lands
+    in ``$GNNPLAN_HOME/cards``, is listed, loads back equal, and is simulated from its proxy like a shipped card;
+    a shipped card round-trips too (block model, components and all)."""
+    from gnnplan.simulator.api import simulate
+    from gnnplan.simulator.hardware.spec import load_cluster
+
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path / "home"))
+    g = load_dataset("cora")
+    card = card_measures.derived_card("user-cora-copy", g.num_vertices, g.src, g.dst, g.feature_dim,
+                                      g.num_classes, (len(g.train_idx), len(g.val_idx), len(g.test_idx)),
+                                      labels=g.labels, communities="labels")
+    path = cards.write_card(card)
+    assert path == tmp_path / "home" / "cards" / "user-cora-copy.yaml"
+    assert "user-cora-copy" in cards.card_names() and cards.card_path("user-cora-copy") == path
+    assert cards.load_card("user-cora-copy") == card
+    assert cards.card_name("user-cora-copy") == "user-cora-copy"
+    shipped = cards.load_card("citeseer")
+    copied = cards.write_card(shipped)  # the user's copy now replaces the shipped file
+    assert cards.card_path("citeseer") == copied and cards.load_card("citeseer") == shipped
+    wl = workload_from_dict({"dataset": "card:user-cora-copy", "model": {"arch": "sage", "num_layers": 2,
+                                                                        "hidden_dim": 16},
+                             "training": {"mode": "mini-batch", "batch_size": 64, "fanouts": [5, 5]}})
+    result = simulate(load_cluster("4x-a100-10gbe"), wl, "dp")
+    assert result.feasible and result.estimated is not None and result.estimated["card"] == "user-cora-copy"
+    assert result.estimated["proxy"]["num_vertices"] == g.num_vertices
+
+
+def test_a_users_card_replaces_a_shipped_one_of_its_name(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path))
+    data = read_yaml(cards.CARD_DIR / "cora.yaml", "card")
+    data["description"] = "the user's own cora card"
+    (tmp_path / "cards").mkdir()
+    (tmp_path / "cards" / "cora.yaml").write_text(__import__("yaml").safe_dump(data))
+    assert cards.card_path("cora") == tmp_path / "cards" / "cora.yaml"
+    assert cards.load_card("cora").description == "the user's own cora card"
+    assert cards.card_names().count("cora") == 1
+
+
+def test_a_card_name_that_is_not_a_plain_file_name_or_not_its_files_is_refused(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path))
+    (tmp_path / "cards").mkdir()
+    outside = tmp_path / "outside.yaml"
+    outside.write_text((cards.CARD_DIR / "cora.yaml").read_text())
+    assert cards.card_path("../outside") is None
+    with pytest.raises(SpecError, match="unknown card '../outside'"):
+        cards.load_card("../outside")
+    bad = cards.load_card("cora").model_copy(update={"name": "../cora"})
+    with pytest.raises(SpecError, match=r"^card name: '../cora' must be a plain file name"):
+        cards.write_card(bad)
+    (tmp_path / "cards" / "other.yaml").write_text((cards.CARD_DIR / "cora.yaml").read_text())
+    with pytest.raises(SpecError, match=r"name: 'cora' must be the file's name 'other'") as err:
+        cards.load_card("other")
+    assert "\n" not in str(err.value)
