@@ -17,13 +17,14 @@ Nothing here is fitted: the clusters are uncalibrated presets, the cards hold on
 lists, and the same simulator prices both sides, so the error is the card path's alone (the statistics it
 estimates), not the simulator's against hardware.
 
+Graphs: Cora and CiteSeer against their shipped cards, and an R-MAT graph against a card measured on it (below).
 Workloads: the bundled presets' models on each graph (GraphSAGE mini-batches of ``cora-sage`` for dp, hopgnn and
 gsplit; the full-graph GCN of ``cora-gcn-full`` for neutronstar and hongtu; SGC of ``cora-sgc`` for ppgnn), the
 dataset replaced. Clusters: bench_proxy's 2 x 4 A100 on 200 Gb/s InfiniBand, and the HopGNN and NeutronStar
 testbeds (4 and 16 T4 machines on 10 and 6 Gb/s Ethernet), where remote inputs cost the most.
 
-Measured (2026-11-29, 16 relabelings, 8 draws; 36 (cluster, strategy) pairs on the two graphs, 18 of them with an
-evaluation): epoch time 35/36 within 15% (median error 0.9%), evaluation time 15/18 (median 7.4%), network bytes
+Measured (2026-11-29, 16 relabelings, 8 draws; 36 (cluster, strategy) pairs on Cora and CiteSeer, 18 of them with
+an evaluation): epoch time 35/36 within 15% (median error 0.9%), evaluation time 15/18 (median 7.4%), network bytes
 per epoch 34/36 (median 0.2%). The misses are all CiteSeer's default draw, whose METIS partitions cut where the
 real graph's rarely do (bench_proxy: its remote input fraction 0.089 against 0.051): the evaluation on 4 T4
 machines +42% (the busiest rank's sources on other machines 0.111 against 0.039-0.043 on the real graph; draws 1-3
@@ -31,16 +32,31 @@ machines +42% (the busiest rank's sources on other machines 0.111 against 0.039-
 the real median in each. Before the evaluation's proxy chunk was fixed (simulator/workload/inference.py,
 ``proxy_chunk_vertices``) the evaluation was 9/18 (median 25.3%, max +116%: every 16-machine case priced twice).
 
-Run: ``python benchmarks/bench_card_epoch.py [--graphs cora citeseer] [--relabelings K] [--proxy-draws R]``.
-Statistics are cached under ``$GNNPLAN_CACHE`` (the first run measures every relabeling for each cluster shape:
-~10 min on this 2-core machine; cached runs ~1 min). Timings of the simulator are not reported.
+The R-MAT graph (:data:`RMAT_VERTICES`, one numbering: as generated, randomly permuted) against the card derived
+from it, whose proxy is 5 times smaller (2026-11-29, 8 draws): epoch time 15/18 within 15% (median error 1.5%),
+evaluation 6/9 (median 2.8%), network bytes 17/18 (median 1.3%). Misses: gsplit's epoch 16% low on 2 x 4 A100 and
+on 4 T4 machines (its split inputs, as bench_proxy finds on R-MAT 2M: 11% low), hongtu's network bytes 17% low on
+16 machines, and on 16 machines dp's epoch +19% and the evaluation +92%: there METIS keeps the proxy's hub core in
+one part (the busiest machine holds 0.50-0.54 of the in-edges on draws 0-3) and splits the real graph's (0.16);
+on 8 machines both keep it (0.73 and 0.72). [inferred, not verified: in a proxy 5 times smaller the hubs keep
+their degrees, so they form a denser core (configuration model: an edge between two vertices is proportional to
+their degrees over the edge count; Boguna, Pastor-Satorras and Vespignani, Eur. Phys. J. B 38, 205 (2004)), which
+fits a 16th of the proxy where the real core does not fit a 16th of the graph.] Rewiring the proxy to the graph's degree assortativity (-0.081)
+made it worse (0.74); not kept.
+
+Run: ``python benchmarks/bench_card_epoch.py [--graphs cora citeseer] [--relabelings K] [--proxy-draws R]
+[--rmat-vertices N]``. Statistics are cached under ``$GNNPLAN_CACHE`` (the first run measures every relabeling for
+each cluster shape and generates and measures the R-MAT graph: ~15 min on this 2-core machine; cached runs a few
+minutes); the R-MAT card is written to a temporary cards folder, removed after. Timings are not reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,10 +68,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_proxy import relabelled  # noqa: E402
 
 from gnnplan.simulator.api import simulate  # noqa: E402
-from gnnplan.simulator.overrides import with_fields  # noqa: E402
+from gnnplan.simulator.paths import cache_dir  # noqa: E402
 from gnnplan.simulator.result import SimResult  # noqa: E402
+from gnnplan.simulator.workload.card_measures import derived_card  # noqa: E402
+from gnnplan.simulator.workload.cards import write_card  # noqa: E402
+from gnnplan.simulator.workload.datasets import load_dataset  # noqa: E402
 from gnnplan.simulator.workload.proxy import max_relative_error  # noqa: E402
-from gnnplan.simulator.workload.spec import load_workload  # noqa: E402
+from gnnplan.simulator.workload.spec import GeneratedSpec, RmatSpec, load_workload  # noqa: E402
 
 TOLERANCE = 0.15
 RELABELINGS = 16
@@ -63,6 +82,10 @@ RELABELINGS = 16
 less with the numbering than a METIS statistic does: CiteSeer's epoch time on 4 T4 machines 6.9-7.8 ms over 8)."""
 PROXY_DRAWS = 8
 """Proxy draws of each card the range of column ``draws`` is taken over (draw 0 is the one compared)."""
+RMAT_VERTICES = 500_000
+"""Vertices of the R-MAT graph compared through a card derived from it (:func:`rmat_card`): 5 times its card's
+10^5-vertex proxy, so the proxy's scaling rules are in play (bench_proxy's 2M-vertex graph would take an hour to
+measure for three cluster shapes here; this one ~5 min)."""
 CLUSTERS = ("2x4-a100-nvlink3-200gbib", "4x-t4-10gbe", "16x-t4-6gbe")
 RUNS = (("dp", "cora-sage"), ("hopgnn", "cora-sage"), ("gsplit", "cora-sage"), ("neutronstar", "cora-gcn-full"),
         ("hongtu", "cora-gcn-full"), ("ppgnn", "cora-sgc"))
@@ -75,10 +98,23 @@ QUANTITIES: dict[str, Callable[[SimResult], float | None]] = {
 """What is compared, from each :class:`SimResult` (None: the strategy does not price it)."""
 
 
-def predict(cluster: str, preset: str, strategy: str, dataset: str) -> SimResult:
+def predict(cluster: str, preset: str, strategy: str, dataset: str | GeneratedSpec) -> SimResult:
     """:func:`simulate` of ``strategy`` (default knobs) on ``cluster`` for ``preset`` with ``dataset`` in it."""
-    return simulate(cluster, with_fields(load_workload(preset), [f"dataset={dataset}"], "workload.dataset"),
-                    strategy, None)
+    return simulate(cluster, load_workload(preset).model_copy(update={"dataset": dataset}), strategy, None)
+
+
+def rmat_card(num_vertices: int) -> tuple[RmatSpec, str]:
+    """An R-MAT graph of ``num_vertices`` (Graph500 quadrants, edge factor 8, seed 0, as bench_proxy's) and the name
+    of its card, measured on it (:func:`derived_card`: sizes, largest in-degree, exponent, degree histogram; no
+    communities) and written to the user's cards folder (:func:`write_card`), which :func:`main` points at a
+    temporary one."""
+    spec = RmatSpec(generator="rmat", num_vertices=num_vertices, edge_factor=8, seed=0)
+    graph = load_dataset(spec)
+    name = f"rmat{num_vertices}"
+    write_card(derived_card(name, graph.num_vertices, graph.src, graph.dst, graph.feature_dim, graph.num_classes,
+                            (len(graph.train_idx), len(graph.val_idx), len(graph.test_idx)),
+                            how=f"measured on the {num_vertices}-vertex R-MAT graph"))
+    return spec, name
 
 
 def compare(real: list[SimResult], card: list[SimResult]) -> list[tuple[str, str, float | None]]:
@@ -104,33 +140,62 @@ def compare(real: list[SimResult], card: list[SimResult]) -> list[tuple[str, str
     return rows
 
 
+def compare_graph(label: str, real_refs: list, card_refs: list[str]) -> dict[str, list[float]]:
+    """Print one graph's table (every cluster and strategy); returns each quantity's relative errors."""
+    errors: dict[str, list[float]] = {q: [] for q in QUANTITIES}
+    print(f"\n== {label}")
+    print(f"{'cluster':26s} {'strategy':12s} {'quantity':14s} {'real':>10s} {'min':>10s} {'max':>10s} "
+          f"{'self':>7s} {'card':>10s} {'error':>7s} {'draws min':>10s} {'draws max':>10s} {'held':>4s}")
+    for cluster in CLUSTERS:
+        for strategy, preset in RUNS:
+            real = [predict(cluster, preset, strategy, g) for g in real_refs]
+            card = [predict(cluster, preset, strategy, c) for c in card_refs]
+            for quantity, cols, err in compare(real, card):
+                flag = "  > 15%" if err is not None and err > TOLERANCE else ""
+                print(f"{cluster:26s} {strategy:12s} {quantity:14s} {cols}{flag}", flush=True)
+                if err is not None:
+                    errors[quantity].append(err)
+    return errors
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--graphs", nargs="+", default=["cora", "citeseer"], choices=["cora", "citeseer"])
+    parser.add_argument("--graphs", nargs="*", default=["cora", "citeseer"], choices=["cora", "citeseer"])
     parser.add_argument("--relabelings", type=int, default=RELABELINGS)
     parser.add_argument("--proxy-draws", type=int, default=PROXY_DRAWS)
+    parser.add_argument("--rmat-vertices", type=int, default=RMAT_VERTICES, metavar="N",
+                        help="also an R-MAT graph of N vertices (> 10^5: its card's proxy is 10^5 vertices, so the "
+                             f"scaling rules apply) against the card measured on it (default {RMAT_VERTICES}; 0: "
+                             "none)")
     args = parser.parse_args()
     for flag, value in (("--relabelings", args.relabelings), ("--proxy-draws", args.proxy_draws)):
         if value < 1:
             parser.error(f"{flag}: must be a positive integer (got {value})")
+    if args.rmat_vertices < 0:
+        parser.error(f"--rmat-vertices: must be a non-negative integer (got {args.rmat_vertices})")
     errors: dict[str, list[float]] = {q: [] for q in QUANTITIES}
+
+    def add(found: dict[str, list[float]]) -> None:
+        for quantity, errs in found.items():
+            errors[quantity] += errs
+
     for name in args.graphs:
-        print(f"\n== {name}: predicted from the real graph (median over {args.relabelings} relabelings; min, max; "
-              f"self: relabelings within {TOLERANCE:.0%} of the median) vs from card:{name} (draw 0; its error; "
-              f"min, max over {args.proxy_draws} draws; whether they hold the median)")
-        print(f"{'cluster':26s} {'strategy':12s} {'quantity':14s} {'real':>10s} {'min':>10s} {'max':>10s} "
-              f"{'self':>7s} {'card':>10s} {'error':>7s} {'draws min':>10s} {'draws max':>10s} {'held':>4s}")
-        graphs = [relabelled(name, k) for k in range(args.relabelings)]
-        cards = [f"card:{name}@{k}" if k else f"card:{name}" for k in range(args.proxy_draws)]
-        for cluster in CLUSTERS:
-            for strategy, preset in RUNS:
-                real = [predict(cluster, preset, strategy, g) for g in graphs]
-                card = [predict(cluster, preset, strategy, c) for c in cards]
-                for quantity, cols, err in compare(real, card):
-                    flag = "  > 15%" if err is not None and err > TOLERANCE else ""
-                    print(f"{cluster:26s} {strategy:12s} {quantity:14s} {cols}{flag}", flush=True)
-                    if err is not None:
-                        errors[quantity].append(err)
+        add(compare_graph(f"{name}: predicted from the real graph (median over {args.relabelings} relabelings; min, "
+                          f"max; self: relabelings within {TOLERANCE:.0%} of the median) vs from card:{name} (draw "
+                          f"0; its error; min, max over {args.proxy_draws} draws; whether they hold the median)",
+                          [relabelled(name, k) for k in range(args.relabelings)],
+                          [f"card:{name}@{k}" if k else f"card:{name}" for k in range(args.proxy_draws)]))
+    if args.rmat_vertices:
+        os.environ["GNNPLAN_CACHE"] = str(cache_dir())  # statistics stay in the user's cache,
+        home = tempfile.mkdtemp(prefix="gnnplan-bench-cards-")  # the derived card in a folder of its own
+        os.environ["GNNPLAN_HOME"] = home
+        try:
+            spec, card = rmat_card(args.rmat_vertices)
+            add(compare_graph(f"R-MAT {args.rmat_vertices} vertices (as generated, one numbering) vs card:{card} "
+                              f"measured on it (draw 0; min, max over {args.proxy_draws} draws)", [spec],
+                              [f"card:{card}@{k}" if k else f"card:{card}" for k in range(args.proxy_draws)]))
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
     print()
     for quantity, errs in errors.items():
         if errs:

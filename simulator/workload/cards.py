@@ -400,7 +400,8 @@ def load_card(name: str) -> Card:
     path = card_path(name)
     if path is None:
         raise SpecError(f"workload.dataset: unknown card {name!r}; allowed: {', '.join(card_names())}")
-    card = card_from_dict(copy.deepcopy(_card_mapping(str(path), path.stat().st_mtime_ns)), where=f"card {path}")
+    where = f"card {name}" if path.parent == CARD_DIR else f"card {path}"  # a user's card by its file
+    card = card_from_dict(copy.deepcopy(_card_mapping(str(path), path.stat().st_mtime_ns)), where=where)
     if card.name != name:
         raise SpecError(f"card {path}: name: {card.name!r} must be the file's name {name!r}")
     return card
