@@ -41,8 +41,8 @@ one part (the busiest machine holds 0.50-0.54 of the in-edges on draws 0-3) and 
 on 8 machines both keep it (0.73 and 0.72). [inferred, not verified: in a proxy 5 times smaller the hubs keep
 their degrees, so they form a denser core (configuration model: an edge between two vertices is proportional to
 their degrees over the edge count; Boguna, Pastor-Satorras and Vespignani, Eur. Phys. J. B 38, 205 (2004)), which
-fits a 16th of the proxy where the real core does not fit a 16th of the graph.] Rewiring the proxy to the graph's degree assortativity (-0.081)
-made it worse (0.74); not kept.
+fits a 16th of the proxy where the real core does not fit a 16th of the graph.] Rewiring the proxy to the graph's
+degree assortativity (-0.081) made it worse (0.74); not kept.
 
 Run: ``python benchmarks/bench_card_epoch.py [--graphs cora citeseer] [--relabelings K] [--proxy-draws R]
 [--rmat-vertices N]``. Statistics are cached under ``$GNNPLAN_CACHE`` (the first run measures every relabeling for
@@ -65,7 +65,7 @@ import numpy as np
 os.environ.setdefault("DGLBACKEND", "pytorch")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_proxy import relabelled  # noqa: E402
+from bench_proxy import count_at_least, relabelled  # noqa: E402
 
 from gnnplan.simulator.api import simulate  # noqa: E402
 from gnnplan.simulator.paths import cache_dir  # noqa: E402
@@ -161,18 +161,13 @@ def compare_graph(label: str, real_refs: list, card_refs: list[str]) -> dict[str
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--graphs", nargs="*", default=["cora", "citeseer"], choices=["cora", "citeseer"])
-    parser.add_argument("--relabelings", type=int, default=RELABELINGS)
-    parser.add_argument("--proxy-draws", type=int, default=PROXY_DRAWS)
-    parser.add_argument("--rmat-vertices", type=int, default=RMAT_VERTICES, metavar="N",
+    parser.add_argument("--relabelings", type=count_at_least(1), default=RELABELINGS)
+    parser.add_argument("--proxy-draws", type=count_at_least(1), default=PROXY_DRAWS)
+    parser.add_argument("--rmat-vertices", type=count_at_least(0), default=RMAT_VERTICES, metavar="N",
                         help="also an R-MAT graph of N vertices (> 10^5: its card's proxy is 10^5 vertices, so the "
                              f"scaling rules apply) against the card measured on it (default {RMAT_VERTICES}; 0: "
                              "none)")
     args = parser.parse_args()
-    for flag, value in (("--relabelings", args.relabelings), ("--proxy-draws", args.proxy_draws)):
-        if value < 1:
-            parser.error(f"{flag}: must be a positive integer (got {value})")
-    if args.rmat_vertices < 0:
-        parser.error(f"--rmat-vertices: must be a non-negative integer (got {args.rmat_vertices})")
     errors: dict[str, list[float]] = {q: [] for q in QUANTITIES}
 
     def add(found: dict[str, list[float]]) -> None:

@@ -292,19 +292,32 @@ def run(label: str, work: Callable[[], dict[str, float]], keep: str | None = Non
     return out
 
 
+def count_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for a count: an integer >= ``minimum``, else the usage error naming the option
+    (``argument --proxy-draws: must be an integer >= 1 (got '0')``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum} (got {text!r})")
+        return value
+
+    return parse
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--skip-rmat", action="store_true", help="only the bundled real graphs")
-    parser.add_argument("--relabelings", type=int, default=RELABELINGS,
+    parser.add_argument("--relabelings", type=count_at_least(1), default=RELABELINGS,
                         help=f"relabelings each real graph is measured on (default {RELABELINGS})")
-    parser.add_argument("--proxy-draws", type=int, default=PROXY_DRAWS,
+    parser.add_argument("--proxy-draws", type=count_at_least(1), default=PROXY_DRAWS,
                         help="estimate on this many draws of each proxy (seeds 0..R-1; card:<name>@<K>) and print "
                              f"how the estimates and the count within 15%% move over them (default {PROXY_DRAWS}; "
                              "1: the product's default draw only)")
     args = parser.parse_args()
-    for flag, value in (("--relabelings", args.relabelings), ("--proxy-draws", args.proxy_draws)):
-        if value < 1:
-            parser.error(f"{flag}: must be a positive integer (got {value})")
     globals()["RELABELINGS"] = args.relabelings
     errors: list[float] = []
     per_draw = np.zeros(args.proxy_draws, dtype=np.int64)
