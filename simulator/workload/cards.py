@@ -308,6 +308,18 @@ def card_path(name: str) -> Path | None:
     return None
 
 
+def card_file(name: str) -> Path:
+    """:func:`card_path` of a card that must exist.
+
+    Raises:
+        SpecError: unknown card (the message lists the known ones).
+    """
+    path = card_path(name)
+    if path is None:
+        raise SpecError(f"workload.dataset: unknown card {name!r}; allowed: {', '.join(card_names())}")
+    return path
+
+
 def card_names() -> list[str]:
     """Names of the available cards: the user's and those shipped with the package (:func:`card_dirs`)."""
     return sorted({p.stem for d in card_dirs() if d.is_dir() for p in d.glob("*.yaml")})
@@ -397,9 +409,7 @@ def load_card(name: str) -> Card:
     Raises:
         SpecError: unknown card (the message lists the known ones) or an invalid field (one line naming it).
     """
-    path = card_path(name)
-    if path is None:
-        raise SpecError(f"workload.dataset: unknown card {name!r}; allowed: {', '.join(card_names())}")
+    path = card_file(name)
     where = f"card {name}" if path.parent == CARD_DIR else f"card {path}"  # a user's card by its file
     card = card_from_dict(copy.deepcopy(_card_mapping(str(path), path.stat().st_mtime_ns)), where=where)
     if card.name != name:

@@ -70,9 +70,9 @@ from gnnplan.simulator.workload.cards import (
     DRAW_SEPARATOR,
     Card,
     card_draw,
+    card_file,
     card_name,
     card_names,
-    card_path,
     load_card,
 )
 from gnnplan.simulator.workload.degseq import DegreeSequenceSpec
@@ -258,10 +258,7 @@ def _named_scale(name: str) -> ProxyScale:
 def proxy_key(name: str, seed: int = PROXY_SEED) -> str:
     """Cache key of a card's statistics on proxy draw ``seed``: the card file's bytes, the proxy's parameters (its
     seed included) and :data:`PROXY_FORMAT` (editing the card or the proxy rules invalidates every entry)."""
-    path = card_path(name)
-    if path is None:
-        raise SpecError(f"workload.dataset: unknown card {name!r}; allowed: {', '.join(card_names())}")
-    text = path.read_bytes() + f"|{proxy_spec(name, seed=seed).name}|{PROXY_FORMAT}".encode()
+    text = card_file(name).read_bytes() + f"|{proxy_spec(name, seed=seed).name}|{PROXY_FORMAT}".encode()
     return f"card-{name}-{hashlib.sha1(text).hexdigest()[:16]}"
 
 

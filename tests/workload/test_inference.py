@@ -90,8 +90,8 @@ def test_card_chunk_holds_the_cards_fraction() -> None:
     assert proxy_chunk_vertices(100_000, 10_000) == round(CHUNK_VERTICES / 10)
     assert proxy_chunk_vertices(10**12, 10) == 1
     assert InferenceStats(1.0, 2.0, 3.0, 4.0, 0.5).scaled(10.0) == InferenceStats(10.0, 20.0, 30.0, 40.0, 0.5)
-    # the hand-made graph as the proxy of a 70-vertex card: a rank's 35 card vertices are one chunk, 3.5 -> 4 of
-    # the proxy's (rank 0's whole share: 5 sources, 6 edges), then everything x 10
+    # the hand-made graph as the proxy of a 70-vertex card: a chunk of the card is 1638 of the proxy's vertices, so
+    # rank 0's 4 are one chunk (its whole share: 5 sources, 6 edges), then everything x 10
     assert inference_at_size(SRC, DST, OWNER, 2, 1, card_vertices=70) == InferenceStats(40.0, 40.0, 50.0, 60.0,
                                                                                            0.75, 0.2, 0.2)
     assert inference_at_size(SRC, DST, OWNER, 2, 1) == measure_inference(SRC, DST, OWNER, 2, 1)
