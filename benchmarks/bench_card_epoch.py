@@ -33,30 +33,32 @@ the real median in each. Before the evaluation's proxy chunk was fixed (simulato
 ``proxy_chunk_vertices``) the evaluation was 9/18 (median 25.3%, max +116%: every 16-machine case priced twice).
 
 The R-MAT graph (:data:`RMAT_VERTICES`, one numbering: as generated, randomly permuted) against the card derived
-from it, whose proxy is 5 times smaller (2026-11-29, 8 draws): epoch time 15/18 within 15% (median error 1.5%),
-evaluation 6/9 (median 2.8%), network bytes 17/18 (median 1.3%). Misses: gsplit's epoch 16% low on 2 x 4 A100 and
-on 4 T4 machines (its split inputs, as bench_proxy finds on R-MAT 2M: 11% low), hongtu's network bytes 17% low on
-16 machines, and on 16 machines dp's epoch +19% and the evaluation +92%: there METIS keeps the proxy's hub core in
-one part (the busiest machine holds 0.50-0.54 of the in-edges on draws 0-3) and splits the real graph's (0.16);
-on 8 machines both keep it (0.73 and 0.72). [inferred, not verified: in a proxy 5 times smaller the hubs keep
-their degrees, so they form a denser core (configuration model: an edge between two vertices is proportional to
-their degrees over the edge count; Boguna, Pastor-Satorras and Vespignani, Eur. Phys. J. B 38, 205 (2004)), which
-fits a 16th of the proxy where the real core does not fit a 16th of the graph.] Rewiring the proxy to the graph's
-degree assortativity (-0.081) made it worse (0.74); not kept.
+from it with its Louvain communities (28 effective, mu 0.76), whose proxy is 5 times smaller (2026-11-29, 8 draws):
+epoch time 16/18 within 15% (median error 2.0%), evaluation 6/9 (median 2.5%, max 17.4%), network bytes 18/18
+(median 0.6%). Misses: gsplit's epoch 16% low on 2 x 4 A100 and on 4 T4 machines (its split inputs, as bench_proxy
+finds on R-MAT 2M: 11% low), and the evaluation on 16 machines +17% (over the draws 267-534 ms, the graph 268 ms;
+the top of that range is the time without communities below, so some draws' METIS partitions keep the proxy's hub
+core in one part [inferred from the times]).
+The same card without communities (as bench_proxy's R-MAT card) did worse on 16 machines: dp's epoch +19% and the
+evaluation +92%, METIS keeping the proxy's hub core in one part on every draw (the busiest machine 0.50-0.54 of the
+in-edges on draws 0-3, the graph 0.16; with the communities 0.22 on draw 0; on 8 machines 0.73 against 0.72 either
+way): epoch 15/18, evaluation 6/9 (max 91.9%), network bytes 17/18. Not because that proxy's hubs were denser: the
+top 1% and 5% of the vertices by degree hold 0.19 and 0.54 of its edges between them, 0.22 and 0.55 of the
+graph's; R-MAT's recursive quadrants leave a community structure METIS cuts along, which a proxy without
+communities lacks. Rewiring that proxy to the graph's degree assortativity (-0.081) made it worse (0.74); not kept.
 
 Run: ``python benchmarks/bench_card_epoch.py [--graphs cora citeseer] [--relabelings K] [--proxy-draws R]
 [--rmat-vertices N]``. Statistics are cached under ``$GNNPLAN_CACHE`` (the first run measures every relabeling for
-each cluster shape and generates and measures the R-MAT graph: ~15 min on this 2-core machine; cached runs a few
-minutes); the R-MAT card is written to a temporary cards folder, removed after. Timings are not reported.
+each cluster shape and generates and measures the R-MAT graph and its Louvain communities: ~20 min on this 2-core
+machine; cached runs a few minutes); the R-MAT card is kept in the cache's ``bench_card_epoch/cards``. Timings are
+not reported.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -71,7 +73,7 @@ from gnnplan.simulator.api import simulate  # noqa: E402
 from gnnplan.simulator.paths import cache_dir  # noqa: E402
 from gnnplan.simulator.result import SimResult  # noqa: E402
 from gnnplan.simulator.workload.card_measures import derived_card  # noqa: E402
-from gnnplan.simulator.workload.cards import write_card  # noqa: E402
+from gnnplan.simulator.workload.cards import card_path, write_card  # noqa: E402
 from gnnplan.simulator.workload.datasets import load_dataset  # noqa: E402
 from gnnplan.simulator.workload.proxy import max_relative_error  # noqa: E402
 from gnnplan.simulator.workload.spec import GeneratedSpec, RmatSpec, load_workload  # noqa: E402
@@ -105,15 +107,17 @@ def predict(cluster: str, preset: str, strategy: str, dataset: str | GeneratedSp
 
 def rmat_card(num_vertices: int) -> tuple[RmatSpec, str]:
     """An R-MAT graph of ``num_vertices`` (Graph500 quadrants, edge factor 8, seed 0, as bench_proxy's) and the name
-    of its card, measured on it (:func:`derived_card`: sizes, largest in-degree, exponent, degree histogram; no
-    communities) and written to the user's cards folder (:func:`write_card`), which :func:`main` points at a
-    temporary one."""
+    of its card, measured on it (:func:`derived_card`: sizes, largest in-degree, exponent, degree histogram, and the
+    Louvain communities' effective number and mixing, which the proxy plants) and written to the user's cards folder
+    (:func:`write_card`; :func:`main` points it at one of its own under the cache, so the card, whose Louvain
+    partition takes ~5 min at 500k vertices, is measured once)."""
     spec = RmatSpec(generator="rmat", num_vertices=num_vertices, edge_factor=8, seed=0)
-    graph = load_dataset(spec)
     name = f"rmat{num_vertices}"
-    write_card(derived_card(name, graph.num_vertices, graph.src, graph.dst, graph.feature_dim, graph.num_classes,
-                            (len(graph.train_idx), len(graph.val_idx), len(graph.test_idx)),
-                            how=f"measured on the {num_vertices}-vertex R-MAT graph"))
+    if card_path(name) is None:
+        graph = load_dataset(spec)
+        write_card(derived_card(name, graph.num_vertices, graph.src, graph.dst, graph.feature_dim, graph.num_classes,
+                                (len(graph.train_idx), len(graph.val_idx), len(graph.test_idx)),
+                                how=f"measured on the {num_vertices}-vertex R-MAT graph", communities="louvain"))
     return spec, name
 
 
@@ -181,16 +185,12 @@ def main() -> int:
                           [relabelled(name, k) for k in range(args.relabelings)],
                           [f"card:{name}@{k}" if k else f"card:{name}" for k in range(args.proxy_draws)]))
     if args.rmat_vertices:
-        os.environ["GNNPLAN_CACHE"] = str(cache_dir())  # statistics stay in the user's cache,
-        home = tempfile.mkdtemp(prefix="gnnplan-bench-cards-")  # the derived card in a folder of its own
-        os.environ["GNNPLAN_HOME"] = home
-        try:
-            spec, card = rmat_card(args.rmat_vertices)
-            add(compare_graph(f"R-MAT {args.rmat_vertices} vertices (as generated, one numbering) vs card:{card} "
-                              f"measured on it (draw 0; min, max over {args.proxy_draws} draws)", [spec],
-                              [f"card:{card}@{k}" if k else f"card:{card}" for k in range(args.proxy_draws)]))
-        finally:
-            shutil.rmtree(home, ignore_errors=True)
+        os.environ["GNNPLAN_CACHE"] = str(cache_dir())  # statistics stay in the user's cache; the derived card
+        os.environ["GNNPLAN_HOME"] = str(cache_dir() / "bench_card_epoch")  # in a cards folder of the benchmark's
+        spec, card = rmat_card(args.rmat_vertices)
+        add(compare_graph(f"R-MAT {args.rmat_vertices} vertices (as generated, one numbering) vs card:{card} "
+                          f"measured on it (draw 0; min, max over {args.proxy_draws} draws)", [spec],
+                          [f"card:{card}@{k}" if k else f"card:{card}" for k in range(args.proxy_draws)]))
     print()
     for quantity, errs in errors.items():
         if errs:
