@@ -87,7 +87,8 @@ PROXY_DRAWS = 8
 RMAT_VERTICES = 500_000
 """Vertices of the R-MAT graph compared through a card derived from it (:func:`rmat_card`): 5 times its card's
 10^5-vertex proxy, so the proxy's scaling rules are in play (bench_proxy's 2M-vertex graph would take an hour to
-measure for three cluster shapes here; this one ~5 min)."""
+measure for three cluster shapes here; this one ~10 min the first time, half of it the card's Louvain partition).
+The card is kept (the cache's ``bench_card_epoch/cards``); remove it to measure it again."""
 CLUSTERS = ("2x4-a100-nvlink3-200gbib", "4x-t4-10gbe", "16x-t4-6gbe")
 RUNS = (("dp", "cora-sage"), ("hopgnn", "cora-sage"), ("gsplit", "cora-sage"), ("neutronstar", "cora-gcn-full"),
         ("hongtu", "cora-gcn-full"), ("ppgnn", "cora-sgc"))
