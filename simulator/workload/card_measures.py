@@ -122,7 +122,7 @@ def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray,
         how: what the numbers were measured on (goes into every ``source``).
         communities: ``"labels"``, ``"louvain"`` or None.
     """
-    from gnnplan.simulator.workload.degseq import degree_histogram
+    from gnnplan.simulator.workload.degree_bins import degree_histogram
 
     deg = np.bincount(dst, minlength=num_vertices)
     gamma = moment_exponent(deg[deg > 0])
@@ -141,7 +141,7 @@ def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray,
                    "zero_in_degree_fraction": {"value": round(float(np.mean(deg == 0)), 4),
                                                "source": f"{src_text}: vertices without in-edges"},
                    "in_degree_histogram": {"value": degree_histogram(deg),
-                                           "source": f"{src_text}: degseq.degree_histogram of the in-degrees"}},
+                                           "source": f"{src_text}: degree_bins.degree_histogram of the in-degrees"}},
     }
     if communities == "labels" and labels is not None:
         keep = (labels[src] >= 0) & (labels[dst] >= 0)

@@ -16,7 +16,7 @@ number nobody published, e.g. a degree exponent, must say so). Fields (:class:`C
   published (tail) fit where one exists, else an assumption saying so; cards derived from a graph in memory use
   :func:`~.card_measures.moment_exponent` (the single law whose size-biased mean matches the graph's, what
   sampling feels).
-  Optionally ``in_degree_histogram`` (log-binned, :mod:`simulator.workload.degseq`): the proxy then draws its
+  Optionally ``in_degree_histogram`` (log-binned, :mod:`simulator.workload.degree_bins`): the proxy then draws its
   degrees from it (bulk and tail each as they are) instead of from the power law; and ``assortativity`` (the
   degree correlation of an edge's ends), to which such a proxy is rewired.
 * ``communities`` (optional): ``num_communities`` and the mixing parameter ``mu`` (fraction of edges between
@@ -102,7 +102,7 @@ class Split(_Model):
 class DegreeSummary(_Model):
     """The in-degree distribution: its largest value (None = not published), the power-law exponent of the
     vertices that have in-edges, the fraction that have none (absent = 0: every vertex has in-edges) and,
-    optionally, the log-binned histogram of :func:`simulator.workload.degseq.degree_histogram` (rows
+    optionally, the log-binned histogram of :func:`simulator.workload.degree_bins.degree_histogram` (rows
     ``[mean in-degree of the bin, fraction of vertices]``, increasing degree), which then decides the proxy's
     degrees instead of the power law; optionally the degree ``assortativity`` (Newman, Phys. Rev. Lett. 89,
     208701 (2002): the correlation of the degrees at the two ends of an edge), to which such a proxy is then

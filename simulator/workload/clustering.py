@@ -15,7 +15,7 @@ Triangle closure (:func:`close_triangles`): the degree-preserving rewiring of Ba
 triangle u-v-w is closed and every degree kept. A swap is accepted when it adds more triangles than it removes
 (common neighbours of the new pairs minus those of the removed ones, on the graph before the round) and only
 when it keeps the multiset of degree-class pairs of its two edges (degree classes: the log bins of
-:func:`simulator.workload.degseq.bin_edges`), so the joint degree distribution is kept (2K-preserving rewiring:
+:func:`simulator.workload.degree_bins.bin_edges`), so the joint degree distribution is kept (2K-preserving rewiring:
 Mahadevan et al., SIGCOMM 2006; clustering targeted on top of it as in the 2.5K series of Orsini et al., Nat.
 Commun. 6, 8627 (2015)): without it the closed pairs of neighbours are degree-biased and the rewiring links hubs
 to hubs (Cora's card: twice the real graph's hub-to-hub edges); with ``groups`` (a proxy's planted communities)
@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from gnnplan.simulator.workload.degseq import bin_edges
+from gnnplan.simulator.workload.degree_bins import bin_edges
 
 MAX_ROUNDS = 400
 """Rounds of :func:`close_triangles` at most."""

@@ -1,7 +1,7 @@
 """Per-batch reach: the expected block sizes of a mini-batch sampled in the configuration model of a degree
 sequence (occupancy of size-biased edge-end draws), the basis of the proxy's per-batch scaling rule
 (:func:`simulator.workload.proxy_batch.batch_reach_scale`). Degree classes come from a card's log-binned histogram
-(:func:`simulator.workload.degseq.degree_histogram`; each bin at its mean degree).
+(:func:`simulator.workload.degree_bins.degree_histogram`; each bin at its mean degree).
 """
 
 from __future__ import annotations

@@ -10,14 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from gnnplan.simulator.workload.degseq import DegreeSequenceSpec, bin_edges
+from gnnplan.simulator.workload.degree_bins import bin_edges
+from gnnplan.simulator.workload.degseq import DegreeSequenceSpec
 
 
 def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: np.ndarray, rest: np.ndarray
                          ) -> tuple[np.ndarray, np.ndarray]:
     """Training vertices whose in-degrees follow ``spec.train_degree_histogram``: as many as ``train`` holds,
     drawn without replacement with weight ``p_train(bin) / p_proxy(bin)`` of their degree's bin
-    (:func:`~.degseq.bin_edges`; importance weights, so the drawn set's bin shares are the card's), and the other
+    (:func:`~.degree_bins.bin_edges`; importance weights, so the drawn set's bin shares are the card's), and the other
     vertices of ``train`` and ``rest`` (validation then test, in a seeded random order) to refill the rest. With
     ``spec.block_train`` (the card's training vertices per community of its block model, then outside the
     largest component) the draw is stratified: each community, and the small components together, get their

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.workload import degseq, reach, small_components
+from gnnplan.simulator.workload import degree_bins, degseq, reach, small_components
 from gnnplan.simulator.workload.card_measures import derived_card
 from gnnplan.simulator.workload.cards import card_from_dict, load_card
 from gnnplan.simulator.workload.datasets import load_dataset
@@ -18,7 +18,7 @@ from gnnplan.simulator.workload.sbm import community_starts
 
 def test_histogram_bins_small_degrees_exactly_and_log_bins_the_tail() -> None:
     deg = np.array([0, 1, 1, 2, 15, 16, 17, 100, 101])
-    rows = degseq.degree_histogram(deg)
+    rows = degree_bins.degree_histogram(deg)
     assert rows[:4] == [[0.0, pytest.approx(1 / 9, rel=1e-5)], [1.0, pytest.approx(2 / 9, rel=1e-5)],
                         [2.0, pytest.approx(1 / 9, rel=1e-5)], [15.0, pytest.approx(1 / 9, rel=1e-5)]]
     assert rows[4] == [16.5, pytest.approx(2 / 9, rel=1e-5)]  # bin [16, 20): 16 and 17
@@ -29,11 +29,11 @@ def test_histogram_bins_small_degrees_exactly_and_log_bins_the_tail() -> None:
 def test_proxy_degrees_keep_the_sequence_at_full_size_and_the_mass_when_smaller() -> None:
     rng = np.random.default_rng(5)
     deg = np.minimum(rng.zipf(2.3, 20_000), 5_000)
-    rows = degseq.degree_histogram(deg)
-    full = degseq.proxy_degrees(rows, len(deg), len(deg), np.random.default_rng(0))
+    rows = degree_bins.degree_histogram(deg)
+    full = degree_bins.proxy_degrees(rows, len(deg), len(deg), np.random.default_rng(0))
     small_bulk = np.sort(deg)[deg.size // 2]
     assert np.sort(full)[deg.size // 2] == small_bulk and abs(int(full.sum()) - int(deg.sum())) <= 0.002 * deg.sum()
-    small = degseq.proxy_degrees(rows, len(deg), 1_000, np.random.default_rng(0))
+    small = degree_bins.proxy_degrees(rows, len(deg), 1_000, np.random.default_rng(0))
     assert len(small) == 1_000 and small.sum() % 2 == 0
     assert small.mean() == pytest.approx(deg.mean(), rel=0.01)
     top = np.sort(deg)[::-1][:20].mean()  # the 20 largest of 20,000 become the proxy's largest of 1,000
@@ -47,7 +47,7 @@ def test_card_proxy_reproduces_the_bundled_in_degrees(name: str) -> None:
     assert isinstance(spec, degseq.DegreeSequenceSpec) and spec.num_vertices == len(real)
     got = np.sort(load_dataset(f"card:{name}").in_degrees())
     # one bin per degree below 16: the same counts, up to the few stubs that bring the sum to the card's edges
-    low = degseq.EXACT_DEGREES
+    low = degree_bins.EXACT_DEGREES
     diff = np.abs(np.bincount(got[got < low], minlength=low) - np.bincount(real[real < low], minlength=low))
     assert diff.sum() <= 10  # Cora: 4 stubs off the histogram's rounded sum, CiteSeer: 4
     assert got.sum() == pytest.approx(real.sum(), rel=1e-3)
@@ -56,7 +56,7 @@ def test_card_proxy_reproduces_the_bundled_in_degrees(name: str) -> None:
 
 
 def test_planted_configuration_model_is_simple_symmetric_and_mixes_as_asked() -> None:
-    deg = degseq.proxy_degrees(load_card("cora").degree.in_degree_histogram.value, 2708, 2708,
+    deg = degree_bins.proxy_degrees(load_card("cora").degree.in_degree_histogram.value, 2708, 2708,
                                np.random.default_rng(1))
     starts = community_starts(2708, 8)
     src, dst = degseq.planted_configuration_edges(deg, starts, mu=0.2, seed=3)
@@ -72,7 +72,7 @@ def test_planted_configuration_model_is_simple_symmetric_and_mixes_as_asked() ->
 def test_derived_card_carries_a_valid_histogram_and_a_bad_one_is_one_line() -> None:
     g = load_dataset("cora")
     card = derived_card("c", g.num_vertices, g.src, g.dst, 8, 7, (10, 10, 10))
-    assert card.degree.in_degree_histogram.value == [tuple(r) for r in degseq.degree_histogram(g.in_degrees())]
+    assert card.degree.in_degree_histogram.value == [tuple(r) for r in degree_bins.degree_histogram(g.in_degrees())]
     data = card.model_dump()
     data["degree"]["in_degree_histogram"]["value"] = [[3.0, 0.5], [1.0, 0.5]]  # not in increasing degree
     with pytest.raises(SpecError, match="in_degree_histogram") as exc:
@@ -174,7 +174,7 @@ def test_block_model_puts_inter_community_edges_where_the_card_does() -> None:
     starts = degseq.block_starts(sizes, sum(sizes))
     assert np.array_equal(np.diff(starts), sizes)
     rng = np.random.default_rng(0)
-    deg = degseq.proxy_degrees(card.degree.in_degree_histogram.value, 2708, sum(sizes), rng)
+    deg = degree_bins.proxy_degrees(card.degree.in_degree_histogram.value, 2708, sum(sizes), rng)
     deg = blockmodel.assign_block_degrees(deg, starts, blockmodel.block_degree_mass(m), rng,
                                           blockmodel.block_inside_share(m))
     comm = np.searchsorted(starts, np.arange(len(deg)), side="right") - 1
@@ -204,7 +204,7 @@ def _cora_blocks() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     m = degseq.block_matrix(rows, len(sizes))
     starts = degseq.block_starts(sizes, sum(sizes))
     rng = np.random.default_rng(0)
-    deg = degseq.proxy_degrees(card.degree.in_degree_histogram.value, 2708, sum(sizes), rng)
+    deg = degree_bins.proxy_degrees(card.degree.in_degree_histogram.value, 2708, sum(sizes), rng)
     deg = blockmodel.assign_block_degrees(deg, starts, blockmodel.block_degree_mass(m), rng,
                                           blockmodel.block_inside_share(m))
     return deg, starts, m

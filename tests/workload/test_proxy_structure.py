@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.workload import assortativity, blockmodel, clustering, degseq
+from gnnplan.simulator.workload import assortativity, blockmodel, clustering, degree_bins, degseq
 from gnnplan.simulator.workload.cards import card_from_dict, load_card
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.proxy import proxy_spec
@@ -17,7 +17,7 @@ from gnnplan.simulator.workload.proxy import proxy_spec
 def _graph(seed: int = 0) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """A 600-vertex planted-partition configuration graph of Cora's degree histogram in 4 communities."""
     n = 600
-    deg = degseq.proxy_degrees(load_card("cora").degree.in_degree_histogram.value, 2708, n,
+    deg = degree_bins.proxy_degrees(load_card("cora").degree.in_degree_histogram.value, 2708, n,
                                np.random.default_rng(seed))
     starts = degseq.community_starts(n, 4)
     src, dst = degseq.planted_configuration_edges(deg, starts, 0.15, seed=seed)
@@ -57,7 +57,7 @@ def test_triangle_closure_reaches_the_target_and_keeps_degrees_communities_and_d
     assert len(np.unique(s2 * n + d2)) == len(s2) and not np.any(s2 == d2)  # simple
     assert np.array_equal(_pair_counts(comm, s2, d2), _pair_counts(comm, src, dst))  # community pair counts
     deg = np.bincount(dst, minlength=n)
-    cls = np.searchsorted(degseq.bin_edges(int(deg.max())), deg, side="right") - 1
+    cls = np.searchsorted(degree_bins.bin_edges(int(deg.max())), deg, side="right") - 1
     assert np.array_equal(_pair_counts(cls, s2, d2), _pair_counts(cls, src, dst))  # joint degree distribution
 
 
