@@ -319,12 +319,15 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     paths = {"csv": wr.write_csv(res, out / "whatif.csv"), "json": wr.write_json(res, out / "whatif.json"),
              "html": wr.write_html(res, out / "whatif.html", f"gnnplan whatif: {args.cluster} / {args.workload}")}
     if args.json:
-        emit_json({"summary": res.summary, "crossovers": res.crossovers, **{k: str(p) for k, p in paths.items()}})
+        emit_json({"summary": res.summary, "crossovers": res.crossovers, "card_communities": res.card_communities,
+                   **{k: str(p) for k, p in paths.items()}})
         return 0
     con = report.console()
     con.print(wr.summary_table(res))
     for line in wr.crossover_lines(res):
         con.print(line)
+    for dataset, caveat in res.card_communities.items():
+        con.print(f"{dataset}: the proxy's communities: {caveat}")
     con.print(f"wrote {paths['csv']}, {paths['json']} and {paths['html']}")
     return 0
 

@@ -79,6 +79,7 @@ def simulation_table(res: dict[str, Any]) -> Table:
     if est:  # a dataset card: its statistics are one draw of its proxy (simulator/workload/proxy.py)
         t.add_row("statistics", f"estimated on draw {est['proxy']['draw']} of card {est['card']}'s proxy "
                                 f"({est['proxy']['num_vertices']:,} vertices; --json: estimated)")
+        t.add_row("proxy communities", est["proxy"]["communities"])
     drawn = res.get("proxy_draws")
     if drawn:  # simulate --proxy-draws: the same configuration on further draws of the card's proxy
         fits = [x for x in drawn["epoch_time_s"] if x is not None]

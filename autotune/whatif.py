@@ -41,7 +41,7 @@ from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.overrides import coerce_text, leaf_annotation, split_assignment, with_fields
 from gnnplan.simulator.units_parse import kind_of
 from gnnplan.simulator.workload.datasets import resolve_dataset
-from gnnplan.simulator.workload.proxy import no_draws_error, proxy_draw, requested_draws
+from gnnplan.simulator.workload.proxy import community_caveat, no_draws_error, proxy_draw, requested_draws
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 OPTION = "--vary"
@@ -182,12 +182,15 @@ class WhatifRequest:
 
 @dataclass
 class WhatifResult:
-    """Rows (one per point and candidate), the per-point summary and the crossovers."""
+    """Rows (one per point and candidate), the per-point summary, the crossovers, and per dataset card of the
+    sweep whose proxy has no block model, what its communities are and do
+    (:func:`gnnplan.simulator.workload.proxy.community_caveat`)."""
 
     axes: list[Axis]
     rows: list[dict[str, Any]]
     summary: list[dict[str, Any]]
     crossovers: list[dict[str, Any]]
+    card_communities: dict[str, str] = field(default_factory=dict)
 
 
 def default_params(cand: Candidate) -> dict[str, Any]:
@@ -265,7 +268,8 @@ def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> 
                          "cluster": point.cluster.name, "strategy": cand.label, "model": cand.workload.model.arch,
                          **found})
     summary = summarize(rows, points)
-    return WhatifResult(req.axes, rows, summary, crossovers(summary))
+    caveats = {str(p.workload.dataset): community_caveat(p.workload.dataset) for p in points}
+    return WhatifResult(req.axes, rows, summary, crossovers(summary), {k: v for k, v in caveats.items() if v})
 
 
 def _fields(axes: Sequence[Axis]) -> list[str]:

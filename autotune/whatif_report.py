@@ -114,11 +114,13 @@ def write_csv(res: WhatifResult, path: Path) -> Path:
 
 
 def write_json(res: WhatifResult, path: Path) -> Path:
-    """The whole result as JSON (axes, rows, summary, crossovers), for ``gnnplan report`` and scripts."""
+    """The whole result as JSON (axes, rows, summary, crossovers, and ``card_communities``: per dataset card whose
+    proxy has no block model, what its communities are and do to partition-dependent statistics), for ``gnnplan
+    report`` and scripts."""
     axes = [{"field": a.field, "target": a.target, "path": a.path, "labels": list(a.labels),
              "values": list(a.values)} for a in res.axes]
     return atomic_write_json(path, {"axes": axes, "rows": res.rows, "summary": res.summary,
-                                    "crossovers": res.crossovers})
+                                    "crossovers": res.crossovers, "card_communities": res.card_communities})
 
 
 def _x(axis: Axis) -> tuple[list[Any], dict[str, Any]]:

@@ -69,6 +69,10 @@ of the 129 statistics (Cora 33, CiteSeer 38, R-MAT 18 of 43); the others are bia
 cards gave ``communities.bridge_fraction`` (2026-11-28): 117-125 per draw, median 122.5, draw 0 124, the range
 holding 77 (Cora 26, CiteSeer 33): the proxies' communities met at more vertices than the real ones, and their
 METIS cuts were biased (Cora's edge cut +17% on every draw, CiteSeer's remote input fraction -25% on average).
+The median of each statistic over the draws averages their noise out (what ``--proxy-draws R`` gives as its median):
+over 16 draws it is within 15% for 128 of the 129 (2026-11-30); the one miss, R-MAT's evaluation remote sources
+(0.00227 against 0.00178, +28%), is the proxy's bias. The default draw's seven misses are its noise (over 3 draws
+the median passes 124, over 8 draws 126).
 
 Run: ``python benchmarks/bench_proxy.py [--skip-rmat] [--proxy-draws R]``. Statistics are cached under
 ``$GNNPLAN_CACHE``; the first run generates the 2M-vertex graph (~4 min, ~3 GB peak) and partitions it with METIS.
@@ -249,32 +253,40 @@ def reference_values(shipped: dict[str, float], over: dict[str, list[float]]) ->
             for key, value in shipped.items()}
 
 
-def draw_spread(name: str, reference: dict[str, float], draws: list[dict[str, float]]) -> tuple[list[int], int]:
+def draw_spread(name: str, reference: dict[str, float], draws: list[dict[str, float]]
+                ) -> tuple[list[int], int, list[str]]:
     """Print how the estimates move over proxy draws (``draws[k]``: every statistic estimated on draw k of the
     proxy, the generator's seed k; draw 0 is the product's default and the table above): per statistic its
-    reference, the estimate of draw 0, min / mean / max over the draws, in how many draws it is within
+    reference, the estimate of draw 0, min / median / mean / max over the draws, in how many draws it is within
     :data:`TOLERANCE`, and whether the draws' range holds the reference (``--proxy-draws`` of simulate, tune and
-    whatif report that range: it is the draws' noise, and holds the truth only where the proxy has no bias).
+    whatif report that range: it is the draws' noise, and holds the truth only where the proxy has no bias). The
+    median over the draws is the estimate with the draws' noise averaged out: where it misses, the proxy is biased.
 
     Returns:
-        (each draw's count of statistics within the tolerance, the statistics whose reference the range holds).
+        (each draw's count of statistics within the tolerance, the statistics whose reference the range holds,
+        the statistics whose median over the draws misses the tolerance).
     """
     print(f"\n-- {name}: the estimates over {len(draws)} proxy draws (seeds 0..{len(draws) - 1}; draw 0 is the "
           "product's default, compared above)")
-    print(f"{'statistic':36s} {'reference':>10s} {'draw 0':>10s} {'min':>10s} {'mean':>10s} {'max':>10s} "
-          f"{'within':>8s} {'in range':>9s}")
-    per_draw, covered = [0] * len(draws), 0
+    print(f"{'statistic':36s} {'reference':>10s} {'draw 0':>10s} {'min':>10s} {'median':>10s} {'mean':>10s} "
+          f"{'max':>10s} {'within':>8s} {'in range':>9s}")
+    per_draw, covered, biased = [0] * len(draws), 0, []
     for key, ref in reference.items():
         values = [d[key] for d in draws]
         ok = [max_relative_error(v, ref) <= TOLERANCE for v in values]
         per_draw = [n + hit for n, hit in zip(per_draw, ok, strict=True)]
         held = min(values) <= ref <= max(values)
         covered += held
-        print(f"{key:36s} {ref:10.4g} {values[0]:10.4g} {min(values):10.4g} {float(np.mean(values)):10.4g} "
-              f"{max(values):10.4g} {sum(ok):>4d}/{len(ok):<3d} {'yes' if held else 'no':>9s}")
+        median = float(np.median(values))
+        if max_relative_error(median, ref) > TOLERANCE:
+            biased.append(f"{name} {key} ({median:.4g} against {ref:.4g})")
+        print(f"{key:36s} {ref:10.4g} {values[0]:10.4g} {min(values):10.4g} {median:10.4g} "
+              f"{float(np.mean(values)):10.4g} {max(values):10.4g} {sum(ok):>4d}/{len(ok):<3d} "
+              f"{'yes' if held else 'no':>9s}")
     print(f"-- statistics within {TOLERANCE:.0%} per draw: {per_draw} (of {len(reference)}; draw 0: {per_draw[0]}); "
-          f"the reference inside the {len(draws)} draws' range: {covered} of {len(reference)}")
-    return per_draw, covered
+          f"the reference inside the {len(draws)} draws' range: {covered} of {len(reference)}; the median over the "
+          f"draws within {TOLERANCE:.0%}: {len(reference) - len(biased)} of {len(reference)}")
+    return per_draw, covered, biased
 
 
 def run(label: str, work: Callable[[], dict[str, float]], keep: str | None = None) -> dict[str, float]:
@@ -321,7 +333,7 @@ def main() -> int:
     globals()["RELABELINGS"] = args.relabelings
     errors: list[float] = []
     per_draw = np.zeros(args.proxy_draws, dtype=np.int64)
-    covered = 0
+    covered, biased = 0, []
     for name, batch in (("cora", 64), ("citeseer", 64)):
         shipped, over = measure_relabelled(name, batch)
         estimated = run(f"card:{name} estimated", lambda: statistics(f"card:{name}", batch, None))
@@ -331,9 +343,10 @@ def main() -> int:
             draws = [estimated] + [run(f"card:{name}@{k} estimated", lambda k=k: statistics(f"card:{name}@{k}",
                                                                                             batch, None))
                                    for k in range(1, args.proxy_draws)]
-            counts, held = draw_spread(name, reference_values(shipped, over), draws)
+            counts, held, off = draw_spread(name, reference_values(shipped, over), draws)
             per_draw += counts
             covered += held
+            biased += off
     if not args.skip_rmat:
         graph = load_dataset(RMAT)
         card = derived_card("rmat2m", graph.num_vertices, graph.src, graph.dst, graph.feature_dim,
@@ -357,9 +370,10 @@ def main() -> int:
 
             draws = [estimated] + [run(f"rmat2m proxy draw {k} estimated", lambda k=k: on_draw(k))
                                    for k in range(1, args.proxy_draws)]
-            counts, held = draw_spread("R-MAT 2M", measured, draws)
+            counts, held, off = draw_spread("R-MAT 2M", measured, draws)
             per_draw += counts
             covered += held
+            biased += off
     within = sum(err <= TOLERANCE for err in errors)
     print(f"\nall graphs: {within}/{len(errors)} statistics within {TOLERANCE:.0%} (real graphs: against the median "
           f"over {RELABELINGS} relabelings; R-MAT: as generated)")
@@ -369,6 +383,9 @@ def main() -> int:
               f"{per_draw.max()} of {len(errors)}; draw 0 (the product's default): {per_draw[0]}")
         print(f"the measured value inside the range of the {args.proxy_draws} draws' estimates: {covered} of "
               f"{len(errors)} (the range --proxy-draws reports is the draws' noise; the rest is the proxy's bias)")
+        print(f"the median over the {args.proxy_draws} draws' estimates within {TOLERANCE:.0%}: "
+              f"{len(errors) - len(biased)} of {len(errors)} (the draws' noise averaged out; what misses is the "
+              f"proxy's bias): {'; '.join(biased) or 'none misses'}")
     return 0
 
 

@@ -375,18 +375,51 @@ def estimated(card: str, statistics: dict[str, str], seed: int = PROXY_SEED) -> 
 
 
 def proxy_communities(card: Card, spec: SbmSpec) -> str:
-    """Where the proxy's community structure comes from, in one sentence (the ``communities`` of
-    :func:`estimated`). A card without communities gives a proxy without any: a partitioner then finds only the
-    locality of such a graph (ogbn-papers100M's proxy, 4 METIS parts: edge cut 0.47 against 0.75 for a random
-    partition, hopgnn's micrograph locality 0.31, 2026-11-28), whatever the real graph's is."""
+    """Where the proxy's community structure comes from, and how far that lets its partition-dependent statistics
+    be trusted, in one sentence (the ``communities`` of :func:`estimated`).
+
+    A card without communities gives a proxy without any: a partitioner then finds only the locality of such a
+    graph (ogbn-papers100M's proxy, 4 METIS parts: edge cut 0.47 against 0.75 for a random partition, hopgnn's
+    micrograph locality 0.31, 2026-11-28), whatever the real graph's is. A card with only a number of communities
+    and their mixing gets equal communities mixed uniformly. What either does to a prediction is measured by
+    benchmarks/bench_card_epoch.py ``--card-kind`` on Cora and CiteSeer (:data:`NO_COMMUNITIES_EFFECT`,
+    :data:`MIXING_ONLY_EFFECT`)."""
     if card.communities is None or spec.num_communities <= 1:
         return ("none: the card gives no community structure, so partition-dependent statistics (METIS remote "
-                "inputs, hopgnn's micrograph locality, gsplit's local edges) are those of a graph without communities")
+                "inputs, hopgnn's micrograph locality, gsplit's local edges) are those of a graph without "
+                f"communities; {NO_COMMUNITIES_EFFECT}")
     blocks = getattr(spec, "block_sizes", None)
-    planted = f"the {len(blocks)} communities of its block model" if blocks else f"{spec.num_communities} communities"
+    if not blocks:
+        return (f"planted from the card: {spec.num_communities} communities of equal size mixed uniformly, mixing "
+                f"mu {spec.mu:g} (no block model); {MIXING_ONLY_EFFECT}")
     bridges = getattr(spec, "bridge_fraction", None)
     held = f", the edges between them on {bridges:g} of the vertices" if bridges is not None else ""
-    return f"planted from the card: {planted}, mixing mu {spec.mu:g}{held}"
+    return f"planted from the card: the {len(blocks)} communities of its block model, mixing mu {spec.mu:g}{held}"
+
+
+def community_caveat(ref: object) -> str | None:
+    """:func:`proxy_communities` of the card ``ref`` names (``card:<name>[@K]``) when its proxy has no block model
+    (the card gives no communities, or only their number and mixing), whose partition-dependent statistics are
+    biased (:data:`NO_COMMUNITIES_EFFECT`, :data:`MIXING_ONLY_EFFECT`); None for a card with a block model or a
+    dataset that is not a card. ``whatif`` prints it under its table."""
+    name = card_name(ref)
+    if name is None:
+        return None
+    c = load_card(name)
+    spec = proxy_spec(c, seed=proxy_draw(str(ref)))
+    return None if getattr(spec, "block_sizes", None) else proxy_communities(c, spec)
+
+
+NO_COMMUNITIES_EFFECT = ("METIS cuts such a graph more than a real one: on Cora and CiteSeer a card without "
+                         "communities put the evaluation's time 119% high (median over 18 predictions) and hongtu's "
+                         "network bytes up to 9.5x (benchmarks/bench_card_epoch.py --card-kind none, 2026-11-30)")
+"""What a card without communities did to the predictions of Cora and CiteSeer (bench_card_epoch's docstring)."""
+MIXING_ONLY_EFFECT = ("on Cora and CiteSeer such a card put the evaluation's time 69% high (median over 18 "
+                      "predictions; hongtu's network bytes up to 8.4x) with the label classes' number and mixing, 15% "
+                      "(up to 1.9x) with the Louvain communities' (benchmarks/bench_card_epoch.py --card-kind labels, "
+                      "louvain, 2026-11-30)")
+"""What a card with a number of communities and their mixing but no block model did to the predictions of Cora and
+CiteSeer (bench_card_epoch's docstring)."""
 
 
 SAMPLE_STATS_RULE = ("measured on the proxy by graphstats.sample_stats (DGL NeighborSampler, the same fanouts, "

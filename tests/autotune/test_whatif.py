@@ -229,3 +229,30 @@ def test_whatif_over_proxy_draws_resimulates_each_tuned_configuration(
     assert list(dp_line.error_y.array) == [r["epoch_time_max_s"] - r["epoch_time_s"] for r in dp_rows]
     assert list(dp_line.error_y.arrayminus) == [r["epoch_time_s"] - r["epoch_time_min_s"] for r in dp_rows]
     assert main(["report", str(out), "-o", str(tmp_path / "again.html")]) == 0  # the record redraws
+
+
+def test_whatif_says_what_a_card_without_a_block_model_does_to_partitions(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A card giving only its communities' number and mixing (as ``ogbn-arxiv``'s) gets equal communities mixed
+    uniformly, which bench_card_epoch found biases METIS statistics: whatif names such a card under its table and
+    in its JSON; a card with a block model (``card:cora``) is not named."""
+    from gnnplan.simulator.workload import cards, proxy
+
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path / "home"))
+    shipped = cards.load_card("cora")
+    mixing = cards.Communities(num_communities=shipped.communities.num_communities, mu=shipped.communities.mu)
+    cards.write_card(shipped.model_copy(update={"name": "cora-mixing", "communities": mixing}))
+    wl = tmp_path / "wl.yaml"
+    wl.write_text("dataset: card:cora\nmodel: {arch: sage, num_layers: 2, hidden_dim: 16}\n"
+                  "training: {batch_size: 256, fanouts: [5, 5]}\n")
+    code = main(["whatif", "--cluster", "4x-v100-32gb-100gbib", "--workload", str(wl), "--strategies", "dp",
+                 "--vary", "workload.dataset=card:cora,card:cora-mixing", "--trials", "1", "-o", str(tmp_path / "o")])
+    out = " ".join(capsys.readouterr().out.split())
+    assert code == 0, out
+    caveat = (f"planted from the card: {mixing.num_communities.value} communities of equal size mixed uniformly, "
+              f"mixing mu {mixing.mu.value:g} (no block model); {proxy.MIXING_ONLY_EFFECT}")
+    record = json.loads((tmp_path / "o" / "whatif.json").read_text())
+    assert record["card_communities"] == {"card:cora-mixing": caveat}
+    assert f"card:cora-mixing: the proxy's communities: {caveat}" in out
+    assert proxy.community_caveat("card:cora") is None and proxy.community_caveat("cora") is None
+    assert proxy.community_caveat("ogbn-products").startswith("none: the card gives no community")

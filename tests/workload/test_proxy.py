@@ -104,7 +104,11 @@ def test_card_path_reports_what_was_estimated() -> None:
     blocks = len(load_card("cora").communities.block_sizes.value)
     assert est["proxy"]["communities"] == f"planted from the card: the {blocks} communities of its block model, " \
         "mixing mu 0.128, the edges between them on 0.2849 of the vertices"
-    assert proxy.estimated("ogbn-products", {})["proxy"]["communities"].startswith("none: the card gives no community")
+    none = proxy.estimated("ogbn-products", {})["proxy"]["communities"]
+    assert none.startswith("none: the card gives no community") and none.endswith(proxy.NO_COMMUNITIES_EFFECT)
+    assert proxy.estimated("ogbn-arxiv", {})["proxy"]["communities"] == (  # label classes and homophily only
+        f"planted from the card: 40 communities of equal size mixed uniformly, mixing mu 0.345 (no block model); "
+        f"{proxy.MIXING_ONLY_EFFECT}")
     real = simulate(CLUSTER, wl.model_copy(update={"dataset": "cora"}), "dp", knobs).to_json_dict()
     assert "estimated" not in real  # existing JSON keys unchanged for real graphs
 
@@ -137,7 +141,9 @@ def test_simulate_says_which_draw_of_which_card_it_estimated_on(tmp_path: Path,
     path.write_text("dataset: card:cora@5\nmodel: {arch: sage, num_layers: 2, hidden_dim: 16}\n"
                     "training: {batch_size: 64, fanouts: [5, 5]}\n")
     assert main(["simulate", "--cluster", CLUSTER, "--workload", str(path), "--strategy", "dp"]) == 0
-    assert "estimated on draw 5 of card cora's proxy (2,708 vertices; --json: estimated)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "estimated on draw 5 of card cora's proxy (2,708 vertices; --json: estimated)" in out
+    assert "proxy communities" in out and "planted from the card: the" in out
     assert main(["simulate", "--cluster", CLUSTER, "--workload", "cora-sage", "--strategy", "dp"]) == 0
     assert "estimated on draw" not in capsys.readouterr().out  # a real graph's statistics are measured
 
