@@ -170,6 +170,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=c.cmd_whatif)
 
+    p = sub.add_parser("card", help="measure a graph you hold into a dataset card (statistics, no features), to "
+                                    "share it or ask what-if questions of it where the graph is not")
+    p.add_argument("dataset", metavar="DATASET", help="cora, citeseer or a folder in the OGB node-property raw layout")
+    p.add_argument("--name", required=True, help="the card's name: its file <name>.yaml, workload.dataset card:<name>")
+    p.add_argument("--structure", choices=CARD_STRUCTURES, default="blocks",
+                   help="the community structure the card keeps (default blocks: components, the Louvain block "
+                        "model, bridges, assortativity and clustering, as the bundled cards; louvain: the Louvain "
+                        "communities' number and mixing; labels: the label classes'; none)")
+    p.add_argument("-o", "--output", help="cards folder to write into (default: $GNNPLAN_HOME/cards, where "
+                                          "workload.dataset looks)")
+    p.add_argument("--force", action="store_true", help="replace a card of that name in the folder")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=c.cmd_card)
+
     p = sub.add_parser("report", help="one self-contained HTML page (plotly) of a loop folder, a study, a plan "
                                       "and traces; or redraw a whatif folder's chart")
     p.add_argument("folder", nargs="?", metavar="DIR", help="folder written by gnnplan loop (or gnnplan whatif)")
@@ -187,9 +201,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+CARD_STRUCTURES = ("blocks", "louvain", "labels", "none")
+"""``gnnplan card --structure`` (:func:`simulator.workload.card_measures.derived_card`'s ``communities``)."""
 OUTPUTS = (("output", False), ("trace", False), ("trace_dir", True), ("out_dir", True), ("checkpoint_dir", True))
 """Arguments naming something a subcommand writes: (attribute, is a folder), checked before any work."""
-FOLDER_OUTPUT = ("whatif",)
+FOLDER_OUTPUT = ("whatif", "card")
 """Subcommands whose ``-o/--output`` is a folder."""
 DEBUG_ENV = "GNNPLAN_DEBUG"
 """Set to 1 to get the traceback of an unexpected error instead of its one-line summary."""

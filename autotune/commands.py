@@ -332,6 +332,51 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_card(args: argparse.Namespace) -> int:
+    """``gnnplan card``: measure a graph into a dataset card (:func:`simulator.workload.card_measures.derived_card`
+    with ``--structure`` as its communities) and write it into the cards folder, refusing to replace a card there
+    without ``--force``."""
+    import time
+
+    from gnnplan.simulator.workload.card_measures import derived_card
+    from gnnplan.simulator.workload.cards import card_dirs, card_name, check_card_name, write_card
+    from gnnplan.simulator.workload.datasets import load_dataset
+
+    check_card_name(args.name)
+    if card_name(args.dataset) is not None:
+        raise SpecError(f"DATASET: {args.dataset!r} is a dataset card already; give a graph (cora, citeseer or an "
+                        "OGB folder)")
+    folder = output_path(args.output, card_dirs()[0])
+    target = folder / f"{args.name}.yaml"
+    if target.exists() and not args.force:
+        raise SpecError(f"--name: {target} exists; --force replaces it")
+    started = time.perf_counter()
+    try:
+        g = load_dataset(args.dataset)
+    except SpecError as exc:  # the dataset is this command's argument, not a workload's field
+        raise SpecError(str(exc).replace("workload.dataset:", "DATASET:", 1)) from None
+    card = derived_card(args.name, g.num_vertices, g.src, g.dst, g.feature_dim, g.num_classes,
+                        (len(g.train_idx), len(g.val_idx), len(g.test_idx)), labels=g.labels,
+                        how=f"measured on {args.dataset} by gnnplan card",
+                        communities=None if args.structure == "none" else args.structure, train_idx=g.train_idx)
+    path = write_card(card, folder)
+    seconds = time.perf_counter() - started
+    comm = card.communities
+    record = {"card": str(path), "name": card.name, "structure": args.structure,
+              "num_vertices": card.num_vertices.value, "num_edges": card.num_edges.value,
+              "num_communities": comm.num_communities.value if comm else None, "mu": comm.mu.value if comm else None,
+              "seconds": seconds}
+    if args.json:
+        emit_json(record)
+        return 0
+    planted = f"{record['num_communities']} communities, mu {record['mu']:g}" if comm else "no communities"
+    use = (f"workload.dataset: card:{card.name}" if folder == card_dirs()[0] else
+           f"copy it into {card_dirs()[0]} to use it as workload.dataset: card:{card.name}")
+    report.console().print(f"wrote {path}: {record['num_vertices']:,} vertices, {record['num_edges']:,} edges, "
+                           f"{planted} ({args.structure}; measured in {seconds:.1f} s); {use}")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """``gnnplan report [DIR]``: the HTML page of a loop folder (or of a study, plan and traces named one by one),
     or a whatif folder's chart redrawn (:mod:`autotune.report_page`)."""

@@ -102,7 +102,8 @@ def moment_exponent(degrees: np.ndarray, max_degree: float | None = None) -> flo
 
 def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray, feature_dim: int,
                  num_classes: int, split: tuple[int, int, int], labels: np.ndarray | None = None,
-                 how: str = "measured on the graph", communities: str | None = None) -> Card:
+                 how: str = "measured on the graph", communities: str | None = None,
+                 train_idx: np.ndarray | None = None) -> Card:
     """A card whose every number is measured on a graph in memory (for graphs without a published card, and to
     check a proxy against the graph it stands for: benchmarks/bench_proxy.py).
 
@@ -110,7 +111,10 @@ def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray,
     fraction of vertices without in-edges and the log-binned in-degree histogram. Communities:
     ``"labels"`` takes the label classes, ``mu`` the fraction of edges whose ends have different labels
     (1 - edge homophily; Zhu et al., "Beyond Homophily in Graph Neural Networks", NeurIPS 2020, §2);
-    ``"louvain"`` :func:`louvain_communities`; None plants none.
+    ``"louvain"`` :func:`louvain_communities`; ``"blocks"`` the whole structure the bundled cards carry
+    (:func:`simulator.workload.card_structure.structure_fields`: components, the Louvain block model with its
+    fine level, training vertices and bridges, assortativity, clustering, the training vertices' in-degree
+    histogram); None plants none.
 
     Args:
         name: the card's name.
@@ -120,7 +124,11 @@ def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray,
         split: (train, valid, test) vertex counts.
         labels: (n,) int64 class per vertex (-1 = unlabelled; edges touching one are left out of ``mu``).
         how: what the numbers were measured on (goes into every ``source``).
-        communities: ``"labels"``, ``"louvain"`` or None.
+        communities: ``"labels"``, ``"louvain"``, ``"blocks"`` or None.
+        train_idx: (k,) int64 training vertices (``"blocks"`` only).
+
+    Raises:
+        ValueError: ``"blocks"`` without ``train_idx``, or another value of ``communities``.
     """
     from gnnplan.simulator.workload.degree_bins import degree_histogram
 
@@ -149,12 +157,26 @@ def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray,
         k = int(len(np.unique(labels[labels >= 0])))
         data["communities"] = {"num_communities": {"value": k, "source": f"{src_text}: label classes"},
                                "mu": {"value": round(mu, 4), "source": f"{src_text}: 1 - edge homophily"}}
+    elif communities == "blocks":
+        if train_idx is None:
+            raise ValueError("derived_card: communities 'blocks' needs train_idx")
+        from gnnplan.simulator.workload.card_structure import structure_fields
+
+        fields = structure_fields(num_vertices, src, dst, train_idx, how)
+        data["degree"]["assortativity"] = fields["assortativity"]
+        data["split"]["train_in_degree_histogram"] = fields["train_in_degree_histogram"]
+        data["clustering"] = fields["clustering"]
+        for key in ("communities", "components"):
+            if fields[key] is not None:
+                data[key] = fields[key]
     elif communities == "louvain":
         k, mu = louvain_communities(num_vertices, src, dst)
         data["communities"] = {
             "num_communities": {"value": k, "source": f"{src_text}: effective number (inverse Simpson index) of "
                                                       "the Louvain communities (networkx, seed 0)"},
             "mu": {"value": round(mu, 4), "source": f"{src_text}: fraction of edges between Louvain communities"}}
+    elif communities is not None and communities != "labels":
+        raise ValueError(f"derived_card: communities {communities!r} is not one of labels, louvain, blocks, None")
     return card_from_dict(data, where=f"card {name}")
 
 

@@ -336,11 +336,16 @@ def write_card(card: Card, folder: Path | None = None) -> Path:
     """
     from gnnplan.simulator.io import atomic_write_yaml
 
-    if not _plain_stem(card.name):
-        raise SpecError(f"card name: {card.name!r} must be a plain file name (no path separator, no leading dot)")
+    check_card_name(card.name)
     target = (folder or card_dirs()[0]) / f"{card.name}.yaml"
     target.parent.mkdir(parents=True, exist_ok=True)
     return atomic_write_yaml(target, card.model_dump(mode="json", exclude_none=True))
+
+
+def check_card_name(name: str) -> None:
+    """Raise :class:`SpecError` unless ``name`` can be a card file's stem (:func:`_plain_stem`)."""
+    if not _plain_stem(name):
+        raise SpecError(f"card name: {name!r} must be a plain file name (no path separator, no leading dot)")
 
 
 def _plain_stem(name: str) -> bool:

@@ -1,0 +1,70 @@
+"""gnnplan card: a graph measured into a dataset card, written where workload.dataset finds it, and the
+one-line refusals that leave the cards folder as it was."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gnnplan.autotune.cli import main
+from gnnplan.simulator.api import simulate
+from gnnplan.simulator.workload import cards
+from gnnplan.simulator.workload.spec import workload_from_dict
+
+
+def test_card_writes_a_card_that_simulates_like_a_shipped_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path / "home"))
+    assert main(["card", "cora", "--name", "mycora", "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    path = tmp_path / "home" / "cards" / "mycora.yaml"
+    assert record["card"] == str(path) and record["structure"] == "blocks"
+    assert (record["num_vertices"], record["num_edges"], record["num_communities"]) == (2708, 10556, 16)
+    mine, shipped = cards.load_card("mycora"), cards.load_card("cora")
+    for field in ("num_communities", "mu", "block_sizes", "block_edges", "block_train", "bridge_fraction"):
+        assert getattr(mine.communities, field).value == getattr(shipped.communities, field).value, field
+    assert mine.components.small_sizes.value == shipped.components.small_sizes.value
+    wl = workload_from_dict({"dataset": "card:mycora", "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 16},
+                             "training": {"batch_size": 64, "fanouts": [5, 5]}})
+    est = simulate("2x4-a100-nvlink3-200gbib", wl, "dp", {"partitioner": "random"}).to_json_dict()["estimated"]
+    assert est["card"] == "mycora" and "communities of its block model" in est["proxy"]["communities"]
+
+
+def test_card_structure_none_keeps_no_communities(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["card", "citeseer", "--name", "bare", "--structure", "none", "-o", str(tmp_path)]) == 0
+    assert "no communities (none;" in capsys.readouterr().out
+    card = cards.card_from_dict(yaml.safe_load((tmp_path / "bare.yaml").read_text()), where="x")
+    assert card.communities is None and card.components is None and card.num_vertices.value == 3327
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["card", "card:cora", "--name", "x"], "DATASET: 'card:cora' is a dataset card already"),
+    (["card", "cora", "--name", "../x"], "card name: '../x' must be a plain file name"),
+    (["card", "/no/such/graph", "--name", "x"], "DATASET: '/no/such/graph' is neither a preset"),
+])
+def test_bad_card_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                              argv: list[str], needle: str) -> None:
+    assert main([*argv, "-o", str(tmp_path / "cards")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "cards").exists()
+
+
+def test_an_unknown_structure_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["card", "cora", "--name", "x", "--structure", "metis", "-o", str(tmp_path / "cards")])
+    assert exit_.value.code == 2 and "argument --structure: invalid choice: 'metis'" in capsys.readouterr().err
+    assert not (tmp_path / "cards").exists()
+
+
+def test_an_existing_card_is_replaced_only_with_force(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "mine.yaml"
+    target.write_text("kept\n")
+    assert main(["card", "cora", "--name", "mine", "-o", str(tmp_path)]) == 2
+    assert "--name: " in capsys.readouterr().err and target.read_text() == "kept\n"
+    assert main(["card", "cora", "--name", "mine", "-o", str(tmp_path), "--force"]) == 0
+    assert "copy it into" in capsys.readouterr().out  # not the cards folder workload.dataset looks in
+    assert cards.card_from_dict(yaml.safe_load(target.read_text()), where="x").name == "mine"
