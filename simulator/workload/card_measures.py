@@ -310,7 +310,8 @@ def louvain_communities(num_vertices: int, src: np.ndarray, dst: np.ndarray, see
     comm = np.zeros(num_vertices, dtype=np.int64)
     for i, members in enumerate(nx.community.louvain_communities(g, seed=seed)):
         comm[list(members)] = i
-    share = np.bincount(comm) / num_vertices
-    k = max(1, int(round(1.0 / float(np.sum(share ** 2)))))
+    from gnnplan.simulator.workload.card_structure import effective_number
+
+    k = effective_number(comm)
     mu = float(np.mean(comm[src] != comm[dst])) if len(src) else 0.0
     return (k, mu) if k > 1 else (1, 0.0)
