@@ -121,6 +121,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     """``gnnplan tune``: Optuna search, ranked table, best plan written as YAML."""
     from gnnplan.autotune.planning import tune_to_plan
+    from gnnplan.simulator.workload.proxy import community_caveat
 
     _positive("--trials", args.trials)
     cluster, workload = cluster_from_args(args), load_workload(args.workload)
@@ -135,6 +136,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
         con.print(report.ranked_table(out["ranked"]))
         if "proxy_draws" in out:
             con.print(report.draws_line(out["proxy_draws"]))
+        caveat = community_caveat(workload.dataset)
+        if caveat:  # a card whose proxy has no block model: its partition-dependent statistics are biased
+            con.print(f"{workload.dataset}: the proxy's communities: {caveat}")
         con.print(f"study {out['study']} ({out['num_trials_total']} trials in {out['storage']}); "
                   f"best plan written to {out['plan']}")
         if out.get("note"):

@@ -68,3 +68,26 @@ def test_an_existing_card_is_replaced_only_with_force(tmp_path: Path, capsys: py
     assert main(["card", "cora", "--name", "mine", "-o", str(tmp_path), "--force"]) == 0
     assert "copy it into" in capsys.readouterr().out  # not the cards folder workload.dataset looks in
     assert cards.card_from_dict(yaml.safe_load(target.read_text()), where="x").name == "mine"
+
+
+def test_tune_on_a_card_without_a_block_model_prints_its_caveat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A card that keeps only the Louvain communities' number and mixing: ``tune`` prints under its table what
+    that does to partition-dependent statistics (proxy.MIXING_ONLY_EFFECT); on the shipped ``card:cora`` it does
+    not."""
+    from gnnplan.simulator.workload.proxy import MIXING_ONLY_EFFECT
+
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path / "home"))
+    assert main(["card", "cora", "--name", "coramix", "--structure", "louvain"]) == 0
+    capsys.readouterr()
+    for dataset, shown in (("card:coramix", True), ("card:cora", False)):
+        wl = tmp_path / "wl.yaml"
+        wl.write_text(yaml.safe_dump({"dataset": dataset, "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 16},
+                                      "training": {"batch_size": 64, "fanouts": [5, 5]}}))
+        assert main(["tune", "--cluster", "2x4-a100-nvlink3-200gbib", "--workload", str(wl), "--strategies", "dp",
+                     "--trials", "2", "--storage", f"sqlite:///{tmp_path / (dataset[5:] + '.db')}",
+                     "-o", str(tmp_path / "plan.yaml")]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert (f"{dataset}: the proxy's communities: planted from the card: 17 communities of equal size mixed "
+                f"uniformly, mixing mu 0.1171 (no block model); {MIXING_ONLY_EFFECT}" in out) is shown, out
+        assert ("the proxy's communities" in out) is shown
