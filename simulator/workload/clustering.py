@@ -37,6 +37,8 @@ MAX_ROUNDS = 400
 """Rounds of :func:`close_triangles` at most."""
 PROPOSALS_PER_VERTEX = 0.5
 """Swaps proposed per round, per vertex of the graph."""
+TRIANGLE_WORK_PER_BLOCK = 2e7
+"""Entries of ``A @ A`` :func:`triangles` forms at a time (~240 MB of CSR)."""
 
 
 def _adjacency(num_vertices: int, src: np.ndarray, dst: np.ndarray) -> sp.csr_matrix:
@@ -49,11 +51,34 @@ def _adjacency(num_vertices: int, src: np.ndarray, dst: np.ndarray) -> sp.csr_ma
     return a
 
 
+def triangles(adj: sp.csr_matrix, work_per_block: float = TRIANGLE_WORK_PER_BLOCK) -> np.ndarray:
+    """(n,) float64 triangles through every vertex of a symmetric 0/1 adjacency A: the row sums of
+    ``(A @ A) * A / 2``, formed a block of rows at a time.
+
+    Row v of ``A @ A`` has at most ``sum_{u in N(v)} d_u`` entries, so the whole product of a power-law graph is
+    ``sum_u d_u^2`` entries: 3.3 x 10^9 on an R-MAT graph of 5 x 10^5 vertices (edge factor 8), 25 GB, where the
+    triangles are far fewer. Blocks of consecutive rows whose bound sums to at most ``work_per_block`` (a row above
+    it alone) keep the memory to that many entries, with the same integer counts.
+    """
+    n = adj.shape[0]
+    deg = np.diff(adj.indptr).astype(np.float64)
+    reach = np.cumsum(np.asarray(adj @ deg).ravel())  # bound on the entries of rows 0..v of A @ A
+    out = np.zeros(n, dtype=np.float64)
+    start = 0
+    while start < n:
+        base = reach[start - 1] if start else 0.0
+        stop = max(start + 1, int(np.searchsorted(reach, base + work_per_block, side="right")))
+        block = adj[start:stop]
+        out[start:stop] = np.asarray((block @ adj).multiply(block).sum(1)).ravel() / 2.0
+        start = stop
+    return out
+
+
 def local_clustering(adj: sp.csr_matrix) -> np.ndarray:
     """(n,) float64 local clustering coefficient ``T_i / (d_i (d_i - 1) / 2)`` of every vertex of a symmetric
-    0/1 adjacency (0 below degree 2; module docstring)."""
+    0/1 adjacency (0 below degree 2; module docstring; ``T_i`` from :func:`triangles`)."""
     deg = np.diff(adj.indptr).astype(np.float64)
-    tri = np.asarray((adj @ adj).multiply(adj).sum(1)).ravel() / 2.0
+    tri = triangles(adj)
     pairs = deg * (deg - 1.0) / 2.0
     return np.where(pairs > 0, tri / np.maximum(pairs, 1.0), 0.0)
 

@@ -68,3 +68,21 @@ def test_simple_edges_count_each_undirected_pair_once_without_loops() -> None:
     dst = np.array([1, 0, 1, 3, 3, 2], dtype=np.int64)  # 0-1 both ways, a loop at 1, 2-3 three times
     a, b = simple_edges(4, src, dst)
     assert sorted(zip(a.tolist(), b.tolist())) == [(0, 1), (2, 3)]
+
+
+def test_triangles_in_blocks_of_rows_count_as_the_whole_product() -> None:
+    """clustering.triangles forms A @ A a few rows at a time (a power-law graph's whole product does not fit):
+    the counts equal the whole product's, whatever the block size, and a triangle is one per corner."""
+    import scipy.sparse as sp
+
+    from gnnplan.simulator.workload.clustering import _adjacency, triangles
+    from gnnplan.simulator.workload.rmat import rmat_edges
+
+    src, dst = rmat_edges(2000, 16_000, seed=3)
+    adj = _adjacency(2000, src, dst)
+    whole = np.asarray((adj @ adj).multiply(adj).sum(1)).ravel() / 2.0
+    assert whole.sum() > 0
+    for work in (1.0, 5e3, 1e12):  # one row per block, a few hundred, one block
+        np.testing.assert_array_equal(triangles(adj, work), whole)
+    tri = sp.csr_matrix(np.array([[0, 1, 1, 0], [1, 0, 1, 0], [1, 1, 0, 1], [0, 0, 1, 0]], dtype=np.float64))
+    assert triangles(tri).tolist() == [1.0, 1.0, 1.0, 0.0]
