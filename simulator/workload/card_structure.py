@@ -20,8 +20,9 @@ were measured with:
 * ``degree.assortativity`` (Newman, PRL 89, 208701 (2002)) and ``clustering.average_clustering`` (Watts and
   Strogatz, Nature 393, 440 (1998)); ``split.train_in_degree_histogram``.
 
-Louvain here is pure Python (networkx): minutes at 10^6 edges, about half an hour and 10 GB at 1.6 x 10^7
-(R-MAT 2M, 2026-11-30); it is what limits the size of graph this measures.
+Louvain here is pure Python (networkx), and what limits the size of graph this measures: the whole structure of a
+5 x 10^5-vertex R-MAT graph (edge factor 8) took 8 min with generating it, Louvain alone on the 2 x 10^6-vertex
+one 65 min and 12 GB (2026-11-30, this 2-core machine).
 """
 
 from __future__ import annotations
