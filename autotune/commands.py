@@ -121,7 +121,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     """``gnnplan tune``: Optuna search, ranked table, best plan written as YAML."""
     from gnnplan.autotune.planning import tune_to_plan
-    from gnnplan.simulator.workload.proxy import community_caveat
+    from gnnplan.simulator.workload.proxy_estimated import community_caveat
 
     _positive("--trials", args.trials)
     cluster, workload = cluster_from_args(args), load_workload(args.workload)

@@ -41,7 +41,8 @@ from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.overrides import coerce_text, leaf_annotation, split_assignment, with_fields
 from gnnplan.simulator.units_parse import kind_of
 from gnnplan.simulator.workload.datasets import resolve_dataset
-from gnnplan.simulator.workload.proxy import community_caveat, no_draws_error, proxy_draw, requested_draws
+from gnnplan.simulator.workload.proxy import no_draws_error, proxy_draw, requested_draws
+from gnnplan.simulator.workload.proxy_estimated import community_caveat
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 OPTION = "--vary"
@@ -184,7 +185,7 @@ class WhatifRequest:
 class WhatifResult:
     """Rows (one per point and candidate), the per-point summary, the crossovers, and per dataset card of the
     sweep whose proxy has no block model, what its communities are and do
-    (:func:`gnnplan.simulator.workload.proxy.community_caveat`)."""
+    (:func:`gnnplan.simulator.workload.proxy_estimated.community_caveat`)."""
 
     axes: list[Axis]
     rows: list[dict[str, Any]]

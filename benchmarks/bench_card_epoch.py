@@ -70,7 +70,7 @@ Tried and not kept: a card giving what a paper publishes of its Louvain run, the
 (102 and 471 communities, mu = 1 - Q = 0.186 and 0.112): evaluation 3/18 (median 71.5%), network bytes 26/36 (max
 +399%), no better than the labels (1 - Q overstates the mixing by the expected share of edges inside communities,
 0.06 on Cora). Every result estimated from a card without a block model says this
-(:func:`simulator.workload.proxy.proxy_communities`).
+(:func:`simulator.workload.proxy_estimated.proxy_communities`).
 
 Run: ``python benchmarks/bench_card_epoch.py [--graphs cora citeseer] [--relabelings K] [--proxy-draws R]
 [--rmat-vertices N] [--card-kind shipped|louvain|labels|none]``. Statistics are cached under ``$GNNPLAN_CACHE``

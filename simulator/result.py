@@ -4,7 +4,7 @@ Keys (all SI units): ``strategy, knobs, feasible, reason, epoch_time_s, iteratio
 breakdown_s{phase: s}, bytes_per_epoch{pcie, nvlink, network, storage}, peak_memory_bytes{gpu, host},
 sim_wall_s``, ``peak_memory_parts{gpu, host}{part: bytes}`` (what the peak is made of: per GPU and per
 machine's host, named by the strategy's memory model) and, for a dataset card, ``estimated``
-(:func:`simulator.workload.proxy.estimated`); where the strategy prices its evaluation,
+(:func:`simulator.workload.proxy_estimated.estimated`); where the strategy prices its evaluation,
 ``peak_memory_phases{training, evaluation}{gpu, host}`` (``peak_memory_bytes`` is then the larger of the two per
 memory) and ``evaluation_time_s`` (one evaluation after an epoch, not part of ``epoch_time_s``;
 :mod:`simulator.strategies.inference_time`).

@@ -56,7 +56,7 @@ class SimContext:
         batch_size: global seeds per iteration actually used (a strategy knob may override the workload's).
         seed: seed of the engine's RNG.
         estimated: for a dataset card (``workload.dataset`` names one), which statistics were estimated on its
-            synthetic proxy and how (:func:`simulator.workload.proxy.estimated`); None for a real graph.
+            synthetic proxy and how (:func:`simulator.workload.proxy_estimated.estimated`); None for a real graph.
     """
 
     cluster: ClusterSpec

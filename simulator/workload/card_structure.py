@@ -116,10 +116,10 @@ def structure_fields(num_vertices: int, src: np.ndarray, dst: np.ndarray, train_
     inside = whole[np.asarray(train_idx, dtype=np.int64)]
     in_deg = np.bincount(dst, minlength=num_vertices)
     louvain = f"networkx Louvain communities (seed {seed}) of the largest connected component ({n_c} vertices)"
-    communities = None
-    if effective_number(comm) > 1:
+    communities, k_eff = None, effective_number(comm)
+    if k_eff > 1:
         communities = {
-            "num_communities": {"value": effective_number(comm),
+            "num_communities": {"value": k_eff,
                                 "source": f"{text}: effective number (inverse Simpson index) of the {louvain}"},
             "mu": {"value": round(float(np.mean(comm[src_c] != comm[dst_c])), 4),
                    "source": f"{text}: fraction of the largest component's edges between those communities"},

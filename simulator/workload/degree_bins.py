@@ -62,7 +62,7 @@ def proxy_degrees(histogram: list[list[float]], num_vertices: int, proxy_vertice
     """(n_p,) int64 degree sequence of ``proxy_vertices`` vertices standing for the ``num_vertices`` of
     ``histogram`` (stratified: module docstring), in random order, with an even sum: ``total`` when given (the
     card's exact edge count at the proxy's size; the histogram's rounded bin means come within ~0.1% of it, and
-    the difference is spread over vertices drawn in proportion to their degree, one stub each).
+    the difference is spread over vertices drawn in proportion to their degree, one stub (edge end) each).
 
     Raises:
         ValueError: an empty histogram, or ``proxy_vertices`` outside [1, num_vertices].

@@ -73,9 +73,9 @@ def test_an_existing_card_is_replaced_only_with_force(tmp_path: Path, capsys: py
 def test_tune_on_a_card_without_a_block_model_prints_its_caveat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """A card that keeps only the Louvain communities' number and mixing: ``tune`` prints under its table what
-    that does to partition-dependent statistics (proxy.MIXING_ONLY_EFFECT); on the shipped ``card:cora`` it does
-    not."""
-    from gnnplan.simulator.workload.proxy import MIXING_ONLY_EFFECT
+    that does to partition-dependent statistics (proxy_estimated.MIXING_ONLY_EFFECT); on the shipped ``card:cora``
+    it does not."""
+    from gnnplan.simulator.workload.proxy_estimated import MIXING_ONLY_EFFECT
 
     monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path / "home"))
     assert main(["card", "cora", "--name", "coramix", "--structure", "louvain"]) == 0

@@ -236,7 +236,7 @@ def test_whatif_says_what_a_card_without_a_block_model_does_to_partitions(
     """A card giving only its communities' number and mixing (as ``ogbn-arxiv``'s) gets equal communities mixed
     uniformly, which bench_card_epoch found biases METIS statistics: whatif names such a card under its table and
     in its JSON; a card with a block model (``card:cora``) is not named."""
-    from gnnplan.simulator.workload import cards, proxy
+    from gnnplan.simulator.workload import cards, proxy_estimated
 
     monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path / "home"))
     shipped = cards.load_card("cora")
@@ -250,9 +250,9 @@ def test_whatif_says_what_a_card_without_a_block_model_does_to_partitions(
     out = " ".join(capsys.readouterr().out.split())
     assert code == 0, out
     caveat = (f"planted from the card: {mixing.num_communities.value} communities of equal size mixed uniformly, "
-              f"mixing mu {mixing.mu.value:g} (no block model); {proxy.MIXING_ONLY_EFFECT}")
+              f"mixing mu {mixing.mu.value:g} (no block model); {proxy_estimated.MIXING_ONLY_EFFECT}")
     record = json.loads((tmp_path / "o" / "whatif.json").read_text())
     assert record["card_communities"] == {"card:cora-mixing": caveat}
     assert f"card:cora-mixing: the proxy's communities: {caveat}" in out
-    assert proxy.community_caveat("card:cora") is None and proxy.community_caveat("cora") is None
-    assert proxy.community_caveat("ogbn-products").startswith("none: the card gives no community")
+    assert proxy_estimated.community_caveat("card:cora") is None and proxy_estimated.community_caveat("cora") is None
+    assert proxy_estimated.community_caveat("ogbn-products").startswith("none: the card gives no community")

@@ -13,7 +13,7 @@ import pytest
 from gnnplan.simulator.api import load_context, simulate
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.strategies import neutronstar
-from gnnplan.simulator.workload import proxy, proxy_batch
+from gnnplan.simulator.workload import proxy, proxy_batch, proxy_estimated
 from gnnplan.simulator.workload.cards import load_card
 from gnnplan.simulator.workload.datasets import dataset_key, load_dataset
 from gnnplan.simulator.workload.spec import workload_from_dict
@@ -104,11 +104,11 @@ def test_card_path_reports_what_was_estimated() -> None:
     blocks = len(load_card("cora").communities.block_sizes.value)
     assert est["proxy"]["communities"] == f"planted from the card: the {blocks} communities of its block model, " \
         "mixing mu 0.128, the edges between them on 0.2849 of the vertices"
-    none = proxy.estimated("ogbn-products", {})["proxy"]["communities"]
-    assert none.startswith("none: the card gives no community") and none.endswith(proxy.NO_COMMUNITIES_EFFECT)
-    assert proxy.estimated("ogbn-arxiv", {})["proxy"]["communities"] == (  # label classes and homophily only
+    none = proxy_estimated.estimated("ogbn-products", {})["proxy"]["communities"]
+    assert none.startswith("none: the card gives no community") and none.endswith(proxy_estimated.NO_COMMUNITIES_EFFECT)
+    assert proxy_estimated.estimated("ogbn-arxiv", {})["proxy"]["communities"] == (  # label classes and homophily only
         f"planted from the card: 40 communities of equal size mixed uniformly, mixing mu 0.345 (no block model); "
-        f"{proxy.MIXING_ONLY_EFFECT}")
+        f"{proxy_estimated.MIXING_ONLY_EFFECT}")
     real = simulate(CLUSTER, wl.model_copy(update={"dataset": "cora"}), "dp", knobs).to_json_dict()
     assert "estimated" not in real  # existing JSON keys unchanged for real graphs
 
