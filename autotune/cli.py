@@ -177,7 +177,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--structure", choices=CARD_STRUCTURES, default="blocks",
                    help="the community structure the card keeps (default blocks: components, the Louvain block "
                         "model, bridges, assortativity and clustering, as the bundled cards; louvain: the Louvain "
-                        "communities' number and mixing; labels: the label classes'; none)")
+                        "communities' number and mixing; labels: the label classes'; cut: none, but the METIS "
+                        "edge cut at 8 parts, which the proxy fits communities to (seconds where Louvain takes "
+                        "hours); none)")
     p.add_argument("-o", "--output", help="cards folder to write into (default: $GNNPLAN_HOME/cards, where "
                                           "workload.dataset looks)")
     p.add_argument("--force", action="store_true", help="replace a card of that name in the folder")
@@ -201,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-CARD_STRUCTURES = ("blocks", "louvain", "labels", "none")
+CARD_STRUCTURES = ("blocks", "louvain", "labels", "cut", "none")
 """``gnnplan card --structure`` (:func:`simulator.workload.card_measures.derived_card`'s ``communities``)."""
 OUTPUTS = (("output", False), ("trace", False), ("trace_dir", True), ("out_dir", True), ("checkpoint_dir", True))
 """Arguments naming something a subcommand writes: (attribute, is a folder), checked before any work."""

@@ -369,11 +369,13 @@ def cmd_card(args: argparse.Namespace) -> int:
     record = {"card": str(path), "name": card.name, "structure": args.structure,
               "num_vertices": card.num_vertices.value, "num_edges": card.num_edges.value,
               "num_communities": comm.num_communities.value if comm else None, "mu": comm.mu.value if comm else None,
-              "seconds": seconds}
+              "metis_edge_cut": card.metis_edge_cut.value if card.metis_edge_cut else None, "seconds": seconds}
     if args.json:
         emit_json(record)
         return 0
     planted = f"{record['num_communities']} communities, mu {record['mu']:g}" if comm else "no communities"
+    if card.metis_edge_cut is not None:
+        planted += ", METIS edge cut " + ", ".join(f"{f:g} at {p} parts" for p, f in card.metis_edge_cut.value)
     use = (f"workload.dataset: card:{card.name}" if folder == card_dirs()[0] else
            f"copy it into {card_dirs()[0]} to use it as workload.dataset: card:{card.name}")
     report.console().print(f"wrote {path}: {record['num_vertices']:,} vertices, {record['num_edges']:,} edges, "

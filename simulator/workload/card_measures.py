@@ -12,6 +12,10 @@ import numpy as np
 
 from gnnplan.simulator.workload.cards import Card, card_from_dict
 
+CUT_PARTS = (8,)
+"""Numbers of parts a derived card's METIS edge cut is measured at (``communities="cut"``): one figure, as a paper
+or a partitioning log publishes (benchmarks/bench_card_epoch.py ``--card-kind cut`` measures what it is worth)."""
+
 
 def tail_exponent(degrees: np.ndarray, min_tail: int = 50) -> tuple[float, int]:
     """Power-law exponent of the tail of a degree sequence and the cut-off where the tail starts.
@@ -103,7 +107,7 @@ def moment_exponent(degrees: np.ndarray, max_degree: float | None = None) -> flo
 def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray, feature_dim: int,
                  num_classes: int, split: tuple[int, int, int], labels: np.ndarray | None = None,
                  how: str = "measured on the graph", communities: str | None = None,
-                 train_idx: np.ndarray | None = None) -> Card:
+                 train_idx: np.ndarray | None = None, cut_parts: tuple[int, ...] = CUT_PARTS) -> Card:
     """A card whose every number is measured on a graph in memory (for graphs without a published card, and to
     check a proxy against the graph it stands for: benchmarks/bench_proxy.py).
 
@@ -114,7 +118,8 @@ def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray,
     ``"louvain"`` :func:`louvain_communities`; ``"blocks"`` the whole structure the bundled cards carry
     (:func:`simulator.workload.card_structure.structure_fields`: components, the Louvain block model with its
     fine level, training vertices and bridges, assortativity, clustering, the training vertices' in-degree
-    histogram); None plants none.
+    histogram); ``"cut"`` no communities but the graph's METIS edge cut at ``cut_parts`` (``metis_edge_cut``, to
+    which the proxy fits its communities: :mod:`simulator.workload.cut_fit`); None plants none.
 
     Args:
         name: the card's name.
@@ -124,8 +129,9 @@ def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray,
         split: (train, valid, test) vertex counts.
         labels: (n,) int64 class per vertex (-1 = unlabelled; edges touching one are left out of ``mu``).
         how: what the numbers were measured on (goes into every ``source``).
-        communities: ``"labels"``, ``"louvain"``, ``"blocks"`` or None.
+        communities: ``"labels"``, ``"louvain"``, ``"blocks"``, ``"cut"`` or None.
         train_idx: (k,) int64 training vertices (``"blocks"`` only).
+        cut_parts: the numbers of parts the METIS cut is measured at (``"cut"`` only).
 
     Raises:
         ValueError: ``"blocks"`` without ``train_idx``, or another value of ``communities``.
@@ -175,9 +181,23 @@ def derived_card(name: str, num_vertices: int, src: np.ndarray, dst: np.ndarray,
             "num_communities": {"value": k, "source": f"{src_text}: effective number (inverse Simpson index) of "
                                                       "the Louvain communities (networkx, seed 0)"},
             "mu": {"value": round(mu, 4), "source": f"{src_text}: fraction of edges between Louvain communities"}}
+    elif communities == "cut":
+        rows = [[p, round(metis_cut_fraction(num_vertices, src, dst, p), 5)] for p in cut_parts]
+        data["metis_edge_cut"] = {"value": rows, "source": f"{src_text}: fraction of the edges METIS (seed 0) cuts "
+                                                           "into each number of parts"}
     elif communities is not None and communities != "labels":
-        raise ValueError(f"derived_card: communities {communities!r} is not one of labels, louvain, blocks, None")
+        raise ValueError(f"derived_card: communities {communities!r} is not one of labels, louvain, blocks, cut, "
+                         "None")
     return card_from_dict(data, where=f"card {name}")
+
+
+def metis_cut_fraction(num_vertices: int, src: np.ndarray, dst: np.ndarray, parts: int) -> float:
+    """The fraction of the edges ``(src, dst)`` whose ends METIS (:func:`simulator.workload.partition.partition`,
+    seed 0, the partition every strategy's statistics use) puts in different parts of ``parts``."""
+    from gnnplan.simulator.workload.partition import partition
+
+    owner = partition(src, dst, num_vertices, parts, "metis", 0)
+    return float(np.mean(owner[src] != owner[dst]))
 
 
 def component_summary(num_vertices: int, src: np.ndarray, dst: np.ndarray

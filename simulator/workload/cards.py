@@ -31,6 +31,11 @@ number nobody published, e.g. a degree exponent, must say so). Fields (:class:`C
   histogram through triangle closure.
 * ``split.train_in_degree_histogram`` (optional): the training vertices' in-degrees, when the split is not a
   uniform sample (the proxy's training vertices then match it).
+* ``metis_edge_cut`` (optional): published METIS k-way edge cuts of the graph, rows ``[parts, fraction]`` (the
+  fraction of edges whose ends METIS puts in different parts; a symmetric graph's directed and undirected counts
+  give the same fraction). A card without ``communities`` then gets a proxy whose communities are fitted to it
+  (:mod:`simulator.workload.cut_fit`): what a partitioner can keep local is what decides remote inputs, and a
+  METIS cut is published far more often than a community structure.
 
 Measuring a graph in memory into card values (exponents, components, communities, a whole derived card) is
 :mod:`simulator.workload.card_measures`.
@@ -239,6 +244,7 @@ class Card(_Model):
     communities: Communities | None = None
     components: Components | None = None
     clustering: Clustering | None = None
+    metis_edge_cut: Sourced[list[tuple[int, float]]] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Card:
@@ -267,6 +273,12 @@ class Card(_Model):
         if self.communities is not None and self.communities.block_train is not None and \
                 sum(self.communities.block_train.value) > self.split.train.value:
             raise ValueError("communities.block_train: more training vertices than split.train")
+        cuts = [] if self.metis_edge_cut is None else self.metis_edge_cut.value
+        if self.metis_edge_cut is not None and (not cuts or any(
+                not 2 <= p <= n // 16 or not 0.0 < f < 1.0 for p, f in cuts) or any(
+                b[0] <= a[0] for a, b in zip(cuts, cuts[1:]))):
+            raise ValueError(f"metis_edge_cut: rows [parts in [2, num_vertices / 16 = {n // 16}], fraction in "
+                             "(0, 1)] in increasing parts")
         if self.components is not None and not self.components.num_small_vertices <= n - 16:
             raise ValueError("components: the small components leave fewer than 16 vertices to the largest")
         return self
@@ -339,7 +351,8 @@ def write_card(card: Card, folder: Path | None = None) -> Path:
     check_card_name(card.name)
     target = (folder or card_dirs()[0]) / f"{card.name}.yaml"
     target.parent.mkdir(parents=True, exist_ok=True)
-    return atomic_write_yaml(target, card.model_dump(mode="json", exclude_none=True))
+    # fields given (a number not published is a value None with its source); optional fields left out stay out
+    return atomic_write_yaml(target, card.model_dump(mode="json", exclude_unset=True))
 
 
 def check_card_name(name: str) -> None:

@@ -4,8 +4,9 @@ measured on it to the card's size.
 The proxy (:func:`proxy_spec`) is a degree-corrected SBM (:mod:`simulator.workload.sbm`) of
 ``n_p = min(n, proxy_vertices)`` vertices with the card's mean in-degree, share of vertices without in-edges
 (isolated in the proxy), in-degree exponent of the others, feature width,
-classes, split fractions and, where the card gives them, its communities and mixing ``mu``. Its largest expected
-degree is the ``1 - 1/n_p`` quantile of the card's degree law (what the largest of ``n_p`` draws from it is
+classes, split fractions and, where the card gives them, its communities and mixing ``mu`` (where it gives none
+but a published METIS edge cut, communities fitted to that cut: :mod:`simulator.workload.cut_fit`). Its largest
+expected degree is the ``1 - 1/n_p`` quantile of the card's degree law (what the largest of ``n_p`` draws from it is
 expected to reach; the card's own maximum at full size), at most half a community (so the generator can realise
 it). Its vertex ids are randomly permuted: a card says nothing about how ids are ordered, so they carry no
 locality (as Graph500 R-MAT), and contiguous-range partitioners (neutronstar's and hongtu's ``chunk``) see what
@@ -186,15 +187,35 @@ def proxy_spec(card: str | Card, num_vertices: int | None = None, seed: int = PR
         seed: generator seed.
 
     Returns:
-        A :class:`SbmSpec`, a :class:`DegreeSequenceSpec` when the card has a degree histogram (features drawn
-        lazily, only if the executor asks for them).
+        A :class:`SbmSpec`, a :class:`DegreeSequenceSpec` when the card has a degree histogram or communities
+        fitted to its METIS edge cut (features drawn lazily, only if the executor asks for them).
 
     Raises:
         SpecError: unknown card.
     """
     c = load_card(card) if isinstance(card, str) else card
+    n_p = min(c.num_vertices.value, int(DEFAULT_PROXY_VERTICES if num_vertices is None else num_vertices))
+    fitted = c.communities is None and c.metis_edge_cut is not None
+    if fitted:  # communities fitted to the published cut
+        from gnnplan.simulator.workload.cut_fit import with_fitted_communities
+
+        c = with_fitted_communities(c, n_p)
+    return planted_spec(c, n_p, seed, law_degrees=fitted)
+
+
+def planted_spec(c: Card, n_p: int, seed: int, law_degrees: bool = False) -> SbmSpec:
+    """The proxy of card ``c`` at ``n_p`` vertices and ``seed`` with the communities ``c`` gives
+    (:func:`proxy_spec` once any communities are fitted).
+
+    With ``law_degrees`` a card without a degree histogram is drawn by the planted-partition configuration model
+    from the degrees its SBM proxy without communities would be drawn with (:func:`law_histogram`): an SBM
+    realises a vertex's edges inside its community only up to the community's size, so planting many small
+    communities (:mod:`simulator.workload.cut_fit`) would cap the card's hubs at half a community (ogbn-products'
+    proxy: 35,578 -> 195 with 256 communities), where the configuration model sends a hub's surplus across
+    communities and keeps its degree, but for the stubs no distinct partner is left for (ogbn-products' fitted
+    proxy has 0.969 of its 5,051,728 edges, largest degree 15,112; 2026-11-30).
+    """
     n = c.num_vertices.value
-    n_p = min(n, int(DEFAULT_PROXY_VERTICES if num_vertices is None else num_vertices))
     k = c.communities.num_communities.value if c.communities is not None else 1
     k = max(1, min(k, n_p // 16))  # communities of at least 16 vertices in a small proxy
     mu = c.communities.mu.value if c.communities is not None and k > 1 else 0.0
@@ -206,8 +227,9 @@ def proxy_spec(card: str | Card, num_vertices: int | None = None, seed: int = PR
                   seed=seed, num_communities=k, mu=mu, mean_degree=c.mean_in_degree,
                   degree_exponent=c.degree.exponent.value, permute_ids=True)
     hist = c.degree.in_degree_histogram
-    if hist is not None:  # the card's own degree distribution, bulk and tail (simulator/workload/degseq.py)
-        top = max(1.5 * c.mean_in_degree, min(hist.value[-1][0], n_p - 1.0))
+    rows, source = (hist.value, n) if hist is not None else (law_histogram(c, n_p), n_p) if law_degrees else (None, n)
+    if rows is not None:  # the card's own degree distribution, bulk and tail (simulator/workload/degseq.py)
+        top = max(1.5 * c.mean_in_degree, min(rows[-1][0], n_p - 1.0))
         train_hist = c.split.train_in_degree_histogram
         fine = c.communities.fine_num_communities if c.communities is not None and k > 1 else None
         if fine is not None:  # fine communities keep their size: per community, at least 2 vertices each
@@ -231,10 +253,28 @@ def proxy_spec(card: str | Card, num_vertices: int | None = None, seed: int = PR
             edges = round(c.components.small_edges.value * sum(sz * k_ for sz, k_ in rows)
                           / c.components.num_small_vertices)
             common.update(small_components=tuple(rows) or None, small_component_edges=min(most, max(least, edges)))
-        return DegreeSequenceSpec(**common, max_degree=top, degree_histogram=tuple(map(tuple, hist.value)),
-                                  source_vertices=n, train_degree_histogram=None if train_hist is None else
+        return DegreeSequenceSpec(**common, max_degree=top, degree_histogram=tuple(map(tuple, rows)),
+                                  source_vertices=source, train_degree_histogram=None if train_hist is None else
                                   tuple(map(tuple, train_hist.value)))
     return SbmSpec(**common, max_degree=proxy_max_degree(c, n_p, k), isolated_fraction=c.degree.zero_fraction)
+
+
+def law_histogram(c: Card, n_p: int) -> list[list[float]]:
+    """The log-binned histogram (:func:`simulator.workload.degree_bins.degree_histogram`) of the degrees card
+    ``c``'s SBM proxy of ``n_p`` vertices without communities is drawn with: the card's zero-in-degree fraction
+    at 0 and the others' expected degrees from its truncated power law (:func:`simulator.workload.sbm.expected_degrees`,
+    the connected mean, the exponent and :func:`proxy_max_degree` for one community; seed 0), rounded, at least 1.
+    It describes the proxy's own size (its ``source_vertices`` is ``n_p``: no tail stratification)."""
+    import numpy as np
+
+    from gnnplan.simulator.workload.degree_bins import degree_histogram
+    from gnnplan.simulator.workload.sbm import expected_degrees
+
+    connected = round(n_p * (1.0 - c.degree.zero_fraction))
+    theta = expected_degrees(connected, c.connected_mean_in_degree, c.degree.exponent.value,
+                             proxy_max_degree(c, n_p, 1), np.random.default_rng(0))
+    degrees = np.concatenate([np.maximum(1, np.rint(theta)), np.zeros(n_p - connected)]).astype(np.int64)
+    return degree_histogram(degrees)
 
 
 def proxy_scale(card: str | Card, spec: SbmSpec | None = None) -> ProxyScale:

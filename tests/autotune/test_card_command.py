@@ -40,6 +40,21 @@ def test_card_structure_none_keeps_no_communities(tmp_path: Path, capsys: pytest
     assert card.communities is None and card.components is None and card.num_vertices.value == 3327
 
 
+def test_card_structure_cut_keeps_the_metis_edge_cut(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gnnplan.simulator.workload.card_measures import metis_cut_fraction
+    from gnnplan.simulator.workload.datasets import load_dataset
+
+    assert main(["card", "citeseer", "--name", "cut", "--structure", "cut", "-o", str(tmp_path), "--json"]) == 0
+    g = load_dataset("citeseer")
+    cut = round(metis_cut_fraction(g.num_vertices, g.src, g.dst, 8), 5)
+    record = json.loads(capsys.readouterr().out)
+    assert record["metis_edge_cut"] == [[8, cut]] and record["num_communities"] is None
+    card = cards.card_from_dict(yaml.safe_load((tmp_path / "cut.yaml").read_text()), where="x")
+    assert card.communities is None and card.metis_edge_cut.value == [(8, cut)]
+    assert main(["card", "citeseer", "--name", "cut", "--structure", "cut", "-o", str(tmp_path), "--force"]) == 0
+    assert f"no communities, METIS edge cut {cut:g} at 8 parts (cut;" in " ".join(capsys.readouterr().out.split())
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["card", "card:cora", "--name", "x"], "DATASET: 'card:cora' is a dataset card already"),
     (["card", "cora", "--name", "../x"], "card name: '../x' must be a plain file name"),

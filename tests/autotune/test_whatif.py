@@ -255,4 +255,4 @@ def test_whatif_says_what_a_card_without_a_block_model_does_to_partitions(
     assert record["card_communities"] == {"card:cora-mixing": caveat}
     assert f"card:cora-mixing: the proxy's communities: {caveat}" in out
     assert proxy_estimated.community_caveat("card:cora") is None and proxy_estimated.community_caveat("cora") is None
-    assert proxy_estimated.community_caveat("ogbn-products").startswith("none: the card gives no community")
+    assert proxy_estimated.community_caveat("reddit").startswith("none: the card gives no community")

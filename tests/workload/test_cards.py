@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import read_yaml
@@ -233,3 +234,14 @@ def test_a_card_name_that_is_not_a_plain_file_name_or_not_its_files_is_refused(
     with pytest.raises(SpecError, match=r"name: 'cora' must be the file's name 'other'") as err:
         cards.load_card("other")
     assert "\n" not in str(err.value)
+
+
+def test_a_written_card_reads_back_as_it_was_with_its_unpublished_numbers(tmp_path: Path) -> None:
+    """``write_card`` keeps a number given as not published (``max_in_degree: {value: null, source}``) and leaves
+    out the optional fields a card does not give."""
+    products = cards.load_card("ogbn-products")
+    path = cards.write_card(products.model_copy(update={"name": "copy"}), tmp_path)
+    text = path.read_text()
+    assert "value: null" in text and "communities" not in text
+    again = cards.card_from_dict(yaml.safe_load(text), where=str(path))
+    assert again.model_copy(update={"name": products.name}) == products

@@ -104,7 +104,7 @@ def test_card_path_reports_what_was_estimated() -> None:
     blocks = len(load_card("cora").communities.block_sizes.value)
     assert est["proxy"]["communities"] == f"planted from the card: the {blocks} communities of its block model, " \
         "mixing mu 0.128, the edges between them on 0.2849 of the vertices"
-    none = proxy_estimated.estimated("ogbn-products", {})["proxy"]["communities"]
+    none = proxy_estimated.estimated("reddit", {})["proxy"]["communities"]
     assert none.startswith("none: the card gives no community") and none.endswith(proxy_estimated.NO_COMMUNITIES_EFFECT)
     assert proxy_estimated.estimated("ogbn-arxiv", {})["proxy"]["communities"] == (  # label classes and homophily only
         f"planted from the card: 40 communities of equal size mixed uniformly, mixing mu 0.345 (no block model); "
