@@ -92,6 +92,11 @@ def first_of_each(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[first], order[first]
 
 
+def merged(good: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """The ascending union of two disjoint ascending key arrays (``np.union1d``'s answer without its hashing)."""
+    return np.sort(np.concatenate([good, new]))
+
+
 def _pool_edges(stubs: np.ndarray, group_of: np.ndarray, apart: np.ndarray | None, n: int, taken: np.ndarray,
                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct keys ``min * n + max`` of one pool, paired inside ``group_of`` and (``apart`` given) only
@@ -119,7 +124,7 @@ def _pool_edges(stubs: np.ndarray, group_of: np.ndarray, apart: np.ndarray | Non
         keep[first_at] = True
         ok_idx = np.flatnonzero(ok)
         ok[ok_idx[~keep]] = False
-        good = np.sort(np.concatenate([good, uniq]))  # disjoint: uniq's keys passed the test against good
+        good = merged(good, uniq)
         bad = ~ok
         pool = np.concatenate([pairs[0][bad], pairs[1][bad], _left])
         if not bad.any() or round_ >= STALL_AFTER and bad.sum() > STALL * last_bad:  # done, or no longer helps

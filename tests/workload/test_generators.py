@@ -91,3 +91,18 @@ def test_workload_yaml_selects_the_generator() -> None:
         data["dataset"] = bad
         with pytest.raises(SpecError, match=match):
             workload_from_dict(data)
+
+
+def test_degseq_membership_and_first_occurrence_equal_numpy_s() -> None:
+    """The binary-search membership and the stable-sort first occurrences the configuration model wires with give
+    ``np.isin``'s and ``np.unique(return_index=True)``'s answers exactly (repeats, misses, empty sides)."""
+    from gnnplan.simulator.workload.degseq import first_of_each, in_sorted
+
+    rng = np.random.default_rng(7)
+    for n_keys, n_set in ((0, 5), (50, 0), (1000, 300), (20000, 20000)):
+        keys = rng.integers(0, 3000, n_keys)
+        known = np.unique(rng.integers(0, 3000, n_set))
+        assert np.array_equal(in_sorted(keys, known), np.isin(keys, known))
+        uniq, first = first_of_each(keys)
+        want_uniq, want_first = np.unique(keys, return_index=True)
+        assert np.array_equal(uniq, want_uniq) and np.array_equal(first, want_first)
