@@ -227,9 +227,10 @@ def planted_spec(c: Card, n_p: int, seed: int, law_degrees: bool = False) -> Sbm
                   seed=seed, num_communities=k, mu=mu, mean_degree=c.mean_in_degree,
                   degree_exponent=c.degree.exponent.value, permute_ids=True)
     hist = c.degree.in_degree_histogram
-    rows, source = (hist.value, n) if hist is not None else (law_histogram(c, n_p), n_p) if law_degrees else (None, n)
-    if rows is not None:  # the card's own degree distribution, bulk and tail (simulator/workload/degseq.py)
-        top = max(1.5 * c.mean_in_degree, min(rows[-1][0], n_p - 1.0))
+    degrees, source = ((hist.value, n) if hist is not None else (law_histogram(c, n_p), n_p) if law_degrees
+                       else (None, n))
+    if degrees is not None:  # the card's own degree distribution, bulk and tail (simulator/workload/degseq.py)
+        top = max(1.5 * c.mean_in_degree, min(degrees[-1][0], n_p - 1.0))
         train_hist = c.split.train_in_degree_histogram
         fine = c.communities.fine_num_communities if c.communities is not None and k > 1 else None
         if fine is not None:  # fine communities keep their size: per community, at least 2 vertices each
@@ -253,7 +254,7 @@ def planted_spec(c: Card, n_p: int, seed: int, law_degrees: bool = False) -> Sbm
             edges = round(c.components.small_edges.value * sum(sz * k_ for sz, k_ in rows)
                           / c.components.num_small_vertices)
             common.update(small_components=tuple(rows) or None, small_component_edges=min(most, max(least, edges)))
-        return DegreeSequenceSpec(**common, max_degree=top, degree_histogram=tuple(map(tuple, rows)),
+        return DegreeSequenceSpec(**common, max_degree=top, degree_histogram=tuple(map(tuple, degrees)),
                                   source_vertices=source, train_degree_histogram=None if train_hist is None else
                                   tuple(map(tuple, train_hist.value)))
     return SbmSpec(**common, max_degree=proxy_max_degree(c, n_p, k), isolated_fraction=c.degree.zero_fraction)
