@@ -90,6 +90,12 @@ MIXING_ONLY_EFFECT = ("on Cora and CiteSeer such a card put the evaluation's tim
                       "louvain, 2026-11-30)")
 """What a card with a number of communities and their mixing but no block model did to the predictions of Cora and
 CiteSeer (bench_card_epoch's docstring)."""
+CUT_FIT_EFFECT = ("on Cora and CiteSeer a card with only their METIS edge cut at 8 parts put the evaluation's time "
+                  "12.6% off (median over 18 predictions, max +42%; 119% without the cut) and hongtu's network bytes "
+                  "up to 1.9x; with only a power law for the degrees besides, as ogbn-products' card, 4.9% (max 38%, "
+                  "network bytes up to 2.1x) (benchmarks/bench_card_epoch.py --card-kind cut, law-cut, 2026-11-30)")
+"""What a card with only a METIS edge cut did to the predictions of Cora and CiteSeer (bench_card_epoch's
+docstring): the cut at 8 parts is what the fit met; every compared prediction is held out from it."""
 
 
 SAMPLE_STATS_RULE = ("measured on the proxy by graphstats.sample_stats (DGL NeighborSampler, the same fanouts, "
@@ -125,9 +131,3 @@ def strategy_statistics(strategy: str, needs_sample_stats: bool) -> dict[str, st
         out["sample_stats"] = SAMPLE_STATS_RULE
     out.update(STRATEGY_STATISTICS.get(strategy, {}))
     return out
-CUT_FIT_EFFECT = ("on Cora and CiteSeer a card with only their METIS edge cut at 8 parts put the evaluation's time "
-                  "12.6% off (median over 18 predictions, max +42%; 119% without the cut) and hongtu's network bytes "
-                  "up to 1.9x; with only a power law for the degrees besides, as ogbn-products' card, 4.9% (max 38%, "
-                  "network bytes up to 2.1x) (benchmarks/bench_card_epoch.py --card-kind cut, law-cut, 2026-11-30)")
-"""What a card with only a METIS edge cut did to the predictions of Cora and CiteSeer (bench_card_epoch's
-docstring): the cut at 8 parts is what the fit met; every compared prediction is held out from it."""
