@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,12 @@ def test_api_whatif_sweeps_a_field(tmp_path: Path) -> None:
                          trials=3, output=tmp_path)
     assert len(out["summary"]) == 2 and (tmp_path / "whatif.html").is_file()
     assert {r["strategy"] for r in out["rows"]} >= {"neutronstar"}
+
+
+def test_a_module_importing_dgl_needs_no_backend_in_the_environment() -> None:
+    """DGL prints "DGL backend not selected" when it is imported without ``DGLBACKEND``; importing through the
+    ``gnnplan`` package sets it first, so no command prints it."""
+    env = {k: v for k, v in os.environ.items() if k != "DGLBACKEND"}
+    code = "import gnnplan.executor.sampling, os; print(os.environ['DGLBACKEND'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == "pytorch" and "backend not selected" not in out.stderr + out.stdout

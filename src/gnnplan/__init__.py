@@ -24,11 +24,16 @@ time), :mod:`gnnplan.executor` (PyTorch + DGL + torch.distributed; torchrun entr
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gnnplan.simulator import __version__
+# DGL picks its tensor backend when first imported and prints a notice when none is set; every gnnplan module that
+# imports DGL (sampling, the executor) runs after this package's __init__, so the choice is made once here
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+from gnnplan.simulator import __version__  # noqa: E402
 
 if TYPE_CHECKING:
     from gnnplan.simulator.api import simulate, simulate_on_draws
