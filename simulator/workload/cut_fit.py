@@ -89,8 +89,9 @@ def fitted_mixing(card: Card, proxy_vertices: int) -> dict:  # type: ignore[type
     """
     if card.metis_edge_cut is None:
         raise ValueError(f"card {card.name!r} gives no metis_edge_cut to fit")
-    text = f"{card.model_dump_json()}|{proxy_vertices}|{CUT_FIT_FORMAT}|{MU_GRID}|{COMMUNITIES_PER_PART}"
-    return _fit(card.model_dump_json(), hashlib.sha1(text.encode()).hexdigest()[:16], proxy_vertices)
+    card_json = card.model_dump_json()
+    text = f"{card_json}|{proxy_vertices}|{CUT_FIT_FORMAT}|{MU_GRID}|{COMMUNITIES_PER_PART}"
+    return _fit(card_json, hashlib.sha1(text.encode()).hexdigest()[:16], proxy_vertices)
 
 
 @lru_cache(maxsize=32)

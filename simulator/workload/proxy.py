@@ -212,8 +212,8 @@ def planted_spec(c: Card, n_p: int, seed: int, law_degrees: bool = False) -> Sbm
     realises a vertex's edges inside its community only up to the community's size, so planting many small
     communities (:mod:`simulator.workload.cut_fit`) would cap the card's hubs at half a community (ogbn-products'
     proxy: 35,578 -> 195 with 256 communities), where the configuration model sends a hub's surplus across
-    communities and keeps its degree, but for the stubs no distinct partner is left for (ogbn-products' fitted
-    proxy has 0.969 of its 5,051,728 edges, largest degree 15,112; 2026-11-30).
+    communities and keeps its degree, but for the edge ends no distinct partner is left for (ogbn-products'
+    fitted proxy has 0.969 of its 5,051,728 edges, largest degree 15,112; 2026-11-30).
     """
     n = c.num_vertices.value
     k = c.communities.num_communities.value if c.communities is not None else 1
