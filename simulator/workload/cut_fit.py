@@ -5,18 +5,21 @@ What a partitioner can keep local decides every partition-dependent statistic (M
 evaluation's remote sources, hongtu's peer rows, gsplit's local edges). A proxy without communities has only the
 locality of a random graph with the card's degrees, which METIS cuts far more than a real graph
 (:data:`simulator.workload.proxy_estimated.NO_COMMUNITIES_EFFECT`). Papers and partitioning logs publish a graph's
-METIS edge cut far more often than its community structure, so the proxy plants ``k`` equal communities mixed
-uniformly (the planted partition of :func:`simulator.workload.proxy.proxy_spec`) and chooses the mixing ``mu`` at
-which METIS cuts the proxy as the card says:
+METIS edge cut far more often than its community structure, so the proxy plants ``k`` equal communities (the
+planted partition of :func:`simulator.workload.proxy.proxy_spec`), whose edge ends leaving a community spread
+evenly over the levels of a binary hierarchy of the communities (:func:`simulator.workload.degseq.hierarchy_levels`:
+METIS then cuts more at every doubling of the parts, as it cuts real graphs, where communities mixed uniformly are
+cut nearly as much at 2 parts as at 32), and chooses the mixing ``mu`` at which METIS cuts the proxy as the card
+says:
 
 1. ``k = c x`` the largest published ``parts`` (at most a community of 16 proxy vertices) for ``c`` the first of
    :data:`COMMUNITIES_PER_PART` at which METIS cuts the proxy without mixing (``mu = 0``) no more than published:
    more communities than parts, so METIS can keep each whole and the cut follows ``mu`` [inferred; fitted at 8
-   parts, 2, 4 and 8 communities per part gave cuts within 10% of each other at 2-16 parts on Cora, within 30% on
-   CiteSeer], but large enough to hold the proxy's hubs (a proxy keeps the card's degrees at a fraction of its
-   vertices: ogbn-products' proxy has hubs of up to 20,555 edges in 10^5 vertices, and with 4 communities per part
-   of 64, 390 vertices each, METIS cut 0.29 of its edges at ``mu = 0``, against the published 0.135; with one per
-   part, 0.12);
+   parts with the communities mixed uniformly (before the hierarchy, 2026-11-30), 2, 4 and 8 communities per part
+   gave cuts within 10% of each other at 2-16 parts on Cora, within 30% on CiteSeer], but large enough to hold
+   the proxy's hubs (a proxy keeps the card's degrees at a fraction of its vertices: ogbn-products' proxy has hubs
+   of up to 20,555 edges in 10^5 vertices, and with 4 communities per part of 64, 390 vertices each, METIS cut
+   0.29 of its edges at ``mu = 0``, against the published 0.135; with one per part, 0.12);
 2. the proxy (draw :data:`~simulator.workload.proxy.PROXY_SEED`) is generated at every ``mu`` of :data:`MU_GRID`
    and partitioned by the product's METIS (:func:`simulator.workload.partition.partition`, seed 0) into each
    published number of parts; each row's cut as a function of ``mu`` is made non-decreasing (its running
@@ -28,7 +31,7 @@ which METIS cuts the proxy as the card says:
 The fit (``k``, ``mu``, and the cuts measured at every grid point) is kept in the cache
 (``<cache>/cut_fits/<digest>.json``, keyed by the card, the proxy size and :data:`CUT_FIT_FORMAT`); it takes one
 proxy generation and METIS run per grid point and per community count tried (ogbn-products' 10^5-vertex proxy,
-mean degree 50: 14 proxies, 182 s on this 2-core machine beside other work, 2026-11-30; a progress bar on a
+mean degree 50: 14 proxies, 182 s to 4 min on this 2-core machine beside other work, 2026-11-30; a progress bar on a
 terminal). Every draw of the card's proxy uses the same ``k`` and ``mu``.
 
 What this does to predictions, against the real graph's (a card of Cora and CiteSeer with only their METIS cut
@@ -49,10 +52,10 @@ from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.workload.cards import Card, Communities, Sourced
 
-CUT_FIT_FORMAT = 3
+CUT_FIT_FORMAT = 4
 """Version of the fit; part of its cache key (2: cards without a degree histogram drawn from their power law's
 degrees, :func:`simulator.workload.proxy.law_histogram`; 3: fewer communities per part when the proxy cannot be
-cut as little with more)."""
+cut as little with more; 4: the communities mixed along a binary hierarchy)."""
 COMMUNITIES_PER_PART = (4, 2, 1)
 """Planted communities per part of the largest published cut, tried in turn (module docstring, step 1)."""
 MU_GRID = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8)
@@ -157,6 +160,6 @@ def proxy_cut(card: Card, k: int, mu: float, parts: int, proxy_vertices: int) ->
     trial = card.model_copy(update={"communities": Communities(num_communities=Sourced(value=k, source=how),
                                                                mu=Sourced(value=mu, source=how))})
     n_p = min(card.num_vertices.value, proxy_vertices)
-    g = generate_graph(planted_spec(trial, n_p, PROXY_SEED, law_degrees=True))
+    g = generate_graph(planted_spec(trial, n_p, PROXY_SEED, law_degrees=True, hierarchical=True))
     owner = partition(g.src, g.dst, g.num_vertices, parts, "metis", 0)
     return float(np.mean(owner[g.src] != owner[g.dst]))

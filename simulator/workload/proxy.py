@@ -200,12 +200,17 @@ def proxy_spec(card: str | Card, num_vertices: int | None = None, seed: int = PR
         from gnnplan.simulator.workload.cut_fit import with_fitted_communities
 
         c = with_fitted_communities(c, n_p)
-    return planted_spec(c, n_p, seed, law_degrees=fitted)
+    return planted_spec(c, n_p, seed, law_degrees=fitted, hierarchical=fitted)
 
 
-def planted_spec(c: Card, n_p: int, seed: int, law_degrees: bool = False) -> SbmSpec:
+def planted_spec(c: Card, n_p: int, seed: int, law_degrees: bool = False, hierarchical: bool = False) -> SbmSpec:
     """The proxy of card ``c`` at ``n_p`` vertices and ``seed`` with the communities ``c`` gives
     (:func:`proxy_spec` once any communities are fitted).
+
+    With ``hierarchical`` (communities fitted to a METIS cut, :mod:`simulator.workload.cut_fit`) the edge ends that
+    leave a community spread evenly over the levels of a binary hierarchy of the communities
+    (:func:`simulator.workload.degseq.hierarchy_levels`), so METIS cuts the proxy more at every doubling of the
+    parts, as it cuts real graphs, instead of nearly the fitted cut at any number of parts.
 
     With ``law_degrees`` a card without a degree histogram is drawn by the planted-partition configuration model
     from the degrees its SBM proxy without communities would be drawn with (:func:`law_histogram`): an SBM
@@ -213,7 +218,8 @@ def planted_spec(c: Card, n_p: int, seed: int, law_degrees: bool = False) -> Sbm
     communities (:mod:`simulator.workload.cut_fit`) would cap the card's hubs at half a community (ogbn-products'
     proxy: 35,578 -> 195 with 256 communities), where the configuration model sends a hub's surplus across
     communities and keeps its degree, but for the edge ends no distinct partner is left for (ogbn-products'
-    fitted proxy has 0.969 of its 5,051,728 edges, largest degree 15,112; 2026-11-30).
+    fitted proxy has 0.966 of its 5,051,728 edges, largest degree 7,629, where its hubs would have had up to
+    20,555; with its communities mixed uniformly, 0.969 and 15,112; 2026-11-30).
     """
     n = c.num_vertices.value
     k = c.communities.num_communities.value if c.communities is not None else 1
@@ -244,6 +250,8 @@ def planted_spec(c: Card, n_p: int, seed: int, law_degrees: bool = False) -> Sbm
                 common.update(block_train=(*train_in, c.split.train.value - sum(train_in)))
             if c.communities.bridge_fraction is not None:
                 common.update(bridge_fraction=c.communities.bridge_fraction.value)
+        if hierarchical and k > 1:
+            common.update(hierarchical_mixing=True)
         common.update(assortativity=None if c.degree.assortativity is None else c.degree.assortativity.value,
                       average_clustering=None if c.clustering is None else c.clustering.average_clustering.value)
         if c.components is not None:  # planted beside the largest, as many per vertex as the card has
@@ -293,9 +301,10 @@ def proxy_edges(spec: SbmSpec) -> int:
     (:func:`simulator.workload.sbm.sbm_edges`); a proxy drawn from a degree sequence is counted on the generated
     graph (:func:`~simulator.workload.datasets.load_dataset`, cached after its first draw), because the
     configuration model drops the stubs of a hub that find no distinct partner
-    (:func:`simulator.workload.degseq.degree_sequence_edges`): ogbn-products' cut-fitted proxy keeps 4,897,032
-    of the 5,051,728 its degrees sum to (0.969; 2026-11-30), and an edge factor from the degree sum would scale
-    its edge counts 3% short."""
+    (:func:`simulator.workload.degseq.degree_sequence_edges`): ogbn-products' cut-fitted proxy keeps 4,879,368
+    of the 5,051,728 its degrees sum to (0.966; 2026-11-30), and an edge factor from the degree sum would scale
+    its edge counts 3% short (on benchmarks/bench_proxy.py's R-MAT 2M, whose proxy keeps about 0.92, neutronstar's
+    replicated in-edges went from 8.5% to 0.3% below the graph's)."""
     if isinstance(spec, DegreeSequenceSpec):
         from gnnplan.simulator.workload.datasets import load_dataset
 

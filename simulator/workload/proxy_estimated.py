@@ -42,8 +42,8 @@ def proxy_communities(card: Card, spec: SbmSpec) -> str:
     graph (ogbn-papers100M's proxy, 4 METIS parts: edge cut 0.47 against 0.75 for a random partition, hopgnn's
     micrograph locality 0.31, 2026-11-28), whatever the real graph's is. A card with only a number of communities
     and their mixing gets equal communities mixed uniformly; one with only a published METIS edge cut, equal
-    communities mixed so METIS cuts the proxy as much (:mod:`simulator.workload.cut_fit`). What each does to a
-    prediction is measured by benchmarks/bench_card_epoch.py ``--card-kind`` on Cora and CiteSeer
+    communities mixed along a binary hierarchy so METIS cuts the proxy as much (:mod:`simulator.workload.cut_fit`).
+    What each does to a prediction is measured by benchmarks/bench_card_epoch.py ``--card-kind`` on Cora and CiteSeer
     (:data:`NO_COMMUNITIES_EFFECT`, :data:`MIXING_ONLY_EFFECT`, :data:`CUT_FIT_EFFECT`)."""
     if card.communities is None and card.metis_edge_cut is not None and spec.num_communities > 1:
         from gnnplan.simulator.workload.cut_fit import fitted_mixing
@@ -52,8 +52,8 @@ def proxy_communities(card: Card, spec: SbmSpec) -> str:
         rows = ", ".join(f"{p} parts {f:g}" for p, f in card.metis_edge_cut.value)
         got = ", ".join(f"{f:.3g}" for f in fit["fitted"])
         return (f"fitted to the card's METIS edge cut ({rows}): {spec.num_communities} communities of equal size "
-                f"mixed uniformly, mixing mu {spec.mu:g}, which METIS cuts {got} (simulator/workload/cut_fit.py); "
-                f"{CUT_FIT_EFFECT}")
+                f"mixed along a binary hierarchy, mixing mu {spec.mu:g}, which METIS cuts {got} "
+                f"(simulator/workload/cut_fit.py); {CUT_FIT_EFFECT}")
     if card.communities is None or spec.num_communities <= 1:
         return ("none: the card gives no community structure, so partition-dependent statistics (METIS remote "
                 "inputs, hopgnn's micrograph locality, gsplit's local edges) are those of a graph without "
@@ -91,9 +91,9 @@ MIXING_ONLY_EFFECT = ("on Cora and CiteSeer such a card put the evaluation's tim
 """What a card with a number of communities and their mixing but no block model did to the predictions of Cora and
 CiteSeer (bench_card_epoch's docstring)."""
 CUT_FIT_EFFECT = ("on Cora and CiteSeer a card with only their METIS edge cut at 8 parts put the evaluation's time "
-                  "12.6% off (median over 18 predictions, max +42%; 119% without the cut) and hongtu's network bytes "
-                  "up to 1.9x; with only a power law for the degrees besides, as ogbn-products' card, 4.9% (max 38%, "
-                  "network bytes up to 2.1x) (benchmarks/bench_card_epoch.py --card-kind cut, law-cut, 2026-11-30)")
+                  "18.3% off (median over 18 predictions, max 45%; 119% without the cut) and hongtu's network bytes "
+                  "up to 1.8x; with only a power law for the degrees besides, as ogbn-products' card, 14.1% (max 29%, "
+                  "network bytes up to 1.7x) (benchmarks/bench_card_epoch.py --card-kind cut, law-cut, 2026-11-30)")
 """What a card with only a METIS edge cut did to the predictions of Cora and CiteSeer (bench_card_epoch's
 docstring): the cut at 8 parts is what the fit met; every compared prediction is held out from it."""
 

@@ -273,3 +273,30 @@ def test_edge_factor_counts_the_edges_the_configuration_model_realises() -> None
     scale = proxy_scale(card, spec)
     assert scale.proxy_edges == realised
     assert scale.edge_factor == card.loaded_edges / 1166
+
+
+def test_hierarchical_mixing_spreads_the_leaving_ends_evenly_over_the_levels() -> None:
+    """8 communities: 3 levels of a binary hierarchy, each taking mu / 3 of the edge ends; a pair of communities
+    meets at the level of the highest bit in which their numbers differ."""
+    comm = np.repeat(np.arange(8), 4)
+    levels = degseq.hierarchy_levels(comm, 0.3)
+    assert [share for _, share in levels] == pytest.approx([0.3, 0.2, 0.1])
+    for level, (group, _) in enumerate(levels):
+        np.testing.assert_array_equal(group, comm >> level)
+    deg = degree_bins.proxy_degrees(load_card("cora").degree.in_degree_histogram.value, 2708, 2708,
+                                    np.random.default_rng(1))
+    starts = community_starts(2708, 8)
+    src, dst = degseq.planted_configuration_edges(deg, starts, mu=0.3, seed=3, hierarchical=True)
+    assert not np.any(src == dst) and len(np.unique(src * 2708 + dst)) == len(src)
+    assert np.array_equal(np.sort(src * 2708 + dst), np.sort(dst * 2708 + src))
+    c = np.searchsorted(starts, np.arange(2708), side="right") - 1
+    apart = c[src] ^ c[dst]
+    meet = np.where(apart > 0, np.floor(np.log2(np.maximum(apart, 1))).astype(np.int64) + 1, 0)
+    share = np.bincount(meet, minlength=4) / len(src)
+    assert share[0] == pytest.approx(0.7, abs=0.02)
+    assert share[1:] == pytest.approx([0.1, 0.1, 0.1], abs=0.02)
+    flat = degseq.planted_configuration_edges(deg, starts, mu=0.3, seed=3)
+    flat_apart = c[flat[0]] ^ c[flat[1]]  # uniform over the 7 other communities: 1, 2 and 4 of them per level
+    flat_meet = np.bincount(np.floor(np.log2(np.maximum(flat_apart, 1))).astype(np.int64)[flat_apart > 0] + 1,
+                            minlength=4) / len(flat[0])
+    assert flat_meet[1:] == pytest.approx([0.3 / 7, 0.6 / 7, 1.2 / 7], abs=0.02)

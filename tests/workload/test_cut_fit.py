@@ -42,6 +42,10 @@ def test_a_card_with_only_a_metis_cut_gets_a_proxy_metis_cuts_as_published() -> 
     assert spec.num_communities == cut_fit.COMMUNITIES_PER_PART[0] * 8 and 0.0 < spec.mu < 0.3
     fitted = generate_graph(spec)
     assert metis_cut_fraction(fitted.num_vertices, fitted.src, fitted.dst, 8) == pytest.approx(published, rel=0.1)
+    # mixed along a hierarchy, the proxy is cut less at fewer parts, as Cora is (0.037 at 2 parts: 0.37 of its cut
+    # at 8), where communities mixed uniformly were cut 0.057 (0.57 of it)
+    assert spec.hierarchical_mixing
+    assert metis_cut_fraction(fitted.num_vertices, fitted.src, fitted.dst, 2) < 0.45 * published
     bare = derived_card("cora-none", g.num_vertices, g.src, g.dst, g.feature_dim, g.num_classes, split)
     plain = generate_graph(proxy.proxy_spec(bare))
     assert metis_cut_fraction(plain.num_vertices, plain.src, plain.dst, 8) > 2.5 * published
@@ -59,7 +63,7 @@ def test_results_from_a_cut_card_say_their_communities_were_fitted(tmp_path, mon
     write_card(card)
     sentence = proxy_estimated.community_caveat("card:citeseer-cut")
     assert sentence.startswith(f"fitted to the card's METIS edge cut (8 parts {card.metis_edge_cut.value[0][1]:g}): "
-                               f"32 communities of equal size mixed uniformly, mixing mu")
+                               f"32 communities of equal size mixed along a binary hierarchy, mixing mu")
     assert sentence.endswith(proxy_estimated.CUT_FIT_EFFECT)
     from gnnplan.simulator.api import simulate
 
