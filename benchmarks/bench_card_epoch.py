@@ -82,7 +82,7 @@ The hierarchy (2026-11-30) is why the proxy is cut about as little at 2 parts as
 41.5%), 32 (0.6%, 91.3%) and ``law-cut`` 34 (2.0%, 24.0%), 12 (4.9%, 37.6%), 32 (1.7%, 109.2%): the hierarchy
 brought hongtu's network bytes on 2 x 4 A100 from +51% to -7% (Cora ``cut``) and from +109% to +70% (CiteSeer
 ``law-cut``), and the evaluation on 4 T4 machines from +36% to +19% (Cora ``cut``), but moved CiteSeer's
-evaluation from +12% to +18% there and from +13% to -37% on 16 machines (``cut``): its METIS cut grows faster with
+evaluation from +12% to +18% there and from -13% to -37% on 16 machines (``cut``): its METIS cut grows faster with
 the parts (2x per doubling up to 16) than any one mixing can follow.
 
 Without communities, or with only the label classes' (7 and 6 communities mixed uniformly, mu 0.19 and 0.26),
