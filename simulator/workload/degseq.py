@@ -225,7 +225,8 @@ def hierarchy_levels(comm: np.ndarray, mu: float) -> list[tuple[np.ndarray, floa
     the same amount at every doubling of the parts, as real graphs' METIS cuts do (Cora, median over 8 random
     relabelings: 0.037, 0.063, 0.103, 0.137, 0.190 at 2, 4, 8, 16, 32 parts; ogbn-products' METIS log: 0.135,
     0.317, 0.463 at 64, 1024, 4096), where a uniform deal over all the communities cuts nearly ``mu`` at any
-    ``P`` (Cora's proxy fitted at 8 parts: 0.057, 0.089, 0.109, 0.109, 0.116; 2026-11-30).
+    ``P`` (Cora's proxy fitted at 8 parts: 0.057, 0.089, 0.109, 0.109, 0.116; 2026-11-30;
+    benchmarks/bench_cut_shape.py).
 
     Returns:
         [(group of every vertex, share of edge ends leaving it)], innermost first.
