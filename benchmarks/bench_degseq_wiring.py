@@ -6,9 +6,10 @@ the keys), with the baseline measured in the same run on the same proxies.
 
 Proxies: ogbn-products' card (mean degree 50.5, power-law degrees, no histogram) drawn from its power law's degrees
 (:func:`gnnplan.simulator.workload.proxy.law_histogram`) as a card with a METIS edge cut is
-(:mod:`gnnplan.simulator.workload.cut_fit`), at ``--vertices`` vertices, with one community and with 64 (mu 0.0108,
-the fitted ones), and card:cora's (its block model, 2708 vertices). Both ways give the same edges (checked here on
-every proxy); the script prints each one's wiring time and their ratio. 2026-11-30, 5 x 10^4 vertices, beside
+(:mod:`gnnplan.simulator.workload.cut_fit`), at ``--vertices`` vertices, with one community and with 64 mixed
+uniformly (mu 0.0108, the fit's before its mixing became hierarchical), and card:cora's (its block model, 2708
+vertices). Both ways give the same edges (checked here on every proxy); the script prints each one's wiring time
+and their ratio. 2026-11-30, 5 x 10^4 vertices, beside
 another job on this 2-core machine: 54.41 s -> 1.67 s (32.5x) with one community, 21.77 s -> 6.08 s (3.6x) with
 64, card:cora 0.72 s -> 0.56 s (1.3x); the same edges each time.
 
