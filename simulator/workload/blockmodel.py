@@ -232,10 +232,22 @@ def concentrated_labels(counts: np.ndarray, degrees: np.ndarray, starts: np.ndar
     return out
 
 
-def _bipartite_pairs(stubs: np.ndarray, pair: np.ndarray, side: np.ndarray, n: int, rng: np.random.Generator
-                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Pair the i-th stub of side 0 with the i-th of side 1 within every ``pair`` group (random order).
-    Returns (a, b, group) of the pairs and the stubs left over (unequal sides)."""
+def bipartite_pairs(stubs: np.ndarray, pair: np.ndarray, side: np.ndarray, rng: np.random.Generator
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pair edge ends (stubs) across two sides: within every ``pair`` group, the i-th end of side 0 (in random
+    order) with the i-th of side 1, so no pair has both ends on one side (the configuration model's uniform
+    matching restricted to a bipartite block; Molloy and Reed 1995, as :mod:`simulator.workload.degseq`).
+
+    Args:
+        stubs: (m,) int64 vertex of every edge end.
+        pair: (m,) int64 group of every end (ends pair only inside their group).
+        side: (m,) int64 0 or 1, the side of every end.
+        rng: random generator (the order within each side).
+
+    Returns:
+        ((2, p) int64 the pairs' vertices, side 0 first; (p,) int64 each pair's group; (r,) int64 the ends left
+        over where a group's sides are unequal).
+    """
     order = np.lexsort((rng.random(len(stubs)), side, pair))
     st, pr, sd = stubs[order], pair[order], side[order]
     run = pr * 2 + sd
@@ -266,7 +278,7 @@ def _cross_edges(stubs: np.ndarray, to: np.ndarray, comm: np.ndarray, n: int, k:
             break
         c = comm[pool]
         pair = np.minimum(c, pool_to) * k + np.maximum(c, pool_to)
-        pairs, pr, rest = _bipartite_pairs(pool, pair, (c > pool_to).astype(np.int64), n, rng)
+        pairs, pr, rest = bipartite_pairs(pool, pair, (c > pool_to).astype(np.int64), rng)
         left = np.concatenate([left, rest])
         a, b = np.minimum(pairs[0], pairs[1]), np.maximum(pairs[0], pairs[1])
         key = a * n + b

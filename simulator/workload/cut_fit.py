@@ -152,8 +152,8 @@ def proxy_cut(card: Card, k: int, mu: float, parts: int, proxy_vertices: int) ->
     :data:`~simulator.workload.proxy.PROXY_SEED`, as :func:`~simulator.workload.proxy.proxy_spec` draws a card with
     fitted communities) with ``k`` equal communities mixed by ``mu``; the graph is generated in memory and not
     cached."""
+    from gnnplan.simulator.workload.card_measures import metis_cut_fraction
     from gnnplan.simulator.workload.datasets import generate_graph
-    from gnnplan.simulator.workload.partition import partition
     from gnnplan.simulator.workload.proxy import PROXY_SEED, planted_spec
 
     how = "derived: a trial of simulator/workload/cut_fit.py"
@@ -161,5 +161,4 @@ def proxy_cut(card: Card, k: int, mu: float, parts: int, proxy_vertices: int) ->
                                                                mu=Sourced(value=mu, source=how))})
     n_p = min(card.num_vertices.value, proxy_vertices)
     g = generate_graph(planted_spec(trial, n_p, PROXY_SEED, law_degrees=True, hierarchical=True))
-    owner = partition(g.src, g.dst, g.num_vertices, parts, "metis", 0)
-    return float(np.mean(owner[g.src] != owner[g.dst]))
+    return metis_cut_fraction(g.num_vertices, g.src, g.dst, parts)

@@ -103,9 +103,11 @@ def _pool_edges(stubs: np.ndarray, group_of: np.ndarray, apart: np.ndarray | Non
                 rng: np.random.Generator, side: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Sorted distinct keys ``min * n + max`` of one pool, paired inside ``group_of`` and (``apart`` given) only
     between different ``apart`` values, none in ``taken``, repaired by rewiring (module docstring), and the stubs
-    left unpaired; with ``side`` (0 or 1 per vertex) a stub is paired only with one of the other side of its group
-    (:func:`simulator.workload.blockmodel._bipartite_pairs`), so two halves of a group meet without the half of
-    the random pairs that would land inside one of them."""
+    left unpaired; with ``side`` (0 or 1 per vertex) an edge end is paired only with one on the other side of its
+    group (:func:`simulator.workload.blockmodel.bipartite_pairs`), so two halves of a group meet without the half
+    of the random pairs that would land inside one of them."""
+    if side is not None:
+        from gnnplan.simulator.workload.blockmodel import bipartite_pairs  # blockmodel imports this module
     good = np.empty(0, dtype=np.int64)
     pool = stubs
     last_bad = np.inf
@@ -117,9 +119,7 @@ def _pool_edges(stubs: np.ndarray, group_of: np.ndarray, apart: np.ndarray | Non
         if side is None:
             pairs, _left = _pair(pool, group_of[pool], rng)
         else:
-            from gnnplan.simulator.workload.blockmodel import _bipartite_pairs
-
-            pairs, _, _left = _bipartite_pairs(pool, group_of[pool], side[pool], n, rng)
+            pairs, _, _left = bipartite_pairs(pool, group_of[pool], side[pool], rng)
         a, b = np.minimum(pairs[0], pairs[1]), np.maximum(pairs[0], pairs[1])
         key = a * n + b
         ok = a != b
@@ -263,10 +263,10 @@ def _nested_levels(d: np.ndarray, comm: np.ndarray, mu: float, fine_starts: np.n
         remaining, outer = remaining - inside, group
     # the rest across the outermost communities; stubs left over inside go across too
     stubs = np.concatenate([np.repeat(ids, remaining), left])
-    halves = outer & 1 if hierarchical and mu > 0 and len(levels) >= first_split and outer is not None else None
+    halves = outer & 1 if hierarchical and mu > 0 and outer is not None else None  # the top group's two halves
     good, rest = _pool_edges(stubs, np.zeros(n, dtype=np.int64), outer if mu > 0 else None, n, _union(keys), rng,
                              halves)
-    if hierarchical and len(rest) > 1:  # a group's surplus over its sibling's pairs anywhere, as far as it can
+    if hierarchical and len(rest) > 1:  # a group's surplus over its sibling's (edge ends) pairs anywhere it can
         keys.append(good)
         good, rest = _pool_edges(rest, np.zeros(n, dtype=np.int64), None, n, _union(keys), rng)
     return keys, good

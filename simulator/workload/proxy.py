@@ -210,7 +210,8 @@ def planted_spec(c: Card, n_p: int, seed: int, law_degrees: bool = False, hierar
     With ``hierarchical`` (communities fitted to a METIS cut, :mod:`simulator.workload.cut_fit`) the edge ends that
     leave a community spread evenly over the levels of a binary hierarchy of the communities
     (:func:`simulator.workload.degseq.hierarchy_levels`), so METIS cuts the proxy more at every doubling of the
-    parts, as it cuts real graphs, instead of nearly the fitted cut at any number of parts.
+    parts, as it cuts real graphs, instead of nearly the fitted cut at any number of parts. Only a proxy drawn from
+    degrees (a histogram, or ``law_degrees``) has it: the SBM proxy mixes uniformly.
 
     With ``law_degrees`` a card without a degree histogram is drawn by the planted-partition configuration model
     from the degrees its SBM proxy without communities would be drawn with (:func:`law_histogram`): an SBM
@@ -299,17 +300,23 @@ def proxy_scale(card: str | Card, spec: SbmSpec | None = None) -> ProxyScale:
 def proxy_edges(spec: SbmSpec) -> int:
     """The directed edges of proxy ``spec``: an SBM proxy has the generator's exact ``2 round(n_p mean / 2)``
     (:func:`simulator.workload.sbm.sbm_edges`); a proxy drawn from a degree sequence is counted on the generated
-    graph (:func:`~simulator.workload.datasets.load_dataset`, cached after its first draw), because the
-    configuration model drops the stubs of a hub that find no distinct partner
+    graph (:func:`~simulator.workload.datasets.load_dataset`, cached after its first draw; the count is kept per
+    proxy for the process, as every simulated context asks for it), because the configuration model drops the
+    edge ends (stubs) of a hub that find no distinct partner
     (:func:`simulator.workload.degseq.degree_sequence_edges`): ogbn-products' cut-fitted proxy keeps 4,879,368
     of the 5,051,728 its degrees sum to (0.966; 2026-11-30), and an edge factor from the degree sum would scale
     its edge counts 3% short (on benchmarks/bench_proxy.py's R-MAT 2M, whose proxy keeps about 0.92, neutronstar's
     replicated in-edges went from 8.5% to 0.3% below the graph's)."""
     if isinstance(spec, DegreeSequenceSpec):
-        from gnnplan.simulator.workload.datasets import load_dataset
-
-        return load_dataset(spec).num_edges
+        return _generated_edges(spec)
     return 2 * round(spec.num_vertices * spec.mean_degree / 2)
+
+
+@lru_cache(maxsize=64)
+def _generated_edges(spec: DegreeSequenceSpec) -> int:
+    from gnnplan.simulator.workload.datasets import load_dataset
+
+    return load_dataset(spec).num_edges
 
 
 @lru_cache(maxsize=64)

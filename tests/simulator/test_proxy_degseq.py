@@ -262,14 +262,15 @@ def test_a_card_proxy_meets_its_bridge_fraction_after_shaping() -> None:
 
 
 def test_edge_factor_counts_the_edges_the_configuration_model_realises() -> None:
-    """Cora's hubs (up to 168 in-edges) in a 300-vertex proxy leave 4 stubs without a distinct partner: the proxy's
-    edge count, and so the factor its edge counts are scaled by, is the generated graph's, not the degree sum."""
+    """Cora's hubs (up to 168 in-edges) in a 300-vertex proxy leave 4 edge ends without a distinct partner: the
+    proxy's edge count, and so the factor its edge counts are scaled by, is the generated graph's, not the degree
+    sum."""
     g = load_dataset("cora")
     card = derived_card("c", g.num_vertices, g.src, g.dst, 8, 7, (10, 10, 10))
     spec = proxy_spec(card, num_vertices=300)
-    stubs = 2 * round(spec.num_vertices * spec.mean_degree / 2)
+    degree_sum = 2 * round(spec.num_vertices * spec.mean_degree / 2)
     realised = load_dataset(spec).num_edges
-    assert (stubs, realised) == (1170, 1166)
+    assert (degree_sum, realised) == (1170, 1166)
     scale = proxy_scale(card, spec)
     assert scale.proxy_edges == realised
     assert scale.edge_factor == card.loaded_edges / 1166
