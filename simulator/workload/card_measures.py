@@ -313,6 +313,35 @@ def louvain_bridge_fraction(num_vertices: int, src: np.ndarray, dst: np.ndarray,
     return bridge_share(src, dst, comm)
 
 
+def louvain_train_near_bridge_fraction(num_vertices: int, src: np.ndarray, dst: np.ndarray, train_idx: np.ndarray,
+                                       seed: int = 0) -> float:
+    """Fraction of the training vertices inside the Louvain communities of a graph's largest connected component
+    (the networkx run of :func:`louvain_blocks` on :func:`largest_component`) that are at most one hop from a
+    vertex with an edge to another of those communities (:func:`simulator.workload.degseq.near_bridge_vertices`):
+    a card's ``communities.train_near_bridge_fraction``, which the proxy's training vertices follow
+    (:mod:`simulator.workload.train_split`).
+
+    On the bundled graphs (2026-11-30): CiteSeer's Planetoid training vertices 0.675 (54 of the 80 in its largest
+    component), where vertices of the same in-degrees in that component are at 0.564 (a split chosen by label sits
+    nearer the communities' boundaries); Cora's 0.787 against 0.782. The seeds near a boundary are where the
+    remote inputs of the seeds a machine owns come from in a 2-part METIS partition: CiteSeer's proxy without this
+    share had half the real graph's, with it two thirds (benchmarks/bench_proxy_bias.py: the remote input fraction
+    against the share of spilled seeds, a line's intercept over 32 relabelings and over 16 draws x 4 METIS seeds,
+    0.024 real, 0.011 without, 0.017 with; the spill itself 0.029, 0.026, 0.025). The proxy's draw realises 0.64-0.66
+    of CiteSeer's 0.675 (draws 0-2; :func:`simulator.workload.train_split.near_tilt` aims at the expected share).
+
+    Shapes:
+        src, dst: (E,) int64 edges as loaded; train_idx: (k,) int64 -> a fraction in [0, 1] (0 when no training
+        vertex is in the largest component).
+    """
+    from gnnplan.simulator.workload.degseq import near_bridge_vertices
+
+    _, comm, _ = _louvain_of_largest(num_vertices, src, dst, seed)
+    train = np.asarray(train_idx, dtype=np.int64)
+    train = train[comm[train] >= 0]
+    return float(near_bridge_vertices(src, dst, comm)[train].mean()) if len(train) else 0.0
+
+
 def louvain_communities(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: int = 0) -> tuple[int, float]:
     """(effective number of communities, mixing mu) of a graph's Louvain communities.
 

@@ -91,7 +91,11 @@ class Communities(_Model):
     gives its parts unequal shares of the seeds), which the proxy's training vertices then follow; optionally,
     with the block model, the fraction of the largest component's vertices with an edge to another community
     (``bridge_fraction``: the edges between communities sit on fewer vertices than a random deal of edge ends gives
-    them), which the proxy's communities then meet at."""
+    them), which the proxy's communities then meet at; optionally, with ``block_train``, the share of the training
+    vertices in those communities that are at most one hop from such a vertex (``train_near_bridge_fraction``: a
+    split chosen by label can sit nearer the communities' boundaries than its degrees alone would put it, and its
+    sampled neighbourhoods then cross a partition's boundary more often), which the proxy's training vertices
+    then follow."""
 
     num_communities: Sourced[int]
     mu: Sourced[float]
@@ -101,6 +105,7 @@ class Communities(_Model):
     block_edges: Sourced[list[tuple[int, int, int]]] | None = None
     block_train: Sourced[list[int]] | None = None
     bridge_fraction: Sourced[float] | None = None
+    train_near_bridge_fraction: Sourced[float] | None = None
 
     @model_validator(mode="after")
     def _fine(self) -> Communities:
@@ -125,6 +130,9 @@ class Communities(_Model):
         if self.bridge_fraction is not None and (self.block_sizes is None
                                                  or not 0.0 < self.bridge_fraction.value < 1.0):
             raise ValueError("communities: bridge_fraction needs block_sizes and lies in (0, 1)")
+        if self.train_near_bridge_fraction is not None and (
+                self.block_train is None or not 0.0 <= self.train_near_bridge_fraction.value <= 1.0):
+            raise ValueError("communities: train_near_bridge_fraction needs block_train and lies in [0, 1]")
         return self
 
 

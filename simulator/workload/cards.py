@@ -23,7 +23,8 @@ number nobody published, e.g. a degree exponent, must say so). Fields (:class:`C
   communities, e.g. 1 - the edge homophily of the labels), which the proxy plants; optionally a nested finer
   level (``fine_num_communities``, ``fine_mu``), planted by a proxy drawn from a degree histogram; optionally
   the block model (``block_sizes``, ``block_edges``), the training vertices in each community
-  (``block_train``) and the share of vertices with an edge to another community (``bridge_fraction``).
+  (``block_train``), the share of vertices with an edge to another community (``bridge_fraction``) and the share
+  of the training vertices at most one hop from such a vertex (``train_near_bridge_fraction``).
 * ``components`` (optional): the sizes of the connected components other than the largest and their edges,
   planted as separate pieces by a proxy drawn from a degree histogram (the communities then describe the
   largest component).

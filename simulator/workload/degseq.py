@@ -303,6 +303,10 @@ class DegreeSequenceSpec(SbmSpec):
     bridge_fraction: float | None = Field(
         default=None, gt=0, lt=1, description="share of the block-model communities' vertices with an edge to "
                                               "another community (None: edge ends leave at random)")
+    train_near_bridge_fraction: float | None = Field(
+        default=None, ge=0, le=1, description="share of the training vertices drawn inside the block-model "
+                                              "communities that are at most one hop from a bridge "
+                                              "(train_split; None: as the degree weights fall)")
     hierarchical_mixing: bool = Field(
         default=False, description="the edge ends leaving a community spread evenly over the levels of a binary "
                                    "hierarchy of the communities (degseq.hierarchy_levels), not uniformly")
@@ -313,6 +317,8 @@ class DegreeSequenceSpec(SbmSpec):
                     + ((self.block_sizes, self.block_edges, BLOCK_FORMAT) if self.block_sizes else ())
                     + ((self.block_train,) if self.block_train else ())
                     + (("b", self.bridge_fraction) if self.bridge_fraction is not None else ())
+                    + (("nb", self.train_near_bridge_fraction) if self.train_near_bridge_fraction is not None
+                       else ())
                     + (("hierarchical",) if self.hierarchical_mixing else ())
                     + (("C", self.average_clustering, CLOSURE_FORMAT) if self.average_clustering is not None else ())
                     + (("r", self.assortativity, CLOSURE_FORMAT) if self.assortativity is not None else ()))
@@ -388,12 +394,41 @@ def bridge_share(src: np.ndarray, dst: np.ndarray, community: np.ndarray) -> flo
         src, dst: (E,) int64 edges (either direction; both ends are marked); community: (n,) int64 community of
         every vertex, -1 for a vertex in none (counted neither way) -> a fraction in [0, 1].
     """
+    held = bridge_vertices(src, dst, community)
+    inside = community >= 0
+    return float(held[inside].mean()) if inside.any() else 0.0
+
+
+def bridge_vertices(src: np.ndarray, dst: np.ndarray, community: np.ndarray) -> np.ndarray:
+    """(n,) bool: the vertices in a community with an edge to a vertex of another community (what
+    :func:`bridge_share` counts).
+
+    Shapes:
+        src, dst: (E,) int64 edges (either direction; both ends are marked); community: (n,) int64 community of
+        every vertex, -1 for a vertex in none (never a bridge, and its edges do not make one).
+    """
     a, b = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
     across = (community[a] >= 0) & (community[b] >= 0) & (community[a] != community[b])
     held = np.zeros(len(community), dtype=bool)
     held[a[across]] = held[b[across]] = True
-    inside = community >= 0
-    return float(held[inside].mean()) if inside.any() else 0.0
+    return held
+
+
+def near_bridge_vertices(src: np.ndarray, dst: np.ndarray, community: np.ndarray) -> np.ndarray:
+    """(n,) bool: the vertices in a community at most one hop from a bridge (:func:`bridge_vertices`: a bridge
+    itself or a neighbour of one): the vertices at most two hops from another community, which a two-layer
+    sampled neighbourhood of theirs can reach. A card's ``communities.train_near_bridge_fraction`` is their share
+    among its training vertices (:func:`simulator.workload.card_structure.structure_fields`).
+
+    Shapes:
+        src, dst: (E,) int64 edges (either direction); community: (n,) int64, -1 outside every community (never
+        counted).
+    """
+    a, b = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    bridge = bridge_vertices(a, b, community)
+    near = bridge.copy()
+    near[b[bridge[a]]] = near[a[bridge[b]]] = True
+    return near & (community >= 0)
 
 
 def _meeting_bridge_fraction(wire: Callable[[float], tuple[np.ndarray, np.ndarray]], target: float,

@@ -87,14 +87,15 @@ in seconds, while a mini-batch of 16-64 seeds per worker with fanouts (15, 10, 5
 PROXY_SEED = 0
 """Seed of a card's proxy when the card is named without a draw (``card:<name>``; ``card:<name>@K`` is draw K,
 :func:`card_proxy`): a card's statistics are reproducible, and they are one random draw. Over 16 draws
-(``python benchmarks/bench_proxy.py``, 2026-11-29, the cards' ``bridge_fraction`` planted) the statistics within
-15% of the measured ones were 119-127 of 129 per draw (median 122); this draw scores 122 (Cora 39-43 of 43, this
-draw 43; CiteSeer 38-43, this draw 38; R-MAT 2M 40-43, 41). The draw-sensitive statistics are those of a 2-part
-METIS partition of a small graph or a small training set: remote input fractions (CiteSeer 0.017-0.124 over the
-draws, mean 0.050, this draw 0.089, measured 0.051; R-MAT's 0.0046-0.0167, measured 0.0054), edge cut (CiteSeer
-0.0033-0.0114, mean 0.0066, this draw 0.0114, measured 0.0068), hongtu's peer rows and gsplit's split inputs; the
-rest move by a few percent. ``--proxy-draws R`` of simulate, tune and whatif repeats a prediction over
-draws to show how much of it is the draw's (:func:`requested_draws`)."""
+(``python benchmarks/bench_proxy.py``, 2026-11-30, the cards' ``bridge_fraction`` and
+``train_near_bridge_fraction`` planted) the statistics within 15% of the measured ones were 118-126 of 129 per
+draw (median 122.5); this draw scores 123 (Cora 39-43 of 43, this draw 42; CiteSeer 38-42, this draw 38; R-MAT 2M
+40-43, 43). The draw-sensitive statistics are those of a 2-part METIS partition of a small graph or a small
+training set: remote input fractions (CiteSeer 0.020-0.117 over the draws, mean 0.054, this draw 0.088, measured
+0.051; R-MAT's 0.0043-0.0154, measured 0.0054), edge cut (CiteSeer 0.0033-0.0114, mean 0.0066, this draw 0.0114,
+measured 0.0068), hongtu's peer rows and gsplit's split inputs; the rest move by a few percent.
+``--proxy-draws R`` of simulate, tune and whatif repeats a prediction over draws to show how much of it is the
+draw's (:func:`requested_draws`)."""
 PROXY_MIN_TRAIN_FRACTION = 0.25
 """Smallest training fraction of a proxy: per-batch statistics need every worker's share of training vertices to
 hold full batches (ogbn-papers100M trains on 1.1% of its vertices: 1,087 of a 10^5-vertex proxy); they do not
@@ -249,6 +250,9 @@ def planted_spec(c: Card, n_p: int, seed: int, law_degrees: bool = False, hierar
             if c.communities.block_train is not None:  # per community, then outside the largest component
                 train_in = c.communities.block_train.value
                 common.update(block_train=(*train_in, c.split.train.value - sum(train_in)))
+                near = c.communities.train_near_bridge_fraction
+                if near is not None:  # and how near the communities' boundaries they sit
+                    common.update(train_near_bridge_fraction=near.value)
             if c.communities.bridge_fraction is not None:
                 common.update(bridge_fraction=c.communities.bridge_fraction.value)
         if hierarchical and k > 1:

@@ -1,7 +1,8 @@
 """A degree-sequence proxy's training vertices redrawn so that their in-degrees follow the card's training-degree
 histogram (``split.train_in_degree_histogram``: a split chosen by label or popularity is not a uniform sample, e.g.
 Planetoid's 20 per class) and, if the card gives them, its training vertices per community of its block model
-(``communities.block_train``), with the proxy's validation and test sizes kept."""
+(``communities.block_train``) and their share near the communities' boundaries
+(``communities.train_near_bridge_fraction``), with the proxy's validation and test sizes kept."""
 
 from __future__ import annotations
 
@@ -14,18 +15,23 @@ from gnnplan.simulator.workload.degree_bins import bin_edges
 from gnnplan.simulator.workload.degseq import DegreeSequenceSpec
 
 
-def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: np.ndarray, rest: np.ndarray
-                         ) -> tuple[np.ndarray, np.ndarray]:
+def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: np.ndarray, rest: np.ndarray,
+                         near: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Training vertices whose in-degrees follow ``spec.train_degree_histogram``: as many as ``train`` holds,
     drawn without replacement with weight ``p_train(bin) / p_proxy(bin)`` of their degree's bin
     (:func:`~.degree_bins.bin_edges`; importance weights, so the drawn set's bin shares are the card's), and the other
     vertices of ``train`` and ``rest`` (validation then test, in a seeded random order) to refill the rest. With
     ``spec.block_train`` (the card's training vertices per community of its block model, then outside the
     largest component) the draw is stratified: each community, and the small components together, get their
-    card share of the training vertices (largest remainders), drawn inside with the same degree weights.
+    card share of the training vertices (largest remainders), drawn inside with the same degree weights; with
+    ``spec.train_near_bridge_fraction`` and ``near`` as well, the weights of the communities' vertices near a
+    boundary are tilted by one factor (:func:`near_tilt`) so that the share of the communities' draws among them
+    is expected to be the card's.
 
     Shapes:
-        degrees: (n,) int64; train: (a,) int64 ids; rest: (r,) int64 ids of the validation and test vertices.
+        degrees: (n,) int64; train: (a,) int64 ids; rest: (r,) int64 ids of the validation and test vertices;
+        near: (n,) bool vertices at most one hop from a bridge of the block model
+        (:func:`simulator.workload.degseq.near_bridge_vertices`), or None.
 
     Returns:
         (new train ids sorted, the r vertices that take the validation and test places in order).
@@ -53,13 +59,55 @@ def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: n
         exact = counts / max(counts.sum(), 1.0) * a
         quota = np.floor(exact).astype(np.int64)
         quota[np.argsort(-(exact - quota), kind="stable")[: a - int(quota.sum())]] += 1
+        members_of = [np.flatnonzero(stratum == (c if c < len(quota) - 1 else -1)) for c in range(len(quota))]
+        if near is not None and spec.train_near_bridge_fraction is not None:
+            weight = weight * np.where(near, near_tilt(weight, near, members_of[:-1], quota[:-1],
+                                                       spec.train_near_bridge_fraction), 1.0)
         picks = []
-        for c, q in enumerate(quota):
-            members = np.flatnonzero(stratum == (c if c < len(quota) - 1 else -1))
+        for members, q in zip(members_of, quota):
             picks.append(_draw(rng, members, weight[members], min(int(q), len(members))))
         new_train = np.sort(np.concatenate(picks))
     pool = np.setdiff1d(np.concatenate([train, rest]), new_train)
     return new_train, rng.permutation(pool)[:len(rest)]
+
+
+TILT_RANGE = 20.0
+"""Largest |log| of :func:`near_tilt`'s factor: a share beyond what e^20 reaches is as near as it gets."""
+
+
+def near_tilt(weight: np.ndarray, near: np.ndarray, members_of: list[np.ndarray], quota: np.ndarray,
+              target: float) -> float:
+    """The factor ``beta`` on the draw weights of the vertices near a boundary that makes the expected share of
+    them among the stratified draw ``target``: community c's ``quota[c]`` draws land near with probability
+    ``beta W_near(c) / (beta W_near(c) + W_far(c))`` (the weights summed over its members near a boundary and
+    the others; a draw with replacement, so a community with few vertices near a boundary falls short of it
+    without replacement), the quota-weighted mean of which rises with ``beta``; it is found by bisection on
+    ``log beta`` in [-:data:`TILT_RANGE`, :data:`TILT_RANGE`] (gnnplan's own rule: one factor, as
+    ``block_train`` already fixes each community's count).
+
+    Shapes:
+        weight: (n,) float64 draw weights; near: (n,) bool; members_of: the C communities' (m_c,) int64 vertex ids;
+        quota: (C,) int64 draws per community; target: in [0, 1] -> beta > 0 (1 when no community has vertices
+        both near a boundary and not).
+    """
+    w_near = np.array([weight[m[near[m]]].sum() for m in members_of], dtype=np.float64)
+    w_far = np.array([weight[m[~near[m]]].sum() for m in members_of], dtype=np.float64)
+    q = np.asarray(quota, dtype=np.float64)
+    both = (w_near > 0) & (w_far > 0) & (q > 0)
+    if not both.any():
+        return 1.0
+    fixed = float((q * (w_near > 0) * (w_far == 0)).sum())  # communities all near a boundary: near whatever beta
+
+    def share(log_beta: float) -> float:
+        b = np.exp(log_beta)
+        p = b * w_near[both] / (b * w_near[both] + w_far[both])
+        return (float((q[both] * p).sum()) + fixed) / float(q.sum())
+
+    lo, hi = -TILT_RANGE, TILT_RANGE
+    for _ in range(60):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if share(mid) < target else (lo, mid)
+    return float(np.exp(0.5 * (lo + hi)))
 
 
 def _draw(rng: np.random.Generator, ids: np.ndarray, weight: np.ndarray, count: int) -> np.ndarray:
@@ -75,11 +123,18 @@ def _draw(rng: np.random.Generator, ids: np.ndarray, weight: np.ndarray, count: 
 
 def with_degree_matched_train(spec: DegreeSequenceSpec, g: Any) -> Any:
     """``g`` (a :class:`simulator.workload.datasets.GraphData`) with its training vertices redrawn by
-    :func:`degree_matched_train` when the spec has a training-degree histogram (validation and test keep their
-    sizes), else ``g`` itself."""
+    :func:`degree_matched_train` when the spec has a training-degree histogram or training vertices per community
+    (validation and test keep their sizes; the vertices near a boundary are those of ``g``'s edges), else ``g``
+    itself."""
     if spec.train_degree_histogram is None and spec.block_train is None:
         return g
     rest = np.concatenate([g.val_idx, g.test_idx])
-    train, rest = degree_matched_train(spec, g.in_degrees(), g.train_idx, rest)
+    near = None
+    if spec.train_near_bridge_fraction is not None and spec.block_sizes:
+        from gnnplan.simulator.workload.blockmodel import proxy_block_of
+        from gnnplan.simulator.workload.degseq import near_bridge_vertices
+
+        near = near_bridge_vertices(g.src, g.dst, proxy_block_of(spec))
+    train, rest = degree_matched_train(spec, g.in_degrees(), g.train_idx, rest, near)
     nv = len(g.val_idx)
     return dataclasses.replace(g, train_idx=train, val_idx=np.sort(rest[:nv]), test_idx=np.sort(rest[nv:]))

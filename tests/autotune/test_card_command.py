@@ -24,7 +24,8 @@ def test_card_writes_a_card_that_simulates_like_a_shipped_one(tmp_path: Path, mo
     assert record["card"] == str(path) and record["structure"] == "blocks"
     assert (record["num_vertices"], record["num_edges"], record["num_communities"]) == (2708, 10556, 16)
     mine, shipped = cards.load_card("mycora"), cards.load_card("cora")
-    for field in ("num_communities", "mu", "block_sizes", "block_edges", "block_train", "bridge_fraction"):
+    for field in ("num_communities", "mu", "block_sizes", "block_edges", "block_train", "bridge_fraction",
+                  "train_near_bridge_fraction"):
         assert getattr(mine.communities, field).value == getattr(shipped.communities, field).value, field
     assert mine.components.small_sizes.value == shipped.components.small_sizes.value
     wl = workload_from_dict({"dataset": "card:mycora", "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 16},

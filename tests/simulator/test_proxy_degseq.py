@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.workload import degree_bins, degseq, reach, small_components
+from gnnplan.simulator.workload import degree_bins, degseq, reach, small_components, train_split
 from gnnplan.simulator.workload.card_measures import derived_card
 from gnnplan.simulator.workload.cards import card_from_dict, load_card
 from gnnplan.simulator.workload.datasets import load_dataset
@@ -259,6 +259,48 @@ def test_a_card_proxy_meets_its_bridge_fraction_after_shaping() -> None:
     assert abs(degseq.bridge_share(src, dst, community) - spec.bridge_fraction) <= degseq.BRIDGE_TOLERANCE
     plain = degseq.degree_sequence_edges(spec.model_copy(update={"bridge_fraction": None}))
     assert degseq.bridge_share(*plain, community) > spec.bridge_fraction + 0.02
+
+
+def test_near_bridge_vertices_are_the_bridges_and_their_neighbours_inside_communities() -> None:
+    """A path 0-1-2-3-4-5 whose communities are {0, 1, 2} and {3, 4}, 5 in none: the bridges are 2 and 3 (the
+    edge 4-5 makes none), one hop from them 1 and 4 as well; 0 is two hops away and 5 is outside."""
+    src, dst = np.array([0, 1, 2, 3, 4]), np.array([1, 2, 3, 4, 5])
+    community = np.array([0, 0, 0, 1, 1, -1])
+    assert degseq.bridge_vertices(src, dst, community).tolist() == [False, False, True, True, False, False]
+    assert degseq.near_bridge_vertices(src, dst, community).tolist() == [False, True, True, True, True, False]
+
+
+def test_near_tilt_gives_the_expected_share_and_one_when_it_cannot_tilt() -> None:
+    """Two communities of 4 vertices, 1 and 2 of them near a boundary, equal weights, 2 draws each: untilted the
+    expected share near is (1/4 + 2/4) / 2 = 0.375; the tilt beta solving (beta/(beta+3) + 2 beta/(2 beta+2)) / 2
+    = 0.6 makes it 0.6, and a community with no vertex on one side leaves nothing to tilt."""
+    weight, near = np.ones(8), np.array([1, 0, 0, 0, 1, 1, 0, 0], dtype=bool)
+    members = [np.arange(4), np.arange(4, 8)]
+    beta = train_split.near_tilt(weight, near, members, np.array([2, 2]), 0.6)
+    assert (beta / (beta + 3) + 2 * beta / (2 * beta + 2)) / 2 == pytest.approx(0.6, abs=1e-9)
+    assert train_split.near_tilt(weight, near, members, np.array([2, 2]), 0.375) == pytest.approx(1.0, abs=1e-9)
+    assert train_split.near_tilt(weight, np.ones(8, dtype=bool), members, np.array([2, 2]), 0.2) == 1.0
+
+
+def test_citeseer_proxy_puts_its_training_vertices_as_near_the_boundaries_as_the_card() -> None:
+    """CiteSeer's Planetoid training vertices sit nearer its communities' boundaries (0.675 of those inside
+    them within one hop of a bridge) than degree-matched draws of its proxy do (~0.55); the tilted draw comes
+    within 0.04 of the card on draws 0 and 1 (it falls short: draws without replacement), with the training
+    vertices per community and the validation and test sizes as before."""
+    from gnnplan.simulator.workload.blockmodel import proxy_block_of
+
+    for draw in (0, 1):
+        spec = proxy_spec("citeseer", seed=draw)
+        g = load_dataset(spec)
+        block = proxy_block_of(spec)
+        near = degseq.near_bridge_vertices(g.src, g.dst, block)
+        inside = g.train_idx[block[g.train_idx] >= 0]
+        assert abs(float(near[inside].mean()) - spec.train_near_bridge_fraction) < 0.04
+        plain = load_dataset(spec.model_copy(update={"train_near_bridge_fraction": None}))
+        assert np.array_equal(g.src, plain.src) and np.array_equal(g.dst, plain.dst)  # only the split differs
+        assert float(near[plain.train_idx[block[plain.train_idx] >= 0]].mean()) < spec.train_near_bridge_fraction - 0.08
+        assert np.array_equal(np.bincount(block[g.train_idx] + 1), np.bincount(block[plain.train_idx] + 1))
+        assert (len(g.val_idx), len(g.test_idx)) == (len(plain.val_idx), len(plain.test_idx))
 
 
 def test_edge_factor_counts_the_edges_the_configuration_model_realises() -> None:

@@ -78,6 +78,8 @@ def test_bundled_graph_cards_match_the_files(name: str) -> None:
                                                                                    g.train_idx)
     assert card.communities.bridge_fraction.value == round(card_measures.louvain_bridge_fraction(
         g.num_vertices, g.src, g.dst), 4)
+    assert card.communities.train_near_bridge_fraction.value == round(
+        card_measures.louvain_train_near_bridge_fraction(g.num_vertices, g.src, g.dst, g.train_idx), 4)
     assert card.degree.assortativity.value == round(assortativity(g.num_vertices, g.src, g.dst), 4)
     assert card.clustering.average_clustering.value == round(average_clustering(g.num_vertices, g.src, g.dst), 4)
 
@@ -139,9 +141,14 @@ def test_an_invalid_card_names_the_field(tmp_path: Path) -> None:
     data = read_yaml(cards.CARD_DIR / "cora.yaml", "card")
     for k in ("block_sizes", "block_edges", "block_train"):
         del data["communities"][k]
+    del data["communities"]["train_near_bridge_fraction"]
     with pytest.raises(SpecError, match="bridge_fraction needs block_sizes") as exc:
         cards.card_from_dict(data, where="card x")
     assert "\n" not in str(exc.value)
+    data = read_yaml(cards.CARD_DIR / "citeseer.yaml", "card")
+    del data["communities"]["block_train"]
+    with pytest.raises(SpecError, match=r"train_near_bridge_fraction needs block_train and lies in \[0, 1\]"):
+        cards.card_from_dict(data, where="card x")
 
 
 def test_tail_exponent_recovers_a_discrete_power_law() -> None:
