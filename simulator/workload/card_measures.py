@@ -327,8 +327,8 @@ def louvain_train_near_bridge_fraction(num_vertices: int, src: np.ndarray, dst: 
     remote inputs of the seeds a machine owns come from in a 2-part METIS partition: CiteSeer's proxy without this
     share had half the real graph's, with it two thirds (benchmarks/bench_proxy_bias.py: the remote input fraction
     against the share of spilled seeds, a line's intercept over 32 relabelings and over 16 draws x 4 METIS seeds,
-    0.024 real, 0.011 without, 0.017 with; the spill itself 0.029, 0.026, 0.025). The proxy's draw realises 0.64-0.66
-    of CiteSeer's 0.675 (draws 0-2; :func:`simulator.workload.train_split.near_tilt` aims at the expected share).
+    0.024 real, 0.011 without, 0.017 with; the spill itself 0.029, 0.026, 0.025). The proxy's draw realises
+    0.666-0.686 of CiteSeer's 0.675 on draws 0-3 (:func:`simulator.workload.train_split.degree_matched_train`).
 
     Shapes:
         src, dst: (E,) int64 edges as loaded; train_idx: (k,) int64 -> a fraction in [0, 1] (0 when no training

@@ -54,6 +54,10 @@ BRIDGE_ROUNDS = 4
 Cora's and CiteSeer's proxies meet it in two)."""
 BRIDGE_TOLERANCE = 0.005
 """How near a proxy's bridge share must come to its card's (absolute; one vertex in 200)."""
+NEAR_TRAIN_FORMAT = 2
+"""Version of the near-boundary training draw (2: redrawn until within ``train_split.NEAR_TOLERANCE`` of the share:
+:func:`simulator.workload.train_split.degree_matched_train`); in the name of a proxy with
+``train_near_bridge_fraction`` (its cached statistics are measured again when it changes)."""
 CLOSURE_FORMAT = 3
 """Version of the triangle closure and assortativity rewiring (3: 2K-preserving, largest component only:
 :mod:`simulator.workload.clustering`, :mod:`simulator.workload.assortativity`); in the name of a proxy that
@@ -317,8 +321,8 @@ class DegreeSequenceSpec(SbmSpec):
                     + ((self.block_sizes, self.block_edges, BLOCK_FORMAT) if self.block_sizes else ())
                     + ((self.block_train,) if self.block_train else ())
                     + (("b", self.bridge_fraction) if self.bridge_fraction is not None else ())
-                    + (("nb", self.train_near_bridge_fraction) if self.train_near_bridge_fraction is not None
-                       else ())
+                    + (("nb", self.train_near_bridge_fraction, NEAR_TRAIN_FORMAT)
+                       if self.train_near_bridge_fraction is not None else ())
                     + (("hierarchical",) if self.hierarchical_mixing else ())
                     + (("C", self.average_clustering, CLOSURE_FORMAT) if self.average_clustering is not None else ())
                     + (("r", self.assortativity, CLOSURE_FORMAT) if self.assortativity is not None else ()))

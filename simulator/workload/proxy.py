@@ -88,10 +88,10 @@ PROXY_SEED = 0
 """Seed of a card's proxy when the card is named without a draw (``card:<name>``; ``card:<name>@K`` is draw K,
 :func:`card_proxy`): a card's statistics are reproducible, and they are one random draw. Over 16 draws
 (``python benchmarks/bench_proxy.py``, 2026-11-30, the cards' ``bridge_fraction`` and
-``train_near_bridge_fraction`` planted) the statistics within 15% of the measured ones were 118-126 of 129 per
-draw (median 122.5); this draw scores 123 (Cora 39-43 of 43, this draw 42; CiteSeer 38-42, this draw 38; R-MAT 2M
+``train_near_bridge_fraction`` planted) the statistics within 15% of the measured ones were 118-125 of 129 per
+draw (median 123); this draw scores 123 (Cora 39-43 of 43, this draw 42; CiteSeer 38-42, this draw 38; R-MAT 2M
 40-43, 43). The draw-sensitive statistics are those of a 2-part METIS partition of a small graph or a small
-training set: remote input fractions (CiteSeer 0.020-0.117 over the draws, mean 0.054, this draw 0.088, measured
+training set: remote input fractions (CiteSeer 0.020-0.114 over the draws, mean 0.055, this draw 0.099, measured
 0.051; R-MAT's 0.0043-0.0154, measured 0.0054), edge cut (CiteSeer 0.0033-0.0114, mean 0.0066, this draw 0.0114,
 measured 0.0068), hongtu's peer rows and gsplit's split inputs; the rest move by a few percent.
 ``--proxy-draws R`` of simulate, tune and whatif repeats a prediction over draws to show how much of it is the

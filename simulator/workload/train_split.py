@@ -26,7 +26,7 @@ def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: n
     card share of the training vertices (largest remainders), drawn inside with the same degree weights; with
     ``spec.train_near_bridge_fraction`` and ``near`` as well, the weights of the communities' vertices near a
     boundary are tilted by one factor (:func:`near_tilt`) so that the share of the communities' draws among them
-    is expected to be the card's.
+    comes within :data:`NEAR_TOLERANCE` of the card's (at most :data:`NEAR_ROUNDS` draws, the closest kept).
 
     Shapes:
         degrees: (n,) int64; train: (a,) int64 ids; rest: (r,) int64 ids of the validation and test vertices;
@@ -60,19 +60,43 @@ def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: n
         quota = np.floor(exact).astype(np.int64)
         quota[np.argsort(-(exact - quota), kind="stable")[: a - int(quota.sum())]] += 1
         members_of = [np.flatnonzero(stratum == (c if c < len(quota) - 1 else -1)) for c in range(len(quota))]
-        if near is not None and spec.train_near_bridge_fraction is not None:
-            weight = weight * np.where(near, near_tilt(weight, near, members_of[:-1], quota[:-1],
-                                                       spec.train_near_bridge_fraction), 1.0)
-        picks = []
-        for members, q in zip(members_of, quota):
-            picks.append(_draw(rng, members, weight[members], min(int(q), len(members))))
-        new_train = np.sort(np.concatenate(picks))
+        target = spec.train_near_bridge_fraction if near is not None else None
+        mask = near if near is not None else np.zeros(n, dtype=bool)
+        aim, best, best_miss = target, None, np.inf
+        for _ in range(NEAR_ROUNDS if target is not None else 1):
+            rng = np.random.default_rng((spec.seed, 4))  # each round draws afresh; the first as without a target
+            tilted = weight if aim is None else weight * np.where(
+                mask, near_tilt(weight, mask, members_of[:-1], quota[:-1], aim), 1.0)
+            picks = np.sort(np.concatenate([_draw(rng, m, tilted[m], min(int(q), len(m)))
+                                            for m, q in zip(members_of, quota)]))
+            miss = 0.0 if target is None else _near_share(picks, stratum, mask, target) - target
+            if abs(miss) < best_miss:
+                best, best_miss = (picks, rng), abs(miss)
+            if abs(miss) <= NEAR_TOLERANCE or aim is None:
+                break
+            aim = min(1.0, max(0.0, aim - miss))  # the draw without replacement falls short: aim past the target
+        assert best is not None
+        new_train, rng = best
     pool = np.setdiff1d(np.concatenate([train, rest]), new_train)
     return new_train, rng.permutation(pool)[:len(rest)]
 
 
 TILT_RANGE = 20.0
 """Largest |log| of :func:`near_tilt`'s factor: a share beyond what e^20 reaches is as near as it gets."""
+NEAR_ROUNDS = 4
+"""Draws at most of :func:`degree_matched_train` with a near-boundary share: :func:`near_tilt` aims at the expected
+share of draws with replacement, which a community with few vertices near a boundary falls short of, so each round
+aims past the target by the last round's miss (a fixed-point step) and the closest round is kept. CiteSeer's proxy
+(target 0.675): 0.639-0.659 in one round on draws 0-2, 0.666-0.686 with the rounds on draws 0-3."""
+NEAR_TOLERANCE = 0.01
+"""Miss of the near-boundary share at which :func:`degree_matched_train` stops drawing again."""
+
+
+def _near_share(picks: np.ndarray, stratum: np.ndarray, near: np.ndarray, target: float) -> float:
+    """Share of the drawn training vertices inside a community (``stratum >= 0``) that are ``near`` a boundary
+    (``target`` when none is inside one)."""
+    inside = picks[stratum[picks] >= 0]
+    return float(near[inside].mean()) if len(inside) else target
 
 
 def near_tilt(weight: np.ndarray, near: np.ndarray, members_of: list[np.ndarray], quota: np.ndarray,

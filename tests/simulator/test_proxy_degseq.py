@@ -284,9 +284,9 @@ def test_near_tilt_gives_the_expected_share_and_one_when_it_cannot_tilt() -> Non
 
 def test_citeseer_proxy_puts_its_training_vertices_as_near_the_boundaries_as_the_card() -> None:
     """CiteSeer's Planetoid training vertices sit nearer its communities' boundaries (0.675 of those inside
-    them within one hop of a bridge) than degree-matched draws of its proxy do (~0.55); the tilted draw comes
-    within 0.04 of the card on draws 0 and 1 (it falls short: draws without replacement), with the training
-    vertices per community and the validation and test sizes as before."""
+    them within one hop of a bridge) than degree-matched draws of its proxy do (~0.55); the tilted draw, redrawn
+    aiming past the target while a draw without replacement falls short, comes within 0.015 of the card on draws 0
+    and 1, with the training vertices per community and the validation and test sizes as before."""
     from gnnplan.simulator.workload.blockmodel import proxy_block_of
 
     for draw in (0, 1):
@@ -295,7 +295,7 @@ def test_citeseer_proxy_puts_its_training_vertices_as_near_the_boundaries_as_the
         block = proxy_block_of(spec)
         near = degseq.near_bridge_vertices(g.src, g.dst, block)
         inside = g.train_idx[block[g.train_idx] >= 0]
-        assert abs(float(near[inside].mean()) - spec.train_near_bridge_fraction) < 0.04
+        assert abs(float(near[inside].mean()) - spec.train_near_bridge_fraction) < 0.015
         plain = load_dataset(spec.model_copy(update={"train_near_bridge_fraction": None}))
         assert np.array_equal(g.src, plain.src) and np.array_equal(g.dst, plain.dst)  # only the split differs
         assert float(near[plain.train_idx[block[plain.train_idx] >= 0]].mean()) < spec.train_near_bridge_fraction - 0.08
