@@ -64,7 +64,7 @@ def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: n
         mask = near if near is not None else np.zeros(n, dtype=bool)
         aim, best, best_miss = target, None, np.inf
         for _ in range(NEAR_ROUNDS if target is not None else 1):
-            rng = np.random.default_rng((spec.seed, 4))  # each round draws afresh; the first as without a target
+            rng = np.random.default_rng((spec.seed, 4))  # every round draws afresh from the same stream
             tilted = weight if aim is None else weight * np.where(
                 mask, near_tilt(weight, mask, members_of[:-1], quota[:-1], aim), 1.0)
             picks = np.sort(np.concatenate([_draw(rng, m, tilted[m], min(int(q), len(m)))
