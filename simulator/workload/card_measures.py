@@ -305,9 +305,9 @@ def louvain_bridge_fraction(num_vertices: int, src: np.ndarray, dst: np.ndarray,
     vertices, and METIS cuts fewer edges between them (proxy.py, blockmodel.concentrated_labels).
 
     Shapes:
-        src, dst: (E,) int64 edges as loaded -> a fraction in [0, 1] (:func:`simulator.workload.degseq.bridge_share`).
+        src, dst: (E,) int64 edges as loaded -> a fraction in [0, 1] (:func:`simulator.workload.bridges.bridge_share`).
     """
-    from gnnplan.simulator.workload.degseq import bridge_share
+    from gnnplan.simulator.workload.bridges import bridge_share
 
     _, comm, _ = _louvain_of_largest(num_vertices, src, dst, seed)
     return bridge_share(src, dst, comm)
@@ -317,7 +317,7 @@ def louvain_train_near_bridge_fraction(num_vertices: int, src: np.ndarray, dst: 
                                        seed: int = 0) -> float:
     """Fraction of the training vertices inside the Louvain communities of a graph's largest connected component
     (the networkx run of :func:`louvain_blocks` on :func:`largest_component`) that are at most one hop from a
-    vertex with an edge to another of those communities (:func:`simulator.workload.degseq.near_bridge_vertices`):
+    vertex with an edge to another of those communities (:func:`simulator.workload.bridges.near_bridge_vertices`):
     a card's ``communities.train_near_bridge_fraction``, which the proxy's training vertices follow
     (:mod:`simulator.workload.train_split`).
 
@@ -334,12 +334,10 @@ def louvain_train_near_bridge_fraction(num_vertices: int, src: np.ndarray, dst: 
         src, dst: (E,) int64 edges as loaded; train_idx: (k,) int64 -> a fraction in [0, 1] (0 when no training
         vertex is in the largest component).
     """
-    from gnnplan.simulator.workload.degseq import near_bridge_vertices
+    from gnnplan.simulator.workload.bridges import near_bridge_vertices, near_share
 
     _, comm, _ = _louvain_of_largest(num_vertices, src, dst, seed)
-    train = np.asarray(train_idx, dtype=np.int64)
-    train = train[comm[train] >= 0]
-    return float(near_bridge_vertices(src, dst, comm)[train].mean()) if len(train) else 0.0
+    return near_share(near_bridge_vertices(src, dst, comm), comm, train_idx, 0.0)
 
 
 def louvain_communities(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: int = 0) -> tuple[int, float]:

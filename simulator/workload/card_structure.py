@@ -16,8 +16,8 @@ were measured with:
   fine communities (``fine_num_communities``, ``fine_mu``); the block model (``block_sizes``, ``block_edges``: the
   undirected simple edges between communities i <= j); the training vertices in each (``block_train``); the share
   of the component's vertices with an edge to another community (``bridge_fraction``,
-  :func:`simulator.workload.degseq.bridge_share`) and of the training vertices in the communities at most one hop
-  from such a vertex (``train_near_bridge_fraction``, :func:`simulator.workload.degseq.near_bridge_vertices`);
+  :func:`simulator.workload.bridges.bridge_share`) and of the training vertices in the communities at most one hop
+  from such a vertex (``train_near_bridge_fraction``, :func:`simulator.workload.bridges.near_bridge_vertices`);
 * ``degree.assortativity`` (Newman, PRL 89, 208701 (2002)) and ``clustering.average_clustering`` (Watts and
   Strogatz, Nature 393, 440 (1998)); ``split.train_in_degree_histogram``.
 
@@ -99,10 +99,10 @@ def structure_fields(num_vertices: int, src: np.ndarray, dst: np.ndarray, train_
         when Louvain finds one community in the largest component.
     """
     from gnnplan.simulator.workload.assortativity import assortativity
+    from gnnplan.simulator.workload.bridges import bridge_share, near_bridge_vertices, near_share
     from gnnplan.simulator.workload.card_measures import component_summary, largest_component
     from gnnplan.simulator.workload.clustering import average_clustering
     from gnnplan.simulator.workload.degree_bins import degree_histogram
-    from gnnplan.simulator.workload.degseq import bridge_share, near_bridge_vertices
 
     text = f"derived: {how}"
     rows, small_edges, keep = component_summary(num_vertices, src, dst)
@@ -141,9 +141,9 @@ def structure_fields(num_vertices: int, src: np.ndarray, dst: np.ndarray, train_
                                 "source": f"{text}: fraction of the largest component's vertices with an edge to "
                                           "another of those communities"}}
         if (inside >= 0).any():
-            near = near_bridge_vertices(src, dst, whole)[np.asarray(train_idx, dtype=np.int64)[inside >= 0]]
+            near = near_share(near_bridge_vertices(src, dst, whole), whole, train_idx, 0.0)
             communities["train_near_bridge_fraction"] = {
-                "value": round(float(near.mean()), 4),
+                "value": round(near, 4),
                 "source": f"{text}: fraction of the training vertices in those communities at most one hop from a "
                           "vertex with an edge to another of them"}
     components = {"small_sizes": {"value": rows, "source": f"{text}: [size, count] of the connected components "

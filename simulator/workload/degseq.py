@@ -34,6 +34,7 @@ from collections.abc import Callable
 import numpy as np
 from pydantic import Field
 
+from gnnplan.simulator.workload.bridges import bridge_share
 from gnnplan.simulator.workload.degree_bins import adjust_total, proxy_degrees
 from gnnplan.simulator.workload.sbm import community_starts
 from gnnplan.simulator.workload.small_components import remove_nearest, small_component_edges
@@ -389,59 +390,14 @@ def range_labels(starts: np.ndarray, num_vertices: int) -> np.ndarray:
     return out
 
 
-def bridge_share(src: np.ndarray, dst: np.ndarray, community: np.ndarray) -> float:
-    """Share of the vertices in a community with an edge to a vertex of another community: a card's
-    ``communities.bridge_fraction`` (:func:`simulator.workload.card_measures.louvain_bridge_fraction` on a graph's
-    Louvain communities, :func:`_meeting_bridge_fraction` on a proxy's planted ones).
-
-    Shapes:
-        src, dst: (E,) int64 edges (either direction; both ends are marked); community: (n,) int64 community of
-        every vertex, -1 for a vertex in none (counted neither way) -> a fraction in [0, 1].
-    """
-    held = bridge_vertices(src, dst, community)
-    inside = community >= 0
-    return float(held[inside].mean()) if inside.any() else 0.0
-
-
-def bridge_vertices(src: np.ndarray, dst: np.ndarray, community: np.ndarray) -> np.ndarray:
-    """(n,) bool: the vertices in a community with an edge to a vertex of another community (what
-    :func:`bridge_share` counts).
-
-    Shapes:
-        src, dst: (E,) int64 edges (either direction; both ends are marked); community: (n,) int64 community of
-        every vertex, -1 for a vertex in none (never a bridge, and its edges do not make one).
-    """
-    a, b = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-    across = (community[a] >= 0) & (community[b] >= 0) & (community[a] != community[b])
-    held = np.zeros(len(community), dtype=bool)
-    held[a[across]] = held[b[across]] = True
-    return held
-
-
-def near_bridge_vertices(src: np.ndarray, dst: np.ndarray, community: np.ndarray) -> np.ndarray:
-    """(n,) bool: the vertices in a community at most one hop from a bridge (:func:`bridge_vertices`: a bridge
-    itself or a neighbour of one): the vertices at most two hops from another community, which a two-layer
-    sampled neighbourhood of theirs can reach. A card's ``communities.train_near_bridge_fraction`` is their share
-    among its training vertices (:func:`simulator.workload.card_structure.structure_fields`).
-
-    Shapes:
-        src, dst: (E,) int64 edges (either direction); community: (n,) int64, -1 outside every community (never
-        counted).
-    """
-    a, b = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-    bridge = bridge_vertices(a, b, community)
-    near = bridge.copy()
-    near[b[bridge[a]]] = near[a[bridge[b]]] = True
-    return near & (community >= 0)
-
-
 def _meeting_bridge_fraction(wire: Callable[[float], tuple[np.ndarray, np.ndarray]], target: float,
                              community: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The graph ``wire(aim)`` whose bridge share (:func:`bridge_share`) is nearest ``target`` over at most
-    :data:`BRIDGE_ROUNDS` rounds: the planted share ``aim`` starts at the target and each round moves by the
-    realised share's miss (a fixed-point step: the shaping after the planting, :mod:`simulator.workload.structure`,
-    swaps edge ends between vertices and so spreads the edges between communities over more of them: Cora's
-    proxy planted at 0.285 realised 0.320), until within :data:`BRIDGE_TOLERANCE`.
+    """The graph ``wire(aim)`` whose bridge share (:func:`simulator.workload.bridges.bridge_share`) is nearest
+    ``target`` over at most :data:`BRIDGE_ROUNDS` rounds: the planted share ``aim`` starts at the target and each
+    round moves by the realised share's miss (a fixed-point step: the shaping after the planting,
+    :mod:`simulator.workload.structure`, swaps edge ends between vertices and so spreads the edges between
+    communities over more of them: Cora's proxy planted at 0.285 realised 0.320), until within
+    :data:`BRIDGE_TOLERANCE`.
 
     Measured (2026-11-29): Cora's and CiteSeer's proxies meet their cards' share in two rounds (planted 0.250 ->
     0.288, 0.167 -> 0.184). On a proxy 30 times Cora's (81k vertices, the same card) the shaping spreads them

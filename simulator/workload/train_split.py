@@ -11,12 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from gnnplan.simulator.workload.bridges import near_bridge_vertices, near_share
 from gnnplan.simulator.workload.degree_bins import bin_edges
 from gnnplan.simulator.workload.degseq import DegreeSequenceSpec
 
 
 def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: np.ndarray, rest: np.ndarray,
-                         near: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                         graph_edges: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Training vertices whose in-degrees follow ``spec.train_degree_histogram``: as many as ``train`` holds,
     drawn without replacement with weight ``p_train(bin) / p_proxy(bin)`` of their degree's bin
     (:func:`~.degree_bins.bin_edges`; importance weights, so the drawn set's bin shares are the card's), and the other
@@ -24,14 +25,14 @@ def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: n
     ``spec.block_train`` (the card's training vertices per community of its block model, then outside the
     largest component) the draw is stratified: each community, and the small components together, get their
     card share of the training vertices (largest remainders), drawn inside with the same degree weights; with
-    ``spec.train_near_bridge_fraction`` and ``near`` as well, the weights of the communities' vertices near a
-    boundary are tilted by one factor (:func:`near_tilt`) so that the share of the communities' draws among them
-    comes within :data:`NEAR_TOLERANCE` of the card's (at most :data:`NEAR_ROUNDS` draws, the closest kept).
+    ``spec.train_near_bridge_fraction`` and ``graph_edges`` as well, the weights of the communities' vertices near a
+    boundary (:func:`simulator.workload.bridges.near_bridge_vertices` of the block model) are tilted by one factor
+    (:func:`near_tilt`) so that the share of the communities' draws among them comes within :data:`NEAR_TOLERANCE`
+    of the card's (at most :data:`NEAR_ROUNDS` draws, the closest kept).
 
     Shapes:
         degrees: (n,) int64; train: (a,) int64 ids; rest: (r,) int64 ids of the validation and test vertices;
-        near: (n,) bool vertices at most one hop from a bridge of the block model
-        (:func:`simulator.workload.degseq.near_bridge_vertices`), or None.
+        graph_edges: the proxy graph's (E,) int64 src and dst, or None (no near-boundary share drawn for).
 
     Returns:
         (new train ids sorted, the r vertices that take the validation and test places in order).
@@ -60,8 +61,9 @@ def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: n
         quota = np.floor(exact).astype(np.int64)
         quota[np.argsort(-(exact - quota), kind="stable")[: a - int(quota.sum())]] += 1
         members_of = [np.flatnonzero(stratum == (c if c < len(quota) - 1 else -1)) for c in range(len(quota))]
-        target = spec.train_near_bridge_fraction if near is not None else None
-        mask = near if near is not None else np.zeros(n, dtype=bool)
+        target = spec.train_near_bridge_fraction if graph_edges is not None else None
+        mask = np.zeros(n, dtype=bool) if graph_edges is None or target is None else \
+            near_bridge_vertices(*graph_edges, stratum)
         aim, best, best_miss = target, None, np.inf
         for _ in range(NEAR_ROUNDS if target is not None else 1):
             rng = np.random.default_rng((spec.seed, 4))  # every round draws afresh from the same stream
@@ -69,7 +71,7 @@ def degree_matched_train(spec: DegreeSequenceSpec, degrees: np.ndarray, train: n
                 mask, near_tilt(weight, mask, members_of[:-1], quota[:-1], aim), 1.0)
             picks = np.sort(np.concatenate([_draw(rng, m, tilted[m], min(int(q), len(m)))
                                             for m, q in zip(members_of, quota)]))
-            miss = 0.0 if target is None else _near_share(picks, stratum, mask, target) - target
+            miss = 0.0 if target is None else near_share(mask, stratum, picks, target) - target
             if abs(miss) < best_miss:
                 best, best_miss = (picks, rng), abs(miss)
             if abs(miss) <= NEAR_TOLERANCE or aim is None:
@@ -90,13 +92,6 @@ aims past the target by the last round's miss (a fixed-point step) and the close
 (target 0.675): 0.639-0.659 in one round on draws 0-2, 0.666-0.686 with the rounds on draws 0-3."""
 NEAR_TOLERANCE = 0.01
 """Miss of the near-boundary share at which :func:`degree_matched_train` stops drawing again."""
-
-
-def _near_share(picks: np.ndarray, stratum: np.ndarray, near: np.ndarray, target: float) -> float:
-    """Share of the drawn training vertices inside a community (``stratum >= 0``) that are ``near`` a boundary
-    (``target`` when none is inside one)."""
-    inside = picks[stratum[picks] >= 0]
-    return float(near[inside].mean()) if len(inside) else target
 
 
 def near_tilt(weight: np.ndarray, near: np.ndarray, members_of: list[np.ndarray], quota: np.ndarray,
@@ -153,12 +148,6 @@ def with_degree_matched_train(spec: DegreeSequenceSpec, g: Any) -> Any:
     if spec.train_degree_histogram is None and spec.block_train is None:
         return g
     rest = np.concatenate([g.val_idx, g.test_idx])
-    near = None
-    if spec.train_near_bridge_fraction is not None and spec.block_sizes:
-        from gnnplan.simulator.workload.blockmodel import proxy_block_of
-        from gnnplan.simulator.workload.degseq import near_bridge_vertices
-
-        near = near_bridge_vertices(g.src, g.dst, proxy_block_of(spec))
-    train, rest = degree_matched_train(spec, g.in_degrees(), g.train_idx, rest, near)
+    train, rest = degree_matched_train(spec, g.in_degrees(), g.train_idx, rest, (g.src, g.dst))
     nv = len(g.val_idx)
     return dataclasses.replace(g, train_idx=train, val_idx=np.sort(rest[:nv]), test_idx=np.sort(rest[nv:]))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.workload import degree_bins, degseq, reach, small_components, train_split
+from gnnplan.simulator.workload import bridges, degree_bins, degseq, reach, small_components, train_split
 from gnnplan.simulator.workload.card_measures import derived_card
 from gnnplan.simulator.workload.cards import card_from_dict, load_card
 from gnnplan.simulator.workload.datasets import load_dataset
@@ -256,9 +256,9 @@ def test_a_card_proxy_meets_its_bridge_fraction_after_shaping() -> None:
     community = degseq.range_labels(degseq.block_starts(spec.block_sizes, spec.num_vertices - n_small),
                                     spec.num_vertices)
     src, dst = degseq.degree_sequence_edges(spec)
-    assert abs(degseq.bridge_share(src, dst, community) - spec.bridge_fraction) <= degseq.BRIDGE_TOLERANCE
+    assert abs(bridges.bridge_share(src, dst, community) - spec.bridge_fraction) <= degseq.BRIDGE_TOLERANCE
     plain = degseq.degree_sequence_edges(spec.model_copy(update={"bridge_fraction": None}))
-    assert degseq.bridge_share(*plain, community) > spec.bridge_fraction + 0.02
+    assert bridges.bridge_share(*plain, community) > spec.bridge_fraction + 0.02
 
 
 def test_near_bridge_vertices_are_the_bridges_and_their_neighbours_inside_communities() -> None:
@@ -266,8 +266,8 @@ def test_near_bridge_vertices_are_the_bridges_and_their_neighbours_inside_commun
     edge 4-5 makes none), one hop from them 1 and 4 as well; 0 is two hops away and 5 is outside."""
     src, dst = np.array([0, 1, 2, 3, 4]), np.array([1, 2, 3, 4, 5])
     community = np.array([0, 0, 0, 1, 1, -1])
-    assert degseq.bridge_vertices(src, dst, community).tolist() == [False, False, True, True, False, False]
-    assert degseq.near_bridge_vertices(src, dst, community).tolist() == [False, True, True, True, True, False]
+    assert bridges.bridge_vertices(src, dst, community).tolist() == [False, False, True, True, False, False]
+    assert bridges.near_bridge_vertices(src, dst, community).tolist() == [False, True, True, True, True, False]
 
 
 def test_near_tilt_gives_the_expected_share_and_one_when_it_cannot_tilt() -> None:
@@ -293,7 +293,7 @@ def test_citeseer_proxy_puts_its_training_vertices_as_near_the_boundaries_as_the
         spec = proxy_spec("citeseer", seed=draw)
         g = load_dataset(spec)
         block = proxy_block_of(spec)
-        near = degseq.near_bridge_vertices(g.src, g.dst, block)
+        near = bridges.near_bridge_vertices(g.src, g.dst, block)
         inside = g.train_idx[block[g.train_idx] >= 0]
         assert abs(float(near[inside].mean()) - spec.train_near_bridge_fraction) < 0.015
         plain = load_dataset(spec.model_copy(update={"train_near_bridge_fraction": None}))
