@@ -98,7 +98,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     """``gnnplan simulate``: one configuration."""
     from gnnplan.autotune.draws import draws_record
     from gnnplan.simulator.api import parse_knobs, predicted_trace, simulate, simulate_on_draws, trace_metadata
-    from gnnplan.simulator.workload.proxy import requested_draws
+    from gnnplan.simulator.workload.proxy import redrawn, requested_draws
 
     cluster, workload = cluster_from_args(args), load_workload(args.workload)
     knobs = parse_knobs(args.strategy, args.knobs)
@@ -106,8 +106,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     res = simulate(cluster, workload, args.strategy, knobs)
     out = res.to_json_dict()
     if refs is not None:
-        others = simulate_on_draws(cluster, workload, args.strategy, knobs, refs[1:])
-        out["proxy_draws"] = draws_record(refs, [res, *others])
+        again = redrawn(workload.dataset, refs)  # a pooled card's prediction is none of its draws'
+        others = simulate_on_draws(cluster, workload, args.strategy, knobs, again)
+        out["proxy_draws"] = draws_record(refs, others if len(again) == len(refs) else [res, *others])
     if args.trace:
         predicted_trace(res, args.trace, {**trace_metadata(cluster, workload, args.strategy, res),
                                           "cluster": cluster.to_yaml_dict(), "workload": workload.to_yaml_dict()})

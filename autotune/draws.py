@@ -9,7 +9,7 @@ from typing import Any
 
 from gnnplan.simulator.api import simulate_on_draws
 from gnnplan.simulator.hardware.spec import ClusterSpec
-from gnnplan.simulator.workload.proxy import proxy_draw
+from gnnplan.simulator.workload.proxy import proxy_draw, redrawn
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
 
@@ -26,21 +26,24 @@ def fitting_time(res: Any) -> float | None:
 
 def on_draws(cluster: ClusterSpec, workload: WorkloadSpec, strategy: str, found: dict[str, Any],
              refs: Sequence[str]) -> dict[str, Any]:
-    """A tuned configuration (``found``: ``feasible``, ``epoch_time_s`` and ``knobs``, as tuned on the draw
-    ``refs[0]``) simulated again, same knobs, on the other proxy draws ``refs[1:]``
-    (:func:`simulator.workload.proxy.draw_refs`).
+    """A tuned configuration (``found``: ``feasible``, ``epoch_time_s`` and ``knobs``, as tuned on
+    ``workload.dataset``, the draw ``refs[0]``) simulated again, same knobs, on the other proxy draws ``refs[1:]``
+    (:func:`simulator.workload.proxy.draw_refs`); on every draw of ``refs`` when the dataset's statistics are pooled
+    over draws (:func:`simulator.workload.proxy.redrawn`: the tuned prediction is none of them).
 
     Returns:
-        ``proxy_draws`` (the R draw numbers), ``epoch_time_draws_s`` (R epoch times in s, the first the tuned one;
-        None where the configuration does not fit) and their ``epoch_time_min_s`` / ``epoch_time_max_s`` (None
-        when it fits on no draw).
+        ``proxy_draws`` (the R draw numbers), ``epoch_time_draws_s`` (R epoch times in s, the first the tuned one
+        unless pooled; None where the configuration does not fit) and their ``epoch_time_min_s`` /
+        ``epoch_time_max_s`` (None when it fits on no draw).
     """
-    times: list[float | None] = [found["epoch_time_s"] if found["feasible"] else None]
-    if found["feasible"]:  # what does not fit on the draw it was tuned on is not simulated on the others
-        again = simulate_on_draws(cluster, workload, strategy, found["knobs"], refs[1:])
+    todo = redrawn(workload.dataset, list(refs))
+    times: list[float | None] = [] if len(todo) == len(refs) else [
+        found["epoch_time_s"] if found["feasible"] else None]
+    if found["feasible"]:  # what does not fit where it was tuned is not simulated on the draws
+        again = simulate_on_draws(cluster, workload, strategy, found["knobs"], todo)
         times += [fitting_time(res) for res in again]
     else:
-        times += [None] * (len(refs) - 1)
+        times += [None] * len(todo)
     fits = [t for t in times if t is not None]
     return {"proxy_draws": [proxy_draw(ref) for ref in refs], "epoch_time_draws_s": times,
             "epoch_time_min_s": min(fits) if fits else None, "epoch_time_max_s": max(fits) if fits else None}

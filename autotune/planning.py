@@ -75,7 +75,7 @@ def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[
 def draw_best_rows(cluster: ClusterSpec, cands: Sequence[Candidate], ranked: list[dict[str, Any]],
                    refs: Sequence[str]) -> dict[str, Any]:
     """The best feasible row of every strategy and model in ``ranked`` (:func:`autotune.study.ranked_trials`)
-    simulated again on the proxy draws ``refs[1:]`` (:func:`autotune.draws.on_draws`; those rows gain its keys).
+    simulated again on the proxy draws ``refs`` (:func:`autotune.draws.on_draws`; those rows gain its keys).
 
     Returns:
         ``{draws, best_wins}``: the draw numbers, and on how many of them the best row (rank 1) is the fastest

@@ -47,7 +47,8 @@ and ``card:cora`` its card (any card may be written ``card:<name>``). A suffix `
 K a non-negative integer) names the K-th draw of the card's proxy (the generator seed of
 :func:`simulator.workload.proxy.proxy_spec`; without it, draw :data:`simulator.workload.proxy.PROXY_SEED`): the
 same card, another random graph with its statistics, so a prediction can be repeated over draws to see how much
-of it is the proxy's chance (``--proxy-draws R`` of simulate, tune and whatif).
+of it is the proxy's chance (``--proxy-draws R`` of simulate, tune and whatif). Without it, a card of fewer than
+10^5 vertices has its statistics pooled over several draws (:mod:`simulator.workload.proxy_pool`).
 """
 
 

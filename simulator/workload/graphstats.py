@@ -257,6 +257,12 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
     Raises:
         SpecError: an argument is out of range, or the dataset cannot be loaded or has no training vertices.
     """
+    from gnnplan.simulator.workload.proxy_pool import pooled
+
+    pool = pooled(ref, lambda r: sample_stats(r, fanouts, batch_size_per_worker, num_machines, gpus_per_machine,
+                                              partitioner, seed, num_batches))
+    if pool is not None:  # a small card: the medoid of its proxy draws (simulator/workload/proxy_pool.py)
+        return pool
     params = sample_params(ref, fanouts, batch_size_per_worker, num_machines, gpus_per_machine, partitioner,
                            seed, num_batches)
     path = entry_path("sample", params)

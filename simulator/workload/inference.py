@@ -30,6 +30,7 @@ from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.workload import graphstats
 from gnnplan.simulator.workload.cards import card_name, load_card
 from gnnplan.simulator.workload.datasets import dataset_key, load_dataset
+from gnnplan.simulator.workload.proxy_pool import pooled
 from gnnplan.simulator.workload.spec import GeneratedSpec
 from gnnplan.simulator.workload.stats_cache import entry_path, read_entry
 
@@ -202,6 +203,9 @@ def inference_stats(ref: str | GeneratedSpec, num_machines: int, gpus_per_machin
     """
     graphstats.check_partitioner(partitioner)
     graphstats.check_counts(num_machines=num_machines, gpus_per_machine=gpus_per_machine)
+    pool = pooled(ref, lambda r: inference_stats(r, num_machines, gpus_per_machine, partitioner, seed))
+    if pool is not None:  # a small card: the medoid of its proxy draws (simulator/workload/proxy_pool.py)
+        return pool
     params = {"format": INFERENCE_FORMAT, "dataset": dataset_key(ref), "num_machines": int(num_machines),
               "gpus_per_machine": int(gpus_per_machine), "partitioner": partitioner, "seed": int(seed),
               "chunk_vertices": CHUNK_VERTICES}

@@ -54,7 +54,9 @@ loads as its proxy graph: :func:`simulator.workload.datasets.load_dataset`), and
 
 :func:`simulator.workload.proxy_estimated.estimated` describes all of this for a result's ``estimated`` field. The
 proxy is one random draw (:data:`PROXY_SEED`); ``card:<name>@K`` names draw K of the same card
-(:func:`card_proxy`).
+(:func:`card_proxy`). A card smaller than one proxy's budget (:data:`DEFAULT_PROXY_VERTICES`) spends it on several
+draws of its own size instead: the statistics of ``card:<name>`` are then each the medoid of draws 0 to R - 1
+(:mod:`simulator.workload.proxy_pool`), while ``card:<name>@K`` stays one draw.
 """
 
 from __future__ import annotations
@@ -95,7 +97,9 @@ training set: remote input fractions (CiteSeer 0.020-0.114 over the draws, mean 
 0.051; R-MAT's 0.0043-0.0154, measured 0.0054), edge cut (CiteSeer 0.0033-0.0114, mean 0.0066, this draw 0.0114,
 measured 0.0068), hongtu's peer rows and gsplit's split inputs; the rest move by a few percent.
 ``--proxy-draws R`` of simulate, tune and whatif repeats a prediction over draws to show how much of it is the
-draw's (:func:`requested_draws`)."""
+draw's (:func:`requested_draws`). Cora's and CiteSeer's cards, smaller than :data:`DEFAULT_PROXY_VERTICES`, are no
+longer estimated from this draw alone: ``card:<name>`` is the medoid of draws 0-14 (:mod:`.proxy_pool`; 126 of 129
+within 15% in the same benchmark, this draw alone 123)."""
 PROXY_MIN_TRAIN_FRACTION = 0.25
 """Smallest training fraction of a proxy: per-batch statistics need every worker's share of training vertices to
 hold full batches (ogbn-papers100M trains on 1.1% of its vertices: 1,087 of a 10^5-vertex proxy); they do not
@@ -386,6 +390,15 @@ def requested_draws(ref: object, draws: int, card_required: bool = True) -> list
     if refs is None and card_required:
         raise no_draws_error(ref)
     return refs
+
+
+def redrawn(ref: object, refs: list[str]) -> list[str]:
+    """The draws of ``refs`` (:func:`requested_draws` of ``ref``) still to simulate once ``ref`` itself is: all
+    but the first, which is ``ref``'s own proxy, or all of them when ``ref``'s statistics are pooled over draws
+    (:mod:`simulator.workload.proxy_pool`: its prediction is none of the draws')."""
+    from gnnplan.simulator.workload.proxy_pool import pooled_refs
+
+    return list(refs) if pooled_refs(ref) is not None else list(refs[1:])
 
 
 def no_draws_error(ref: object) -> SpecError:

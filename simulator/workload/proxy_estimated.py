@@ -14,7 +14,8 @@ from gnnplan.simulator.workload.proxy import PROXY_SEED, proxy_draw, proxy_scale
 from gnnplan.simulator.workload.spec import SbmSpec
 
 
-def estimated(card: str, statistics: dict[str, str], seed: int = PROXY_SEED) -> dict[str, Any]:
+def estimated(card: str, statistics: dict[str, str], seed: int = PROXY_SEED,
+              pooled_draws: int | None = None) -> dict[str, Any]:
     """The ``estimated`` field of a result simulated from a card: where the sizes come from, the proxy, and per
     statistic how it was estimated.
 
@@ -22,16 +23,27 @@ def estimated(card: str, statistics: dict[str, str], seed: int = PROXY_SEED) -> 
         card: the card's name.
         statistics: statistic -> how it was estimated (one sentence).
         seed: the proxy's draw (:func:`proxy_draw`).
+        pooled_draws: R when every statistic is the medoid of proxy draws 0 to R - 1
+            (:mod:`simulator.workload.proxy_pool`; the proxy named is draw 0); None for one draw.
     """
     c = load_card(card)
     spec = proxy_spec(c, seed=seed)
     sc = proxy_scale(c, spec)
-    return {"card": card, "sizes": "published (card, exact)",
-            "proxy": {"generator": "sbm (degree-corrected, simulator/workload/sbm.py)", "name": spec.name, "draw": seed,
-                      "num_vertices": sc.proxy_vertices, "num_edges": sc.proxy_edges,
-                      "vertex_factor": sc.vertex_factor, "edge_factor": sc.edge_factor,
-                      "communities": proxy_communities(c, spec)},
-            "statistics": dict(statistics)}
+    out = {"card": card, "sizes": "published (card, exact)",
+           "proxy": {"generator": "sbm (degree-corrected, simulator/workload/sbm.py)", "name": spec.name, "draw": seed,
+                     "num_vertices": sc.proxy_vertices, "num_edges": sc.proxy_edges,
+                     "vertex_factor": sc.vertex_factor, "edge_factor": sc.edge_factor,
+                     "communities": proxy_communities(c, spec)},
+           "statistics": dict(statistics)}
+    if pooled_draws is not None:
+        out["pooled"] = {"draws": pooled_draws, "how": POOLED_RULE}
+    return out
+
+
+POOLED_RULE = ("the card is smaller than one proxy's 10^5 vertices, so its statistics were measured on proxy draws "
+               "0 to R - 1 and each is the medoid of the R results, the one draw's nearest the draws' medians "
+               "(simulator/workload/proxy_pool.py; card:<name>@K names one draw)")
+"""How a pooled card's statistics were estimated (the ``pooled`` record of :func:`estimated`)."""
 
 
 def proxy_communities(card: Card, spec: SbmSpec) -> str:

@@ -34,6 +34,7 @@ from gnnplan.simulator.workload.graphstats import CACHE_GRID, partition_owners
 from gnnplan.simulator.workload.partition import split_seeds
 from gnnplan.simulator.workload.proxy import for_card
 from gnnplan.simulator.workload.proxy_batch import batch_reach_scale, scale_layers
+from gnnplan.simulator.workload.proxy_pool import pooled
 from gnnplan.simulator.workload.spec import GeneratedSpec
 from gnnplan.simulator.workload.stats_cache import entry_path, read_entry
 
@@ -143,6 +144,10 @@ def split_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size: in
     if not fan or any(f == 0 or f < -1 for f in fan) or batch_size < 1 or num_splits < 1:
         raise SpecError(f"gsplit statistics: fanouts {fan}, batch_size {batch_size} and {num_splits} splits "
                         "must be positive (fanout -1 = all neighbours)")
+    pool = pooled(ref, lambda r: split_stats(r, fan, batch_size, num_splits, split, self_loops, seed,
+                                             partition_seed, num_train))
+    if pool is not None:  # a small card: the medoid of its proxy draws (simulator/workload/proxy_pool.py)
+        return pool
     params = {"format": STATS_FORMAT, "dataset": dataset_key(ref), "fanouts": fan, "batch_size": int(batch_size),
               "num_splits": int(num_splits), "split": split, "self_loops": bool(self_loops), "seed": int(seed),
               "partition_seed": int(partition_seed), "cache_grid": list(CACHE_GRID)}

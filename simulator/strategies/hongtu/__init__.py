@@ -64,6 +64,7 @@ from gnnplan.simulator.workload.cards import card_name
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.model_cost import param_count
 from gnnplan.simulator.workload.proxy import for_card, proxy_scale
+from gnnplan.simulator.workload.proxy_pool import pooled_context
 from gnnplan.simulator.workload.spec import GeneratedSpec, WorkloadSpec
 
 NAME = "hongtu"
@@ -181,7 +182,11 @@ def slots(workload: WorkloadSpec, knobs: Knobs, num_parts: int) -> tuple[Layout,
 
 
 def batch_counts(ctx: SimContext, knobs: Knobs) -> list[list[dedup.BatchCounts]]:
-    """Every GPU's :class:`~.dedup.BatchCounts` in every batch."""
+    """Every GPU's :class:`~.dedup.BatchCounts` in every batch; a small card's are the medoid of its proxy draws'
+    (:mod:`simulator.workload.proxy_pool`)."""
+    pool = pooled_context(ctx, lambda c: batch_counts(c, knobs))
+    if pool is not None:
+        return pool
     lay, placed = slots(ctx.workload, knobs, ctx.num_workers)
     counts = dedup.batch_counts(placed, lay.owner, knobs.dedup, ctx.cluster.gpus_per_machine)
     ref = ctx.workload.dataset  # a dataset card's proxy counts, scaled to the card (simulator/workload/proxy.py)

@@ -40,6 +40,7 @@ from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.workload import graphstats
 from gnnplan.simulator.workload.batches import seeded_sampler, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
+from gnnplan.simulator.workload.proxy_pool import pooled
 from gnnplan.simulator.workload.spec import GeneratedSpec
 from gnnplan.simulator.workload.stats_cache import entry_path, read_entry
 
@@ -226,6 +227,10 @@ def micrograph_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_siz
     Raises:
         SpecError: invalid arguments or a dataset that cannot be loaded (as ``sample_stats``).
     """
+    pool = pooled(ref, lambda r: micrograph_stats(r, fanouts, batch_size_per_worker, num_machines,
+                                                  gpus_per_machine, partitioner, seed, num_iterations, seed_split))
+    if pool is not None:  # a small card: the medoid of its proxy draws (simulator/workload/proxy_pool.py)
+        return pool
     params = graphstats.sample_params(ref, fanouts, batch_size_per_worker, num_machines, gpus_per_machine,
                                       partitioner, seed, num_iterations)
     if seed_split not in SEED_SPLITS:

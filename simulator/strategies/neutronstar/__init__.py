@@ -80,6 +80,7 @@ from gnnplan.simulator.strategies.neutronstar.work import WorkerWork, layer_kern
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
 from gnnplan.simulator.workload.model_cost import Kernel
+from gnnplan.simulator.workload.proxy_pool import pooled_context
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
 
 NAME = "neutronstar"
@@ -155,7 +156,11 @@ def worker_sets(cluster: ClusterSpec, workload: WorkloadSpec, knobs: Knobs, in_g
 
 def dependency_counts(ctx: SimContext, knobs: Knobs) -> list[deps.WorkerCounts]:
     """Every worker's set sizes, cached on disk
-    (:func:`simulator.strategies.neutronstar.dependencies.cached_counts`)."""
+    (:func:`simulator.strategies.neutronstar.dependencies.cached_counts`); a small card's are the medoid of its
+    proxy draws' (:mod:`simulator.workload.proxy_pool`)."""
+    pool = pooled_context(ctx, lambda c: dependency_counts(c, knobs))
+    if pool is not None:
+        return pool
     wl, cl, sm = ctx.workload, ctx.cluster, ctx.summary
     params: dict[str, Any] = {"self_loops": wl.model.arch in deps.SELF_LOOP_ARCHS, "num_layers": wl.model.num_layers,
                               "num_workers": ctx.num_workers, "partitioner": knobs.partitioner, "mode": knobs.mode}

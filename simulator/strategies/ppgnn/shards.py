@@ -28,6 +28,7 @@ import numpy as np
 from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.paths import cache_dir
 from gnnplan.simulator.workload.datasets import dataset_key, load_dataset
+from gnnplan.simulator.workload.proxy_pool import pooled
 from gnnplan.simulator.workload.spec import GeneratedSpec
 
 FORMAT = 1
@@ -133,6 +134,9 @@ def shard_stats(dataset: str | GeneratedSpec, num_parts: int, undirected: bool =
     """
     if num_parts == 1:
         return ShardStats.single()
+    pool = pooled(dataset, lambda r: shard_stats(r, num_parts, undirected))
+    if pool is not None:  # a small card: the medoid of its proxy draws (simulator/workload/proxy_pool.py)
+        return pool
     op = "undirected" if undirected else "directed"
     path = cache_dir() / "ppgnn" / f"{dataset_key(dataset)}-shards-w{num_parts}-{op}-v{FORMAT}.json"
     try:

@@ -1,0 +1,138 @@
+"""A small card's statistics pooled over proxy draws: the medoid, which references are pooled, and what a pooled
+card's results say (simulator/workload/proxy_pool.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnnplan.simulator.api import load_context, simulate
+from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.strategies import neutronstar
+from gnnplan.simulator.workload import graphstats, inference, proxy_pool
+from gnnplan.simulator.workload.spec import workload_from_dict
+
+CLUSTER = "2x4-a100-nvlink3-200gbib"
+WORKLOAD = {"dataset": "card:cora", "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 16},
+            "training": {"batch_size": 64, "fanouts": [5, 5]}}
+
+
+@dataclass(frozen=True)
+class _Stats:
+    name: str
+    cut: float
+    layers: tuple[float, ...]
+    per_worker: np.ndarray
+
+
+def test_medoid_is_the_element_nearest_the_medians_number_by_number() -> None:
+    """Each number is measured against its median over the elements in units of its median absolute deviation; a
+    field counts once however many numbers it holds (their mean squared deviation); a number that does not move is
+    left out, and so is a field whose count of numbers differs between elements; strings are skipped; ties go to
+    the first element."""
+    a = _Stats("a", 0.1, (90.0, 27.0), np.array([1.0, 1.0]))
+    b = _Stats("b", 0.2, (100.0, 30.0), np.array([2.0, 2.0]))
+    c = _Stats("c", 0.4, (130.0, 39.0), np.array([4.0, 4.0]))
+    assert proxy_pool.medoid([a, b, c]) is b and proxy_pool.medoid([c, a, b]) is b
+    # the same mean per worker, but x and z put the load on one worker: y is the typical one
+    x, y, z = (_Stats(n, 0.2, (100.0, 30.0), np.array(w)) for n, w in (("x", [1.0, 3.0]), ("y", [2.0, 2.0]),
+                                                                         ("z", [3.0, 1.0])))
+    assert proxy_pool.medoid([x, y, z]) is y
+    twin = _Stats("twin", a.cut, a.layers, a.per_worker)
+    assert proxy_pool.medoid([a, twin]) is a and proxy_pool.medoid([twin, a]) is twin  # a tie: the first
+    assert proxy_pool.medoid([a]) is a
+    with pytest.raises(ValueError, match="no values"):
+        proxy_pool.medoid([])
+    # d's layers have another count, so only cut and per_worker decide, and d and b tie there: d comes first
+    d = _Stats("d", 0.2, (100.0, 30.0, 5.0), np.array([2.0, 2.0]))
+    assert proxy_pool.medoid([a, d, b, c]) is d
+
+
+def test_medoid_reaches_into_lists_of_dataclasses() -> None:
+    """neutronstar's per-worker counts and hongtu's per-GPU, per-batch counts are lists of dataclasses."""
+    draws = [[_Stats("w", cut, (1.0,), np.array([0.0])) for cut in cuts] for cuts in ((1, 1), (5, 5), (2, 2))]
+    assert proxy_pool.medoid(draws) is draws[2]
+
+
+def test_which_references_are_pooled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bare card smaller than one proxy's budget pools ceil(10^5 / n_p) draws, at most 15; an explicit draw, a
+    card of 10^5 vertices or more, a real graph or a generated spec is measured as it is; ``GNNPLAN_PROXY_POOL``
+    caps the pool, and a bad value is one line naming it."""
+    monkeypatch.delenv(proxy_pool.POOL_ENV, raising=False)
+    assert proxy_pool.pooled_refs("card:cora") == [f"card:cora@{k}" for k in range(15)]
+    assert proxy_pool.pooled_refs("card:citeseer")[-1] == "card:citeseer@14"
+    for ref in ("card:cora@0", "card:cora@3", "card:ogbn-products", "card:ogbn-papers100M", "cora", "citeseer"):
+        assert proxy_pool.pooled_refs(ref) is None, ref
+    monkeypatch.setenv(proxy_pool.POOL_ENV, "3")
+    assert proxy_pool.pooled_refs("card:cora") == ["card:cora@0", "card:cora@1", "card:cora@2"]
+    monkeypatch.setenv(proxy_pool.POOL_ENV, "1")
+    assert proxy_pool.pooled_refs("card:cora") is None
+    for bad in ("0", "two", "-1"):
+        monkeypatch.setenv(proxy_pool.POOL_ENV, bad)
+        with pytest.raises(SpecError, match=r"^GNNPLAN_PROXY_POOL: must be an integer >= 1") as err:
+            proxy_pool.pooled_refs("card:cora")
+        assert "\n" not in str(err.value)
+
+
+def test_a_pooled_card_s_statistics_are_the_medoid_of_its_draws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """card:cora with a pool of 3: dp's sample statistics, the evaluation's inference block and neutronstar's
+    counts are each the medoid of draws 0-2's, and the result's ``estimated`` says it pooled 3 draws."""
+    monkeypatch.setenv(proxy_pool.POOL_ENV, "3")
+    args = ([5, 5], 8, 2, 4, "metis")
+    draws = [graphstats.sample_stats(f"card:cora@{k}", *args) for k in range(3)]
+    assert graphstats.sample_stats("card:cora", *args) == proxy_pool.medoid(draws)
+    assert len({d.edge_cut_fraction for d in draws}) == 3  # three different graphs
+    blocks = [inference.inference_stats(f"card:cora@{k}", 2, 4, "metis") for k in range(3)]
+    assert inference.inference_stats("card:cora", 2, 4, "metis") == proxy_pool.medoid(blocks)
+    full = {**WORKLOAD, "model": {"arch": "gcn", "num_layers": 2, "hidden_dim": 16},
+            "training": {"mode": "full-graph"}}
+    kn = neutronstar.Knobs(mode="depcomm", partitioner="chunk")
+    counts = [neutronstar.dependency_counts(load_context(CLUSTER, workload_from_dict(
+        {**full, "dataset": f"card:cora@{k}"}), "neutronstar", kn)[2], kn) for k in range(3)]
+    _, _, ctx = load_context(CLUSTER, workload_from_dict(full), "neutronstar", kn)
+    assert neutronstar.dependency_counts(ctx, kn) == proxy_pool.medoid(counts)
+    res = simulate(CLUSTER, workload_from_dict(WORKLOAD), "dp")
+    assert res.estimated["pooled"]["draws"] == 3 and "medoid" in res.estimated["pooled"]["how"]
+    assert "pooled" not in simulate(CLUSTER, workload_from_dict({**WORKLOAD, "dataset": "card:cora@1"}),
+                                    "dp").estimated
+
+
+def test_proxy_draws_of_a_pooled_card_are_single_draws(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """``simulate --proxy-draws 2`` on a pooled card: the prediction is the pooled one, and the draws listed are
+    draws 0 and 1, each simulated alone (neither is the pooled prediction)."""
+    from gnnplan.autotune.cli import main
+
+    monkeypatch.setenv(proxy_pool.POOL_ENV, "3")
+    path = tmp_path / "wl.yaml"
+    path.write_text(json.dumps(WORKLOAD))
+    assert main(["simulate", "--cluster", CLUSTER, "--workload", str(path), "--strategy", "dp", "--proxy-draws", "2",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    alone = [simulate(CLUSTER, workload_from_dict({**WORKLOAD, "dataset": f"card:cora@{k}"}), "dp").epoch_time_s
+             for k in (0, 1)]
+    assert out["proxy_draws"] == {"draws": [0, 1], "epoch_time_s": alone}
+    assert out["epoch_time_s"] == simulate(CLUSTER, workload_from_dict(WORKLOAD), "dp").epoch_time_s
+
+
+def test_a_tuned_configuration_on_a_pooled_card_is_redrawn_on_every_draw(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``tune`` and ``whatif --proxy-draws``: the configuration tuned on a pooled card is simulated on each single
+    draw, its own (pooled) time not counted as draw 0's; on a single draw the first time is the tuned one."""
+    from gnnplan.autotune.draws import on_draws
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.workload.proxy import requested_draws
+
+    monkeypatch.setenv(proxy_pool.POOL_ENV, "3")
+    cluster, workload = load_cluster(CLUSTER), workload_from_dict(WORKLOAD)
+    found = {"feasible": True, "epoch_time_s": 1.0, "knobs": {}}
+    alone = [simulate(cluster, workload_from_dict({**WORKLOAD, "dataset": f"card:cora@{k}"}), "dp").epoch_time_s
+             for k in (0, 1)]
+    drawn = on_draws(cluster, workload, "dp", found, requested_draws(workload.dataset, 2))
+    assert drawn["proxy_draws"] == [0, 1] and drawn["epoch_time_draws_s"] == alone
+    single = workload_from_dict({**WORKLOAD, "dataset": "card:cora@0"})
+    drawn = on_draws(cluster, single, "dp", found, requested_draws(single.dataset, 2))
+    assert drawn["epoch_time_draws_s"] == [1.0, alone[1]]
