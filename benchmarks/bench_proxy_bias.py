@@ -105,7 +105,7 @@ def estimates(name: str, draws: int, seeds: int) -> tuple[list[dict[str, float]]
             os.environ["GNNPLAN_CACHE"] = str(base / "bench_proxy_bias" / f"metis-seed{m}" if m else base)
             with_metis_seed(m)
             for d in range(draws):
-                ref = f"card:{name}" if d == 0 else f"card:{name}@{d}"
+                ref = f"card:{name}@{d}"  # one proxy each (the bare card pools draws: proxy_pool)
                 out.append(statistics(ref, BATCH, None))
                 spills.append(spilled_share(ref, m))
             print(f"[{name}: METIS seed {m}, {draws} draws]", file=sys.stderr)
