@@ -93,19 +93,21 @@ def community_caveat(ref: object) -> str | None:
 
 
 NO_COMMUNITIES_EFFECT = ("METIS cuts such a graph more than a real one: on Cora and CiteSeer a card without "
-                         "communities put the evaluation's time 119% high (median over 18 predictions) and hongtu's "
-                         "network bytes up to 9.5x (benchmarks/bench_card_epoch.py --card-kind none, 2026-11-30)")
+                         "communities put the evaluation's time 116% high (median over 18 predictions) and hongtu's "
+                         "network bytes up to 9.6x (benchmarks/bench_card_epoch.py --card-kind none, 2026-11-30, "
+                         "each card pooled over 15 proxy draws)")
 """What a card without communities did to the predictions of Cora and CiteSeer (bench_card_epoch's docstring)."""
-MIXING_ONLY_EFFECT = ("on Cora and CiteSeer such a card put the evaluation's time 69% high (median over 18 "
-                      "predictions; hongtu's network bytes up to 8.4x) with the label classes' number and mixing, 15% "
-                      "(up to 1.9x) with the Louvain communities' (benchmarks/bench_card_epoch.py --card-kind labels, "
-                      "louvain, 2026-11-30)")
+MIXING_ONLY_EFFECT = ("on Cora and CiteSeer such a card put the evaluation's time 75% high (median over 18 "
+                      "predictions; hongtu's network bytes up to 7.7x) with the label classes' number and mixing, 32% "
+                      "(up to 2.2x) with the Louvain communities' (benchmarks/bench_card_epoch.py --card-kind labels, "
+                      "louvain, 2026-11-30, each card pooled over 15 proxy draws)")
 """What a card with a number of communities and their mixing but no block model did to the predictions of Cora and
 CiteSeer (bench_card_epoch's docstring)."""
 CUT_FIT_EFFECT = ("on Cora and CiteSeer a card with only their METIS edge cut at 8 parts put the evaluation's time "
-                  "18.3% off (median over 18 predictions, max 45%; 119% without the cut) and hongtu's network bytes "
-                  "up to 1.8x; with only a power law for the degrees besides, as ogbn-products' card, 14.1% (max 29%, "
-                  "network bytes up to 1.7x) (benchmarks/bench_card_epoch.py --card-kind cut, law-cut, 2026-11-30)")
+                  "17.2% off (median over 18 predictions, max 49%; 116% without the cut) and hongtu's network bytes "
+                  "up to 1.3x; with only a power law for the degrees besides, as ogbn-products' card, 7.4% (max 37%, "
+                  "network bytes up to 1.5x) (benchmarks/bench_card_epoch.py --card-kind cut, law-cut, 2026-11-30, "
+                  "each card pooled over 15 proxy draws)")
 """What a card with only a METIS edge cut did to the predictions of Cora and CiteSeer (bench_card_epoch's
 docstring): the cut at 8 parts is what the fit met; every compared prediction is held out from it."""
 
