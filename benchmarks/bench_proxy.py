@@ -75,8 +75,9 @@ that noise. Without that share (earlier on 2026-11-30): 118-126, median 123, dra
 CiteSeer 38); the share redraws the proxies' training vertices, so the draws' noise moves (Cora's draw 0 gsplit
 split inputs 80.7 -> 85.4 against 73.6 measured, now its one miss), and the bias it removes shows only over many
 draws and METIS seeds (benchmarks/bench_proxy_bias.py, the mean of 16 draws x 4 METIS seeds against the real
-graph's mean over its relabelings: CiteSeer's METIS remote input fraction -16.5% -> -5.4%, hopgnn's dp share
--11.8% -> +1.2%; Cora's +0.6% and -1.9% before, -0.5% and -2.8% after). Until the
+graph's mean over its relabelings: CiteSeer's METIS remote input fraction -16.5% before, hopgnn's dp share -11.8%,
+both with METIS seed 0's partition counted twice; with it, over seeds 0, 2, 3 and 4, -11.0% and -4.4%, Cora's
+-1.6% and -3.8%). Until the
 R-MAT card gave its Louvain communities (2026-11-30) R-MAT's default draw missed two of 43 (hopgnn's dp remote share
 +17%, the evaluation's remote sources +22%) and the 16 draws gave 119-127 (median 122, draw 0 122, 89 in range).
 Before the
@@ -87,8 +88,8 @@ The median of each statistic over the draws averages their noise out (what ``--p
 over 16 draws it is within 15% for 128 of the 129 (2026-11-30); the one miss, R-MAT's evaluation remote sources
 (0.00222 against 0.00178, +25%; without the communities 0.00227), is the proxy's bias. Over draws with METIS seed 0
 only, that median is itself noisy on the 2-part METIS statistics: over 16 draws x 4 METIS seeds CiteSeer's remote
-input fraction has its median 19% low, its 95% interval [0.036, 0.053] holding the measured 0.051, and its mean 5.4%
-low (bench_proxy_bias.py). The default draw's six misses are CiteSeer's five 2-part
+input fraction has its median 23.5% low (95% interval [0.035, 0.047], the measured 0.051) and its mean 11.0% low
+(bench_proxy_bias.py). The default draw's six misses are CiteSeer's five 2-part
 METIS statistics, a draw at the top of their spread (edge cut 0.0114 against 0.0068), and Cora's gsplit split
 inputs (+16.0%).
 

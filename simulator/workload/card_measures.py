@@ -327,7 +327,8 @@ def louvain_train_near_bridge_fraction(num_vertices: int, src: np.ndarray, dst: 
     remote inputs of the seeds a machine owns come from in a 2-part METIS partition: CiteSeer's proxy without this
     share had half the real graph's, with it two thirds (benchmarks/bench_proxy_bias.py: the remote input fraction
     against the share of spilled seeds, a line's intercept over 32 relabelings and over 16 draws x 4 METIS seeds,
-    0.024 real, 0.011 without, 0.017 with; the spill itself 0.029, 0.026, 0.025). The proxy's draw realises
+    0.024 real, 0.011 without, 0.017 with; the spill itself 0.029, 0.026, 0.023; "without" counted METIS seed 0's
+    partition twice, "with" uses seeds 0, 2, 3 and 4). The proxy's draw realises
     0.666-0.686 of CiteSeer's 0.675 on draws 0-3 (:func:`simulator.workload.train_split.degree_matched_train`).
 
     Shapes:

@@ -31,7 +31,7 @@ machine are some positions of ``pull_rows``, which the mean over all of them hid
 its spread picks 2.17. Pool sizes (the medoid taken over bench_proxy's own statistics, outside the product): of
 the 86 statistics of the real graphs 81 with 5 draws, 82 with 7, 85 with 9 to 15, 84 with the budget uncapped (37
 and 31 draws): over many draws CiteSeer's METIS remote input fraction has its median 18% below the real graph's
-(its mean 5% below), so more draws do not remove that.
+(over 16 draws x 4 METIS seeds its mean 11% below), so more draws do not remove that.
 
 An explicit draw (``card:<name>@K``) is one proxy, as before, so ``--proxy-draws`` still shows one draw's noise;
 a card of at least 10^5 vertices has one proxy of 10^5 and is never pooled.
