@@ -81,8 +81,11 @@ def pool_size(name: str) -> int:
     from gnnplan.simulator.workload.cards import load_card
     from gnnplan.simulator.workload.proxy import DEFAULT_PROXY_VERTICES
 
+    cap = max_pool_draws()
+    if cap == 1:
+        return 1
     proxy_vertices = min(load_card(name).num_vertices.value, DEFAULT_PROXY_VERTICES)  # as proxy.proxy_spec sizes it
-    return max(1, min(max_pool_draws(), math.ceil(DEFAULT_PROXY_VERTICES / proxy_vertices)))
+    return max(1, min(cap, math.ceil(DEFAULT_PROXY_VERTICES / proxy_vertices)))
 
 
 def pooled_refs(ref: object) -> list[str] | None:
@@ -95,6 +98,8 @@ def pooled_refs(ref: object) -> list[str] | None:
     """
     from gnnplan.simulator.workload.cards import CARD_PREFIX, DRAW_SEPARATOR, card_draw, card_name
 
+    if max_pool_draws() == 1:  # nothing pools: no card is looked up (every statistic's every call asks)
+        return None
     name = card_name(ref)
     if name is None or card_draw(ref) is not None:
         return None
