@@ -94,7 +94,8 @@ def pooled_refs(ref: object) -> list[str] | None:
     :func:`pool_size` is 1.
 
     Raises:
-        SpecError: a malformed draw suffix; a bad :data:`POOL_ENV`.
+        SpecError: a bad :data:`POOL_ENV`; a malformed draw suffix, unless the pool is capped at 1 (the caller's
+            own reading of the reference raises it then).
     """
     from gnnplan.simulator.workload.cards import CARD_PREFIX, DRAW_SEPARATOR, card_draw, card_name
 
