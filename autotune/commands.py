@@ -98,7 +98,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     """``gnnplan simulate``: one configuration."""
     from gnnplan.autotune.draws import draws_record
     from gnnplan.simulator.api import parse_knobs, predicted_trace, simulate, simulate_on_draws, trace_metadata
-    from gnnplan.simulator.workload.proxy import redrawn, requested_draws
+    from gnnplan.simulator.workload.proxy_draws import redrawn, requested_draws
 
     cluster, workload = cluster_from_args(args), load_workload(args.workload)
     knobs = parse_knobs(args.strategy, args.knobs)

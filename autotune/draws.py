@@ -9,7 +9,8 @@ from typing import Any
 
 from gnnplan.simulator.api import simulate_on_draws
 from gnnplan.simulator.hardware.spec import ClusterSpec
-from gnnplan.simulator.workload.proxy import proxy_draw, redrawn
+from gnnplan.simulator.workload.proxy import proxy_draw
+from gnnplan.simulator.workload.proxy_draws import redrawn
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
 
@@ -28,8 +29,8 @@ def on_draws(cluster: ClusterSpec, workload: WorkloadSpec, strategy: str, found:
              refs: Sequence[str]) -> dict[str, Any]:
     """A tuned configuration (``found``: ``feasible``, ``epoch_time_s`` and ``knobs``, as tuned on
     ``workload.dataset``, the draw ``refs[0]``) simulated again, same knobs, on the other proxy draws ``refs[1:]``
-    (:func:`simulator.workload.proxy.draw_refs`); on every draw of ``refs`` when the dataset's statistics are pooled
-    over draws (:func:`simulator.workload.proxy.redrawn`: the tuned prediction is none of them).
+    (:func:`simulator.workload.proxy_draws.draw_refs`); on every draw of ``refs`` when the dataset's statistics are
+    pooled over draws (:func:`simulator.workload.proxy_draws.redrawn`: the tuned prediction is none of them).
 
     Returns:
         ``proxy_draws`` (the R draw numbers), ``epoch_time_draws_s`` (R epoch times in s, the first the tuned one

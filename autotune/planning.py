@@ -20,7 +20,7 @@ from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.io import atomic_write_yaml
 from gnnplan.simulator.plan import Plan, save_plan
 from gnnplan.simulator.workload.datasets import resolve_dataset
-from gnnplan.simulator.workload.proxy import requested_draws
+from gnnplan.simulator.workload.proxy_draws import requested_draws
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
 

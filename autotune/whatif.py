@@ -41,7 +41,8 @@ from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.overrides import coerce_text, leaf_annotation, split_assignment, with_fields
 from gnnplan.simulator.units_parse import kind_of
 from gnnplan.simulator.workload.datasets import resolve_dataset
-from gnnplan.simulator.workload.proxy import no_draws_error, proxy_draw, requested_draws
+from gnnplan.simulator.workload.proxy import proxy_draw
+from gnnplan.simulator.workload.proxy_draws import no_draws_error, requested_draws
 from gnnplan.simulator.workload.proxy_estimated import community_caveat
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 

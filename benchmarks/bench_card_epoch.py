@@ -131,7 +131,7 @@ import numpy as np
 os.environ.setdefault("DGLBACKEND", "pytorch")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_proxy import count_at_least, relabelled  # noqa: E402
+from bench_proxy import count_at_least, estimate_of, relabelled  # noqa: E402
 
 from gnnplan.simulator.api import simulate  # noqa: E402
 from gnnplan.simulator.paths import cache_dir  # noqa: E402
@@ -140,7 +140,6 @@ from gnnplan.simulator.workload.card_measures import derived_card  # noqa: E402
 from gnnplan.simulator.workload.cards import Sourced, card_path, write_card  # noqa: E402
 from gnnplan.simulator.workload.datasets import load_dataset  # noqa: E402
 from gnnplan.simulator.workload.proxy import max_relative_error  # noqa: E402
-from gnnplan.simulator.workload.proxy_pool import pooled_refs  # noqa: E402
 from gnnplan.simulator.workload.spec import GeneratedSpec, RmatSpec, load_workload  # noqa: E402
 
 TOLERANCE = 0.15
@@ -264,13 +263,6 @@ def compare_graph(label: str, real_refs: list, card_refs: list[str]) -> dict[str
 def card_refs(card: str, draws: int) -> list[str]:
     """The card's own reference (the product's estimate) and its single proxy draws 0 to ``draws`` - 1."""
     return [f"card:{card}", *(f"card:{card}@{k}" for k in range(draws))]
-
-
-def estimate_of(card: str) -> str:
-    """What the product's estimate of ``card`` is: one proxy draw, or the medoid of several
-    (simulator/workload/proxy_pool.py)."""
-    pool = pooled_refs(f"card:{card}")
-    return f"the medoid of proxy draws 0-{len(pool) - 1}" if pool else "proxy draw 0"
 
 
 def main() -> int:

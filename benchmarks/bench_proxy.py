@@ -279,6 +279,13 @@ def reference_values(shipped: dict[str, float], over: dict[str, list[float]]) ->
             for key, value in shipped.items()}
 
 
+def estimate_of(card: str) -> str:
+    """What the product's estimate of card ``card`` is: proxy draw 0, or the medoid of several
+    (simulator/workload/proxy_pool.py)."""
+    pool = pooled_refs(f"card:{card}")
+    return f"the medoid of proxy draws 0-{len(pool) - 1}" if pool else "proxy draw 0"
+
+
 def draw_spread(name: str, reference: dict[str, float], draws: list[dict[str, float]]
                 ) -> tuple[list[int], int, list[str]]:
     """Print how the estimates move over proxy draws (``draws[k]``: every statistic estimated on draw k of the
@@ -382,9 +389,8 @@ def main() -> int:
     for name, batch in (("cora", 64), ("citeseer", 64)):
         shipped, over = measure_relabelled(name, batch)
         estimated = run(f"card:{name} estimated", lambda: statistics(f"card:{name}", batch, None))
-        pool = pooled_refs(f"card:{name}")
-        how = f"the medoid of {len(pool)} proxy draws" if pool else "one proxy draw"
-        errors += compare_relabelled(f"{name}: measured on the real graph vs estimated from card:{name} ({how}; "
+        errors += compare_relabelled(f"{name}: measured on the real graph vs estimated from card:{name} "
+                                     f"({estimate_of(name)}; "
                                      f"draw 0 {proxy_spec(name).name})", shipped, over, estimated)
         if args.proxy_draws > 1:
             draws = [run(f"card:{name}@{k} estimated", lambda k=k: statistics(f"card:{name}@{k}", batch, None))

@@ -190,7 +190,7 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
 def simulate_on_draws(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, strategy: str,
                       knobs: Mapping[str, Any] | BaseModel | None, refs: Sequence[str]) -> list[SimResult]:
     """:func:`simulate` of the same configuration with ``workload.dataset`` set to each of ``refs`` in turn: the
-    proxy draws of a dataset card (:func:`simulator.workload.proxy.draw_refs`), whose statistics are each one
+    proxy draws of a dataset card (:func:`simulator.workload.proxy_draws.draw_refs`), whose statistics are each one
     random draw, so the spread of the results is how much of a prediction is the draw's.
 
     Raises:

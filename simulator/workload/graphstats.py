@@ -259,8 +259,8 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
     """
     from gnnplan.simulator.workload.proxy_pool import pooled
 
-    pool = pooled(ref, lambda r: sample_stats(r, fanouts, batch_size_per_worker, num_machines, gpus_per_machine,
-                                              partitioner, seed, num_batches))
+    args = (tuple(fanouts), batch_size_per_worker, num_machines, gpus_per_machine, partitioner, seed, num_batches)
+    pool = pooled(ref, lambda r: sample_stats(r, *args), ("sample", *args))
     if pool is not None:  # a small card: the medoid of its proxy draws (simulator/workload/proxy_pool.py)
         return pool
     params = sample_params(ref, fanouts, batch_size_per_worker, num_machines, gpus_per_machine, partitioner,

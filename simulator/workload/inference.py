@@ -203,7 +203,8 @@ def inference_stats(ref: str | GeneratedSpec, num_machines: int, gpus_per_machin
     """
     graphstats.check_partitioner(partitioner)
     graphstats.check_counts(num_machines=num_machines, gpus_per_machine=gpus_per_machine)
-    pool = pooled(ref, lambda r: inference_stats(r, num_machines, gpus_per_machine, partitioner, seed))
+    args = (num_machines, gpus_per_machine, partitioner, seed)
+    pool = pooled(ref, lambda r: inference_stats(r, *args), ("inference", *args))
     if pool is not None:  # a small card: the medoid of its proxy draws (simulator/workload/proxy_pool.py)
         return pool
     params = {"format": INFERENCE_FORMAT, "dataset": dataset_key(ref), "num_machines": int(num_machines),

@@ -70,8 +70,6 @@ from typing import Any
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.workload.cards import (
-    CARD_PREFIX,
-    DRAW_SEPARATOR,
     Card,
     card_draw,
     card_file,
@@ -97,9 +95,9 @@ training set: remote input fractions (CiteSeer 0.020-0.114 over the draws, mean 
 0.051; R-MAT's 0.0043-0.0154, measured 0.0054), edge cut (CiteSeer 0.0033-0.0114, mean 0.0066, this draw 0.0114,
 measured 0.0068), hongtu's peer rows and gsplit's split inputs; the rest move by a few percent.
 ``--proxy-draws R`` of simulate, tune and whatif repeats a prediction over draws to show how much of it is the
-draw's (:func:`requested_draws`). Cora's and CiteSeer's cards, smaller than :data:`DEFAULT_PROXY_VERTICES`, are no
-longer estimated from this draw alone: ``card:<name>`` is the medoid of draws 0-14 (:mod:`.proxy_pool`; 126 of 129
-within 15% in the same benchmark, this draw alone 123)."""
+draw's (:func:`simulator.workload.proxy_draws.requested_draws`). Cora's and CiteSeer's cards, smaller than
+:data:`DEFAULT_PROXY_VERTICES`, are no longer estimated from this draw alone: ``card:<name>`` is the medoid of draws
+0-14 (:mod:`.proxy_pool`; 126 of 129 within 15% in the same benchmark, this draw alone 123)."""
 PROXY_MIN_TRAIN_FRACTION = 0.25
 """Smallest training fraction of a proxy: per-batch statistics need every worker's share of training vertices to
 hold full batches (ogbn-papers100M trains on 1.1% of its vertices: 1,087 of a 10^5-vertex proxy); they do not
@@ -357,54 +355,6 @@ def proxy_draw(ref: str) -> int:
     """The proxy seed of a card reference: its ``@K`` suffix, else :data:`PROXY_SEED`."""
     draw = card_draw(ref)
     return PROXY_SEED if draw is None else draw
-
-
-def draw_refs(ref: object, draws: int) -> list[str] | None:
-    """The ``workload.dataset`` references of ``draws`` proxy draws of a dataset card: its own draw K
-    (``card:<name>@K``; no suffix: :data:`PROXY_SEED`) and the next ``draws - 1`` (K + 1, ...); None when ``ref``
-    is not a card (a real graph or a generator spec has no proxy to redraw).
-
-    Raises:
-        SpecError: a card reference with a malformed draw suffix.
-    """
-    name = card_name(ref)
-    if name is None:
-        return None
-    first = proxy_draw(str(ref))
-    return [f"{CARD_PREFIX}{name}{DRAW_SEPARATOR}{first + i}" for i in range(draws)]
-
-
-def requested_draws(ref: object, draws: int, card_required: bool = True) -> list[str] | None:
-    """``--proxy-draws`` of one dataset: :func:`draw_refs` when ``draws`` > 1, None for 1 (and, without
-    ``card_required``, for a dataset that is not a card: a what-if point on a real graph).
-
-    Raises:
-        SpecError: ``draws`` < 1, or > 1 with ``card_required`` on a dataset that is not a card
-            (:func:`no_draws_error`).
-    """
-    if draws < 1:
-        raise SpecError(f"--proxy-draws: must be a positive integer (got {draws})")
-    if draws == 1:
-        return None
-    refs = draw_refs(ref, draws)
-    if refs is None and card_required:
-        raise no_draws_error(ref)
-    return refs
-
-
-def redrawn(ref: object, refs: list[str]) -> list[str]:
-    """The draws of ``refs`` (:func:`requested_draws` of ``ref``) still to simulate once ``ref`` itself is: all
-    but the first, which is ``ref``'s own proxy, or all of them when ``ref``'s statistics are pooled over draws
-    (:mod:`simulator.workload.proxy_pool`: its prediction is none of the draws')."""
-    from gnnplan.simulator.workload.proxy_pool import pooled_refs
-
-    return list(refs) if pooled_refs(ref) is not None else list(refs[1:])
-
-
-def no_draws_error(ref: object) -> SpecError:
-    """The one-line error of ``--proxy-draws`` R > 1 on a dataset that is not a card (:func:`draw_refs`)."""
-    return SpecError(f"--proxy-draws: needs a dataset card (workload.dataset: {CARD_PREFIX}<name>) to redraw; "
-                     f"{ref!r} is not one")
 
 
 def _scaled(value: Any, factor: float) -> Any:

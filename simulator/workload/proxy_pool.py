@@ -108,11 +108,34 @@ def pooled_refs(ref: object) -> list[str] | None:
     return None if draws == 1 else [f"{CARD_PREFIX}{name}{DRAW_SEPARATOR}{k}" for k in range(draws)]
 
 
-def pooled(ref: object, measure: Callable[[str], T]) -> T | None:
+def pooled(ref: object, measure: Callable[[str], T], key: tuple[Any, ...] | None = None) -> T | None:
     """The :func:`medoid` of ``measure(r)`` over :func:`pooled_refs` of ``ref``; None when ``ref`` is not pooled
-    (the caller measures it itself)."""
+    (the caller measures it itself).
+
+    With ``key`` (hashable: every argument ``measure`` passes on besides the reference, and the measurement's
+    kind) the medoid is kept for the process, keyed by it, the draws and the card file's size and modification
+    time: a study asks for the same statistics at every trial, and each ask would read R cached results and compare
+    them again (dp's, hopgnn's and gsplit's on card:cora: 145 ms per simulation against 52 ms for one draw,
+    2026-11-30)."""
     refs = pooled_refs(ref)
-    return None if refs is None else medoid([measure(r) for r in refs])
+    if refs is None:
+        return None
+    if key is None:
+        return medoid([measure(r) for r in refs])
+    from gnnplan.simulator.workload.cards import card_file, card_name
+
+    stamp = card_file(str(card_name(ref))).stat()
+    full = (tuple(refs), stamp.st_size, stamp.st_mtime_ns, key)
+    if full not in _KEPT:
+        if len(_KEPT) >= KEPT_MEDOIDS:
+            _KEPT.clear()
+        _KEPT[full] = medoid([measure(r) for r in refs])
+    return _KEPT[full]
+
+
+KEPT_MEDOIDS = 256
+"""Pooled statistics :func:`pooled` keeps per process (all are dropped when it is full)."""
+_KEPT: dict[tuple[Any, ...], Any] = {}
 
 
 def pooled_context(ctx: Any, measure: Callable[[Any], T]) -> T | None:

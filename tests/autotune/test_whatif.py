@@ -22,7 +22,7 @@ from gnnplan.autotune.whatif import (
 from gnnplan.autotune.whatif_report import crossover_lines
 from gnnplan.simulator.api import coerce_knobs, simulate
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.workload.proxy import draw_refs
+from gnnplan.simulator.workload.proxy_draws import draw_refs
 from gnnplan.simulator.workload.spec import load_workload
 
 

@@ -124,7 +124,7 @@ def test_a_tuned_configuration_on_a_pooled_card_is_redrawn_on_every_draw(monkeyp
     draw, its own (pooled) time not counted as draw 0's; on a single draw the first time is the tuned one."""
     from gnnplan.autotune.draws import on_draws
     from gnnplan.simulator.hardware.spec import load_cluster
-    from gnnplan.simulator.workload.proxy import requested_draws
+    from gnnplan.simulator.workload.proxy_draws import requested_draws
 
     monkeypatch.setenv(proxy_pool.POOL_ENV, "3")
     cluster, workload = load_cluster(CLUSTER), workload_from_dict(WORKLOAD)

@@ -144,8 +144,8 @@ def split_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size: in
     if not fan or any(f == 0 or f < -1 for f in fan) or batch_size < 1 or num_splits < 1:
         raise SpecError(f"gsplit statistics: fanouts {fan}, batch_size {batch_size} and {num_splits} splits "
                         "must be positive (fanout -1 = all neighbours)")
-    pool = pooled(ref, lambda r: split_stats(r, fan, batch_size, num_splits, split, self_loops, seed,
-                                             partition_seed, num_train))
+    args = (tuple(fan), batch_size, num_splits, split, self_loops, seed, partition_seed, num_train)
+    pool = pooled(ref, lambda r: split_stats(r, *args), ("gsplit", *args))
     if pool is not None:  # a small card: the medoid of its proxy draws (simulator/workload/proxy_pool.py)
         return pool
     params = {"format": STATS_FORMAT, "dataset": dataset_key(ref), "fanouts": fan, "batch_size": int(batch_size),

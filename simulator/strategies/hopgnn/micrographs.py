@@ -227,8 +227,9 @@ def micrograph_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_siz
     Raises:
         SpecError: invalid arguments or a dataset that cannot be loaded (as ``sample_stats``).
     """
-    pool = pooled(ref, lambda r: micrograph_stats(r, fanouts, batch_size_per_worker, num_machines,
-                                                  gpus_per_machine, partitioner, seed, num_iterations, seed_split))
+    args = (tuple(fanouts), batch_size_per_worker, num_machines, gpus_per_machine, partitioner, seed, num_iterations,
+            seed_split)
+    pool = pooled(ref, lambda r: micrograph_stats(r, *args), ("micrograph", *args))
     if pool is not None:  # a small card: the medoid of its proxy draws (simulator/workload/proxy_pool.py)
         return pool
     params = graphstats.sample_params(ref, fanouts, batch_size_per_worker, num_machines, gpus_per_machine,

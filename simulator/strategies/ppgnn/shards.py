@@ -134,7 +134,7 @@ def shard_stats(dataset: str | GeneratedSpec, num_parts: int, undirected: bool =
     """
     if num_parts == 1:
         return ShardStats.single()
-    pool = pooled(dataset, lambda r: shard_stats(r, num_parts, undirected))
+    pool = pooled(dataset, lambda r: shard_stats(r, num_parts, undirected), ("shards", num_parts, undirected))
     if pool is not None:  # a small card: the medoid of its proxy draws (simulator/workload/proxy_pool.py)
         return pool
     op = "undirected" if undirected else "directed"
