@@ -120,8 +120,14 @@ def pooled(ref: object, measure: Callable[[str], T], key: tuple[Any, ...] | None
     refs = pooled_refs(ref)
     if refs is None:
         return None
+    return _kept(ref, refs, key, lambda: medoid([measure(r) for r in refs]))
+
+
+def _kept(ref: object, refs: list[str], key: tuple[Any, ...] | None, compute: Callable[[], T]) -> T:
+    """``compute()``, kept for the process under ``key`` (with the draws and the card file's size and
+    modification time; :func:`pooled`) unless ``key`` is None."""
     if key is None:
-        return medoid([measure(r) for r in refs])
+        return compute()
     from gnnplan.simulator.workload.cards import card_file, card_name
 
     stamp = card_file(str(card_name(ref))).stat()
@@ -129,8 +135,8 @@ def pooled(ref: object, measure: Callable[[str], T], key: tuple[Any, ...] | None
     if full not in _KEPT:
         if len(_KEPT) >= KEPT_MEDOIDS:
             _KEPT.clear()
-        _KEPT[full] = medoid([measure(r) for r in refs])
-    return _KEPT[full]
+        _KEPT[full] = compute()
+    return _KEPT[full]  # type: ignore[no-any-return]
 
 
 KEPT_MEDOIDS = 256
@@ -138,16 +144,39 @@ KEPT_MEDOIDS = 256
 _KEPT: dict[tuple[Any, ...], Any] = {}
 
 
-def pooled_context(ctx: Any, measure: Callable[[Any], T]) -> T | None:
-    """:func:`pooled` for a statistic measured from a simulation context (``ctx``: a
-    :class:`simulator.strategies.base.SimContext`): ``measure`` of a copy of ``ctx`` whose ``workload.dataset`` is
-    each pooled draw in turn; None when the context's dataset is not pooled."""
-    return pooled(ctx.workload.dataset,
-                  lambda r: measure(replace(ctx, workload=ctx.workload.model_copy(update={"dataset": r}))))
+def medoid_context(ctx: Any, measure: Callable[[Any], Any], key: tuple[Any, ...] | None = None) -> Any:
+    """The context of the draw whose ``measure`` is the :func:`medoid` of the pooled draws' (``ctx``: a
+    :class:`simulator.strategies.base.SimContext`; ``measure`` of the context returned is what :func:`pooled` gives);
+    ``ctx`` itself when its dataset is not pooled. For a strategy that derives more than one statistic from the
+    same draw (hongtu's counts, its placement's volumes and its hosts' rows), so that all of a prediction describes
+    one graph. ``key``: as :func:`pooled`'s (every part of ``ctx`` and of the strategy's knobs that ``measure``
+    depends on besides the dataset); with it the draw chosen is kept for the process."""
+    refs = pooled_refs(ctx.workload.dataset)
+    if refs is None:
+        return ctx
+
+    def chosen() -> str:
+        return refs[medoid_index([measure(context_on(ctx, r)) for r in refs])]
+
+    return context_on(ctx, _kept(ctx.workload.dataset, refs, None if key is None else ("draw", *key), chosen))
+
+
+def context_on(ctx: Any, ref: str) -> Any:
+    """A copy of simulation context ``ctx`` whose ``workload.dataset`` is ``ref``."""
+    return replace(ctx, workload=ctx.workload.model_copy(update={"dataset": ref}))
 
 
 def medoid(values: Sequence[T]) -> T:
-    """The element of ``values`` nearest their element-wise medians.
+    """The element of ``values`` nearest their element-wise medians (:func:`medoid_index`).
+
+    Raises:
+        ValueError: ``values`` is empty.
+    """
+    return values[medoid_index(values)]
+
+
+def medoid_index(values: Sequence[Any]) -> int:
+    """Position in ``values`` of the element nearest their element-wise medians.
 
     Every number inside an element (dataclass fields, tuples, lists and numpy arrays, recursively; booleans, None
     and strings are skipped) belongs to the field of its path, list positions left out, and has a position in it.
@@ -164,7 +193,7 @@ def medoid(values: Sequence[T]) -> T:
     if not values:
         raise ValueError("medoid: no values")
     if len(values) == 1:
-        return values[0]
+        return 0
     grouped = [_grouped(v) for v in values]
     distance = np.zeros(len(values))
     for path in grouped[0]:
@@ -177,7 +206,7 @@ def medoid(values: Sequence[T]) -> T:
         moving = spread > 0
         if moving.any():
             distance += (((table[:, moving] - med[moving]) / spread[moving]) ** 2).mean(axis=1)
-    return values[int(np.argmin(distance))]
+    return int(np.argmin(distance))
 
 
 def _grouped(value: Any) -> dict[tuple[str, ...], list[float]]:

@@ -136,3 +136,65 @@ def test_a_tuned_configuration_on_a_pooled_card_is_redrawn_on_every_draw(monkeyp
     single = workload_from_dict({**WORKLOAD, "dataset": "card:cora@0"})
     drawn = on_draws(cluster, single, "dp", found, requested_draws(single.dataset, 2))
     assert drawn["epoch_time_draws_s"] == [1.0, alone[1]]
+
+
+def test_hongtu_on_a_pooled_card_describes_its_medoid_draw(monkeypatch: pytest.MonkeyPatch) -> None:
+    """hongtu on card:cora with a pool of 3: the batch counts are the medoid draw's, and so are the placement's
+    Eq. 4 volumes in the epoch span and the hosts' rows in the memory parts: the whole prediction is that draw's
+    (here not draw 0, whose placement the volumes and host rows were once taken from)."""
+    from gnnplan.simulator.strategies import hongtu
+
+    monkeypatch.setenv(proxy_pool.POOL_ENV, "3")
+    full = {**WORKLOAD, "model": {"arch": "gcn", "num_layers": 2, "hidden_dim": 16},
+            "training": {"mode": "full-graph"}}
+    kn = hongtu.Knobs(num_chunks=4)
+    contexts = [load_context(CLUSTER, workload_from_dict({**full, "dataset": f"card:cora@{k}"}), "hongtu", kn)[2]
+                for k in range(3)]
+    k = proxy_pool.medoid_index([hongtu.batch_counts(c, kn) for c in contexts])
+    assert k != 0
+    pooled = simulate(CLUSTER, workload_from_dict(full), "hongtu", kn)
+    alone = [simulate(CLUSTER, workload_from_dict({**full, "dataset": f"card:cora@{j}"}), "hongtu", kn)
+             for j in range(3)]
+
+    def described(res: object) -> tuple[object, ...]:
+        epoch = [s.args for s in res.spans if s.phase == "epoch"]  # type: ignore[attr-defined]
+        return (res.epoch_time_s, res.bytes_per_epoch, res.peak_memory_parts, epoch)  # type: ignore[attr-defined]
+
+    assert described(pooled) == described(alone[k])
+    assert described(alone[0]) != described(alone[k])
+
+
+def test_a_kept_medoid_is_reused_per_key_and_redrawn_when_the_card_changes(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    """``pooled`` and ``medoid_context`` with a key measure the draws once per process and key; another key
+    measures again, and so does an edit of the card file (its size and modification time are in the key)."""
+    from gnnplan.simulator.workload.cards import card_file
+
+    monkeypatch.setenv(proxy_pool.POOL_ENV, "3")
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path))
+    (tmp_path / "cards").mkdir()
+    mine = tmp_path / "cards" / "mine.yaml"
+    mine.write_text(card_file("cora").read_text().replace("name: cora", "name: mine", 1))
+    asked: list[str] = []
+
+    def measure(ref: str) -> float:
+        asked.append(ref)
+        return float(ref.rsplit("@", 1)[1])  # draws 0, 1, 2: the medoid is draw 1's
+
+    assert proxy_pool.pooled("card:mine", measure, ("test", 1)) == 1.0
+    assert asked == ["card:mine@0", "card:mine@1", "card:mine@2"]
+    assert proxy_pool.pooled("card:mine", measure, ("test", 1)) == 1.0 and len(asked) == 3  # kept
+    proxy_pool.pooled("card:mine", measure, ("test", 2))
+    assert len(asked) == 6  # another key
+    mine.write_text(mine.read_text() + "\n")
+    proxy_pool.pooled("card:mine", measure, ("test", 1))
+    assert len(asked) == 9  # the card changed
+    assert proxy_pool.pooled("card:mine", measure) == 1.0 and len(asked) == 12  # no key: nothing kept
+
+    ctx = load_context(CLUSTER, workload_from_dict({**WORKLOAD, "dataset": "card:mine"}), "dp")[2]
+    for _ in range(2):
+        drawn = proxy_pool.medoid_context(ctx, lambda c: measure(c.workload.dataset), ("test", 1))
+        assert drawn.workload.dataset == "card:mine@1" and drawn.cluster is ctx.cluster
+    assert len(asked) == 15  # chosen once, kept
+    single = proxy_pool.context_on(ctx, "card:mine@2")
+    assert proxy_pool.medoid_context(single, lambda c: measure(c.workload.dataset)) is single

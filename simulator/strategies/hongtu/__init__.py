@@ -64,7 +64,7 @@ from gnnplan.simulator.workload.cards import card_name
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.model_cost import param_count
 from gnnplan.simulator.workload.proxy import for_card, proxy_scale
-from gnnplan.simulator.workload.proxy_pool import pooled_context
+from gnnplan.simulator.workload.proxy_pool import medoid_context
 from gnnplan.simulator.workload.spec import GeneratedSpec, WorkloadSpec
 
 NAME = "hongtu"
@@ -182,17 +182,25 @@ def slots(workload: WorkloadSpec, knobs: Knobs, num_parts: int) -> tuple[Layout,
 
 
 def batch_counts(ctx: SimContext, knobs: Knobs) -> list[list[dedup.BatchCounts]]:
-    """Every GPU's :class:`~.dedup.BatchCounts` in every batch; a small card's are the medoid of its proxy draws'
-    (:mod:`simulator.workload.proxy_pool`)."""
-    pool = pooled_context(ctx, lambda c: batch_counts(c, knobs))
-    if pool is not None:
-        return pool
+    """Every GPU's :class:`~.dedup.BatchCounts` in every batch; a small card's are its medoid draw's
+    (:func:`counted_context`)."""
+    drawn = counted_context(ctx, knobs)
+    if drawn is not ctx:
+        return batch_counts(drawn, knobs)
     lay, placed = slots(ctx.workload, knobs, ctx.num_workers)
     counts = dedup.batch_counts(placed, lay.owner, knobs.dedup, ctx.cluster.gpus_per_machine)
     ref = ctx.workload.dataset  # a dataset card's proxy counts, scaled to the card (simulator/workload/proxy.py)
     if card_name(ref) is None:
         return counts
     return [[for_card(ref, c, dedup.CARD_VERTEX_FIELDS, dedup.CARD_EDGE_FIELDS) for c in row] for row in counts]
+
+
+def counted_context(ctx: SimContext, knobs: Knobs) -> SimContext:
+    """``ctx``; for a small card pooled over proxy draws, the context of the draw whose batch counts are the
+    medoid of the draws' (:func:`simulator.workload.proxy_pool.medoid_context`), chosen once per process for these
+    counts' inputs: the GPUs, the GPUs per machine and the knobs (all three of them count)."""
+    key = ("hongtu", ctx.num_workers, ctx.cluster.gpus_per_machine, knobs.num_chunks, knobs.partitioner, knobs.dedup)
+    return medoid_context(ctx, lambda c: batch_counts(c, knobs), key)
 
 
 # ---------------------------------------------------------------------------------------------- simulation
@@ -278,11 +286,14 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     started = time.perf_counter()
     check_workload(sys.modules[__name__], ctx.workload)
     cl, wl, sm = ctx.cluster, ctx.workload, ctx.summary
-    counts = batch_counts(ctx, knobs)
+    # a small card pooled over proxy draws: its counts, the placement's volumes and the hosts' rows all from the
+    # draw whose counts are the medoid (simulator/workload/proxy_pool.py)
+    drawn = counted_context(ctx, knobs)
+    counts = batch_counts(drawn, knobs)
     works = _works(ctx, counts)
     widths = layer_widths(wl.model, sm.feature_dim, sm.num_classes)
     gradient_bytes = float(FLOAT_BYTES * param_count(wl.model, sm.feature_dim, sm.num_classes))
-    estimate, where = memory_model(cl, wl.model, widths, counts, works, _host_parts(ctx, knobs, widths))
+    estimate, where = memory_model(cl, wl.model, widths, counts, works, _host_parts(drawn, knobs, widths))
     common: dict[str, Any] = {
         "strategy": NAME, "knobs": knobs.model_dump(), "num_iterations": 1,
         "bytes_per_epoch": link_bytes_per_epoch(cl, wl.model.arch, widths, counts, gradient_bytes),
@@ -297,7 +308,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
                    gradient_bytes, seed=ctx.seed)
     run.execute()
     epoch = max(run.ends)
-    run.spans = [_with_eq4(s, ctx, knobs) if s.phase == "epoch" else s for s in run.spans]
+    run.spans = [_with_eq4(s, drawn, knobs) if s.phase == "epoch" else s for s in run.spans]
     breakdown = {p: max(sum(s.dur_s for s in run.spans if s.rank == r and s.phase == p)
                         for r in range(ctx.num_workers)) for p in PHASES}
     breakdown["overhead"] = cl.iteration_overhead_s

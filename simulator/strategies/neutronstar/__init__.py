@@ -56,6 +56,7 @@ only machine 0's workers are simulated (:class:`~simulator.strategies.full_graph
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Generator
@@ -80,7 +81,7 @@ from gnnplan.simulator.strategies.neutronstar.work import WorkerWork, layer_kern
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
 from gnnplan.simulator.workload.model_cost import Kernel
-from gnnplan.simulator.workload.proxy_pool import pooled_context
+from gnnplan.simulator.workload.proxy_pool import context_on, pooled
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
 
 NAME = "neutronstar"
@@ -158,15 +159,16 @@ def dependency_counts(ctx: SimContext, knobs: Knobs) -> list[deps.WorkerCounts]:
     """Every worker's set sizes, cached on disk
     (:func:`simulator.strategies.neutronstar.dependencies.cached_counts`); a small card's are the medoid of its
     proxy draws' (:mod:`simulator.workload.proxy_pool`)."""
-    pool = pooled_context(ctx, lambda c: dependency_counts(c, knobs))
-    if pool is not None:
-        return pool
     wl, cl, sm = ctx.workload, ctx.cluster, ctx.summary
     params: dict[str, Any] = {"self_loops": wl.model.arch in deps.SELF_LOOP_ARCHS, "num_layers": wl.model.num_layers,
                               "num_workers": ctx.num_workers, "partitioner": knobs.partitioner, "mode": knobs.mode}
     if knobs.mode == "hybrid":
         params["costs"] = split_costs(cl, wl.model, sm.feature_dim, sm.num_classes).rounded()
         params["budget_bytes"] = knobs.cache_budget_bytes
+    pool = pooled(wl.dataset, lambda r: dependency_counts(context_on(ctx, r), knobs),
+                  ("neutronstar", json.dumps(params, sort_keys=True)))  # the counts' inputs: their cache key's
+    if pool is not None:
+        return pool
 
     def build() -> list[deps.WorkerCounts]:
         _, in_graph, owner = load_structure(wl, ctx.num_workers, knobs.partitioner)
