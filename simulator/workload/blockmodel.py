@@ -186,6 +186,18 @@ def concentrated_labels(counts: np.ndarray, degrees: np.ndarray, starts: np.ndar
     Keeping every vertex's first stub inside its community takes that to 3%, and brings the METIS bias back (Cora's
     edge cut +16.6%, CiteSeer's +27% on average): not kept.
 
+    Those vertices make the planted communities cheaper to cut than their card says: a vertex with more edges to
+    another community than to its own moves there for free (on the real graphs' Louvain communities none or 21 do,
+    on draws 0-3 of the proxies 71-114 of CiteSeer's and 117-167 of Cora's; moving them takes the edges between
+    communities from ~370 to ~290 and from ~665 to ~540), so METIS cuts the proxies less at 8 and 16 parts (mean of
+    draws 0-7 x METIS seeds 0 and 2 against 8 relabelings: CiteSeer -15% and -28%, Cora -13% and -7%). Also tried
+    and not kept (2026-11-30): at most ``floor(d / 2)`` of a vertex's d stubs leaving (the real graphs have 12 and
+    43 bridges with more). It takes those vertices to 19-22 and 20-42 and CiteSeer's cuts to +6% and -6% at 8 and 16
+    parts, but the share can then no longer be met (Cora: planted 0.273 at the least, realised 0.319 for 0.285; its
+    degree-2 vertices hold edges out at 0.27-0.28 against the real 0.16, its hubs too few), Cora's 2-part cut rises
+    to +20%, and benchmarks/bench_proxy.py fell from Cora 43 / CiteSeer 40 of 43 to 39 / 40 (CiteSeer's edge cut and
+    hongtu's peer rows pass, its METIS remote input fraction and hopgnn's dp share miss by 45%).
+
     Shapes:
         counts: (K, K) per block row the stubs towards each block (diagonal: twice the inside edges);
         degrees: (n,) int64 stubs per vertex, blocks contiguous; starts: (K + 1,) int64 first id of each block
