@@ -196,7 +196,12 @@ def concentrated_labels(counts: np.ndarray, degrees: np.ndarray, starts: np.ndar
     parts, but the share can then no longer be met (Cora: planted 0.273 at the least, realised 0.319 for 0.285; its
     degree-2 vertices hold edges out at 0.27-0.28 against the real 0.16, its hubs too few), Cora's 2-part cut rises
     to +20%, and benchmarks/bench_proxy.py fell from Cora 43 / CiteSeer 40 of 43 to 39 / 40 (CiteSeer's edge cut and
-    hongtu's peer rows pass, its METIS remote input fraction and hopgnn's dp share miss by 45%).
+    hongtu's peer rows pass, its METIS remote input fraction and hopgnn's dp share miss by 45%). The real graphs'
+    METIS cuts run inside their Louvain communities more (2 parts: 45% of Cora's cut edges and 59% of CiteSeer's,
+    21-25% and 21-40% on draws 0-2), which the proxies' communities, random inside, do not allow; pairing the
+    stubs that leave a fine community along a binary hierarchy of the block's fine communities (as
+    :func:`simulator.workload.degseq.hierarchy_levels` does for communities) changed the cuts by no more than a
+    draw's noise (draws 0-7 x 2 METIS seeds, 2-16 parts): not kept.
 
     Shapes:
         counts: (K, K) per block row the stubs towards each block (diagonal: twice the inside edges);
