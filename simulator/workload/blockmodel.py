@@ -41,6 +41,16 @@ over 16 draws was still 17% above on Cora (0.0426 against 0.0366, all 16 draws a
 met at 0.36 of its vertices, the real ones at 0.285; with the card's ``bridge_fraction`` planted the mean is 0.0366
 (2026-11-29), and CiteSeer's METIS remote input fraction moved from 25% below to 2% below (means over the draws; one
 draw still ranges 0.3-2.5x).
+
+Not met (2026-11-30, draws 0 and 1): the fine communities' mixing. Of the edges of Cora's and CiteSeer's proxies
+inside their largest component, 0.78-0.79 and 0.58-0.62 join two fine communities, for the cards' ``fine_mu`` of
+0.477 and 0.358; 0.69-0.72 and 0.52-0.55 before the shaping (:mod:`simulator.workload.structure`, whose swaps keep
+the communities' pair counts, not the fine ones'). Fine communities of equal size (Cora's 396 hold 6 vertices
+each) cannot keep a hub's stubs inside, and what fails to pair inside a fine community pairs across. Nor does
+anything inside a community follow the real graphs': METIS bisects a real Louvain community of 20 vertices or more
+by cutting 0.082 (Cora) and 0.073 (CiteSeer) of its edges (edge-weighted over the communities), a proxy's by
+0.13-0.15 (draws 0-2; a half-split with 5% of the inside edges across, planted, was 21-23% across after the pairing
+and the shaping, and cut 0.12: not kept).
 """
 
 from __future__ import annotations
