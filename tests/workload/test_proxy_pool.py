@@ -191,7 +191,7 @@ def test_a_kept_medoid_is_reused_per_key_and_redrawn_when_the_card_changes(monke
     assert len(asked) == 9  # the card changed
     assert proxy_pool.pooled("card:mine", measure) == 1.0 and len(asked) == 12  # no key: nothing kept
 
-    ctx = load_context(CLUSTER, workload_from_dict({**WORKLOAD, "dataset": "card:mine"}), "dp")[2]
+    ctx = proxy_pool.context_on(load_context(CLUSTER, workload_from_dict(WORKLOAD), "dp")[2], "card:mine")
     for _ in range(2):
         drawn = proxy_pool.medoid_context(ctx, lambda c: measure(c.workload.dataset), ("test", 1))
         assert drawn.workload.dataset == "card:mine@1" and drawn.cluster is ctx.cluster
