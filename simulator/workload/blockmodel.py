@@ -211,7 +211,14 @@ def concentrated_labels(counts: np.ndarray, degrees: np.ndarray, starts: np.ndar
     21-25% and 21-40% on draws 0-2), which the proxies' communities, random inside, do not allow; pairing the
     stubs that leave a fine community along a binary hierarchy of the block's fine communities (as
     :func:`simulator.workload.degseq.hierarchy_levels` does for communities) changed the cuts by no more than a
-    draw's noise (draws 0-7 x 2 METIS seeds, 2-16 parts): not kept.
+    draw's noise (draws 0-7 x 2 METIS seeds, 2-16 parts): not kept. The real graphs' edge ends leave their Louvain
+    community more often the higher their vertex's degree (per edge end, Cora: 0 at degree 1, 0.08 at 2, 0.12 at
+    4-5, 0.17 at 10-19, 0.25 at 20 and more; CiteSeer 0, 0.05, 0.07, 0.16, 0.26), the proxies' about equally
+    (0.11-0.14 at every degree on Cora); a vertex's propensity weighted by the real graph's share at its degree
+    met CiteSeer's profile (Cora's hubs still 0.15-0.17 after the shaping) and took the 8- and 16-part cuts to
+    within 8% of the real graphs' on both, but, as with the cap, the 2- and 4-part cuts rose (Cora +12% and +11%,
+    CiteSeer +14% and +45%): once the communities' boundaries cost what they should, the proxies lack the cheap
+    cuts inside the communities that the real graphs have (below): not kept.
 
     Shapes:
         counts: (K, K) per block row the stubs towards each block (diagonal: twice the inside edges);
