@@ -218,7 +218,7 @@ def concentrated_labels(counts: np.ndarray, degrees: np.ndarray, starts: np.ndar
     met CiteSeer's profile (Cora's hubs still 0.15-0.17 after the shaping) and took the 8- and 16-part cuts to
     within 8% of the real graphs' on both, but, as with the cap, the 2- and 4-part cuts rose (Cora +12% and +11%,
     CiteSeer +14% and +45%): once the communities' boundaries cost what they should, the proxies lack the cheap
-    cuts inside the communities that the real graphs have (below): not kept.
+    cuts inside the communities that the real graphs have (module docstring, "Not met"): not kept.
 
     Shapes:
         counts: (K, K) per block row the stubs towards each block (diagonal: twice the inside edges);
