@@ -50,7 +50,10 @@ each) cannot keep a hub's stubs inside, and what fails to pair inside a fine com
 anything inside a community follow the real graphs': METIS bisects a real Louvain community of 20 vertices or more
 by cutting 0.082 (Cora) and 0.073 (CiteSeer) of its edges (edge-weighted over the communities), a proxy's by
 0.13-0.15 (draws 0-2; a half-split with 5% of the inside edges across, planted, was 21-23% across after the pairing
-and the shaping, and cut 0.12: not kept).
+and the shaping, and cut 0.12: not kept). Planting the block model of level 1 of the Louvain dendrogram instead
+(122 and 146 communities, mixing 0.198 and 0.157, whose pair counts sum to the top level's) cut the proxies far
+more than the real graphs (mean of draws 0-7 x 2 METIS seeds against 8 relabelings at 2, 4, 8 and 16 parts: Cora
++45%, +43%, +19%, +15%; CiteSeer +20%, +116%, +29%, -8%; 2026-11-30): not kept.
 """
 
 from __future__ import annotations
