@@ -53,7 +53,14 @@ by cutting 0.082 (Cora) and 0.073 (CiteSeer) of its edges (edge-weighted over th
 and the shaping, and cut 0.12: not kept). Planting the block model of level 1 of the Louvain dendrogram instead
 (122 and 146 communities, mixing 0.198 and 0.157, whose pair counts sum to the top level's) cut the proxies far
 more than the real graphs (mean of draws 0-7 x 2 METIS seeds against 8 relabelings at 2, 4, 8 and 16 parts: Cora
-+45%, +43%, +19%, +15%; CiteSeer +20%, +116%, +29%, -8%; 2026-11-30): not kept.
++45%, +43%, +19%, +15%; CiteSeer +20%, +116%, +29%, -8%; 2026-11-30): not kept. Why, measured: the real graphs'
+METIS parts are nearly unions of those level-1 communities (each community given its majority part: Cora's
+2-part cut 0.0434 for METIS's 0.0373, CiteSeer's 4-part 0.0136 for 0.0132), but the same grouping of the proxy's
+planted communities cuts 0.081-0.088 and 0.039-0.051 (draws 0-2), because small communities are not planted
+exactly: Cora's proxy keeps 3,697-3,719 of the 4,068 edges inside them and puts 1,350-1,372 between them for
+1,001 (its 29 top-level communities: 4,396-4,405 of 4,420 and 664-673 of 649). A community of 3 vertices dealt
+degrees (8, 1, 1) cannot hold its 3 edges; the degree deal (:func:`assign_block_degrees`) matches a community's
+degree mass, not what its size lets it hold inside.
 """
 
 from __future__ import annotations
