@@ -58,7 +58,9 @@ METIS parts are nearly unions of those level-1 communities (each community given
 2-part cut 0.0434 for METIS's 0.0373, CiteSeer's 4-part 0.0136 for 0.0132), but the same grouping of the proxy's
 planted communities cuts 0.081-0.088 and 0.039-0.051 (draws 0-2), because small communities are not planted
 exactly: Cora's proxy keeps 3,697-3,719 of the 4,068 edges inside them and puts 1,350-1,372 between them for
-1,001 (its 29 top-level communities: 4,396-4,405 of 4,420 and 664-673 of 649). [inferred] The degree deal
+1,001 (its 29 top-level communities: 4,396-4,405 of 4,420 and 664-673 of 649); 3,813-3,829 inside before the
+shaping, whose joining of the largest component moves an edge between community pairs for every piece that is a
+whole community (:func:`simulator.workload.structure.connect_largest`). [inferred] The degree deal
 (:func:`assign_block_degrees`) matches a community's degree mass, not what its size lets it hold inside: a
 community of 3 vertices dealt degrees (8, 1, 1) cannot hold a triangle.
 """
