@@ -63,6 +63,18 @@ shaping, whose joining of the largest component moves an edge between community 
 whole community (:func:`simulator.workload.structure.connect_largest`). [inferred] The degree deal
 (:func:`assign_block_degrees`) matches a community's degree mass, not what its size lets it hold inside: a
 community of 3 vertices dealt degrees (8, 1, 1) cannot hold a triangle.
+
+What a proxy would need, measured by randomising the real graphs themselves (2026-11-30; 20 sweeps of double-edge
+swaps that keep every vertex's degree and its count of edges to every community, 4 graphs, METIS seeds 0 and 2, at
+2, 4, 8 and 16 parts against the real graphs' 8 relabelings): with the level-1 communities their METIS cuts are the
+real ones (Cora 0.0369, 0.0622, 0.1029, 0.1469 for 0.0376, 0.0631, 0.1019, 0.1373; CiteSeer 0.0074, 0.0152, 0.0374,
+0.0688 for 0.0075, 0.0146, 0.0380, 0.0676), with the top-level communities (the cards' block model) Cora's are
++9%, +10%, +7%, +18% and CiteSeer's +3%, +7%, -1%, +8%, where the proxies' are -4%, 0%, -13%, -7% and -12%, +21%,
+-15%, -28% (draws 0-7). So random wiring inside the communities is not what the proxies lack; it is how each
+vertex's edges split between its community and the others (the leaves holding an edge out, the share of edge ends
+leaving at each degree, and a bridge's edges out going to one community: 0.51 and 0.60 of them on the real graphs'
+bridges with two or more, 0.43-0.47 and 0.39-0.49 on the proxies'), which the card does not give beyond
+``bridge_fraction``.
 """
 
 from __future__ import annotations
