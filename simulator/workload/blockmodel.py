@@ -64,16 +64,16 @@ whole community (:func:`simulator.workload.structure.connect_largest`). [inferre
 (:func:`assign_block_degrees`) matches a community's degree mass, not what its size lets it hold inside: a
 community of 3 vertices dealt degrees (8, 1, 1) cannot hold a triangle.
 
-What a proxy would need, measured by randomising the real graphs themselves (2026-11-30; 20 sweeps of double-edge
-swaps that keep every vertex's degree and its count of edges to every community, 4 graphs, METIS seeds 0 and 2, at
-2, 4, 8 and 16 parts against the real graphs' 8 relabelings): with the level-1 communities their METIS cuts are the
+What a proxy would need, measured by randomising the real graphs themselves (2026-11-30; 20 sweeps of double-edge swaps
+that keep every vertex's degree and its count of edges to every community, 4 graphs, METIS seeds 0 and 2, at 2, 4, 8 and
+16 parts against the real graphs' 8 relabelings): with the level-1 communities their METIS cuts are within 7% of the
 real ones (Cora 0.0369, 0.0622, 0.1029, 0.1469 for 0.0376, 0.0631, 0.1019, 0.1373; CiteSeer 0.0074, 0.0152, 0.0374,
-0.0688 for 0.0075, 0.0146, 0.0380, 0.0676), with the top-level communities (the cards' block model) Cora's are
-+9%, +10%, +7%, +18% and CiteSeer's +3%, +7%, -1%, +8%, where the proxies' are -4%, 0%, -13%, -7% and -12%, +21%,
--15%, -28% (draws 0-7). So random wiring inside the communities is not what the proxies lack; it is how each
-vertex's edges split between its community and the others (the leaves holding an edge out, the share of edge ends
-leaving at each degree, and a bridge's edges out going to one community: 0.51 and 0.60 of them on the real graphs'
-bridges with two or more, 0.43-0.47 and 0.39-0.49 on the proxies'), which the card does not give beyond
+0.0688 for 0.0075, 0.0146, 0.0380, 0.0676), with the top-level communities (the cards' block model) Cora's are +9%,
++10%, +7%, +18% and CiteSeer's +3%, +7%, -1%, +8%, where the proxies' are -4%, 0%, -13%, -7% and -12%, +21%, -15%, -28%
+(draws 0-7). So, for these cuts, wiring at random inside the communities (as the randomised graphs are) is not what the
+proxies lack; it is how each vertex's edges split between its community and the others (the leaves holding an edge out,
+the share of edge ends leaving at each degree, and a bridge's edges out going to one community: 0.51 and 0.60 of them on
+the real graphs' bridges with two or more, 0.43-0.47 and 0.39-0.49 on the proxies'), which the card does not give beyond
 ``bridge_fraction``.
 """
 
@@ -232,7 +232,7 @@ def concentrated_labels(counts: np.ndarray, degrees: np.ndarray, starts: np.ndar
     to +20%, and benchmarks/bench_proxy.py fell from Cora 43 / CiteSeer 40 of 43 to 39 / 40 (CiteSeer's edge cut and
     hongtu's peer rows pass, its METIS remote input fraction and hopgnn's dp share miss by 45%). The real graphs'
     METIS cuts run inside their Louvain communities more (2 parts: 45% of Cora's cut edges and 59% of CiteSeer's,
-    21-25% and 21-40% on draws 0-2), which the proxies' communities, random inside, do not allow; pairing the
+    21-25% and 21-40% on draws 0-2); pairing the
     stubs that leave a fine community along a binary hierarchy of the block's fine communities (as
     :func:`simulator.workload.degseq.hierarchy_levels` does for communities) changed the cuts by no more than a
     draw's noise (draws 0-7 x 2 METIS seeds, 2-16 parts): not kept. The real graphs' edge ends leave their Louvain
@@ -241,8 +241,8 @@ def concentrated_labels(counts: np.ndarray, degrees: np.ndarray, starts: np.ndar
     (0.11-0.14 at every degree on Cora); a vertex's propensity weighted by the real graph's share at its degree
     met CiteSeer's profile (Cora's hubs still 0.15-0.17 after the shaping) and took the 8- and 16-part cuts to
     within 8% of the real graphs' on both, but, as with the cap, the 2- and 4-part cuts rose (Cora +12% and +11%,
-    CiteSeer +14% and +45%): once the communities' boundaries cost what they should, the proxies lack the cheap
-    cuts inside the communities that the real graphs have (module docstring, "Not met"): not kept.
+    CiteSeer +14% and +45%): not kept. Neither variant gives a vertex's edges out the split between communities
+    that the real graphs' randomisations show to matter (module docstring, last paragraph).
 
     Shapes:
         counts: (K, K) per block row the stubs towards each block (diagonal: twice the inside edges);
