@@ -74,7 +74,14 @@ real ones (Cora 0.0369, 0.0622, 0.1029, 0.1469 for 0.0376, 0.0631, 0.1019, 0.137
 proxies lack; it is how each vertex's edges split between its community and the others (the leaves holding an edge out,
 the share of edge ends leaving at each degree, and a bridge's edges out going to one community: 0.51 and 0.60 of them on
 the real graphs' bridges with two or more, 0.43-0.47 and 0.39-0.49 on the proxies'), which the card does not give beyond
-``bridge_fraction``.
+``bridge_fraction``. Tried on that (2026-11-30, not kept): each vertex's count of edges out drawn from the real graph's
+distribution of a vertex's share of edges out at its degree (none at degree 1; at 20 and more, 0.58 and 0.38 of Cora's
+vertices with a share up to 1/4 and 1/4-1/2), a block's surplus or deficit taken from or given to vertices in proportion
+to their edges out or their degree, and the shaping's swaps keeping every vertex's partner communities (not only the
+swapped edges' community pairs). It meets the real bridges (CiteSeer 408-420 for 397, Cora 760-778 for 708), nearly no
+vertex with more than half its edges out (4-10 for 12, 23-41 for 43) and the share of edge ends out at each degree (but
+Cora's hubs, 0.18-0.19 for 0.25), yet its METIS cuts came out +10%, +14%, +3%, +21% (CiteSeer) and +21%, +19%, +9%, +14%
+(Cora) at 2, 4, 8 and 16 parts (draws 0-7), further from the real graphs than the randomised ones.
 """
 
 from __future__ import annotations
