@@ -64,24 +64,28 @@ whole community (:func:`simulator.workload.structure.connect_largest`). [inferre
 (:func:`assign_block_degrees`) matches a community's degree mass, not what its size lets it hold inside: a
 community of 3 vertices dealt degrees (8, 1, 1) cannot hold a triangle.
 
-What a proxy would need, measured by randomising the real graphs themselves (2026-11-30; 20 sweeps of double-edge swaps
-that keep every vertex's degree and its count of edges to every community, 4 graphs, METIS seeds 0 and 2, at 2, 4, 8 and
-16 parts against the real graphs' 8 relabelings): with the level-1 communities their METIS cuts are within 7% of the
-real ones (Cora 0.0369, 0.0622, 0.1029, 0.1469 for 0.0376, 0.0631, 0.1019, 0.1373; CiteSeer 0.0074, 0.0152, 0.0374,
-0.0688 for 0.0075, 0.0146, 0.0380, 0.0676), with the top-level communities (the cards' block model) Cora's are +9%,
-+10%, +7%, +18% and CiteSeer's +3%, +7%, -1%, +8%, where the proxies' are -4%, 0%, -13%, -7% and -12%, +21%, -15%, -28%
-(draws 0-7). So, for these cuts, wiring at random inside the communities (as the randomised graphs are) is not what the
-proxies lack; it is how each vertex's edges split between its community and the others (the leaves holding an edge out,
-the share of edge ends leaving at each degree, and a bridge's edges out going to one community: 0.51 and 0.60 of them on
-the real graphs' bridges with two or more, 0.43-0.47 and 0.39-0.49 on the proxies'), which the card does not give beyond
-``bridge_fraction``. Tried on that (2026-11-30, not kept): each vertex's count of edges out drawn from the real graph's
-distribution of a vertex's share of edges out at its degree (none at degree 1; at 20 and more, 0.58 and 0.38 of Cora's
-vertices with a share up to 1/4 and 1/4-1/2), a block's surplus or deficit taken from or given to vertices in proportion
-to their edges out or their degree, and the shaping's swaps keeping every vertex's partner communities (not only the
-swapped edges' community pairs). It meets the real bridges (CiteSeer 408-420 for 397, Cora 760-778 for 708), nearly no
-vertex with more than half its edges out (4-10 for 12, 23-41 for 43) and the share of edge ends out at each degree (but
-Cora's hubs, 0.18-0.19 for 0.25), yet its METIS cuts came out +10%, +14%, +3%, +21% (CiteSeer) and +21%, +19%, +9%, +14%
-(Cora) at 2, 4, 8 and 16 parts (draws 0-7), further from the real graphs than the randomised ones.
+What the proxies' METIS cuts should be, measured by randomising the real graphs themselves (2026-11-30; 20 sweeps of
+double-edge swaps keeping every vertex's degree, 4 graphs, METIS seeds 0 and 2, at 2, 4, 8 and 16 parts against the real
+graphs' 8 relabelings; the proxies: draws 0-7): swaps that keep every vertex's count of edges to every level-1 community
+give cuts within 7% of the real ones (Cora 0.0369, 0.0622, 0.1029, 0.1469 for 0.0376, 0.0631, 0.1019, 0.1373; CiteSeer
+0.0074, 0.0152, 0.0374, 0.0688 for 0.0075, 0.0146, 0.0380, 0.0676); keeping it for the top-level communities (the cards'
+block model) Cora +9%, +10%, +7%, +18% and CiteSeer +3%, +7%, -1%, +8%; keeping only the swapped edges' community pairs
+(so a vertex's edges out move to others of its community, as the proxies' shaping lets them) Cora +9%, +11%, +2%, +12%
+and CiteSeer -5%, -1%, -5%, -7%. So neither wiring at random inside the communities nor dealing the edges out at random
+over a community's vertices moves the cuts much. The cards' block model planted alone (no bridge share, clustering or
+assortativity) gives Cora +16%, +14%, +2%, +11% and CiteSeer -9%, +6%, -12%, -16%; with the bridge share alone Cora +4%,
++1%, -10%, -2% and CiteSeer 0%, +18%, -11%, -23%; with clustering and assortativity alone Cora +12%, +7%, 0%, +7% and
+CiteSeer -12%, -7%, -14%, -15%; all three (the product) Cora -4%, 0%, -13%, -7% and CiteSeer -12%, +21%, -15%, -28%. The
+bridge share, planted on vertices of any degree, lowers the 8- and 16-part cuts more than the real graphs' concentration
+does (their bridges are the higher-degree vertices: :func:`concentrated_labels`). Tried on that (not kept): each
+vertex's count of edges out drawn from the real graph's distribution of a vertex's share of edges out at its degree
+(none at degree 1; at 20 and more, 0.58 and 0.38 of Cora's vertices with a share up to 1/4 and 1/4-1/2), a block's
+surplus or deficit taken from or given to vertices in proportion to their edges out or their degree, and the shaping's
+swaps keeping every vertex's partner communities. It meets the real bridges (CiteSeer 408-420 for 397, Cora 760-778 for
+708), nearly no vertex with more than half its edges out (4-10 for 12, 23-41 for 43) and the share of edge ends out at
+each degree (but Cora's hubs, 0.18-0.19 for 0.25), yet its cuts came out +10%, +14%, +3%, +21% (CiteSeer) and +21%,
++19%, +9%, +14% (Cora). [inferred] A mean over 8 draws x 2 METIS seeds carries a few percent of noise, so differences
+below ~5% here may be noise.
 """
 
 from __future__ import annotations
@@ -248,8 +252,7 @@ def concentrated_labels(counts: np.ndarray, degrees: np.ndarray, starts: np.ndar
     (0.11-0.14 at every degree on Cora); a vertex's propensity weighted by the real graph's share at its degree
     met CiteSeer's profile (Cora's hubs still 0.15-0.17 after the shaping) and took the 8- and 16-part cuts to
     within 8% of the real graphs' on both, but, as with the cap, the 2- and 4-part cuts rose (Cora +12% and +11%,
-    CiteSeer +14% and +45%): not kept. Neither variant gives a vertex's edges out the split between communities
-    that the real graphs' randomisations show to matter (module docstring, last paragraph).
+    CiteSeer +14% and +45%): not kept (the module docstring's last paragraph measures what the cuts should be).
 
     Shapes:
         counts: (K, K) per block row the stubs towards each block (diagonal: twice the inside edges);
