@@ -234,8 +234,10 @@ def concentrated_labels(counts: np.ndarray, degrees: np.ndarray, starts: np.ndar
     Those vertices make the planted communities cheaper to cut than their card says: a vertex with more edges to
     another community than to its own moves there for free (on the real graphs' Louvain communities none or 21 do,
     on draws 0-3 of the proxies 71-114 of CiteSeer's and 117-167 of Cora's; moving them takes the edges between
-    communities from ~370 to ~290 and from ~665 to ~540), so METIS cuts the proxies less at 8 and 16 parts (mean of
-    draws 0-7 x METIS seeds 0 and 2 against 8 relabelings: CiteSeer -15% and -28%, Cora -13% and -7%). Also tried
+    communities from ~370 to ~290 and from ~665 to ~540). METIS cuts the proxies less at 8 and 16 parts (mean of
+    draws 0-7 x METIS seeds 0 and 2 against 8 relabelings: CiteSeer -15% and -28%, Cora -13% and -7%), but those
+    vertices are at most part of why: the real graphs with their edges out dealt anew over each community's
+    vertices cut within 7% of themselves there (module docstring, last paragraph). Also tried
     and not kept (2026-11-30): at most ``floor(d / 2)`` of a vertex's d stubs leaving (the real graphs have 12 and
     43 bridges with more). It takes those vertices to 19-22 and 20-42 and CiteSeer's cuts to +6% and -6% at 8 and 16
     parts, but the share can then no longer be met (Cora: planted 0.273 at the least, realised 0.319 for 0.285; its
