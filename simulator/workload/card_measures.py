@@ -302,7 +302,7 @@ def louvain_bridge_fraction(num_vertices: int, src: np.ndarray, dst: np.ndarray,
     how they are spread over the communities' vertices: on the bundled graphs 0.285 (Cora) and 0.187 (CiteSeer)
     of the vertices hold them, 1.8 each on average, where the same edges dealt to random edge ends reach 0.36 and
     0.24 (a vertex's stubs leaving with the community's share independently), so real communities meet at fewer
-    vertices, and METIS cuts fewer edges between them (proxy.py, blockmodel.concentrated_labels).
+    vertices, and METIS cuts fewer edges between them (proxy.py, stub_labels.concentrated_labels).
 
     Shapes:
         src, dst: (E,) int64 edges as loaded -> a fraction in [0, 1] (:func:`simulator.workload.bridges.bridge_share`).

@@ -179,7 +179,7 @@ def planted_configuration_edges(degrees: np.ndarray, starts: np.ndarray, mu: flo
             :func:`~simulator.workload.blockmodel.assign_block_degrees`), and ``mu`` only marks that there are
             communities.
         bridge_fraction: with ``block_edges``, the share of the vertices the edges between communities sit on
-            (:func:`~simulator.workload.blockmodel.concentrated_labels`); None: every stub leaves its community
+            (:func:`~simulator.workload.stub_labels.concentrated_labels`); None: every stub leaves its community
             with the community's share, independently.
         hierarchical: without ``block_edges``, the ``mu`` of the edge ends that leave their community are spread
             evenly over the levels of a binary hierarchy of the communities (:func:`hierarchy_levels`), not

@@ -219,16 +219,16 @@ def _holders(labels: np.ndarray, deg: np.ndarray, starts: np.ndarray) -> float:
 
 
 def test_leaving_stubs_concentrate_on_the_cards_share_of_vertices_with_the_block_counts_kept() -> None:
-    """blockmodel.concentrated_labels: the same stubs towards every block as the random deal (the block model stays
+    """stub_labels.concentrated_labels: the same stubs towards every block as the random deal (the block model stays
     exact), on fewer vertices: Cora's card says 0.285 of its vertices hold an edge to another community, where a
     random deal of the same stubs reaches ~0.36; a share above the random deal's is the random deal."""
-    from gnnplan.simulator.workload import blockmodel
+    from gnnplan.simulator.workload import stub_labels
 
     deg, starts, m = _cora_blocks()
     counts = m + np.diag(np.diag(m))
     k = len(starts) - 1
     per_block = np.add.reduceat(deg, starts[:-1])
-    plain = blockmodel._labels(counts, per_block, np.random.default_rng(1))
+    plain = stub_labels.random_labels(counts, per_block, np.random.default_rng(1))
     owner_block = np.repeat(np.searchsorted(starts, np.arange(len(deg)), side="right") - 1, deg)
 
     def table(labels: np.ndarray) -> np.ndarray:
@@ -239,10 +239,10 @@ def test_leaving_stubs_concentrate_on_the_cards_share_of_vertices_with_the_block
     random_share = _holders(plain, deg, starts)
     assert random_share > 0.34
     for target in (0.285, 0.2):
-        labels = blockmodel.concentrated_labels(counts, deg, starts, target, np.random.default_rng(1))
+        labels = stub_labels.concentrated_labels(counts, deg, starts, target, np.random.default_rng(1))
         assert np.array_equal(table(labels), table(plain))  # every block sends the same stubs to every block
         assert abs(_holders(labels, deg, starts) - target) < 0.01
-    labels = blockmodel.concentrated_labels(counts, deg, starts, 0.9, np.random.default_rng(1))
+    labels = stub_labels.concentrated_labels(counts, deg, starts, 0.9, np.random.default_rng(1))
     assert np.array_equal(table(labels), table(plain)) and _holders(labels, deg, starts) == pytest.approx(
         random_share, abs=0.02)
 
