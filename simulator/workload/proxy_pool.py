@@ -116,7 +116,12 @@ def pooled(ref: object, measure: Callable[[str], T], key: tuple[Any, ...] | None
     kind) the medoid is kept for the process, keyed by it, the draws and the card file's size and modification
     time: a study asks for the same statistics at every trial, and each ask would read R cached results and compare
     them again (dp's, hopgnn's and gsplit's on card:cora: 145 ms per simulation against 52 ms for one draw,
-    2026-11-30)."""
+    2026-11-30).
+
+    Raises:
+        SpecError: a bad :data:`POOL_ENV` or a malformed draw suffix (:func:`pooled_refs`); whatever ``measure``
+            raises.
+    """
     refs = pooled_refs(ref)
     if refs is None:
         return None
@@ -150,7 +155,11 @@ def medoid_context(ctx: Any, measure: Callable[[Any], Any], key: tuple[Any, ...]
     ``ctx`` itself when its dataset is not pooled. For a strategy that derives more than one statistic from the
     same draw (hongtu's counts, its placement's volumes and its hosts' rows), so that all of a prediction describes
     one graph. ``key``: as :func:`pooled`'s (every part of ``ctx`` and of the strategy's knobs that ``measure``
-    depends on besides the dataset); with it the draw chosen is kept for the process."""
+    depends on besides the dataset); with it the draw chosen is kept for the process.
+
+    Raises:
+        SpecError: as :func:`pooled`.
+    """
     refs = pooled_refs(ctx.workload.dataset)
     if refs is None:
         return ctx
