@@ -26,7 +26,14 @@ testbeds (4 and 16 T4 machines on 10 and 6 Gb/s Ethernet), where remote inputs c
 Measured (2026-11-30, 16 relabelings, 8 draws; 36 (cluster, strategy) pairs on Cora and CiteSeer, 18 of them with an
 evaluation), the cards' statistics pooled over 15 proxy draws (simulator/workload/proxy_pool.py): epoch time 36/36
 within 15% (median error 0.8%, max 8.7%), evaluation time 15/18 (median 3.3%, max 15.6%: Cora's on 4 T4 machines,
-1.74 ms against 1.51, every single draw 1.59-1.89), network bytes per epoch 36/36 (median 0.3%, max 9.5%). From draw
+1.74 ms against 1.51, every single draw 1.59-1.89), network bytes per epoch 36/36 (median 0.3%, max 9.5%). That
+miss is the proxy's bias in one statistic (2026-11-30, 4 METIS parts, medians over 16 relabelings and 16 draws):
+the sources of the busiest rank's chunk held by other machines, 0.203 on the card against 0.163 (+25%; draws 0-7
+0.176-0.227, the relabelings 0.131-0.207), with the cut itself met (0.0632 against 0.0635): the part with the most
+in-edges takes 203 of the cut edges against 180, and they come from 168 distinct vertices against 132 (1.19 edges
+per outside source against 1.41). The real graph's edges between communities hang on fewer, higher-degree vertices
+(simulator/workload/stub_labels.py: its share of edge ends leaving rises with the degree), which that module's
+variants planting that profile met without keeping the METIS cuts. From draw
 0 alone (2026-11-29): epoch time 35/36 within 15% (median error 0.9%), evaluation time 15/18 (median 7.4%), network
 bytes per epoch 34/36 (median 0.2%). Those misses were all CiteSeer's draw 0, whose METIS partitions cut where the
 real graph's rarely do (bench_proxy: its remote input fraction 0.089 against 0.051): the evaluation on 4 T4 machines
