@@ -118,7 +118,17 @@ def concentrated_labels(counts: np.ndarray, degrees: np.ndarray, starts: np.ndar
     (0.11-0.14 at every degree on Cora); a vertex's propensity weighted by the real graph's share at its degree
     met CiteSeer's profile (Cora's hubs still 0.15-0.17 after the shaping) and took the 8- and 16-part cuts to
     within 8% of the real graphs' on both, but, as with the cap, the 2- and 4-part cuts rose (Cora +12% and +11%,
-    CiteSeer +14% and +45%): not kept (the module docstring measures what the cuts should be).
+    CiteSeer +14% and +45%): not kept (the module docstring measures what the cuts should be). A vertex's edges out
+    also go to fewer communities on the real graphs: two of them reach the same community with probability 0.30 on
+    both (vertices with two or more; 0.07-0.16 on the proxies' planted communities, draws 0-2), so fewer distinct
+    vertices hold a part's cut edges (Cora, 4 METIS parts: 1.41 cut edges into the part with the most in-edges per
+    outside source, the proxies 1.19; benchmarks/bench_card_epoch.py). Tried (2026-11-30): a block's leaving labels
+    laid in runs of one target over its leaving stubs ordered by a random position per vertex plus Gaussian noise
+    of 0.05 (realised 0.24-0.42 after the shaping). It met that ratio's effect on the evaluation (Cora's busiest
+    rank's sources on other machines +1.6% instead of +25%) but lowered the METIS cuts (Cora -9%, -8%, -20%, -11%;
+    CiteSeer -13%, +20%, -19%, -32%; draws 0-7 x 2 seeds) and every remote statistic with them: over 16 draws the
+    median of CiteSeer's METIS remote input fraction 0.032 for 0.051 (0.052 before), hopgnn's dp share 0.030 for
+    0.045; benchmarks/bench_proxy.py 77 of 86 on the real graphs (83 before): not kept.
 
     Shapes:
         counts: (K, K) per block row the stubs towards each block (diagonal: twice the inside edges);
