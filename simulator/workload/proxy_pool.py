@@ -33,6 +33,19 @@ the 86 statistics of the real graphs 81 with 5 draws, 82 with 7, 85 with 9 to 15
 and 31 draws): over many draws CiteSeer's METIS remote input fraction has its median 18% below the real graph's
 (over 16 draws x 4 METIS seeds its mean 11% below), so more draws do not remove that.
 
+What one draw per measurement can reach (2026-11-30, draws 0-14, bench_proxy's statistics grouped by the measurement
+they come from): choosing the best draw for each measurement, an oracle, would give 43 of 43 on both graphs, but for
+CiteSeer's METIS mini-batch statistics only draw 6 passes all 10 (the medoid, draw 10: 9, its 2-part edge cut
+0.0048), and for hopgnn's three only draws 6, 7 and 10. A single draw for every measurement gives at most 41
+(CiteSeer) and 43 (Cora). The misses are the medoid's choice among draws whose 2-part METIS statistics spread
+2-5x, not a distance to tune: the L1 distance, the largest field distance and the sum of |z| over numbers pick the
+same or worse draws (125-126 of 129); the largest |z| of any number passes 127 but misses CiteSeer's METIS remote
+input fraction by 44% and hopgnn's dp share by 38% (its dp draw: remote fraction 0.028 for 0.051, against the
+medoid's 0.051 with the edge cut 29% low); and no better is a medoid over the 2-part METIS partitions
+alone (edge cut and the share of training vertices DistDGL's split moves off a part, which the remote input
+fraction follows: correlation 0.87 on the real graph's relabelings, 0.90 on the draws): draw 13 for CiteSeer (9
+of 10) and draw 7 for Cora (8 of 10, where the medoid's draw passes 10). Not kept.
+
 An explicit draw (``card:<name>@K``) is one proxy, as before, so ``--proxy-draws`` still shows one draw's noise;
 a card of at least 10^5 vertices has one proxy of 10^5 and is never pooled.
 """
