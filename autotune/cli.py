@@ -9,6 +9,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import NoReturn
 
 from pydantic import ValidationError
@@ -228,6 +229,11 @@ def check_outputs(args: argparse.Namespace) -> None:
         if isinstance(value, str) and value:
             is_folder = folder or (attr == "output" and args.command in FOLDER_OUTPUT)
             check_output(value, "--" + attr.replace("_", "-"), folder=is_folder)
+    if args.command == "whatif":  # the files it will replace in its folder, before hours of tuning
+        from gnnplan.autotune.whatif_report import OUTPUT_FILES
+
+        for name in OUTPUT_FILES:
+            check_output(Path(args.output) / name, "--output")
 
 
 def _guard(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

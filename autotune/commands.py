@@ -321,8 +321,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     err = report.console(stderr=True)
     res = run_whatif(req, say=None if args.json else err.print)
     out = Path(args.output)
-    paths = {"csv": wr.write_csv(res, out / "whatif.csv"), "json": wr.write_json(res, out / "whatif.json"),
-             "html": wr.write_html(res, out / "whatif.html", f"gnnplan whatif: {args.cluster} / {args.workload}")}
+    paths = wr.write_outputs(res, out, f"gnnplan whatif: {args.cluster} / {args.workload}")
     if args.json:
         emit_json({"summary": res.summary, "crossovers": res.crossovers, "card_communities": res.card_communities,
                    **{k: str(p) for k, p in paths.items()}})

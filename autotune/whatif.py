@@ -33,7 +33,7 @@ import optuna
 
 from gnnplan.autotune.candidates import Candidate, candidates
 from gnnplan.autotune.draws import draw_winner, on_draws
-from gnnplan.autotune.study import TuneRequest, objective
+from gnnplan.autotune.study import TuneRequest, objective, validate_request
 from gnnplan.autotune.trial_cache import TrialCache
 from gnnplan.simulator.api import coerce_knobs
 from gnnplan.simulator.errors import SpecError
@@ -222,7 +222,12 @@ def tune_candidate(point: Point, cand: Candidate, trials: int, seed: int,
         if first:
             study.enqueue_trial(first, skip_if_exists=True)
     cache = TrialCache()  # a repeated configuration is not simulated again; one context per batch/partitioner
-    study.optimize(lambda t: objective(req, t, {cand.label: cand}, cache), n_trials=trials, catch=())
+    level = optuna.logging.get_verbosity()
+    optuna.logging.set_verbosity(optuna.logging.ERROR)  # a failed trial's error reaches the caller as one line
+    try:
+        study.optimize(lambda t: objective(req, t, {cand.label: cand}, cache), n_trials=trials, catch=())
+    finally:
+        optuna.logging.set_verbosity(level)
     done = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
     try:
         best = study.best_trial
@@ -252,10 +257,10 @@ def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> 
     draws = [requested_draws(p.workload.dataset, req.proxy_draws, card_required=False) for p in points]
     if req.proxy_draws > 1 and not any(draws):
         raise no_draws_error(points[0].workload.dataset)
+    chosen = [validated_candidates(req, point) for point in points]
     rows: list[dict[str, Any]] = []
     warm: dict[str, dict[str, Any] | None] = {}
-    for n, (point, refs) in enumerate(zip(points, draws), 1):
-        cands = candidates(point.workload, req.strategies, req.allow_model_change)
+    for n, (point, refs, cands) in enumerate(zip(points, draws, chosen), 1):
         if say is not None:
             say(f"point {n}/{len(points)}: {_point_text(req.axes, point)}: tuning {', '.join(c.label for c in cands)}"
                 + (f", then each best configuration on {len(refs) - 1} more proxy draws" if refs else ""))
@@ -272,6 +277,22 @@ def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> 
     summary = summarize(rows, points)
     caveats = {str(p.workload.dataset): community_caveat(p.workload.dataset) for p in points}
     return WhatifResult(req.axes, rows, summary, crossovers(summary), {k: v for k, v in caveats.items() if v})
+
+
+def validated_candidates(req: WhatifRequest, point: Point) -> list[Candidate]:
+    """The candidates of ``point``, each checked as ``gnnplan tune`` checks its request
+    (:func:`gnnplan.autotune.study.validate_request`: workload support, batch size against the workers, the dataset
+    loads). :func:`run_whatif` checks every point before it tunes any, so bad input anywhere in the grid stops the
+    sweep at once with one line, not a failed trial after hours of tuning.
+
+    Raises:
+        SpecError: the first problem, one line.
+    """
+    cands = candidates(point.workload, req.strategies, req.allow_model_change)
+    for cand in cands:
+        validate_request(TuneRequest(point.cluster, cand.workload, (cand.strategy,), req.trials, seed=req.seed,
+                                     allow_model_change=cand.model_changed))
+    return cands
 
 
 def _fields(axes: Sequence[Axis]) -> list[str]:

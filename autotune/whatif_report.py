@@ -14,7 +14,7 @@ from rich.table import Table
 
 from gnnplan.autotune.report import fmt_s, fmt_s_range, knobs_text
 from gnnplan.autotune.whatif import Axis, WhatifResult
-from gnnplan.simulator.io import atomic_write_json, atomic_write_text
+from gnnplan.simulator.io import atomic_write_files, atomic_write_text
 
 LOG_SPAN = 100.0
 """A numeric axis whose values span at least this factor is drawn on a log scale (bandwidths always are)."""
@@ -87,12 +87,15 @@ def csv_rows(res: WhatifResult) -> list[dict[str, Any]]:
             if axis.numeric:
                 row[f"{axis.field} [SI]"] = axis.values[i]
         won = r["strategy"] == s["winner"]
-        row.update({"cluster": r["cluster"], "strategy": r["strategy"], "model": r["model"],
-                    "feasible": r["feasible"], "epoch_time_s": r["epoch_time_s"],
-                    "iteration_time_s": r["iteration_time_s"], "winner": won,
-                    "speedup_over_runner_up": s["speedup"] if won else None,
-                    "knobs": json.dumps(r["knobs"], sort_keys=True), "num_trials": r["num_trials"],
-                    "reason": r["reason"]})
+        fixed = {"cluster": r["cluster"], "strategy": r["strategy"], "model": r["model"],
+                 "feasible": r["feasible"], "epoch_time_s": r["epoch_time_s"],
+                 "iteration_time_s": r["iteration_time_s"], "winner": won,
+                 "speedup_over_runner_up": s["speedup"] if won else None,
+                 "knobs": json.dumps(r["knobs"], sort_keys=True), "num_trials": r["num_trials"],
+                 "reason": r["reason"]}
+        # an axis named like a column (``--vary cluster=a.yaml,b.yaml``) keeps its label, as the table shows it;
+        # the column's own value moves to ``<name>_name`` (the cluster spec's name)
+        row.update({f"{k}_name" if k in row else k: v for k, v in fixed.items()})
         if "epoch_time_draws_s" in r:  # a sweep over proxy draws (whatif.on_draws)
             row.update({"proxy_draws": json.dumps(r["proxy_draws"]),
                         "epoch_time_draws_s": json.dumps(r["epoch_time_draws_s"]),
@@ -102,25 +105,25 @@ def csv_rows(res: WhatifResult) -> list[dict[str, Any]]:
     return out
 
 
-def write_csv(res: WhatifResult, path: Path) -> Path:
-    """Write :func:`csv_rows` (atomically)."""
+def csv_text(res: WhatifResult) -> str:
+    """:func:`csv_rows` as CSV text (header: every column any row has)."""
     rows = csv_rows(res)
     names = list(dict.fromkeys(k for row in rows for k in row)) or ["point"]  # a real graph's rows lack the draws
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=names, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    return atomic_write_text(path, buf.getvalue())
+    return buf.getvalue()
 
 
-def write_json(res: WhatifResult, path: Path) -> Path:
+def json_text(res: WhatifResult) -> str:
     """The whole result as JSON (axes, rows, summary, crossovers, and ``card_communities``: per dataset card whose
     proxy has no block model, what its communities are and do to partition-dependent statistics), for ``gnnplan
     report`` and scripts."""
     axes = [{"field": a.field, "target": a.target, "path": a.path, "labels": list(a.labels),
              "values": list(a.values)} for a in res.axes]
-    return atomic_write_json(path, {"axes": axes, "rows": res.rows, "summary": res.summary,
-                                    "crossovers": res.crossovers, "card_communities": res.card_communities})
+    return json.dumps({"axes": axes, "rows": res.rows, "summary": res.summary, "crossovers": res.crossovers,
+                       "card_communities": res.card_communities}, indent=1)
 
 
 def _x(axis: Axis) -> tuple[list[Any], dict[str, Any]]:
@@ -214,7 +217,26 @@ def _winner_heatmap(fig: Any, res: WhatifResult, strategies: Sequence[str], pale
     fig.update_yaxes(title=b.field, type="category", row=2, col=1)
 
 
+def html_text(res: WhatifResult, title: str) -> str:
+    """The chart as one self-contained HTML page (plotly.js included)."""
+    return str(figure(res, title).to_html(include_plotlyjs=True, full_html=True))
+
+
 def write_html(res: WhatifResult, path: Path, title: str) -> Path:
-    """Write the chart as one self-contained HTML file (plotly.js included; atomically)."""
-    html = figure(res, title).to_html(include_plotlyjs=True, full_html=True)
-    return atomic_write_text(path, html)
+    """Write the chart (:func:`html_text`) atomically (``gnnplan report`` redraws a whatif folder's chart)."""
+    return atomic_write_text(path, html_text(res, title))
+
+
+OUTPUT_FILES = ("whatif.csv", "whatif.json", "whatif.html")
+"""The files ``gnnplan whatif -o DIR`` writes in ``DIR``."""
+
+
+def write_outputs(res: WhatifResult, folder: Path, title: str) -> dict[str, Path]:
+    """Write :data:`OUTPUT_FILES` in ``folder`` as one (:func:`simulator.io.atomic_write_files`: none is replaced
+    unless all can be). Returns ``{"csv": path, "json": path, "html": path}``.
+
+    Raises:
+        OSError: naming the file that could not be written.
+    """
+    texts = dict(zip((folder / name for name in OUTPUT_FILES), (csv_text(res), json_text(res), html_text(res, title))))
+    return dict(zip(("csv", "json", "html"), atomic_write_files(texts)))

@@ -5,10 +5,11 @@ Nothing half-written is ever left at the destination (DESIGN.md, "Errors and dat
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -167,7 +168,7 @@ def _check_existing(dest: Path, shown: str, what: str, folder: bool) -> Path:
             raise SpecError(f"{what}: {shown!r} is a folder, not a file")
         if folder and not dest.is_dir():
             raise SpecError(f"{what}: {shown!r} is a file, not a folder")
-        if not folder and not dest.stat().st_mode & 0o222:
+        if not folder and (not dest.stat().st_mode & 0o222 or not os.access(dest, os.W_OK)):  # or immutable
             raise SpecError(f"{what}: {shown!r} is read-only")
         return dest if folder else dest.parent
     probe = dest.parent
@@ -212,6 +213,54 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], object]) -> Path
             os.unlink(tmp)
         raise
     return dest
+
+
+def atomic_write_files(texts: Mapping[str | Path, str]) -> list[Path]:
+    """Write several text files (UTF-8) as one: every file goes to a temp file beside its destination (fsynced)
+    first, and only when all are written are they renamed into place, so a failure while writing (a full disk, a
+    destination that is a folder or cannot be replaced) leaves every destination as it was (DESIGN.md, "Errors and
+    data safety"). Each existing destination is checked before the renames (a regular file this process may
+    replace); a rename can then fail only on an error of the file system itself.
+
+    Args:
+        texts: destination -> text; parent folders are created.
+
+    Returns:
+        The destination paths, in the order given.
+
+    Raises:
+        OSError: naming the destination (not the temp file) that could not be written or replaced.
+    """
+    temps: list[tuple[str, Path]] = []
+    try:
+        for path, text in texts.items():
+            dest = Path(path)
+            try:
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=f".{dest.name[:64]}.", dir=dest.parent)
+                temps.append((tmp, dest))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(text.encode())
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.chmod(tmp, 0o666 & ~_umask())
+                if dest.is_dir():
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+                if dest.exists() and not os.access(dest, os.W_OK):  # read-only, or immutable (chattr +i)
+                    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+            except OSError as exc:
+                raise type(exc)(exc.errno, exc.strerror, str(dest)) from None
+        for tmp, dest in temps:
+            try:
+                os.replace(tmp, dest)
+            except OSError as exc:
+                raise type(exc)(exc.errno, exc.strerror, str(dest)) from None
+    except BaseException:
+        for tmp, _ in temps:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        raise
+    return [Path(p) for p in texts]
 
 
 def _umask() -> int:

@@ -164,10 +164,7 @@ def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequ
                         trials, seed, proxy_draws=proxy_draws)
     res = run_whatif(req)
     if output is not None:
-        out = Path(output)
-        wr.write_csv(res, out / "whatif.csv")
-        wr.write_json(res, out / "whatif.json")
-        wr.write_html(res, out / "whatif.html", f"gnnplan whatif: {cluster} / {workload}")
+        wr.write_outputs(res, Path(output), f"gnnplan whatif: {cluster} / {workload}")
     return {"rows": res.rows, "summary": res.summary, "crossovers": res.crossovers}
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from gnnplan.autotune.candidates import candidates
 from gnnplan.autotune.cli import main
@@ -22,6 +23,7 @@ from gnnplan.autotune.whatif import (
 from gnnplan.autotune.whatif_report import crossover_lines
 from gnnplan.simulator.api import coerce_knobs, simulate
 from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.workload.proxy_draws import draw_refs
 from gnnplan.simulator.workload.spec import load_workload
 
@@ -145,11 +147,45 @@ def test_whatif_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Capt
             (["--vary", "workload.dataset=card:cora@0,card:cora@y"], "the proxy draw after '@' must be a non-negative"),
             (["--vary", "workload.dataset=cora,no-such-graph"], "'no-such-graph' is neither a preset"),
             (["--vary", "network.latency_s=1us", "--proxy-draws", "0"], "--proxy-draws: must be a positive integer"),
-            (["--vary", "network.latency_s=1us", "--proxy-draws", "2"], "--proxy-draws: needs a dataset card")):
+            (["--vary", "network.latency_s=1us", "--proxy-draws", "2"], "--proxy-draws: needs a dataset card"),
+            # a later point's bad combination stops the sweep before the first point is tuned (no trial's traceback)
+            (["--strategies", "dp", "--vary", "num_machines=1,100"], "training.batch_size: 64 is smaller than the 100"),
+            (["--strategies", "dp", "--vary", "workload=cora-sage,cora-gcn-full"],
+             "'dp' does not support training.mode 'full-graph'")):
         code = main(["whatif", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", *argv, "-o", str(tmp_path)])
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and needle in err[0], err
     assert not (tmp_path / "whatif.csv").exists()
+
+
+def test_whatif_replaces_none_of_its_files_when_one_cannot_be_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "whatif.csv").write_text("old")
+    (tmp_path / "whatif.json").mkdir()
+    argv = ["whatif", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "dp", "--trials", "1",
+            "--vary", "network.latency_s=1us,2us", "-o", str(tmp_path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "whatif.json' is a folder, not a file" in err[0], err
+    assert (tmp_path / "whatif.csv").read_text() == "old" and not (tmp_path / "whatif.html").exists()
+
+
+def test_a_varied_cluster_file_names_its_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    files = []
+    for name, gbit in (("slow", 1), ("fast", 100)):
+        path = tmp_path / f"{name}.yaml"
+        cluster = load_cluster("4x-a100-10gbe").to_yaml_dict()
+        cluster["network"]["bandwidth_bytes_per_s"] = gbit * 1.25e8
+        path.write_text(yaml.safe_dump(cluster))
+        files.append(str(path))
+    code = main(["whatif", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "dp", "--trials",
+                 "1", "--vary", f"cluster={','.join(files)}", "-o", str(tmp_path / "out")])
+    assert code == 0, capsys.readouterr().err
+    with open(tmp_path / "out" / "whatif.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["cluster"] for r in rows] == files  # the axis label, as the table prints it
+    assert [r["cluster_name"] for r in rows] == ["4x-a100-10gbe"] * 2
+    assert float(rows[0]["epoch_time_s"]) > float(rows[1]["epoch_time_s"])
 
 
 def test_a_point_where_nothing_fits_has_no_winner(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnnplan.simulator.io import atomic_save_npy, atomic_write, atomic_write_text
+from gnnplan.simulator.io import atomic_save_npy, atomic_write, atomic_write_files, atomic_write_text
 
 
 def test_written_files_get_open_permissions_not_mkstemp_ones(tmp_path: Path) -> None:
@@ -38,3 +38,16 @@ def test_npy_round_trip_without_pickle(tmp_path: Path) -> None:
     array = np.arange(12, dtype=np.int64).reshape(3, 4)[:, ::2]  # not contiguous
     path = atomic_save_npy(tmp_path / "a.npy", array)
     np.testing.assert_array_equal(np.load(path, allow_pickle=False), array)
+
+
+def test_a_group_write_replaces_no_file_unless_all_can_be_written(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("old")
+    (tmp_path / "b.json").mkdir()  # cannot be replaced by a file
+    with pytest.raises(IsADirectoryError) as exc:
+        atomic_write_files({tmp_path / "a.csv": "new", tmp_path / "b.json": "{}", tmp_path / "c.html": "<p>"})
+    assert exc.value.filename == str(tmp_path / "b.json")  # the destination, not the temp file
+    assert (tmp_path / "a.csv").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.csv", "b.json"]  # no temp file, no c.html
+    paths = atomic_write_files({tmp_path / "a.csv": "new", tmp_path / "sub" / "c.html": "<p>"})
+    assert paths == [tmp_path / "a.csv", tmp_path / "sub" / "c.html"]
+    assert [p.read_text() for p in paths] == ["new", "<p>"]
