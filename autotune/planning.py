@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import optuna
+
 from gnnplan.autotune.candidates import Candidate
 from gnnplan.autotune.draws import draw_winner, on_draws
 from gnnplan.autotune.study import (
@@ -66,7 +68,9 @@ def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[
     ranked = ranked_trials(study)
     out = {"study": study.study_name, "storage": storage or default_storage(), "num_trials_total": len(study.trials),
            "best": best, "ranked": ranked, "plan": str(output),
-           "model_changed": chosen.model.arch != workload.model.arch, "note": _note(req, workload, chosen)}
+           "model_changed": chosen.model.arch != workload.model.arch,
+           "note": _note(req, workload, chosen, {str(t.params.get("strategy")) for t in study.get_trials(
+               deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))})}
     if refs is not None:
         out["proxy_draws"] = draw_best_rows(cluster, list(req.candidates().values()), ranked, refs)
     return out
@@ -78,8 +82,8 @@ def draw_best_rows(cluster: ClusterSpec, cands: Sequence[Candidate], ranked: lis
     simulated again on the proxy draws ``refs`` (:func:`autotune.draws.on_draws`; those rows gain its keys).
 
     Returns:
-        ``{draws, best_wins}``: the draw numbers, and on how many of them the best row (rank 1) is the fastest
-        of those rows.
+        ``{draws, best_wins, num_best_rows}``: the draw numbers, on how many of them the best row (rank 1) is the
+        fastest of those rows, and how many rows (strategies and models) were simulated again.
     """
     seen = set()
     drawn = []
@@ -92,19 +96,24 @@ def draw_best_rows(cluster: ClusterSpec, cands: Sequence[Candidate], ranked: lis
         row.update(on_draws(cluster, cand.workload, row["strategy"], row, refs))
         drawn.append(row)
     wins = sum(bool(drawn) and draw_winner(drawn, d, "rank") == drawn[0]["rank"] for d in range(len(refs)))
-    return {"draws": drawn[0]["proxy_draws"] if drawn else [], "best_wins": wins}
+    return {"draws": drawn[0]["proxy_draws"] if drawn else [], "best_wins": wins, "num_best_rows": len(drawn)}
 
 
-def _note(req: TuneRequest, workload: WorkloadSpec, chosen: WorkloadSpec) -> str:
-    """What was compared, and whether the plan trains a different model than the workload named."""
-    labels = ", ".join(req.candidates())
+def _note(req: TuneRequest, workload: WorkloadSpec, chosen: WorkloadSpec, tried: set[str]) -> str:
+    """What was compared (the candidates the study sampled, ``tried``: their strategy labels, and those it never
+    sampled), and whether the plan trains a different model than the workload named."""
+    labels = ", ".join(c for c in req.candidates() if c in tried)
     if not req.allow_model_change:
-        return (f"compared {labels} for {workload.training.mode} training of {workload.model.arch} (strategies "
+        note = (f"compared {labels} for {workload.training.mode} training of {workload.model.arch} (strategies "
                 "with other training semantics are not compared; --allow-model-change compares them)")
-    note = f"compared {labels} (model changes allowed)"
+    else:
+        note = f"compared {labels} (model changes allowed)"
     if chosen.model.arch != workload.model.arch:
         note += (f"; the plan trains {chosen.model.arch} instead of {workload.model.arch}: a different model, "
                  "whose accuracy differs")
+    missing = [c for c in req.candidates() if c not in tried]
+    if missing:
+        note += f"; no trial of this study sampled {', '.join(missing)}: raise --trials to compare them"
     return note
 
 

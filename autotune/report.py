@@ -76,17 +76,21 @@ def simulation_table(res: dict[str, Any]) -> Table:
         if largest:
             t.add_row("  largest parts", largest)
     est = res.get("estimated")
-    if est:  # a dataset card: its statistics are one draw of its proxy (simulator/workload/proxy.py)
-        t.add_row("statistics", f"estimated on draw {est['proxy']['draw']} of card {est['card']}'s proxy "
-                                f"({est['proxy']['num_vertices']:,} vertices; --json: estimated)")
+    pooled = (est or {}).get("pooled")
+    if est:  # a dataset card: its statistics are one draw of its proxy, or pooled over several (proxy_pool.py)
+        where = f"the medoid of draws 0-{pooled['draws'] - 1}" if pooled else f"draw {est['proxy']['draw']}"
+        size = f"{est['proxy']['num_vertices']:,} vertices{' each' if pooled else ''}"
+        t.add_row("statistics", f"estimated on {where} of card {est['card']}'s proxy ({size}; --json: estimated)")
         t.add_row("proxy communities", est["proxy"]["communities"])
     drawn = res.get("proxy_draws")
     if drawn:  # simulate --proxy-draws: the same configuration on further draws of the card's proxy
         fits = [x for x in drawn["epoch_time_s"] if x is not None]
         span = f"{fmt_s_range(min(fits), max(fits))}, median {fmt_s(median(fits))}" if fits else "-"
         unfit = len(drawn["epoch_time_s"]) - len(fits)
-        t.add_row(f"epoch time over draws {drawn['draws'][0]}-{drawn['draws'][-1]}",
-                  span + (f" ({unfit} of {len(drawn['draws'])} do not fit)" if unfit else ""))
+        t.add_row(f"epoch time on single draws {drawn['draws'][0]}-{drawn['draws'][-1]}",
+                  span + (f" ({unfit} of {len(drawn['draws'])} do not fit)" if unfit else "")
+                  + ("; the epoch time above pools the draws, so it need not lie in a few draws' range"
+                     if pooled else ""))
     t.add_row("simulated in", fmt_s(res["sim_wall_s"]))
     return t
 
@@ -98,7 +102,7 @@ def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:
 
     shown, extra = best_of_others(rows, limit)
     t = Table(title="configurations by simulated epoch time",
-              caption=f"{len(rows)} distinct configurations; the best of each strategy is always shown")
+              caption=f"{len(rows)} distinct configurations; the best of each strategy tried is always shown")
     drawn = next((r["proxy_draws"] for r in rows if r.get("proxy_draws")), None)
     columns = ["rank", "strategy", "model", "knobs", "epoch time", "iteration", "peak GPU memory", "trials", "note"]
     if drawn:  # tune --proxy-draws: each strategy's best over further proxy draws
@@ -125,6 +129,8 @@ def draws_line(record: dict[str, Any]) -> str:
     draws = record["draws"]
     if not draws:
         return "proxy draws: no feasible configuration to simulate again"
+    if record.get("num_best_rows", 2) < 2:  # one strategy tried: nothing to be the fastest of
+        return f"proxy draws {draws[0]}-{draws[-1]}: one strategy was tried; its best simulated on each draw"
     return (f"proxy draws {draws[0]}-{draws[-1]}: the best configuration is the fastest of the strategies' best on "
             f"{record['best_wins']} of {len(draws)} draws")
 

@@ -42,7 +42,7 @@ from gnnplan.simulator.overrides import coerce_text, leaf_annotation, split_assi
 from gnnplan.simulator.units_parse import kind_of
 from gnnplan.simulator.workload.datasets import resolve_dataset
 from gnnplan.simulator.workload.proxy import proxy_draw
-from gnnplan.simulator.workload.proxy_draws import no_draws_error, requested_draws
+from gnnplan.simulator.workload.proxy_draws import no_draws_error, redrawn, requested_draws
 from gnnplan.simulator.workload.proxy_estimated import community_caveat
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
@@ -261,15 +261,16 @@ def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> 
     rows: list[dict[str, Any]] = []
     warm: dict[str, dict[str, Any] | None] = {}
     for n, (point, refs, cands) in enumerate(zip(points, draws, chosen), 1):
+        todo = redrawn(point.workload.dataset, refs) if refs else []  # all of them when the card is pooled
         if say is not None:
             say(f"point {n}/{len(points)}: {_point_text(req.axes, point)}: tuning {', '.join(c.label for c in cands)}"
-                + (f", then each best configuration on {len(refs) - 1} more proxy draws" if refs else ""))
+                + (f", then each best configuration on {len(todo)} single proxy draws" if todo else ""))
         for cand in cands:
             found, warm[cand.label] = tune_candidate(point, cand, req.trials, req.seed, warm.get(cand.label))
             if refs:
-                if say is not None:  # a draw's first statistics take minutes on a big card
-                    say(f"  {cand.label}: tuned; simulating its best on proxy draws {proxy_draw(refs[1])}-"
-                        f"{proxy_draw(refs[-1])}")
+                if say is not None and todo:  # a draw's first statistics take minutes on a big card
+                    say(f"  {cand.label}: tuned; simulating its best on proxy draws {proxy_draw(todo[0])}-"
+                        f"{proxy_draw(todo[-1])}")
                 found.update(on_draws(point.cluster, cand.workload, cand.strategy, found, refs))
             rows.append({"point": n - 1, "index": point.index, "labels": dict(zip(_fields(req.axes), point.labels)),
                          "cluster": point.cluster.name, "strategy": cand.label, "model": cand.workload.model.arch,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -139,7 +140,7 @@ def test_tune_over_proxy_draws_redraws_each_strategy_s_best(tmp_path: Path,
                                                         row["knobs"]).epoch_time_s
     best = min(drawn, key=lambda r: r["rank"])
     wins = sum(all(best["epoch_time_draws_s"][d] <= r["epoch_time_draws_s"][d] for r in drawn) for d in range(2))
-    assert out["proxy_draws"] == {"draws": [0, 1], "best_wins": wins}
+    assert out["proxy_draws"] == {"draws": [0, 1], "best_wins": wins, "num_best_rows": 2}
     assert main(argv) == 0
     assert "the best configuration is the fastest of the strategies' best on" in capsys.readouterr().out
     bad = ["tune", "--cluster", "4x-v100-32gb-100gbib", "--workload", "cora-sage", "--trials", "2", "--storage",
@@ -148,3 +149,16 @@ def test_tune_over_proxy_draws_redraws_each_strategy_s_best(tmp_path: Path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--proxy-draws: needs a dataset card" in err[0]
     assert not (tmp_path / "bad.yaml").exists()
+
+
+def test_the_note_names_the_strategies_no_trial_sampled(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    argv = ["tune", "--cluster", "dgx-a100", "--workload", "cora-sage", "--trials", "1", "--storage", storage,
+            "-o", str(tmp_path / "plan.yaml"), "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    tried = {r["strategy"] for r in out["ranked"]}
+    assert len(tried) == 1  # one trial: one strategy sampled
+    missing = [s for s in ("dp", "gsplit", "hopgnn") if s not in tried]
+    assert out["note"].startswith(f"compared {tried.pop()} for mini-batch training of sage")
+    assert f"no trial of this study sampled {', '.join(missing)}: raise --trials to compare them" in out["note"]

@@ -7,7 +7,7 @@ from typing import Any
 import optuna
 from rich.console import Console
 
-from gnnplan.autotune.report import peak_memory_text, ranked_table
+from gnnplan.autotune.report import draws_line, peak_memory_text, ranked_table
 from gnnplan.autotune.study import config_key, ranked_trials
 
 
@@ -62,7 +62,7 @@ def test_the_table_always_shows_the_best_row_of_each_strategy() -> None:
     lines = [line for line in text.splitlines() if line.startswith("│")]
     assert [line.split("│")[2].strip() for line in lines] == ["dp"] * 5 + ["gsplit", "hopgnn"]
     assert "best gsplit" in text and "best hopgnn" in text and "2.000 s" in text and "2.500 s" not in text
-    assert "23 distinct configurations; the best of each strategy is always shown" in text
+    assert "23 distinct configurations; the best of each strategy tried is always shown" in text
 
 
 def test_a_runs_peak_memory_reads_per_machine_and_per_gpu() -> None:
@@ -72,3 +72,10 @@ def test_a_runs_peak_memory_reads_per_machine_and_per_gpu() -> None:
     phases = {"training": {"gpu": None, "host": 3.0e8}, "evaluation": {"gpu": None, "host": 3.466e8}}
     assert (peak_memory_text({"gpu": None, "host": 3.466e8}, phases)
             == "peak memory 346.60 MB host per machine (training 300.00 MB, evaluation 346.60 MB)")
+
+
+def test_the_draws_line_compares_strategies_only_when_several_were_tried() -> None:
+    assert draws_line({"draws": [0, 1], "best_wins": 2, "num_best_rows": 3}) == \
+        "proxy draws 0-1: the best configuration is the fastest of the strategies' best on 2 of 2 draws"
+    assert draws_line({"draws": [0, 1], "best_wins": 2, "num_best_rows": 1}) == \
+        "proxy draws 0-1: one strategy was tried; its best simulated on each draw"

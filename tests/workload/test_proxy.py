@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from rich.console import Console
 
 from gnnplan.simulator.api import load_context, simulate
 from gnnplan.simulator.errors import SpecError
@@ -168,7 +169,16 @@ def test_simulate_over_proxy_draws_lists_each_draw_s_epoch_time(tmp_path: Path,
     assert out["epoch_time_s"] == alone[0] and len(set(alone)) == 3  # the draws are different graphs
     assert main(argv) == 0
     text = capsys.readouterr().out
-    assert "epoch time over draws 5-7" in text and "median" in text
+    assert "epoch time on single draws 5-7" in text and "median" in text and "pools the draws" not in text
+    # a pooled card's headline is no draw's: the table says so rather than naming draw 0
+    from gnnplan.autotune.report import simulation_table
+
+    out["estimated"]["pooled"] = {"draws": 15, "how": "medoid"}
+    console = Console(width=300, record=True)
+    console.print(simulation_table(out))
+    pooled = console.export_text()
+    assert "estimated on the medoid of draws 0-14 of card cora's proxy (2,708 vertices each;" in pooled
+    assert "the epoch time above pools the draws, so it need not lie in a few draws' range" in pooled
     assert main(["simulate", "--cluster", CLUSTER, "--workload", "cora-sage", "--strategy", "dp",
                  "--proxy-draws", "2"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
