@@ -94,6 +94,20 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def strategy_names(text: str | None) -> list[str] | None:
+    """``--strategies A,B``: the names, or None (every strategy that supports the workload) when not given.
+
+    Raises:
+        SpecError: given but naming none (``--strategies ,,``).
+    """
+    if text is None:
+        return None
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise SpecError(f"--strategies: {text!r} names no strategy; write e.g. dp,hopgnn, or leave it out for all")
+    return names
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``gnnplan simulate``: one configuration."""
     from gnnplan.autotune.draws import draws_record
@@ -126,7 +140,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     _positive("--trials", args.trials)
     cluster, workload = cluster_from_args(args), load_workload(args.workload)
-    names = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+    names = strategy_names(args.strategies)
     out = tune_to_plan(cluster, workload, names, args.trials, args.storage, args.study, args.tune_batch_size,
                        args.seed, Path(args.output), progress=not args.json,
                        allow_model_change=args.allow_model_change, proxy_draws=args.proxy_draws)
@@ -315,7 +329,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     fields = [a.field for a in axes]
     if len(set(fields)) != len(fields):
         raise SpecError(f"--vary: field {next(f for f in fields if fields.count(f) > 1)!r} is varied twice")
-    names = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+    names = strategy_names(args.strategies)
     req = WhatifRequest(args.cluster, args.workload, axes, names, args.trials, args.seed, args.allow_model_change,
                         list(args.cluster_sets), args.proxy_draws)
     err = report.console(stderr=True)
@@ -374,6 +388,9 @@ def cmd_card(args: argparse.Namespace) -> int:
         emit_json(record)
         return 0
     planted = f"{record['num_communities']} communities, mu {record['mu']:g}" if comm else "no communities"
+    if comm is not None and comm.block_sizes is not None:  # the number is an effective one; the model has them all
+        planted = (f"{record['num_communities']} effective communities (inverse Simpson index; "
+                   f"{len(comm.block_sizes.value)} in its block model), mu {record['mu']:g}")
     if card.metis_edge_cut is not None:
         planted += ", METIS edge cut " + ", ".join(f"{f:g} at {p} parts" for p, f in card.metis_edge_cut.value)
     use = (f"workload.dataset: card:{card.name}" if folder == card_dirs()[0] else

@@ -66,6 +66,8 @@ def simulation_table(res: dict[str, Any]) -> Table:
     t.add_row("feasible", "yes" if res["feasible"] else f"no: {res['reason']}")
     t.add_row("epoch time", fmt_s(res["epoch_time_s"]))
     t.add_row("iteration time", f"{fmt_s(res['iteration_time_s'])} x {res['num_iterations']}")
+    t.add_row("per epoch, by phase", "the slowest worker's busy time in each, summed over the epoch (phases overlap, "
+                                     "so they can add up to more than the epoch)")
     for phase, sec in res["breakdown_s"].items():
         t.add_row(f"  {phase}", fmt_s(sec))
     for link, b in res["bytes_per_epoch"].items():

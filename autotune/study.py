@@ -248,8 +248,8 @@ def validate_request(req: TuneRequest) -> None:
 
 
 def run_study(req: TuneRequest, progress: bool = False) -> optuna.Study:
-    """Run ``req.num_trials`` more trials in this process and return the study: the storage is opened first, the
-    input validated (:func:`validate_request`), and only then the study created or resumed. The trials run in
+    """Run ``req.num_trials`` more trials in this process and return the study: the input is validated first
+    (:func:`validate_request`), then the storage opened, and only then the study created or resumed. The trials run in
     memory and are written to the storage one transaction each as they finish (:class:`MirroredRun`); results
     and simulation contexts are shared between the trials (:class:`TrialCache`).
 
@@ -258,8 +258,8 @@ def run_study(req: TuneRequest, progress: bool = False) -> optuna.Study:
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     url = req.storage or default_storage()
+    validate_request(req)  # first: rejected input leaves no storage file behind
     storage = open_storage(url)
-    validate_request(req)
     study = open_study(req, storage)
     choices, cache = req.candidates(), TrialCache()
     with storage_errors(url), _quiet():

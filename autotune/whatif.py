@@ -111,8 +111,8 @@ def parse_axis(item: str) -> Axis:
     """Read one ``--vary FIELD=V1,V2,...``.
 
     Raises:
-        SpecError: malformed, an unknown field, an empty or repeated value, or a value that cannot be read
-            (one line naming the field).
+        SpecError: malformed, an unknown field, an empty or repeated value (as written or as read: 10Gbit/s
+            and 1.25GB/s), or a value that cannot be read (one line naming the field).
     """
     fld, text = split_assignment(item, OPTION)
     target, path = _target(fld)
@@ -126,6 +126,10 @@ def parse_axis(item: str) -> Axis:
     cls = ClusterSpec if target == "cluster" else WorkloadSpec
     annotation = leaf_annotation(cls, path, f"{OPTION} {target}")
     values = tuple(coerce_text(annotation, path, label) for label in labels)
+    same = next(((labels[i], labels[j]) for i in range(len(values)) for j in range(i + 1, len(values))
+                 if values[i] == values[j]), None)
+    if same is not None:  # 10Gbit/s and 1.25GB/s are one point
+        raise SpecError(f"{OPTION} {fld}: {same[0]!r} and {same[1]!r} are the same value")
     return Axis(fld, target, path, tuple(labels), values)
 
 
@@ -146,8 +150,13 @@ def grid(cluster: str, workload: str, axes: Sequence[Axis], cluster_sets: Sequen
     varied cluster fields.
 
     Raises:
-        SpecError: an unknown preset or dataset, or a combination that fails validation (naming the field).
+        SpecError: an unknown preset or dataset, a cluster field both varied and set by ``cluster_sets``, or a
+            combination that fails validation (naming the field).
     """
+    fixed = {split_assignment(item, "--cluster-set")[0] for item in cluster_sets}
+    both = next((a.field for a in axes if a.target == "cluster" and a.path and a.path in fixed), None)
+    if both is not None:  # --vary would overwrite --cluster-set at every point
+        raise SpecError(f"{OPTION}: {both} is also set by --cluster-set; vary it or set it, not both")
     points = []
     for index in itertools.product(*(range(len(a.labels)) for a in axes)):
         cl_ref, wl_ref = cluster, workload

@@ -3,9 +3,9 @@
 ``network.bandwidth_bytes_per_s=10Gbit/s`` sets one field of a :class:`~gnnplan.simulator.hardware.spec.ClusterSpec`;
 ``model.hidden_dim=64`` one of a :class:`~gnnplan.simulator.workload.spec.WorkloadSpec`. A number field reads
 units by its name's suffix (:mod:`gnnplan.simulator.units_parse`); ``none`` clears an optional field; a group
-of fields (``nvlink``) takes a YAML mapping (``nvlink={bandwidth_bytes_per_s: 300e9, latency_s: 2e-6}``); other
-fields take a YAML scalar or list (``training.fanouts=[15,10]``). The result is validated as a whole, and a
-cluster's ``sources`` records the override.
+of fields (``nvlink``) takes a YAML mapping, its values unit-aware too (``nvlink={bandwidth_bytes_per_s: 300GB/s,
+latency_s: 2us}``); other fields take a YAML scalar or list (``training.fanouts=[15,10]``). The result is validated
+as a whole, and a cluster's ``sources`` records the override.
 """
 
 from __future__ import annotations
@@ -91,10 +91,23 @@ def coerce_text(annotation: Any, path: str, text: str) -> Any:
     if annotation is str:
         return text
     try:
-        return yaml.safe_load(text)
+        value = yaml.safe_load(text)
     except yaml.YAMLError:
         raise SpecError(f"{path}: cannot read {text!r} (write a number, a word, [a, list] or "
                         "{a: mapping})") from None
+    return _with_units(annotation, path, value)
+
+
+def _with_units(annotation: Any, path: str, value: Any) -> Any:
+    """A group's YAML mapping with every text value of a field read as :func:`coerce_text` reads one field
+    (``nvlink={bandwidth_bytes_per_s: 300GB/s, latency_s: 2us}``), nested groups too; other values as given."""
+    models = _models_in(annotation)
+    if not isinstance(value, dict) or not models:
+        return value
+    fields = models[0].model_fields
+    return {k: (coerce_text(fields[k].annotation, f"{path}.{k}", v) if isinstance(v, str) else
+                _with_units(fields[k].annotation, f"{path}.{k}", v)) if k in fields else v
+            for k, v in value.items()}
 
 
 def with_fields(spec: M, items: Sequence[str], option: str) -> M:

@@ -74,9 +74,16 @@ def merge(predicted: tuple[list[Span], dict[str, Any]], measured: tuple[list[Spa
         epoch: the measured epoch to show (None = the median one).
 
     Raises:
-        SpecError: a trace without ``epoch`` spans, or an epoch it does not have.
+        SpecError: a trace without ``epoch`` spans, or an epoch it does not have; a trace whose metadata names the
+            other side's source (``source``: ``simulator`` / ``executor``), e.g. the two given in swapped order.
     """
     (pred, pred_meta), (meas, meas_meta) = predicted, measured
+    for side, meta, want, option in (("predicted", pred_meta, "simulator", "PREDICTED"),
+                                     ("measured", meas_meta, "executor", "MEASURED")):
+        if meta.get("source", want) != want:
+            raise SpecError(f"{option}: this trace was written by the {meta['source']}, not the {want}; give the "
+                            "predicted trace (gnnplan simulate --trace) first and the measured one (gnnplan run) "
+                            "second")
     pred_epoch, meas_epoch = pick_epoch(pred), pick_epoch(meas, epoch)
     doc = to_chrome(one_epoch(pred, pred_epoch), {}, label="predicted rank")
     other = to_chrome(one_epoch(meas, meas_epoch), {}, pid_offset=PID_OFFSET, label="measured rank")

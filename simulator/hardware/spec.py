@@ -364,6 +364,8 @@ def load_cluster(ref: str | Path | ClusterSpec) -> ClusterSpec:
     path = Path(ref)
     if not path.suffix:
         found = [d / f"{ref}.yaml" for d in preset_dirs() if (d / f"{ref}.yaml").is_file()]
+        if not found and path.is_dir():
+            raise SpecError(f"cluster: {str(ref)!r} is a folder, not a preset or a YAML file")
         if not found:
             raise SpecError(f"cluster: unknown preset {str(ref)!r}; allowed: {', '.join(preset_names())} "
                             "or a YAML file")

@@ -230,6 +230,8 @@ def load_workload(ref: str | Path | WorkloadSpec) -> WorkloadSpec:
         return ref
     path = Path(ref)
     if not path.suffix:
+        if path.is_dir() and not (PRESET_DIR / f"{ref}.yaml").is_file():
+            raise SpecError(f"workload: {str(ref)!r} is a folder, not a preset or a YAML file")
         path = PRESET_DIR / f"{ref}.yaml"
         if not path.is_file():
             raise SpecError(f"workload: unknown preset {str(ref)!r}; allowed: {', '.join(preset_names())} "

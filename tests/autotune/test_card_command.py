@@ -32,6 +32,10 @@ def test_card_writes_a_card_that_simulates_like_a_shipped_one(tmp_path: Path, mo
                              "training": {"batch_size": 64, "fanouts": [5, 5]}})
     est = simulate("2x4-a100-nvlink3-200gbib", wl, "dp", {"partitioner": "random"}).to_json_dict()["estimated"]
     assert est["card"] == "mycora" and "communities of its block model" in est["proxy"]["communities"]
+    # the printed line says the card's count is an effective number, and how many the block model holds
+    assert main(["card", "cora", "--name", "mycora", "--force"]) == 0
+    assert "16 effective communities (inverse Simpson index; 29 in its block model), mu 0.128" in \
+        capsys.readouterr().out
 
 
 def test_card_structure_none_keeps_no_communities(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

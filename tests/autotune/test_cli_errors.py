@@ -125,3 +125,20 @@ def test_console_script_exit_code_and_no_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and "pcie.latency_s" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_folder_is_named_as_a_folder_and_an_empty_strategy_list_is_rejected(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    _fails(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", str(tmp_path), "--strategy", "dp"],
+           f"workload: '{tmp_path}' is a folder, not a preset or a YAML file")
+    _fails(capsys, ["simulate", "--cluster", str(tmp_path), "--workload", "cora-sage", "--strategy", "dp"],
+           f"cluster: '{tmp_path}' is a folder, not a preset or a YAML file")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cora-sage").mkdir()  # a folder named like a preset does not hide the preset
+    assert main(["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp",
+                 "--json"]) == 0
+    capsys.readouterr()
+    _fails(capsys, ["tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", ",,",
+                    "--storage", f"sqlite:///{tmp_path / 's.db'}", "-o", str(tmp_path / "plan.yaml")],
+           "--strategies: ',,' names no strategy")
+    assert not (tmp_path / "s.db").exists() and not (tmp_path / "plan.yaml").exists()

@@ -36,6 +36,11 @@ def test_with_fields_is_unit_aware_and_records_the_source() -> None:
     assert cl.nvlink is not None and cl.nvlink.bandwidth_bytes_per_s == 300e9 and cl.num_machines == 2
     assert cl.sources["gpu.memory_bytes"] == "set by --cluster-set gpu.memory_bytes=16GiB"
     assert with_fields(cl, ["nvlink=none"], "--cluster-set").nvlink is None
+    # a group's values read units as a single field's do
+    units = with_fields(cl, ["nvlink={bandwidth_bytes_per_s: 300GB/s, latency_s: 2us}"], "--cluster-set")
+    assert units.nvlink == cl.nvlink
+    with pytest.raises(SpecError, match="nvlink.latency_s: cannot read 'soon'"):
+        with_fields(cl, ["nvlink={bandwidth_bytes_per_s: 300GB/s, latency_s: soon}"], "--cluster-set")
 
 
 @pytest.mark.parametrize(("assignment", "needle"), [

@@ -26,3 +26,5 @@ def test_the_table_shows_the_json_parts(capsys: pytest.CaptureFixture[str]) -> N
         name, _ = max(parts[where].items(), key=lambda kv: kv[1])
         assert name in table, (where, name)
     assert table.count("largest parts") == 2
+    # the phases are epoch totals, headed as such (not indented under the iteration time)
+    assert table.index("iteration time") < table.index("per epoch, by phase") < table.index("  forward")

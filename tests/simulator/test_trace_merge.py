@@ -61,3 +61,15 @@ def test_cli_writes_a_trace_that_reads_back(tmp_path: Path, capsys: pytest.Captu
     assert {s.rank for s in spans} == {0, PID_OFFSET, PID_OFFSET + 1} and "merged" in meta
     assert main(["trace", "merge", str(pred), str(tmp_path / "none.json"), "-o", str(tmp_path / "x.json")]) == 2
     assert not (tmp_path / "x.json").exists()
+
+
+def test_traces_given_in_swapped_order_are_one_line_errors(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    pred, meas, out = tmp_path / "p.json", tmp_path / "m.json", tmp_path / "merged.json"
+    write_trace(pred, [s for s in _epoch(0, 0, 0.0, 1.0)], {"strategy": "dp", "source": "simulator"})
+    write_trace(meas, _measured(), {"strategy": "dp", "source": "executor"})
+    assert main(["trace", "merge", str(meas), str(pred), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "PREDICTED: this trace was written by the executor, not the simulator" in err[0]
+    assert not out.exists()
+    assert main(["trace", "merge", str(pred), str(meas), "-o", str(out), "--json"]) == 0
