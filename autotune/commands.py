@@ -110,6 +110,8 @@ def strategy_names(text: str | None) -> list[str] | None:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``gnnplan simulate``: one configuration."""
+    from rich.progress import track
+
     from gnnplan.autotune.draws import draws_record
     from gnnplan.simulator.api import parse_knobs, predicted_trace, simulate, simulate_on_draws, trace_metadata
     from gnnplan.simulator.workload.proxy_draws import redrawn, requested_draws
@@ -121,7 +123,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     out = res.to_json_dict()
     if refs is not None:
         again = redrawn(workload.dataset, refs)  # a pooled card's prediction is none of its draws'
-        others = simulate_on_draws(cluster, workload, args.strategy, knobs, again)
+        others = [simulate_on_draws(cluster, workload, args.strategy, knobs, [ref])[0] for ref in track(
+            again, description="simulating on the proxy draws (a draw's statistics are measured once, then cached)",
+            console=report.console(stderr=True), transient=True, disable=args.json)]
         out["proxy_draws"] = draws_record(refs, others if len(again) == len(refs) else [res, *others])
     if args.trace:
         predicted_trace(res, args.trace, {**trace_metadata(cluster, workload, args.strategy, res),
