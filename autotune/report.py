@@ -100,11 +100,13 @@ def simulation_table(res: dict[str, Any]) -> Table:
 def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:
     """The tuner's ranked configurations: the best ``limit`` rows, then the best row of every strategy (and
     model) not among them, so a strategy is never hidden behind near-copies of another."""
-    from gnnplan.autotune.study import best_of_others
+    from gnnplan.autotune.study import KNOB_DIGITS, best_of_others
 
     shown, extra = best_of_others(rows, limit)
     t = Table(title="configurations by simulated epoch time",
-              caption=f"{len(rows)} distinct configurations; the best of each strategy tried is always shown")
+              caption=f"{len(rows)} distinct configurations; the best of each strategy tried is always shown; "
+                      f"trials whose float knobs agree to {KNOB_DIGITS} significant digit are one row (column trials), "
+                      "showing its best trial's knobs")
     drawn = next((r["proxy_draws"] for r in rows if r.get("proxy_draws")), None)
     columns = ["rank", "strategy", "model", "knobs", "epoch time", "iteration", "peak GPU memory", "trials", "note"]
     if drawn:  # tune --proxy-draws: each strategy's best over further proxy draws
