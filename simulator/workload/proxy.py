@@ -99,25 +99,27 @@ draw's (:func:`simulator.workload.proxy_draws.requested_draws`). Cora's and Cite
 :data:`DEFAULT_PROXY_VERTICES`, are no longer estimated from this draw alone: ``card:<name>`` is the medoid of draws
 0-14 (:mod:`.proxy_pool`; 126 of 129 within 15% in the same benchmark, this draw alone 123)."""
 PROXY_MIN_TRAIN_FRACTION = 0.25
-"""Smallest training fraction of a proxy: per-batch statistics need every worker's share of training vertices to
-hold full batches (ogbn-papers100M trains on 1.1% of its vertices: 1,087 of a 10^5-vertex proxy); they do not
-depend on how many training vertices there are, and the iterations per epoch come from the card's split.
-One exception, measured and kept: DistDGL's seed spill (a partition holding more training vertices than its
-machines' even share passes the excess to the others, :func:`simulator.workload.partition.split_seeds`) is a
-count of few vertices when the training set is small, and its share shrinks as the set grows. On CiteSeer's card
-(120 training vertices, 2 METIS parts, 16 proxy seeds) the proxy's mean spill is 1.9% of its training vertices at
-this fraction (831 of them) and 2.3% with the card's 120, against 2.9% on the real graph over 32 relabelings. With
-the card's own count the proxy's remote input fraction stays where it is (0.0352 against 0.0350, the real median
-0.0507) while single-draw per-batch sizes get noisier (layer-0 inputs of a random partition 17% high instead of
-10%; bench_proxy 63/66 instead of 65/66 on the real graphs), so the fraction is kept (benchmarks/bench_proxy.py,
-2026-11-28). Also tried and not kept: batch seeds drawn at the card's count matched for sampling noise
+"""Smallest training fraction of a proxy: per-batch statistics need every worker's share of training vertices to hold
+full batches (ogbn-papers100M trains on 1.1% of its vertices: 1,087 of a 10^5-vertex proxy); they do not depend on
+how many training vertices there are, and the iterations per epoch come from the card's split. One exception,
+measured and kept: DistDGL's seed spill (a partition holding more training vertices than its machines' even share
+passes the excess to the others, :func:`simulator.workload.partition.split_seeds`) is a count of few vertices when
+the training set is small, and its share shrinks as the set grows. On CiteSeer's card (120 training vertices, 2 METIS
+parts, 16 proxy seeds) the proxy's mean spill is 1.9% of its training vertices at this fraction (831 of them) and
+2.3% with the card's 120, against 2.9% on the real graph over 32 relabelings. With the card's own count the proxy's
+remote input fraction stays where it is (0.0352 against 0.0350, the real median 0.0507) while single-draw per-batch
+sizes get noisier (layer-0 inputs of a random partition 17% high instead of 10%; bench_proxy 63/66 instead of 65/66
+on the real graphs), so the fraction is kept (benchmarks/bench_proxy.py, 2026-11-28; again on 2026-11-30 with the
+cards' bridges and training vertices near them planted: the median over 16 draws of CiteSeer's METIS remote input
+fraction 0.046 with the card's count, 0.052 at this fraction, measured 0.051; bench_proxy 81/86 on the real graphs,
+83 at this fraction). Also tried and not kept: batch seeds drawn at the card's count matched for sampling noise
 (``1/a_p - 1/n_p = 1/a - 1/n``, finite population correction: CiteSeer's 120; R-MAT 2M's 200,000 -> 68,966 of a
 10^5-vertex proxy), 32 draws averaged. The spill came closer to the real graphs' (2 METIS parts: Cora 6.3% against
-5.6%, this split 4.7%; CiteSeer 2.0% against 2.9%, this split 1.0%), the expected remote input fraction did not:
-Cora +23% (this split +9.5%), CiteSeer -28% (-38%), R-MAT 2M -6% (0%), against the real graphs' mean over 32
-relabelings (per seed, one epoch) and R-MAT's over 16 uniform redraws of its split (128 batches). Cora's proxy has
-36% more remote inputs per seed its machine owns (its METIS boundary touches 12.7% of the vertices, the real
-graph's 10.1%), which this split's smaller spill offsets; bench_proxy fell from 97/99 to 93/99 (2026-11-28)."""
+5.6%, this split 4.7%; CiteSeer 2.0% against 2.9%, this split 1.0%), the expected remote input fraction did not: Cora
++23% (this split +9.5%), CiteSeer -28% (-38%), R-MAT 2M -6% (0%), against the real graphs' mean over 32 relabelings
+(per seed, one epoch) and R-MAT's over 16 uniform redraws of its split (128 batches). Cora's proxy has 36% more
+remote inputs per seed its machine owns (its METIS boundary touches 12.7% of the vertices, the real graph's 10.1%),
+which this split's smaller spill offsets; bench_proxy fell from 97/99 to 93/99 (2026-11-28)."""
 PROXY_FORMAT = 1
 """Version of the proxy construction; part of the cache key of a card's statistics."""
 
