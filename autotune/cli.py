@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--emulate", action="store_true",
                    help="measure an emulated cluster instead (network namespaces, shaped NICs; needs root and "
                         "CAP_NET_ADMIN); writes the preset `emulated`")
-    p.add_argument("--machines", type=int, default=2, help="with --emulate: emulated machines (default 2)")
+    p.add_argument("--machines", type=int, default=None, help="with --emulate: emulated machines (default 2)")
     p.add_argument("--bandwidth", metavar="RATE",
                    help="with --emulate: NIC rate per machine and direction, e.g. 100Mbit/s (default: unshaped)")
     _emulation_limits(p)
@@ -88,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tune-batch-size", action="store_true", help="allow the tuner to change the batch size")
     p.add_argument("--allow-model-change", action="store_true",
                    help="also compare strategies that train a different model (SGC/SIGN vs message passing)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_value, default=0, help="sampler seed, 0 to 2**32 - 1")
     p.add_argument("--proxy-draws", type=int, default=1, metavar="R",
                    help="where the dataset is a card (card:<name>[@K]): also simulate each strategy's best "
                         "configuration on R - 1 more draws of its proxy (K+1, ...) and say on how many the best "
@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=16, help="Optuna trials per point and strategy (warm-started)")
     p.add_argument("--allow-model-change", action="store_true",
                    help="also compare strategies that train a different model (SGC/SIGN vs message passing)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_value, default=0, help="sampler seed, 0 to 2**32 - 1")
     p.add_argument("--proxy-draws", type=int, default=1, metavar="R",
                    help="where the dataset is a card (card:<name>[@K]): also simulate every strategy's tuned "
                         "configuration on R - 1 more draws of the card's proxy (K+1, ...) and say on how many the "
@@ -214,6 +214,21 @@ DEBUG_ENV = "GNNPLAN_DEBUG"
 """Set to 1 to get the traceback of an unexpected error instead of its one-line summary."""
 
 
+def seed_value(text: str) -> int:
+    """``--seed``: an integer in [0, 2**32 - 1] (numpy's and Optuna's seed range).
+
+    Raises:
+        argparse.ArgumentTypeError: anything else (argparse prints it as the one-line usage error).
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 2**32 - 1 (got {text!r})") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 2**32 - 1 (got {value})")
+    return value
+
+
 def check_outputs(args: argparse.Namespace) -> None:
     """Check every output path the arguments name (:data:`OUTPUTS`) with :func:`simulator.io.check_output`, so a
     parent that is a file, a name too long, or a read-only file, folder or file system fails before minutes of
@@ -234,6 +249,48 @@ def check_outputs(args: argparse.Namespace) -> None:
 
         for name in OUTPUT_FILES:
             check_output(Path(args.output) / name, "--output")
+    check_not_inputs(args)
+
+
+INPUTS = ("workload", "cluster", "plan", "traces", "predicted", "measured", "predicted_trace")
+"""Arguments naming files a subcommand reads (a preset name is no file and is skipped)."""
+REPORT_WRITES = ("report.html", "whatif.html")
+"""The files ``gnnplan report DIR`` may replace inside DIR (its default outputs); the rest of DIR it reads."""
+
+
+def check_not_inputs(args: argparse.Namespace) -> None:
+    """Refuse an output file that is also one of the command's inputs (``calibrate T -o T``, ``simulate --workload
+    w.yaml --trace w.yaml``), or a file inside the folder ``report DIR`` reads other than the page it writes
+    (``report DIR -o DIR/whatif.json`` would replace the record it redraws).
+
+    Raises:
+        SpecError: naming the output option, the path and the input it is.
+    """
+    outputs = []
+    for attr, folder in OUTPUTS:
+        value = getattr(args, attr, None)
+        if not folder and isinstance(value, str) and value and not (attr == "output" and args.command in FOLDER_OUTPUT):
+            outputs.append((f"--{attr.replace('_', '-')}", value))
+    if args.command == "whatif":
+        from gnnplan.autotune.whatif_report import OUTPUT_FILES
+
+        outputs += [("--output", str(Path(args.output) / name)) for name in OUTPUT_FILES]
+    inputs: dict[Path, str] = {}
+    for attr in INPUTS:
+        value = getattr(args, attr, None)
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, str) and Path(item).is_file():
+                inputs.setdefault(Path(item).resolve(), attr.replace("_", "-"))
+    read_dir = getattr(args, "folder", None) if args.command == "report" else None
+    for option, value in outputs:
+        target = Path(value).resolve()
+        if target in inputs:
+            raise SpecError(f"{option}: {value!r} is also an input of this command ({inputs[target]}); write the "
+                            "output elsewhere")
+        if read_dir and target.parent == Path(read_dir).resolve() and target.exists() and \
+                target.name not in REPORT_WRITES:
+            raise SpecError(f"{option}: {value!r} is a file of the folder the report reads; write the page "
+                            f"elsewhere (default: {Path(read_dir) / 'report.html'})")
 
 
 def _guard(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from gnnplan.autotune import report
+from gnnplan.autotune import api_args, report
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.paths import user_home
@@ -53,6 +53,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     else:
         if args.bandwidth is not None or args.cpu_quota is not None or args.memory_limit is not None:
             raise SpecError("--bandwidth/--cpu-quota/--memory-limit: only with --emulate")
+        if args.machines is not None:
+            raise SpecError("--machines: only with --emulate (this machine is one machine)")
         dest = output_path(args.output, user_home() / "presets" / "local.yaml")
         _positive("--gpus-per-machine", args.gpus_per_machine)
     before = probe_busy.snapshot()
@@ -65,7 +67,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if args.emulate:
             from gnnplan.executor.probe_emulated import probe_emulated
 
-            data = probe_emulated(args.machines, args.workers or 1, limits, quick=args.quick)
+            data = probe_emulated(2 if args.machines is None else args.machines, args.workers or 1, limits,
+                                  quick=args.quick)
             header = (f"An emulated cluster of {data['num_machines']} machines (network namespaces on this box) x "
                       f"{data['gpus_per_machine']} worker(s), measured by `gnnplan probe --emulate`; run plans on "
                       "it with `gnnplan run PLAN --emulate` and the same --bandwidth/--cpu-quota/--memory-limit. "
@@ -90,22 +93,11 @@ def cmd_probe(args: argparse.Namespace) -> int:
         emit_json({"output": str(dest), "cluster": data,
                    "background": None if load is None else {**asdict(load), "busy": load.busy}})
     else:
-        report.console().print(f"wrote {dest} (use it as --cluster {dest.stem})")
+        from gnnplan.simulator.hardware.spec import preset_dirs
+
+        name = dest.stem if dest.resolve().parent in {d.resolve() for d in preset_dirs()} else str(dest)
+        report.console().print(f"wrote {dest} (use it as --cluster {name})")
     return 0
-
-
-def strategy_names(text: str | None) -> list[str] | None:
-    """``--strategies A,B``: the names, or None (every strategy that supports the workload) when not given.
-
-    Raises:
-        SpecError: given but naming none (``--strategies ,,``).
-    """
-    if text is None:
-        return None
-    names = [s.strip() for s in text.split(",") if s.strip()]
-    if not names:
-        raise SpecError(f"--strategies: {text!r} names no strategy; write e.g. dp,hopgnn, or leave it out for all")
-    return names
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -144,7 +136,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     _positive("--trials", args.trials)
     cluster, workload = cluster_from_args(args), load_workload(args.workload)
-    names = strategy_names(args.strategies)
+    names = api_args.names("--strategies", args.strategies)
     out = tune_to_plan(cluster, workload, names, args.trials, args.storage, args.study, args.tune_batch_size,
                        args.seed, Path(args.output), progress=not args.json,
                        allow_model_change=args.allow_model_change, proxy_draws=args.proxy_draws)
@@ -153,6 +145,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     else:
         con = report.console()
         con.print(report.ranked_table(out["ranked"]))
+        if out["best"].get("estimated"):  # a dataset card: say what its statistics are
+            con.print(f"statistics: {report.estimated_text(out['best']['estimated'])}")
         if "proxy_draws" in out:
             con.print(report.draws_line(out["proxy_draws"]))
         caveat = community_caveat(workload.dataset)
@@ -326,14 +320,11 @@ def cmd_loop(args: argparse.Namespace) -> int:
 def cmd_whatif(args: argparse.Namespace) -> int:
     """``gnnplan whatif``: sweep fields, tune every strategy per point, write CSV, JSON and an HTML chart."""
     from gnnplan.autotune import whatif_report as wr
-    from gnnplan.autotune.whatif import WhatifRequest, parse_axis, run_whatif
+    from gnnplan.autotune.whatif import WhatifRequest, parse_axes, run_whatif
 
     _positive("--trials", args.trials)
-    axes = [parse_axis(item) for item in args.vary]
-    fields = [a.field for a in axes]
-    if len(set(fields)) != len(fields):
-        raise SpecError(f"--vary: field {next(f for f in fields if fields.count(f) > 1)!r} is varied twice")
-    names = strategy_names(args.strategies)
+    axes = parse_axes(args.vary)
+    names = api_args.names("--strategies", args.strategies)
     req = WhatifRequest(args.cluster, args.workload, axes, names, args.trials, args.seed, args.allow_model_change,
                         list(args.cluster_sets), args.proxy_draws)
     err = report.console(stderr=True)

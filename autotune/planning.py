@@ -125,12 +125,11 @@ def calibrate_traces(traces: list[str], cluster: ClusterSpec, output: Path) -> d
         ``traces``, ``held_out``, ``fit``).
 
     Raises:
-        SpecError: a trace is missing or malformed.
+        SpecError: a trace is missing or malformed, given twice (the same file or the same content), or not a
+            measured trace (written by the simulator).
     """
-    from gnnplan.simulator.calibrate import calibrate
-    from gnnplan.simulator.trace import read_trace
+    from gnnplan.simulator.calibrate import calibrate, read_measured
 
-    loaded = {str(t): read_trace(t) for t in traces}
-    calibrated, rep = calibrate(loaded, cluster)
+    calibrated, rep = calibrate({str(t): trace for t, trace in read_measured(traces)}, cluster)
     atomic_write_yaml(output, calibrated.to_yaml_dict())
     return {"output": str(output), **rep}

@@ -80,9 +80,7 @@ def simulation_table(res: dict[str, Any]) -> Table:
     est = res.get("estimated")
     pooled = (est or {}).get("pooled")
     if est:  # a dataset card: its statistics are one draw of its proxy, or pooled over several (proxy_pool.py)
-        where = f"the medoid of draws 0-{pooled['draws'] - 1}" if pooled else f"draw {est['proxy']['draw']}"
-        size = f"{est['proxy']['num_vertices']:,} vertices{' each' if pooled else ''}"
-        t.add_row("statistics", f"estimated on {where} of card {est['card']}'s proxy ({size}; --json: estimated)")
+        t.add_row("statistics", estimated_text(est))
         t.add_row("proxy communities", est["proxy"]["communities"])
     drawn = res.get("proxy_draws")
     if drawn:  # simulate --proxy-draws: the same configuration on further draws of the card's proxy
@@ -97,6 +95,15 @@ def simulation_table(res: dict[str, Any]) -> Table:
     return t
 
 
+def estimated_text(est: dict[str, Any]) -> str:
+    """Where a card's statistics come from (a result's ``estimated`` record): one draw of its proxy, or the medoid
+    of several (simulator/workload/proxy_pool.py)."""
+    pooled = est.get("pooled")
+    where = f"the medoid of draws 0-{pooled['draws'] - 1}" if pooled else f"draw {est['proxy']['draw']}"
+    size = f"{est['proxy']['num_vertices']:,} vertices{' each' if pooled else ''}"
+    return f"estimated on {where} of card {est['card']}'s proxy ({size}; --json: estimated)"
+
+
 def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:
     """The tuner's ranked configurations: the best ``limit`` rows, then the best row of every strategy (and
     model) not among them, so a strategy is never hidden behind near-copies of another."""
@@ -104,7 +111,8 @@ def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:
 
     shown, extra = best_of_others(rows, limit)
     t = Table(title="configurations by simulated epoch time",
-              caption=f"{len(rows)} distinct configurations; the best of each strategy tried is always shown; "
+              caption=f"{len(rows)} distinct configuration{'' if len(rows) == 1 else 's'}; the best of each strategy "
+                      "tried is always shown; "
                       f"trials whose float knobs agree to {KNOB_DIGITS} significant digit are one row (column trials), "
                       "showing its best trial's knobs")
     drawn = next((r["proxy_draws"] for r in rows if r.get("proxy_draws")), None)

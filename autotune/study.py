@@ -92,12 +92,21 @@ def eligible_strategies(workload: WorkloadSpec, requested: list[str] | None,
     return tuple(dict.fromkeys(c.strategy for c in found))
 
 
-def study_name_for(req: TuneRequest) -> str:
-    """A stable study name: cluster and workload names plus a hash of everything that defines the search."""
+def search_key(req: TuneRequest) -> str:
+    """A hash of everything that defines the search: the cluster and workload specs, the strategies, whether the
+    batch size and the model may change (not the seed or the trial budget: they only continue a search)."""
     key = json.dumps([req.cluster.to_yaml_dict(), req.workload.to_yaml_dict(), list(req.strategies),
                       req.tune_batch_size] + ([True] if req.allow_model_change else []), sort_keys=True)
-    return f"{req.cluster.name}/{req.workload.name or req.workload.dataset_name}/" \
-           f"{hashlib.sha1(key.encode()).hexdigest()[:10]}"
+    return hashlib.sha1(key.encode()).hexdigest()
+
+
+def study_name_for(req: TuneRequest) -> str:
+    """A stable study name: cluster and workload names plus a hash of everything that defines the search."""
+    return f"{req.cluster.name}/{req.workload.name or req.workload.dataset_name}/{search_key(req)[:10]}"
+
+
+SEARCH_ATTR = "gnnplan_search"
+"""Study user attribute holding :func:`search_key` of the search it was created for."""
 
 
 def open_study(req: TuneRequest, storage: optuna.storages.RDBStorage | None = None) -> optuna.Study:
@@ -109,7 +118,8 @@ def open_study(req: TuneRequest, storage: optuna.storages.RDBStorage | None = No
         storage: an open storage (None = open ``req.storage`` or the default).
 
     Raises:
-        SpecError: the storage fails (:func:`storage_errors`).
+        SpecError: the storage fails (:func:`storage_errors`); the study was created for another search
+            (:func:`search_key`, kept as its :data:`SEARCH_ATTR`).
     """
     storage = storage or open_storage(req.storage or default_storage())
     sampler = _sampler(req)
@@ -126,6 +136,14 @@ def open_study(req: TuneRequest, storage: optuna.storages.RDBStorage | None = No
             study = optuna.load_study(study_name=name, storage=storage, sampler=sampler)
         with _quiet():
             optuna.storages.fail_stale_trials(study)
+        key = search_key(req)
+        found = study.user_attrs.get(SEARCH_ATTR)
+        if found is None:  # a new study (or one from before the key was kept): it is this search's from now on
+            study.set_user_attr(SEARCH_ATTR, key)
+        elif found != key:
+            raise SpecError(f"--study: {name!r} holds trials of another search (its cluster, workload or "
+                            "strategies differ, and a trial's epoch time is only comparable within one); name "
+                            "another study, or leave --study out to get this search's own")
     return study
 
 

@@ -133,6 +133,19 @@ def parse_axis(item: str) -> Axis:
     return Axis(fld, target, path, tuple(labels), values)
 
 
+def parse_axes(items: Sequence[str]) -> list[Axis]:
+    """Every ``--vary`` (:func:`parse_axis`), each field at most once.
+
+    Raises:
+        SpecError: as :func:`parse_axis`, or a field varied twice.
+    """
+    axes = [parse_axis(item) for item in items]
+    fields = [a.field for a in axes]
+    if len(set(fields)) != len(fields):
+        raise SpecError(f"{OPTION}: field {next(f for f in fields if fields.count(f) > 1)!r} is varied twice")
+    return axes
+
+
 @dataclass(frozen=True)
 class Point:
     """One grid point: an index per axis, the labels, and the cluster and workload there."""

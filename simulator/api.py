@@ -45,6 +45,9 @@ def coerce_knobs(strategy: str, knobs: Mapping[str, Any] | BaseModel | None) -> 
     model: type[BaseModel] = module.Knobs
     if isinstance(knobs, model):
         return knobs
+    if knobs is not None and not isinstance(knobs, (Mapping, BaseModel)):
+        raise SpecError(f"knobs: a mapping of knob names to values, e.g. {{'cache_fraction': 0.2}}, or None for "
+                        f"the defaults (got {type(knobs).__name__})")
     data = dict(knobs.model_dump() if isinstance(knobs, BaseModel) else (knobs or {}))
     unknown = sorted(set(data) - set(model.model_fields))
     if unknown:

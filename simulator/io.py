@@ -146,6 +146,8 @@ def check_output(path: str | Path, what: str, folder: bool = False) -> Path:
         SpecError: one line naming ``what``, the path and the reason.
     """
     dest = Path(path)
+    if not folder and str(path).endswith(("/", os.sep)):  # Path() drops the slash: a file would get that name
+        raise SpecError(f"{what}: {str(path)!r} ends in '/', a folder; name the file to write")
     try:
         existing = _check_existing(dest.absolute(), str(dest), what, folder)
         for part in dest.absolute().relative_to(existing).parts:

@@ -105,9 +105,11 @@ def _with_units(annotation: Any, path: str, value: Any) -> Any:
     if not isinstance(value, dict) or not models:
         return value
     fields = models[0].model_fields
-    return {k: (coerce_text(fields[k].annotation, f"{path}.{k}", v) if isinstance(v, str) else
-                _with_units(fields[k].annotation, f"{path}.{k}", v)) if k in fields else v
-            for k, v in value.items()}
+    unknown = [k for k in value if k not in fields]
+    if unknown:
+        raise SpecError(f"{path}.{unknown[0]}: unknown field; allowed in {path}: {', '.join(fields)}")
+    return {k: coerce_text(fields[k].annotation, f"{path}.{k}", v) if isinstance(v, str) else
+            _with_units(fields[k].annotation, f"{path}.{k}", v) for k, v in value.items()}
 
 
 def with_fields(spec: M, items: Sequence[str], option: str) -> M:

@@ -198,6 +198,45 @@ def read_trace(path: str | Path) -> tuple[list[Span], dict[str, Any]]:
     return spans, dict(top.metadata)
 
 
+SOURCES = {"simulator": "gnnplan simulate --trace", "executor": "gnnplan run"}
+"""The ``source`` a trace's metadata names, and the command that writes such a trace."""
+
+
+def check_source(meta: dict[str, Any], want: str, what: str) -> None:
+    """Refuse a trace whose metadata names another ``source`` than ``want`` (a trace without one is accepted):
+    a predicted trace given where a measured one is read, or the reverse.
+
+    Raises:
+        SpecError: one line naming ``what`` (the argument), the trace's source and the command that writes the kind
+            wanted.
+    """
+    found = meta.get("source", want)
+    if found != want:
+        raise SpecError(f"{what}: this trace was written by the {found}, not the {want}; give a trace of "
+                        f"{SOURCES.get(want, want)}")
+
+
+def check_same_run(predicted: dict[str, Any], measured: dict[str, Any], what: str) -> None:
+    """Refuse a predicted trace of another configuration than the measured one: their metadata's ``strategy``
+    and the dataset of their ``workload`` (at the top level or in its ``plan``) must agree where both give them (the
+    cluster may differ: a prediction on a calibrated copy of the cluster the run used).
+
+    Raises:
+        SpecError: one line naming ``what`` and the two values.
+    """
+    def of(meta: dict[str, Any], key: str) -> Any:
+        plan: dict[str, Any] = meta["plan"] if isinstance(meta.get("plan"), dict) else {}
+        workload: dict[str, Any] = meta["workload"] if isinstance(meta.get("workload"), dict) else \
+            plan.get("workload") or {}
+        return meta.get("strategy", plan.get("strategy")) if key == "strategy" else workload.get("dataset")
+
+    pairs = {key: (of(predicted, key), of(measured, key)) for key in ("strategy", "workload.dataset")}
+    for name, (a, b) in pairs.items():
+        if a is not None and b is not None and a != b:
+            raise SpecError(f"{what}: its {name} is {a!r}, the measured trace's {b!r}; compare a prediction with "
+                            "a run of the same configuration")
+
+
 def _spans(events: list[dict[str, Any]], where: str) -> tuple[list[Span], dict[tuple[int, str], str]]:
     """The spans of the complete events (stream = raw tid until named) and the thread names, validated."""
     spans: list[Span] = []

@@ -18,7 +18,7 @@ from typing import Any
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_text
-from gnnplan.simulator.trace import EVALUATION_PHASES, Span, read_trace, to_chrome
+from gnnplan.simulator.trace import EVALUATION_PHASES, Span, check_same_run, check_source, read_trace, to_chrome
 
 PID_OFFSET = 1000
 """First pid of the measured timeline (ranks stay far below it)."""
@@ -75,15 +75,13 @@ def merge(predicted: tuple[list[Span], dict[str, Any]], measured: tuple[list[Spa
 
     Raises:
         SpecError: a trace without ``epoch`` spans, or an epoch it does not have; a trace whose metadata names the
-            other side's source (``source``: ``simulator`` / ``executor``), e.g. the two given in swapped order.
+            other side's source (``source``: ``simulator`` / ``executor``, e.g. the two given in swapped order), or
+            a predicted trace of another strategy or dataset than the measured one.
     """
     (pred, pred_meta), (meas, meas_meta) = predicted, measured
-    for side, meta, want, option in (("predicted", pred_meta, "simulator", "PREDICTED"),
-                                     ("measured", meas_meta, "executor", "MEASURED")):
-        if meta.get("source", want) != want:
-            raise SpecError(f"{option}: this trace was written by the {meta['source']}, not the {want}; give the "
-                            "predicted trace (gnnplan simulate --trace) first and the measured one (gnnplan run) "
-                            "second")
+    check_source(pred_meta, "simulator", "PREDICTED")
+    check_source(meas_meta, "executor", "MEASURED")
+    check_same_run(pred_meta, meas_meta, "PREDICTED")
     pred_epoch, meas_epoch = pick_epoch(pred), pick_epoch(meas, epoch)
     doc = to_chrome(one_epoch(pred, pred_epoch), {}, label="predicted rank")
     other = to_chrome(one_epoch(meas, meas_epoch), {}, pid_offset=PID_OFFSET, label="measured rank")

@@ -34,7 +34,7 @@ def epochs_trace(result: SimResult, cluster: Any, workload: Any, path: Path, fac
                   for s in result.spans]
         times.append(result.epoch_time_s * f)
         offset += result.epoch_time_s * f
-    meta = api.trace_metadata(cluster, workload, result.strategy, result)
+    meta = {**api.trace_metadata(cluster, workload, result.strategy, result), "source": "executor"}  # as a run's
     measured = times[1:] if len(times) >= 3 else times
     meta["results"] = {"epoch_time_s": statistics.median(measured), "epoch_times_s": times}
     if evaluation_s:

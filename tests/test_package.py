@@ -6,10 +6,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import gnnplan
+from gnnplan.simulator.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,3 +92,35 @@ def test_a_module_importing_dgl_needs_no_backend_in_the_environment() -> None:
     code = "import gnnplan.executor.sampling, os; print(os.environ['DGLBACKEND'])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.strip() == "pytorch" and "backend not selected" not in out.stderr + out.stdout
+
+
+@pytest.mark.parametrize("call, needle", [
+    (lambda tmp: gnnplan.tune("4x-a100-10gbe", "cora-sage", trials=0, output=tmp / "p.yaml"),
+     "trials: must be a positive integer (got 0)"),
+    (lambda tmp: gnnplan.tune("4x-a100-10gbe", "cora-sage", trials=1.5, output=tmp / "p.yaml"),
+     "trials: must be a positive integer (got 1.5)"),
+    (lambda tmp: gnnplan.tune("4x-a100-10gbe", "cora-sage", strategies=[], output=tmp / "p.yaml"),
+     "strategies: [] names no strategy"),
+    (lambda tmp: gnnplan.tune("4x-a100-10gbe", "cora-sage", seed=-1, output=tmp / "p.yaml"),
+     "seed: must be an integer from 0 to 2**32 - 1 (got -1)"),
+    (lambda tmp: gnnplan.tune("4x-a100-10gbe", "cora-sage", output=tmp), "is a folder, not a file"),
+    (lambda tmp: gnnplan.whatif("4x-a100-10gbe", "cora-sage", ["num_machines=1,2", "num_machines=3,4"]),
+     "field 'num_machines' is varied twice"),
+    (lambda tmp: gnnplan.whatif("4x-a100-10gbe", "cora-sage", [], trials=1), "vary: one or more strings"),
+    (lambda tmp: gnnplan.whatif("4x-a100-10gbe", "cora-sage", "num_machines=1,2", trials=0),
+     "trials: must be a positive integer (got 0)"),
+    (lambda tmp: gnnplan.simulate(3, "cora-sage", "dp"), "cluster: a preset name, a YAML path or a ClusterSpec"),
+    (lambda tmp: gnnplan.simulate("4x-a100-10gbe", None, "dp"), "workload: a preset name, a YAML path"),
+    (lambda tmp: gnnplan.simulate("4x-a100-10gbe", "cora-sage", "dp", [1, 2]), "knobs: a mapping of knob names"),
+])
+def test_the_api_checks_its_arguments_as_the_cli_does(call: Any, needle: str, tmp_path: Path) -> None:
+    with pytest.raises(SpecError) as exc:
+        call(tmp_path)
+    assert needle in str(exc.value) and "\n" not in str(exc.value)
+    assert not (tmp_path / "p.yaml").exists()
+
+
+def test_the_api_reads_one_comma_separated_string_as_a_list(tmp_path: Path) -> None:
+    out = gnnplan.tune("4x-a100-10gbe", "cora-sage", strategies="dp", trials=1, storage=f"sqlite:///{tmp_path}/s.db",
+                       output=tmp_path / "p.yaml")
+    assert {r["strategy"] for r in out["ranked"]} == {"dp"}

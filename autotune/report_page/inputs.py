@@ -18,7 +18,7 @@ from typing import Any
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import MAX_SPEC_BYTES
 from gnnplan.simulator.plan import Plan, load_plan
-from gnnplan.simulator.trace import Span, read_trace
+from gnnplan.simulator.trace import Span, check_same_run, check_source, read_trace
 
 LOOP_REPORT = "report.json"
 PREDICTED_TRACE = "predicted.json"
@@ -201,11 +201,18 @@ def gather(folder: str | None = None, study: str | None = None, storage: str | N
     metas = []
     for t in traces:
         timeline, meta = _timeline(Path(t), "--trace")
+        check_source(meta, "executor", "--trace")
         out.measured.append(timeline)
         metas.append((Path(t), meta))
     out.plan = load_plan(plan) if plan else next((p for path, m in metas if (p := _plan_of_trace(m, path))), None)
+    if plan and metas and out.plan is not None:  # a plan named beside the traces must be theirs
+        check_same_run({"plan": out.plan.model_dump(mode="json")}, metas[0][1], "--plan")
     if predicted is not None:
-        out.predicted = _timeline(Path(predicted), "--predicted-trace")[0]
+        timeline, meta = _timeline(Path(predicted), "--predicted-trace")
+        check_source(meta, "simulator", "--predicted-trace")
+        if metas:
+            check_same_run(meta, metas[0][1], "--predicted-trace")
+        out.predicted = timeline
     elif out.plan is not None:
         out.predicted = simulated_timeline(out.plan, Path(plan).name if plan else "the trace's plan")
     else:

@@ -9,6 +9,7 @@ candidate's label, the user attribute ``result`` the simulation (``simulate --js
 from __future__ import annotations
 
 import importlib.util
+import warnings
 from typing import Any
 
 from gnnplan.autotune.report import knobs_text
@@ -163,7 +164,14 @@ def importances(study: Any) -> tuple[dict[str, dict[str, float]], dict[str, str]
             continue
         sub = optuna.create_study(direction=study.direction)
         sub.add_trials(trials)
-        out[label] = dict(get_param_importances(sub, evaluator=evaluator, params=varied))
+        with warnings.catch_warnings():  # PED-ANOVA warns, and returns equal importances, when it cannot tell
+            warnings.filterwarnings("ignore", message="Target and region quantiles select the same set of trials")
+            found = dict(get_param_importances(sub, evaluator=evaluator, params=varied))
+        if len(found) > 1 and len(set(found.values())) == 1:
+            skipped[label] = (f"{len(trials)} feasible trials, but {about.split(' ')[0]} cannot tell the knobs "
+                              "apart (equal importances)")
+            continue
+        out[label] = found
     return out, skipped, about
 
 

@@ -361,6 +361,8 @@ def load_cluster(ref: str | Path | ClusterSpec) -> ClusterSpec:
     """
     if isinstance(ref, ClusterSpec):
         return ref
+    if not isinstance(ref, (str, Path)):
+        raise SpecError(f"cluster: a preset name, a YAML path or a ClusterSpec (got {type(ref).__name__})")
     path = Path(ref)
     if not path.suffix:
         found = [d / f"{ref}.yaml" for d in preset_dirs() if (d / f"{ref}.yaml").is_file()]

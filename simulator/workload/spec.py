@@ -228,6 +228,8 @@ def load_workload(ref: str | Path | WorkloadSpec) -> WorkloadSpec:
     """
     if isinstance(ref, WorkloadSpec):
         return ref
+    if not isinstance(ref, (str, Path)):
+        raise SpecError(f"workload: a preset name, a YAML path or a WorkloadSpec (got {type(ref).__name__})")
     path = Path(ref)
     if not path.suffix:
         if path.is_dir() and not (PRESET_DIR / f"{ref}.yaml").is_file():

@@ -96,15 +96,21 @@ def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec,
         ``{draws, best_wins}`` with ``proxy_draws`` > 1; the redrawn rows carry ``epoch_time_draws_s``).
 
     Raises:
-        SpecError: bad input or no feasible configuration (one line naming the field).
+        SpecError: bad input (a count, seed, strategy list or output path included) or no feasible configuration
+            (one line naming the field).
     """
+    from gnnplan.autotune import api_args
     from gnnplan.autotune.planning import tune_to_plan
     from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.io import check_output
     from gnnplan.simulator.workload.spec import load_workload
 
-    return tune_to_plan(load_cluster(cluster), load_workload(workload), list(strategies) if strategies else None,
-                        trials, storage, study_name, tune_batch_size, seed, Path(output),
-                        allow_model_change=allow_model_change, proxy_draws=proxy_draws)
+    names = api_args.names("strategies", strategies)
+    check_output(output, "output")  # as the CLI's -o, before the study
+    return tune_to_plan(load_cluster(cluster), load_workload(workload), names,
+                        api_args.positive_count("trials", trials), storage, study_name, tune_batch_size,
+                        api_args.seed("seed", seed), Path(output), allow_model_change=allow_model_change,
+                        proxy_draws=api_args.positive_count("proxy_draws", proxy_draws))
 
 
 def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | None = None,
@@ -155,13 +161,22 @@ def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequ
         speedup (and ``winner_draws``: on how many draws it wins), and where the winner changes.
 
     Raises:
-        SpecError: a malformed axis, field or value (one line naming it).
+        SpecError: a malformed axis, field or value, a bad count, seed or strategy list, or an output folder (or a
+            file in it) that cannot be written (one line naming it).
     """
+    from gnnplan.autotune import api_args
     from gnnplan.autotune import whatif_report as wr
-    from gnnplan.autotune.whatif import WhatifRequest, parse_axis, run_whatif
+    from gnnplan.autotune.whatif import WhatifRequest, parse_axes, run_whatif
+    from gnnplan.simulator.io import check_output
 
-    req = WhatifRequest(cluster, workload, [parse_axis(v) for v in vary], list(strategies) if strategies else None,
-                        trials, seed, proxy_draws=proxy_draws)
+    axes = parse_axes(api_args.texts("vary", vary))
+    req = WhatifRequest(cluster, workload, axes, api_args.names("strategies", strategies),
+                        api_args.positive_count("trials", trials), api_args.seed("seed", seed),
+                        proxy_draws=api_args.positive_count("proxy_draws", proxy_draws))
+    if output is not None:  # as the CLI's -o: the folder and the files it will replace, before the sweep
+        check_output(output, "output", folder=True)
+        for name in wr.OUTPUT_FILES:
+            check_output(Path(output) / name, "output")
     res = run_whatif(req)
     if output is not None:
         wr.write_outputs(res, Path(output), f"gnnplan whatif: {cluster} / {workload}")
@@ -181,8 +196,9 @@ def calibrate(traces: Sequence[str | Path] | Mapping[str, Any], cluster: str | P
     Returns:
         (calibrated cluster, report) as :func:`gnnplan.simulator.calibrate.calibrate`.
     """
+    from gnnplan.autotune import api_args
     from gnnplan.simulator import calibrate as cal
 
     if isinstance(traces, Mapping):
         return cal.calibrate(traces, cluster)
-    return cal.calibrate_files(list(traces), cluster)
+    return cal.calibrate_files(api_args.texts("traces", traces), cluster)

@@ -1,4 +1,6 @@
-"""``gnnplan simulate --trace`` writes a trace that ``gnnplan calibrate`` reads, with and without ``--json``."""
+"""``gnnplan calibrate`` on traces of known times: ``gnnplan simulate --trace``'s, relabelled as measured
+(:func:`as_measured`: the fit must recover the prediction), with and without ``--json``; a predicted trace as it is,
+or one trace given twice, is refused."""
 
 from __future__ import annotations
 
@@ -12,6 +14,13 @@ from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.trace import read_trace, write_trace
 
 
+def as_measured(trace: Path) -> None:
+    """Relabel a predicted trace as a run's (metadata ``source``: ``executor``): a measurement whose times are
+    known, which the fit must reproduce."""
+    spans, meta = read_trace(trace)
+    write_trace(trace, spans, {**meta, "source": "executor"})
+
+
 @pytest.mark.parametrize("strategy, workload", [("dp", "cora-sage"), ("neutronstar", "cora-gcn-full")])
 def test_calibrate_a_predicted_trace(strategy: str, workload: str, tmp_path: Path,
                                      capsys: pytest.CaptureFixture[str]) -> None:
@@ -19,6 +28,14 @@ def test_calibrate_a_predicted_trace(strategy: str, workload: str, tmp_path: Pat
     assert main(["simulate", "--cluster", "4x-a100-10gbe", "--workload", workload, "--strategy", strategy,
                  "--trace", str(trace), "--json"]) == 0
     predicted = json.loads(capsys.readouterr().out)["epoch_time_s"]
+    assert main(["calibrate", str(trace), "--cluster", "4x-a100-10gbe", "-o", str(out)]) == 2  # not a measurement
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "this trace was written by the simulator, not the executor" in err[0]
+    as_measured(trace)
+    assert main(["calibrate", str(trace), f"{trace.parent}/./{trace.name}", "--cluster", "4x-a100-10gbe", "-o",
+                 str(out)]) == 2  # the same trace twice would be fitted through its copy while held out
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "again; give each trace once" in err[0] and not out.exists()
     assert main(["calibrate", str(trace), "--cluster", "4x-a100-10gbe", "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "calibrated parameters" in text and "calibrated cluster written to" in text
@@ -47,7 +64,7 @@ def test_calibrate_prints_the_held_out_peak_host_memory(tmp_path: Path, capsys: 
         host = json.loads(capsys.readouterr().out)["peak_memory_bytes"]["host"]
         spans, meta = read_trace(trace)
         meta["results"]["peak_memory_bytes"] = {"gpu": None, "host": host + extra_mb * 1e6}
-        write_trace(trace, spans, meta)
+        write_trace(trace, spans, {**meta, "source": "executor"})  # a run of known times (as_measured)
         traces.append(str(trace))
     out = tmp_path / "cal.yaml"
     assert main(["calibrate", *traces, "--cluster", "local", "-o", str(out)]) == 0

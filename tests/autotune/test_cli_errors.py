@@ -142,3 +142,26 @@ def test_a_folder_is_named_as_a_folder_and_an_empty_strategy_list_is_rejected(
                     "--storage", f"sqlite:///{tmp_path / 's.db'}", "-o", str(tmp_path / "plan.yaml")],
            "--strategies: ',,' names no strategy")
     assert not (tmp_path / "s.db").exists() and not (tmp_path / "plan.yaml").exists()
+
+
+def test_an_output_that_is_also_an_input_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    workload = _workload(tmp_path)
+    before = workload.read_text()
+    _fails(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", str(workload), "--strategy", "dp",
+                    "--trace", str(workload)], f"--trace: '{workload}' is also an input of this command (workload)")
+    assert workload.read_text() == before
+    folder = tmp_path / "wi"
+    assert main(["whatif", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "dp", "--trials",
+                 "1", "--vary", "network.latency_s=1us,2us", "-o", str(folder), "--json"]) == 0
+    capsys.readouterr()
+    record = (folder / "whatif.json").read_text()
+    _fails(capsys, ["report", str(folder), "-o", str(folder / "whatif.json")],
+           "is a file of the folder the report reads")
+    assert (folder / "whatif.json").read_text() == record
+    assert main(["report", str(folder), "-o", str(folder / "whatif.html")]) == 0  # the page it writes may be replaced
+
+
+def test_a_file_output_ending_in_a_slash_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _fails(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp",
+                    "--trace", f"{tmp_path}/t/"], "ends in '/', a folder; name the file to write")
+    assert not (tmp_path / "t").exists()

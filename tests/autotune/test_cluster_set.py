@@ -41,6 +41,8 @@ def test_with_fields_is_unit_aware_and_records_the_source() -> None:
     assert units.nvlink == cl.nvlink
     with pytest.raises(SpecError, match="nvlink.latency_s: cannot read 'soon'"):
         with_fields(cl, ["nvlink={bandwidth_bytes_per_s: 300GB/s, latency_s: soon}"], "--cluster-set")
+    with pytest.raises(SpecError, match="network.bandwidth: unknown field; allowed in network: bandwidth_bytes_per_s"):
+        with_fields(cl, ["network={bandwidth: 1Gbit/s}"], "--cluster-set")
 
 
 @pytest.mark.parametrize(("assignment", "needle"), [

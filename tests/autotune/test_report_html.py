@@ -157,6 +157,11 @@ def test_bad_input_is_one_line_and_writes_nothing(loop_dir: tuple[Path, str, str
     _rejected(["--storage", f"sqlite:///{missing_db}", *o], capsys, "does not exist", out)
     assert not missing_db.exists()  # the report never creates a storage
     _rejected(["--trace", str(tmp_path / "file"), *o], capsys, "not a Chrome trace", out)
+    predicted = str(out_dir / "predicted.json")  # a prediction given as the measured trace, and the reverse
+    _rejected(["--trace", predicted, *o], capsys, "--trace: this trace was written by the simulator", out)
+    loop = json.loads((out_dir / "report.json").read_text())
+    _rejected(["--trace", loop["trace"], "--predicted-trace", loop["trace"], *o], capsys,
+              "--predicted-trace: this trace was written by the executor", out)
     (bad / "whatif.json").write_text('{"axes": []}')
     (bad / "report.json").unlink()
     _rejected([str(bad), *o], capsys, "not a gnnplan whatif record", out)

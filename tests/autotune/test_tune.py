@@ -142,7 +142,9 @@ def test_tune_over_proxy_draws_redraws_each_strategy_s_best(tmp_path: Path,
     wins = sum(all(best["epoch_time_draws_s"][d] <= r["epoch_time_draws_s"][d] for r in drawn) for d in range(2))
     assert out["proxy_draws"] == {"draws": [0, 1], "best_wins": wins, "num_best_rows": 2}
     assert main(argv) == 0
-    assert "the best configuration is the fastest of the strategies' best on" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "the best configuration is the fastest of the strategies' best on" in text
+    assert "statistics: estimated on draw 0 of card cora's proxy (2,708 vertices;" in text  # the suite pools 1
     bad = ["tune", "--cluster", "4x-v100-32gb-100gbib", "--workload", "cora-sage", "--trials", "2", "--storage",
            f"sqlite:///{tmp_path / 'b.db'}", "--proxy-draws", "2", "-o", str(tmp_path / "bad.yaml")]
     assert main(bad) == 2
@@ -162,3 +164,18 @@ def test_the_note_names_the_strategies_no_trial_sampled(tmp_path: Path, capsys) 
     missing = [s for s in ("dp", "gsplit", "hopgnn") if s not in tried]
     assert out["note"].startswith(f"compared {tried.pop()} for mini-batch training of sage")
     assert f"no trial of this study sampled {', '.join(missing)}: raise --trials to compare them" in out["note"]
+
+
+def test_a_named_study_of_another_search_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    storage = f"sqlite:///{tmp_path / 's.db'}"
+    base = ["tune", "--workload", "cora-sage", "--strategies", "dp", "--trials", "1", "--storage", storage,
+            "--study", "mine", "--json"]
+    assert main([*base, "--cluster", "4x-a100-10gbe", "-o", str(tmp_path / "a.yaml")]) == 0
+    assert main([*base, "--cluster", "4x-a100-10gbe", "-o", str(tmp_path / "a.yaml")]) == 0  # the same search
+    capsys.readouterr()
+    assert main([*base, "--cluster", "dgx-a100", "-o", str(tmp_path / "b.yaml")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--study: 'mine' holds trials of another search" in err[0], err
+    assert not (tmp_path / "b.yaml").exists()
+    study = optuna.load_study(study_name="mine", storage=storage)
+    assert len(study.trials) == 2  # nothing was added by the refused run

@@ -129,3 +129,16 @@ def test_a_probe_that_fails_on_a_busy_machine_says_so(busy: bool, tmp_path: Path
                            f"{cpu_count()} cores busy on average and the hypervisor took 0% of the CPU time: re-run "
                            "the probe on an idle machine)") == busy
     assert not out.exists()
+
+
+def test_probe_says_how_to_name_the_cluster_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    data: dict[str, Any] = json.loads(load_cluster("local").model_dump_json())  # the probe's result, not measured
+    monkeypatch.setattr(probe, "probe_machine", lambda **_: data)
+    monkeypatch.setattr(probe_busy, "snapshot", lambda: None)
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path / "home"))
+    out = tmp_path / "elsewhere" / "x.yaml"  # not a presets folder: only its path names it
+    assert main(["probe", "-o", str(out)]) == 0
+    assert f"(use it as --cluster {out})" in capsys.readouterr().out.replace("\n", "")
+    assert main(["probe"]) == 0  # the default, in the user's presets folder: its name does
+    assert "(use it as --cluster local)" in capsys.readouterr().out.replace("\n", "")

@@ -38,6 +38,7 @@ def test_shaped_fit_refuses_flat_times() -> None:
 @pytest.mark.parametrize("argv, field", [
     (["probe", "--bandwidth", "1Gbit/s"], "--bandwidth"),
     (["probe", "--cpu-quota", "1"], "--cpu-quota"),
+    (["probe", "--machines", "3"], "--machines: only with --emulate"),
     (["probe", "--emulate", "--machines", "1"], "--machines"),
     (["probe", "--emulate", "--bandwidth", "fast"], "--bandwidth"),
     (["probe", "--emulate", "--cpu-quota", "-1"], "--cpu-quota"),

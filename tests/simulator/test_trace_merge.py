@@ -73,3 +73,14 @@ def test_traces_given_in_swapped_order_are_one_line_errors(tmp_path: Path,
     assert len(err) == 1 and "PREDICTED: this trace was written by the executor, not the simulator" in err[0]
     assert not out.exists()
     assert main(["trace", "merge", str(pred), str(meas), "-o", str(out), "--json"]) == 0
+
+
+def test_a_prediction_of_another_configuration_is_refused(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    pred, meas, out = tmp_path / "p.json", tmp_path / "m.json", tmp_path / "merged.json"
+    write_trace(pred, [s for s in _epoch(0, 0, 0.0, 1.0)], {"strategy": "hongtu", "source": "simulator"})
+    write_trace(meas, _measured(), {"strategy": "dp", "source": "executor"})
+    assert main(["trace", "merge", str(pred), str(meas), "-o", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "PREDICTED: its strategy is 'hongtu', the measured trace's 'dp'" in err[0]
+    assert not out.exists()

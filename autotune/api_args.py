@@ -1,0 +1,68 @@
+"""The Python API's arguments checked as the command line checks its flags (argparse's types, the subcommands'
+own checks), so ``gnnplan.tune(trials=0)`` fails as ``gnnplan tune --trials 0`` does: one :class:`SpecError` line
+naming the argument, before any work. The CLI reaches the same functions through :mod:`gnnplan.autotune.commands`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from gnnplan.simulator.errors import SpecError
+
+SEED_LIMIT = 2**32
+"""Seeds run from 0 to ``SEED_LIMIT - 1`` (numpy's and Optuna's samplers' range)."""
+
+
+def positive_count(name: str, value: Any) -> int:
+    """``value`` as a positive integer (a bool or a float is none).
+
+    Raises:
+        SpecError: anything else, naming ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError(f"{name}: must be a positive integer (got {value!r})")
+    return value
+
+
+def seed(name: str, value: Any) -> int:
+    """``value`` as a sampler seed in [0, :data:`SEED_LIMIT`).
+
+    Raises:
+        SpecError: anything else, naming ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
+        raise SpecError(f"{name}: must be an integer from 0 to 2**32 - 1 (got {value!r})")
+    return value
+
+
+def names(name: str, value: Any) -> list[str] | None:
+    """Strategy names: None (all that fit the workload), a list of names, or one comma-separated string
+    (``"dp,hopgnn"``, as ``--strategies``).
+
+    Raises:
+        SpecError: an empty selection (``[]``, ``",,"``) or items that are not strings, naming ``name``.
+    """
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, Sequence) or not all(isinstance(v, str) for v in items):
+        raise SpecError(f"{name}: a list of strategy names or 'a,b' (got {value!r})")
+    found = [v.strip() for v in items if v.strip()]
+    if not found:
+        raise SpecError(f"{name}: {value!r} names no strategy; give e.g. ['dp', 'hopgnn'], or None for all")
+    return found
+
+
+def texts(name: str, value: Any) -> list[str]:
+    """One string or a sequence of strings (``vary``, trace paths) as a list; a lone string is one item, not its
+    characters.
+
+    Raises:
+        SpecError: an empty sequence or items that are not strings or paths, naming ``name``.
+    """
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, Sequence) or not items or not all(isinstance(v, str) or hasattr(v, "__fspath__")
+                                                               for v in items):
+        raise SpecError(f"{name}: one or more strings (got {value!r})")
+    return [str(v) for v in items]
