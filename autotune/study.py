@@ -137,10 +137,9 @@ def open_study(req: TuneRequest, storage: optuna.storages.RDBStorage | None = No
         with _quiet():
             optuna.storages.fail_stale_trials(study)
         key = search_key(req)
-        found = study.user_attrs.get(SEARCH_ATTR)
-        if found is None:  # a new study (or one from before the key was kept): it is this search's from now on
-            study.set_user_attr(SEARCH_ATTR, key)
-        elif found != key:
+        if study.user_attrs.get(SEARCH_ATTR) is None:  # a new study (or one from before the key was kept)
+            study.set_user_attr(SEARCH_ATTR, key)  # a race between two creators keeps the first's: read it back
+        if study.user_attrs.get(SEARCH_ATTR) != key:
             raise SpecError(f"--study: {name!r} holds trials of another search (its cluster, workload or "
                             "strategies differ, and a trial's epoch time is only comparable within one); name "
                             "another study, or leave --study out to get this search's own")

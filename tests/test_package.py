@@ -124,3 +124,12 @@ def test_the_api_reads_one_comma_separated_string_as_a_list(tmp_path: Path) -> N
     out = gnnplan.tune("4x-a100-10gbe", "cora-sage", strategies="dp", trials=1, storage=f"sqlite:///{tmp_path}/s.db",
                        output=tmp_path / "p.yaml")
     assert {r["strategy"] for r in out["ranked"]} == {"dp"}
+
+
+def test_the_api_calibrates_measured_traces_only(tmp_path: Path) -> None:
+    from gnnplan.simulator.api import predicted_trace, trace_metadata
+
+    res = gnnplan.simulate("4x-a100-10gbe", "cora-sage", "dp")
+    path = predicted_trace(res, tmp_path / "p.json", trace_metadata("4x-a100-10gbe", "cora-sage", "dp", res))
+    with pytest.raises(SpecError, match="this trace was written by the simulator, not the executor"):
+        gnnplan.calibrate(str(path), "4x-a100-10gbe")  # one path as a string is one trace, not its characters

@@ -201,4 +201,4 @@ def calibrate(traces: Sequence[str | Path] | Mapping[str, Any], cluster: str | P
 
     if isinstance(traces, Mapping):
         return cal.calibrate(traces, cluster)
-    return cal.calibrate_files(api_args.texts("traces", traces), cluster)
+    return cal.calibrate_files(api_args.texts("traces", traces), cluster, measured_only=True)
