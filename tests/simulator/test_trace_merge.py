@@ -63,24 +63,21 @@ def test_cli_writes_a_trace_that_reads_back(tmp_path: Path, capsys: pytest.Captu
     assert not (tmp_path / "x.json").exists()
 
 
-def test_traces_given_in_swapped_order_are_one_line_errors(tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("predicted_strategy, swapped, needle", [
+    ("dp", True, "PREDICTED: this trace was written by the executor, not the simulator"),
+    ("hongtu", False, "PREDICTED: its strategy is 'hongtu', the measured trace's 'dp'"),
+])
+def test_a_trace_of_the_wrong_kind_or_configuration_is_refused(predicted_strategy: str, swapped: bool, needle: str,
+                                                               tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The two traces given in swapped order (their metadata ``source``), or a prediction of another strategy than
+    the run's: one line, exit 2, nothing written; the right pair merges."""
     pred, meas, out = tmp_path / "p.json", tmp_path / "m.json", tmp_path / "merged.json"
-    write_trace(pred, [s for s in _epoch(0, 0, 0.0, 1.0)], {"strategy": "dp", "source": "simulator"})
+    write_trace(pred, [s for s in _epoch(0, 0, 0.0, 1.0)], {"strategy": predicted_strategy, "source": "simulator"})
     write_trace(meas, _measured(), {"strategy": "dp", "source": "executor"})
-    assert main(["trace", "merge", str(meas), str(pred), "-o", str(out)]) == 2
+    first, second = (meas, pred) if swapped else (pred, meas)
+    assert main(["trace", "merge", str(first), str(second), "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "PREDICTED: this trace was written by the executor, not the simulator" in err[0]
-    assert not out.exists()
-    assert main(["trace", "merge", str(pred), str(meas), "-o", str(out), "--json"]) == 0
-
-
-def test_a_prediction_of_another_configuration_is_refused(tmp_path: Path,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:
-    pred, meas, out = tmp_path / "p.json", tmp_path / "m.json", tmp_path / "merged.json"
-    write_trace(pred, [s for s in _epoch(0, 0, 0.0, 1.0)], {"strategy": "hongtu", "source": "simulator"})
-    write_trace(meas, _measured(), {"strategy": "dp", "source": "executor"})
-    assert main(["trace", "merge", str(pred), str(meas), "-o", str(out)]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "PREDICTED: its strategy is 'hongtu', the measured trace's 'dp'" in err[0]
-    assert not out.exists()
+    assert len(err) == 1 and needle in err[0] and not out.exists()
+    if swapped:
+        assert main(["trace", "merge", str(pred), str(meas), "-o", str(out), "--json"]) == 0
