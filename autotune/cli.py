@@ -215,18 +215,19 @@ DEBUG_ENV = "GNNPLAN_DEBUG"
 
 
 def seed_value(text: str) -> int:
-    """``--seed``: an integer in [0, 2**32 - 1] (numpy's and Optuna's seed range).
+    """``--seed``: :func:`gnnplan.autotune.api_args.seed` of the integer ``text`` names.
 
     Raises:
-        argparse.ArgumentTypeError: anything else (argparse prints it as the one-line usage error).
+        argparse.ArgumentTypeError: not an integer, or out of range (argparse prints it as the one-line usage
+            error).
     """
+    from gnnplan.autotune import api_args
+
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 2**32 - 1 (got {text!r})") from None
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"must be an integer from 0 to 2**32 - 1 (got {value})")
-    return value
+        return api_args.seed("--seed", int(text))
+    except (ValueError, SpecError):
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to {api_args.SEED_LIMIT - 1} "
+                                         f"(got {text!r})") from None
 
 
 def check_outputs(args: argparse.Namespace) -> None:
@@ -245,10 +246,9 @@ def check_outputs(args: argparse.Namespace) -> None:
             is_folder = folder or (attr == "output" and args.command in FOLDER_OUTPUT)
             check_output(value, "--" + attr.replace("_", "-"), folder=is_folder)
     if args.command == "whatif":  # the files it will replace in its folder, before hours of tuning
-        from gnnplan.autotune.whatif_report import OUTPUT_FILES
+        from gnnplan.autotune import whatif_report
 
-        for name in OUTPUT_FILES:
-            check_output(Path(args.output) / name, "--output")
+        whatif_report.check_outputs(args.output, "--output")
     check_not_inputs(args)
 
 

@@ -34,8 +34,9 @@ def cluster_from_args(args: argparse.Namespace) -> ClusterSpec:
 
 
 def _positive(name: str, value: int | None) -> None:
-    if value is not None and value < 1:
-        raise SpecError(f"{name}: must be a positive integer (got {value})")
+    """An optional count flag: None (not given) or :func:`gnnplan.autotune.api_args.positive_count`."""
+    if value is not None:
+        api_args.positive_count(name, value)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

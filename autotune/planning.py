@@ -69,8 +69,7 @@ def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[
     out = {"study": study.study_name, "storage": storage or default_storage(), "num_trials_total": len(study.trials),
            "best": best, "ranked": ranked, "plan": str(output),
            "model_changed": chosen.model.arch != workload.model.arch,
-           "note": _note(req, workload, chosen, {str(t.params.get("strategy")) for t in study.get_trials(
-               deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))})}
+           "note": _note(req, workload, chosen, sampled_labels(study))}
     if refs is not None:
         out["proxy_draws"] = draw_best_rows(cluster, list(req.candidates().values()), ranked, refs)
     return out
@@ -97,6 +96,12 @@ def draw_best_rows(cluster: ClusterSpec, cands: Sequence[Candidate], ranked: lis
         drawn.append(row)
     wins = sum(bool(drawn) and draw_winner(drawn, d, "rank") == drawn[0]["rank"] for d in range(len(refs)))
     return {"draws": drawn[0]["proxy_draws"] if drawn else [], "best_wins": wins, "num_best_rows": len(drawn)}
+
+
+def sampled_labels(study: optuna.Study) -> set[str]:
+    """The candidate labels (the ``strategy`` parameter) of the study's completed trials."""
+    return {str(t.params.get("strategy")) for t in study.get_trials(deepcopy=False,
+                                                                    states=(optuna.trial.TrialState.COMPLETE,))}
 
 
 def _note(req: TuneRequest, workload: WorkloadSpec, chosen: WorkloadSpec, tried: set[str]) -> str:
@@ -128,7 +133,8 @@ def calibrate_traces(traces: list[str], cluster: ClusterSpec, output: Path) -> d
         SpecError: a trace is missing or malformed, given twice (the same file or the same content), or not a
             measured trace (written by the simulator).
     """
-    from gnnplan.simulator.calibrate import calibrate, read_measured
+    from gnnplan.simulator.calibrate import calibrate
+    from gnnplan.simulator.trace import read_measured
 
     calibrated, rep = calibrate({str(t): trace for t, trace in read_measured(traces)}, cluster)
     atomic_write_yaml(output, calibrated.to_yaml_dict())

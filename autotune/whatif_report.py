@@ -14,7 +14,7 @@ from rich.table import Table
 
 from gnnplan.autotune.report import fmt_s, fmt_s_range, knobs_text
 from gnnplan.autotune.whatif import Axis, WhatifResult
-from gnnplan.simulator.io import atomic_write_files, atomic_write_text
+from gnnplan.simulator.io import atomic_write_files, atomic_write_text, check_output
 
 LOG_SPAN = 100.0
 """A numeric axis whose values span at least this factor is drawn on a log scale (bandwidths always are)."""
@@ -229,6 +229,18 @@ def write_html(res: WhatifResult, path: Path, title: str) -> Path:
 
 OUTPUT_FILES = ("whatif.csv", "whatif.json", "whatif.html")
 """The files ``gnnplan whatif -o DIR`` writes in ``DIR``."""
+
+
+def check_outputs(folder: str | Path, what: str) -> None:
+    """Check, before a sweep, that ``folder`` and the :data:`OUTPUT_FILES` it would replace there can be written
+    (:func:`simulator.io.check_output`: a file in the way, a read-only or immutable file, a folder named like one).
+
+    Raises:
+        SpecError: one line naming ``what`` (the option or argument) and the path.
+    """
+    check_output(folder, what, folder=True)
+    for name in OUTPUT_FILES:
+        check_output(Path(folder) / name, what)
 
 
 def write_outputs(res: WhatifResult, folder: Path, title: str) -> dict[str, Path]:

@@ -87,7 +87,7 @@ from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.plan import Plan, shaped_like
 from gnnplan.simulator.result import SimResult
 from gnnplan.simulator.strategies import get_strategy
-from gnnplan.simulator.trace import EVALUATION_PHASES, Span, check_source, read_trace
+from gnnplan.simulator.trace import EVALUATION_PHASES, Span, read_measured
 
 __all__ = ["PARAMS", "calibrate", "calibrate_files", "get_param", "with_params"]
 
@@ -405,7 +405,7 @@ def _calibrated_cluster(base: ClusterSpec, result: FitResult, names: list[str]) 
 def calibrate_files(paths: Sequence[str | Path], cluster: str | Path | ClusterSpec, *,
                     simulate_fn: SimulateFn | None = None, measured_only: bool = False
                     ) -> tuple[ClusterSpec, dict[str, Any]]:
-    """:func:`calibrate` on Chrome-trace files (trace name = file name), read by :func:`read_measured`.
+    """:func:`calibrate` on Chrome-trace files (trace name = file name), read by :func:`simulator.trace.read_measured`.
 
     ``measured_only``: refuse predicted traces (the user-facing ``gnnplan calibrate`` does; a test that fits
     a simulation's own trace, whose answer is known, does not).
@@ -422,32 +422,3 @@ def calibrate_files(paths: Sequence[str | Path], cluster: str | Path | ClusterSp
         loaded[name] = trace
     return calibrate(loaded, cluster, simulate_fn=simulate_fn)
 
-
-def read_measured(paths: Sequence[str | Path], measured_only: bool = True
-                  ) -> list[tuple[str | Path, tuple[list[Span], dict[str, Any]]]]:
-    """Read the traces of a calibration, each once: a trace given twice (the same file, or a copy with the same
-    bytes) would be fitted through its copy while "held out"; with ``measured_only`` a predicted trace (metadata
-    ``source`` ``simulator``) is refused, as no measurement.
-
-    Returns:
-        (path as given, (spans, metadata)) per trace, in order.
-
-    Raises:
-        SpecError: a missing or malformed trace, one given twice, or (``measured_only``) one the simulator wrote
-            (naming it).
-    """
-    import hashlib
-
-    seen: dict[Any, str | Path] = {}
-    out = []
-    for p in paths:
-        path = Path(p)
-        for key in (path.resolve(), hashlib.sha1(path.read_bytes()).hexdigest() if path.is_file() else None):
-            if key is not None and key in seen:
-                raise SpecError(f"TRACE: {str(p)!r} is {str(seen[key])!r} again; give each trace once")
-            seen[key] = p
-        trace = read_trace(p)
-        if measured_only:
-            check_source(trace[1], "executor", f"TRACE {p}")
-        out.append((p, trace))
-    return out

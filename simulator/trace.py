@@ -15,7 +15,9 @@ executor's evaluation after each epoch (dp, hopgnn, gsplit: layer-wise inference
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -235,6 +237,34 @@ def check_same_run(predicted: dict[str, Any], measured: dict[str, Any], what: st
         if a is not None and b is not None and a != b:
             raise SpecError(f"{what}: its {name} is {a!r}, the measured trace's {b!r}; compare a prediction with "
                             "a run of the same configuration")
+
+
+def read_measured(paths: Sequence[str | Path], measured_only: bool = True
+                  ) -> list[tuple[str | Path, tuple[list[Span], dict[str, Any]]]]:
+    """Read the traces of a calibration, each once: a trace given twice (the same file, or a copy with the same
+    bytes) would be fitted through its copy while "held out"; with ``measured_only`` a predicted trace (metadata
+    ``source`` ``simulator``) is refused, as no measurement.
+
+    Returns:
+        (path as given, (spans, metadata)) per trace, in order.
+
+    Raises:
+        SpecError: a missing or malformed trace, one given twice, or (``measured_only``) one the simulator wrote
+            (naming it).
+    """
+    seen: dict[Any, str | Path] = {}
+    out = []
+    for p in paths:
+        path = Path(p)
+        for key in (path.resolve(), hashlib.sha1(path.read_bytes()).hexdigest() if path.is_file() else None):
+            if key is not None and key in seen:
+                raise SpecError(f"TRACE: {str(p)!r} is {str(seen[key])!r} again; give each trace once")
+            seen[key] = p
+        trace = read_trace(p)
+        if measured_only:
+            check_source(trace[1], "executor", f"TRACE {p}")
+        out.append((p, trace))
+    return out
 
 
 def _spans(events: list[dict[str, Any]], where: str) -> tuple[list[Span], dict[tuple[int, str], str]]:

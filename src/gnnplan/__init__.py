@@ -167,16 +167,13 @@ def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequ
     from gnnplan.autotune import api_args
     from gnnplan.autotune import whatif_report as wr
     from gnnplan.autotune.whatif import WhatifRequest, parse_axes, run_whatif
-    from gnnplan.simulator.io import check_output
 
     axes = parse_axes(api_args.texts("vary", vary))
     req = WhatifRequest(cluster, workload, axes, api_args.names("strategies", strategies),
                         api_args.positive_count("trials", trials), api_args.seed("seed", seed),
                         proxy_draws=api_args.positive_count("proxy_draws", proxy_draws))
     if output is not None:  # as the CLI's -o: the folder and the files it will replace, before the sweep
-        check_output(output, "output", folder=True)
-        for name in wr.OUTPUT_FILES:
-            check_output(Path(output) / name, "output")
+        wr.check_outputs(output, "output")
     res = run_whatif(req)
     if output is not None:
         wr.write_outputs(res, Path(output), f"gnnplan whatif: {cluster} / {workload}")
