@@ -9,7 +9,7 @@ import pytest
 from gnnplan.autotune.cli import main
 from gnnplan.autotune.report import largest_parts
 
-SIM = ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "rmat100k-sage", "--strategy", "dp"]
+SIM = ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp"]
 
 
 def test_largest_parts_are_the_peaks_biggest_three() -> None:
