@@ -334,12 +334,14 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     paths = wr.write_outputs(res, out, f"gnnplan whatif: {args.cluster} / {args.workload}")
     if args.json:
         emit_json({"summary": res.summary, "crossovers": res.crossovers, "card_communities": res.card_communities,
-                   **{k: str(p) for k, p in paths.items()}})
+                   "card_statistics": res.card_statistics, **{k: str(p) for k, p in paths.items()}})
         return 0
     con = report.console()
     con.print(wr.summary_table(res))
     for line in wr.crossover_lines(res):
         con.print(line)
+    for dataset, est in res.card_statistics.items():
+        con.print(f"{dataset}: statistics {report.estimated_text(est, 'card_statistics')}")
     for dataset, caveat in res.card_communities.items():
         con.print(f"{dataset}: the proxy's communities: {caveat}")
     con.print(f"wrote {paths['csv']}, {paths['json']} and {paths['html']}")

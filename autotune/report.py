@@ -95,13 +95,13 @@ def simulation_table(res: dict[str, Any]) -> Table:
     return t
 
 
-def estimated_text(est: dict[str, Any]) -> str:
+def estimated_text(est: dict[str, Any], json_key: str = "estimated") -> str:
     """Where a card's statistics come from (a result's ``estimated`` record): one draw of its proxy, or the medoid
-    of several (simulator/workload/proxy_pool.py)."""
+    of several (simulator/workload/proxy_pool.py); ``json_key`` names where ``--json`` puts the record."""
     pooled = est.get("pooled")
     where = f"the medoid of draws 0-{pooled['draws'] - 1}" if pooled else f"draw {est['proxy']['draw']}"
     size = f"{est['proxy']['num_vertices']:,} vertices{' each' if pooled else ''}"
-    return f"estimated on {where} of card {est['card']}'s proxy ({size}; --json: estimated)"
+    return f"estimated on {where} of card {est['card']}'s proxy ({size}; --json: {json_key})"
 
 
 def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:

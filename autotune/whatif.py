@@ -14,10 +14,13 @@ points mostly share their best knobs, so a few trials suffice). The point's winn
 smallest simulated epoch time; its speedup is the runner-up's time over its own; a crossover is a pair of
 neighbouring points (one axis step apart) with different winners.
 
-A card's statistics are estimated on one random draw of its synthetic proxy (:mod:`gnnplan.simulator.workload.proxy`,
-``card:<name>@K`` is draw K). With ``proxy_draws`` R > 1 every point whose dataset is a card also simulates each
-candidate's tuned configuration on R - 1 further draws (K + 1, ..., K + R - 1; the knobs stay those tuned on draw K)
-and says how many of the R draws the point's winner wins: how much of the answer is the draw's.
+A card's statistics are estimated on its synthetic proxy (:mod:`gnnplan.simulator.workload.proxy`): a card smaller
+than one proxy's 10^5 vertices on the medoid of several draws (:mod:`gnnplan.simulator.workload.proxy_pool`), a
+larger one on one draw, ``card:<name>@K`` on draw K; :attr:`WhatifResult.card_statistics` says which. With
+``proxy_draws`` R > 1 every point whose dataset is a card also simulates each candidate's tuned configuration on
+single draws (K + 1, ..., K + R - 1 after draw K; draws 0, ..., R - 1 for a pooled card, whose tuned prediction is
+none of its draws'; the knobs stay those tuned) and says how many of the R draws the point's winner wins: how much
+of the answer is the draw's.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from gnnplan.simulator.units_parse import kind_of
 from gnnplan.simulator.workload.datasets import resolve_dataset
 from gnnplan.simulator.workload.proxy import proxy_draw
 from gnnplan.simulator.workload.proxy_draws import no_draws_error, redrawn, requested_draws
-from gnnplan.simulator.workload.proxy_estimated import community_caveat
+from gnnplan.simulator.workload.proxy_estimated import community_caveat, for_dataset
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 OPTION = "--vary"
@@ -206,15 +209,18 @@ class WhatifRequest:
 
 @dataclass
 class WhatifResult:
-    """Rows (one per point and candidate), the per-point summary, the crossovers, and per dataset card of the
-    sweep whose proxy has no block model, what its communities are and do
-    (:func:`gnnplan.simulator.workload.proxy_estimated.community_caveat`)."""
+    """Rows (one per point and candidate), the per-point summary, the crossovers, per dataset card of the sweep
+    whose proxy has no block model what its communities are and do
+    (:func:`gnnplan.simulator.workload.proxy_estimated.community_caveat`), and per dataset card of the sweep the
+    ``estimated`` record of its statistics without the per-strategy list (the proxy, its draw or pooled draws:
+    :func:`gnnplan.simulator.workload.proxy_estimated.for_dataset`)."""
 
     axes: list[Axis]
     rows: list[dict[str, Any]]
     summary: list[dict[str, Any]]
     crossovers: list[dict[str, Any]]
     card_communities: dict[str, str] = field(default_factory=dict)
+    card_statistics: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def default_params(cand: Candidate) -> dict[str, Any]:
@@ -299,7 +305,9 @@ def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> 
                          **found})
     summary = summarize(rows, points)
     caveats = {str(p.workload.dataset): community_caveat(p.workload.dataset) for p in points}
-    return WhatifResult(req.axes, rows, summary, crossovers(summary), {k: v for k, v in caveats.items() if v})
+    estimates = {str(p.workload.dataset): for_dataset(p.workload.dataset, {}) for p in points}
+    return WhatifResult(req.axes, rows, summary, crossovers(summary), {k: v for k, v in caveats.items() if v},
+                        {k: v for k, v in estimates.items() if v})
 
 
 def validated_candidates(req: WhatifRequest, point: Point) -> list[Candidate]:

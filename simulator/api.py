@@ -156,14 +156,10 @@ def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | Workl
 def _estimated(workload: WorkloadSpec, module: ModuleType) -> dict[str, Any] | None:
     """For a dataset card, which statistics are estimated on its proxy and how
     (:mod:`simulator.workload.proxy_estimated`); None for a real or generated graph."""
-    from gnnplan.simulator.workload import cards, proxy, proxy_estimated, proxy_pool
+    from gnnplan.simulator.workload import proxy_estimated
 
-    name = cards.card_name(workload.dataset)
-    if name is None:
-        return None
-    refs = proxy_pool.pooled_refs(workload.dataset)
-    return proxy_estimated.estimated(name, proxy_estimated.strategy_statistics(module.NAME, module.NEEDS_SAMPLE_STATS),
-                                     proxy.proxy_draw(workload.dataset), None if refs is None else len(refs))
+    return proxy_estimated.for_dataset(workload.dataset, proxy_estimated.strategy_statistics(
+        module.NAME, module.NEEDS_SAMPLE_STATS))
 
 
 def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, strategy: str,

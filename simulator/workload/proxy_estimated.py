@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from gnnplan.simulator.workload import proxy_pool
 from gnnplan.simulator.workload.cards import Card, card_name, load_card
 from gnnplan.simulator.workload.proxy import PROXY_SEED, proxy_draw, proxy_scale, proxy_spec
 from gnnplan.simulator.workload.spec import SbmSpec
@@ -38,6 +39,21 @@ def estimated(card: str, statistics: dict[str, str], seed: int = PROXY_SEED,
     if pooled_draws is not None:
         out["pooled"] = {"draws": pooled_draws, "how": POOLED_RULE}
     return out
+
+
+def for_dataset(dataset: object, statistics: dict[str, str]) -> dict[str, Any] | None:
+    """:func:`estimated` for a workload's ``dataset`` (a card reference: ``card:<name>`` pooled where its size asks,
+    ``card:<name>@K`` one draw); None for a real or generated graph.
+
+    Args:
+        dataset: a workload's ``dataset`` field.
+        statistics: statistic -> how it was estimated (:func:`strategy_statistics`; empty for the card alone).
+    """
+    name = card_name(dataset)
+    if name is None:
+        return None
+    refs = proxy_pool.pooled_refs(dataset)
+    return estimated(name, statistics, proxy_draw(dataset), None if refs is None else len(refs))
 
 
 POOLED_RULE = ("the card is smaller than one proxy's 10^5 vertices, so its statistics were measured on proxy draws "

@@ -259,6 +259,9 @@ def test_whatif_over_proxy_draws_resimulates_each_tuned_configuration(
     assert [json.loads(r["epoch_time_draws_s"]) for r in rows] == [r["epoch_time_draws_s"] for r in record["rows"]]
     assert all(sum(int(r["draws_won"]) for r in rows if r["point"] == str(p)) == 2 for p in range(2))
     assert "draws it wins" in text and "(draws 1-2)" in text
+    # where the card's statistics come from: its table says draw 1, as simulate and tune would
+    assert record["card_statistics"]["card:cora@1"]["proxy"]["draw"] == 1
+    assert "card:cora@1: statistics estimated on draw 1 of card cora's proxy (2,708 vertices;" in text
     from gnnplan.autotune.whatif import WhatifResult
 
     res = WhatifResult([parse_axis("network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s")], record["rows"],
@@ -292,6 +295,9 @@ def test_whatif_says_what_a_card_without_a_block_model_does_to_partitions(
               f"mixing mu {mixing.mu.value:g} (no block model); {proxy_estimated.MIXING_ONLY_EFFECT}")
     record = json.loads((tmp_path / "o" / "whatif.json").read_text())
     assert record["card_communities"] == {"card:cora-mixing": caveat}
+    assert record["card_statistics"] == {d: proxy_estimated.for_dataset(d, {}) for d in ("card:cora",
+                                                                                       "card:cora-mixing")}
+    assert "card:cora: statistics estimated on " in out and "--json: card_statistics)" in out
     assert f"card:cora-mixing: the proxy's communities: {caveat}" in out
     assert proxy_estimated.community_caveat("card:cora") is None and proxy_estimated.community_caveat("cora") is None
     assert proxy_estimated.community_caveat("reddit").startswith("none: the card gives no community")
