@@ -35,21 +35,31 @@ def epoch_windows(spans: list[Span]) -> dict[int, tuple[float, float]]:
     return windows
 
 
+def epoch_durations(spans: list[Span]) -> dict[int, float]:
+    """Per epoch index, the longest rank's ``epoch`` span in seconds: an epoch's time as ``gnnplan run`` reports it
+    (executor/runner.py, the slowest rank's), not the window from the earliest rank's start to the latest rank's
+    end, which adds the ranks' start skew."""
+    out: dict[int, float] = {}
+    for s in spans:
+        if s.phase == "epoch":
+            out[s.epoch] = max(out.get(s.epoch, 0.0), s.end_s - s.start_s)
+    return out
+
+
 def pick_epoch(spans: list[Span], epoch: int | None = None) -> int:
-    """The epoch to show: ``epoch`` if given, else the one whose duration is the median (the lower one of an
-    even count, so the result is an epoch that exists).
+    """The epoch to show: ``epoch`` if given, else the one whose time (:func:`epoch_durations`) is the median (the
+    lower one of an even count, so the result is an epoch that exists).
 
     Raises:
         SpecError: the trace has no ``epoch`` spans, or not the one asked for.
     """
-    windows = epoch_windows(spans)
-    if not windows:
+    durations = epoch_durations(spans)
+    if not durations:
         raise SpecError("trace: no 'epoch' spans (written by gnnplan run or gnnplan simulate --trace?)")
     if epoch is not None:
-        if epoch not in windows:
-            raise SpecError(f"--epoch: {epoch} is not in the trace; epochs: {', '.join(map(str, sorted(windows)))}")
+        if epoch not in durations:
+            raise SpecError(f"--epoch: {epoch} is not in the trace; epochs: {', '.join(map(str, sorted(durations)))}")
         return epoch
-    durations = {e: hi - lo for e, (lo, hi) in windows.items()}
     median = statistics.median_low(durations.values())
     return min(e for e, d in durations.items() if d == median)
 
@@ -90,17 +100,13 @@ def merge(predicted: tuple[list[Span], dict[str, Any]], measured: tuple[list[Spa
         "merged": {"predicted": {"epoch": pred_epoch, **_summary(pred_meta)},
                    "measured": {"epoch": meas_epoch, **_summary(meas_meta)},
                    "measured_pid_offset": PID_OFFSET, "time_origin": "start of each timeline's epoch"},
-        "epoch_time_s": {"predicted": _duration(pred, pred_epoch), "measured": _duration(meas, meas_epoch)}}
+        "epoch_time_s": {"predicted": epoch_durations(pred)[pred_epoch],
+                         "measured": epoch_durations(meas)[meas_epoch]}}
     return doc
 
 
 def _summary(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: meta[k] for k in _SUMMARY_KEYS if k in meta}
-
-
-def _duration(spans: list[Span], epoch: int) -> float:
-    lo, hi = epoch_windows(spans)[epoch]
-    return hi - lo
 
 
 def merge_files(predicted: str | Path, measured: str | Path, output: str | Path, epoch: int | None = None
