@@ -312,17 +312,23 @@ def _guard(func: Callable[[argparse.Namespace], int], args: argparse.Namespace) 
     except RecursionError:
         msg = "input nested too deeply (RecursionError)"
     except RunError as exc:
-        print(f"gnnplan {args.command}: failed: {_first_line(str(exc))}", file=sys.stderr)
+        print(f"gnnplan {_command(args)}: failed: {_first_line(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"gnnplan {args.command}: interrupted", file=sys.stderr)
+        print(f"gnnplan {_command(args)}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # the last resort: one line, not a traceback (GNNPLAN_DEBUG=1 shows it)
         if os.environ.get(DEBUG_ENV) == "1":
             raise
         msg = f"internal error: {type(exc).__name__}: {_first_line(str(exc))} (set {DEBUG_ENV}=1 for details)"
-    print(f"gnnplan {args.command}: error: {_first_line(msg) if msg.strip() else 'invalid input'}", file=sys.stderr)
+    print(f"gnnplan {_command(args)}: error: {_first_line(msg) if msg.strip() else 'invalid input'}", file=sys.stderr)
     return 2
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The subcommand as typed, with its own subcommand if it has one (``trace merge``)."""
+    sub = getattr(args, "trace_command", None)
+    return f"{args.command} {sub}" if sub else args.command
 
 
 def _os_error(exc: OSError) -> str:

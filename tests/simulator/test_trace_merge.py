@@ -60,8 +60,10 @@ def test_cli_writes_a_trace_that_reads_back(tmp_path: Path, capsys: pytest.Captu
     assert json.loads(capsys.readouterr().out)["merged"]["measured"]["epoch"] == 2
     spans, meta = read_trace(out)
     assert {s.rank for s in spans} == {0, PID_OFFSET, PID_OFFSET + 1} and "merged" in meta
+    capsys.readouterr()
     assert main(["trace", "merge", str(pred), str(tmp_path / "none.json"), "-o", str(tmp_path / "x.json")]) == 2
     assert not (tmp_path / "x.json").exists()
+    assert capsys.readouterr().err.startswith("gnnplan trace merge: error: ")  # the subcommand as typed
 
 
 @pytest.mark.parametrize("predicted_strategy, swapped, needle", [
