@@ -77,8 +77,12 @@ def leaf_annotation(cls: type[BaseModel], path: str, option: str) -> Any:
         if i < len(parts) - 1:
             nodes = [m for n in having for m in _models_in(n.model_fields[part].annotation)]
             if not nodes:
-                raise SpecError(f"{option}: {'.'.join(parts[:i + 1])} is a value, not a group of fields "
-                                f"(in {path!r})")
+                name = ".".join(parts[:i + 1])
+                # e.g. sources: its keys are field paths, dotted themselves
+                if any(typing.get_origin(m) is dict or m is dict for m in _members(annotation)):
+                    raise SpecError(f"{option}: {name} is a mapping, not a group of fields (in {path!r}); give it "
+                                    f"whole: {name}={{KEY: VALUE, ...}}")
+                raise SpecError(f"{option}: {name} is a value, not a group of fields (in {path!r})")
     return annotation
 
 

@@ -52,6 +52,7 @@ def test_with_fields_is_unit_aware_and_records_the_source() -> None:
     ("network.latency_s=5 parsecs", "network.latency_s: cannot read '5 parsecs' as a time"),
     ("nvlink.latency_s=2us", "nvlink is none here"),
     ("gpu.model.name=x", "gpu.model is a value, not a group of fields"),
+    ("sources.x=y", "sources is a mapping, not a group of fields (in 'sources.x'); give it whole: sources={KEY: "),
     ("network.bandwidth_bytes_per_s", "is not FIELD=VALUE"),
 ])
 @pytest.mark.parametrize("command", ["simulate", "tune"])
