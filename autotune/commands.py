@@ -274,6 +274,8 @@ def _print_held_out(con: Any, held: dict[str, Any]) -> None:
         con.print(report.held_out_table(epochs["rows"]))
     for name, reason in epochs["not_held_out"].items():
         con.print(f"held-out epochs: {name}: {reason}")
+    for line in report.transient_lines(epochs):
+        con.print(line)
     configurations = held["configurations"]
     if configurations["rows"]:
         con.print(report.configuration_table(configurations["rows"]))

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnplan.autotune.planning import calibrate_traces, tune_to_plan
-from gnnplan.autotune.report import epochs_text, fmt_bytes, fmt_s, pct
+from gnnplan.autotune.report import epochs_text, fmt_bytes, fmt_s, pct, transient_lines
 from gnnplan.autotune.report_page import write_loop_outputs
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
@@ -87,10 +87,13 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
                 tell(f"      held-out epochs' evaluation {epochs_text(row['held_out_epochs'])}: measured "
                      f"{fmt_s(ev['measured_s'])}, predicted {fmt_s(ev['predicted_s'])} by the calibration on epochs "
                      f"{epochs_text(row['fit_epochs'])} (held-out error {pct(ev['predicted_s'], ev['measured_s'])})")
+    for line in transient_lines(held):
+        tell(f"      {line}")
     out = {"plan": tuned["plan"], "trace": run["trace"], "calibrated_cluster": str(cal_path),
            "measured_epoch_time_s": meas, "predicted_before_s": before, "error_before_fraction": (before - meas) / meas,
            "memory": memory, "evaluation": evaluation,
-           "held_out": {"rows": held["rows"], "reason": "; ".join(held["not_held_out"].values()) or None},
+           "held_out": {"rows": held["rows"], "reason": "; ".join(held["not_held_out"].values()) or None,
+                        "transient": held.get("transient", {})},
            "run": run, "tune": {k: tuned[k] for k in ("study", "storage", "num_trials_total", "best")},
            "calibration": cal}
     atomic_write_json(out_dir / "report.json", out)

@@ -222,6 +222,21 @@ def epochs_text(epochs: list[int]) -> str:
     return f"{epochs[0]}, {epochs[1]}, ..., {epochs[-1]} ({len(epochs)})"
 
 
+def transient_lines(epochs_report: dict[str, Any]) -> list[str]:
+    """Per trace with transient epochs (a calibration report's ``held_out.epochs.transient``), one line saying
+    which epochs no fit used and why (:func:`gnnplan.simulator.calibrate_holdout.transient_epochs`)."""
+    from gnnplan.simulator.calibrate_holdout import TRANSIENT_MADS
+
+    lines = []
+    for name, tr in (epochs_report.get("transient") or {}).items():
+        lo, hi = min(tr["times_s"]), max(tr["times_s"])
+        times = fmt_s(lo) if lo == hi else f"{fmt_s(lo)} to {fmt_s(hi)}"
+        lines.append(f"{name}: epoch{'s' if len(tr['epochs']) > 1 else ''} {epochs_text(tr['epochs'])} left out of "
+                     f"every fit: {times} against the median measured epoch's {fmt_s(tr['median_s'])} (transient: "
+                     f"more than {TRANSIENT_MADS:g} scaled MADs from it; still held out where odd)")
+    return lines
+
+
 def pct(pred: float | None, meas: float) -> str:
     """Signed relative error of a prediction, in percent."""
     if pred is None or meas <= 0:

@@ -133,7 +133,7 @@ def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: 
         epochs = [s.dur_s for s in spans if s.phase == EPOCH_PHASE]
         measured = float(np.median(epochs)) if epochs else float("nan")
     timed = epoch_times_s(spans)
-    split = split_epochs({s.epoch for s in spans}, timed, results.get("measured_epochs"))
+    split = split_epochs({s.epoch for s in spans}, timed, results.get("measured_epochs"), timed)
     return _Trace(name, plan, float(measured), shaped_like(cluster, plan), spans, get_strategy(plan.strategy), timed,
                   split, evaluation_times_s(results))
 

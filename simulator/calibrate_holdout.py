@@ -6,7 +6,10 @@ calibrated simulator predicts; :mod:`gnnplan.simulator.calibrate` therefore repo
 * epochs: every trace's measured epochs (:func:`split_epochs`: those ``gnnplan run`` measured) are split by
   parity, the even ones to fit, the odd ones held out; one fit on the fitting epochs of all traces predicts each
   trace's held-out epochs (the median of their epoch times; an epoch's time is its slowest rank's ``epoch``
-  span, as ``gnnplan run`` reports it). A trace with a single measured epoch cannot be held out and says so.
+  span, as ``gnnplan run`` reports it). A trace with a single measured epoch cannot be held out and says so. A
+  measured epoch far from the run's typical one (:func:`transient_epochs`: a burst of other load on the machine,
+  which no simulation prices) is fitted by no fit, this one or the final one, and reported; where odd it is still
+  held out, since it was measured.
   With it, for a strategy that evaluates after each epoch (its simulation gives ``evaluation_time_s``) and a run
   that timed it (``results.epochs[].evaluation_time_s``), the held-out epochs' evaluation (the median of their
   evaluation times) against the same fit's prediction: the evaluation's spans (``eval_*``) of the fitting epochs
@@ -35,6 +38,20 @@ from gnnplan.simulator.trace import Span
 WARMUP_EPOCHS = 1
 """Epochs at the start of a run of 3 or more epochs that calibration ignores (lazy initialisation, sampler
 processes starting): the epochs ``gnnplan run`` leaves out of its measured epoch time."""
+TRANSIENT_MADS = 3.0
+"""A measured epoch whose time is further than this many scaled median absolute deviations (1.4826 x MAD, the
+standard deviation of normal data) from the median of the run's measured epochs is a transient (a burst of other
+load, a late warm-up) and no fit uses its spans (:func:`transient_epochs`). Source: the Hampel identifier with
+threshold 3 (Hampel, "The influence curve and its role in robust estimation", J. Amer. Statist. Assoc. 69(346),
+1974; Pearson, "Outliers in process modeling and identification", IEEE Trans. Control Syst. Technol. 10(1), 2002).
+Measured on the main job's traces (2026-11-30): a dp run on Cora whose epochs 1-6 took 0.12-0.19 s against a
+median of 0.053 s was predicted +31.6% off on its held-out epochs by a fit on all its even epochs, +5.9% with them
+left out; five other runs' (dp, hopgnn, gsplit) held-out errors moved by 0-2.3 points."""
+MIN_EPOCHS_FOR_TRANSIENTS = 5
+"""Fewest measured epochs with a time among which :func:`transient_epochs` looks for transients (fewer give no
+usable median absolute deviation)."""
+MAD_SCALE = 1.4826
+"""The MAD of normal data times this is its standard deviation (1 / Phi^-1(3/4))."""
 
 EPOCH_PHASE = "epoch"
 
@@ -54,16 +71,19 @@ class EpochSplit:
 
     Attributes:
         measured: the epochs every fit may use (the run's measured epochs: all but the warm-up when there are 3
-            or more, and none a controller explored in).
+            or more, and none a controller explored in; transients left out).
         fit: the epochs of the held-out fit (even ones; all measured ones when nothing can be held out).
-        held_out: the epochs it predicts (odd ones; empty when nothing can be held out).
+        held_out: the epochs it predicts (odd ones, transients included: they were measured; empty when nothing
+            can be held out).
         reason: why nothing is held out (None when something is).
+        transient: the run's measured epochs no fit uses (:func:`transient_epochs`).
     """
 
     measured: tuple[int, ...]
     fit: tuple[int, ...]
     held_out: tuple[int, ...]
     reason: str | None = None
+    transient: tuple[int, ...] = ()
 
 
 class HeldOutTrace(Protocol):
@@ -108,8 +128,20 @@ def evaluation_times_s(results: Mapping[str, Any]) -> dict[int, float]:
     return out
 
 
+def transient_epochs(times: Mapping[int, float]) -> tuple[int, ...]:
+    """The epochs of ``times`` (epoch -> seconds, a run's measured epochs) further than :data:`TRANSIENT_MADS`
+    scaled MADs from their median; none among fewer than :data:`MIN_EPOCHS_FOR_TRANSIENTS`, or when the MAD is 0
+    (at least half the epochs equal: a simulated trace)."""
+    if len(times) < MIN_EPOCHS_FOR_TRANSIENTS:
+        return ()
+    median = statistics.median(times.values())
+    spread = MAD_SCALE * statistics.median(abs(t - median) for t in times.values())
+    return tuple(sorted(e for e, t in times.items() if spread > 0 and abs(t - median) > TRANSIENT_MADS * spread))
+
+
 def split_epochs(epochs: Collection[int], timed: Collection[int],
-                 run_measured: Collection[int] | None = None) -> EpochSplit:
+                 run_measured: Collection[int] | None = None, times: Mapping[int, float] | None = None
+                 ) -> EpochSplit:
     """The epochs of a trace to fit and to hold out (module docstring).
 
     Args:
@@ -119,6 +151,8 @@ def split_epochs(epochs: Collection[int], timed: Collection[int],
             metadata: besides the warm-up, ``gnnplan run`` leaves out the epochs a controller explored other
             configurations in, :func:`executor.runner.summarise`); None (a trace without it): all but the first
             :data:`WARMUP_EPOCHS` when there are 3 or more.
+        times: epoch -> its time in seconds (:func:`epoch_times_s`); the measured epochs' transients
+            (:func:`transient_epochs`) are fitted by no fit. None: no epoch is a transient.
 
     Returns:
         The split; with fewer than 2 measured epochs, or no timed odd one, nothing is held out.
@@ -128,13 +162,21 @@ def split_epochs(epochs: Collection[int], timed: Collection[int],
     if run_measured is not None:
         settled = set(run_measured)
         measured = tuple(e for e in ordered if e in settled) or measured
+    transient = transient_epochs({e: times[e] for e in measured if e in times}) if times else ()
+    usable = tuple(e for e in measured if e not in transient)
     if len(measured) < 2:
         return EpochSplit(measured, measured, (), f"{len(measured)} epoch: cannot be held out")
-    fit = tuple(e for e in measured if e % 2 == 0)
+    fit = tuple(e for e in usable if e % 2 == 0)
     held = tuple(e for e in measured if e % 2 == 1 and e in timed)
     if not fit or not held:
-        return EpochSplit(measured, measured, (), "no timed epoch to hold out (no epoch spans)")
-    return EpochSplit(measured, fit, held)
+        return EpochSplit(usable, usable, (), "no timed epoch to hold out (no epoch spans)", transient)
+    return EpochSplit(usable, fit, held, None, transient)
+
+
+def _transient(t: HeldOutTrace) -> dict[str, Any]:
+    measured = sorted(set(t.split.measured) | set(t.split.transient))
+    return {"epochs": list(t.split.transient), "times_s": [t.epoch_times_s[e] for e in t.split.transient],
+            "median_s": statistics.median(t.epoch_times_s[e] for e in measured if e in t.epoch_times_s)}
 
 
 def configuration_key(plan: Plan) -> str:
@@ -171,11 +213,14 @@ def held_out_epochs(traces: Sequence[HeldOutTrace], fit_fn: FitFn, predict: Pred
 
     Returns:
         ``{rows: [{trace, fit_epochs, held_out_epochs, measured_epoch_time_s, predicted_before_s,
-        error_before_fraction, predicted_s, error_fraction, evaluation}], not_held_out: {trace: reason}}``;
+        error_before_fraction, predicted_s, error_fraction, evaluation}], not_held_out: {trace: reason},
+        transient: {trace: {epochs, times_s, median_s}}}`` (``transient``: the epochs no fit used,
+        :func:`transient_epochs`, their times and the median of the run's measured epochs);
         ``evaluation``: ``{measured_s, predicted_before_s, error_before_fraction, predicted_s, error_fraction}``
         of the held-out epochs' evaluation, or None (not timed, or not priced).
     """
-    out: dict[str, Any] = {"rows": [], "not_held_out": {t.name: t.split.reason for t in traces if t.split.reason}}
+    out: dict[str, Any] = {"rows": [], "not_held_out": {t.name: t.split.reason for t in traces if t.split.reason},
+                           "transient": {t.name: _transient(t) for t in traces if t.split.transient}}
     held = [t for t in traces if t.split.held_out]
     if not held:
         return out

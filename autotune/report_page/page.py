@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gnnplan.autotune.report import fmt_bytes, fmt_s, knobs_text, pct
+from gnnplan.autotune.report import fmt_bytes, fmt_s, knobs_text, pct, transient_lines
 from gnnplan.autotune.report_page import run_charts as rc
 from gnnplan.autotune.report_page import study_charts as sc
 from gnnplan.autotune.report_page.inputs import ReportInputs
@@ -134,8 +134,9 @@ def _calibration(b: _Builder, inputs: ReportInputs) -> None:
     whole = _whole_run(inputs)
     caption = ("each calibrated prediction comes from a fit that did not see the epochs or configuration it "
                "predicts (simulator/calibrate_holdout.py); the calibrated cluster written by the run is fitted on "
-               "all epochs, and no error is computed on them" + (f". {whole}" if whole else "")
-               + "".join(f". Not held out: {n}" for n in notes))
+               "all its measured epochs but transients, and no error is computed on them"
+               + (f". {whole}" if whole else "") + "".join(f". Not held out: {n}" for n in notes)
+               + "".join(f". {line}" for line in transient_lines(cal.get("held_out", {}).get("epochs", {}))))
     b.section("calibration", rc.calibration_figure(cal), caption, missing=caption)
     params = cal.get("parameters", {})
     fig, left_out = rc.parameters_figure(params)

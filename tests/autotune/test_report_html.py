@@ -233,3 +233,17 @@ def test_the_held_out_chart_shows_the_evaluation_under_its_epochs() -> None:
                                           "sim.json:<br>epochs 1, 3<br>(fit on 2)"]
     assert [(r["measured_epoch_time_s"], r["predicted_before_s"], r["predicted_s"]) for r in rows] == [
         (0.04, 0.03, 0.038), (0.02, 0.011, 0.017), (0.04, 0.03, 0.038)]
+
+
+def test_a_transient_epoch_is_named_with_its_times() -> None:
+    """The line calibrate, loop and the report page print for a trace whose epochs no fit used (transients)."""
+    from gnnplan.autotune.report import transient_lines
+
+    epochs = {"transient": {"run.json": {"epochs": [1, 2, 3], "times_s": [0.124, 0.186, 0.15], "median_s": 0.053},
+                            "b.json": {"epochs": [4], "times_s": [0.2], "median_s": 0.05}}}
+    assert transient_lines(epochs) == [
+        "run.json: epochs 1, 2, 3 left out of every fit: 124.00 ms to 186.00 ms against the median measured epoch's "
+        "53.00 ms (transient: more than 3 scaled MADs from it; still held out where odd)",
+        "b.json: epoch 4 left out of every fit: 200.00 ms against the median measured epoch's 50.00 ms (transient: "
+        "more than 3 scaled MADs from it; still held out where odd)"]
+    assert transient_lines({"rows": []}) == []

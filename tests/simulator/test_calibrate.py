@@ -187,6 +187,7 @@ def test_held_out_epochs_and_configurations(fake_graphstats: list[dict[str, Any]
     _, report = calibrate_files(paths, start)
     rows = {r["trace"]: r for r in report["held_out"]["epochs"]["rows"]}
     assert set(rows) == {"a.json", "b.json"} and report["held_out"]["epochs"]["not_held_out"] == {}
+    assert report["held_out"]["epochs"]["transient"] == {}  # 2 measured epochs: too few to call one a transient
     for name, row in rows.items():
         assert (row["fit_epochs"], row["held_out_epochs"]) == ([2], [1])
         truth_s = api.simulate(truth, "rmat100k-sage", "dp", KNOBS[name]).epoch_time_s
@@ -210,7 +211,7 @@ def test_held_out_epochs_and_configurations(fake_graphstats: list[dict[str, Any]
     assert loco["a.json"]["error_fraction"] == pytest.approx(0.0, abs=0.06)
     assert loco["b.json"]["error_fraction"] < -0.1
     single = calibrate_files(_traces(tmp_path / "single", truth)[:1], start)[1]["held_out"]
-    assert single["epochs"] == {"rows": [], "not_held_out": {"a.json": "1 epoch: cannot be held out"}}
+    assert single["epochs"] == {"rows": [], "not_held_out": {"a.json": "1 epoch: cannot be held out"}, "transient": {}}
     assert single["configurations"] == {"rows": [], "reason": "1 trace(s) of one configuration: none to leave out"}
 
 
@@ -235,6 +236,24 @@ def test_calibrate_rejects_traces_without_a_plan(tmp_path: Path) -> None:
         calibrate({}, "4x-a100-10gbe")
     with pytest.raises(SpecError, match="does not exist"):
         calibrate_files([tmp_path / "missing.json"], "4x-a100-10gbe")
+
+
+def test_a_transient_epoch_is_fitted_by_no_fit(fake_graphstats: list[dict[str, Any]], tmp_path: Path) -> None:
+    """A run whose epoch 4 (a fitting one) took 4x its others, as under a burst of other load: no fit uses it, so
+    the held-out epochs (1, 3, 5: median at the truth) are predicted within the others' 1-2% jitter, and the report
+    names it (the jitter gives the epochs a spread: at least half of them equal, there is none, as in a simulated
+    trace, and no epoch is called a transient)."""
+    start = _start()
+    truth = with_params(start, TRUE)
+    path = _traces(tmp_path, truth, epochs=(3.0, 1.0, 1.01, 0.99, 4.0, 1.02, 0.98))[0]
+    report = calibrate_files([path], start)[1]["held_out"]["epochs"]
+    truth_s = api.simulate(truth, "rmat100k-sage", "dp", KNOBS["a.json"]).epoch_time_s
+    (row,) = report["rows"]
+    assert (row["fit_epochs"], row["held_out_epochs"]) == ([2, 6], [1, 3, 5])
+    assert row["error_fraction"] == pytest.approx(0.0, abs=0.02)  # fitted on 1.01 and 0.98 x the truth
+    transient = report["transient"]["a.json"]
+    assert transient["epochs"] == [4] and transient["median_s"] == pytest.approx(1.005 * truth_s, rel=1e-9)
+    assert transient["times_s"] == [pytest.approx(4 * truth_s, rel=1e-9)]
 
 
 def test_the_measured_network_rate_has_a_narrower_prior(fake_graphstats: list[dict[str, Any]], tmp_path: Path,
