@@ -109,8 +109,7 @@ def parse_knobs(strategy: str, assignments: list[str]) -> dict[str, Any]:
         if name not in model.model_fields:
             raise SpecError(f"--set: unknown knob {name!r} for strategy {strategy}; allowed: "
                             f"{', '.join(model.model_fields)}")
-        value = value.strip()
-        raw[name] = None if value.lower() in _NONE_WORDS else value
+        raw[name] = _knob_value(model, name, value.strip())
     out = {}
     for name, value in raw.items():
         try:
@@ -119,6 +118,27 @@ def parse_knobs(strategy: str, assignments: list[str]) -> dict[str, Any]:
             raise SpecError(f"--set {name}={value if value is not None else 'none'}: {name} must be "
                             f"{allowed_values(model, name)}") from None
     return out
+
+
+def _knob_value(model: type[BaseModel], name: str, text: str) -> Any:
+    """The raw value of ``--set NAME=TEXT``: None for a none word where the knob admits None (a knob whose value
+    is the word itself, hongtu's ``dedup=none``, keeps it); for a knob whose name gives a unit (``*_bytes``,
+    ``*_s``: :func:`~gnnplan.simulator.units_parse.kind_of`) a value with a unit in base units (``1GB``); else the
+    text, for the model to coerce."""
+    from gnnplan.simulator.units_parse import kind_of, parse_field_value
+
+    if text.lower() in _NONE_WORDS:
+        try:
+            model.model_validate({name: None})
+            return None
+        except ValidationError:
+            return text
+    if kind_of(name) != "number" and text and not text[-1].isdigit():
+        try:
+            return parse_field_value(f"--set {name}", text)
+        except SpecError:
+            return text  # not a quantity: the model's message names what the knob accepts
+    return text
 
 
 def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, strategy: str,

@@ -22,6 +22,15 @@ def test_parse_knobs_coerces_types() -> None:
     assert api.parse_knobs("dp", ["batch_size=none", "cache_fraction=1", "cache_fraction=0.5"]) == \
         {"batch_size": None, "cache_fraction": 0.5}
     assert api.parse_knobs("dp", []) == {}
+    # a knob whose value is the word none keeps it (None only where a knob admits it); a *_bytes knob reads units
+    assert api.parse_knobs("hongtu", ["dedup=none"]) == {"dedup": "none"}
+    assert api.parse_knobs("neutronstar", ["cache_budget_bytes=1GB"]) == {"cache_budget_bytes": 1e9}
+    assert api.parse_knobs("neutronstar", ["cache_budget_bytes=512MiB"]) == {"cache_budget_bytes": 512 * 2**20}
+    assert api.parse_knobs("neutronstar", ["cache_budget_bytes=none"]) == {"cache_budget_bytes": None}
+    with pytest.raises(SpecError, match=r"^--set dedup=null: dedup must be one of none, gpu, reuse$"):
+        api.parse_knobs("hongtu", ["dedup=null"])
+    with pytest.raises(SpecError, match=r"^--set cache_budget_bytes=1GHz: cache_budget_bytes must be a number >= 0 "):
+        api.parse_knobs("neutronstar", ["cache_budget_bytes=1GHz"])
 
 
 @pytest.mark.parametrize("items,message", [
