@@ -43,13 +43,15 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
         when the run has too few epochs.
 
     Raises:
-        SpecError: bad input, or nprocs inconsistent with the cluster.
+        SpecError: bad input (a dataset card, which has no graph to train on, among it), or nprocs inconsistent
+            with the cluster; raised before anything is written.
     """
-    from gnnplan.executor.runner import default_gpus_per_machine, run_plan
+    from gnnplan.executor.runner import check_trainable, default_gpus_per_machine, run_plan
     from gnnplan.simulator.api import simulate
 
     tell = say or (lambda _msg: None)
     cluster, workload = load_cluster(cluster_ref), load_workload(workload_ref)
+    check_trainable(workload)  # before tuning: the run step would refuse it after the study and plan are written
     if cluster.num_gpus != nprocs:
         raise SpecError(f"--nprocs: {nprocs} differs from cluster {cluster.name}'s {cluster.num_gpus} workers "
                         f"(run `gnnplan probe --workers {nprocs}` for a matching local cluster)")

@@ -63,8 +63,21 @@ from gnnplan.simulator.strategies import get_strategy
 from gnnplan.simulator.strategies.base import batch_size_of
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.workload.cards import card_name
+from gnnplan.simulator.workload.spec import WorkloadSpec
 
 EpochCallback = Callable[[dict[str, Any]], None]
+
+
+def check_trainable(workload: WorkloadSpec) -> None:
+    """Refuse a workload whose dataset is a dataset card: a card holds published statistics, and the simulator's
+    proxy graph is no training data.
+
+    Raises:
+        SpecError: ``workload.dataset`` is a card (one line naming what run needs).
+    """
+    if card_name(workload.dataset) is not None:
+        raise SpecError(f"workload.dataset: {workload.dataset!r} is a dataset card (statistics only); run needs "
+                        "the graph's files: an OGB folder, cora, citeseer or a generator")
 
 
 def resolved_plan(plan: Plan, num_machines: int, gpus_per_machine: int, epochs: int | None) -> Plan:
@@ -80,10 +93,7 @@ def resolved_plan(plan: Plan, num_machines: int, gpus_per_machine: int, epochs: 
     except ValueError as exc:
         raise SpecError(f"plan.knobs: {str(exc).splitlines()[-1].strip()}") from None
     check_workload(get_strategy(plan.strategy), plan.workload)
-    card = card_name(plan.workload.dataset)
-    if card is not None:  # a card holds published statistics; the simulator's proxy graph is no training data
-        raise SpecError(f"workload.dataset: {plan.workload.dataset!r} is a dataset card (statistics only); run needs "
-                        "the graph's files: an OGB folder, cora, citeseer or a generator")
+    check_trainable(plan.workload)
     runnable = getattr(module, "check_knobs", None)  # knobs the simulator accepts but the executor cannot run
     if runnable is not None:
         runnable(knobs, plan.workload)

@@ -89,3 +89,18 @@ def test_the_evaluation_check_needs_both_a_measurement_and_an_estimate() -> None
     assert _evaluation_check({}, 0.1) is None  # a run recorded before evaluations were timed
     assert _evaluation_check({"evaluation_time_s": 0.2}, 0.1) == {"measured_s": 0.2, "predicted_before_s": 0.1,
                                                                   "error_before_fraction": -0.5}
+
+
+def test_a_card_workload_is_refused_before_anything_is_written(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """A dataset card has no graph to train on: the loop says so before it tunes, writing no study and no folder
+    (before, the tuner ran, wrote plan.yaml and its trials, and the run step refused the plan)."""
+    wl = tmp_path / "wl.yaml"
+    wl.write_text("dataset: card:reddit\nmodel: {arch: sage, num_layers: 2, hidden_dim: 16}\n"
+                  "training: {batch_size: 1024, fanouts: [10, 10]}\n")
+    out_dir, db = tmp_path / "loop", tmp_path / "s.db"
+    assert main(["loop", "--cluster", "4x-a100-10gbe", "--workload", str(wl), "--trials", "2", "--nprocs", "4",
+                 "--storage", f"sqlite:///{db}", "--out-dir", str(out_dir)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnnplan loop: error: workload.dataset: 'card:reddit' is a dataset card (statistics only)")
+    assert not out_dir.exists() and not db.exists()
