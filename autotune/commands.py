@@ -314,7 +314,9 @@ def cmd_loop(args: argparse.Namespace) -> int:
     if held["rows"]:
         con.print(report.held_out_table(held["rows"]))
     else:
-        con.print(f"held-out epochs: {held['reason']} (run more epochs, e.g. --epochs 4, for a held-out error)")
+        advice = "" if "held-out error" in (held["reason"] or "") else " (run more epochs, e.g. --epochs 4, for a " \
+                                                                      "held-out error)"
+        con.print(f"held-out epochs: {held['reason']}{advice}")
     con.print(f"report: {out['report_html']} (open it in a browser); predicted vs measured timeline: "
               f"gnnplan trace merge {out['predicted_trace']} {out['trace']} -o merged.json")
     return 0

@@ -76,7 +76,8 @@ class EpochSplit:
     Attributes:
         measured: the epochs every fit may use (the run's measured epochs: all but the warm-up when there are 3
             or more, and none a controller explored in; transients left out).
-        fit: the epochs of the held-out fit (even ones; all measured ones when nothing can be held out).
+        fit: the epochs of the held-out fit (even ones but the run's first, its warm-up, which a run of 2 epochs
+            measures; all measured ones when nothing can be held out).
         held_out: the epochs it predicts (odd ones, transients included: they were measured; empty when nothing
             can be held out).
         reason: why nothing is held out (None when something is).
@@ -170,8 +171,11 @@ def split_epochs(epochs: Collection[int], timed: Collection[int],
     usable = tuple(e for e in measured if e not in transient)
     if len(measured) < 2:
         return EpochSplit(measured, measured, (), f"{len(measured)} epoch: cannot be held out")
-    fit = tuple(e for e in usable if e % 2 == 0)
+    fit = tuple(e for e in usable if e % 2 == 0 and e != ordered[0])  # never the run's first epoch, its warm-up
     held = tuple(e for e in measured if e % 2 == 1 and e in timed)
+    if held and not fit and ordered[0] in usable:
+        return EpochSplit(usable, usable, (), f"{len(ordered)} epochs: the one to fit on would be epoch "
+                          f"{ordered[0]}, the warm-up; run 3 or more for a held-out error", transient)
     if not fit or not held:
         return EpochSplit(usable, usable, (), "no timed epoch to hold out (no epoch spans)", transient)
     return EpochSplit(usable, fit, held, None, transient)

@@ -10,10 +10,12 @@ from gnnplan.simulator.trace import Span
 
 @pytest.mark.parametrize(("epochs", "split"), [
     ([0], EpochSplit((0,), (0,), (), "1 epoch: cannot be held out")),
-    ([0, 1], EpochSplit((0, 1), (0,), (1,))),  # two epochs: both measured, no warm-up left out
+    # two epochs: both measured, but the warm-up is no epoch to fit a held-out prediction on
+    ([0, 1], EpochSplit((0, 1), (0, 1), (), "2 epochs: the one to fit on would be epoch 0, the warm-up; run 3 or "
+                        "more for a held-out error")),
     ([0, 1, 2], EpochSplit((1, 2), (2,), (1,))),  # three or more: epoch 0 is warm-up
     (range(12), EpochSplit(tuple(range(1, 12)), (2, 4, 6, 8, 10), (1, 3, 5, 7, 9, 11))),
-    ([-1, 0, 1], EpochSplit((0, 1), (0,), (1,))),  # spans outside any epoch are ignored
+    ([-1, 0, 1, 2], EpochSplit((1, 2), (2,), (1,))),  # spans outside any epoch are ignored
 ])
 def test_even_epochs_are_fitted_and_odd_ones_held_out(epochs: list[int], split: EpochSplit) -> None:
     assert split_epochs(epochs, set(epochs)) == split
