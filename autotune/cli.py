@@ -76,13 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trace", help="write the predicted timeline as a Chrome trace")
     p.add_argument("--proxy-draws", type=int, default=1, metavar="R",
                    help="where the dataset is a card (card:<name>[@K]): also simulate on R - 1 more draws of its "
-                        "proxy (K+1, ...) and print the epoch time over all R (default 1: the draw named)")
+                        "proxy (K+1, ...) and print the epoch time over all R (default 1: the draw named). "
+                        + POOLED_DRAWS_HELP)
     p.set_defaults(func=c.cmd_simulate)
 
     p = sub.add_parser("tune", help="search strategies and knobs with Optuna; write the best plan")
     _common_sim(p)
     p.add_argument("--strategies", help="comma-separated strategies (default: all that fit the workload)")
-    p.add_argument("--trials", type=int, default=40)
+    p.add_argument("--trials", type=int, default=40, help="Optuna trials (default 40)")
     p.add_argument("--storage", help="Optuna storage URL (default: sqlite file in the gnnplan home)")
     p.add_argument("--study", help="study name (default: derived from cluster, workload and search space)")
     p.add_argument("--tune-batch-size", action="store_true", help="allow the tuner to change the batch size")
@@ -92,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--proxy-draws", type=int, default=1, metavar="R",
                    help="where the dataset is a card (card:<name>[@K]): also simulate each strategy's best "
                         "configuration on R - 1 more draws of its proxy (K+1, ...) and say on how many the best "
-                        "one stays the fastest (default 1: the draw named)")
+                        "one stays the fastest (default 1: the draw named). " + POOLED_DRAWS_HELP)
     p.add_argument("--json", action="store_true")
     p.add_argument("-o", "--output", help="plan YAML to write (default: plan.yaml)", default="plan.yaml")
     p.set_defaults(func=c.cmd_tune)
@@ -159,14 +160,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "(network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s) or workload.<field> "
                         "(workload.model.hidden_dim=16,256); several --vary make a grid")
     p.add_argument("--strategies", help="comma-separated strategies (default: all that fit the workload)")
-    p.add_argument("--trials", type=int, default=16, help="Optuna trials per point and strategy (warm-started)")
+    p.add_argument("--trials", type=int, default=16,
+                   help="Optuna trials per point and strategy (warm-started; default 16)")
     p.add_argument("--allow-model-change", action="store_true",
                    help="also compare strategies that train a different model (SGC/SIGN vs message passing)")
     p.add_argument("--seed", type=seed_value, default=0, help="sampler seed, 0 to 2**32 - 1")
     p.add_argument("--proxy-draws", type=int, default=1, metavar="R",
                    help="where the dataset is a card (card:<name>[@K]): also simulate every strategy's tuned "
                         "configuration on R - 1 more draws of the card's proxy (K+1, ...) and say on how many the "
-                        "winner wins (default 1: the draw named)")
+                        "winner wins (default 1: the draw named). " + POOLED_DRAWS_HELP)
     p.add_argument("-o", "--output", default="gnnplan-whatif", help="folder for whatif.csv, .html and .json")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=c.cmd_whatif)
@@ -204,6 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+POOLED_DRAWS_HELP = ("A card smaller than one proxy's 10^5 vertices named without @K (card:cora) is pooled: its "
+                     "estimate is the medoid of draws 0-14, and the R draws simulated are single draws 0 to R - 1, "
+                     "whose range need not hold the pooled estimate")
+"""What ``--proxy-draws`` does on a pooled card (simulator/workload/proxy_pool.py), in simulate's, tune's and
+whatif's help."""
 CARD_STRUCTURES = ("blocks", "louvain", "labels", "cut", "none")
 """``gnnplan card --structure`` (:func:`simulator.workload.card_measures.derived_card`'s ``communities``)."""
 OUTPUTS = (("output", False), ("trace", False), ("trace_dir", True), ("out_dir", True), ("checkpoint_dir", True))
