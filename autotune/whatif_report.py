@@ -24,9 +24,13 @@ UNITS = {"bandwidth": "bytes/s", "time": "s", "bytes": "bytes", "flops": "FLOP/s
 
 def summary_table(res: WhatifResult) -> Table:
     """Per point: the varied values, the winner, its epoch time, the runner-up and the speedup over it; after a
-    sweep over proxy draws also the winner's epoch time over the draws and on how many of them it wins."""
+    sweep over proxy draws also the winner's epoch time over the draws and on how many of them it wins (with a
+    caption where a card is pooled: its epoch time need not lie in that range)."""
     draws = any("winner_draws" in s for s in res.summary)
-    t = Table(title="what-if: best configuration per point (each strategy tuned at each point)")
+    pooled = draws and any(est.get("pooled") for est in res.card_statistics.values())
+    t = Table(title="what-if: best configuration per point (each strategy tuned at each point)",
+              caption="a pooled card's epoch time is the medoid draw's statistics priced, so it need not lie in "
+                      "its single draws' range" if pooled else None)
     for axis in res.axes:
         t.add_column(axis.field)
     for col in ("winner", "epoch time", "runner-up", "its epoch time", "speedup"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -266,6 +267,11 @@ def test_whatif_over_proxy_draws_resimulates_each_tuned_configuration(
 
     res = WhatifResult([parse_axis("network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s")], record["rows"],
                        record["summary"], record["crossovers"])
+    from gnnplan.autotune.whatif_report import summary_table
+
+    assert summary_table(res).caption is None  # one draw named (card:cora@1): its time is draw 1's
+    pooled = {"card:cora": {**record["card_statistics"]["card:cora@1"], "pooled": {"draws": 15}}}
+    assert "need not lie in its single draws' range" in str(summary_table(replace(res, card_statistics=pooled)).caption)
     dp_line = next(t for t in figure(res, "t").data if t.name == "dp")
     dp_rows = [r for r in record["rows"] if r["strategy"] == "dp"]
     assert list(dp_line.error_y.array) == [r["epoch_time_max_s"] - r["epoch_time_s"] for r in dp_rows]
