@@ -126,8 +126,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(out)
     else:
-        report.console().print(report.simulation_table(out))
+        con = report.console()
+        con.print(report.simulation_table(out))
+        _print_peak_rates(con, [cluster])
     return 0
+
+
+def _print_peak_rates(con: Any, clusters: list[Any]) -> None:
+    """A line per distinct cluster priced at datasheet peaks (simulator/hardware/peak_rates.py)."""
+    from gnnplan.simulator.hardware.peak_rates import peak_rates_caveat
+
+    for line in dict.fromkeys(peak_rates_caveat(c) for c in clusters):
+        if line:
+            con.print(line)
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -153,6 +164,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         caveat = community_caveat(workload.dataset)
         if caveat:  # a card whose proxy has no block model: its partition-dependent statistics are biased
             con.print(f"{workload.dataset}: the proxy's communities: {caveat}")
+        _print_peak_rates(con, [cluster])
         con.print(f"study {out['study']} ({out['num_trials_total']} trials in {out['storage']}); "
                   f"best plan written to {out['plan']}")
         if out.get("note"):
@@ -338,7 +350,8 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     paths = wr.write_outputs(res, out, f"gnnplan whatif: {args.cluster} / {args.workload}")
     if args.json:
         emit_json({"summary": res.summary, "crossovers": res.crossovers, "card_communities": res.card_communities,
-                   "card_statistics": res.card_statistics, **{k: str(p) for k, p in paths.items()}})
+                   "card_statistics": res.card_statistics, "peak_rates": res.peak_rates,
+                   **{k: str(p) for k, p in paths.items()}})
         return 0
     con = report.console()
     con.print(wr.summary_table(res))
@@ -348,6 +361,8 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         con.print(f"{dataset}: statistics {report.estimated_text(est, 'card_statistics')}")
     for dataset, caveat in res.card_communities.items():
         con.print(f"{dataset}: the proxy's communities: {caveat}")
+    for line in res.peak_rates:
+        con.print(line)
     con.print(f"wrote {paths['csv']}, {paths['json']} and {paths['html']}")
     return 0
 

@@ -40,6 +40,7 @@ from gnnplan.autotune.study import TuneRequest, objective, validate_request
 from gnnplan.autotune.trial_cache import TrialCache
 from gnnplan.simulator.api import coerce_knobs
 from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.peak_rates import peak_rates_caveat
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.overrides import coerce_text, leaf_annotation, split_assignment, with_fields
 from gnnplan.simulator.units_parse import kind_of
@@ -213,7 +214,8 @@ class WhatifResult:
     whose proxy has no block model what its communities are and do
     (:func:`gnnplan.simulator.workload.proxy_estimated.community_caveat`), and per dataset card of the sweep the
     ``estimated`` record of its statistics without the per-strategy list (the proxy, its draw or pooled draws:
-    :func:`gnnplan.simulator.workload.proxy_estimated.for_dataset`)."""
+    :func:`gnnplan.simulator.workload.proxy_estimated.for_dataset`), and a sentence per cluster of the sweep
+    priced at datasheet peaks (:func:`gnnplan.simulator.hardware.peak_rates.peak_rates_caveat`)."""
 
     axes: list[Axis]
     rows: list[dict[str, Any]]
@@ -221,6 +223,7 @@ class WhatifResult:
     crossovers: list[dict[str, Any]]
     card_communities: dict[str, str] = field(default_factory=dict)
     card_statistics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    peak_rates: list[str] = field(default_factory=list)
 
 
 def default_params(cand: Candidate) -> dict[str, Any]:
@@ -306,8 +309,9 @@ def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> 
     summary = summarize(rows, points)
     caveats = {str(p.workload.dataset): community_caveat(p.workload.dataset) for p in points}
     estimates = {str(p.workload.dataset): for_dataset(p.workload.dataset, {}) for p in points}
+    peaks = [line for line in dict.fromkeys(peak_rates_caveat(p.cluster) for p in points) if line]
     return WhatifResult(req.axes, rows, summary, crossovers(summary), {k: v for k, v in caveats.items() if v},
-                        {k: v for k, v in estimates.items() if v})
+                        {k: v for k, v in estimates.items() if v}, peaks)
 
 
 def validated_candidates(req: WhatifRequest, point: Point) -> list[Candidate]:

@@ -123,13 +123,13 @@ def csv_text(res: WhatifResult) -> str:
 def json_text(res: WhatifResult) -> str:
     """The whole result as JSON (axes, rows, summary, crossovers, ``card_communities``: per dataset card whose
     proxy has no block model, what its communities are and do to partition-dependent statistics, and
-    ``card_statistics``: per dataset card the proxy its statistics were estimated on, one draw or pooled), for
-    ``gnnplan report`` and scripts."""
+    ``card_statistics``: per dataset card the proxy its statistics were estimated on, one draw or pooled, and
+    ``peak_rates``: a sentence per cluster priced at datasheet peaks), for ``gnnplan report`` and scripts."""
     axes = [{"field": a.field, "target": a.target, "path": a.path, "labels": list(a.labels),
              "values": list(a.values)} for a in res.axes]
     return json.dumps({"axes": axes, "rows": res.rows, "summary": res.summary, "crossovers": res.crossovers,
-                       "card_communities": res.card_communities, "card_statistics": res.card_statistics},
-                      indent=1)
+                       "card_communities": res.card_communities, "card_statistics": res.card_statistics,
+                       "peak_rates": res.peak_rates}, indent=1)
 
 
 def _x(axis: Axis) -> tuple[list[Any], dict[str, Any]]:

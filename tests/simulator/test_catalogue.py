@@ -112,3 +112,25 @@ def test_write_presets_writes_one_loadable_file_per_recipe(tmp_path: Path) -> No
     assert len(paths) == len(load_catalogue().recipes.clusters)
     for p in paths:
         assert load_cluster(p).name == p.stem
+
+
+def test_a_cluster_at_datasheet_peaks_is_named_with_the_presets_that_carry_achieved_rates(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """dgx-a100 and 4x-a100-10gbe (DESIGN.md's examples) keep datasheet rates; the catalogue's presets carry
+    achieved ones, and a calibrated cluster has them once it fits an efficiency."""
+    from gnnplan.autotune.cli import main
+    from gnnplan.simulator.hardware.peak_rates import achieved_alternatives, at_peak_rates, peak_rates_caveat
+    from gnnplan.simulator.hardware.spec import EfficiencySpec, load_cluster, preset_names
+
+    assert [n for n in preset_names() if at_peak_rates(load_cluster(n))] == ["4x-a100-10gbe", "dgx-a100"]
+    dgx = load_cluster("dgx-a100")
+    assert achieved_alternatives(dgx) == ["2x4-a100-nvlink3-200gbib", "8x-a100-nvswitch"]
+    fitted = dgx.model_copy(update={"efficiency": EfficiencySpec(forward_fraction=0.5)})
+    assert not at_peak_rates(fitted) and peak_rates_caveat(fitted) is None
+    assert main(["simulate", "--cluster", "dgx-a100", "--workload", "cora-sage", "--strategy", "dp"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert ("cluster dgx-a100 prices compute at datasheet peaks (no achieved GEMM or memory efficiency, aggregation "
+            "rate or per-kernel cost), where compute looks nearly free next to communication; presets of the same "
+            "GPU with achieved rates: 2x4-a100-nvlink3-200gbib, 8x-a100-nvswitch") in out
+    assert main(["simulate", "--cluster", "8x-a100-nvswitch", "--workload", "cora-sage", "--strategy", "dp"]) == 0
+    assert "datasheet peaks" not in capsys.readouterr().out
