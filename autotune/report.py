@@ -66,10 +66,17 @@ def simulation_table(res: dict[str, Any]) -> Table:
     t.add_row("feasible", "yes" if res["feasible"] else f"no: {res['reason']}")
     t.add_row("epoch time", fmt_s(res["epoch_time_s"]))
     t.add_row("iteration time", f"{fmt_s(res['iteration_time_s'])} x {res['num_iterations']}")
-    t.add_row("per epoch, by phase", "the slowest worker's busy time in each, summed over the epoch (phases overlap, "
-                                     "so they can add up to more than the epoch)")
-    for phase, sec in res["breakdown_s"].items():
+    from gnnplan.simulator.result import ONE_OFF_PHASES
+
+    per_epoch = {p: sec for p, sec in res["breakdown_s"].items() if p not in ONE_OFF_PHASES}
+    if per_epoch:
+        t.add_row("per epoch, by phase", "the slowest worker's busy time in each, summed over the epoch (phases "
+                                         "overlap, so they can add up to more than the epoch)")
+    for phase, sec in per_epoch.items():
         t.add_row(f"  {phase}", fmt_s(sec))
+    for phase in ONE_OFF_PHASES:
+        if phase in res["breakdown_s"]:
+            t.add_row(f"once: {phase}", f"{fmt_s(res['breakdown_s'][phase])} before training (not in the epoch time)")
     for link, b in res["bytes_per_epoch"].items():
         t.add_row(f"{link} bytes/epoch", fmt_bytes(b))
     for where, b in res["peak_memory_bytes"].items():

@@ -20,13 +20,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from gnnplan.simulator.trace import Span
 
 LINKS = ("pcie", "nvlink", "network", "storage")
+ONE_OFF_PHASES = ("preprocess",)
+"""Phases of ``breakdown_s`` done once before training, not in every epoch nor in ``epoch_time_s`` (ppgnn's
+pre-propagation: simulator/strategies/ppgnn)."""
 
 
 class SimResult(BaseModel):
     """One simulated configuration.
 
     ``breakdown_s`` holds, per phase, the busy time of the slowest worker summed over one epoch (phases may
-    overlap, so the parts can add up to more than ``epoch_time_s``). ``bytes_per_epoch`` sums all workers'
+    overlap, so the parts can add up to more than ``epoch_time_s``), and the one-off phases' seconds
+    (:data:`ONE_OFF_PHASES`, not part of an epoch). ``bytes_per_epoch`` sums all workers'
     traffic on each link kind. ``peak_memory_bytes`` is per GPU and per machine's host memory. An infeasible
     configuration has ``feasible = False``, a ``reason`` and still carries its memory estimate; its times are
     ``inf``.
