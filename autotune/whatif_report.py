@@ -64,7 +64,8 @@ def _draw_cells(res: WhatifResult, s: dict[str, Any]) -> list[str]:
 
 
 def crossover_lines(res: WhatifResult) -> list[str]:
-    """One sentence per crossover, or one saying there is none."""
+    """One sentence per crossover, or one saying there is none; a crossover whose winner was no candidate at the
+    other point (another workload: ``--vary workload=cora-sage,cora-gcn-full``) says so."""
     if not res.crossovers:
         winners = sorted({s["winner"] or "none" for s in res.summary})
         return [f"no crossover: {', '.join(winners)} wins at every point"]
@@ -74,9 +75,14 @@ def crossover_lines(res: WhatifResult) -> list[str]:
         a, b = res.summary[c["from_point"]], res.summary[c["to_point"]]
         others = [f"{x.field}={a['labels'][i]}" for i, x in enumerate(res.axes) if i != c["axis"]]
         at = f" (at {', '.join(others)})" if others else ""
+        absent = [w for w, p in ((c["from_winner"], c["to_point"]), (c["to_winner"], c["from_point"]))
+                  if w and w not in {r["strategy"] for r in res.rows if r["point"] == p}]
+        one = len(absent) == 1
+        why = (f" ({' and '.join(absent)} {'is' if one else 'are'} not among the other point's candidates: "
+               f"{'it cannot run its workload' if one else 'neither can run the other workload'})" if absent else "")
         lines.append(f"crossover along {axis.field}: {c['from_winner'] or 'none feasible'} -> "
                      f"{c['to_winner'] or 'none feasible'} between "
-                     f"{a['labels'][c['axis']]} and {b['labels'][c['axis']]}{at}")
+                     f"{a['labels'][c['axis']]} and {b['labels'][c['axis']]}{at}{why}")
     return lines
 
 

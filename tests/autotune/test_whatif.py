@@ -134,9 +134,18 @@ def test_crossover_lines_say_where_the_winner_changes() -> None:
     axes = [parse_axis("network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s")]
     summary = [{"point": 0, "index": (0,), "labels": ("1Gbit/s",), "winner": "hopgnn"},
                {"point": 1, "index": (1,), "labels": ("100Gbit/s",), "winner": "dp"}]
-    res = WhatifResult(axes, [], summary, crossovers(summary))
+    rows = [{"point": p, "strategy": st} for p in (0, 1) for st in ("dp", "hopgnn")]
+    res = WhatifResult(axes, rows, summary, crossovers(summary))
     expected = "crossover along network.bandwidth_bytes_per_s: hopgnn -> dp between 1Gbit/s and 100Gbit/s"
     assert crossover_lines(res) == [expected]
+    # another workload at each point, no candidate in common (mini-batch vs full-graph): the line says so
+    axes = [parse_axis("workload=cora-sage,cora-gcn-full")]
+    summary = [{"point": 0, "index": (0,), "labels": ("cora-sage",), "winner": "dp"},
+               {"point": 1, "index": (1,), "labels": ("cora-gcn-full",), "winner": "neutronstar"}]
+    rows = [{"point": 0, "strategy": "dp"}, {"point": 1, "strategy": "neutronstar"}, {"point": 1, "strategy": "hongtu"}]
+    assert crossover_lines(WhatifResult(axes, rows, summary, crossovers(summary))) == [
+        "crossover along workload: dp -> neutronstar between cora-sage and cora-gcn-full (dp and neutronstar are not "
+        "among the other point's candidates: neither can run the other workload)"]
 
 
 def test_whatif_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
