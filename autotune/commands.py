@@ -13,6 +13,7 @@ from gnnplan.autotune import api_args, report
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.paths import user_home
+from gnnplan.simulator.wording import counted
 from gnnplan.simulator.workload.spec import load_workload
 
 
@@ -71,9 +72,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
             data = probe_emulated(2 if args.machines is None else args.machines, args.workers or 1, limits,
                                   quick=args.quick)
             header = (f"An emulated cluster of {data['num_machines']} machines (network namespaces on this box) x "
-                      f"{data['gpus_per_machine']} worker(s), measured by `gnnplan probe --emulate`; run plans on "
-                      "it with `gnnplan run PLAN --emulate` and the same --bandwidth/--cpu-quota/--memory-limit. "
-                      "Each number's date and method are in `sources`.")
+                      f"{counted(data['gpus_per_machine'], 'worker')}, measured by `gnnplan probe --emulate`; run "
+                      "plans on it with `gnnplan run PLAN --emulate` and the same --bandwidth/--cpu-quota/"
+                      "--memory-limit. Each number's date and method are in `sources`.")
         else:
             data, header = probe_machine(num_workers=args.workers or 2, quick=args.quick,
                                          gpus_per_machine=args.gpus_per_machine or 1), None
@@ -445,5 +446,5 @@ def cmd_report(args: argparse.Namespace) -> int:
     con = report.console()
     for cid, why in missing.items():
         con.print(f"{cid}: not drawn: {why}")
-    con.print(f"wrote {dest} ({len(charts)} chart(s); self-contained, open it in a browser)")
+    con.print(f"wrote {dest} ({counted(len(charts), 'chart')}; self-contained, open it in a browser)")
     return 0

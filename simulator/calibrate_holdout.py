@@ -34,6 +34,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.trace import Span
+from gnnplan.simulator.wording import counted
 
 WARMUP_EPOCHS = 1
 """Epochs at the start of a run of 3 or more epochs that calibration ignores (lazy initialisation, sampler
@@ -275,7 +276,7 @@ def held_out_configurations(traces: Sequence[HeldOutTrace], fit_fn: FitFn, predi
     for t in traces:
         groups.setdefault(configuration_key(t.plan), []).append(t)
     if len(groups) < 2:
-        return {"rows": [], "reason": f"{len(traces)} trace(s) of one configuration: none to leave out"}
+        return {"rows": [], "reason": f"{counted(len(traces), 'trace')} of one configuration: none to leave out"}
     rows = []
     for key, group in groups.items():
         others = {t.name: t.split.measured for k, g in groups.items() if k != key for t in g}

@@ -14,6 +14,7 @@ from gnnplan.autotune.report_page import study_charts as sc
 from gnnplan.autotune.report_page.inputs import ReportInputs
 from gnnplan.autotune.report_page.style import phase_colors
 from gnnplan.simulator.io import atomic_write_text
+from gnnplan.simulator.wording import counted
 
 CHARTS = {
     "timeline-predicted": "Predicted timeline per worker and link",
@@ -165,7 +166,7 @@ def _summary(inputs: ReportInputs) -> str:
     plan = inputs.plan
     if plan is not None:
         rows += [("plan", f"{plan.strategy} {knobs_text(plan.knobs)}"),
-                 ("cluster", f"{plan.cluster.name}: {plan.cluster.num_machines} machine(s) x "
+                 ("cluster", f"{plan.cluster.name}: {counted(plan.cluster.num_machines, 'machine')} x "
                              f"{plan.cluster.gpus_per_machine} {plan.cluster.gpu.model}"),
                  ("workload", f"{plan.workload.name or plan.workload.dataset_name}: {plan.workload.model.arch}, "
                               f"{plan.workload.training.mode}"),

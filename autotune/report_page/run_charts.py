@@ -16,6 +16,7 @@ from gnnplan.autotune.report_page.style import WRAPPER_PHASES, layout, ordered_p
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.trace import STREAMS, Span
 from gnnplan.simulator.trace_merge import one_epoch, pick_epoch
+from gnnplan.simulator.wording import counted
 
 MAX_TIMELINE_SPANS = 20_000
 """Spans drawn per timeline at most (the earliest ones; a browser stays responsive up to a few 10^4 bars)."""
@@ -83,7 +84,7 @@ def timeline_figure(timeline: Timeline, what: str, colors: dict[str, str], num_w
     fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1], title=None)
     fig.update_xaxes(title="time since the epoch's start (ms)")
     ranks = len({s.rank for s in spans})
-    caption = f"{timeline.name}: {total} spans of {ranks} worker(s)"
+    caption = f"{timeline.name}: {counted(total, 'span')} of {counted(ranks, 'worker')}"
     if num_workers is not None and ranks < num_workers:
         caption += (f" of the plan's {num_workers} (the simulator runs identical machines once, as a representative "
                     "(simulator/symmetry.py): the others' timelines are the same)" if what == "predicted" else

@@ -15,6 +15,7 @@ from typing import Any
 from gnnplan.autotune.report import knobs_text
 from gnnplan.autotune.report_page.style import layout, ordered_phases, strategy_colors
 from gnnplan.autotune.study import ranked_trials
+from gnnplan.simulator.wording import counted
 
 MIN_IMPORTANCE_TRIALS = 5
 """Feasible trials a strategy needs before its knob importances are estimated (fewer give noise)."""
@@ -161,7 +162,7 @@ def importances(study: Any) -> tuple[dict[str, dict[str, float]], dict[str, str]
         knobs = sorted({p for t in trials for p in t.params if p != "strategy"})
         varied = [p for p in knobs if len({repr(t.params.get(p)) for t in trials}) > 1]
         if len(trials) < MIN_IMPORTANCE_TRIALS or not varied:
-            skipped[label] = (f"{len(trials)} feasible trial(s)" if varied else "no knob varied") + \
+            skipped[label] = (f"{counted(len(trials), 'feasible trial')}" if varied else "no knob varied") + \
                 f"; importances need {MIN_IMPORTANCE_TRIALS} with varied knobs"
             continue
         sub = optuna.create_study(direction=study.direction)

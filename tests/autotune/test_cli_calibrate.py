@@ -41,7 +41,7 @@ def test_calibrate_a_predicted_trace(strategy: str, workload: str, tmp_path: Pat
     assert "calibrated parameters" in text and "calibrated cluster written to" in text
     # one predicted epoch: nothing to hold out, and the in-sample figure is labelled as a fit
     assert f"held-out epochs: {trace.name}: 1 epoch: cannot be held out" in text.replace(str(trace), trace.name)
-    assert "held-out configurations: 1 trace(s) of one configuration: none to leave out" in text
+    assert "held-out configurations: 1 trace of one configuration: none to leave out" in text
     assert "fit (in-sample, not a prediction)" in text and "after" not in text
     assert "peak host memory: no trace measured its peak host memory; host.process_bytes left as it was" in text
     assert load_cluster(out).name == "4x-a100-10gbe-calibrated"

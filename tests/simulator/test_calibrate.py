@@ -212,7 +212,7 @@ def test_held_out_epochs_and_configurations(fake_graphstats: list[dict[str, Any]
     assert loco["b.json"]["error_fraction"] < -0.1
     single = calibrate_files(_traces(tmp_path / "single", truth)[:1], start)[1]["held_out"]
     assert single["epochs"] == {"rows": [], "not_held_out": {"a.json": "1 epoch: cannot be held out"}, "transient": {}}
-    assert single["configurations"] == {"rows": [], "reason": "1 trace(s) of one configuration: none to leave out"}
+    assert single["configurations"] == {"rows": [], "reason": "1 trace of one configuration: none to leave out"}
 
 
 def test_phases_without_a_rule_are_ignored_and_reported(fake_graphstats: list[dict[str, Any]]) -> None:

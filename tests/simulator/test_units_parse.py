@@ -53,3 +53,10 @@ def test_unreadable_values_are_one_line_errors_naming_field_and_forms(text: str,
 def test_unknown_kind_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="unknown kind"):
         parse_quantity("1", "speed", "f")
+
+
+def test_counted_nouns_agree_with_their_number() -> None:
+    from gnnplan.simulator.wording import counted
+
+    assert [counted(n, "trace") for n in (0, 1, 2)] == ["0 traces", "1 trace", "2 traces"]
+    assert counted(3, "feasible trial") == "3 feasible trials" and counted(2, "child", "children") == "2 children"
