@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnplan.autotune.planning import calibrate_traces, tune_to_plan
-from gnnplan.autotune.report import epochs_text, fmt_bytes, fmt_s, pct, transient_lines
+from gnnplan.autotune.report import epochs_phrase, fmt_bytes, fmt_s, pct, transient_lines
 from gnnplan.autotune.report_page import write_loop_outputs
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
@@ -59,11 +59,12 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
     tell(f"[1/4] tuning {workload.name} on {cluster.name} ({trials} trials)")
     tuned = tune_to_plan(cluster, workload, None, trials, storage, None, False, 0, out_dir / "plan.yaml")
     plan = load_plan(tuned["plan"])
-    tell(f"      best: {plan.strategy} {plan.knobs} -> predicted {plan.prediction['epoch_time_s']:.4f} s/epoch")
+    tell(f"      best: {plan.strategy} {plan.knobs} -> predicted {fmt_s(plan.prediction['epoch_time_s'])} per epoch")
     tell(f"[2/4] running the plan with {nprocs} workers")
     run = run_plan(plan, nprocs=nprocs, epochs=epochs, trace_dir=str(out_dir), progress=say is not None,
                    gpus_per_machine=default_gpus_per_machine(plan, nprocs))  # the layout predicted
-    tell(f"      measured {run['epoch_time_s']:.4f} s/epoch, test accuracy {run['test_accuracy']:.4f}")
+    tell(f"      measured {fmt_s(run['epoch_time_s'])} per epoch (the median of its measured epochs), test accuracy "
+         f"{run['test_accuracy']:.4f}")
     tell("[3/4] calibrating the simulator from the trace")
     cal_path = out_dir / f"{cluster.name}-calibrated.yaml"
     cal = calibrate_traces([run["trace"]], cluster, cal_path)
@@ -80,15 +81,17 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
              "cluster's host.process_bytes is fitted to this run, so it predicts other configurations, not this one")
     evaluation = _evaluation_check(run, predicted.evaluation_time_s)
     if evaluation is not None:
-        tell(f"      evaluation after each epoch (not in the epoch time): measured {fmt_s(evaluation['measured_s'])}, "
+        tell(f"      evaluation after each epoch (not in the epoch time): measured {fmt_s(evaluation['measured_s'])} "
+             "(the median over the run's measured epochs), "
              f"predicted {fmt_s(evaluation['predicted_before_s'])} before calibration "
              f"({pct(evaluation['predicted_before_s'], evaluation['measured_s'])})")
         for row in held["rows"]:
             if row.get("evaluation"):
                 ev = row["evaluation"]
-                tell(f"      held-out epochs' evaluation {epochs_text(row['held_out_epochs'])}: measured "
-                     f"{fmt_s(ev['measured_s'])}, predicted {fmt_s(ev['predicted_s'])} by the calibration on epochs "
-                     f"{epochs_text(row['fit_epochs'])} (held-out error {pct(ev['predicted_s'], ev['measured_s'])})")
+                tell(f"      evaluation after the held-out {epochs_phrase(row['held_out_epochs'])}: measured "
+                     f"{fmt_s(ev['measured_s'])} (their median), predicted {fmt_s(ev['predicted_s'])} by the "
+                     f"calibration on {epochs_phrase(row['fit_epochs'])} (held-out error "
+                     f"{pct(ev['predicted_s'], ev['measured_s'])})")
     for line in transient_lines(held):
         tell(f"      {line}")
     out = {"plan": tuned["plan"], "trace": run["trace"], "calibrated_cluster": str(cal_path),

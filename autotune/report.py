@@ -229,6 +229,11 @@ def epochs_text(epochs: list[int]) -> str:
     return f"{epochs[0]}, {epochs[1]}, ..., {epochs[-1]} ({len(epochs)})"
 
 
+def epochs_phrase(epochs: list[int]) -> str:
+    """``epoch 2`` or ``epochs 1, 3, ...`` (:func:`epochs_text`)."""
+    return f"epoch{'s' if len(epochs) != 1 else ''} {epochs_text(epochs)}"
+
+
 def transient_lines(epochs_report: dict[str, Any]) -> list[str]:
     """Per trace with transient epochs (a calibration report's ``held_out.epochs.transient``), one line saying
     which epochs no fit used and why (:func:`gnnplan.simulator.calibrate_holdout.transient_epochs`)."""
@@ -238,7 +243,7 @@ def transient_lines(epochs_report: dict[str, Any]) -> list[str]:
     for name, tr in (epochs_report.get("transient") or {}).items():
         lo, hi = min(tr["times_s"]), max(tr["times_s"])
         times = fmt_s(lo) if lo == hi else f"{fmt_s(lo)} to {fmt_s(hi)}"
-        lines.append(f"{name}: epoch{'s' if len(tr['epochs']) > 1 else ''} {epochs_text(tr['epochs'])} left out of "
+        lines.append(f"{name}: {epochs_phrase(tr['epochs'])} left out of "
                      f"every fit: {times} against the median measured epoch's {fmt_s(tr['median_s'])} (transient: "
                      f"more than {TRANSIENT_MADS:g} scaled MADs from it; still held out where odd)")
     return lines

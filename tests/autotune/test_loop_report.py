@@ -74,7 +74,8 @@ def test_loop_prints_the_held_out_error_only(tmp_path: Path, monkeypatch: pytest
     assert held["measured_s"] == report["evaluation"]["measured_s"]
     assert held["predicted_s"] == pytest.approx(seen["truth_evaluation_s"], rel=0.05)  # 0.6% off (2026-11-29)
     assert held["error_fraction"] == pytest.approx(held["predicted_s"] / held["measured_s"] - 1)
-    assert "held-out epochs' evaluation 1, 3: measured" in text and f"{held['error_fraction'] * 100:+.1f}%" in text
+    assert "evaluation after the held-out epochs 1, 3: measured" in text and "on epoch 2 (held-out error" in text
+    assert f"{held['error_fraction'] * 100:+.1f}%" in text
     assert "its evaluation" in text  # its row under the trace's in the held-out table (autotune/report.py)
     page = (out_dir / "report.html").read_text()
     assert "peak host memory per machine" in page
