@@ -69,7 +69,7 @@ def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[
     out = {"study": study.study_name, "storage": storage or default_storage(), "num_trials_total": len(study.trials),
            "best": best, "ranked": ranked, "plan": str(output),
            "model_changed": chosen.model.arch != workload.model.arch,
-           "note": _note(req, workload, chosen, sampled_labels(study))}
+           "note": _note(req, workload, chosen, sampled_labels(study), strategies)}
     if refs is not None:
         out["proxy_draws"] = draw_best_rows(cluster, list(req.candidates().values()), ranked, refs)
     return out
@@ -104,13 +104,20 @@ def sampled_labels(study: optuna.Study) -> set[str]:
                                                                     states=(optuna.trial.TrialState.COMPLETE,))}
 
 
-def _note(req: TuneRequest, workload: WorkloadSpec, chosen: WorkloadSpec, tried: set[str]) -> str:
+def _note(req: TuneRequest, workload: WorkloadSpec, chosen: WorkloadSpec, tried: set[str],
+          asked: list[str] | None = None) -> str:
     """What was compared (the candidates the study sampled, ``tried``: their strategy labels, and those it never
-    sampled), and whether the plan trains a different model than the workload named."""
+    sampled), which of the strategies ``asked`` for (None: every registered one) train otherwise and were not
+    compared, and whether the plan trains a different model than the workload named."""
+    from gnnplan.simulator.strategies import STRATEGIES
+
     labels = ", ".join(c for c in req.candidates() if c in tried)
     if not req.allow_model_change:
-        note = (f"compared {labels} for {workload.training.mode} training of {workload.model.arch} (strategies "
-                "with other training semantics are not compared; --allow-model-change compares them)")
+        runnable = {c.strategy for c in req.candidates().values()}
+        other = [s for s in (asked or STRATEGIES) if s not in runnable]
+        note = f"compared {labels} for {workload.training.mode} training of {workload.model.arch}" + (
+            f" (not compared: {', '.join(other)}, of other training semantics; --allow-model-change compares those "
+            "that train another model, SGC or SIGN)" if other else "")
     else:
         note = f"compared {labels} (model changes allowed)"
     if chosen.model.arch != workload.model.arch:

@@ -164,6 +164,10 @@ def test_the_note_names_the_strategies_no_trial_sampled(tmp_path: Path, capsys) 
     missing = [s for s in ("dp", "gsplit", "hopgnn") if s not in tried]
     assert out["note"].startswith(f"compared {tried.pop()} for mini-batch training of sage")
     assert f"no trial of this study sampled {', '.join(missing)}: raise --trials to compare them" in out["note"]
+    assert "(not compared: neutronstar, ppgnn, hongtu, of other training semantics;" in out["note"]
+    # asked for dp alone: nothing the user asked for went uncompared, so no such list
+    assert main([*argv[:-3], "--strategies", "dp", "-o", str(tmp_path / "dp.yaml"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["note"] == "compared dp for mini-batch training of sage"
 
 
 def test_a_named_study_of_another_search_is_refused(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
