@@ -376,7 +376,7 @@ def cmd_card(args: argparse.Namespace) -> int:
 
     from gnnplan.simulator.workload.card_measures import derived_card
     from gnnplan.simulator.workload.cards import card_dirs, card_name, check_card_name, write_card
-    from gnnplan.simulator.workload.datasets import load_dataset
+    from gnnplan.simulator.workload.datasets import PRESETS, load_dataset
 
     check_card_name(args.name)
     if card_name(args.dataset) is not None:
@@ -390,7 +390,11 @@ def cmd_card(args: argparse.Namespace) -> int:
     try:
         g = load_dataset(args.dataset)
     except SpecError as exc:  # the dataset is this command's argument, not a workload's field
-        raise SpecError(str(exc).replace("workload.dataset:", "DATASET:", 1)) from None
+        message = str(exc).replace("workload.dataset:", "DATASET:", 1)
+        if " is neither a preset " in message:  # a card is no graph to measure: do not offer the cards
+            message = (f"DATASET: {args.dataset!r} is neither a bundled graph ({', '.join(PRESETS)}) nor an existing "
+                       "folder in the OGB raw layout (CSV or npz)")
+        raise SpecError(message) from None
     card = derived_card(args.name, g.num_vertices, g.src, g.dst, g.feature_dim, g.num_classes,
                         (len(g.train_idx), len(g.val_idx), len(g.test_idx)), labels=g.labels,
                         how=f"measured on {args.dataset} by gnnplan card",

@@ -55,6 +55,7 @@ of it is the proxy's chance (``--proxy-draws R`` of simulate, tune and whatif). 
 from __future__ import annotations
 
 import copy
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -141,10 +142,16 @@ def write_card(card: Card, folder: Path | None = None) -> Path:
     return atomic_write_yaml(target, card.model_dump(mode="json", exclude_unset=True))
 
 
+CARD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+"""What a card written by gnnplan may be named: it is referred to as ``card:<name>[@K]``, also inside the comma
+lists of ``--vary`` and ``--strategies``-like options, so no space, ``@``, ``,`` or ``=``, and no path part."""
+
+
 def check_card_name(name: str) -> None:
-    """Raise :class:`SpecError` unless ``name`` can be a card file's stem (:func:`_plain_stem`)."""
-    if not _plain_stem(name):
-        raise SpecError(f"card name: {name!r} must be a plain file name (no path separator, no leading dot)")
+    """Raise :class:`SpecError` unless ``name`` is a :data:`CARD_NAME` (what a card is written under)."""
+    if not CARD_NAME.match(name):
+        raise SpecError(f"card name: {name!r} must be letters, digits, '.', '_' or '-', starting with a letter or "
+                        "digit (it is named as card:<name>[@K], also in comma-separated lists)")
 
 
 def _plain_stem(name: str) -> bool:

@@ -62,8 +62,11 @@ def test_card_structure_cut_keeps_the_metis_edge_cut(tmp_path: Path, capsys: pyt
 
 @pytest.mark.parametrize("argv, needle", [
     (["card", "card:cora", "--name", "x"], "DATASET: 'card:cora' is a dataset card already"),
-    (["card", "cora", "--name", "../x"], "card name: '../x' must be a plain file name"),
-    (["card", "/no/such/graph", "--name", "x"], "DATASET: '/no/such/graph' is neither a preset"),
+    (["card", "cora", "--name", "../x"], "card name: '../x' must be letters, digits, '.', '_' or '-'"),
+    (["card", "cora", "--name", "a b"], "card name: 'a b' must be letters, digits"),
+    (["card", "cora", "--name", "x@1"], "card name: 'x@1' must be letters, digits"),
+    (["card", "/no/such/graph", "--name", "x"], "DATASET: '/no/such/graph' is neither a bundled graph (cora, "
+                                                "citeseer) nor an existing folder in the OGB raw layout (CSV or npz)"),
 ])
 def test_bad_card_input_is_one_line_exit_2_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                               argv: list[str], needle: str) -> None:
