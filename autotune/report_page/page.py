@@ -102,7 +102,9 @@ def _timelines(b: _Builder, inputs: ReportInputs) -> None:
         b.section("timeline-measured", None, missing=inputs.missing.get("measured", ""))
     else:
         fig, caption = rc.timeline_figure(inputs.measured[0], "measured", b.colors, workers)
-        b.section("timeline-measured", fig, caption + "; the median epoch, aligned to start at 0 like the prediction")
+        first = f" (the first of {len(inputs.measured)} measured traces)" if len(inputs.measured) > 1 else ""
+        b.section("timeline-measured", fig,
+                  caption + f"{first}; the median epoch, aligned to start at 0 like the prediction")
 
 
 def _study(b: _Builder, inputs: ReportInputs) -> None:
@@ -133,9 +135,10 @@ def _calibration(b: _Builder, inputs: ReportInputs) -> None:
         return
     notes = rc.not_held_out(cal)
     whole = _whole_run(inputs)
+    written = "the calibrated cluster written by the run" if inputs.loop else "the calibrated cluster"
     caption = ("each calibrated prediction comes from a fit that did not see the epochs or configuration it "
-               "predicts (simulator/calibrate_holdout.py); the calibrated cluster written by the run is fitted on "
-               "all its measured epochs but transients, and no error is computed on them"
+               f"predicts (simulator/calibrate_holdout.py); {written} is fitted on all the measured epochs but "
+               "transients, and no error is computed on them"
                + (f". {whole}" if whole else "") + "".join(f". Not held out: {n}" for n in notes)
                + "".join(f". {line}" for line in transient_lines(cal.get("held_out", {}).get("epochs", {}))))
     b.section("calibration", rc.calibration_figure(cal), caption, missing=caption)
@@ -186,7 +189,9 @@ def _summary(inputs: ReportInputs) -> str:
                      f"({pct(evaluation['predicted_before_s'], evaluation['measured_s'])})"))
     if inputs.study is not None:
         rows.append(("study", f"{inputs.study.study_name} ({len(inputs.study.trials)} trials)"))
-    rows += [("measured trace", t.name) for t in inputs.measured[:1]]
+    if inputs.measured:
+        names = [t.name for t in inputs.measured]
+        rows.append(("measured trace" if len(names) == 1 else "measured traces", ", ".join(names)))
     if inputs.predicted is not None:
         rows.append(("predicted trace", inputs.predicted.name))
     body = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in rows)

@@ -122,6 +122,9 @@ def test_cli_report_from_the_folder_and_from_files(loop_dir: tuple[Path, str, st
     assert _report(files, capsys)["charts"] == list(CHARTS)
     held = re.findall(r"fit on 2\)", (tmp_path / "b.html").read_text())
     assert held, "the held-out epochs 1, 3 are predicted by a fit on epoch 2"
+    # no run wrote a calibrated cluster when the page calibrates the traces it was given
+    assert "written by the run" in (tmp_path / "a.html").read_text()
+    assert "written by the run" not in (tmp_path / "b.html").read_text()
     # a plan alone: its predicted timeline; every other section says why it is empty
     out = _report(["--plan", str(out_dir / "plan.yaml"), "-o", str(tmp_path / "c.html")], capsys)
     assert out["charts"] == ["timeline-predicted"]
