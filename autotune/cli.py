@@ -70,9 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("simulate", help="predict one configuration's epoch time, traffic and memory")
     _common_sim(p)
-    p.add_argument("--strategy", required=True)
-    p.add_argument("--set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--strategy", required=True, help="dp, gsplit, hopgnn, neutronstar, hongtu or ppgnn")
+    p.add_argument("--set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE",
+                   help="a knob of the strategy (cache_fraction=0.2, mode=hybrid, cache_budget_bytes=1GB; none "
+                        "unsets an optional one); repeatable, the last wins")
+    p.add_argument("--json", action="store_true", help="print one JSON object (DESIGN.md's keys) instead of a table")
     p.add_argument("--trace", help="write the predicted timeline as a Chrome trace")
     p.add_argument("--proxy-draws", type=int, default=1, metavar="R",
                    help="where the dataset is a card (card:<name>[@K]): also simulate on R - 1 more draws of its "
@@ -125,8 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=c.cmd_run)
 
     p = sub.add_parser("calibrate", help="fit a cluster's effective parameters to recorded traces")
-    p.add_argument("traces", nargs="+", metavar="TRACE")
-    p.add_argument("--cluster", required=True)
+    p.add_argument("traces", nargs="+", metavar="TRACE", help="traces written by gnnplan run, each once")
+    p.add_argument("--cluster", required=True,
+                   help="the cluster whose parameters are fitted (preset name or YAML): the one the runs were "
+                        "planned on, e.g. local after gnnplan probe")
     p.add_argument("-o", "--output", help="calibrated cluster YAML (default: <home>/presets/<name>-calibrated.yaml)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=c.cmd_calibrate)
@@ -142,10 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=c.cmd_trace_merge)
 
     p = sub.add_parser("loop", help="the main job: tune, run the best plan, calibrate, report prediction error")
-    p.add_argument("--cluster", default="local")
-    p.add_argument("--workload", default="cora-sage")
-    p.add_argument("--trials", type=int, default=30)
-    p.add_argument("--nprocs", type=int, default=2)
+    p.add_argument("--cluster", default="local", help="cluster preset or YAML (default local: gnnplan probe's)")
+    p.add_argument("--workload", default="cora-sage", help="workload preset or YAML (default cora-sage)")
+    p.add_argument("--trials", type=int, default=30, help="tuner trials (default 30)")
+    p.add_argument("--nprocs", type=int, default=2,
+                   help="worker processes of the real run; must equal the cluster's workers (default 2)")
     p.add_argument("--epochs", type=int, help="epochs to run (default: the workload's)")
     p.add_argument("--storage", help="Optuna storage URL (default: sqlite file in the gnnplan home)")
     p.add_argument("--out-dir", default="gnnplan-loop", help="folder for plan, trace, calibrated cluster, report")
@@ -158,7 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vary", action="append", required=True, metavar="FIELD=V1,V2,...",
                    help="a field and its values: cluster=PRESET,..., workload=PRESET,..., a cluster field "
                         "(network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s) or workload.<field> "
-                        "(workload.model.hidden_dim=16,256); several --vary make a grid")
+                        "(workload.model.hidden_dim=16,256); a list value in brackets "
+                        "(training.fanouts=[5,5],[25,10]); several --vary make a grid")
     p.add_argument("--strategies", help="comma-separated strategies (default: all that fit the workload)")
     p.add_argument("--trials", type=int, default=16,
                    help="Optuna trials per point and strategy (warm-started; default 16)")

@@ -165,3 +165,14 @@ def test_a_file_output_ending_in_a_slash_is_refused(tmp_path: Path, capsys: pyte
     _fails(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp",
                     "--trace", f"{tmp_path}/t/"], "ends in '/', a folder; name the file to write")
     assert not (tmp_path / "t").exists()
+
+
+def test_simulate_help_names_every_registered_strategy(capsys: pytest.CaptureFixture[str]) -> None:
+    from gnnplan.autotune.cli import main
+    from gnnplan.simulator.strategies import STRATEGIES
+
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    listed = text.split("--strategy STRATEGY ")[-1].split(" --set ")[0]  # the option's help, not the usage line
+    assert set(listed.replace(",", " ").split()) - {"or"} == set(STRATEGIES)
