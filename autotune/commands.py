@@ -185,6 +185,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
     per_machine = args.gpus_per_machine or default_gpus_per_machine(plan, args.nprocs or plan.num_workers)
     resolve_dataset(plan.workload.dataset)  # a missing dataset fails here, not in every worker
+    nprocs = args.nprocs or plan.num_workers
+    shape, planned = (nprocs // per_machine, per_machine), (plan.cluster.num_machines, plan.cluster.gpus_per_machine)
+    if not args.emulate and not args.json and shape != planned and nprocs % per_machine == 0:
+        report.console(stderr=True).print(
+            f"note: running as {counted(shape[0], 'machine')} x {counted(shape[1], 'worker')}; the plan was tuned "
+            f"for {counted(planned[0], 'machine')} x {counted(planned[1], 'GPU')} of {plan.cluster.name}, so its "
+            "prediction is not this run's (the trace records the layout run)")
     if args.emulate:
         res = _run_emulated(args, plan)
     elif args.cpu_quota is not None or args.memory_limit is not None or args.bandwidth is not None:

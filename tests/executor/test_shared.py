@@ -202,3 +202,26 @@ def test_gnnplan_run_keeps_the_plans_workers_per_machine(tmp_path: Path, capsys:
         trace = json.loads(capsys.readouterr().out)["trace"]
         cluster = json.loads(Path(trace).read_text())["metadata"]["plan"]["cluster"]
         assert (cluster["num_machines"], cluster["gpus_per_machine"]) == shape
+
+
+def test_gnnplan_run_says_when_it_runs_another_layout_than_the_plans(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan of 1 machine x 2 run as 2 machines x 1 (--gpus-per-machine 1) is a layout the prediction was not for:
+    run says so before it starts (the run itself is stubbed: the note comes first)."""
+    from executor_workers import make_plan
+
+    from gnnplan.autotune.cli import main
+    from gnnplan.executor import runner
+    from gnnplan.simulator.plan import save_plan
+
+    plan = make_plan("sage", 2, {}, fanouts=[5, 5])
+    path = save_plan(tmp_path / "plan.yaml", plan.model_copy(update={"cluster": plan.cluster.model_copy(
+        update={"num_machines": 1, "gpus_per_machine": 2})}))
+    done = {"epoch_time_s": 0.1, "loss": 1.0, "val_accuracy": 0.5, "test_accuracy": 0.5, "trace": "t.json",
+            "peak_memory_bytes": {"gpu": None, "host": 1e8}, "peak_memory_phases": None}
+    monkeypatch.setattr(runner, "run_plan", lambda *a, **k: done)
+    assert main(["run", str(path), "--epochs", "1", "--gpus-per-machine", "1"]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "note: running as 2 machines x 1 worker; the plan was tuned for 1 machine x 2 GPUs of" in err
+    assert main(["run", str(path), "--epochs", "1"]) == 0  # the plan's own layout: no note
+    assert "note:" not in capsys.readouterr().err
