@@ -337,7 +337,9 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
         ``fit`` {cost, num_residuals, rounds, message, noise_s, prior_width_factor, unpriced_phases} and
         ``memory``: ``host.process_bytes`` fitted to the traces' measured peak host memory, with its held-out
         errors (:func:`~gnnplan.simulator.calibrate_memory.calibrate_memory`; the calibrated cluster carries it
-        when a trace measured its peak).
+        when a trace measured its peak); ``other_machines`` {name: "cluster (GPU model)"}: the traces whose plan's
+        cluster has another GPU model than ``cluster`` (a run on this machine fitted into a catalogue preset: the
+        fit moves that preset's parameters toward another machine's).
 
     Raises:
         SpecError: no traces, a trace without a plan or of an unknown strategy, or no span that informs any
@@ -383,6 +385,8 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
                      "configurations": held_out_configurations(traces, cal.fitted_cluster, predict, before)},
         "fit": {**result.info, "unpriced_phases": sorted(cal.unpriced)},
         "memory": memory,
+        "other_machines": {t.name: f"{t.plan.cluster.name} ({t.plan.cluster.gpu.model})" for t in traces
+                           if t.plan.cluster.gpu.model != base.gpu.model},
     }
     return calibrated, report
 

@@ -50,7 +50,13 @@ def test_calibrate_a_predicted_trace(strategy: str, workload: str, tmp_path: Pat
     (run,) = report["traces"].values()
     assert run["measured_epoch_time_s"] == pytest.approx(predicted, rel=1e-9)
     assert run["fit_epoch_time_s"] == pytest.approx(predicted, rel=1e-3)
-    assert report["held_out"]["epochs"]["rows"] == []
+    assert report["held_out"]["epochs"]["rows"] == [] and report["other_machines"] == {}
+    # the same trace fitted into a preset of another GPU: said, since it moves that preset toward this machine
+    assert main(["calibrate", str(trace), "--cluster", "8x-a100-nvswitch", "-o", str(tmp_path / "x.yaml")]) == 0
+    assert "note:" not in capsys.readouterr().out  # the same GPU model (A100-SXM4-40GB): no note
+    assert main(["calibrate", str(trace), "--cluster", "4x-t4-10gbe", "-o", str(tmp_path / "y.yaml")]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "ran on 4x-a100-10gbe (A100-SXM4-40GB), not on 4x-t4-10gbe's" in text
 
 
 def test_calibrate_prints_the_held_out_peak_host_memory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
