@@ -9,6 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from gnnplan.simulator.wording import bytes_text
+
 
 def fmt_s(x: float | None) -> str:
     """Seconds for people: ms below one second."""
@@ -22,12 +24,8 @@ def fmt_s_range(lo_s: float | None, hi_s: float | None) -> str:
     return "-" if lo_s is None or hi_s is None else f"{fmt_s(lo_s)} - {fmt_s(hi_s)}"
 
 
-def fmt_bytes(x: float) -> str:
-    """Bytes for people (decimal units)."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if x >= scale:
-            return f"{x / scale:.2f} {unit}"
-    return f"{x:.0f} B"
+fmt_bytes = bytes_text
+"""Bytes for people (decimal units): :func:`gnnplan.simulator.wording.bytes_text`."""
 
 
 def peak_memory_text(peak: dict[str, float | None], phases: dict[str, dict[str, float | None]] | None = None) -> str:

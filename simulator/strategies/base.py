@@ -22,6 +22,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.formulas import Kernel, roofline_line
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec
 from gnnplan.simulator.trace import Span
+from gnnplan.simulator.wording import bytes_text
 from gnnplan.simulator.workload.cards import card_name
 from gnnplan.simulator.workload.graphstats import DatasetSummary, SampleStats
 from gnnplan.simulator.workload.model_cost import Block, ModelCost, model_cost
@@ -214,14 +215,10 @@ def memory_estimate(cluster: ClusterSpec, gpu_parts: dict[str, float], host_part
     for what, parts, budget in budgets:
         need = sum(parts.values())
         if need > budget:
-            top = sorted(parts, key=lambda k: -parts[k])[:3]
-            reasons.append(f"{context}out of {what} memory: needs {_gb(need)} of {_gb(budget)} (over by "
-                           f"{_gb(need - budget)}; largest parts: {', '.join(f'{k} {_gb(parts[k])}' for k in top)})")
+            top = ", ".join(f"{k} {bytes_text(parts[k])}" for k in sorted(parts, key=lambda k: -parts[k])[:3])
+            reasons.append(f"{context}out of {what} memory: needs {bytes_text(need)} of {bytes_text(budget)} (over "
+                           f"by {bytes_text(need - budget)}; largest parts: {top})")
     return MemoryEstimate(dict(gpu_parts), host, not reasons, "; ".join(reasons))
-
-
-def _gb(nbytes: float) -> str:
-    return f"{nbytes / 1e9:.3g} GB"
 
 
 def batch_size_of(knobs: Any, workload: WorkloadSpec) -> int:

@@ -32,6 +32,7 @@ from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies.base import MemoryEstimate, memory_estimate
 from gnnplan.simulator.strategies.neutronstar.dependencies import WorkerCounts
 from gnnplan.simulator.strategies.neutronstar.split import EDGE_BYTES, layer_widths
+from gnnplan.simulator.wording import bytes_text
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, Block, Kernel, ModelCost, model_cost, model_state_bytes
 from gnnplan.simulator.workload.spec import ModelSpec
 
@@ -154,7 +155,6 @@ def memory_model(cluster: ClusterSpec, widths: list[int], counts: list[WorkerCou
     estimate = memory_estimate(cluster, gpu, {k: v * cluster.gpus_per_machine for k, v in worst_host.items()})
     cache = max(cached_bytes(c, widths) for c in counts)
     if mode == "depcache" and budget_bytes is not None and cache > budget_bytes:
-        over = (f"cached dependencies need {cache / 1e9:.3g} GB, over cache_budget_bytes "
-                f"{budget_bytes / 1e9:.3g} GB")
+        over = f"cached dependencies need {bytes_text(cache)}, over cache_budget_bytes {bytes_text(budget_bytes)}"
         estimate = replace(estimate, feasible=False, reason="; ".join(r for r in (estimate.reason, over) if r))
     return estimate, cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import replace
 
 import pytest
@@ -140,6 +141,9 @@ def test_huge_model_is_infeasible_with_a_reason() -> None:
     result = dp.simulate(ctx_for(load_cluster("4x-a100-10gbe"), wl), dp.Knobs())
     assert not result.feasible and math.isinf(result.epoch_time_s)
     assert "GPU memory" in result.reason and "over by" in result.reason
+    # amounts in the unit that reads (simulator.wording.bytes_text): 'needs 123.45 GB of 40.00 GB'
+    assert re.search(r"out of GPU memory: needs \d+\.\d\d [kMG]?B of 40\.00 GB \(over by \d+\.\d\d [kMG]?B;",
+                     result.reason), result.reason
     assert result.peak_memory_bytes["gpu"] > 40e9
     assert result.to_json_dict()["epoch_time_s"] is None
 
