@@ -75,4 +75,4 @@ def test_tuner_plan_carries_the_swapped_model(tmp_path: Path) -> None:
     kept = tune_to_plan(cluster, SAGE, None, 4, f"sqlite:///{tmp_path / 't.db'}", None, False, 0,
                         tmp_path / "kept.yaml")
     assert load_plan(tmp_path / "kept.yaml").workload == SAGE and kept["model_changed"] is False
-    assert "--allow-model-change compares them" in kept["note"]
+    assert "--allow-model-change compares those that train another model, SGC or SIGN" in kept["note"]
