@@ -309,7 +309,8 @@ def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> 
     summary = summarize(rows, points)
     caveats = {str(p.workload.dataset): community_caveat(p.workload.dataset) for p in points}
     estimates = {str(p.workload.dataset): for_dataset(p.workload.dataset, {}) for p in points}
-    peaks = [line for line in dict.fromkeys(peak_rates_caveat(p.cluster) for p in points) if line]
+    distinct = {p.cluster.model_dump_json(): p.cluster for p in points}.values()  # a caveat reads every preset
+    peaks = [line for line in dict.fromkeys(peak_rates_caveat(c) for c in distinct) if line]
     return WhatifResult(req.axes, rows, summary, crossovers(summary), {k: v for k, v in caveats.items() if v},
                         {k: v for k, v in estimates.items() if v}, peaks)
 

@@ -193,10 +193,15 @@ def test_a_varied_cluster_file_names_its_rows(tmp_path: Path, capsys: pytest.Cap
         files.append(str(path))
     code = main(["whatif", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "dp", "--trials",
                  "1", "--vary", f"cluster={','.join(files)}", "-o", str(tmp_path / "out")])
-    assert code == 0, capsys.readouterr().err
+    text = capsys.readouterr().out
+    assert code == 0, text
     with open(tmp_path / "out" / "whatif.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     assert [r["cluster"] for r in rows] == files  # the axis label, as the table prints it
+    # both files keep the preset's datasheet peaks: said once, under the table and in the JSON
+    (peaks,) = json.loads((tmp_path / "out" / "whatif.json").read_text())["peak_rates"]
+    assert peaks.startswith("cluster 4x-a100-10gbe prices compute at datasheet peaks")
+    assert " ".join(text.split()).count("prices compute at datasheet peaks") == 1
     assert [r["cluster_name"] for r in rows] == ["4x-a100-10gbe"] * 2
     assert float(rows[0]["epoch_time_s"]) > float(rows[1]["epoch_time_s"])
 
