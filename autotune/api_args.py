@@ -55,14 +55,11 @@ def names(name: str, value: Any) -> list[str] | None:
 
 
 def texts(name: str, value: Any) -> list[str]:
-    """One string or a sequence of strings (``vary``, trace paths) as a list; a lone string is one item, not its
-    characters.
+    """One string or a sequence of strings (``vary``, trace paths) as a list: :func:`gnnplan.simulator.api.text_list`.
 
     Raises:
         SpecError: an empty sequence or items that are not strings or paths, naming ``name``.
     """
-    items = [value] if isinstance(value, str) else value
-    if not isinstance(items, Sequence) or not items or not all(isinstance(v, str) or hasattr(v, "__fspath__")
-                                                               for v in items):
-        raise SpecError(f"{name}: one or more strings (got {value!r})")
-    return [str(v) for v in items]
+    from gnnplan.simulator.api import text_list
+
+    return text_list(name, value)

@@ -42,6 +42,7 @@ import os
 import socket
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -56,6 +57,7 @@ from gnnplan.executor.threads import (
     restore_threads,
     worker_threads,
 )
+from gnnplan.simulator.errors import SpecError
 
 PRELOAD = ("torch", "torch._dynamo", "dgl", "gnnplan.executor.launch")
 """Modules the ``forkserver`` server imports before it forks workers (module docstring). ``torch._dynamo`` is
@@ -141,6 +143,10 @@ def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | N
     """
     import torch.multiprocessing as mp
 
+    if getattr(mp.current_process(), "_inheriting", False):  # what multiprocessing's own check reads
+        raise SpecError("gnnplan run: a worker process is importing the script that started it, which called run "
+                        "again at import; put the script's calls under `if __name__ == \"__main__\":`")
+    _check_guarded_main()
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
     ctx: Any = mp.get_context(method)
     token = shared.new_token()  # names the machines' shared objects; removed when the workers have ended
@@ -155,15 +161,50 @@ def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | N
             if method == "forkserver":
                 ctx.set_forkserver_preload(list(PRELOAD))
             for index, (_, writer) in enumerate(pipes):
-                procs.append(ctx.Process(target=_worker, name=f"gnnplan-rank{index}", args=(
+                proc = ctx.Process(target=_worker, name=f"gnnplan-rank{index}", args=(
                     index, nprocs, port, threads, list(sys.path), program, writer, os.getpid(),
-                    collective_timeout_s, gpus_per_machine, token)))
-                procs[-1].start()
+                    collective_timeout_s, gpus_per_machine, token))
+                proc.start()
+                procs.append(proc)  # once started: stopping a process never started fails and hides why
                 writer.close()
         return monitor.run()
     finally:
         monitor.stop()
         shared.remove_run_objects(token)
+
+
+def _check_guarded_main() -> None:
+    """Refuse a call from the top level of a script file outside ``if __name__ == "__main__":``: the forkserver
+    and spawn start methods import the caller's ``__main__`` in every worker, which would run the script's
+    unguarded statements again there (a second study, a second plan file) and fail when it reached this call.
+
+    Raises:
+        SpecError: the call stack's top-level frame of ``__main__`` (loaded from a file) is at a line outside
+            every top-level ``if __name__ == "__main__":`` block of that file.
+    """
+    import ast
+    import inspect
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if not path:  # an interactive session or python -c: nothing is re-imported
+        return
+    frame = inspect.currentframe()
+    while frame is not None and not (frame.f_code.co_name == "<module>"
+                                     and frame.f_globals.get("__name__") == "__main__"):
+        frame = frame.f_back
+    if frame is None:
+        return
+    try:
+        tree = ast.parse(Path(path).read_text(), path)
+    except (OSError, SyntaxError, ValueError):
+        return  # the source cannot be read: leave it to multiprocessing's own message
+    guarded = [(node.lineno, node.end_lineno or node.lineno) for node in tree.body if isinstance(node, ast.If)
+               and "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test)]
+    if not any(lo <= frame.f_lineno <= hi for lo, hi in guarded):
+        raise SpecError(f"gnnplan run: called at the top level of {path} (line {frame.f_lineno}), which every worker "
+                        "process imports and would run again; put the script's calls under "
+                        "`if __name__ == \"__main__\":`")
 
 
 def _worker(index: int, nprocs: int, port: int, threads: int, path: list[str], program: bytes, conn: Any,

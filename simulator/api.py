@@ -213,13 +213,27 @@ def simulate_on_draws(cluster: str | Path | ClusterSpec, workload: str | Path | 
     random draw, so the spread of the results is how much of a prediction is the draw's.
 
     Raises:
-        SpecError: see :func:`load_context`; a reference that names no dataset.
+        SpecError: see :func:`load_context`; a reference that names no dataset; ``refs`` empty or not strings (a
+            lone string is one reference).
     """
     from gnnplan.simulator.overrides import with_fields
 
     spec = load_workload(workload)
     return [simulate(cluster, with_fields(spec, [f"dataset={ref}"], "workload.dataset"), strategy, knobs)
-            for ref in refs]
+            for ref in text_list("refs", refs)]
+
+
+def text_list(name: str, value: Any) -> list[str]:
+    """One string or a sequence of strings (or paths) as a list; a lone string is one item, not its characters.
+
+    Raises:
+        SpecError: an empty sequence, or items that are not strings or paths, naming ``name``.
+    """
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, Sequence) or not items or not all(isinstance(v, str) or hasattr(v, "__fspath__")
+                                                               for v in items):
+        raise SpecError(f"{name}: one or more strings (got {value!r})")
+    return [str(v) for v in items]
 
 
 def simulate_in_context(module: ModuleType, knobs: BaseModel, ctx: SimContext) -> SimResult:

@@ -211,3 +211,24 @@ def test_batch_smaller_than_workers_and_bad_counts(tmp_path: Path) -> None:
         run_plan(plan, nprocs=0, trace_dir=tmp_path, progress=False)
     with pytest.raises(SpecError, match="--epochs"):
         run_plan(make_plan("sage", 1, {}), epochs=0, trace_dir=tmp_path, progress=False)
+
+
+def test_a_run_from_a_scripts_unguarded_top_level_is_refused(tmp_path: Path) -> None:
+    """Workers import the caller's __main__: a script calling run outside ``if __name__ == "__main__":`` would run
+    again in each of them. Refused in one line naming the line; the same call under the guard passes."""
+    script = tmp_path / "s.py"
+    script.write_text(
+        "from gnnplan.executor.launch import _check_guarded_main\n"
+        "from gnnplan.simulator.errors import SpecError\n"
+        "try:\n"
+        "    _check_guarded_main()\n"
+        "    print('unguarded: passed')\n"
+        "except SpecError as exc:\n"
+        "    print('unguarded:', exc)\n"
+        "if __name__ == '__main__':\n"
+        "    _check_guarded_main()\n"
+        "    print('guarded: passed')\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [
+        f"unguarded: gnnplan run: called at the top level of {script} (line 4), which every worker process imports "
+        "and would run again; put the script's calls under `if __name__ == \"__main__\":`", "guarded: passed"]

@@ -101,3 +101,12 @@ def test_predicted_trace_round_trip(fake_graphstats: list[dict[str, Any]], tmp_p
     assert plan.strategy == "dp" and plan.knobs["cache_fraction"] == 0.2 and plan.num_workers == 4
     assert metadata["results"]["epoch_time_s"] == pytest.approx(result.epoch_time_s)
     assert metadata["prediction"]["epoch_time_s"] == pytest.approx(result.epoch_time_s)
+
+
+def test_simulate_on_draws_takes_one_reference_or_several() -> None:
+    """A lone string is one dataset reference, not its characters; an empty list is an error, not []."""
+    one = api.simulate_on_draws("4x-a100-10gbe", "cora-sage", "dp", {}, "card:cora@0")
+    again = api.simulate_on_draws("4x-a100-10gbe", "cora-sage", "dp", {}, ["card:cora@0"])
+    assert len(one) == 1 and one[0].epoch_time_s == again[0].epoch_time_s
+    with pytest.raises(SpecError, match=r"^refs: one or more strings \(got \[\]\)$"):
+        api.simulate_on_draws("4x-a100-10gbe", "cora-sage", "dp", {}, [])
