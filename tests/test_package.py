@@ -112,6 +112,11 @@ def test_a_module_importing_dgl_needs_no_backend_in_the_environment() -> None:
     (lambda tmp: gnnplan.simulate(3, "cora-sage", "dp"), "cluster: a preset name, a YAML path or a ClusterSpec"),
     (lambda tmp: gnnplan.simulate("4x-a100-10gbe", None, "dp"), "workload: a preset name, a YAML path"),
     (lambda tmp: gnnplan.simulate("4x-a100-10gbe", "cora-sage", "dp", [1, 2]), "knobs: a mapping of knob names"),
+    (lambda tmp: gnnplan.run(42, nprocs=2, epochs=1), "plan: a Plan, or a plan YAML's path (got int)"),
+    (lambda tmp: gnnplan.run("plan.yaml", nprocs="2", epochs=1), "nprocs: must be a positive integer (got '2')"),
+    (lambda tmp: gnnplan.run("plan.yaml", nprocs=2, epochs=0), "epochs: must be a positive integer (got 0)"),
+    (lambda tmp: gnnplan.run("plan.yaml", nprocs=2, trace_dir=__file__), "is a file, not a folder"),
+    (lambda tmp: gnnplan.simulate_on_draws("4x-a100-10gbe", "cora-sage", "dp", {}, []), "refs: one or more strings"),
 ])
 def test_the_api_checks_its_arguments_as_the_cli_does(call: Any, needle: str, tmp_path: Path) -> None:
     with pytest.raises(SpecError) as exc:

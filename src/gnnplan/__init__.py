@@ -128,12 +128,23 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
         ``test_accuracy``, ``bytes_per_epoch``, ``trace`` (path).
 
     Raises:
-        SpecError: the plan cannot run here.
+        SpecError: the plan cannot run here; ``plan`` neither a Plan nor a path, ``nprocs``, ``epochs`` or
+            ``gpus_per_machine`` not a positive integer, ``trace_dir`` a file.
         RunError: a worker raised, died or stopped responding (one line naming the rank).
     """
+    from gnnplan.autotune import api_args
     from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.errors import SpecError
     from gnnplan.simulator.plan import Plan, load_plan
 
+    if not isinstance(plan, (Plan, str, Path)):
+        raise SpecError(f"plan: a Plan, or a plan YAML's path (got {type(plan).__name__})")
+    for name, value in (("nprocs", nprocs), ("epochs", epochs)):
+        if value is not None:
+            api_args.positive_count(name, value)
+    api_args.positive_count("gpus_per_machine", gpus_per_machine)
+    if Path(trace_dir).exists() and not Path(trace_dir).is_dir():
+        raise SpecError(f"trace_dir: {str(trace_dir)!r} is a file, not a folder")
     loaded = plan if isinstance(plan, Plan) else load_plan(plan)
     return run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress,
                     collective_timeout_s=collective_timeout_s, checkpoint_every=checkpoint_every,
