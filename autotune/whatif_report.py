@@ -126,16 +126,17 @@ def csv_text(res: WhatifResult) -> str:
     return buf.getvalue()
 
 
-def json_text(res: WhatifResult) -> str:
+def json_text(res: WhatifResult, title: str | None = None) -> str:
     """The whole result as JSON (axes, rows, summary, crossovers, ``card_communities``: per dataset card whose
     proxy has no block model, what its communities are and do to partition-dependent statistics, and
     ``card_statistics``: per dataset card the proxy its statistics were estimated on, one draw or pooled, and
-    ``peak_rates``: a sentence per cluster priced at datasheet peaks), for ``gnnplan report`` and scripts."""
+    ``peak_rates``: a sentence per cluster priced at datasheet peaks, and the chart's ``title``, which a redraw
+    keeps), for ``gnnplan report`` and scripts."""
     axes = [{"field": a.field, "target": a.target, "path": a.path, "labels": list(a.labels),
              "values": list(a.values)} for a in res.axes]
     return json.dumps({"axes": axes, "rows": res.rows, "summary": res.summary, "crossovers": res.crossovers,
                        "card_communities": res.card_communities, "card_statistics": res.card_statistics,
-                       "peak_rates": res.peak_rates}, indent=1)
+                       "peak_rates": res.peak_rates, "title": title}, indent=1)
 
 
 def _x(axis: Axis) -> tuple[list[Any], dict[str, Any]]:
@@ -262,5 +263,6 @@ def write_outputs(res: WhatifResult, folder: Path, title: str) -> dict[str, Path
     Raises:
         OSError: naming the file that could not be written.
     """
-    texts = dict(zip((folder / name for name in OUTPUT_FILES), (csv_text(res), json_text(res), html_text(res, title))))
+    texts = dict(zip((folder / name for name in OUTPUT_FILES),
+                     (csv_text(res), json_text(res, title), html_text(res, title))))
     return dict(zip(("csv", "json", "html"), atomic_write_files(texts)))

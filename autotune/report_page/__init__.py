@@ -73,6 +73,9 @@ def write_whatif(folder: str | Path, output: str | Path) -> Path:
         res = WhatifResult(axes, list(data["rows"]), list(data["summary"]), list(data["crossovers"]))
         if not axes or not all(isinstance(r, dict) for r in res.rows + res.summary):
             raise TypeError("empty axes or rows that are not objects")
-        return wr.write_html(res, Path(output), f"gnnplan whatif: {Path(folder).resolve().name}")
+        title = data.get("title")  # the sweep's own title (cluster / workload); a record before 2026-11-30 has none
+        if not isinstance(title, str):
+            title = f"gnnplan whatif: {Path(folder).resolve().name}"
+        return wr.write_html(res, Path(output), title)
     except (KeyError, TypeError, IndexError, ValueError) as exc:
         raise SpecError(f"DIR: {path} is not a gnnplan whatif record: {type(exc).__name__}: {exc}"[:300]) from None

@@ -190,6 +190,11 @@ def test_report_redraws_a_whatif_folder(tmp_path: Path, capsys: pytest.CaptureFi
                                                "missing": {}}
     html = (tmp_path / "whatif.html").read_text()
     assert html.count("Plotly.newPlot(") == 1 and "100Gbit" in html and "winner" in html
+    assert f"gnnplan whatif: {tmp_path.name}" in html  # a record without its title: the folder's name
+    record = json.loads((tmp_path / "whatif.json").read_text())
+    (tmp_path / "whatif.json").write_text(json.dumps({**record, "title": "gnnplan whatif: 4x-t4-10gbe / cora-sage"}))
+    _report([str(tmp_path)], capsys)
+    assert "gnnplan whatif: 4x-t4-10gbe " in (tmp_path / "whatif.html").read_text()  # the sweep's own
     _rejected([str(tmp_path), "--plan", "p.yaml"], capsys, "whatif folder", tmp_path / "report.html")
 
 
