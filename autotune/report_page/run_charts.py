@@ -15,7 +15,7 @@ from gnnplan.autotune.report_page.inputs import Timeline
 from gnnplan.autotune.report_page.style import WRAPPER_PHASES, layout, ordered_phases
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.trace import STREAMS, Span
-from gnnplan.simulator.trace_merge import one_epoch, pick_epoch
+from gnnplan.simulator.trace_merge import epoch_durations, one_epoch, pick_epoch
 from gnnplan.simulator.wording import counted
 
 MAX_TIMELINE_SPANS = 20_000
@@ -30,15 +30,18 @@ def epoch_spans(spans: list[Span]) -> tuple[list[Span], int | None, float]:
     or every span when the trace has no ``epoch`` spans.
 
     Returns:
-        (spans without the wrapper phases, the epoch shown or None, its duration in seconds).
+        (spans without the wrapper phases, the epoch shown or None, its duration in seconds: the slowest rank's
+        epoch span, as ``gnnplan run`` reports an epoch (:func:`simulator.trace_merge.epoch_durations`), or the
+        spans' extent without epoch spans).
     """
     try:
         epoch = pick_epoch(spans)
         shown = one_epoch(spans, epoch)
+        duration = epoch_durations(spans)[epoch]
     except SpecError:
         epoch, t0 = None, min(s.start_s for s in spans)
         shown = [replace(s, start_s=s.start_s - t0) for s in spans]
-    duration = max(s.end_s for s in shown) if shown else 0.0
+        duration = max(s.end_s for s in shown) if shown else 0.0
     return [s for s in shown if s.phase not in WRAPPER_PHASES], epoch, duration
 
 

@@ -255,3 +255,15 @@ def test_a_transient_epoch_is_named_with_its_times() -> None:
         "b.json: epoch 4 left out of every fit: 200.00 ms against the median measured epoch's 50.00 ms (transient: "
         "more than 3 scaled MADs from it; still held out where odd)"]
     assert transient_lines({"rows": []}) == []
+
+
+def test_a_timelines_epoch_time_is_the_slowest_ranks_as_run_reports_it() -> None:
+    """Ranks start an epoch at different times: the title gives the slowest rank's epoch (1.0 s), not the window
+    from the first start to the last end (1.1 s), so it matches the run's reported epoch time."""
+    from gnnplan.autotune.report_page.run_charts import epoch_spans
+    from gnnplan.simulator.trace import Span
+
+    spans = [Span(0, "epoch", 0.0, 1.0, "host", epoch=0), Span(1, "epoch", 0.2, 0.9, "host", epoch=0),
+             Span(0, "forward", 0.1, 0.5, epoch=0, iteration=0), Span(1, "forward", 0.3, 0.5, epoch=0, iteration=0)]
+    shown, epoch, duration = epoch_spans(spans)
+    assert (epoch, duration) == (0, 1.0) and {s.phase for s in shown} == {"forward"}
