@@ -90,6 +90,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if load.busy:
             print(f"gnnplan probe: warning: {said}; rates measured on a busy machine are low, and every prediction "
                   "from them: re-run the probe on an idle machine", file=sys.stderr)
+    if args.quick:  # said in the file, which outlives this console
+        header = (f"{header or probe_header(data)}\nMeasured with --quick (small sizes, few repeats): rough rates "
+                  "that move from one probe to the next; probe without --quick for the rates predictions rely on.")
     write_probe(dest, data, header)
     if args.json:
         emit_json({"output": str(dest), "cluster": data,

@@ -142,3 +142,7 @@ def test_probe_says_how_to_name_the_cluster_it_wrote(tmp_path: Path, monkeypatch
     assert f"(use it as --cluster {out})" in capsys.readouterr().out.replace("\n", "")
     assert main(["probe"]) == 0  # the default, in the user's presets folder: its name does
     assert "(use it as --cluster local)" in capsys.readouterr().out.replace("\n", "")
+    assert "--quick" not in out.read_text()
+    assert main(["probe", "--quick", "-o", str(out)]) == 0  # the file itself says its rates are rough
+    header = " ".join(line[2:] for line in out.read_text().splitlines() if line.startswith("# "))
+    assert "Measured with --quick (small sizes, few repeats): rough rates" in header
