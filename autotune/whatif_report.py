@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,8 @@ from gnnplan.simulator.io import atomic_write_files, atomic_write_text, check_ou
 LOG_SPAN = 100.0
 """A numeric axis whose values span at least this factor is drawn on a log scale (bandwidths always are)."""
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+RANGE_MARGIN = 0.05
+"""Decades of log axis beyond the end ticks of :func:`time_ticks` (a marker on an end tick stays whole)."""
 UNITS = {"bandwidth": "bytes/s", "time": "s", "bytes": "bytes", "flops": "FLOP/s"}
 
 
@@ -147,9 +150,18 @@ def _x(axis: Axis) -> tuple[list[Any], dict[str, Any]]:
     positive = all(v > 0 for v in values)
     log = positive and (axis.kind == "bandwidth" or max(values) / min(values) >= LOG_SPAN)
     unit = UNITS.get(axis.kind)
-    title = f"{axis.field} ({unit})" if unit else axis.field
+    plain = all(_is_number(label) for label in axis.labels)  # labels with units (1Gbit/s) carry their own
+    title = f"{axis.field} ({unit})" if unit and plain else axis.field
     return values, {"type": "log" if log else "linear", "title": title, "tickvals": values,
                     "ticktext": list(axis.labels)}
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def figure(res: WhatifResult, title: str) -> Any:
@@ -184,11 +196,37 @@ def figure(res: WhatifResult, title: str) -> Any:
                     name="winner", marker={"symbol": "star", "size": 14, "color": "black"},
                     text=[s["winner"] for s in won], hovertemplate="winner %{text}: %{y:.4g} s", row=1, col=1)
     fig.update_xaxes(row=1, col=1, **xaxis)
-    fig.update_yaxes(title="simulated epoch time (s)", type="log", row=1, col=1)
+    times = [t for r in res.rows for t in (r["epoch_time_s"], r.get("epoch_time_min_s"), r.get("epoch_time_max_s"))
+             if isinstance(t, (int, float)) and math.isfinite(t) and t > 0]
+    fig.update_yaxes(title="simulated epoch time", type="log", row=1, col=1, **time_ticks(times))
     if two_d:
         _winner_heatmap(fig, res, strategies, palette)
     fig.update_layout(title=title, height=900 if two_d else 600, template="plotly_white")
     return fig
+
+
+def time_ticks(seconds: Sequence[float]) -> dict[str, Any]:
+    """Labelled ticks for a log axis of seconds: the 1-2-5 steps from the one at or below the least value to the one
+    at or above the greatest, each labelled with its unit (``2 ms``, ``500 us``), so no tick reads as a bare ``2``
+    of an unnamed decade (plotly's default minor labels), and the axis range (log10 seconds) that shows the end
+    ticks; none without values."""
+    if not seconds:
+        return {}
+    lo, hi = min(seconds), max(seconds)
+    steps = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+             for m in (1, 2, 5)]
+    below = [v for v in steps if v <= lo]
+    above = [v for v in steps if v >= hi]
+    ticks = [v for v in steps if (below[-1] if below else lo) <= v <= (above[0] if above else hi)]
+    span = [math.log10(ticks[0]) - RANGE_MARGIN, math.log10(ticks[-1]) + RANGE_MARGIN]  # the end ticks in view
+    return {"tickvals": ticks, "ticktext": [_tick_text(v) for v in ticks], "range": span}
+
+
+def _tick_text(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if seconds >= scale * (1 - 1e-9):
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
 
 
 def _draw_bars(rows: Sequence[dict[str, Any]]) -> dict[str, Any] | None:

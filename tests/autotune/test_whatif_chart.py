@@ -6,6 +6,7 @@ the screenshot where the chart is."""
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,24 @@ def test_proxy_draw_error_bars_are_drawn(tmp_path: Path) -> None:
     page = render(browser, tmp_path / "out" / "whatif.html", bars)
     assert page.errors == [], page.errors
     assert page.value["ready"] and page.value["errorbars"] == 2 * len(STRATEGIES), page.value
+
+
+def test_the_time_axis_labels_every_tick_with_its_unit() -> None:
+    """A log axis of seconds gets 1-2-5 ticks each with its unit (plotly's default labels only the decades and
+    marks the rest '2', '5' with no unit: 0.02 s read as '2'), spanning the values."""
+    from gnnplan.autotune.whatif import WhatifResult, parse_axis
+    from gnnplan.autotune.whatif_report import figure, time_ticks
+
+    ticks = time_ticks([0.0285, 0.0041, 0.00172])
+    assert (ticks["tickvals"], ticks["ticktext"]) == ([0.001, 0.002, 0.005, 0.01, 0.02, 0.05],
+                                                      ["1 ms", "2 ms", "5 ms", "10 ms", "20 ms", "50 ms"])
+    assert ticks["range"] == pytest.approx([-3.05, math.log10(0.05) + 0.05])
+    assert time_ticks([3e-4, 1.2])["ticktext"][0] == "200 us" and time_ticks([]) == {}
+    axis = parse_axis("network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s")
+    rows = [{"point": p, "index": [p], "strategy": "dp", "epoch_time_s": t, "knobs": {}} for p, t in ((0, 0.03),
+                                                                                                      (1, 0.004))]
+    summary = [{"point": p, "index": [p], "winner": "dp", "winner_epoch_time_s": t} for p, t in ((0, 0.03),
+                                                                                                  (1, 0.004))]
+    fig = figure(WhatifResult([axis], rows, summary, []), "t")
+    assert list(fig.layout.yaxis.ticktext) == ["2 ms", "5 ms", "10 ms", "20 ms", "50 ms"]
+    assert fig.layout.xaxis.title.text == "network.bandwidth_bytes_per_s"  # its tick labels carry the unit
