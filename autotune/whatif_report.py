@@ -20,8 +20,6 @@ from gnnplan.simulator.io import atomic_write_files, atomic_write_text, check_ou
 LOG_SPAN = 100.0
 """A numeric axis whose values span at least this factor is drawn on a log scale (bandwidths always are)."""
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
-RANGE_MARGIN = 0.05
-"""Decades of log axis beyond the end ticks of :func:`time_ticks` (a marker on an end tick stays whole)."""
 UNITS = {"bandwidth": "bytes/s", "time": "s", "bytes": "bytes", "flops": "FLOP/s"}
 
 
@@ -206,20 +204,11 @@ def figure(res: WhatifResult, title: str) -> Any:
 
 
 def time_ticks(seconds: Sequence[float]) -> dict[str, Any]:
-    """Labelled ticks for a log axis of seconds: the 1-2-5 steps from the one at or below the least value to the one
-    at or above the greatest, each labelled with its unit (``2 ms``, ``500 us``), so no tick reads as a bare ``2``
-    of an unnamed decade (plotly's default minor labels), and the axis range (log10 seconds) that shows the end
-    ticks; none without values."""
-    if not seconds:
-        return {}
-    lo, hi = min(seconds), max(seconds)
-    steps = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
-             for m in (1, 2, 5)]
-    below = [v for v in steps if v <= lo]
-    above = [v for v in steps if v >= hi]
-    ticks = [v for v in steps if (below[-1] if below else lo) <= v <= (above[0] if above else hi)]
-    span = [math.log10(ticks[0]) - RANGE_MARGIN, math.log10(ticks[-1]) + RANGE_MARGIN]  # the end ticks in view
-    return {"tickvals": ticks, "ticktext": [_tick_text(v) for v in ticks], "range": span}
+    """:func:`~gnnplan.autotune.report_page.style.log_ticks` of seconds, each tick with its unit (``2 ms``,
+    ``500 us``), so no tick reads as a bare ``2`` of an unnamed decade (plotly's default minor labels)."""
+    from gnnplan.autotune.report_page.style import log_ticks
+
+    return log_ticks(seconds, _tick_text)
 
 
 def _tick_text(seconds: float) -> str:

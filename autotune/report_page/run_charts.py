@@ -12,7 +12,7 @@ from typing import Any
 
 from gnnplan.autotune.report import epochs_text, fmt_s
 from gnnplan.autotune.report_page.inputs import Timeline
-from gnnplan.autotune.report_page.style import WRAPPER_PHASES, layout, ordered_phases
+from gnnplan.autotune.report_page.style import WRAPPER_PHASES, layout, log_ticks, ordered_phases
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.trace import STREAMS, Span
 from gnnplan.simulator.trace_merge import epoch_durations, one_epoch, pick_epoch
@@ -196,5 +196,6 @@ def parameters_figure(params: dict[str, dict[str, Any]]) -> tuple[Any | None, li
     fig.update_layout(**layout("calibrated parameters relative to their priors", 120 + 34 * len(names),
                                showlegend=False, margin={"l": 300, "r": 30, "t": 60, "b": 50}))
     fig.update_xaxes(type="log", title="calibrated value / prior (dashed: the prior; bars: 1-sigma range; "
-                                       "no upper bar: not determined)")
+                                       "no upper bar: not determined)",
+                     **log_ticks([*ratio, *[lo for lo in low if lo > 0], *high, 1.0], lambda v: f"{v:g}x"))
     return fig, left_out

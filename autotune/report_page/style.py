@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 PHASE_ORDER = ("sample", "split", "load", "shuffle", "forward", "lockstep", "backward", "all_reduce", "all_to_all",
@@ -11,6 +12,8 @@ PHASE_ORDER = ("sample", "split", "load", "shuffle", "forward", "lockstep", "bac
 WRAPPER_PHASES = ("epoch", "iteration")
 """Spans that wrap others: timelines leave them out (they would cover every row)."""
 TEMPLATE = "plotly_white"
+RANGE_MARGIN = 0.05
+"""Decades of a log axis beyond the end ticks of :func:`log_ticks` (a marker on an end tick stays whole)."""
 
 
 def ordered_phases(phases: Iterable[str]) -> list[str]:
@@ -40,3 +43,21 @@ def layout(title: str, height: int, **extra: Any) -> dict[str, Any]:
     """Common layout: title, height in CSS pixels, white template, legend on the right."""
     return {"title": {"text": title, "x": 0.01}, "height": height, "template": TEMPLATE,
             "margin": {"l": 160, "r": 30, "t": 60, "b": 50}, **extra}
+
+
+def log_ticks(values: Sequence[float], text: Callable[[float], str]) -> dict[str, Any]:
+    """A log axis's layout: ticks at the 1-2-5 steps from the one at or below the least positive value to the one
+    at or above the greatest, each labelled by ``text`` (plotly's default labels only the decades and marks the
+    steps between with bare digits), and the range (log10) that shows the end ticks; {} without positive values.
+    """
+    positive = [v for v in values if v > 0 and math.isfinite(v)]
+    if not positive:
+        return {}
+    lo, hi = min(positive), max(positive)
+    steps = [m * 10.0 ** e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+             for m in (1, 2, 5)]
+    below = [v for v in steps if v <= lo * (1 + 1e-9)]
+    above = [v for v in steps if v >= hi * (1 - 1e-9)]
+    ticks = [v for v in steps if below[-1] <= v <= above[0]]
+    span = [math.log10(ticks[0]) - RANGE_MARGIN, math.log10(ticks[-1]) + RANGE_MARGIN]
+    return {"tickvals": ticks, "ticktext": [text(v) for v in ticks], "range": span}

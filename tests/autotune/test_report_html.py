@@ -267,3 +267,15 @@ def test_a_timelines_epoch_time_is_the_slowest_ranks_as_run_reports_it() -> None
              Span(0, "forward", 0.1, 0.5, epoch=0, iteration=0), Span(1, "forward", 0.3, 0.5, epoch=0, iteration=0)]
     shown, epoch, duration = epoch_spans(spans)
     assert (epoch, duration) == (0, 1.0) and {s.phase for s in shown} == {"forward"}
+
+
+def test_the_parameter_chart_labels_its_ratios() -> None:
+    """Ratios to the prior from 0.27x to 45x: every 1-2-5 tick says its ratio (no bare '2' that reads as 2.7x)."""
+    from gnnplan.autotune.report_page.run_charts import parameters_figure
+
+    def param(after: float) -> dict[str, Any]:
+        return {"fitted": True, "prior": 1.0, "after": after, "low": after / 1.1, "high": after * 1.1, "flags": []}
+
+    fig, left_out = parameters_figure({"a": param(0.27), "b": param(45.0)})
+    assert left_out == [] and list(fig.layout.xaxis.ticktext) == [
+        "0.2x", "0.5x", "1x", "2x", "5x", "10x", "20x", "50x"]
