@@ -140,6 +140,8 @@ def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | N
     Raises:
         WorkerError: a worker raised, died or stopped responding (module docstring); every worker is stopped.
         ValueError: a worker raised ``ValueError`` (e.g. a SpecError): re-raised here with its message.
+        SpecError: called from the unguarded top level of a script (:func:`_check_guarded_main`), or while a worker
+            imports it; no worker is started.
     """
     import torch.multiprocessing as mp
 
