@@ -70,8 +70,10 @@ def simulation_table(res: dict[str, Any]) -> Table:
     if per_epoch:
         t.add_row("per epoch, by phase", "the slowest worker's busy time in each, summed over the epoch (phases "
                                          "overlap, so they can add up to more than the epoch)")
+    nested = res.get("nested_phases") or {}
     for phase, sec in per_epoch.items():
-        t.add_row(f"  {phase}", fmt_s(sec))
+        t.add_row(f"  {phase}", fmt_s(sec) + (f" (within {nested[phase]}: part of its time)" if phase in nested
+                                                else ""))
     for phase in ONE_OFF_PHASES:
         if phase in res["breakdown_s"]:
             t.add_row(f"once: {phase}", f"{fmt_s(res['breakdown_s'][phase])} before training (not in the epoch time)")

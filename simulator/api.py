@@ -239,10 +239,15 @@ def text_list(name: str, value: Any) -> list[str]:
 def simulate_in_context(module: ModuleType, knobs: BaseModel, ctx: SimContext) -> SimResult:
     """The strategy plug-in ``module``'s simulation on a context :func:`load_context` built, with the context's
     ``estimated`` note unless the strategy set a fuller one (gsplit and hopgnn say how they used a card's
-    estimates); ``sim_wall_s`` is left to the caller."""
+    estimates) and its ``nested_phases`` (from the plug-in's ``CALIBRATION``); ``sim_wall_s`` is left to the
+    caller."""
+    from gnnplan.simulator.hardware.phase_rules import nested_phases
+
     result: SimResult = module.simulate(ctx, knobs)
     if result.estimated is None:
         result.estimated = ctx.estimated
+    result.nested_phases = {inner: outer for inner, outer in nested_phases(getattr(module, "CALIBRATION", {})).items()
+                            if inner in result.breakdown_s and outer in result.breakdown_s}
     return result
 
 

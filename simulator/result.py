@@ -30,7 +30,9 @@ class SimResult(BaseModel):
 
     ``breakdown_s`` holds, per phase, the busy time of the slowest worker summed over one epoch (phases may
     overlap, so the parts can add up to more than ``epoch_time_s``), and the one-off phases' seconds
-    (:data:`ONE_OFF_PHASES`, not part of an epoch). ``bytes_per_epoch`` sums all workers'
+    (:data:`ONE_OFF_PHASES`, not part of an epoch). ``nested_phases`` maps a phase of ``breakdown_s`` whose spans
+    lie inside another's to that phase (dp's ``fetch`` inside ``load``): its time is part of the other's, not
+    beside it. ``bytes_per_epoch`` sums all workers'
     traffic on each link kind. ``peak_memory_bytes`` is per GPU and per machine's host memory. An infeasible
     configuration has ``feasible = False``, a ``reason`` and still carries its memory estimate; its times are
     ``inf``.
@@ -46,6 +48,7 @@ class SimResult(BaseModel):
     iteration_time_s: float
     num_iterations: int
     breakdown_s: dict[str, float] = Field(default_factory=dict)
+    nested_phases: dict[str, str] = Field(default_factory=dict)
     bytes_per_epoch: dict[str, float] = Field(default_factory=lambda: {k: 0.0 for k in LINKS})
     peak_memory_bytes: dict[str, float] = Field(default_factory=lambda: {"gpu": 0.0, "host": 0.0})
     sim_wall_s: float = 0.0

@@ -38,7 +38,8 @@ def best_per_strategy(study: Any) -> list[dict[str, Any]]:
         label = _label(r, models)
         if label not in best:
             result = trials[r["trial"]].user_attrs["result"]
-            best[label] = {**r, "label": label, "breakdown_s": dict(result.get("breakdown_s", {}))}
+            best[label] = {**r, "label": label, "breakdown_s": dict(result.get("breakdown_s", {})),
+                           "nested_phases": dict(result.get("nested_phases") or {})}
     return list(best.values())
 
 
@@ -66,16 +67,19 @@ def ranking_figure(best: list[dict[str, Any]]) -> Any:
 
 def breakdown_figure(best: list[dict[str, Any]], colors: dict[str, str]) -> Any:
     """Stacked bars per strategy (its best configuration): each phase's busy time of the slowest worker over
-    one epoch (SimResult.breakdown_s, its one-off phases left out: ppgnn's preprocess is not in an epoch), with
-    the epoch time as a diamond. Phases overlap in time, so the stack may exceed the epoch time."""
+    one epoch (SimResult.breakdown_s, its one-off phases left out: ppgnn's preprocess is not in an epoch, and its
+    nested ones: dp's fetch is part of its load's time), with the epoch time as a diamond. Phases overlap in time,
+    so the stack may exceed the epoch time."""
     import plotly.graph_objects as go
 
     from gnnplan.simulator.result import ONE_OFF_PHASES
 
     ok = [b for b in best if b["feasible"]]
     labels = [b["label"] for b in ok]
+    inside = {p for b in ok for p in (b.get("nested_phases") or {})}
     fig = go.Figure()
-    for phase in ordered_phases(p for b in ok for p in b["breakdown_s"] if p not in ONE_OFF_PHASES):
+    for phase in ordered_phases(p for b in ok for p in b["breakdown_s"] if p not in ONE_OFF_PHASES
+                                and p not in inside):
         fig.add_bar(x=labels, y=[b["breakdown_s"].get(phase, 0.0) * MS for b in ok], name=phase,
                     marker={"color": colors.get(phase)}, hovertemplate=f"{phase}: %{{y:.4g}} ms<extra></extra>")
     fig.add_scatter(x=labels, y=[b["epoch_time_s"] * MS for b in ok], mode="markers", name="epoch time",

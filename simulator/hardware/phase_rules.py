@@ -66,6 +66,8 @@ class PhaseRule:
         peers: ``work`` reads ``row.peers`` (rows ``each`` or ``per_call``): calibration finds, for every span, the
             spans of its phase the machine's other ranks ran at the same time.
         call_load: for ``per_call`` rows, what makes a rank of the call the busiest (default: the span's bytes).
+        contains: phases whose spans lie inside this phase's spans (dp's ``load`` waits for its ``fetch``): a
+            report must not add their times to this phase's (:func:`nested_phases`).
     """
 
     op: str
@@ -78,6 +80,7 @@ class PhaseRule:
     when: Callable[[SpanRow], bool] | None = None
     peers: bool = False
     call_load: Callable[[SpanRow], float] | None = None
+    contains: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.op not in OPERATIONS:
@@ -105,3 +108,9 @@ class PhaseRule:
         """The priced seconds of a row on ``cluster`` (default ``row.shape``; calibration passes the shape with
         the trial's values of :attr:`params`)."""
         return OPERATIONS[self.op].seconds(row.shape if cluster is None else cluster, **self.work(row))
+
+
+def nested_phases(calibration: Mapping[str, PhaseRule]) -> dict[str, str]:
+    """Inner phase -> the phase whose spans contain it (:attr:`PhaseRule.contains` of a strategy's
+    ``CALIBRATION``)."""
+    return {inner: outer for outer, rule in calibration.items() for inner in rule.contains}

@@ -137,7 +137,7 @@ def load_rule(nested: tuple[str, ...] = ("fetch",), copied: str = "remote_bytes"
                 "peer_gather_bytes": contended_bytes(row, local, arg_of("local_bytes")),
                 "peer_uplink_bytes": contended_bytes(row, copy, copy_of, same_uplink(row)),
                 "peer_memory_bytes": contended_bytes(row, copy, copy_of)}
-    return PhaseRule("feature_load", work, peers=True)
+    return PhaseRule("feature_load", work, peers=True, contains=nested)
 
 
 def same_uplink(row: SpanRow) -> list[Span]:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from gnnplan.autotune.cli import main
-from gnnplan.autotune.report import largest_parts
+from gnnplan.autotune.report import fmt_s, largest_parts
 
 SIM = ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp"]
 
@@ -47,3 +47,22 @@ def test_a_one_off_phase_is_not_listed_among_an_epochs(capsys: pytest.CaptureFix
     assert "  preprocess" not in table
     fig = breakdown_figure([{**res, "label": "ppgnn"}], {})
     assert "preprocess" not in {bar.name for bar in fig.data} and "forward" in {bar.name for bar in fig.data}
+
+
+def test_a_nested_phase_is_part_of_its_outer_phases_time(capsys: pytest.CaptureFixture[str]) -> None:
+    """dp's load waits for its fetch (its CALIBRATION rule says it contains it, as the simulated spans show): the
+    JSON names the nesting, the table says fetch is part of load's time, and the breakdown stack draws load alone."""
+    from gnnplan.autotune.report_page.study_charts import breakdown_figure
+    from gnnplan.simulator.api import simulate
+
+    res = simulate("4x-a100-10gbe", "cora-sage", "dp", {}).to_json_dict()
+    assert res["nested_phases"] == {"fetch": "load"}  # peer_fetch: no such phase without a partitioned cache
+    spans = simulate("4x-a100-10gbe", "cora-sage", "dp", {}).spans
+    loads = [s for s in spans if s.phase == "load"]
+    assert all(any(ld.rank == f.rank and ld.start_s <= f.start_s and f.end_s <= ld.end_s + 1e-12 for ld in loads)
+               for f in spans if f.phase == "fetch")  # what the rule says, the simulated timeline shows
+    assert main(SIM) == 0
+    table = " ".join(capsys.readouterr().out.split())
+    assert f"fetch │ {fmt_s(res['breakdown_s']['fetch'])} (within load: part of its time)" in table
+    names = {bar.name for bar in breakdown_figure([{**res, "label": "dp"}], {}).data}
+    assert "load" in names and "fetch" not in names
