@@ -131,7 +131,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         emit_json(out)
     else:
         con = report.console()
-        con.print(report.simulation_table(out))
+        con.print(report.simulation_table(out, on_cpu=cluster.gpu.is_host_cpu))
         _print_peak_rates(con, [cluster])
     return 0
 
@@ -160,7 +160,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         emit_json(out)
     else:
         con = report.console()
-        con.print(report.ranked_table(out["ranked"]))
+        con.print(report.ranked_table(out["ranked"], on_cpu=cluster.gpu.is_host_cpu))
         if out["best"].get("estimated"):  # a dataset card: say what its statistics are
             con.print(f"statistics: {report.estimated_text(out['best']['estimated'])}")
         if "proxy_draws" in out:

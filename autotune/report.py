@@ -58,8 +58,14 @@ def knobs_text(knobs: dict[str, Any]) -> str:
                     if v is not None)
 
 
-def simulation_table(res: dict[str, Any]) -> Table:
-    """One simulated configuration."""
+DEVICE_ON_CPU = "worker model memory (CPU-only: also in host)"
+"""What the ``gpu`` memory of a cluster without GPUs is (``gpu.is_host_cpu``): each worker's model state, which
+the memory model also charges to its machine's host memory."""
+
+
+def simulation_table(res: dict[str, Any], on_cpu: bool = False) -> Table:
+    """One simulated configuration (``on_cpu``: a cluster without GPUs, whose ``gpu`` memory is named
+    :data:`DEVICE_ON_CPU`)."""
     t = Table(title=f"{res['strategy']}  {knobs_text(res['knobs'])}", show_header=False)
     t.add_row("feasible", "yes" if res["feasible"] else f"no: {res['reason']}")
     t.add_row("epoch time", fmt_s(res["epoch_time_s"]))
@@ -80,7 +86,8 @@ def simulation_table(res: dict[str, Any]) -> Table:
     for link, b in res["bytes_per_epoch"].items():
         t.add_row(f"{link} bytes/epoch", fmt_bytes(b))
     for where, b in res["peak_memory_bytes"].items():
-        t.add_row(f"peak {where} memory", fmt_bytes(b) + _phases_text(res.get("peak_memory_phases"), where))
+        label = DEVICE_ON_CPU if on_cpu and where == "gpu" else f"{where} memory"
+        t.add_row(f"peak {label}", fmt_bytes(b) + _phases_text(res.get("peak_memory_phases"), where))
         largest = largest_parts((res.get("peak_memory_parts") or {}).get(where) or {})
         if largest:
             t.add_row("  largest parts", largest)
@@ -111,9 +118,10 @@ def estimated_text(est: dict[str, Any], json_key: str = "estimated") -> str:
     return f"estimated on {where} of card {est['card']}'s proxy ({size}; --json: {json_key})"
 
 
-def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:
+def ranked_table(rows: list[dict[str, Any]], limit: int = 15, on_cpu: bool = False) -> Table:
     """The tuner's ranked configurations: the best ``limit`` rows, then the best row of every strategy (and
-    model) not among them, so a strategy is never hidden behind near-copies of another."""
+    model) not among them, so a strategy is never hidden behind near-copies of another (``on_cpu``: a cluster
+    without GPUs, whose device memory column is the workers' model memory)."""
     from gnnplan.autotune.study import KNOB_DIGITS, best_of_others
 
     shown, extra = best_of_others(rows, limit)
@@ -123,7 +131,8 @@ def ranked_table(rows: list[dict[str, Any]], limit: int = 15) -> Table:
                       f"trials whose float knobs agree to {KNOB_DIGITS} significant digit are one row (column trials), "
                       "showing its best trial's knobs")
     drawn = next((r["proxy_draws"] for r in rows if r.get("proxy_draws")), None)
-    columns = ["rank", "strategy", "model", "knobs", "epoch time", "iteration", "peak GPU memory", "trials", "note"]
+    device = "peak worker model memory" if on_cpu else "peak GPU memory"
+    columns = ["rank", "strategy", "model", "knobs", "epoch time", "iteration", device, "trials", "note"]
     if drawn:  # tune --proxy-draws: each strategy's best over further proxy draws
         columns.insert(5, f"over proxy draws {drawn[0]}-{drawn[-1]}")
     for col in columns:

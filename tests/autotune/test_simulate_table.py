@@ -66,3 +66,12 @@ def test_a_nested_phase_is_part_of_its_outer_phases_time(capsys: pytest.CaptureF
     assert f"fetch │ {fmt_s(res['breakdown_s']['fetch'])} (within load: part of its time)" in table
     names = {bar.name for bar in breakdown_figure([{**res, "label": "dp"}], {}).data}
     assert "load" in names and "fetch" not in names
+
+
+def test_a_cluster_without_gpus_names_its_device_memory_for_what_it_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """On the CPU-only local preset the 'gpu' memory is each worker's model state (also charged to the host)."""
+    assert main(["simulate", "--cluster", "local", "--workload", "cora-sage", "--strategy", "dp"]) == 0
+    table = capsys.readouterr().out
+    assert "peak worker model memory (CPU-only: also in host)" in table and "peak gpu memory" not in table
+    assert main(SIM) == 0
+    assert "peak gpu memory" in capsys.readouterr().out  # 4x-a100-10gbe has GPUs
