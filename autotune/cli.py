@@ -43,6 +43,7 @@ def _emulation_limits(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     from gnnplan.autotune import commands as c
+    from gnnplan.autotune import commands_machine as mc
     from gnnplan.simulator import __version__
 
     parser = _Parser(prog="gnnplan", description="Predict, choose and run distributed GNN training.")
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --emulate: NIC rate per machine and direction, e.g. 100Mbit/s (default: unshaped)")
     _emulation_limits(p)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=c.cmd_probe)
+    p.set_defaults(func=mc.cmd_probe)
 
     p = sub.add_parser("simulate", help="predict one configuration's epoch time, traffic and memory")
     _common_sim(p)
@@ -124,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true",
                    help="continue from the newest complete checkpoint in --checkpoint-dir")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=c.cmd_run)
+    p.set_defaults(func=mc.cmd_run)
 
     p = sub.add_parser("calibrate", help="fit a cluster's effective parameters to recorded traces")
     p.add_argument("traces", nargs="+", metavar="TRACE", help="traces written by gnnplan run, each once")

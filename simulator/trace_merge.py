@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from gnnplan.simulator.calibrate_holdout import epoch_times_s
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_text
 from gnnplan.simulator.trace import EVALUATION_PHASES, Span, check_same_run, check_source, read_trace, to_chrome
@@ -35,25 +36,15 @@ def epoch_windows(spans: list[Span]) -> dict[int, tuple[float, float]]:
     return windows
 
 
-def epoch_durations(spans: list[Span]) -> dict[int, float]:
-    """Per epoch index, the longest rank's ``epoch`` span in seconds: an epoch's time as ``gnnplan run`` reports it
-    (executor/runner.py, the slowest rank's), not the window from the earliest rank's start to the latest rank's
-    end, which adds the ranks' start skew."""
-    out: dict[int, float] = {}
-    for s in spans:
-        if s.phase == "epoch":
-            out[s.epoch] = max(out.get(s.epoch, 0.0), s.end_s - s.start_s)
-    return out
-
-
 def pick_epoch(spans: list[Span], epoch: int | None = None) -> int:
-    """The epoch to show: ``epoch`` if given, else the one whose time (:func:`epoch_durations`) is the median (the
-    lower one of an even count, so the result is an epoch that exists).
+    """The epoch to show: ``epoch`` if given, else the one whose time is the median (the lower one of an even
+    count, so the result is an epoch that exists); an epoch's time is its slowest rank's epoch span, as ``gnnplan
+    run`` reports it (:func:`~gnnplan.simulator.calibrate_holdout.epoch_times_s`).
 
     Raises:
         SpecError: the trace has no ``epoch`` spans, or not the one asked for.
     """
-    durations = epoch_durations(spans)
+    durations = epoch_times_s(spans)
     if not durations:
         raise SpecError("trace: no 'epoch' spans (written by gnnplan run or gnnplan simulate --trace?)")
     if epoch is not None:
@@ -100,8 +91,8 @@ def merge(predicted: tuple[list[Span], dict[str, Any]], measured: tuple[list[Spa
         "merged": {"predicted": {"epoch": pred_epoch, **_summary(pred_meta)},
                    "measured": {"epoch": meas_epoch, **_summary(meas_meta)},
                    "measured_pid_offset": PID_OFFSET, "time_origin": "start of each timeline's epoch"},
-        "epoch_time_s": {"predicted": epoch_durations(pred)[pred_epoch],
-                         "measured": epoch_durations(meas)[meas_epoch]}}
+        "epoch_time_s": {"predicted": epoch_times_s(pred)[pred_epoch],
+                         "measured": epoch_times_s(meas)[meas_epoch]}}
     return doc
 
 

@@ -13,9 +13,10 @@ from typing import Any
 from gnnplan.autotune.report import epochs_text, fmt_s
 from gnnplan.autotune.report_page.inputs import Timeline
 from gnnplan.autotune.report_page.style import WRAPPER_PHASES, layout, log_ticks, ordered_phases
+from gnnplan.simulator.calibrate_holdout import epoch_times_s
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.trace import STREAMS, Span
-from gnnplan.simulator.trace_merge import epoch_durations, one_epoch, pick_epoch
+from gnnplan.simulator.trace_merge import one_epoch, pick_epoch
 from gnnplan.simulator.wording import counted
 
 MAX_TIMELINE_SPANS = 20_000
@@ -31,13 +32,13 @@ def epoch_spans(spans: list[Span]) -> tuple[list[Span], int | None, float]:
 
     Returns:
         (spans without the wrapper phases, the epoch shown or None, its duration in seconds: the slowest rank's
-        epoch span, as ``gnnplan run`` reports an epoch (:func:`simulator.trace_merge.epoch_durations`), or the
+        epoch span, as ``gnnplan run`` reports an epoch (:func:`simulator.calibrate_holdout.epoch_times_s`), or the
         spans' extent without epoch spans).
     """
     try:
         epoch = pick_epoch(spans)
         shown = one_epoch(spans, epoch)
-        duration = epoch_durations(spans)[epoch]
+        duration = epoch_times_s(spans)[epoch]
     except SpecError:
         epoch, t0 = None, min(s.start_s for s in spans)
         shown = [replace(s, start_s=s.start_s - t0) for s in spans]

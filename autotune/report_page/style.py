@@ -12,7 +12,7 @@ PHASE_ORDER = ("sample", "split", "load", "shuffle", "forward", "lockstep", "bac
 WRAPPER_PHASES = ("epoch", "iteration")
 """Spans that wrap others: timelines leave them out (they would cover every row)."""
 TEMPLATE = "plotly_white"
-RANGE_MARGIN = 0.05
+RANGE_MARGIN_DECADES = 0.05
 """Decades of a log axis beyond the end ticks of :func:`log_ticks` (a marker on an end tick stays whole)."""
 
 
@@ -59,5 +59,5 @@ def log_ticks(values: Sequence[float], text: Callable[[float], str]) -> dict[str
     below = [v for v in steps if v <= lo * (1 + 1e-9)]
     above = [v for v in steps if v >= hi * (1 - 1e-9)]
     ticks = [v for v in steps if below[-1] <= v <= above[0]]
-    span = [math.log10(ticks[0]) - RANGE_MARGIN, math.log10(ticks[-1]) + RANGE_MARGIN]
+    span = [math.log10(ticks[0]) - RANGE_MARGIN_DECADES, math.log10(ticks[-1]) + RANGE_MARGIN_DECADES]
     return {"tickvals": ticks, "ticktext": [text(v) for v in ticks], "range": span}

@@ -192,7 +192,7 @@ def test_a_sigkill_without_an_oom_kill_stays_a_sigkill(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("flag", "expected"), [("512MB", 512e6), ("2GiB", 2 * 2**30), ("4e9", 4e9)])
 def test_memory_limit_reads_units(flag: str, expected: float) -> None:
     from gnnplan.autotune.cli import build_parser
-    from gnnplan.autotune.commands import _emulation_limits
+    from gnnplan.autotune.commands_machine import _emulation_limits
 
     args = build_parser().parse_args(["run", "plan.yaml", "--emulate", "--memory-limit", flag])
     assert _emulation_limits(args, 1e9).memory_bytes == expected

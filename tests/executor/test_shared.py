@@ -207,7 +207,8 @@ def test_gnnplan_run_keeps_the_plans_workers_per_machine(tmp_path: Path, capsys:
 def test_gnnplan_run_says_when_it_runs_another_layout_than_the_plans(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A plan of 1 machine x 2 run as 2 machines x 1 (--gpus-per-machine 1) is a layout the prediction was not for:
-    run says so before it starts (the run itself is stubbed: the note comes first)."""
+    run says so before it starts. run_plan is replaced by a fake that returns a run's summary: the note is printed
+    before any worker would start, which is what this test checks."""
     from executor_workers import make_plan
 
     from gnnplan.autotune.cli import main
