@@ -38,6 +38,12 @@ class PassWork(Protocol):
     def backward_flops(self) -> float: ...
 
 
+def idle(work: PassWork) -> bool:
+    """Whether ``work`` is a slot with nothing to compute (no seconds, no FLOPs in either pass): hopgnn's step
+    at which no micrograph group is hosted on the worker, where its executor runs no forward or backward."""
+    return not (work.forward_s or work.backward_s or work.forward_flops or work.backward_flops)
+
+
 class UpdateWork(Protocol):
     """What ends an iteration: the gradient all-reduce and the optimizer (:class:`StepCompute`, hopgnn's
     ``HopWork``)."""
@@ -205,7 +211,8 @@ class WindowRun:
             return
         t0 = self.engine.now
         yield from self.hw.compute(rank, passes.forward_s)
-        self._span(rank, "forward", t0, "compute", pos, flops=passes.forward_flops)
+        if not idle(passes):
+            self._span(rank, "forward", t0, "compute", pos, flops=passes.forward_flops)
         yield from self._backward_all_reduce(rank, pos, passes, buckets)
         yield from self._optimizer(rank, pos, update, start)
 
@@ -224,11 +231,13 @@ class WindowRun:
         of segment k launches bucket k's all-reduce (once every worker has launched it: a collective), and the buckets
         are reduced one after the other. Spans: ``backward`` (all of it), one ``all_reduce_bucket`` per bucket, and
         ``all_reduce`` from the end of backward to the end of the last bucket: the part left on the critical path (its
-        ``nbytes`` the whole gradient)."""
+        ``nbytes`` the whole gradient). An :func:`idle` slot records no ``backward``: its buckets launch at once,
+        and are reduced one after the other, as the executor's are after a step with nothing to compute."""
         bucketed = BucketedBackward(self, rank, pos, buckets, work.backward_s)
         t0 = self.engine.now
         yield from bucketed.compute(work.backward_s)
-        self._span(rank, "backward", t0, "compute", pos, flops=work.backward_flops, **args)
+        if not idle(work):
+            self._span(rank, "backward", t0, "compute", pos, flops=work.backward_flops, **args)
         yield from bucketed.finish()
 
     def _bucket_all_reduces(self, rank: int, pos: int, buckets: list[float],
@@ -241,7 +250,10 @@ class WindowRun:
             self._span(rank, "all_reduce_bucket", start, "network", pos, nbytes=nbytes, bucket=k)
 
     def _passes(self, rank: int, pos: int, work: PassWork, **args: Any) -> Generator[Any, Any, None]:
-        """The forward and the backward pass of ``work`` on worker ``rank``'s compute, one span each."""
+        """The forward and the backward pass of ``work`` on worker ``rank``'s compute, one span each; none for an
+        :func:`idle` slot (hopgnn's step with no group hosted here), which the executors skip too."""
+        if idle(work):
+            return
         for phase, seconds, flops in (("forward", work.forward_s, work.forward_flops),
                                       ("backward", work.backward_s, work.backward_flops)):
             t0 = self.engine.now

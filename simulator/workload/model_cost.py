@@ -9,7 +9,8 @@ GraphSAGE example (examples/pytorch/graphsage/node_classification.py); the loss 
 
 Parameter counts (checked against DGL 1.1.3's source, dgl/nn/pytorch/conv/):
 
-* gcn, ``GraphConv(i, o)`` (norm="both"): weight i*o + bias o.
+* gcn, ``GraphConv(i, o, norm="none")`` fed the normalised adjacency as per-edge weights (executor/models.py:
+  messages ``u_mul_e``, then a sum): weight i*o + bias o.
 * sage, ``SAGEConv(i, o, "mean")``: fc_neigh i*o (no bias) + fc_self i*o + o (its bias) = 2*i*o + o.
 * gat, ``GATConv(i, o, h)``: fc i*h*o (no bias) + attn_l h*o + attn_r h*o + bias h*o.
 * gin, ``GINConv(MLP, "sum", learn_eps=False)`` with MLP = Linear(i, o) -> ReLU -> Linear(o, o):
@@ -17,7 +18,8 @@ Parameter counts (checked against DGL 1.1.3's source, dgl/nn/pytorch/conv/):
 
 Each layer is a sequence of :class:`Kernel` objects following DGL's forward code (GraphConv and SAGEConv apply
 the dense transform before aggregating when ``in_dim > out_dim``). Dense kernels: ``2 * rows * in * out``
-FLOPs. Aggregations: one add per edge and feature, reading a gathered source row per edge plus an int64 index.
+FLOPs. Aggregations: one add per edge and feature, reading a gathered source row per edge plus an int64 index
+(GCN's weighted messages: a multiply too, and the edge's float32 weight).
 Backward: a dense kernel costs twice its forward (input and weight gradients), an elementwise or sparse kernel
 once (its transpose); in layer 0 kernels acting on the raw features need no input gradient (dense: weight
 gradient only, others: nothing). Source: Kaplan et al., "Scaling laws for neural language models",
@@ -184,9 +186,11 @@ def _gemm(name: str, rows: float, i: int, o: int, bias: bool, grad: bool) -> Ker
     return Kernel(name, flops, nbytes, gemm=True, out_elems=rows * o, input_grad=grad)
 
 
-def _aggregate(name: str, edges: float, dst: float, width: int, grad: bool) -> Kernel:
-    flops = edges * width
-    nbytes = FLOAT_BYTES * (edges * width + dst * width) + INDEX_BYTES * edges
+def _aggregate(name: str, edges: float, dst: float, width: int, grad: bool, weighted: bool = False) -> Kernel:
+    """A sum of gathered source rows into destination rows; ``weighted``: each message first multiplied by its
+    edge's weight (DGL's ``u_mul_e``: one more FLOP per edge and feature, and the weight read per edge)."""
+    flops = edges * width * (2.0 if weighted else 1.0)
+    nbytes = FLOAT_BYTES * (edges * width + dst * width + (edges if weighted else 0.0)) + INDEX_BYTES * edges
     return Kernel(name, flops, nbytes, sparse=True, out_elems=dst * width, input_grad=grad, graph_op=True)
 
 
@@ -198,13 +202,15 @@ def layer_kernels(arch: str, d: LayerDims, b: Block, tag: str) -> list[Kernel]:
     """Forward kernels of one layer on one block, following DGL 1.1.3's layer code (module docstring)."""
     i, o, h = d.in_dim, d.out_dim, d.num_heads
     s, t, e = b.num_src, b.num_dst, b.num_edges
-    if arch == "gcn":
-        first = [_elementwise(f"{tag}.norm_src", s * i, False)]
+    if arch == "gcn":  # norm="none" with edge weights: no degree-norm passes over the rows (before 2026-11-30
+        # the kernels were norm="both"'s, a pass over the s x i input rows the executor never makes)
         if i > o:
-            first += [_gemm(f"{tag}.weight", s, i, o, False, False), _aggregate(f"{tag}.sum", e, t, o, True)]
+            first = [_gemm(f"{tag}.weight", s, i, o, False, False),
+                     _aggregate(f"{tag}.u_mul_e_sum", e, t, o, True, weighted=True)]
         else:
-            first += [_aggregate(f"{tag}.sum", e, t, i, False), _gemm(f"{tag}.weight", t, i, o, False, False)]
-        return first + [_elementwise(f"{tag}.norm_dst", t * o, True), _elementwise(f"{tag}.bias", t * o, True)]
+            first = [_aggregate(f"{tag}.u_mul_e_sum", e, t, i, False, weighted=True),
+                     _gemm(f"{tag}.weight", t, i, o, False, False)]
+        return first + [_elementwise(f"{tag}.bias", t * o, True)]
     if arch == "sage":
         if i > o:
             neigh = [_gemm(f"{tag}.fc_neigh", s, i, o, False, False), _aggregate(f"{tag}.mean", e, t, o, True),

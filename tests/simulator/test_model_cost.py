@@ -78,3 +78,26 @@ def test_adam_is_one_kernel_per_parameter_tensor_and_dropout_draws_its_mask() ->
     assert sum(k.flops for k in cost.optimizer) == 14 * cost.num_params
     drawn = [(k.name, k.random_elems) for k in cost.forward + cost.backward if k.random_elems]
     assert drawn == [("sage0.dropout", 10.0 * 8)]  # the hidden layer's mask; its gradient reuses it
+
+
+@pytest.mark.parametrize(("i", "o"), [(1433, 16), (4, 8)])
+def test_gcn_kernels_follow_the_executors_weighted_graphconv(i: int, o: int) -> None:
+    """The executor's GCN layer is ``GraphConv(norm="none")`` fed the normalised adjacency as edge weights
+    (executor/models.py): the dense transform (before aggregating when ``i > o``, as DGL orders it), one weighted
+    aggregation (``u_mul_e`` then a sum: 2 FLOPs per edge and feature) and the bias, and no degree-norm pass over
+    the rows (norm="both"'s, priced before 2026-11-30: a pass over the s x i input rows)."""
+    from gnnplan.executor.models import GNN
+
+    executed = GNN(ModelSpec(arch="gcn", num_layers=1, hidden_dim=8), i, o).layers[0]
+    assert executed._norm == "none"
+    s, d, e = 50.0, 10.0, 40.0
+    cost = model_cost(ModelSpec(arch="gcn", num_layers=1, hidden_dim=8), i, o, [Block(s, d, e)])
+    names = [k.name for k in cost.forward]
+    assert not [n for n in names if "norm" in n]
+    rows = s if i > o else d  # W first on every source row, else on the aggregated destination rows
+    width = o if i > o else i
+    layer = 2 * rows * i * o + 2 * e * width + d * o  # dense, weighted aggregation, bias
+    assert sum(k.flops for k in cost.forward if k.name.startswith("gcn0")) == pytest.approx(layer, rel=1e-15)
+    aggregation = next(k for k in cost.forward if k.name == "gcn0.u_mul_e_sum")
+    assert aggregation.nbytes == 4 * (e * width + d * width + e) + 8 * e  # rows, outputs, edge weights, ids
+    assert aggregation.graph_op and aggregation.sparse

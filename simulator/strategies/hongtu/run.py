@@ -139,7 +139,8 @@ class EpochRun(FullGraphRun):
             t0 = self.engine.now
             core_s = pricing.host_memory_traffic_s(self.cluster, SCATTER_ADD_TOUCHES * nbytes)
             yield self.hw.host_work(self.hw.machine_of(rank), core_s)
-            self._span(rank, "host_accumulate", t0, "host", nbytes=nbytes, layer=layer, batch=j)
+            self._span(rank, "host_accumulate", t0, "host", nbytes=nbytes, layer=layer, batch=j,
+                       direction="backward")
 
     def _h2d(self, rank: int, layer: int, j: int, direction: str, nbytes: float,
              reused_bytes: float) -> Generator[Any, Any, None]:

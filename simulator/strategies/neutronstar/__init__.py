@@ -220,17 +220,17 @@ def link_bytes_per_epoch(cluster: ClusterSpec, works: list[WorkerWork]) -> dict[
 
 def compute_profile(ctx: SimContext, knobs: Knobs) -> dict[str, PhaseProfile]:
     """Per phase, the kernels of every (worker, layer, block) compute span of an epoch and the optimizer's (for
-    calibration; blocks without work record no span, as in the simulation)."""
+    calibration; a block the simulation gives no seconds, a layer without replicas, records no span)."""
     wl, sm, gpu = ctx.workload, ctx.summary, ctx.cluster.gpu
     spans: dict[str, list[list[Kernel]]] = {"forward": [], "backward": []}
     works = [worker_work(ctx.cluster, wl.model, sm.feature_dim, sm.num_classes, c)
              for c in dependency_counts(ctx, knobs)]
     for w in works:
-        for i in range(wl.model.num_layers):
-            for part, cost in (("master", w.master), ("replica", w.replica)):
+        for i, lw in enumerate(w.layers):
+            for first, (part, cost) in ((0, ("master", w.master)), (2, ("replica", w.replica))):
                 fwd, bwd = layer_kernels(cost, wl.model.arch, i, part == "master" and i == wl.model.num_layers - 1)
-                spans["forward"] += [fwd] if any(k.flops or k.nbytes for k in fwd) else []
-                spans["backward"] += [bwd] if any(k.flops or k.nbytes for k in bwd) else []
+                spans["forward"] += [fwd] if lw.seconds[first] > 0 else []
+                spans["backward"] += [bwd] if lw.seconds[first + 1] > 0 else []
     return {**{p: kernel_profile(ks, gpu) for p, ks in spans.items()},
             "optimizer": kernel_profile([list(w.master.optimizer) for w in works], gpu)}
 

@@ -15,11 +15,13 @@ and one more edge of that layer's kernels (:func:`simulator.workload.model_cost.
 :func:`simulator.hardware.formulas.compute_time_s` with the cluster's efficiency fractions, measured on a block of
 :data:`_PROBE_VERTICES` vertices and :data:`_PROBE_EDGES` edges so fixed costs such as reading the weights
 amortise away). ``comm_s[l-1]`` is the time of moving one row of h^(l-1) forward, and its gradient back for
-l >= 2, along the exchange path the simulator prices (:func:`~simulator.hardware.pricing.exchange_per_byte_s`): a
-device-to-host copy (PCIe) at the sender, the network, a host-to-device copy at the receiver; the network alone with
-GPUDirect RDMA across machines. On one machine no exchange crosses a NIC, so the flag is ignored there and the
-host-staged rate kept ([simplification], as before the flag existed: the exchanges of one machine go over NVLink
-or PCIe, which this rate does not price).
+l >= 2, along the paths the simulator's exchange takes (:func:`comm_per_byte_s`): to a worker of another machine
+a device-to-host copy (PCIe) at the sender, the network, a host-to-device copy at the receiver, or the network
+alone with GPUDirect RDMA (:func:`~simulator.hardware.pricing.exchange_per_byte_s`); to a worker of the same
+machine a peer copy over NVLink, else PCIe (:func:`~simulator.hardware.collectives.peer_bandwidth_bytes_per_s`);
+weighted by the share of a worker's peers on each side [inferred: a dependency's owner is any other worker alike].
+Until 2026-11-30 one machine's exchanges were priced host-staged, over PCIe and the network they never cross, so a
+faster PCIe made the split communicate more rows over an NVLink no faster, and the epoch slower.
 
 Subtree of a dependency u cached at layer l (brief §2, the inferred k-indexing): S^{l-1}(u) = {u} and
 S^{k-1}(u) = S^k(u) + in-neighbours of S^k(u); caching u replicates h^(k) of S^k(u) for k = l-1..0, minus owned
@@ -40,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gnnplan.simulator.hardware.collectives import peer_bandwidth_bytes_per_s
 from gnnplan.simulator.hardware.formulas import compute_time_s
 from gnnplan.simulator.hardware.model import FLOAT_BYTES
 from gnnplan.simulator.hardware.pricing import exchange_per_byte_s
@@ -94,6 +97,18 @@ def _layer_s(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num_class
     return fwd + bwd
 
 
+def comm_per_byte_s(cluster: ClusterSpec) -> float:
+    """Marginal seconds per byte of a communicated row (module docstring): the mean over a worker's peers of the
+    path to each, another machine's (:func:`~simulator.hardware.pricing.exchange_per_byte_s`) or its own machine's
+    (one peer copy, :func:`~simulator.hardware.collectives.peer_bandwidth_bytes_per_s`); 0 with one worker."""
+    workers, g = cluster.num_gpus, cluster.gpus_per_machine
+    if workers < 2:
+        return 0.0
+    inside = (g - 1) / (workers - 1)
+    return ((1.0 - inside) * exchange_per_byte_s(cluster) if workers > g else 0.0) + (
+        inside / peer_bandwidth_bytes_per_s(cluster) if g > 1 else 0.0)
+
+
 def split_costs(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num_classes: int) -> SplitCosts:
     """Algorithm 4's rates from the cluster's hardware model (module docstring)."""
     widths = layer_widths(model, feature_dim, num_classes)
@@ -104,9 +119,7 @@ def split_costs(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num_cl
         more = _layer_s(cluster, model, feature_dim, num_classes, layer, Block(n, n, e))
         vertex.append(base / n)
         edge.append(max(more - base, 0.0) / e)
-    staged = cluster if cluster.num_machines > 1 else cluster.model_copy(  # module docstring: one machine
-        update={"network": cluster.network.model_copy(update={"gpudirect_rdma": False})})
-    per_byte = exchange_per_byte_s(staged)
+    per_byte = comm_per_byte_s(cluster)
     comm = [FLOAT_BYTES * widths[k] * per_byte * (1 if k == 0 else 2) for k in range(model.num_layers)]
     rows = [float(FLOAT_BYTES * widths[k]) for k in range(model.num_layers)]
     return SplitCosts(tuple(vertex), tuple(edge), tuple(comm), tuple(rows))

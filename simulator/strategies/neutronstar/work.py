@@ -108,7 +108,9 @@ def worker_work(cluster: ClusterSpec, model: ModelSpec, feature_dim: int, num_cl
     for i in range(num_layers):
         last = i == num_layers - 1
         mf, mb, mff, mbf = _split(master, model.arch, i, last, cluster)
-        rf, rb, rff, rbf = _split(replica, model.arch, i, False, cluster)
+        # a layer without replicas runs no replica block (the executor builds none: blocks.py), so it pays no
+        # kernel's fixed cost either
+        rf, rb, rff, rbf = _split(replica, model.arch, i, False, cluster) if replica_blocks[i].num_dst else (0.0,) * 4
         row = float(FLOAT_BYTES * widths[i])
         inputs = (master_blocks[i].num_src * row, replica_blocks[i].num_src * row if rf > 0 else 0.0)
         layers.append(LayerWork((mf, mb, rf, rb), (mff, mbf, rff, rbf), counts.received[i], row,
