@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from gnnplan.simulator.api import coerce_knobs
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.strategies import STRATEGIES, contract, get_strategy
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS, WorkloadSpec
@@ -45,6 +46,12 @@ class Candidate:
     workload: WorkloadSpec
     fixed_knobs: dict[str, Any] = field(default_factory=dict)
     model_changed: bool = False
+
+    def default_params(self) -> dict[str, Any]:
+        """The candidate's default knobs as trial parameters (``<strategy>.<knob>``, DESIGN.md), to enqueue so a
+        study also tries the strategy as shipped; knobs left at None (e.g. ``batch_size``) are sampled."""
+        knobs = coerce_knobs(self.strategy, self.fixed_knobs or None).model_dump()
+        return {"strategy": self.label, **{f"{self.strategy}.{k}": v for k, v in knobs.items() if v is not None}}
 
 
 def accepts(strategy: str, workload: WorkloadSpec) -> bool:

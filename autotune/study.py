@@ -281,8 +281,21 @@ def run_study(req: TuneRequest, progress: bool = False) -> optuna.Study:
     choices, cache = req.candidates(), TrialCache()
     with storage_errors(url), _quiet():
         run = MirroredRun(study, _sampler(req))
+        enqueue_defaults(run.memory, choices, req.num_trials)
         run.optimize(lambda t: objective(req, t, choices, cache), req.num_trials, show_progress_bar=progress)
     return study
+
+
+def enqueue_defaults(study: optuna.Study, choices: dict[str, Candidate], num_trials: int) -> int:
+    """A new study's first trials: every candidate as shipped (:meth:`Candidate.default_params`), so the best a
+    study reports is never worse than a strategy's defaults, the baseline a user would otherwise run. Only when the
+    study has no trial yet (a resumed one tried them in its first run) and ``num_trials`` covers every candidate
+    (fewer would spend them on the first candidates' defaults alone). Returns how many were enqueued."""
+    if study.trials or num_trials < len(choices):
+        return 0
+    for cand in choices.values():
+        study.enqueue_trial(cand.default_params(), skip_if_exists=True)
+    return len(choices)
 
 
 KNOB_DIGITS = 1

@@ -38,7 +38,6 @@ from gnnplan.autotune.candidates import Candidate, candidates
 from gnnplan.autotune.draws import draw_winner, on_draws
 from gnnplan.autotune.study import TuneRequest, objective, validate_request
 from gnnplan.autotune.trial_cache import TrialCache
-from gnnplan.simulator.api import coerce_knobs
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.peak_rates import peak_rates_caveat
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
@@ -226,17 +225,10 @@ class WhatifResult:
     peak_rates: list[str] = field(default_factory=list)
 
 
-def default_params(cand: Candidate) -> dict[str, Any]:
-    """The candidate's default knobs as trial parameters (``<strategy>.<knob>``, DESIGN.md), enqueued at every
-    point so each study also tries the strategy as shipped; knobs left at None (e.g. ``batch_size``) are sampled."""
-    knobs = coerce_knobs(cand.strategy, cand.fixed_knobs or None).model_dump()
-    return {"strategy": cand.label, **{f"{cand.strategy}.{k}": v for k, v in knobs.items() if v is not None}}
-
-
 def tune_candidate(point: Point, cand: Candidate, trials: int, seed: int,
                    warm: dict[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """A small in-memory study of one candidate's knobs at one point, its first trials the previous point's best
-    (``warm``) and the defaults (:func:`default_params`).
+    (``warm``) and the defaults (:meth:`Candidate.default_params`).
 
     Returns:
         (row fields: feasible, epoch_time_s, iteration_time_s, knobs, reason, num_trials; the best trial's
@@ -249,7 +241,7 @@ def tune_candidate(point: Point, cand: Candidate, trials: int, seed: int,
         sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True,
                                              n_startup_trials=max(1, trials // 3))
     study = optuna.create_study(direction="minimize", sampler=sampler)
-    for first in (warm, default_params(cand)):
+    for first in (warm, cand.default_params()):
         if first:
             study.enqueue_trial(first, skip_if_exists=True)
     cache = TrialCache()  # a repeated configuration is not simulated again; one context per batch/partitioner

@@ -46,7 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
-from measure import cluster_of_this_machine, measure, plan_for  # noqa: E402
+from measure import Measured, cluster_of_this_machine, measure, plan_for  # noqa: E402
 
 WORKLOADS = {"dp": "cora-sage", "gsplit": "cora-sage", "hopgnn": "cora-sage", "neutronstar": "cora-gcn-full",
              "hongtu": "cora-gcn-full", "ppgnn": "cora-sgc"}
@@ -83,13 +83,6 @@ def epoch_s(path: str) -> float:
     from gnnplan.simulator.trace import read_trace
 
     return float(read_trace(path)[1]["results"]["epoch_time_s"])
-
-
-def rerun_error(times: list[float]) -> float:
-    """Mean over the runs of ``|run / median of the others - 1|`` (nan with one run): the noise floor."""
-    if len(times) < 2:
-        return float("nan")
-    return statistics.fmean(abs(t / statistics.median(times[:i] + times[i + 1:]) - 1.0) for i, t in enumerate(times))
 
 
 def apart(a: str, b: str, measured: dict[str, float], noise: dict[str, float]) -> bool:
@@ -132,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             traces = run_all(cluster, args, str(folder))
         plans = {name: Plan.model_validate(read_trace(paths[0])[1]["plan"]) for name, paths in traces.items()}
         measured = {name: statistics.median(epoch_s(p) for p in paths) for name, paths in traces.items()}
-        noise = {name: rerun_error([epoch_s(p) for p in paths]) for name, paths in traces.items()}
+        noise = {name: Measured([epoch_s(p) for p in paths]).rerun_error for name, paths in traces.items()}
         every = [p for name in WORKLOADS for p in traces[name]]
         _, report = calibrate_files(every, cluster)
         left_out = {row["configuration"].split()[0]: float(row["predicted_s"])  # one configuration per strategy

@@ -11,7 +11,15 @@ from typing import Any
 import optuna
 import pytest
 
-from gnnplan.autotune.study import TuneRequest, objective, open_storage, open_study, ranked_trials, run_study
+from gnnplan.autotune.study import (
+    TuneRequest,
+    enqueue_defaults,
+    objective,
+    open_storage,
+    open_study,
+    ranked_trials,
+    run_study,
+)
 from gnnplan.autotune.study_mirror import WRITER_ATTR, MirroredRun
 from gnnplan.autotune.trial_cache import TrialCache
 from gnnplan.simulator.api import simulate
@@ -65,6 +73,7 @@ def test_memo_and_twin_change_no_trial_of_the_seeded_study(memoised: optuna.Stud
     req = _request(tmp_path, "plain")
     plain = open_study(req, open_storage(str(req.storage)))
     choices = req.candidates()
+    enqueue_defaults(plain, choices, TRIALS)  # as run_study starts a new study
     plain.optimize(lambda t: objective(req, t, choices), n_trials=TRIALS, catch=())
     assert [t.params for t in plain.trials] == [t.params for t in memoised.trials]
     assert [t.values for t in plain.trials] == [t.values for t in memoised.trials]
@@ -139,3 +148,25 @@ def test_twin_stores_the_failed_trial_before_the_error(tmp_path: Path) -> None:
         MirroredRun(stored, optuna.samplers.RandomSampler(seed=0)).optimize(broken, n_trials=3)
     states = [t.state for t in optuna.load_study(study_name="f", storage=url).trials]
     assert states == [optuna.trial.TrialState.FAIL]
+
+
+def test_a_new_study_first_tries_every_strategy_as_shipped(tmp_path: Path) -> None:
+    """run_study's first trials are each candidate's default knobs (the baseline a user would run without the
+    tuner), so the best it reports is never slower than a strategy's defaults; a resumed study does not repeat
+    them, and a study of fewer trials than candidates does not spend them on the first candidates alone."""
+    req = _request(tmp_path, "defaults")
+    study = run_study(req)
+    choices = req.candidates()
+    shipped_params = [c.default_params() for c in choices.values()]
+    for trial, params in zip(study.trials, shipped_params):  # knobs that default to None are sampled
+        assert {k: trial.params[k] for k in params} == params
+    best = study.best_value
+    for cand in choices.values():
+        shipped = simulate(req.cluster, req.workload, cand.strategy, None)
+        assert best <= shipped.epoch_time_s
+    # a study that has trials (resumed), or fewer trials than candidates to run, is left to its sampler
+    assert enqueue_defaults(study, choices, TRIALS) == 0
+    assert enqueue_defaults(optuna.create_study(), choices, len(choices) - 1) == 0
+    fresh = optuna.create_study()
+    assert enqueue_defaults(fresh, choices, len(choices)) == len(choices) == 2
+    assert [t.system_attrs["fixed_params"] for t in fresh.trials] == shipped_params
