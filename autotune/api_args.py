@@ -5,7 +5,9 @@ naming the argument, before any work. The CLI reaches the same functions through
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import re
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from gnnplan.simulator.errors import SpecError
@@ -63,3 +65,24 @@ def texts(name: str, value: Any) -> list[str]:
     from gnnplan.simulator.api import text_list
 
     return text_list(name, value)
+
+
+@contextlib.contextmanager
+def as_arguments(*names: str, **renamed_flags: str) -> Iterator[None]:
+    """Re-raise a :class:`SpecError` from the code the CLI shares with the Python API so that it names the
+    calling function's arguments, not the command-line flags they stand for: ``--storage`` becomes ``storage``,
+    ``--gpus-per-machine`` ``gpus_per_machine``, for the argument names in ``names``, and a flag whose argument is
+    named otherwise as ``renamed_flags`` says (``study="study_name"``, ``resume="resume=True"``); other flags are
+    kept (the same error class, one line). ``gnnplan.tune(storage="x://")`` then fails with "storage: 'x://'
+    failed ...", as ``gnnplan tune --storage x://`` fails with "--storage: ..."."""
+    try:
+        yield
+    except SpecError as exc:
+        def renamed(match: re.Match[str]) -> str:
+            flag = match.group(1).replace("-", "_")
+            return renamed_flags.get(flag, flag if flag in names else match.group(0))
+
+        text = re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", renamed, str(exc))
+        if text == str(exc):
+            raise
+        raise type(exc)(text) from None

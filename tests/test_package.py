@@ -138,3 +138,21 @@ def test_the_api_calibrates_measured_traces_only(tmp_path: Path) -> None:
     path = predicted_trace(res, tmp_path / "p.json", trace_metadata("4x-a100-10gbe", "cora-sage", "dp", res))
     with pytest.raises(SpecError, match="this trace was written by the simulator, not the executor"):
         gnnplan.calibrate(str(path), "4x-a100-10gbe")  # one path as a string is one trace, not its characters
+
+
+def test_api_errors_from_shared_code_name_the_argument_not_the_flag(tmp_path: Path) -> None:
+    """Checks the CLI shares with the API name a flag (``--storage``); raised through the API they name the
+    argument the caller gave (api_args.as_arguments), one line, same class."""
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.plan import Plan
+    from gnnplan.simulator.workload.spec import load_workload
+
+    with pytest.raises(SpecError, match=r"^storage: cannot open 'bogus://x'") as exc:
+        gnnplan.tune("4x-a100-10gbe", "cora-sage", trials=1, storage="bogus://x", output=tmp_path / "p.yaml")
+    assert "--" not in str(exc.value)
+    one = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 1, "gpus_per_machine": 1})
+    plan = Plan(strategy="dp", knobs={}, num_workers=1, cluster=one, workload=load_workload("cora-sage"))
+    with pytest.raises(SpecError, match=r"^collective_timeout_s: must be a positive number of seconds"):
+        gnnplan.run(plan, collective_timeout_s=-1.0, trace_dir=tmp_path)
+    with pytest.raises(SpecError, match=r"^resume=True: .* holds no checkpoints"):
+        gnnplan.run(plan, resume=True, checkpoint_dir=tmp_path, trace_dir=tmp_path)

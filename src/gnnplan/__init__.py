@@ -107,10 +107,11 @@ def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec,
 
     names = api_args.names("strategies", strategies)
     check_output(output, "output")  # as the CLI's -o, before the study
-    return tune_to_plan(load_cluster(cluster), load_workload(workload), names,
-                        api_args.positive_count("trials", trials), storage, study_name, tune_batch_size,
-                        api_args.seed("seed", seed), Path(output), allow_model_change=allow_model_change,
-                        proxy_draws=api_args.positive_count("proxy_draws", proxy_draws))
+    with api_args.as_arguments("storage", "trials", "seed", "proxy_draws", "output", study="study_name"):
+        return tune_to_plan(load_cluster(cluster), load_workload(workload), names,
+                            api_args.positive_count("trials", trials), storage, study_name, tune_batch_size,
+                            api_args.seed("seed", seed), Path(output), allow_model_change=allow_model_change,
+                            proxy_draws=api_args.positive_count("proxy_draws", proxy_draws))
 
 
 def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | None = None,
@@ -146,9 +147,11 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
     if Path(trace_dir).exists() and not Path(trace_dir).is_dir():
         raise SpecError(f"trace_dir: {str(trace_dir)!r} is a file, not a folder")
     loaded = plan if isinstance(plan, Plan) else load_plan(plan)
-    return run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress,
-                    collective_timeout_s=collective_timeout_s, checkpoint_every=checkpoint_every,
-                    checkpoint_dir=checkpoint_dir, resume=resume, gpus_per_machine=gpus_per_machine)
+    with api_args.as_arguments("nprocs", "epochs", "trace_dir", "checkpoint_every", "checkpoint_dir",
+                               "gpus_per_machine", collective_timeout="collective_timeout_s", resume="resume=True"):
+        return run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress,
+                        collective_timeout_s=collective_timeout_s, checkpoint_every=checkpoint_every,
+                        checkpoint_dir=checkpoint_dir, resume=resume, gpus_per_machine=gpus_per_machine)
 
 
 def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequence[str] | None = None,
