@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from gnnplan.simulator.errors import SpecError
@@ -43,7 +43,8 @@ def names(name: str, value: Any) -> list[str] | None:
     (``"dp,hopgnn"``, as ``--strategies``).
 
     Raises:
-        SpecError: an empty selection (``[]``, ``",,"``) or items that are not strings, naming ``name``.
+        SpecError: an empty selection (``[]``, ``",,"``), items that are not strings or an unregistered strategy,
+            naming ``name``.
     """
     if value is None:
         return None
@@ -53,6 +54,11 @@ def names(name: str, value: Any) -> list[str] | None:
     found = [v.strip() for v in items if v.strip()]
     if not found:
         raise SpecError(f"{name}: {value!r} names no strategy; give e.g. ['dp', 'hopgnn'], or None for all")
+    from gnnplan.simulator.strategies import STRATEGIES
+
+    unknown = [v for v in found if v not in STRATEGIES]
+    if unknown:
+        raise SpecError(f"{name}: unknown strategy {unknown[0]!r}; allowed: {', '.join(sorted(STRATEGIES))}")
     return found
 
 
@@ -68,21 +74,27 @@ def texts(name: str, value: Any) -> list[str]:
 
 
 @contextlib.contextmanager
-def as_arguments(*names: str, **renamed_flags: str) -> Iterator[None]:
+def as_arguments(*names: str, flags: Mapping[str, str] | None = None,
+                 fields: Mapping[str, str] | None = None) -> Iterator[None]:
     """Re-raise a :class:`SpecError` from the code the CLI shares with the Python API so that it names the
     calling function's arguments, not the command-line flags they stand for: ``--storage`` becomes ``storage``,
-    ``--gpus-per-machine`` ``gpus_per_machine``, for the argument names in ``names``, and a flag whose argument is
-    named otherwise as ``renamed_flags`` says (``study="study_name"``, ``resume="resume=True"``); other flags are
-    kept (the same error class, one line). ``gnnplan.tune(storage="x://")`` then fails with "storage: 'x://'
-    failed ...", as ``gnnplan tune --storage x://`` fails with "--storage: ..."."""
+    ``--gpus-per-machine`` ``gpus_per_machine``, for the argument names in ``names``; a flag whose argument is
+    named otherwise as ``flags`` says (``{"study": "study_name", "resume": "resume=True"}``, keys with ``_`` for
+    ``-``), and a message's leading field as ``fields`` says (``{"trace": "traces"}``). Other flags are kept (the
+    same error class, one line). ``gnnplan.tune(storage="x://")`` then fails with "storage: 'x://' failed ...",
+    as ``gnnplan tune --storage x://`` fails with "--storage: ..."."""
+    flags, fields = flags or {}, fields or {}
     try:
         yield
     except SpecError as exc:
         def renamed(match: re.Match[str]) -> str:
             flag = match.group(1).replace("-", "_")
-            return renamed_flags.get(flag, flag if flag in names else match.group(0))
+            return flags.get(flag, flag if flag in names else match.group(0))
 
         text = re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", renamed, str(exc))
+        field, colon, rest = text.partition(":")
+        if colon and field in fields:
+            text = fields[field] + colon + rest
         if text == str(exc):
             raise
         raise type(exc)(text) from None

@@ -72,7 +72,8 @@ def simulation_table(res: dict[str, Any], on_cpu: bool = False) -> Table:
     t.add_row("iteration time", f"{fmt_s(res['iteration_time_s'])} x {res['num_iterations']}")
     from gnnplan.simulator.result import ONE_OFF_PHASES
 
-    per_epoch = {p: sec for p, sec in res["breakdown_s"].items() if p not in ONE_OFF_PHASES}
+    # a phase the configuration never runs (neutronstar's exchange under depcache) stays in the JSON at 0 only
+    per_epoch = {p: sec for p, sec in res["breakdown_s"].items() if p not in ONE_OFF_PHASES and sec != 0}
     if per_epoch:
         t.add_row("per epoch, by phase", "the slowest worker's busy time in each, summed over the epoch (phases "
                                          "overlap, so they can add up to more than the epoch)")
@@ -125,9 +126,12 @@ def ranked_table(rows: list[dict[str, Any]], limit: int = 15, on_cpu: bool = Fal
     from gnnplan.autotune.study import KNOB_DIGITS, best_of_others
 
     shown, extra = best_of_others(rows, limit)
+    listed = len(shown) + len(extra)
+    hidden = f" (showing the best {len(shown)}" + (f" and {len(extra)} more, the best of other strategies" if extra
+                                                    else "") + "; --json has them all)" if listed < len(rows) else ""
     t = Table(title="configurations by simulated epoch time",
-              caption=f"{len(rows)} distinct configuration{'' if len(rows) == 1 else 's'}; the best of each strategy "
-                      "tried is always shown; "
+              caption=f"{len(rows)} distinct configuration{'' if len(rows) == 1 else 's'}{hidden}; the best of each "
+                      "strategy tried is always shown; "
                       f"trials whose float knobs agree to {KNOB_DIGITS} significant digit are one row (column trials), "
                       "showing its best trial's knobs")
     drawn = next((r["proxy_draws"] for r in rows if r.get("proxy_draws")), None)

@@ -196,7 +196,9 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             attempt += 1
             if not any(m in message for m in SCHEMA_RACE) or attempt >= STORAGE_RETRIES:
-                raise SpecError(f"--storage: cannot open {url!r}: {message}") from None
+                raise SpecError(f"--storage: cannot open {url!r}: {message} (give an SQLAlchemy database URL: "
+                                f"sqlite:///PATH, or postgresql://USER@HOST/DB or mysql://... with its driver "
+                                f"installed)") from None
             time.sleep(0.2 * attempt)
 
 

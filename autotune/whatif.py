@@ -105,9 +105,9 @@ def _target(path: str) -> tuple[str, str]:
         return "cluster", path
     if head in WorkloadSpec.model_fields:
         return "workload", path
+    listed = [f for f in ClusterSpec.model_fields if f not in ("sources", "priors")]  # bookkeeping, not hardware
     raise SpecError(f"{OPTION}: unknown field {path!r}; use cluster, workload, a cluster field "
-                    f"({', '.join(ClusterSpec.model_fields)}) or workload.<field> "
-                    f"({', '.join(WorkloadSpec.model_fields)})")
+                    f"({', '.join(listed)}) or workload.<field> ({', '.join(WorkloadSpec.model_fields)})")
 
 
 def parse_axis(item: str) -> Axis:

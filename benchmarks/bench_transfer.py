@@ -140,36 +140,41 @@ def main(argv: list[str] | None = None) -> int:
                    "leave one strategy out": left_out,
                    f"from {args.calibrate_on} alone": {n: predicted(one, n) for n in WORKLOADS
                                                         if n != args.calibrate_on}}
-    print(f"cluster {cluster.name} ({cluster.gpu.model}), {args.nprocs} workers as machines; measured = median over "
-          f"{min(len(p) for p in traces.values())}+ runs of each run's median epoch")
-    header = f"{'strategy':<12}{'workload':<15}{'measured':>10}{'rerun':>8}"
-    for label in columns:
-        header += f"{label:>{max(len(label), 16) + 2}}"
-    print(header)
+    runs = min(len(p) for p in traces.values())
+    print(f"cluster {cluster.name} ({cluster.gpu.model}): {args.nprocs} worker processes, one modelled machine each")
+    print(f"measured: median over {runs}+ runs of each run's median epoch; rerun: the run-to-run error (each run "
+          f"against the median of the others), the noise floor of any prediction; each prediction column: "
+          f"predicted epoch time and its error against measured")
+    width = {label: max(len(label), 18) + 2 for label in columns}
+    print(f"{'strategy':<12}{'workload':<15}{'measured':>10}{'rerun':>8}"
+          + "".join(f"{label:>{width[label]}}" for label in columns))
     for name in WORKLOADS:
         line = f"{name:<12}{WORKLOADS[name]:<15}{measured[name] * 1e3:>8.2f}ms{noise[name]:>8.1%}"
         for label, values in columns.items():
-            width = max(len(label), 16) + 2
-            cell = "-" if name not in values else \
-                f"{values[name] * 1e3:.2f}ms {values[name] / measured[name] - 1:+.1%}"
-            line += f"{cell:>{width}}"
+            cell = "- (fitted on it)" if name not in values else \
+                f"{values[name] * 1e3:.2f}ms {values[name] / measured[name] - 1:+6.1%}"
+            line += f"{cell:>{width[label]}}"
         print(line)
     for label, values in columns.items():
         errors = [abs(v / measured[n] - 1.0) for n, v in values.items()]
         print(f"{label}: mean |error| {statistics.fmean(errors):.1%} over {len(errors)} strategies (held out), "
               f"worst {max(errors):.1%}")
-    print(f"run-to-run error (noise floor): mean {statistics.fmean(noise.values()):.1%}")
+    print(f"rerun (noise floor): mean {statistics.fmean(noise.values()):.1%}")
     by_workload: dict[str, list[str]] = defaultdict(list)
     for name, wl in WORKLOADS.items():
         by_workload[wl].append(name)
     for wl, names in by_workload.items():
         if len(names) < 2:
             continue
-        pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:] if apart(a, b, measured, noise)]
         truth = " < ".join(sorted(names, key=measured.__getitem__))
+        pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:] if apart(a, b, measured, noise)]
+        if not pairs:
+            print(f"{wl}: measured {truth}, but no two differ by more than twice their rerun error: no order to check")
+            continue
         said = "; ".join(f"{label} {sum(ordered(a, b, measured, v) for a, b in pairs if a in v and b in v)} of "
                          f"{sum(1 for a, b in pairs if a in v and b in v)}" for label, v in columns.items())
-        print(f"{wl}: measured {truth}; pairs apart beyond the noise ordered as measured: {said or '-'}")
+        print(f"{wl}: measured {truth}; of the pairs that differ by more than twice their rerun error, ordered as "
+              f"measured by: {said}")
     return 0
 
 

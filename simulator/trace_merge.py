@@ -36,17 +36,18 @@ def epoch_windows(spans: list[Span]) -> dict[int, tuple[float, float]]:
     return windows
 
 
-def pick_epoch(spans: list[Span], epoch: int | None = None) -> int:
+def pick_epoch(spans: list[Span], epoch: int | None = None, what: str = "trace") -> int:
     """The epoch to show: ``epoch`` if given, else the one whose time is the median (the lower one of an even
     count, so the result is an epoch that exists); an epoch's time is its slowest rank's epoch span, as ``gnnplan
-    run`` reports it (:func:`~gnnplan.simulator.calibrate_holdout.epoch_times_s`).
+    run`` reports it (:func:`~gnnplan.simulator.calibrate_holdout.epoch_times_s`). ``what`` names the trace in
+    an error (``PREDICTED`` / ``MEASURED`` as ``gnnplan trace merge`` calls its arguments).
 
     Raises:
         SpecError: the trace has no ``epoch`` spans, or not the one asked for.
     """
     durations = epoch_times_s(spans)
     if not durations:
-        raise SpecError("trace: no 'epoch' spans (written by gnnplan run or gnnplan simulate --trace?)")
+        raise SpecError(f"{what}: no 'epoch' spans (written by gnnplan run or gnnplan simulate --trace?)")
     if epoch is not None:
         if epoch not in durations:
             raise SpecError(f"--epoch: {epoch} is not in the trace; epochs: {', '.join(map(str, sorted(durations)))}")
@@ -83,7 +84,7 @@ def merge(predicted: tuple[list[Span], dict[str, Any]], measured: tuple[list[Spa
     check_source(pred_meta, "simulator", "PREDICTED")
     check_source(meas_meta, "executor", "MEASURED")
     check_same_run(pred_meta, meas_meta, "PREDICTED")
-    pred_epoch, meas_epoch = pick_epoch(pred), pick_epoch(meas, epoch)
+    pred_epoch, meas_epoch = pick_epoch(pred, what="PREDICTED"), pick_epoch(meas, epoch, what="MEASURED")
     doc = to_chrome(one_epoch(pred, pred_epoch), {}, label="predicted rank")
     other = to_chrome(one_epoch(meas, meas_epoch), {}, pid_offset=PID_OFFSET, label="measured rank")
     doc["traceEvents"].extend(other["traceEvents"])

@@ -107,7 +107,7 @@ def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec,
 
     names = api_args.names("strategies", strategies)
     check_output(output, "output")  # as the CLI's -o, before the study
-    with api_args.as_arguments("storage", "trials", "seed", "proxy_draws", "output", study="study_name"):
+    with api_args.as_arguments("storage", "trials", "seed", "proxy_draws", "output", flags={"study": "study_name"}):
         return tune_to_plan(load_cluster(cluster), load_workload(workload), names,
                             api_args.positive_count("trials", trials), storage, study_name, tune_batch_size,
                             api_args.seed("seed", seed), Path(output), allow_model_change=allow_model_change,
@@ -148,7 +148,8 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
         raise SpecError(f"trace_dir: {str(trace_dir)!r} is a file, not a folder")
     loaded = plan if isinstance(plan, Plan) else load_plan(plan)
     with api_args.as_arguments("nprocs", "epochs", "trace_dir", "checkpoint_every", "checkpoint_dir",
-                               "gpus_per_machine", collective_timeout="collective_timeout_s", resume="resume=True"):
+                               "gpus_per_machine",
+                               flags={"collective_timeout": "collective_timeout_s", "resume": "resume=True"}):
         return run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress,
                         collective_timeout_s=collective_timeout_s, checkpoint_every=checkpoint_every,
                         checkpoint_dir=checkpoint_dir, resume=resume, gpus_per_machine=gpus_per_machine)
@@ -182,13 +183,14 @@ def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequ
     from gnnplan.autotune import whatif_report as wr
     from gnnplan.autotune.whatif import WhatifRequest, parse_axes, run_whatif
 
-    axes = parse_axes(api_args.texts("vary", vary))
-    req = WhatifRequest(cluster, workload, axes, api_args.names("strategies", strategies),
-                        api_args.positive_count("trials", trials), api_args.seed("seed", seed),
-                        proxy_draws=api_args.positive_count("proxy_draws", proxy_draws))
-    if output is not None:  # as the CLI's -o: the folder and the files it will replace, before the sweep
-        wr.check_outputs(output, "output")
-    res = run_whatif(req)
+    with api_args.as_arguments("vary", "strategies", "trials", "seed", "proxy_draws", "output"):
+        axes = parse_axes(api_args.texts("vary", vary))
+        req = WhatifRequest(cluster, workload, axes, api_args.names("strategies", strategies),
+                            api_args.positive_count("trials", trials), api_args.seed("seed", seed),
+                            proxy_draws=api_args.positive_count("proxy_draws", proxy_draws))
+        if output is not None:  # as the CLI's -o: the folder and the files it will replace, before the sweep
+            wr.check_outputs(output, "output")
+        res = run_whatif(req)
     if output is not None:
         wr.write_outputs(res, Path(output), f"gnnplan whatif: {cluster} / {workload}")
     return {"rows": res.rows, "summary": res.summary, "crossovers": res.crossovers}
@@ -212,4 +214,5 @@ def calibrate(traces: Sequence[str | Path] | Mapping[str, Any], cluster: str | P
 
     if isinstance(traces, Mapping):
         return cal.calibrate(traces, cluster)
-    return cal.calibrate_files(api_args.texts("traces", traces), cluster, measured_only=True)
+    with api_args.as_arguments("cluster", fields={"trace": "traces"}):
+        return cal.calibrate_files(api_args.texts("traces", traces), cluster, measured_only=True)

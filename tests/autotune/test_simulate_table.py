@@ -75,3 +75,16 @@ def test_a_cluster_without_gpus_names_its_device_memory_for_what_it_is(capsys: p
     assert "peak worker model memory (CPU-only: also in host)" in table and "peak gpu memory" not in table
     assert main(SIM) == 0
     assert "peak gpu memory" in capsys.readouterr().out  # 4x-a100-10gbe has GPUs
+
+
+def test_a_phase_the_configuration_never_runs_is_left_out_of_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """neutronstar under depcache exchanges nothing: its JSON keeps ``exchange``, ``pack`` and ``unpack`` at 0,
+    the table lists only phases with time."""
+    sim = ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-gcn-full", "--strategy", "neutronstar",
+           "--set", "mode=depcache"]
+    assert main([*sim, "--json"]) == 0
+    breakdown = json.loads(capsys.readouterr().out)["breakdown_s"]
+    assert breakdown["exchange"] == breakdown["pack"] == 0.0 and breakdown["forward"] > 0
+    assert main(sim) == 0
+    table = capsys.readouterr().out
+    assert "  forward" in table and "  exchange" not in table and "  pack" not in table

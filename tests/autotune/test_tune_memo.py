@@ -161,9 +161,12 @@ def test_a_new_study_first_tries_every_strategy_as_shipped(tmp_path: Path) -> No
     for trial, params in zip(study.trials, shipped_params):  # knobs that default to None are sampled
         assert {k: trial.params[k] for k in params} == params
     best = study.best_value
-    for cand in choices.values():
+    for trial, cand in zip(study.trials, choices.values()):  # the default trial is the shipped configuration
         shipped = simulate(req.cluster, req.workload, cand.strategy, None)
-        assert best <= shipped.epoch_time_s
+        assert trial.user_attrs["result"]["knobs"] == shipped.knobs
+        assert trial.value == shipped.epoch_time_s and best <= shipped.epoch_time_s
+    # a knob whose default is None is fixed to None where the search offers it (neutronstar: no cache budget)
+    assert shipped_params[0]["neutronstar.cache_budget_bytes"] is None
     # a study that has trials (resumed), or fewer trials than candidates to run, is left to its sampler
     assert enqueue_defaults(study, choices, TRIALS) == 0
     assert enqueue_defaults(optuna.create_study(), choices, len(choices) - 1) == 0

@@ -62,7 +62,10 @@ def test_the_table_always_shows_the_best_row_of_each_strategy() -> None:
     lines = [line for line in text.splitlines() if line.startswith("│")]
     assert [line.split("│")[2].strip() for line in lines] == ["dp"] * 5 + ["gsplit", "hopgnn"]
     assert "best gsplit" in text and "best hopgnn" in text and "2.000 s" in text and "2.500 s" not in text
-    assert "23 distinct configurations; the best of each strategy tried is always shown" in text
+    assert ("23 distinct configurations (showing the best 5 and 2 more, the best of other strategies; --json has "
+            "them all); the best of each strategy tried is always shown") in " ".join(text.split())
+    every = _render(ranked_table(rows[:3], limit=5))
+    assert "3 distinct configurations; the best" in " ".join(every.split())  # all shown: nothing to say
 
 
 def test_a_runs_peak_memory_reads_per_machine_and_per_gpu() -> None:

@@ -56,6 +56,13 @@ def test_bad_axes_are_one_line_errors(item: str, needle: str) -> None:
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
+def test_an_unknown_fields_message_lists_hardware_fields_not_bookkeeping() -> None:
+    with pytest.raises(SpecError) as err:
+        parse_axis("netwrk=1")
+    listed = str(err.value).split("a cluster field (")[1].split(")")[0].split(", ")
+    assert "network" in listed and "jitter_s" in listed and "sources" not in listed and "priors" not in listed
+
+
 def test_grid_applies_presets_then_cluster_sets_then_fields() -> None:
     axes = [parse_axis("cluster=4x-a100-10gbe,4x-t4-10gbe"), parse_axis("network.latency_s=5us,50us"),
             parse_axis("workload.model.hidden_dim=16,32")]

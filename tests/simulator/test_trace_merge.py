@@ -48,8 +48,12 @@ def test_pick_epoch_rejects_missing_epochs() -> None:
     assert pick_epoch(_measured(), 0) == 0
     with pytest.raises(SpecError, match="--epoch: 7"):
         pick_epoch(_measured(), 7)
-    with pytest.raises(SpecError, match="no 'epoch' spans"):
+    with pytest.raises(SpecError, match="^trace: no 'epoch' spans"):
         pick_epoch([Span(0, "forward", 0.0, 1.0)])
+    # merge names the side that has none (both files may be given the same name in a shell)
+    no_epoch = ([Span(0, "forward", 0.0, 1.0)], {"strategy": "dp", "source": "executor"})
+    with pytest.raises(SpecError, match="^MEASURED: no 'epoch' spans"):
+        merge(([s for s in _epoch(0, 0, 0.0, 1.0)], {"strategy": "dp", "source": "simulator"}), no_epoch)
 
 
 def test_cli_writes_a_trace_that_reads_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
