@@ -218,11 +218,13 @@ class WindowRun:
 
     def _ddp_buckets(self, gradient_bytes: float) -> list[float] | None:
         """The DDP buckets of ``gradient_bytes`` (:func:`.ddp_buckets.ddp_buckets` with
-        ``training.ddp_bucket_bytes``) when their all-reduces overlap backward: several buckets and several
-        workers. None when the gradient fits one bucket or there is one worker: the all-reduce, if any, starts
-        when backward ends (:meth:`_all_reduce`)."""
+        ``training.ddp_bucket_bytes``) when their all-reduces overlap backward: a strategy whose executor trains
+        with DistributedDataParallel (:attr:`DDP`), several buckets and several workers. None otherwise: the
+        all-reduce, if any, starts when backward ends (:meth:`_all_reduce`), as hopgnn's executor reduces its
+        gradients in one call after the last time step (the brief's "iteration end: all-reduce"; before
+        2026-11-30 its buckets were overlapped with the last step's backward, which nothing runs)."""
         buckets = ddp_buckets(gradient_bytes, self.ctx.workload.training.ddp_bucket_bytes)
-        return buckets if len(buckets) > 1 and self.ctx.num_workers > 1 else None
+        return buckets if self.DDP and len(buckets) > 1 and self.ctx.num_workers > 1 else None
 
     def _backward_all_reduce(self, rank: int, pos: int, work: PassWork, buckets: list[float],
                              **args: Any) -> Generator[Any, Any, None]:

@@ -1,6 +1,6 @@
-"""``network.ddp_per_bucket_s``: the fixed cost DDP's reducer adds per gradient bucket is paid by ``dp`` (its
-executor trains with DistributedDataParallel) and by no strategy that all-reduces a flat gradient; calibration
-prices dp's all-reduce rows with it, as the simulator does."""
+"""``network.ddp_per_bucket_s``: the fixed cost DDP's reducer adds per gradient bucket is paid by ``dp`` and
+``gsplit`` (their executors train with DistributedDataParallel: executor.ddp.data_parallel) and by no strategy that
+all-reduces a flat gradient (hopgnn); calibration prices their all-reduce rows with it, as the simulator does."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from gnnplan.simulator import api
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
-from gnnplan.simulator.strategies import dp, gsplit
+from gnnplan.simulator.strategies import dp, gsplit, hopgnn
 
 COST_S = 1e-3
 
@@ -26,12 +26,18 @@ def _all_reduce_s(strategy: str, cost_s: float, fake_graphstats: Any) -> tuple[f
     return result.breakdown_s["all_reduce"], result.num_iterations
 
 
-def test_dp_pays_it_once_per_bucket_and_gsplit_not(fake_graphstats: list[dict[str, Any]]) -> None:
-    base, iterations = _all_reduce_s("dp", 0.0, fake_graphstats)
-    with_cost, _ = _all_reduce_s("dp", COST_S, fake_graphstats)
+@pytest.mark.parametrize("strategy", ["dp", "gsplit"])
+def test_ddp_strategies_pay_it_once_per_bucket(strategy: str, fake_graphstats: list[dict[str, Any]]) -> None:
+    base, iterations = _all_reduce_s(strategy, 0.0, fake_graphstats)
+    with_cost, _ = _all_reduce_s(strategy, COST_S, fake_graphstats)
     assert with_cost - base == pytest.approx(iterations * COST_S, rel=1e-9)  # one bucket per iteration
-    assert dp.CALIBRATION["all_reduce"].op == "ddp_all_reduce"
-    assert gsplit.CALIBRATION["all_reduce"].op == "all_reduce"
+    assert {"dp": dp, "gsplit": gsplit}[strategy].CALIBRATION["all_reduce"].op == "ddp_all_reduce"
+
+
+def test_a_flat_all_reduce_does_not_pay_it(fake_graphstats: list[dict[str, Any]]) -> None:
+    base, _ = _all_reduce_s("hopgnn", 0.0, fake_graphstats)
+    assert _all_reduce_s("hopgnn", COST_S, fake_graphstats)[0] == base
+    assert hopgnn.CALIBRATION["all_reduce"].op == "all_reduce"
 
 
 def test_the_price_is_the_plain_all_reduce_plus_the_cost() -> None:

@@ -118,7 +118,7 @@ CALIBRATION: dict[str, PhaseRule] = {
     "shuffle": PhaseRule("shuffle", _shuffle_work, rows="per_call", min_workers=2, peers=True,
                          call_load=lambda row: rules.span_arg(row, "network_bytes")),
     **rules.compute_rules(),
-    "all_reduce": rules.all_reduce_rule(),
+    "all_reduce": rules.all_reduce_rule(ddp=True),
     "iteration": rules.iteration_rule(TRAINER_PHASES, batch_phases=("sample", "split"), wait_for_batch=True),
     **rules.evaluation_rules(),
 }

@@ -59,6 +59,8 @@ class SplitRun(WindowRun):
         num_sampler_workers: sampler processes per machine (0 = inline on the machine's first GPU).
     """
 
+    DDP = True  # the executor trains with DistributedDataParallel (executor.ddp.data_parallel), as dp's does
+
     def __init__(self, ctx: SimContext, plan: IterationPlan, works: list[IterationWork],
                  num_sampler_workers: int) -> None:
         super().__init__(ctx, plan, num_sampler_workers,

@@ -38,10 +38,9 @@ Per iteration and worker (simulated on :class:`~simulator.hardware.model.Hardwar
    pays none; an iteration pays at least one: :attr:`~.work.HopWork.paid_steps`), then, except after the last step,
    ``migrate``: a barrier over all workers (§5.1 idle slots) and a ring shift of parameters and accumulated gradients
    (``2 P b_p`` bytes, ``P b_p`` without parameters).
-4. ``all_reduce`` of the gradients, ``optimizer`` (as ``dp``); when the gradients fill several DDP buckets
-   (``training.ddp_bucket_bytes``) their all-reduces overlap the last step's backward
-   (:meth:`~simulator.strategies.window_run.WindowRun._final_step`). Knob ``sampler`` (``dgl`` / ``keyed``) is the
-   executor's neighbour sampler; both are priced alike.
+4. ``all_reduce`` of the gradients in one call after the last step (the executor's flat all-reduce, not DDP's
+   buckets: ``training.ddp_bucket_bytes`` does not apply; brief: "iteration end: all-reduce"), ``optimizer``.
+   Knob ``sampler`` (``dgl`` / ``keyed``) is the executor's neighbour sampler; both are priced alike.
 
 With ``micrograph = false`` the naive feature-centric variant is simulated instead
 (:func:`~simulator.strategies.hopgnn.work.naive_work`; executed by

@@ -92,7 +92,7 @@ class HopRun(WindowRun):
             paid = work.paid_steps
             for k, step in enumerate(work.steps):
                 yield from self._load(rank, pos, k, work, step)
-                if k == len(work.steps) - 1:  # the last backward overlaps the DDP buckets' all-reduce
+                if k == len(work.steps) - 1:  # the last step's passes, then the all-reduce and optimizer
                     yield from self._final_step(rank, pos, step, work, start)
                     break
                 yield from self._passes(rank, pos, step)
