@@ -1,8 +1,8 @@
 """The simulated epoch has the executor's span structure: for every strategy, one epoch of a real run (2 gloo
 workers as 2 machines, Cora) and the simulation of the same plan record the same spans, counted per rank,
 iteration, phase, layer, block part and direction. The simulator prices no step the executor never takes (before
-2026-11-30 neutronstar priced an empty replica block at every layer without replicas: 4 launches per worker and
-epoch) and misses none it takes; calibration pairs their spans by these keys.
+2026-11-30 neutronstar priced an empty replica block at every layer without replicas: 4 compute spans of launch
+costs per worker and epoch) and misses none it takes; calibration pairs their spans by these keys.
 
 Phases only the simulation shows apart are left out (:data:`SIMULATED_ONLY`), and so is the evaluation, which the
 simulator prices in closed form (:mod:`simulator.strategies.inference_time`).
