@@ -38,7 +38,6 @@ def positive_flag(name: str, value: int | None) -> None:
         api_args.positive_count(name, value)
 
 
-
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``gnnplan simulate``: one configuration."""
     from rich.progress import track
@@ -108,7 +107,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if out.get("note"):
             con.print(out["note"])
     return 0
-
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -126,9 +126,10 @@ def ranked_table(rows: list[dict[str, Any]], limit: int = 15, on_cpu: bool = Fal
     from gnnplan.autotune.study import KNOB_DIGITS, best_of_others
 
     shown, extra = best_of_others(rows, limit)
-    listed = len(shown) + len(extra)
-    hidden = f" (showing the best {len(shown)}" + (f" and {len(extra)} more, the best of other strategies" if extra
-                                                    else "") + "; --json has them all)" if listed < len(rows) else ""
+    hidden = ""
+    if len(shown) + len(extra) < len(rows):
+        more = f" and {len(extra)} more, the best of other strategies" if extra else ""
+        hidden = f" (showing the best {len(shown)}{more}; --json has them all)"
     t = Table(title="configurations by simulated epoch time",
               caption=f"{len(rows)} distinct configuration{'' if len(rows) == 1 else 's'}{hidden}; the best of each "
                       "strategy tried is always shown; "

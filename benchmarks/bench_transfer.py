@@ -124,8 +124,9 @@ def main(argv: list[str] | None = None) -> int:
             folder.mkdir(parents=True, exist_ok=True)
             traces = run_all(cluster, args, str(folder))
         plans = {name: Plan.model_validate(read_trace(paths[0])[1]["plan"]) for name, paths in traces.items()}
-        measured = {name: statistics.median(epoch_s(p) for p in paths) for name, paths in traces.items()}
-        noise = {name: Measured([epoch_s(p) for p in paths]).rerun_error for name, paths in traces.items()}
+        timed = {name: Measured([epoch_s(p) for p in paths]) for name, paths in traces.items()}  # each read once
+        measured = {name: m.median_s for name, m in timed.items()}
+        noise = {name: m.rerun_error for name, m in timed.items()}
         every = [p for name in WORKLOADS for p in traces[name]]
         _, report = calibrate_files(every, cluster)
         left_out = {row["configuration"].split()[0]: float(row["predicted_s"])  # one configuration per strategy

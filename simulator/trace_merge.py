@@ -37,10 +37,20 @@ def epoch_windows(spans: list[Span]) -> dict[int, tuple[float, float]]:
 
 
 def pick_epoch(spans: list[Span], epoch: int | None = None, what: str = "trace") -> int:
-    """The epoch to show: ``epoch`` if given, else the one whose time is the median (the lower one of an even
-    count, so the result is an epoch that exists); an epoch's time is its slowest rank's epoch span, as ``gnnplan
-    run`` reports it (:func:`~gnnplan.simulator.calibrate_holdout.epoch_times_s`). ``what`` names the trace in
-    an error (``PREDICTED`` / ``MEASURED`` as ``gnnplan trace merge`` calls its arguments).
+    """The epoch to show (:func:`timed_epoch`, without its time).
+
+    Raises:
+        SpecError: as :func:`timed_epoch`.
+    """
+    return timed_epoch(spans, epoch, what)[0]
+
+
+def timed_epoch(spans: list[Span], epoch: int | None = None, what: str = "trace") -> tuple[int, float]:
+    """The epoch to show and its time in seconds: ``epoch`` if given, else the one whose time is the median (the
+    lower one of an even count, so the result is an epoch that exists); an epoch's time is its slowest rank's
+    epoch span, as ``gnnplan run`` reports it (:func:`~gnnplan.simulator.calibrate_holdout.epoch_times_s`).
+    ``what`` names the trace in an error (``PREDICTED`` / ``MEASURED`` as ``gnnplan trace merge`` calls its
+    arguments).
 
     Raises:
         SpecError: the trace has no ``epoch`` spans, or not the one asked for.
@@ -51,9 +61,9 @@ def pick_epoch(spans: list[Span], epoch: int | None = None, what: str = "trace")
     if epoch is not None:
         if epoch not in durations:
             raise SpecError(f"--epoch: {epoch} is not in the trace; epochs: {', '.join(map(str, sorted(durations)))}")
-        return epoch
+        return epoch, durations[epoch]
     median = statistics.median_low(durations.values())
-    return min(e for e, d in durations.items() if d == median)
+    return min(e for e, d in durations.items() if d == median), median
 
 
 def one_epoch(spans: list[Span], epoch: int) -> list[Span]:
@@ -84,7 +94,8 @@ def merge(predicted: tuple[list[Span], dict[str, Any]], measured: tuple[list[Spa
     check_source(pred_meta, "simulator", "PREDICTED")
     check_source(meas_meta, "executor", "MEASURED")
     check_same_run(pred_meta, meas_meta, "PREDICTED")
-    pred_epoch, meas_epoch = pick_epoch(pred, what="PREDICTED"), pick_epoch(meas, epoch, what="MEASURED")
+    pred_epoch, pred_s = timed_epoch(pred, what="PREDICTED")
+    meas_epoch, meas_s = timed_epoch(meas, epoch, what="MEASURED")
     doc = to_chrome(one_epoch(pred, pred_epoch), {}, label="predicted rank")
     other = to_chrome(one_epoch(meas, meas_epoch), {}, pid_offset=PID_OFFSET, label="measured rank")
     doc["traceEvents"].extend(other["traceEvents"])
@@ -92,8 +103,7 @@ def merge(predicted: tuple[list[Span], dict[str, Any]], measured: tuple[list[Spa
         "merged": {"predicted": {"epoch": pred_epoch, **_summary(pred_meta)},
                    "measured": {"epoch": meas_epoch, **_summary(meas_meta)},
                    "measured_pid_offset": PID_OFFSET, "time_origin": "start of each timeline's epoch"},
-        "epoch_time_s": {"predicted": epoch_times_s(pred)[pred_epoch],
-                         "measured": epoch_times_s(meas)[meas_epoch]}}
+        "epoch_time_s": {"predicted": pred_s, "measured": meas_s}}
     return doc
 
 

@@ -13,10 +13,9 @@ from typing import Any
 from gnnplan.autotune.report import epochs_text, fmt_s
 from gnnplan.autotune.report_page.inputs import Timeline
 from gnnplan.autotune.report_page.style import WRAPPER_PHASES, layout, log_ticks, ordered_phases
-from gnnplan.simulator.calibrate_holdout import epoch_times_s
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.trace import STREAMS, Span
-from gnnplan.simulator.trace_merge import one_epoch, pick_epoch
+from gnnplan.simulator.trace_merge import one_epoch, timed_epoch
 from gnnplan.simulator.wording import counted
 
 MAX_TIMELINE_SPANS = 20_000
@@ -36,9 +35,8 @@ def epoch_spans(spans: list[Span]) -> tuple[list[Span], int | None, float]:
         spans' extent without epoch spans).
     """
     try:
-        epoch = pick_epoch(spans)
+        epoch, duration = timed_epoch(spans)
         shown = one_epoch(spans, epoch)
-        duration = epoch_times_s(spans)[epoch]
     except SpecError:
         epoch, t0 = None, min(s.start_s for s in spans)
         shown = [replace(s, start_s=s.start_s - t0) for s in spans]

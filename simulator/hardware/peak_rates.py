@@ -5,8 +5,8 @@ A cluster with no achieved-rate field (``gpu.sparse_flops_per_s`` unset, ``gpu.k
 looks nearly free next to communication and the strategy that moves least wins (README, "Presets"). The catalogue's
 presets carry achieved rates; ``dgx-a100`` and ``4x-a100-10gbe``, the examples DESIGN.md names, keep their datasheet
 rates. Measured (2026-11-30, cora-sage, dp, defaults): ``dgx-a100`` 0.45 ms per epoch, ``8x-a100-nvswitch`` (the same
-DGX A100 with achieved rates) 1.14 ms; cora-gcn-full, neutronstar over hongtu 9.6x on the first, 1.76x on the
-second.
+DGX A100 with achieved rates) 1.14 ms; cora-gcn-full, neutronstar over hongtu 7.8x on the first, 3.2x on the
+second (9.6x and 1.76x before GCN was priced as the executor's ``GraphConv(norm="none")``, the same day).
 """
 
 from __future__ import annotations

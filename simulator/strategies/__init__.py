@@ -16,12 +16,12 @@ from gnnplan.simulator.strategies import dp, gsplit, hongtu, hopgnn, neutronstar
 STRATEGIES: dict[str, ModuleType] = {m.NAME: m for m in (dp, hopgnn, neutronstar, ppgnn, gsplit, hongtu)}
 
 
-def get_strategy(name: str) -> ModuleType:
+def get_strategy(name: str, field: str = "strategy") -> ModuleType:
     """Look up a strategy plug-in by name.
 
     Raises:
-        SpecError: unknown name (the message lists the known ones).
+        SpecError: unknown name, naming ``field`` (the message lists the known ones).
     """
     if name not in STRATEGIES:
-        raise SpecError(f"strategy: unknown strategy {name!r}; allowed: {', '.join(sorted(STRATEGIES))}")
+        raise SpecError(f"{field}: unknown strategy {name!r}; allowed: {', '.join(sorted(STRATEGIES))}")
     return STRATEGIES[name]
