@@ -11,15 +11,19 @@ Measurements (:mod:`executor.probe_host` makes the compute, memory, kernel and s
 :data:`~executor.probe_host.FULL` or, for tests, :data:`~executor.probe_host.QUICK` sizes):
 
 * dense FP32 throughput: ``torch.mm`` of two n x n matrices, 2 n^3 FLOP.
-* SpMM throughput: ``torch.sparse.mm`` of a random CSR matrix with a dense matrix, 2 nnz cols FLOP.
+* SpMM throughput: ``torch.sparse.mm`` of a random CSR matrix with a dense matrix, 2 nnz cols FLOP; and DGL's
+  aggregation with edge-weighted messages (``update_all(u_mul_e, sum)``, the executor's GCN) on the same
+  matrix's graph, ``gpu.weighted_sparse_flops_per_s``: on a CPU, DGL 1.1.3 runs it several times slower.
 * copy bandwidth: ``Tensor.copy_`` of a large tensor, bytes read + written (the STREAM "Copy" convention,
   McCalpin, "Memory bandwidth and machine balance", IEEE TCCA Newsletter, 1995), the convention of the
   roofline kernels' ``nbytes`` in :mod:`simulator.workload.model_cost`.
 * sampling: DGL ``NeighborSampler`` on one thread on an R-MAT graph (:mod:`simulator.workload.rmat`).
-* per-kernel overhead: forward + backward of the executor's own 2-layer models (gcn, sage, gat, gin) on a
-  mini-batch so small that every kernel's roofline time is negligible, divided by the number of kernels
+* per-kernel overhead: the forward of the executor's own 2-layer models (gcn, sage, gat, gin) on a mini-batch
+  so small that every kernel's roofline time is negligible, divided by the number of forward kernels
   :mod:`simulator.workload.model_cost` lists for it (so the simulator's kernel count and this measurement
-  agree by construction); the median over the architectures.
+  agree by construction), the median over the architectures; the backward of the same passes per backward
+  kernel, over that, is ``gpu.backward_overhead_ratio`` (autograd's C++ engine dispatches the gradients, the
+  model's Python code the forward).
 * the gathers' achieved fraction ``efficiency.gather_fraction``: the feature gather's traffic (2 bytes per
   gathered byte, read and written: :data:`simulator.hardware.formulas.GATHER_TRAFFIC`) per second over the copy
   bandwidth, both on this machine.
@@ -59,9 +63,10 @@ from gnnplan.executor.probe_host import (
     dense_flops_per_s,
     gather_latency_bandwidth,
     host_memory_bytes,
-    kernel_overhead_s,
+    kernel_overheads,
     sampling_rates,
     spmm_flops_per_s,
+    weighted_spmm_flops_per_s,
 )
 from gnnplan.executor.probe_io import network_latency_bandwidth, storage_bandwidth_latency
 from gnnplan.executor.probe_overheads import add_overheads
@@ -109,13 +114,17 @@ def probe_machine(num_workers: int = 2, quick: bool = False, gpus_per_machine: i
     network = network_latency_bandwidth(s.message_sizes, s.message_repeats)
     disk_bw, disk_latency, dropped = storage_bandwidth_latency(folder, s)
     sampling, full_sampling = sampling_rates(s)
+    per_kernel, backward_ratio = kernel_overheads(threads, 10 * s.repeats)
     data = {
         "name": "local", "num_machines": w, "gpus_per_machine": 1,
         "gpu": {"model": cpu_model(), "peak_flops_per_s": _sig(dense_flops_per_s(threads, s.matmul_dim, s.repeats)),
                 "memory_bytes": _sig(memory / w), "memory_bandwidth_bytes_per_s": copy,
                 "sparse_flops_per_s": _sig(spmm_flops_per_s(threads, s.spmm_rows, s.spmm_degree, s.spmm_cols,
-                                                            s.repeats)), "is_host_cpu": True,
-                "kernel_overhead_s": _sig(kernel_overhead_s(threads, 10 * s.repeats))},
+                                                            s.repeats)),
+                "weighted_sparse_flops_per_s": _sig(weighted_spmm_flops_per_s(threads, s.spmm_rows, s.spmm_degree,
+                                                                              s.spmm_cols, s.repeats)),
+                "is_host_cpu": True,
+                "kernel_overhead_s": _sig(per_kernel), "backward_overhead_ratio": _sig(backward_ratio)},
         "host": {"num_cores": threads, "memory_bytes": _sig(memory / w), "memory_bandwidth_bytes_per_s": copy,
                  "sampling_edges_per_s_per_core": _sig(sampling),
                  "full_neighbour_sampling_ratio": _sig(full_sampling / sampling)},
@@ -151,17 +160,23 @@ def _sources(s: Sizes, w: int, cores: int, memory: float, folder: Path, dropped:
         "gpu.sparse_flops_per_s": f"median of {s.repeats} torch.sparse.mm of a random {s.spmm_rows}-row CSR matrix "
                                   f"({s.spmm_degree} nonzeros per row) with a {s.spmm_cols}-column float32 matrix "
                                   f"(2 nnz cols FLOP) on {on}",
+        "gpu.weighted_sparse_flops_per_s": f"median of {s.repeats} DGL update_all(u_mul_e, sum) on the graph of that "
+                                           f"matrix (its values the edge weights) with {s.spmm_cols}-column "
+                                           f"features (2 nnz cols FLOP) on {on}",
         "gpu.memory_bytes host.memory_bytes": f"host memory {memory:.4g} B (sysconf) / {w} workers",
         "gpu.memory_bandwidth_bytes_per_s host.memory_bandwidth_bytes_per_s": (
             f"median of {s.repeats} Tensor.copy_ of a {s.copy_bytes // MiB} MiB float32 tensor on all {cores} "
             f"cores, bytes read + written (STREAM Copy), divided by {w} workers"),
         "gpu.is_host_cpu": "no accelerator: each worker computes on its share of the host cores",
         "gpu.kernel_overhead_s": (
-            f"median over {', '.join(OVERHEAD_ARCHS)} of the median of {10 * s.repeats} forward + backward passes of "
-            f"the executor's 2-layer model (hidden {OVERHEAD_GRAPH[5]}, {OVERHEAD_GRAPH[4]} features) on "
-            f"{OVERHEAD_GRAPH[3]} seeds with fanouts {list(OVERHEAD_GRAPH[2])} of a {OVERHEAD_GRAPH[0]}-vertex "
-            f"R-MAT graph, divided by the forward + backward kernels simulator.workload.model_cost lists for it, "
-            f"on {on}"),
+            f"median over {', '.join(OVERHEAD_ARCHS)} of the median forward time of {10 * s.repeats} forward + "
+            f"backward passes of the executor's 2-layer model (hidden {OVERHEAD_GRAPH[5]}, {OVERHEAD_GRAPH[4]} "
+            f"features) on {OVERHEAD_GRAPH[3]} seeds with fanouts {list(OVERHEAD_GRAPH[2])} of a "
+            f"{OVERHEAD_GRAPH[0]}-vertex R-MAT graph, divided by the forward kernels simulator.workload.model_cost "
+            f"lists for it, on {on}"),
+        "gpu.backward_overhead_ratio": (
+            "the same passes' median backward time per backward kernel simulator.workload.model_cost lists (median "
+            "over the architectures), over gpu.kernel_overhead_s"),
         "host.num_cores": on,
         "host.sampling_edges_per_s_per_core": (
             f"median over {s.sampling_batches} batches of {s.sampling_batch_size} random seeds of DGL "

@@ -9,8 +9,9 @@ or per-kernel launch cost covers (cluster fields ``host.sampler_call_s`` and ``g
 * ``gpu.graph_op_overhead_s``: DGL's ``SAGEConv(8, 4, "mean")`` forward and backward on a tiny block (its
   aggregation is one ``update_all``, its gradient one more DGL call): the median time minus the
   ``gpu.kernel_overhead_s`` of every kernel ``simulator.workload.model_cost`` lists for the layer forward and
-  backward, divided by the two message-passing calls (the way ``gpu.kernel_overhead_s`` itself is measured:
-  a pass's time over the kernels the simulator counts for it).
+  (times ``gpu.backward_overhead_ratio``) of each of their gradients, divided by the two message-passing calls
+  (the way ``gpu.kernel_overhead_s`` itself is measured: a pass's time over the kernels the simulator counts for
+  it).
 
 Both are at least :data:`MIN_FIXED_S` (a difference of timings). Source of the method: Hockney's alpha-beta
 decomposition (Parallel Computing 20(3), 1994) of a call's time into a fixed part and a per-item part, the fixed
@@ -124,11 +125,12 @@ def split_costs(num_vertices: int, edge_factor: int, fanouts: tuple[int, ...], n
     return rate, max(MIN_FIXED_S, (t_small - n_small / rate) / len(fanouts))
 
 
-def graph_op_overhead_s(kernel_overhead_s: float, repeats: int) -> float:
+def graph_op_overhead_s(kernel_overhead_s: float, backward_overhead_ratio: float, repeats: int) -> float:
     """Fixed seconds of one DGL message-passing call beyond its kernel's launch (module docstring).
 
     Args:
-        kernel_overhead_s: the probe's ``gpu.kernel_overhead_s``.
+        kernel_overhead_s: the probe's ``gpu.kernel_overhead_s`` (per forward kernel).
+        backward_overhead_ratio: the probe's ``gpu.backward_overhead_ratio`` (a gradient kernel's cost over it).
         repeats: timed forward + backward passes (after three warm-up passes).
     """
     import dgl
@@ -149,7 +151,8 @@ def graph_op_overhead_s(kernel_overhead_s: float, repeats: int) -> float:
         kernels = layer_kernels("sage", LayerDims(*GRAPH_OP_DIMS),
                                 Block(block.num_src_nodes(), block.num_dst_nodes(), block.num_edges()), "sage0")
     calls = 2 * sum(1 for k in kernels if k.graph_op)       # each aggregation forward and its gradient
-    return max(MIN_FIXED_S, (float(np.median(times)) - 2 * len(kernels) * kernel_overhead_s) / calls)
+    launches = len(kernels) * (1.0 + backward_overhead_ratio) * kernel_overhead_s  # each kernel and its gradient
+    return max(MIN_FIXED_S, (float(np.median(times)) - launches) / calls)
 
 
 def dropout_elements_per_s(memory_bandwidth_bytes_per_s: float, repeats: int) -> float:

@@ -7,7 +7,6 @@ CPU's name; and the probe's problem sizes (:data:`FULL`, :data:`QUICK`). Methods
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import platform
 import time
@@ -133,6 +132,29 @@ def spmm_flops_per_s(threads: int, rows: int, degree: int, cols: int, repeats: i
             return 2.0 * rows * degree * cols / median_time_s(lambda: torch.sparse.mm(a, x), repeats)
 
 
+def weighted_spmm_flops_per_s(threads: int, rows: int, degree: int, cols: int, repeats: int) -> float:
+    """Throughput of DGL's aggregation with edge-weighted messages, as the executor's GCN runs it (``GraphConv``
+    with ``edge_weight``: ``update_all(u_mul_e, sum)``), on the graph of :func:`spmm_flops_per_s`'s matrix (each
+    nonzero an edge, its value the weight) with ``cols`` columns: 2 nnz cols FLOP (a multiply and an add per
+    edge and column), over the median of ``repeats`` calls."""
+    import dgl
+    import dgl.function as fn
+
+    rng = np.random.default_rng(0)
+    col = np.sort(rng.integers(0, rows, size=(rows, degree)), axis=1).reshape(-1)
+    graph = dgl.graph((torch.from_numpy(col), torch.arange(rows).repeat_interleave(degree)), num_nodes=rows)
+    graph.create_formats_()
+    weight, x = torch.rand(rows * degree), torch.rand(rows, cols)
+
+    def aggregate() -> None:
+        with graph.local_scope():
+            graph.srcdata["h"], graph.edata["w"] = x, weight
+            graph.update_all(fn.u_mul_e("h", "w", "m"), fn.sum("m", "o"))
+
+    with torch_threads(threads):
+        return 2.0 * rows * degree * cols / median_time_s(aggregate, repeats)
+
+
 def copy_bytes_per_s(threads: int, nbytes: int, repeats: int) -> float:
     """``Tensor.copy_`` bandwidth of an ``nbytes`` float32 tensor, counting bytes read + written (STREAM Copy)."""
     src = torch.rand(nbytes // 4)
@@ -174,16 +196,19 @@ OVERHEAD_GRAPH = (64, 4, (2, 2), 4, 8, 4)
 hidden width); its kernels' roofline times are nanoseconds on any machine."""
 
 
-def kernel_overhead_s(threads: int, repeats: int) -> float:
-    """Fixed seconds per modelled kernel of the executor's models (module docstring).
+def kernel_overheads(threads: int, repeats: int) -> tuple[float, float]:
+    """Fixed seconds per modelled forward kernel of the executor's models, and a backward kernel's over it
+    (module docstring; cluster fields ``gpu.kernel_overhead_s`` and ``gpu.backward_overhead_ratio``).
 
     Args:
         threads: torch threads of one worker.
         repeats: timed forward + backward passes per architecture.
 
     Returns:
-        Median over :data:`OVERHEAD_ARCHS` of (median pass time) / (forward + backward kernels listed by
-        :func:`simulator.workload.model_cost.model_cost` for the pass's blocks).
+        (median over :data:`OVERHEAD_ARCHS` of the median forward time over the forward kernels listed by
+        :func:`simulator.workload.model_cost.model_cost` for the pass's blocks, the same median of the backward's
+        time per backward kernel over it). Before 2026-11-30 one cost for both: the whole pass over all its
+        kernels.
     """
     from types import SimpleNamespace
 
@@ -198,7 +223,7 @@ def kernel_overhead_s(threads: int, repeats: int) -> float:
 
     n, factor, fanouts, seeds, width, hidden = OVERHEAD_GRAPH
     src, dst = rmat_edges(n, factor * n, seed=0)
-    per_kernel = []
+    forward, backward = [], []
     with torch_threads(threads):
         for arch in OVERHEAD_ARCHS:
             g, weight = build_graph(cast(Any, SimpleNamespace(src=src, dst=dst, num_vertices=n)), arch)
@@ -208,16 +233,27 @@ def kernel_overhead_s(threads: int, repeats: int) -> float:
             spec = ModelSpec.model_validate({"arch": arch, "num_layers": len(fanouts), "hidden_dim": hidden})
             torch.manual_seed(0)
             model, x = GNN(spec, width, 2), torch.randn(len(batch.input_nodes), width)
-            seconds = median_time_s(functools.partial(_pass, model, batch.blocks, x), repeats, warmup=3)
+            seconds = _pass_times(model, batch.blocks, x, repeats)
             blocks = [Block(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in batch.blocks]
             cost = model_cost(spec, width, 2, blocks)
-            per_kernel.append(seconds / (len(cost.forward) + len(cost.backward)))
-    return float(np.median(per_kernel))
+            forward.append(seconds[0] / len(cost.forward))
+            backward.append(seconds[1] / len(cost.backward))
+    per_forward = float(np.median(forward))
+    return per_forward, float(np.median(backward)) / per_forward
 
 
-def _pass(model: torch.nn.Module, blocks: list[Any], x: torch.Tensor) -> None:
-    """One forward + backward pass (the unit :func:`kernel_overhead_s` times)."""
-    model(blocks, x).sum().backward()
+def _pass_times(model: torch.nn.Module, blocks: list[Any], x: torch.Tensor, repeats: int) -> tuple[float, float]:
+    """Median seconds of the forward (with the loss) and of the backward of ``repeats`` passes, after three
+    warm-up passes (the unit :func:`kernel_overheads` times)."""
+    times = []
+    for i in range(repeats + 3):
+        start = time.perf_counter()
+        loss = model(blocks, x).sum()
+        middle = time.perf_counter()
+        loss.backward()
+        if i >= 3:
+            times.append((middle - start, time.perf_counter() - middle))
+    return float(np.median([t[0] for t in times])), float(np.median([t[1] for t in times]))
 
 
 def sampling_rates(sizes: Sizes) -> tuple[float, float]:

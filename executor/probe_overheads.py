@@ -55,7 +55,7 @@ from gnnplan.executor.trace import Recorder, now
 
 PRIOR_FIELDS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
                 "network.per_all_to_all_s", "network.ddp_per_bucket_s",
-                "pcie.bandwidth_bytes_per_s", "pcie.latency_s", "gpu.kernel_overhead_s",
+                "pcie.bandwidth_bytes_per_s", "pcie.latency_s", "gpu.kernel_overhead_s", "gpu.backward_overhead_ratio",
                 "host.sampling_edges_per_s_per_core", "host.sampler_handoff_s", "iteration_overhead_s",
                 "host.row_index_s", "storage.concurrency", "host.sampler_call_s", "gpu.graph_op_overhead_s",
                 "host.split_items_per_s_per_core", "host.split_call_s", "host.full_neighbour_sampling_ratio",
@@ -190,7 +190,8 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
         handoff = sampler_handoff_s(sizes.rmat_vertices, sizes.rmat_edge_factor, tuple(sizes.sampling_fanouts),
                                     batch, num_batches)
         loop = iteration_overhead_s(LOOP_ITERATIONS, sizes.repeats)
-        graph_op = graph_op_overhead_s(float(data["gpu"]["kernel_overhead_s"]), 10 * sizes.repeats)
+        graph_op = graph_op_overhead_s(float(data["gpu"]["kernel_overhead_s"]),
+                                       float(data["gpu"].get("backward_overhead_ratio", 1.0)), 10 * sizes.repeats)
         rng = dropout_elements_per_s(float(data["gpu"]["memory_bandwidth_bytes_per_s"]), 3 * sizes.repeats)
     with torch_threads(1):  # a sampler samples on one thread (executor.sampling)
         call = sampler_call_s(sizes.rmat_vertices, sizes.rmat_edge_factor, tuple(sizes.sampling_fanouts),
@@ -260,8 +261,8 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
         "gpu.graph_op_overhead_s": (
             f"measured by gnnplan probe on {date}: median of {10 * sizes.repeats} forward + backward passes of "
             f"DGL SAGEConv{GRAPH_OP_DIMS} on a fresh tiny block on {threads} thread(s), minus gpu.kernel_overhead_s "
-            "per kernel simulator.workload.model_cost lists for them, per DGL message-passing call "
-            "(executor.probe_calls)"),
+            "per kernel simulator.workload.model_cost lists for them (times gpu.backward_overhead_ratio for a "
+            "gradient), per DGL message-passing call (executor.probe_calls)"),
         "gpu.rng_elements_per_s": (
             f"measured by gnnplan probe on {date}: {DROPOUT_ELEMENTS} elements over the median of "
             f"{3 * sizes.repeats} torch.nn.Dropout(0.5) calls on {threads} thread(s) minus their memory-bound time "

@@ -63,7 +63,8 @@ MAX_ROUNDS = 6
 """Alternations of fit and noise re-estimation (module docstring)."""
 _LOG_RANGE = math.log(1e4)
 _UPPER = {"efficiency.gather_fraction": 10.0, "efficiency.forward_fraction": 10.0,
-          "efficiency.backward_fraction": 10.0, "efficiency.optimizer_fraction": 10.0}  # ClusterSpec's le=10
+          "efficiency.backward_fraction": 10.0, "efficiency.optimizer_fraction": 10.0,
+          "gpu.backward_overhead_ratio": 10.0}  # ClusterSpec's le=10
 _LOWER = {"storage.concurrency": 1.0}  # ClusterSpec's ge=1
 _LINEAR_UNIT_S = 1e-3  # no-prior parameters are fitted in milliseconds
 _LINEAR_MAX = 1e5

@@ -23,18 +23,19 @@ PARAMS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_col
           "iteration_overhead_s", "host.row_index_s", "storage.concurrency", "host.sampler_call_s",
           "gpu.graph_op_overhead_s", "network.ddp_per_bucket_s", "network.per_all_to_all_s",
           "host.split_items_per_s_per_core", "host.split_call_s", "host.full_neighbour_sampling_ratio",
-          "efficiency.inference_ratio")
+          "efficiency.inference_ratio", "gpu.backward_overhead_ratio")
 """The cluster parameters calibration fits (dotted field paths): rates, efficiencies and the fixed costs, each
 one cost's own field (per kernel, per message, per all-reduce, per all-to-all call, per batch handed off, per
 iteration, per row a
 per-row loader indexes, per sampler call, per DGL message-passing call, per gradient bucket DDP's reducer
 all-reduces, per layer gsplit splits), the requests a storage device serves at once, and the evaluation's rates
-relative to training's (full-neighbour sampling, the forward kernels of its large blocks)."""
+relative to training's (full-neighbour sampling, the forward kernels of its large blocks) and a backward
+kernel's fixed cost relative to a forward kernel's."""
 
 PRIOR_WIDTH = math.log(3.0)
 """One standard deviation of a log-space prior: a factor of 3 (:mod:`simulator.calibrate_fit`)."""
 PRIOR_WIDTHS = {"network.bandwidth_bytes_per_s": math.log(1.5), "host.sampling_edges_per_s_per_core": math.log(1.5),
-                "gpu.kernel_overhead_s": math.log(1.5)}
+                "gpu.kernel_overhead_s": math.log(1.5), "gpu.backward_overhead_ratio": math.log(1.5)}
 """Narrower priors, for parameters the probe measures directly rather than through a stand-in call:
 
 * the network rate is the asymptotic rate of the transport's own large messages between the machines
@@ -52,7 +53,10 @@ PRIOR_WIDTHS = {"network.bandwidth_bytes_per_s": math.log(1.5), "host.sampling_e
   cost, not how it splits between the kernels' fixed cost and the FLOP efficiencies: at a factor of 3 the fit on
   Cora's dp (bench_whatif record 23) put it at 2.15x the probe, and the predicted passes of R-MAT's dp (smaller
   kernels) and of gsplit (more of them) came out 15-40% longer than measured; at 1.5 the fit stays at 1.21x and the
-  record's held-out points are predicted with a MAPE of 7.6% against 8.4%, every order of strategies right."""
+  record's held-out points are predicted with a MAPE of 7.6% against 8.4%, every order of strategies right;
+* the backward's share of it (``gpu.backward_overhead_ratio``) is timed on the same passes, the backward apart
+  (:func:`executor.probe_host.kernel_overheads`), for the same reason: a run's backward spans alone cannot tell a
+  per-kernel cost from the backward's FLOP efficiency."""
 
 def get_param(cluster: ClusterSpec, path: str) -> float:
     """A numeric cluster field by dotted path (``"network.latency_s"``)."""

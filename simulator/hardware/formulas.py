@@ -5,9 +5,10 @@ simpy resources that use them, :mod:`simulator.hardware.pricing` the cluster-lev
   kernels and divided by the phase's achieved fraction of that bound (``efficiency.forward_fraction`` ...),
   plus ``gpu.kernel_overhead_s`` per kernel: the fixed launch / framework-dispatch cost that dominates small
   mini-batches and does not scale with their size. Sparse kernels (aggregations) use ``gpu.sparse_flops_per_s``
-  when it is measured. Source: Williams, Waterman and Patterson, "Roofline: an insightful visual performance
-  model", CACM 52(4), 2009 (the bound ignores fixed per-kernel costs; the overhead term is gnnplan's, its value
-  measured by ``gnnplan probe`` on the executor's own models, see :mod:`executor.probe`).
+  when it is measured, those whose messages an edge value multiplies ``gpu.weighted_sparse_flops_per_s``.
+  Source: Williams, Waterman and Patterson, "Roofline: an insightful visual performance model", CACM 52(4), 2009
+  (the bound ignores fixed per-kernel costs; the overhead term is gnnplan's, its value measured by ``gnnplan
+  probe`` on the executor's own models, see :mod:`executor.probe`).
 * transfer: alpha-beta, ``latency_s + bytes / bandwidth_bytes_per_s``. Source: Hockney, "The communication
   challenge for MPP", Parallel Computing 20(3), 1994.
 * gather of feature rows from a memory: ``2 bytes / (memory_bandwidth * efficiency.gather_fraction)`` (a
@@ -50,9 +51,12 @@ def roofline_time_s(flops: float, nbytes: float, peak_flops_per_s: float, memory
 
 
 def kernel_time_s(kernel: Kernel, gpu: GpuSpec) -> float:
-    """Roofline time of one kernel on ``gpu``; sparse kernels use ``gpu.sparse_flops_per_s`` when set."""
-    if kernel.sparse and gpu.sparse_flops_per_s is not None:
-        return kernel.flops / gpu.sparse_flops_per_s
+    """Roofline time of one kernel on ``gpu``; sparse kernels use ``gpu.sparse_flops_per_s`` when set, weighted
+    ones (``Kernel.weighted``) ``gpu.weighted_sparse_flops_per_s`` when that is set."""
+    rate = gpu.weighted_sparse_flops_per_s if getattr(kernel, "weighted", False) else None
+    rate = rate or gpu.sparse_flops_per_s
+    if kernel.sparse and rate is not None:
+        return kernel.flops / rate
     return roofline_time_s(kernel.flops, kernel.nbytes, gpu.peak_flops_per_s, gpu.memory_bandwidth_bytes_per_s)
 
 
@@ -102,11 +106,28 @@ def compute_time_s(kernels: Iterable[Kernel], gpu: GpuSpec, efficiency_fraction:
 
 def fixed_time_s(kernels: Iterable[Kernel], gpu: GpuSpec) -> float:
     """The part of :func:`compute_time_s` a kernel sequence pays whatever its sizes: ``gpu.kernel_overhead_s`` per
-    kernel and ``gpu.graph_op_overhead_s`` per DGL message-passing call among them (a batch twice as large
-    launches the same kernels)."""
+    kernel (times ``gpu.backward_overhead_ratio`` for a gradient kernel autograd runs, ``Kernel.backward``) and
+    ``gpu.graph_op_overhead_s`` per DGL message-passing call among them (a batch twice as large launches the same
+    kernels)."""
     ks = tuple(kernels)
     graph_ops = sum(1 for k in ks if getattr(k, "graph_op", False))  # DGL message-passing calls
-    return len(ks) * gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s
+    return kernel_launches(len(ks), backward_kernel_count(ks), gpu) + graph_ops * gpu.graph_op_overhead_s
+
+
+def backward_kernel_count(kernels: Iterable[Kernel]) -> int:
+    """How many of ``kernels`` are gradient kernels autograd runs (``Kernel.backward``)."""
+    return sum(1 for k in kernels if getattr(k, "backward", False))
+
+
+def kernel_launches(kernels: float, backward_kernels: float, gpu: GpuSpec) -> float:
+    """Fixed seconds of ``kernels`` kernel launches, ``backward_kernels`` of them autograd's:
+    ``(kernels - backward_kernels + backward_kernels * gpu.backward_overhead_ratio) * gpu.kernel_overhead_s``.
+    The forward's kernels are dispatched by the model's Python code (module and DGL layer code), a backward's by
+    autograd's C++ engine; measured with one thread on the development machine (GraphSAGE on Cora mini-batches,
+    fixed seconds from a line through 8-, 64- and 512-seed batches, 2026-11-30): ~1.65 ms for 13 forward kernels,
+    ~0.77 ms for their 13 gradients. Source of the split: PyTorch docs, "Autograd mechanics" (the backward graph
+    is executed by the C++ engine)."""
+    return (kernels + backward_kernels * (gpu.backward_overhead_ratio - 1.0)) * gpu.kernel_overhead_s
 
 
 def transfer_time_s(nbytes: float, link: LinkSpec) -> float:

@@ -33,7 +33,9 @@ Formulas and sources:
 * compute of a phase: ``flops * seconds_per_flop / efficiency.<phase>_fraction + kernels *
   gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s + random_elems / gpu.rng_elements_per_s`` (the DGL
   message-passing calls among the kernels, and their dropout draws when the rate is measured;
-  :func:`gnnplan.simulator.hardware.formulas.compute_time_s` on a kernel list).
+  :func:`gnnplan.simulator.hardware.formulas.compute_time_s` on a kernel list), autograd's gradient kernels among
+  them at ``gpu.backward_overhead_ratio`` times the per-kernel cost
+  (:func:`~gnnplan.simulator.hardware.formulas.kernel_launches`).
 * all-reduce: hierarchical ring (:func:`gnnplan.simulator.hardware.collectives.hierarchical_all_reduce_time_s`)
   plus ``network.per_collective_s`` once per call on a multi-worker cluster (the backend's fixed cost of a
   collective beyond its messages' latencies: dispatch, algorithm set-up, completion wait).
@@ -70,6 +72,7 @@ from gnnplan.simulator.hardware.collectives import (
     hierarchical_all_reduce_time_s,
     staged_network,
 )
+from gnnplan.simulator.hardware.formulas import kernel_launches
 from gnnplan.simulator.hardware.pricing_machine import (
     bandwidth_s,
     batch_load_s,
@@ -276,13 +279,16 @@ def shuffle_s(cluster: ClusterSpec, intra_bytes: float = 0.0, network_bytes: flo
 
 
 def compute_s(cluster: ClusterSpec, fraction: float, flops: float, seconds_per_flop: float, kernels: float,
-              graph_ops: float = 0.0, random_elems: float = 0.0, roofline_fixed_s: float = 0.0) -> float:
+              graph_ops: float = 0.0, random_elems: float = 0.0, roofline_fixed_s: float = 0.0,
+              backward_kernels: float = 0.0) -> float:
     """Kernels at an achieved ``fraction`` of the roofline, seconds, from their FLOPs, their roofline seconds per
-    FLOP and the roofline seconds they pay whatever their FLOPs (a profile's ``roofline_fixed_s``), their count,
-    the DGL message-passing calls among them and the random numbers they draw: ``(roofline_fixed_s + flops *
-    seconds_per_flop) / fraction + kernels * gpu.kernel_overhead_s + graph_ops * gpu.graph_op_overhead_s +
-    random_elems / gpu.rng_elements_per_s`` (the last term only when the rate is measured)."""
-    out = (roofline_fixed_s + flops * seconds_per_flop) / fraction + kernels * cluster.gpu.kernel_overhead_s
+    FLOP and the roofline seconds they pay whatever their FLOPs (a profile's ``roofline_fixed_s``), their count
+    and how many of them are autograd's gradient kernels, the DGL message-passing calls among them and the random
+    numbers they draw: ``(roofline_fixed_s + flops * seconds_per_flop) / fraction + kernel_launches(kernels,
+    backward_kernels) + graph_ops * gpu.graph_op_overhead_s + random_elems / gpu.rng_elements_per_s`` (the last
+    term only when the rate is measured; :func:`~simulator.hardware.formulas.kernel_launches`)."""
+    out = (roofline_fixed_s + flops * seconds_per_flop) / fraction + \
+        kernel_launches(kernels, backward_kernels, cluster.gpu)
     if random_elems and cluster.gpu.rng_elements_per_s:
         out += random_elems / cluster.gpu.rng_elements_per_s
     return out + graph_ops * cluster.gpu.graph_op_overhead_s if graph_ops else out
@@ -290,11 +296,11 @@ def compute_s(cluster: ClusterSpec, fraction: float, flops: float, seconds_per_f
 
 def phase_compute_s(cluster: ClusterSpec, phase: str, flops: float, seconds_per_flop: float,
                     kernels: float, graph_ops: float = 0.0, random_elems: float = 0.0,
-                    roofline_fixed_s: float = 0.0) -> float:
+                    roofline_fixed_s: float = 0.0, backward_kernels: float = 0.0) -> float:
     """A compute phase (``forward``, ``backward``, ``optimizer``): :func:`compute_s` at the phase's
     ``efficiency.<phase>_fraction``."""
     return compute_s(cluster, getattr(cluster.efficiency, f"{phase}_fraction"), flops, seconds_per_flop, kernels,
-                     graph_ops, random_elems, roofline_fixed_s)
+                     graph_ops, random_elems, roofline_fixed_s, backward_kernels)
 
 
 def inference_fraction(cluster: ClusterSpec) -> float:
@@ -327,6 +333,7 @@ class PricedOp:
 _NET = ("network.bandwidth_bytes_per_s", "network.latency_s")
 _PCIE = ("pcie.bandwidth_bytes_per_s", "pcie.latency_s")
 _KERNEL = ("gpu.kernel_overhead_s", "gpu.graph_op_overhead_s")
+_BACKWARD_KERNEL = ("gpu.backward_overhead_ratio",)
 _STORAGE = ("storage.bandwidth_bytes_per_s", "storage.latency_s", "storage.concurrency")
 OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("host_to_gpu", host_to_gpu_s, _PCIE),
@@ -354,7 +361,7 @@ OPERATIONS: dict[str, PricedOp] = {op.name: op for op in (
     PricedOp("forward", lambda cl, **w: phase_compute_s(cl, "forward", **w),
              ("efficiency.forward_fraction",) + _KERNEL),
     PricedOp("backward", lambda cl, **w: phase_compute_s(cl, "backward", **w),
-             ("efficiency.backward_fraction",) + _KERNEL),
+             ("efficiency.backward_fraction",) + _KERNEL + _BACKWARD_KERNEL),
     PricedOp("optimizer", lambda cl, **w: phase_compute_s(cl, "optimizer", **w),
              ("efficiency.optimizer_fraction",) + _KERNEL),
     PricedOp("inference", lambda cl, **w: compute_s(cl, inference_fraction(cl), **w),

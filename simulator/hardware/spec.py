@@ -57,11 +57,25 @@ class GpuSpec(_Spec):
     memory_bandwidth_bytes_per_s: float = Field(gt=0)
     sparse_flops_per_s: float | None = Field(
         default=None, gt=0, description="measured SpMM throughput; None = roofline from memory bandwidth")
+    weighted_sparse_flops_per_s: float | None = Field(
+        default=None, gt=0,
+        description="measured throughput of a DGL aggregation whose messages are multiplied by an edge value "
+                    "(update_all with u_mul_e then sum: GCN's edge weights, GAT's attention), FLOP/s (2 per edge "
+                    "and column); None = sparse_flops_per_s. gnnplan probe measures it on CPU workers "
+                    "(executor.probe_host.weighted_spmm_flops_per_s): DGL 1.1.3's CPU kernel for u_mul_e ran at "
+                    "0.4-1.3 GFLOP/s on one core of the development machine where torch.sparse.mm of the same "
+                    "matrix ran at 3.2-6.7 and DGL's copy_u + mean at 2.9-3.8 (2026-11-30)")
     is_host_cpu: bool = Field(default=False, description="compute runs on the host cores (no accelerator)")
     kernel_overhead_s: float = Field(
         default=0.0, ge=0,
         description="fixed time per kernel (launch and framework dispatch), added to its roofline time; "
                     "measured by gnnplan probe, 0 = not modelled")
+    backward_overhead_ratio: float = Field(
+        default=1.0, gt=0, le=10,
+        description="a backward kernel's fixed time over a forward kernel's (kernel_overhead_s): the forward's "
+                    "kernels are dispatched by the model's Python code, the backward's by autograd's C++ engine; "
+                    "default 1 = the same cost; gnnplan probe measures it (executor.probe_host.kernel_overheads: "
+                    "~0.4-0.5 with one thread on the 2-core development machine, 2026-11-30)")
     graph_op_overhead_s: float = Field(
         default=0.0, ge=0,
         description="fixed time of one DGL message-passing call (update_all / apply_edges / edge_softmax: "

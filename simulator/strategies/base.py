@@ -19,7 +19,7 @@ from typing import Any
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.hardware.formulas import Kernel, roofline_line
+from gnnplan.simulator.hardware.formulas import Kernel, backward_kernel_count, roofline_line
 from gnnplan.simulator.hardware.spec import ClusterSpec, GpuSpec
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.wording import bytes_text
@@ -88,14 +88,15 @@ class SimContext:
 @dataclass(frozen=True)
 class PhaseProfile:
     """How one compute phase's span time depends on the cluster (used by :mod:`simulator.calibrate`):
-    ``span seconds = (roofline_fixed_s + flops * seconds_per_flop) / efficiency + kernels_per_span *
-    gpu.kernel_overhead_s + graph_ops_per_span * gpu.graph_op_overhead_s + random_elems_per_span /
-    gpu.rng_elements_per_s``.
+    ``span seconds = (roofline_fixed_s + flops * seconds_per_flop) / efficiency + kernel_launches(kernels_per_span,
+    backward_kernels_per_span) + graph_ops_per_span * gpu.graph_op_overhead_s + random_elems_per_span /
+    gpu.rng_elements_per_s`` (:func:`~gnnplan.simulator.hardware.formulas.kernel_launches`).
 
     Attributes:
         seconds_per_flop: roofline seconds per FLOP of the phase's kernels (efficiency 1, no overhead).
         kernels_per_span: kernels one span of the phase runs (mean over the phase's spans).
         graph_ops_per_span: of those, DGL message-passing calls (``Kernel.graph_op``).
+        backward_kernels_per_span: of those, gradient kernels autograd runs (``Kernel.backward``).
         random_elems_per_span: random numbers one span draws (``Kernel.random_elems``).
         roofline_fixed_s: roofline seconds a span pays whatever its FLOPs (a mini-batch's kernels on a smaller
             batch: :func:`~simulator.hardware.formulas.roofline_line`); 0 for a profile in proportion to FLOPs.
@@ -106,6 +107,7 @@ class PhaseProfile:
     graph_ops_per_span: float = 0.0
     random_elems_per_span: float = 0.0
     roofline_fixed_s: float = 0.0
+    backward_kernels_per_span: float = 0.0
 
 
 def kernel_profile(spans: Sequence[Sequence[Kernel]], gpu: GpuSpec,
@@ -121,7 +123,8 @@ def kernel_profile(spans: Sequence[Sequence[Kernel]], gpu: GpuSpec,
     n = max(len(spans), 1)
     graph_ops = sum(1 for ks in spans for k in ks if getattr(k, "graph_op", False))
     drawn = sum(getattr(k, "random_elems", 0.0) for ks in spans for k in ks)
-    return PhaseProfile(slope, sum(len(ks) for ks in spans) / n, graph_ops / n, drawn / n, intercept)
+    backward = sum(backward_kernel_count(ks) for ks in spans)
+    return PhaseProfile(slope, sum(len(ks) for ks in spans) / n, graph_ops / n, drawn / n, intercept, backward / n)
 
 
 def minibatch_blocks(ctx: SimContext, scale: float = 1.0) -> list[Block]:

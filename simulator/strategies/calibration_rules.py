@@ -30,7 +30,8 @@ def _compute_work(phase: str) -> Callable[[SpanRow], dict[str, float]]:
         return {"flops": row.span.flops, "seconds_per_flop": prof.seconds_per_flop,
                 "kernels": spans * prof.kernels_per_span, "graph_ops": spans * prof.graph_ops_per_span,
                 "random_elems": spans * prof.random_elems_per_span,
-                "roofline_fixed_s": spans * prof.roofline_fixed_s}
+                "roofline_fixed_s": spans * prof.roofline_fixed_s,
+                "backward_kernels": spans * prof.backward_kernels_per_span}
     return work
 
 

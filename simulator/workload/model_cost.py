@@ -77,6 +77,12 @@ class Kernel:
             layers are.
         random_elems: random numbers the kernel draws (a dropout mask: one Bernoulli draw per element), priced
             at ``gpu.rng_elements_per_s`` when that is measured (its gradient draws none).
+        weighted: a DGL message-passing call whose messages are multiplied by an edge value before the sum
+            (``u_mul_e``: GCN's edge weights, GAT's attention), priced by ``gpu.weighted_sparse_flops_per_s`` if set
+            (DGL 1.1.3's CPU kernel for it is several times slower than its ``copy_u`` one; its gradient is one
+            too).
+        backward: a gradient kernel autograd runs (its fixed cost is ``gpu.kernel_overhead_s`` times
+            ``gpu.backward_overhead_ratio``: autograd's C++ engine dispatches it, not the model's Python code).
     """
 
     name: str
@@ -88,6 +94,8 @@ class Kernel:
     input_grad: bool = True
     graph_op: bool = False
     random_elems: float = 0.0
+    weighted: bool = False
+    backward: bool = False
 
 
 @dataclass(frozen=True)
@@ -191,7 +199,8 @@ def _aggregate(name: str, edges: float, dst: float, width: int, grad: bool, weig
     edge's weight (DGL's ``u_mul_e``: one more FLOP per edge and feature, and the weight read per edge)."""
     flops = edges * width * (2.0 if weighted else 1.0)
     nbytes = FLOAT_BYTES * (edges * width + dst * width + (edges if weighted else 0.0)) + INDEX_BYTES * edges
-    return Kernel(name, flops, nbytes, sparse=True, out_elems=dst * width, input_grad=grad, graph_op=True)
+    return Kernel(name, flops, nbytes, sparse=True, out_elems=dst * width, input_grad=grad, graph_op=True,
+                  weighted=weighted)
 
 
 def _elementwise(name: str, n: float, grad: bool, flops_per: float = 1.0, reads: int = 1) -> Kernel:
@@ -223,7 +232,7 @@ def layer_kernels(arch: str, d: LayerDims, b: Block, tag: str) -> list[Kernel]:
         ho = h * o
         message = Kernel(f"{tag}.u_mul_e_sum", 2.0 * e * ho,
                          FLOAT_BYTES * (e * ho + e * h + t * ho) + INDEX_BYTES * e, sparse=True, out_elems=t * ho,
-                         graph_op=True)
+                         graph_op=True, weighted=True)
         return [_gemm(f"{tag}.fc", s, i, ho, False, False), _elementwise(f"{tag}.el", s * ho, True, 2),
                 _elementwise(f"{tag}.er", t * ho, True, 2),
                 Kernel(f"{tag}.edge_score", 3.0 * e * h, FLOAT_BYTES * 3 * e * h + INDEX_BYTES * 2 * e,
@@ -261,7 +270,7 @@ def _backward(kernel: Kernel, layer: int) -> Kernel | None:
     else:
         return None
     return replace(kernel, name=f"{kernel.name}.grad", flops=kernel.flops * factor, nbytes=kernel.nbytes * factor,
-                   out_elems=0.0, random_elems=0.0)
+                   out_elems=0.0, random_elems=0.0, backward=True)
 
 
 def model_cost(model: ModelSpec, feature_dim: int, num_classes: int, blocks: Sequence[Block]) -> ModelCost:
@@ -299,7 +308,7 @@ def model_cost(model: ModelSpec, feature_dim: int, num_classes: int, blocks: Seq
     seeds = blocks[-1].num_dst
     loss = _elementwise("loss.cross_entropy", seeds * num_classes, True, 4)
     forward.append(loss)
-    backward.insert(0, replace(loss, name="loss.grad", out_elems=0.0))
+    backward.insert(0, replace(loss, name="loss.grad", out_elems=0.0, backward=True))
     activation += FLOAT_BYTES * loss.out_elems
     numels = param_numels(model, feature_dim, num_classes)
     num_params = sum(numels)

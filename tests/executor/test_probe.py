@@ -57,13 +57,21 @@ def test_quick_probe_is_a_valid_local_cluster(quick: dict[str, Any]) -> None:
     assert spec.gpu.memory_bytes == spec.host.memory_bytes == pytest.approx(probe.host_memory_bytes() / 2, rel=1e-3)
     assert spec.gpu.memory_bandwidth_bytes_per_s == spec.host.memory_bandwidth_bytes_per_s
     assert spec.gpu.sparse_flops_per_s is not None and spec.pcie.latency_s >= 0
+    assert spec.gpu.weighted_sparse_flops_per_s is not None
 
 
 def test_quick_probe_numbers_are_positive_and_sourced(quick: dict[str, Any]) -> None:
     leaves = _leaves({k: v for k, v in quick.items() if k not in ("sources", "priors")})
     numeric = {k: v for k, v in leaves.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-    # incl. gpu.kernel_overhead_s, efficiency.gather_fraction, the fixed costs of probe_overheads and probe_constants
-    assert len(numeric) == 33
+    # incl. gpu.kernel_overhead_s, efficiency.gather_fraction, the fixed costs of probe_overheads and probe_constants,
+    # and since 2026-11-30 gpu.backward_overhead_ratio and gpu.weighted_sparse_flops_per_s
+    assert len(numeric) == 35
+    # autograd dispatches a gradient kernel from C++, the forward's kernels run the model's Python code: cheaper
+    # per kernel (0.54-0.66 with one thread here on 2026-11-30), never many times dearer
+    assert 0.1 < numeric["gpu.backward_overhead_ratio"] < 2.0
+    # DGL's u_mul_e aggregation on a CPU: 0.65 GFLOP/s against torch.sparse.mm's 5.8 on the same matrix here
+    # (2026-11-30); never faster than a tenth of the dense peak
+    assert 1e7 < numeric["gpu.weighted_sparse_flops_per_s"] < numeric["gpu.peak_flops_per_s"] / 10
     # full-neighbour sampling skips the random choice and makes fewer, larger calls: faster per edge than fanout
     # sampling (2.95x at the full sizes, 2026-11-29); the quick sizes' few repeats on a loaded machine get a margin
     assert 0.5 < numeric["host.full_neighbour_sampling_ratio"] < 20.0

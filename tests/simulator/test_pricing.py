@@ -160,6 +160,61 @@ def test_dropout_draws_are_priced_at_the_measured_rate_in_both_pricings() -> Non
     assert compute_time_s(cost.backward, rng.gpu, 0.5) == compute_time_s(cost.backward, CLUSTER.gpu, 0.5)
 
 
+def test_backward_kernels_pay_their_ratio_of_the_per_kernel_cost_in_both_pricings() -> None:
+    """A gradient kernel autograd runs costs ``gpu.kernel_overhead_s * gpu.backward_overhead_ratio``, a forward
+    kernel (and the GCN aggregation gradient hongtu's executor calls itself) the whole cost; the simulator's kernel
+    pricing and calibration's phase pricing (the profile's backward kernels) agree."""
+    from gnnplan.simulator.hardware.formulas import compute_time_s, fixed_time_s
+    from gnnplan.simulator.strategies.base import kernel_profile
+    from gnnplan.simulator.strategies.hongtu.work import gcn_kernels
+    from gnnplan.simulator.workload.model_cost import Block, model_cost
+    from gnnplan.simulator.workload.spec import ModelSpec
+
+    cost = model_cost(ModelSpec(arch="gcn", num_layers=2, hidden_dim=64), 32, 4,
+                      [Block(900.0, 300.0, 3000.0), Block(300.0, 64.0, 640.0)])
+    assert all(k.backward for k in cost.backward) and not any(k.backward for k in cost.forward)
+    half = CLUSTER.model_copy(update={"gpu": CLUSTER.gpu.model_copy(update={"kernel_overhead_s": 1e-4,
+                                                                            "backward_overhead_ratio": 0.5})})
+    whole = half.model_copy(update={"gpu": half.gpu.model_copy(update={"backward_overhead_ratio": 1.0})})
+    assert fixed_time_s(cost.forward, half.gpu) == fixed_time_s(cost.forward, whole.gpu)
+    saved = fixed_time_s(cost.backward, whole.gpu) - fixed_time_s(cost.backward, half.gpu)
+    assert saved == pytest.approx(0.5 * 1e-4 * len(cost.backward), rel=1e-12)
+    prof = kernel_profile([cost.backward], half.gpu)
+    assert prof.backward_kernels_per_span == len(cost.backward)
+    priced = pricing.phase_compute_s(half, "backward", cost.backward_flops, prof.seconds_per_flop,
+                                     prof.kernels_per_span, prof.graph_ops_per_span, prof.random_elems_per_span,
+                                     prof.roofline_fixed_s, prof.backward_kernels_per_span)
+    assert priced == pytest.approx(compute_time_s(cost.backward, half.gpu, half.efficiency.backward_fraction),
+                                   rel=1e-12)
+    _, hongtu_backward = gcn_kernels(1, 64, 4, Block(900.0, 300.0, 3000.0), True)
+    marked = {k.name for k in hongtu_backward if k.backward}
+    assert marked == {"gcn1.weight.grad"}  # its aggregation's gradient and the recomputed update are its own calls
+
+
+def test_weighted_aggregations_are_priced_at_their_own_rate() -> None:
+    """DGL's aggregation with edge-weighted messages (GCN's ``u_mul_e``, GAT's attention; forward and gradient)
+    runs at ``gpu.weighted_sparse_flops_per_s`` when set, ``gpu.sparse_flops_per_s`` otherwise; SAGE's mean and the
+    dense kernels are not affected."""
+    from gnnplan.simulator.hardware.formulas import kernel_time_s
+    from gnnplan.simulator.workload.model_cost import Block, model_cost
+    from gnnplan.simulator.workload.spec import ModelSpec
+
+    blocks = [Block(900.0, 300.0, 3000.0), Block(300.0, 64.0, 640.0)]
+    gcn = model_cost(ModelSpec(arch="gcn", num_layers=2, hidden_dim=64), 32, 4, blocks)
+    sage = model_cost(ModelSpec(arch="sage", num_layers=2, hidden_dim=64), 32, 4, blocks)
+    gat = model_cost(ModelSpec(arch="gat", num_layers=2, hidden_dim=8, num_heads=2), 32, 4, blocks)
+    assert {k.name for k in gcn.forward + gcn.backward if k.weighted} == \
+        {"gcn0.u_mul_e_sum", "gcn1.u_mul_e_sum", "gcn1.u_mul_e_sum.grad"}  # layer 0 aggregates the raw features
+    assert not any(k.weighted for k in sage.forward + sage.backward)
+    assert {k.name for k in gat.forward if k.weighted} == {"gat0.u_mul_e_sum", "gat1.u_mul_e_sum"}
+    sparse = CLUSTER.model_copy(update={"gpu": CLUSTER.gpu.model_copy(update={"sparse_flops_per_s": 4e9})})
+    slow = sparse.model_copy(update={"gpu": sparse.gpu.model_copy(update={"weighted_sparse_flops_per_s": 5e8})})
+    for k in gcn.forward + gcn.backward + sage.forward:
+        want = k.flops / (5e8 if k.weighted else 4e9) if k.sparse else kernel_time_s(k, sparse.gpu)
+        assert kernel_time_s(k, slow.gpu) == pytest.approx(want, rel=1e-12), k.name
+        assert kernel_time_s(k, sparse.gpu) == (k.flops / 4e9 if k.sparse else kernel_time_s(k, CLUSTER.gpu))
+
+
 def test_loads_that_start_together_are_priced_as_the_event_model_shares_them() -> None:
     """Two GPUs behind one PCIe switch load at once: equal host gathers share the host memory, then copies of
     different sizes share the switch uplink (processor sharing). The load rule, given the other GPU's span

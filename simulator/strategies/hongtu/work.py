@@ -69,27 +69,30 @@ def _aggregate(name: str, edges: float, dst: float, width: int) -> Kernel:
                   out_elems=dst * width)
 
 
-def _elementwise(name: str, n: float, flops_per: float = 1.0) -> Kernel:
-    return Kernel(name, n * flops_per, 2.0 * FLOAT_BYTES * n, out_elems=n)
+def _elementwise(name: str, n: float, flops_per: float = 1.0, backward: bool = False) -> Kernel:
+    return Kernel(name, n * flops_per, 2.0 * FLOAT_BYTES * n, out_elems=n, backward=backward)
 
 
-def _gemm(name: str, rows: float, i: int, o: int, factor: float = 1.0) -> Kernel:
+def _gemm(name: str, rows: float, i: int, o: int, factor: float = 1.0, backward: bool = False) -> Kernel:
     flops = 2.0 * rows * i * o + rows * o
     return Kernel(name, factor * flops, factor * FLOAT_BYTES * (rows * i + i * o + rows * o + o), gemm=True,
-                  out_elems=rows * o)
+                  out_elems=rows * o, backward=backward)
 
 
 def gcn_kernels(layer: int, i: int, o: int, b: Block, last: bool) -> tuple[list[Kernel], list[Kernel]]:
-    """(forward, backward) kernels of GCN layer ``layer`` on one chunk (hybrid policy, module docstring)."""
+    """(forward, backward) kernels of GCN layer ``layer`` on one chunk (hybrid policy, module docstring). The
+    gradients of the update and of the loss are autograd's (``Kernel.backward``); the aggregation's gradient is
+    the executor's own call on the transposed matrix (``ops.gcn_input_grad``), dispatched like a forward kernel."""
     tag = f"gcn{layer}"
     v, e = b.num_dst, b.num_edges
     update = [_gemm(f"{tag}.weight", v, i, o)]
     tail = [_elementwise(f"{tag}.relu", v * o), _elementwise(f"{tag}.dropout", v * o, 2.0)] if not last else \
-        [_elementwise("loss.cross_entropy", v * o, 4.0), _elementwise("loss.grad", v * o)]
+        [_elementwise("loss.cross_entropy", v * o, 4.0), _elementwise("loss.grad", v * o, backward=True)]
     forward = [_aggregate(f"{tag}.aggregate", e, v, i)] + update + tail
-    grads = [_gemm(f"{tag}.weight.grad", v, i, o, 2.0 if layer else 1.0)]
+    grads = [_gemm(f"{tag}.weight.grad", v, i, o, 2.0 if layer else 1.0, backward=True)]
     if not last:
-        grads = [_elementwise(f"{tag}.dropout.grad", v * o), _elementwise(f"{tag}.relu.grad", v * o)] + grads
+        grads = [_elementwise(f"{tag}.dropout.grad", v * o, backward=True),
+                 _elementwise(f"{tag}.relu.grad", v * o, backward=True)] + grads
     if layer:
         grads.append(_aggregate(f"{tag}.aggregate.grad", e, b.num_src, i))
     recompute = update + (tail if not last else [])

@@ -116,7 +116,7 @@ def model_cost(model: ModelSpec, feature_dim: int, num_classes: int, hops: int, 
     for k in reversed(forward):
         factor = (2.0 if k.input_grad else 1.0) if k.gemm else 1.0
         backward.append(replace(k, name=f"{k.name}.grad", flops=k.flops * factor, nbytes=k.nbytes * factor,
-                                out_elems=0.0, random_elems=0.0))
+                                out_elems=0.0, random_elems=0.0, backward=True))
     numels = param_numels(model, feature_dim, num_classes, hops)
     params = sum(numels)
     optimizer = adam_kernels(numels)
