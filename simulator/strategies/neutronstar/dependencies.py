@@ -76,6 +76,17 @@ class InGraph:
         out[self.indices[mask[self.edge_dst]]] = True
         return out
 
+    def in_neighbours_of(self, vertices: np.ndarray) -> np.ndarray:
+        """The in-neighbours of every vertex of ``vertices``, concatenated in their order (repeats kept).
+
+        Shapes:
+            vertices: (k,) int64 -> (sum of their in-degrees,) int64.
+        """
+        lo, hi = self.indptr[vertices], self.indptr[vertices + 1]
+        deg = hi - lo
+        starts = np.repeat(np.cumsum(deg) - deg, deg)
+        return self.indices[np.repeat(lo, deg) + np.arange(int(deg.sum())) - starts]
+
     def in_neighbours(self, v: int) -> np.ndarray:
         """(deg,) int64 in-neighbours of one vertex."""
         return self.indices[self.indptr[v]:self.indptr[v + 1]]

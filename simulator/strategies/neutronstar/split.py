@@ -137,15 +137,16 @@ class _Greedy:
         self.budget = float("inf") if budget_bytes is None else float(budget_bytes)
         self.used = 0.0
 
-    def subtree(self, u: int, layer: int) -> tuple[float, float, list[tuple[int, np.ndarray]]]:
-        """(seconds t_r, bytes, new (k, vertices) pairs) of caching ``u`` for ``layer``, excluding V_rep."""
+    def subtree(self, u: int, layer: int, rows: bool = True) -> tuple[float, float, list[tuple[int, np.ndarray]]]:
+        """(seconds t_r, bytes, new (k, vertices) pairs) of caching ``u`` for ``layer``, excluding V_rep. Without
+        ``rows`` the raw-feature level (k = 0) is left out: t_r is the same (it prices the replicas' computation,
+        k >= 1), the bytes and pairs lack the raw rows (the widest level, up to layer - 1 hops out)."""
         level = np.array([u], dtype=np.int64)
         seconds = size = 0.0
         pairs = []
-        for k in range(layer - 1, -1, -1):
+        for k in range(layer - 1, -1 if rows else 0, -1):
             if k < layer - 1:
-                nbrs = [self.g.in_neighbours(int(w)) for w in level]
-                level = np.unique(np.concatenate([level, *nbrs]))
+                level = np.unique(np.concatenate([level, self.g.in_neighbours_of(level)]))
             new = level[~self.local[level] & ~self.rep[k][level]]
             if len(new):
                 pairs.append((k, new))
@@ -168,13 +169,13 @@ class _Greedy:
     def _layer_by_pops(self, deps: np.ndarray, layer: int) -> bool:
         """Algorithm 4's lines 5-15 for one layer, one pop at a time; False when the budget ran out."""
         t_c = self.costs.comm_s[layer - 1]
-        heap = [(self.subtree(int(u), layer)[0], int(u)) for u in deps]
+        heap = [(self.subtree(int(u), layer, rows=False)[0], int(u)) for u in deps]
         heapq.heapify(heap)
         while heap:
             _, u = heapq.heappop(heap)
-            t_r, size, pairs = self.subtree(u, layer)
-            if t_r >= t_c:
+            if self.subtree(u, layer, rows=False)[0] >= t_c:  # t_r first: the raw rows only for a subtree cached
                 continue
+            _, size, pairs = self.subtree(u, layer)
             if self.used + size > self.budget:
                 return False
             self.used += size
