@@ -11,9 +11,12 @@
    point once, calibration point included, then again: :func:`measure.measure`), so a slow period of this shared
    virtual machine spoils one run of several points rather than every run of one (measured one point after the
    other, the same point came out 30% slower in one record than in another, all its runs alike):
-   * every strategy of ``--strategies`` (default dp, hopgnn, gsplit: same training semantics; hopgnn at a fixed
-     step count, :data:`STRATEGY_KNOBS`) x every rate of
-     ``--bandwidths`` (default 100 Mbit/s .. 3 Gbit/s plus unshaped), on Cora and on an R-MAT graph;
+   * every strategy of ``--strategies`` (default all six; hopgnn at a fixed step count, :data:`STRATEGY_KNOBS`)
+     x every rate of ``--bandwidths`` (default 100 Mbit/s .. 3 Gbit/s plus unshaped), on Cora and on an R-MAT
+     graph, each strategy training its model family there (:data:`FAMILIES`: GraphSAGE mini-batches for dp,
+     hopgnn and gsplit, as the calibration run; full-graph GCN for neutronstar and hongtu; SGC for ppgnn): every
+     held-out point differs from the calibration run in strategy, rate or graph, and those of neutronstar,
+     hongtu and ppgnn in model and training mode too;
    * the same strategies at the calibration rate with a CPU quota (``--quota`` cores per machine, cgroup
      ``cpu.cfs_quota_us``), on Cora;
    * dp with another cache fraction and another batch size at the calibration rate, on Cora.
@@ -25,12 +28,12 @@
 4. Printed: per point measured (median of runs), predicted, error and run spread; MAPE over the held-out points
    and beside it the run-to-run error (each run against the median of the point's other runs: the MAPE a
    prediction equal to one run would score, the noise floor of the target);
-   per workload and rate the measured and predicted order of strategies with Kendall's tau
-   (:func:`scipy.stats.kendalltau`) and whether the orders agree wherever measured times differ by more than the
-   run spread; per workload the rate where the measured winner changes (log-interpolated between the measured
-   rates; the unshaped veth counts at its probed rate, as the shaping rate that gives the same NIC rate) with a 90%
-   bootstrap interval (:func:`change_interval`: every point's runs resampled), where the predicted one does (a fine
-   sweep of the simulator over the same range), and their ratio.
+   per workload (graph and model family) and rate the measured and predicted order of its strategies with
+   Kendall's tau (:func:`scipy.stats.kendalltau`) and whether the orders agree wherever measured times differ by
+   more than the run spread; per workload the rate where the measured winner changes (log-interpolated between
+   the measured rates; the unshaped veth counts at its probed rate, as the shaping rate that gives the same NIC
+   rate) with a 90% bootstrap interval (:func:`change_interval`: every point's runs resampled), where the
+   predicted one does (a fine sweep of the simulator over the same range), and their ratio.
 
 Record and replay: ``--record DIR`` keeps what was measured (the probed cluster, every point's run times and its
 median run's trace, ``record.json``) after each round; ``--replay DIR`` calibrates and predicts again from such a folder
@@ -38,14 +41,16 @@ without running anything (a model change can be checked against the same measure
 LABEL`` calibrates on another recorded point (a shaped one at full CPU; the original calibration point is then
 held out like the others).
 
-Needs root with CAP_NET_ADMIN (not with ``--replay``). Takes ~15 minutes with ``--repeats 3 --epochs 4
---rmat-vertices 10000 --quick-probe`` on 2 cores.
+Needs root with CAP_NET_ADMIN (not with ``--replay``). Takes ~14 minutes with ``--bandwidths
+100Mbit/s,1Gbit/s,unshaped --repeats 2 --epochs 4 --rmat-vertices 10000 --quick-probe`` on 2 cores (the six
+strategies: 44 points, 2026-11-30; the three SAGE strategies alone took ~15 minutes at ``--repeats 3`` and the
+default rates).
 
 Usage::
 
     python benchmarks/bench_whatif.py [--calib 1Gbit/s] [--bandwidths 100Mbit/s,300Mbit/s,1Gbit/s,3Gbit/s,unshaped]
-        [--strategies dp,hopgnn,gsplit] [--quota 0.5] [--repeats 2] [--epochs 6] [--rmat-vertices 20000]
-        [--quick-probe] [--record DIR | --replay DIR [--calib-point LABEL]]
+        [--strategies dp,hopgnn,gsplit,neutronstar,hongtu,ppgnn] [--quota 0.5] [--repeats 2] [--epochs 6]
+        [--rmat-vertices 20000] [--quick-probe] [--record DIR | --replay DIR [--calib-point LABEL]]
 """
 
 from __future__ import annotations
@@ -71,9 +76,18 @@ STRATEGY_KNOBS: dict[str, dict[str, Any]] = {"hopgnn": {"num_steps": 2}}
 """Knobs every point of a strategy runs (and is predicted) with: hopgnn keeps its M = 2 steps per iteration (the
 paper's schedule before merging), because its merge controller explores step counts over the first epochs, which a
 short run would measure instead of the steady state the simulator predicts for ``num_steps = None``."""
+FAMILIES = {"dp": "sage", "hopgnn": "sage", "gsplit": "sage", "neutronstar": "gcn-full", "hongtu": "gcn-full",
+            "ppgnn": "sgc"}
+"""The model family each strategy trains on a graph (workload ``<graph>-<family>``): its Cora preset's (the first
+shipped Cora preset it trains, as benchmarks/bench_transfer.py; ``cora-sage``, ``cora-gcn-full``, ``cora-sgc``) and
+the same model and training on the R-MAT graph (:func:`rmat_workload`). Strategies of one family train the same
+model, so their epoch times are compared and ordered."""
+LEGACY_WORKLOADS = {"cora": "cora-sage", "rmat": "rmat-sage"}
+"""Workload names of records made before :data:`FAMILIES` (every strategy trained GraphSAGE): replayed as these."""
 RECORD = "record.json"
 """The measurements file of a ``--record`` folder (``--replay`` reads it)."""
-CPU_THROUGHPUTS = ("gpu.peak_flops_per_s", "gpu.sparse_flops_per_s", "gpu.memory_bandwidth_bytes_per_s",
+CPU_THROUGHPUTS = ("gpu.peak_flops_per_s", "gpu.sparse_flops_per_s", "gpu.weighted_sparse_flops_per_s",
+                   "gpu.memory_bandwidth_bytes_per_s",
                    "gpu.rng_elements_per_s", "host.memory_bandwidth_bytes_per_s",
                    "host.sampling_edges_per_s_per_core", "host.split_items_per_s_per_core",
                    "pcie.bandwidth_bytes_per_s")
@@ -100,15 +114,46 @@ class Point:
         return f"{self.workload} {self.strategy} @{self.rate}{extra}"
 
 
-def rmat_workload(vertices: int, epochs: int) -> Any:
-    """GraphSAGE on an R-MAT graph (edge factor 8, 128-dim features), batch 512, fanouts [10, 10]."""
+def rmat_workload(vertices: int, epochs: int, family: str = "sage") -> Any:
+    """An R-MAT graph (edge factor 8, 128-dim features, 16 classes) trained as ``family`` (:data:`FAMILIES`):
+    ``sage``, GraphSAGE with batch 512 and fanouts [10, 10]; ``gcn-full``, cora-gcn-full's 2-layer GCN full-graph;
+    ``sgc``, cora-sgc's SGC with batch 512.
+
+    Raises:
+        KeyError: an unknown family.
+    """
     from gnnplan.simulator.workload.spec import workload_from_dict
 
+    model, training = {
+        "sage": ({"arch": "sage", "num_layers": 2, "hidden_dim": 64}, {"batch_size": 512, "fanouts": [10, 10]}),
+        "gcn-full": ({"arch": "gcn", "num_layers": 2, "hidden_dim": 16, "dropout": 0.5},
+                     {"mode": "full-graph", "lr": 0.01, "weight_decay": 5.0e-4}),
+        "sgc": ({"arch": "sgc", "num_layers": 1, "hidden_dim": 16, "dropout": 0.0},
+                {"batch_size": 512, "fanouts": [-1], "lr": 0.2, "weight_decay": 2.0e-5})}[family]
     return workload_from_dict({
         "dataset": {"generator": "rmat", "num_vertices": vertices, "edge_factor": 8, "feature_dim": 128,
                     "num_classes": 16, "seed": 0},
-        "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 64},
-        "training": {"batch_size": 512, "fanouts": [10, 10], "num_epochs": epochs}})
+        "model": model, "training": {**training, "num_epochs": epochs}})
+
+
+def workloads_for(strategies: list[str], epochs: int, rmat_vertices: int) -> dict[str, Any]:
+    """Every workload the strategies train (:data:`FAMILIES`), Cora's and R-MAT's, each for ``epochs`` epochs,
+    keyed ``<graph>-<family>``."""
+    from gnnplan.simulator.workload.spec import load_workload
+
+    out = {}
+    for family in dict.fromkeys(FAMILIES[s] for s in strategies):
+        cora = load_workload(f"cora-{family}")
+        out[f"cora-{family}"] = cora.model_copy(
+            update={"training": cora.training.model_copy(update={"num_epochs": epochs})})
+    for family in dict.fromkeys(FAMILIES[s] for s in strategies):
+        out[f"rmat-{family}"] = rmat_workload(rmat_vertices, epochs, family)
+    return out
+
+
+def strategies_of(workload: str, strategies: list[str]) -> list[str]:
+    """The strategies of ``strategies`` that train ``workload`` (``<graph>-<family>``)."""
+    return [s for s in strategies if workload.split("-", 1)[1] == FAMILIES[s]]
 
 
 def with_bandwidth(cluster: Any, bandwidth: float) -> Any:
@@ -204,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calib", default="1Gbit/s")
     parser.add_argument("--bandwidths", default="100Mbit/s,300Mbit/s,1Gbit/s,3Gbit/s,unshaped")
-    parser.add_argument("--strategies", default="dp,hopgnn,gsplit")
+    parser.add_argument("--strategies", default=",".join(FAMILIES))
     parser.add_argument("--quota", type=float, default=0.5)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=6)
@@ -226,15 +271,16 @@ def main(argv: list[str] | None = None) -> int:
     from gnnplan.simulator.io import atomic_write_json
     from gnnplan.simulator.plan import Plan
     from gnnplan.simulator.units_parse import parse_quantity
-    from gnnplan.simulator.workload.spec import load_workload
 
     calib_rate = parse_quantity(args.calib, "bandwidth", "--calib")
     rate_text = args.bandwidths.split(",")
     rates = {t: None if t == "unshaped" else parse_quantity(t, "bandwidth", "--bandwidths") for t in rate_text}
     strategies = args.strategies.split(",")
-    workloads = {"cora": load_workload("cora-sage").model_copy(
-        update={"training": load_workload("cora-sage").training.model_copy(update={"num_epochs": args.epochs})}),
-        "rmat": rmat_workload(args.rmat_vertices, args.epochs)}
+    unknown = [s for s in strategies if s not in FAMILIES]
+    if unknown or "dp" not in strategies:
+        parser.error(f"--strategies: {', '.join(unknown) or 'dp missing'}; allowed: {', '.join(FAMILIES)}, "
+                     "dp among them (the calibration run)")
+    workloads = workloads_for(strategies, args.epochs, args.rmat_vertices)
 
     if args.replay:
         record = json.loads((Path(args.replay) / RECORD).read_text())
@@ -258,9 +304,10 @@ def main(argv: list[str] | None = None) -> int:
             nic = unshaped if rate is None else base.network.bandwidth_bytes_per_s / calib_rate * rate
             return Plan(strategy=strategy, knobs=knobs, num_workers=2, cluster=with_bandwidth(base, nic), workload=wl)
 
-        points: list[Point] = [Point(w, s, text) for w in workloads for text in rates for s in strategies]
-        points += [Point("cora", s, args.calib, quota=args.quota) for s in strategies]
-        points += [Point("cora", "dp", args.calib, knobs=tuple(k.items()))
+        points: list[Point] = [Point(w, s, text) for w in workloads for text in rates
+                               for s in strategies_of(w, strategies)]
+        points += [Point(f"cora-{FAMILIES[s]}", s, args.calib, quota=args.quota) for s in strategies]
+        points += [Point("cora-sage", "dp", args.calib, knobs=tuple(k.items()))
                    for k in ({"cache_fraction": 0.2}, {"batch_size": 32})]
         record: dict[str, Any] = {
             "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"), "calib_rate": calib_rate,
@@ -305,9 +352,9 @@ def analyse(record: dict[str, Any], folder: Path, calib_point: str | None, workl
     probed = cluster_from_dict(record["base_cluster"])
     probed_rate = float(record["calib_rate"])
     unshaped = float(record["unshaped_bytes_per_s"])
-    recorded = [(Point(p["workload"], p["strategy"], p["rate"], p["quota"], tuple(p["knobs"].items())), p)
-                for p in record["points"]]
-    label = calib_point or Point("cora", "dp", record["settings"]["calib"]).label
+    recorded = [(Point(LEGACY_WORKLOADS.get(p["workload"], p["workload"]), p["strategy"], p["rate"], p["quota"],
+                       tuple(p["knobs"].items())), p) for p in record["points"]]
+    label = calib_point or Point("cora-sage", "dp", record["settings"]["calib"]).label
     chosen = [(pt, p) for pt, p in recorded if pt.label == label]
     if not chosen:
         raise SystemExit(f"--calib-point: {label!r} is not a recorded point (one of: "
@@ -352,10 +399,11 @@ def analyse(record: dict[str, Any], folder: Path, calib_point: str | None, workl
     report(rows, workloads, strategies, rates, unshaped / efficiency, cluster_at, kendalltau)
 
 
-def report(rows: list[tuple[Point, Measured, float]], workloads: dict[str, Any], strategies: list[str],
+def report(rows: list[tuple[Point, Measured, float]], workloads: dict[str, Any], all_strategies: list[str],
            rates: dict[str, float | None], unshaped_rate: float, cluster_at: Any, kendalltau: Any) -> None:
-    """The per-point table, MAPE, orders and winner-change rates (module docstring, step 4); ``unshaped_rate``:
-    the shaping rate whose NIC rate is the unshaped veth's probed rate (where the unshaped point sits on the rate
+    """The per-point table, MAPE, orders and winner-change rates (module docstring, step 4), the orders and
+    changes per workload among the strategies that train it (:func:`strategies_of`); ``unshaped_rate``: the
+    shaping rate whose NIC rate is the unshaped veth's probed rate (where the unshaped point sits on the rate
     axis)."""
     print(f"\n{'held-out point':<48} {'meas_ms':>8} {'pred_ms':>8} {'error':>7} {'spread':>7}")
     errors = []
@@ -372,21 +420,24 @@ def report(rows: list[tuple[Point, Measured, float]], workloads: dict[str, Any],
     by = {(pt.workload, pt.rate, pt.strategy): (m, pred) for pt, m, pred in rows if not pt.quota and not pt.knobs}
     print(f"\n{'workload':<6} {'rate':<10} {'measured order':<24} {'predicted order':<24} {'tau':>5} agrees")
     for wname in workloads:
-        meas_t: dict[str, list[float]] = {s: [] for s in strategies}
-        meas_runs: dict[str, list[list[float]]] = {s: [] for s in strategies}
+        members = strategies_of(wname, all_strategies)
+        if len(members) < 2:
+            continue  # one strategy: no order to compare
+        meas_t: dict[str, list[float]] = {s: [] for s in members}
+        meas_runs: dict[str, list[list[float]]] = {s: [] for s in members}
         used = []
         for text, rate in rates.items():
-            cells = {s: by.get((wname, text, s)) for s in strategies}
+            cells = {s: by.get((wname, text, s)) for s in members}
             if any(c is None for c in cells.values()):
                 continue  # the calibration point has no held-out dp row
             ms = {s: c[0] for s, c in cells.items() if c}
             ps = {s: c[1] for s, c in cells.items() if c}
             mo, po = sorted(ms, key=lambda s: ms[s].median_s), sorted(ps, key=ps.__getitem__)
-            tau = kendalltau([ms[s].median_s for s in strategies], [ps[s] for s in strategies]).statistic
+            tau = kendalltau([ms[s].median_s for s in members], [ps[s] for s in members]).statistic
             print(f"{wname:<6} {text:<10} {' < '.join(mo):<24} {' < '.join(po):<24} {tau:>5.2f} "
                   f"{'yes' if order_agrees(ms, ps) else 'NO'}")
             used.append(unshaped_rate if rate is None else rate)
-            for s in strategies:
+            for s in members:
                 meas_t[s].append(ms[s].median_s)
                 meas_runs[s].append(list(ms[s].runs_s))
         order = sorted(range(len(used)), key=used.__getitem__)
@@ -397,7 +448,7 @@ def report(rows: list[tuple[Point, Measured, float]], workloads: dict[str, Any],
         low, high = change_interval(used, meas_runs) if len(used) > 1 else (math.inf, math.inf)
         sweep = [used[0] * (used[-1] / used[0]) ** (i / 200) for i in range(201)] if len(used) > 1 else []
         pred_sweep = {s: [predict_s(cluster_at(r), workloads[wname], s, STRATEGY_KNOBS.get(s, {})) for r in sweep]
-                      for s in strategies}
+                      for s in members}
         predicted_change = winner_change(sweep, pred_sweep) if sweep else None
         ratio = (predicted_change / measured_change if measured_change and predicted_change else None)
         inside = predicted_change is not None and low / 2 <= predicted_change <= high * 2
