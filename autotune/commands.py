@@ -215,7 +215,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     err = report.console(stderr=True)
     res = run_whatif(req, say=None if args.json else err.print)
     out = Path(args.output)
-    paths = wr.write_outputs(res, out, f"gnnplan whatif: {args.cluster} / {args.workload}")
+    paths = wr.write_outputs(res, out, wr.title(res, args.cluster, args.workload))
     if args.json:
         emit_json({"summary": res.summary, "crossovers": res.crossovers, "card_communities": res.card_communities,
                    "card_statistics": res.card_statistics, "peak_rates": res.peak_rates,
@@ -253,11 +253,18 @@ def cmd_card(args: argparse.Namespace) -> int:
     target = folder / f"{args.name}.yaml"
     if target.exists() and not args.force:
         raise SpecError(f"--name: {target} exists; --force replaces it")
+    shipped = card_dirs()[-1] / f"{args.name}.yaml"
+    if folder == card_dirs()[0] and shipped.is_file() and not args.force:
+        raise SpecError(f"--name: {args.name!r} is a card shipped with gnnplan, and a card of that name in {folder} "
+                        f"replaces it in every workload naming card:{args.name}; choose another name, or --force")
     started = time.perf_counter()
     try:
         g = load_dataset(args.dataset)
     except SpecError as exc:  # the dataset is this command's argument, not a workload's field
-        message = str(exc).replace("workload.dataset:", "DATASET:", 1)
+        message = str(exc).replace("workload.dataset:", "DATASET:", 1).replace(
+            "use a dataset card (card:<name>) for statistics without the graph, or a machine with more memory",
+            "measure it on a machine with more memory, or write its card from published figures (the shipped "
+            "cards' layout, simulator/workload/cards/)")  # a card is what this command makes
         if " is neither a preset " in message:  # a card is no graph to measure: do not offer the cards
             message = (f"DATASET: {args.dataset!r} is neither a bundled graph ({', '.join(PRESETS)}) nor an existing "
                        "folder in the OGB raw layout (CSV or npz)")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 import warnings
 from collections.abc import Iterator
@@ -380,5 +381,18 @@ def best_result(study: optuna.Study, workload: WorkloadSpec) -> tuple[dict[str, 
         changed = best.user_attrs.get("workload")
         return dict(best.user_attrs["result"]), workload_from_dict(changed) if changed else workload
     except ValueError:
-        raise SpecError("tune: no feasible configuration found (every trial ran out of memory); "
-                        "use a larger cluster or a smaller model/batch") from None
+        closest = closest_infeasible(study)
+        raise SpecError("tune: no feasible configuration found (every trial ran out of memory"
+                        + (f"; the closest, {closest}" if closest else "")
+                        + "); use a larger cluster or a smaller model/batch") from None
+
+
+def closest_infeasible(study: optuna.Study) -> str | None:
+    """The finished trial whose memory exceeds its budget by the least (its ``memory_excess_bytes``
+    constraint), as ``strategy: reason``; None when no trial finished."""
+    done = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE and "result" in t.user_attrs]
+    if not done:
+        return None
+    closest = min(done, key=lambda t: max(t.system_attrs.get("constraints") or (math.inf,)))
+    result = closest.user_attrs["result"]
+    return f"{result['strategy']}: {result.get('reason') or 'infeasible'}"

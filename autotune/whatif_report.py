@@ -40,13 +40,33 @@ def summary_table(res: WhatifResult) -> Table:
         t.add_column("winner over proxy draws")
         t.add_column("draws it wins")
     for s in res.summary:
-        cells = [*s["labels"], s["winner"] or "none feasible", fmt_s(s["winner_epoch_time_s"]),
+        cells = [*s["labels"], s["winner"] or none_feasible(res, s["point"]), fmt_s(s["winner_epoch_time_s"]),
                  s["runner_up"] or "-", fmt_s(s["runner_up_epoch_time_s"]),
                  f"{s['speedup']:.2f}x" if s["speedup"] else "-"]
         if draws:
             cells += _draw_cells(res, s)
         t.add_row(*cells)
     return t
+
+
+def none_feasible(res: WhatifResult, point: int) -> str:
+    """The winner cell of a point where no strategy fits: why the first candidate does not (the CSV's ``reason``
+    column has every candidate's)."""
+    reasons = [(r["strategy"], r["reason"]) for r in res.rows if r["point"] == point and r["reason"]]
+    if not reasons:
+        return "none feasible"
+    more = f"; {len(reasons) - 1} more in the CSV" if len(reasons) > 1 else ""
+    return f"none feasible ({reasons[0][0]}: {reasons[0][1]}{more})"
+
+
+def title(res: WhatifResult, cluster: object, workload: object) -> str:
+    """The chart's title: the base cluster and workload (a preset name, a YAML path or a spec's name), or for a
+    spec varied whole (``--vary cluster=A,B``) its values."""
+    named = {"cluster": str(getattr(cluster, "name", cluster)), "workload": str(getattr(workload, "name", workload))}
+    for axis in res.axes:
+        if not axis.path and axis.target in named:
+            named[axis.target] = f"{axis.target} = {', '.join(axis.labels)}"
+    return f"gnnplan whatif: {named['cluster']} / {named['workload']}"
 
 
 def _draw_cells(res: WhatifResult, s: dict[str, Any]) -> list[str]:
@@ -81,9 +101,13 @@ def crossover_lines(res: WhatifResult) -> list[str]:
         one = len(absent) == 1
         why = (f" ({' and '.join(absent)} {'is' if one else 'are'} not among the other point's candidates: "
                f"{'it cannot run its workload' if one else 'neither can run the other workload'})" if absent else "")
-        lines.append(f"crossover along {axis.field}: {c['from_winner'] or 'none feasible'} -> "
-                     f"{c['to_winner'] or 'none feasible'} between "
-                     f"{a['labels'][c['axis']]} and {b['labels'][c['axis']]}{at}{why}")
+        between = f"{a['labels'][c['axis']]} and {b['labels'][c['axis']]}{at}"
+        if c["from_winner"] is None or c["to_winner"] is None:  # a feasibility change, not a change of winner
+            won, fits, fails = ((c["to_winner"], b, a) if c["from_winner"] is None else (c["from_winner"], a, b))
+            lines.append(f"along {axis.field}: no strategy fits at {fails['labels'][c['axis']]}, {won} wins at "
+                         f"{fits['labels'][c['axis']]}{at}")
+            continue
+        lines.append(f"crossover along {axis.field}: {c['from_winner']} -> {c['to_winner']} between {between}{why}")
     return lines
 
 

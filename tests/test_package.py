@@ -83,6 +83,15 @@ def test_api_whatif_sweeps_a_field(tmp_path: Path) -> None:
                          trials=3, output=tmp_path)
     assert len(out["summary"]) == 2 and (tmp_path / "whatif.html").is_file()
     assert {r["strategy"] for r in out["rows"]} >= {"neutronstar"}
+    # the CLI's --allow-model-change: ppgnn (SGC, SIGN) competes on GraphSAGE's workload; and --cluster-set,
+    # applied at every point: with 1 MB of GPU memory nothing fits
+    for sets, fits in (([], True), (["gpu.memory_bytes=1MB"], False)):
+        out = gnnplan.whatif("4x-a100-10gbe", "cora-sage", ["network.bandwidth_bytes_per_s=1Gbit/s,100Gbit/s"],
+                             trials=2, cluster_set=sets, allow_model_change=True, strategies=["ppgnn"])
+        assert {r["strategy"] for r in out["rows"]} == {"ppgnn/sgc", "ppgnn/sign"}
+        assert {r["feasible"] for r in out["rows"]} == {fits}
+    with pytest.raises(SpecError, match="^cluster_set: "):
+        gnnplan.whatif("4x-a100-10gbe", "cora-sage", ["num_machines=1,2"], trials=1, cluster_set=["bogus"])
 
 
 def test_a_module_importing_dgl_needs_no_backend_in_the_environment() -> None:

@@ -30,7 +30,7 @@ def estimated(card: str, statistics: dict[str, str], seed: int = PROXY_SEED,
     c = load_card(card)
     spec = proxy_spec(c, seed=seed)
     sc = proxy_scale(c, spec)
-    out = {"card": card, "sizes": "published (card, exact)",
+    out = {"card": card, "sizes": f"the card's, exact ({c.num_vertices.source})",
            "proxy": {"generator": "sbm (degree-corrected, simulator/workload/sbm.py)", "name": spec.name, "draw": seed,
                      "num_vertices": sc.proxy_vertices, "num_edges": sc.proxy_edges,
                      "vertex_factor": sc.vertex_factor, "edge_factor": sc.edge_factor,
@@ -156,7 +156,7 @@ STRATEGY_STATISTICS = {
 
 def strategy_statistics(strategy: str, needs_sample_stats: bool) -> dict[str, str]:
     """Statistic -> how it is estimated from a card, for one strategy (the ``statistics`` of :func:`estimated`)."""
-    out = {"dataset_summary": "the card's published sizes (exact)"}
+    out = {"dataset_summary": "the card's sizes (exact: the source of each is in the card)"}
     if needs_sample_stats:
         out["sample_stats"] = SAMPLE_STATS_RULE
     out.update(STRATEGY_STATISTICS.get(strategy, {}))

@@ -155,9 +155,10 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
                         checkpoint_dir=checkpoint_dir, resume=resume, gpus_per_machine=gpus_per_machine)
 
 
-def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequence[str] | None = None,
-           trials: int = 16, seed: int = 0, output: str | Path | None = None,
-           proxy_draws: int = 1) -> dict[str, Any]:
+def whatif(cluster: str | ClusterSpec, workload: str, vary: Sequence[str], *,
+           strategies: Sequence[str] | None = None, trials: int = 16, seed: int = 0,
+           output: str | Path | None = None, proxy_draws: int = 1, cluster_set: Sequence[str] = (),
+           allow_model_change: bool = False) -> dict[str, Any]:
     """Sweep cluster or workload fields over every allowed strategy, knobs tuned per point (``gnnplan whatif``).
 
     Args:
@@ -169,6 +170,10 @@ def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequ
         output: folder for ``whatif.csv``, ``whatif.json`` and ``whatif.html`` (None = write nothing).
         proxy_draws: where the dataset is a card, the proxy draws each tuned configuration is simulated on (the
             named draw K and K + 1, ...; ``--proxy-draws``).
+        cluster_set: ``FIELD=VALUE`` changes applied to the cluster at every point, unit-aware
+            (``["num_machines=4"]``; ``--cluster-set``).
+        allow_model_change: let a strategy that trains another model (ppgnn's SGC/SIGN) compete
+            (``--allow-model-change``).
 
     Returns:
         ``{rows, summary, crossovers}``: one row per point and strategy (best epoch time, knobs; with
@@ -183,16 +188,18 @@ def whatif(cluster: str, workload: str, vary: Sequence[str], *, strategies: Sequ
     from gnnplan.autotune import whatif_report as wr
     from gnnplan.autotune.whatif import WhatifRequest, parse_axes, run_whatif
 
-    with api_args.as_arguments("vary", "strategies", "trials", "seed", "proxy_draws", "output"):
+    with api_args.as_arguments("vary", "strategies", "trials", "seed", "proxy_draws", "output", "cluster_set"):
         axes = parse_axes(api_args.texts("vary", vary))
         req = WhatifRequest(cluster, workload, axes, api_args.names("strategies", strategies),
                             api_args.positive_count("trials", trials), api_args.seed("seed", seed),
+                            allow_model_change=bool(allow_model_change),
+                            cluster_sets=api_args.texts("cluster_set", cluster_set) if cluster_set else [],
                             proxy_draws=api_args.positive_count("proxy_draws", proxy_draws))
         if output is not None:  # as the CLI's -o: the folder and the files it will replace, before the sweep
             wr.check_outputs(output, "output")
         res = run_whatif(req)
     if output is not None:
-        wr.write_outputs(res, Path(output), f"gnnplan whatif: {cluster} / {workload}")
+        wr.write_outputs(res, Path(output), wr.title(res, cluster, workload))
     return {"rows": res.rows, "summary": res.summary, "crossovers": res.crossovers}
 
 

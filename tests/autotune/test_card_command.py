@@ -3,9 +3,11 @@ one-line refusals that leave the cards folder as it was."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -93,6 +95,25 @@ def test_an_existing_card_is_replaced_only_with_force(tmp_path: Path, capsys: py
     assert cards.card_from_dict(yaml.safe_load(target.read_text()), where="x").name == "mine"
 
 
+def test_a_shipped_cards_name_needs_force(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A card written into the user's cards folder under a shipped card's name replaces the shipped one for every
+    workload (cards.card_dirs): ``gnnplan card`` refuses that without ``--force``, and the card it writes then says
+    where its sizes come from (measured here), not that they are published."""
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path / "home"))
+    assert main(["card", "cora", "--name", "ogbn-arxiv"]) == 2
+    err = capsys.readouterr().err
+    assert "--name: 'ogbn-arxiv' is a card shipped with gnnplan" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "home" / "cards").exists() and cards.load_card("ogbn-arxiv").num_vertices.value == 169343
+    assert main(["card", "cora", "--name", "ogbn-arxiv", "--force", "--structure", "none"]) == 0
+    card = cards.load_card("ogbn-arxiv")
+    assert card.num_vertices.value == 2708
+    wl = workload_from_dict({"dataset": "card:ogbn-arxiv", "model": {"arch": "sage", "num_layers": 2, "hidden_dim": 16},
+                             "training": {"batch_size": 64, "fanouts": [5, 5]}})
+    est = simulate("2x4-a100-nvlink3-200gbib", wl, "dp", {"partitioner": "random"}).to_json_dict()["estimated"]
+    assert est["sizes"] == f"the card's, exact ({card.num_vertices.source})" and "measured" in est["sizes"]
+
+
 def test_tune_on_a_card_without_a_block_model_prints_its_caveat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """A card that keeps only the Louvain communities' number and mixing: ``tune`` prints under its table what
@@ -114,3 +135,26 @@ def test_tune_on_a_card_without_a_block_model_prints_its_caveat(tmp_path: Path, 
         assert (f"{dataset}: the proxy's communities: planted from the card: 17 communities of equal size mixed "
                 f"uniformly, mixing mu 0.1171 (no block model); {MIXING_ONLY_EFFECT}" in out) is shown, out
         assert ("the proxy's communities" in out) is shown
+
+
+def test_a_graph_beyond_host_memory_gets_advice_for_making_its_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """The loader's one line for a graph that will not fit advises a dataset card; ``gnnplan card`` is making one,
+    so it says how else to get one, and writes nothing."""
+    from gnnplan.simulator.workload import datasets
+
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(datasets, "available_host_bytes", lambda: 1.0)
+    folder = tmp_path / "g"
+    (folder / "raw").mkdir(parents=True)
+    (folder / "split" / "x").mkdir(parents=True)
+    np.savez(folder / "raw" / "data.npz", edge_index=np.array([[0, 1], [1, 0]]), num_nodes_list=np.array([2]),
+             num_edges_list=np.array([2]), node_feat=np.zeros((2, 4), dtype=np.float32))
+    np.savez(folder / "raw" / "node-label.npz", node_label=np.zeros((2, 1)))
+    for part in ("train", "valid", "test"):
+        with gzip.open(folder / "split" / "x" / f"{part}.csv.gz", "wt") as fh:
+            fh.write("0\n")
+    assert main(["card", str(folder), "--name", "mine"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "host memory" in err and "measure it on a machine with more memory" in err and "card:<name>" not in err
+    assert not (tmp_path / "home" / "cards").exists()

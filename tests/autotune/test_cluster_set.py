@@ -85,3 +85,17 @@ def test_tune_tunes_for_the_changed_cluster(tmp_path: Path, capsys: pytest.Captu
 def test_unknown_top_level_field_lists_the_allowed_ones() -> None:
     with pytest.raises(SpecError, match=r"no 'netwrk'; allowed: name, num_machines, gpus_per_machine, gpu"):
         with_fields(load_cluster("dgx-a100"), ["netwrk=1"], "--cluster-set")
+
+
+def test_tune_where_nothing_fits_names_the_closest_trial(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every trial over its memory: one line, exit 2, naming the trial over by the least and why (simulate's
+    reason), no plan written."""
+    plan = tmp_path / "plan.yaml"
+    code = main(["tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "dp,gsplit",
+                 "--trials", "4", "--cluster-set", "gpu.memory_bytes=1MB", "--storage",
+                 f"sqlite:///{tmp_path / 's.db'}", "-o", str(plan)])
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the trials' progress bar
+    assert code == 2 and not plan.exists()
+    assert "tune: no feasible configuration found (every trial ran out of memory; the closest, dp: " in err \
+        or "tune: no feasible configuration found (every trial ran out of memory; the closest, gsplit: " in err
+    assert "out of GPU memory" in err or "out of host memory" in err

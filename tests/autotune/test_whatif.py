@@ -225,6 +225,23 @@ def test_a_point_where_nothing_fits_has_no_winner(tmp_path: Path, capsys: pytest
         rows = list(csv.DictReader(f))
     assert (rows[0]["feasible"], rows[0]["epoch_time_s"]) == ("False", "")
     assert "memory" in rows[0]["reason"]
+    # the table says why, and the change is told as one of feasibility, not of winner
+    assert main(["whatif", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "dp",
+                 "--vary", "gpu.memory_bytes=1MB,40GB", "--trials", "2", "-o", str(tmp_path)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"none feasible (dp: {rows[0]['reason']}".replace("\n", " ")[:40] in text
+    assert "along gpu.memory_bytes: no strategy fits at 1MB, dp wins at 40GB" in text and "crossover" not in text
+
+
+def test_the_chart_title_names_the_clusters_a_sweep_varies_whole(tmp_path: Path) -> None:
+    from gnnplan.autotune import whatif_report as wr
+    from gnnplan.autotune.whatif import WhatifResult
+
+    whole, field = parse_axis("cluster=4x-t4-10gbe,4x-a100-10gbe"), parse_axis("num_machines=2,4")
+    assert wr.title(WhatifResult([whole], [], [], []), "4x-t4-10gbe", "cora-sage") == \
+        "gnnplan whatif: cluster = 4x-t4-10gbe, 4x-a100-10gbe / cora-sage"
+    assert wr.title(WhatifResult([field], [], [], []), load_cluster("4x-t4-10gbe"), "cora-sage") == \
+        "gnnplan whatif: 4x-t4-10gbe / cora-sage"
 
 
 def test_draw_refs_count_on_from_the_named_draw() -> None:
