@@ -192,7 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "hours); none)")
     p.add_argument("-o", "--output", help="cards folder to write into (default: $GNNPLAN_HOME/cards, where "
                                           "workload.dataset looks)")
-    p.add_argument("--force", action="store_true", help="replace a card of that name in the folder")
+    p.add_argument("--force", action="store_true", help="replace a card of that name in the folder, or write one "
+                                                        "under a shipped card's name (it then replaces the shipped "
+                                                        "one in every workload)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=c.cmd_card)
 
