@@ -81,6 +81,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _has_cuda() -> bool:
+    """Whether a CUDA device is visible to this process."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``gnnplan run PLAN``: real training, traced."""
     from gnnplan.executor.runner import default_gpus_per_machine, run_plan
@@ -100,6 +107,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"note: running as {counted(shape[0], 'machine')} x {counted(shape[1], 'worker')}; the plan was tuned "
             f"for {counted(planned[0], 'machine')} x {counted(planned[1], 'GPU')} of {plan.cluster.name}, so its "
             "prediction is not this run's (the trace records the layout run)")
+    if not args.json and not plan.cluster.gpu.is_host_cpu and not _has_cuda():
+        report.console(stderr=True).print(
+            f"note: the plan is for {plan.cluster.name}'s {plan.cluster.gpu.model} GPUs and this machine has no CUDA "
+            "device, so its workers compute on the CPU: the plan's prediction is not this run's (the trace records "
+            "the device; calibrate it against local)")
     if args.emulate:
         res = _run_emulated(args, plan)
     elif args.cpu_quota is not None or args.memory_limit is not None or args.bandwidth is not None:

@@ -140,11 +140,37 @@ def prepare(options: Checkpointing, plan: Plan) -> Checkpointing:
     except (OSError, ValueError):
         raise SpecError(f"--resume: {root} holds no checkpoints ({RUN_FILE} missing or unreadable)") from None
     if recorded.get("plan") != fingerprint(plan):
-        raise SpecError(f"--resume: the checkpoints in {root} belong to another plan (strategy, knobs, cluster "
-                        "or workload differ)")
-    if not complete_epochs(root, plan.num_workers):
+        what = differing(recorded.get("plan"), fingerprint(plan))
+        raise SpecError(f"--resume: the checkpoints in {root} belong to another plan ({what} differ)")
+    done = complete_epochs(root, plan.num_workers)
+    if not done:
         raise SpecError(f"--resume: {root} holds no complete checkpoint of all {plan.num_workers} ranks")
+    wanted = plan.workload.training.num_epochs
+    if done[-1] + 1 > wanted:
+        raise SpecError(f"--epochs: the run in {root} has done {done[-1] + 1} epochs already, more than {wanted}; "
+                        f"resume with --epochs above {done[-1] + 1} to train more")
     return dataclasses.replace(options, every=options.every or int(recorded.get("every", 0)))
+
+
+def differing(recorded: Any, current: dict[str, Any]) -> str:
+    """What differs between a checkpoint folder's plan and this run's (both :func:`fingerprint`\ s): the
+    number of workers and the cluster's shape (machines, GPUs per machine: a run with other ``--nprocs`` or
+    ``--gpus-per-machine``), else the top-level fields that differ."""
+    if not isinstance(recorded, dict):
+        return "the plan"
+    shape = ("num_workers",), ("cluster", "num_machines"), ("cluster", "gpus_per_machine")
+
+    def at(data: dict[str, Any], path: tuple[str, ...]) -> Any:
+        for key in path:
+            data = data.get(key, {}) if isinstance(data, dict) else {}
+        return data
+
+    if any(at(recorded, p) != at(current, p) for p in shape):
+        return (f"the workers: {at(recorded, shape[0])} as {at(recorded, shape[1])} machine(s) x "
+                f"{at(recorded, shape[2])} there, {at(current, shape[0])} as {at(current, shape[1])} x "
+                f"{at(current, shape[2])} here")
+    keys = sorted(k for k in set(recorded) | set(current) if recorded.get(k) != current.get(k))
+    return ", ".join(keys) or "the plan"
 
 
 def rng_state() -> dict[str, torch.Tensor]:

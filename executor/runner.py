@@ -87,11 +87,13 @@ def resolved_plan(plan: Plan, num_machines: int, gpus_per_machine: int, epochs: 
         SpecError: a strategy without executor, invalid knobs, an unsupported workload, fewer seeds per
             iteration than workers, or ``epochs < 1``.
     """
+    from gnnplan.simulator.api import coerce_knobs
+
     module = get_executor(plan.strategy)
-    try:
-        knobs = module.Knobs.model_validate(plan.knobs)
-    except ValueError as exc:
-        raise SpecError(f"plan.knobs: {str(exc).splitlines()[-1].strip()}") from None
+    try:  # the knob, its value and what it accepts, as simulate --set says them
+        knobs = module.Knobs.model_validate(coerce_knobs(plan.strategy, plan.knobs).model_dump())
+    except SpecError as exc:
+        raise SpecError(f"plan.{exc}") from None
     check_workload(get_strategy(plan.strategy), plan.workload)
     check_trainable(plan.workload)
     runnable = getattr(module, "check_knobs", None)  # knobs the simulator accepts but the executor cannot run
@@ -263,6 +265,7 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
         return None
     result = summarise(plan, records, time.perf_counter() - started)
     result["threads"] = dataclasses.asdict(current_threads())
+    result["device"] = device_model(topo.device)
     result["resumed_from_epoch"] = resumed
     if saving.every:
         result["checkpoint_dir"] = saving.directory
@@ -270,6 +273,17 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
     result["trace"] = str(path)
     save(path, [s for spans in gathered for s in spans], trace_metadata(plan, result))
     return result
+
+
+def device_model(device: torch.device) -> str:
+    """What rank 0 computed on: the CUDA device's name, else this machine's CPU model (``/proc/cpuinfo``, as
+    ``gnnplan probe`` names it), recorded in a run's results as ``device``; calibration compares it with the
+    cluster it fits (a plan for another cluster's GPUs runs on this CPU when there is no CUDA device)."""
+    if device.type == "cuda":
+        return str(torch.cuda.get_device_name(device))
+    from gnnplan.executor.probe_host import cpu_model
+
+    return f"{cpu_model()} (CPU)"
 
 
 def resume_offset_s(earlier: list[Any]) -> float:

@@ -105,6 +105,8 @@ class _Trace:
     epoch_times_s: dict[int, float]
     split: EpochSplit
     evaluation_times_s: dict[int, float]
+    device: str | None = None
+    """What the run computed on (its results' ``device``; None in traces from before 2026-11-30)."""
 
 
 def _default_simulate(cluster: ClusterSpec, plan: Plan) -> SimResult:
@@ -134,8 +136,9 @@ def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: 
         measured = float(np.median(epochs)) if epochs else float("nan")
     timed = epoch_times_s(spans)
     split = split_epochs({s.epoch for s in spans}, timed, results.get("measured_epochs"), timed)
+    device = results.get("device")
     return _Trace(name, plan, float(measured), shaped_like(cluster, plan), spans, get_strategy(plan.strategy), timed,
-                  split, evaluation_times_s(results))
+                  split, evaluation_times_s(results), str(device) if device else None)
 
 
 def _row_spans(rule: PhaseRule, spans: list[Span]) -> list[Span]:
@@ -337,9 +340,10 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
         ``fit`` {cost, num_residuals, rounds, message, noise_s, prior_width_factor, unpriced_phases} and
         ``memory``: ``host.process_bytes`` fitted to the traces' measured peak host memory, with its held-out
         errors (:func:`~gnnplan.simulator.calibrate_memory.calibrate_memory`; the calibrated cluster carries it
-        when a trace measured its peak); ``other_machines`` {name: "cluster (GPU model)"}: the traces whose plan's
-        cluster has another GPU model than ``cluster`` (a run on this machine fitted into a catalogue preset: the
-        fit moves that preset's parameters toward another machine's).
+        when a trace measured its peak); ``other_machines`` {name: where it ran (:func:`ran_on`)}: the traces
+        that did not run on the device ``cluster`` models (:func:`ran_here`: its recorded device, else its plan's
+        GPU model; a run on this machine fitted into a catalogue preset: the fit moves that preset's parameters
+        toward another machine's).
 
     Raises:
         SpecError: no traces, a trace without a plan or of an unknown strategy, or no span that informs any
@@ -385,10 +389,25 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
                      "configurations": held_out_configurations(traces, cal.fitted_cluster, predict, before)},
         "fit": {**result.info, "unpriced_phases": sorted(cal.unpriced)},
         "memory": memory,
-        "other_machines": {t.name: f"{t.plan.cluster.name} ({t.plan.cluster.gpu.model})" for t in traces
-                           if t.plan.cluster.gpu.model != base.gpu.model},
+        "other_machines": {t.name: ran_on(t) for t in traces if not ran_here(t, base)},
     }
     return calibrated, report
+
+
+def ran_on(t: _Trace) -> str:
+    """Where trace ``t``'s run computed: its recorded device, else its plan's cluster and GPU model."""
+    if t.device is not None:
+        return f"{t.device} (its plan: {t.plan.cluster.name})"
+    return f"{t.plan.cluster.name} ({t.plan.cluster.gpu.model})"
+
+
+def ran_here(t: _Trace, base: ClusterSpec) -> bool:
+    """Whether trace ``t``'s run computed on the kind of device ``base`` models: the recorded device names
+    ``base``'s GPU model (a CPU run records the CPU's name, as the probe writes it), or without a record its plan's
+    GPU model is ``base``'s."""
+    if t.device is not None:
+        return t.device.removesuffix(" (CPU)") == base.gpu.model or base.gpu.model in t.device
+    return t.plan.cluster.gpu.model == base.gpu.model
 
 
 def _calibrated_cluster(base: ClusterSpec, result: FitResult, names: list[str]) -> ClusterSpec:

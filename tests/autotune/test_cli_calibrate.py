@@ -86,3 +86,25 @@ def test_calibrate_prints_the_held_out_peak_host_memory(tmp_path: Path, capsys: 
         assert r["predicted_bytes"] - r["measured_host_bytes"] == pytest.approx(other - own)
         assert r["predicted_before_bytes"] == pytest.approx(r["measured_host_bytes"] - own)
         assert f"{(r['predicted_bytes'] / r['measured_host_bytes'] - 1) * 100:+.1f}%" in text
+
+
+def test_the_note_follows_the_device_a_run_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A plan for a GPU cluster run on this CPU records the CPU as its ``device``: calibrating it into that GPU
+    cluster says where it ran, into a cluster of that CPU (as ``gnnplan probe`` names it) says nothing. (Until
+    2026-11-30 the note compared the plan's GPU model: silent for the GPU cluster, wrong for the CPU's.)"""
+    trace = tmp_path / "t.json"
+    assert main(["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp",
+                 "--trace", str(trace), "--json"]) == 0
+    capsys.readouterr()
+    spans, meta = read_trace(trace)
+    write_trace(trace, spans, {**meta, "source": "executor",
+                               "results": {**meta.get("results", {}), "device": "Some CPU Model (CPU)"}})
+    assert main(["calibrate", str(trace), "--cluster", "4x-a100-10gbe", "-o", str(tmp_path / "a.yaml")]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "note: t.json ran on Some CPU Model (CPU) (its plan: 4x-a100-10gbe), not on 4x-a100-10gbe's" in \
+        text.replace(str(trace), "t.json")
+    cpu = load_cluster("4x-a100-10gbe").to_yaml_dict()
+    cpu["gpu"]["model"], cpu["gpu"]["is_host_cpu"] = "Some CPU Model", True
+    (tmp_path / "cpu.yaml").write_text(json.dumps(cpu))
+    assert main(["calibrate", str(trace), "--cluster", str(tmp_path / "cpu.yaml"), "-o", str(tmp_path / "b.yaml")]) == 0
+    assert "note:" not in capsys.readouterr().out

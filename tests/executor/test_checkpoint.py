@@ -68,8 +68,13 @@ def test_interrupted_run_resumes_to_the_uninterrupted_weights(tmp_path: Path, st
     with pytest.raises(SpecError, match="holds checkpoints of an earlier run; continue it with --resume"):
         run_plan(plan, checkpoint_dir=ckpt, **common)
     other = plan.model_copy(update={"cluster": plan.cluster.model_copy(update={"name": "another-cluster"})})
-    with pytest.raises(SpecError, match="belong to another plan"):
+    with pytest.raises(SpecError, match=r"belong to another plan \(cluster differ\)"):
         run_plan(other, checkpoint_dir=ckpt, resume=True, **common)
+    # another worker count says so; fewer epochs than the run has done are refused, not ignored (2026-11-30)
+    with pytest.raises(SpecError, match=r"\(the workers: 2 as 2 machine\(s\) x 1 there, 1 as 1 x 1 here differ\)"):
+        run_plan(plan, nprocs=1, checkpoint_dir=ckpt, resume=True, **common)
+    with pytest.raises(SpecError, match=f"^--epochs: the run in .* has done {EPOCHS} epochs already, more than 1; "):
+        run_plan(plan, epochs=1, checkpoint_dir=ckpt, resume=True, **common)
 
 
 def test_checkpoint_options_are_checked_before_any_worker_starts(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import pytest
 from executor_workers import make_plan
 
 from gnnplan.executor.launch import free_port
+from gnnplan.executor.probe_host import cpu_model
 from gnnplan.executor.runner import run_plan
 from gnnplan.executor.threads import cpu_count
 from gnnplan.simulator.calibrate import calibrate_files
@@ -27,7 +28,8 @@ from gnnplan.simulator.trace_merge import one_epoch
 from gnnplan.simulator.workload.model_cost import Block, inference_layer_kernels, layer_dims
 from gnnplan.simulator.workload.spec import load_workload
 
-RUN_KEYS = {"epoch_time_s", "epoch_times_s", "loss", "val_accuracy", "test_accuracy", "bytes_per_epoch", "trace"}
+RUN_KEYS = {"epoch_time_s", "epoch_times_s", "loss", "val_accuracy", "test_accuracy", "bytes_per_epoch", "trace",
+            "device"}
 ITERATION_PHASES = {"sample", "load", "fetch", "forward", "backward", "all_reduce", "optimizer", "iteration"}
 
 
@@ -41,6 +43,7 @@ def test_gcn_on_cora_reaches_kipf_accuracy(tmp_path: Path) -> None:
     seen: list[dict] = []
     res = run_plan(plan_for("cora-gcn", 1), trace_dir=tmp_path, progress=False, on_epoch=seen.append)
     assert RUN_KEYS <= set(res)
+    assert res["device"] == f"{cpu_model()} (CPU)"  # what it computed on: this machine has no CUDA device
     assert res["num_epochs"] == len(res["epoch_times_s"]) == len(seen) == 200
     assert [r["epoch"] for r in seen] == list(range(200))
     assert res["num_iterations"] == 1
@@ -190,8 +193,12 @@ def test_simulated_only_strategy_is_a_spec_error(monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"knobs": {"cache_fraction": 2.0}}, "plan.knobs"),
-    ({"knobs": {"cache": 0.1}}, "plan.knobs"),
+    # the knob, its value and what it accepts (until 2026-11-30 only pydantic's "For further information" URL)
+    ({"knobs": {"cache_fraction": 2.0}},
+     r"^plan\.knobs: cache_fraction=2\.0 is invalid for strategy dp; cache_fraction must be a number in \[0, 1\]$"),
+    ({"knobs": {"cache": 0.1}}, r"^plan\.knobs: unknown knob 'cache' for strategy dp; allowed: cache_fraction, "),
+    ({"strategy": "neutronstar", "knobs": {"mode": "foo"}},
+     r"^plan\.knobs: mode='foo' is invalid for strategy neutronstar; mode must be one of "),
     ({"strategy": "hopgnn", "knobs": {"micrograph": False, "num_sampler_workers": 1}},
      "knobs.num_sampler_workers: the naive variant"),
     ({"knobs": {"graph_structure": "partitioned", "num_sampler_workers": 2}},

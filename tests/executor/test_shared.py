@@ -224,5 +224,14 @@ def test_gnnplan_run_says_when_it_runs_another_layout_than_the_plans(tmp_path: P
     assert main(["run", str(path), "--epochs", "1", "--gpus-per-machine", "1"]) == 0
     err = " ".join(capsys.readouterr().err.split())
     assert "note: running as 2 machines x 1 worker; the plan was tuned for 1 machine x 2 GPUs of" in err
-    assert main(["run", str(path), "--epochs", "1"]) == 0  # the plan's own layout: no note
+    assert main(["run", str(path), "--epochs", "1"]) == 0  # the plan's own layout: no note of it
+    err = " ".join(capsys.readouterr().err.split())
+    assert "running as" not in err
+    # the plan's cluster has GPUs and this machine none (CI, the development machine): said (2026-11-30) ...
+    assert "note: the plan is for 4x-a100-10gbe's A100-SXM4-40GB GPUs and this machine has no CUDA device" in err
+    # ... and not for a plan of CPU workers
+    cpu = plan.cluster.model_copy(update={"num_machines": 1, "gpus_per_machine": 2, "gpu": plan.cluster.gpu.model_copy(
+        update={"is_host_cpu": True})})
+    assert main(["run", str(save_plan(tmp_path / "cpu.yaml", plan.model_copy(update={"cluster": cpu}))),
+                 "--epochs", "1"]) == 0
     assert "note:" not in capsys.readouterr().err
