@@ -107,11 +107,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"note: running as {counted(shape[0], 'machine')} x {counted(shape[1], 'worker')}; the plan was tuned "
             f"for {counted(planned[0], 'machine')} x {counted(planned[1], 'GPU')} of {plan.cluster.name}, so its "
             "prediction is not this run's (the trace records the layout run)")
-    if not args.json and not plan.cluster.gpu.is_host_cpu and not _has_cuda():
-        report.console(stderr=True).print(
-            f"note: the plan is for {plan.cluster.name}'s {plan.cluster.gpu.model} GPUs and this machine has no CUDA "
-            "device, so its workers compute on the CPU: the plan's prediction is not this run's (the trace records "
-            "the device; calibrate it against local)")
     if args.emulate:
         res = _run_emulated(args, plan)
     elif args.cpu_quota is not None or args.memory_limit is not None or args.bandwidth is not None:
@@ -119,6 +114,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         res = run_plan(plan, nprocs=args.nprocs, epochs=args.epochs, trace_dir=args.trace_dir,
                        progress=not args.json, gpus_per_machine=per_machine, **_fault_options(args))
+    if not args.json and not plan.cluster.gpu.is_host_cpu and not _has_cuda():  # after the run: a bad flag's
+        report.console(stderr=True).print(  # error stays the one line printed
+            f"note: the plan is for {plan.cluster.name}'s {plan.cluster.gpu.model} GPUs and this machine has no CUDA "
+            "device, so its workers computed on the CPU: the plan's prediction is not this run's (the trace records "
+            "the device; calibrate it against local)")
     if args.json:
         emit_json(res)
     else:
