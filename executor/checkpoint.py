@@ -153,7 +153,7 @@ def prepare(options: Checkpointing, plan: Plan) -> Checkpointing:
 
 
 def differing(recorded: Any, current: dict[str, Any]) -> str:
-    """What differs between a checkpoint folder's plan and this run's (both :func:`fingerprint`\ s): the
+    """What differs between a checkpoint folder's plan and this run's (both as :func:`fingerprint` gives them): the
     number of workers and the cluster's shape (machines, GPUs per machine: a run with other ``--nprocs`` or
     ``--gpus-per-machine``), else the top-level fields that differ."""
     if not isinstance(recorded, dict):
