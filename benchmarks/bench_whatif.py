@@ -71,6 +71,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 from measure import Measured, load_average, measure, probe_emulated_cluster  # noqa: E402
+from whatif_orders import change_interval, order_agrees, rate_text, winner_change  # noqa: E402
 
 STRATEGY_KNOBS: dict[str, dict[str, Any]] = {"hopgnn": {"num_steps": 2}}
 """Knobs every point of a strategy runs (and is predicted) with: hopgnn keeps its M = 2 steps per iteration (the
@@ -189,60 +190,6 @@ def predict_s(cluster: Any, workload: Any, strategy: str, knobs: dict[str, Any])
     from gnnplan.simulator.api import simulate
 
     return simulate(cluster, workload, strategy, knobs).epoch_time_s
-
-
-def winner_change(rates: list[float], times: dict[str, list[float]]) -> float | None:
-    """The rate where the fastest strategy changes, log-interpolated on the difference of the two strategies
-    that swap (the first change from the slowest rate up); None when one strategy wins everywhere."""
-    names = list(times)
-    winners = [min(names, key=lambda s: times[s][i]) for i in range(len(rates))]
-    for i in range(1, len(rates)):
-        if winners[i] != winners[i - 1]:
-            a, b = winners[i - 1], winners[i]
-            d0 = math.log(times[a][i - 1] / times[b][i - 1])
-            d1 = math.log(times[a][i] / times[b][i])
-            frac = d0 / (d0 - d1) if d0 != d1 else 0.5
-            return math.exp(math.log(rates[i - 1]) + frac * (math.log(rates[i]) - math.log(rates[i - 1])))
-    return None
-
-
-CHANGE_DRAWS = 2000
-"""Bootstrap resamples behind the measured winner-change rate's interval."""
-
-
-def change_interval(rates: list[float], runs: dict[str, list[list[float]]], seed: int = 0) -> tuple[float, float]:
-    """90% bootstrap interval (5th and 95th percentiles) of the measured winner-change rate: at every rate each
-    strategy's runs resampled with replacement (:data:`CHANGE_DRAWS` times, ``numpy.random.default_rng(seed)``)
-    and :func:`winner_change` of the resampled medians; a draw in which the winner never changes counts as
-    ``inf`` (above the range).
-
-    Shapes:
-        rates: (n,) bytes/s ascending; runs: strategy -> n lists of run times (seconds), each non-empty.
-    """
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    draws = []
-    for _ in range(CHANGE_DRAWS):
-        medians = {s: [float(np.median(rng.choice(r, len(r)))) for r in per_rate] for s, per_rate in runs.items()}
-        change = winner_change(rates, medians)
-        draws.append(math.inf if change is None else change)
-    low, high = np.quantile(draws, [0.05, 0.95], method="inverted_cdf")  # an actual draw: inf stays inf
-    return float(low), float(high)
-
-
-def order_agrees(measured: dict[str, Measured], predicted: dict[str, float]) -> bool:
-    """Whether every pair of strategies whose measured times differ by more than their run spread is ordered
-    the same way by the prediction."""
-    names = list(measured)
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            ma, mb = measured[a], measured[b]
-            margin = max(ma.spread * ma.median_s, mb.spread * mb.median_s)
-            if abs(ma.median_s - mb.median_s) > margin and \
-                    (ma.median_s < mb.median_s) != (predicted[a] < predicted[b]):
-                return False
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -452,15 +399,10 @@ def report(rows: list[tuple[Point, Measured, float]], workloads: dict[str, Any],
         predicted_change = winner_change(sweep, pred_sweep) if sweep else None
         ratio = (predicted_change / measured_change if measured_change and predicted_change else None)
         inside = predicted_change is not None and low / 2 <= predicted_change <= high * 2
-        print(f"{wname}: winner changes at measured {_rate(measured_change)} (90% bootstrap interval "
-              f"{_rate(low)} .. {_rate(high)}), predicted {_rate(predicted_change)}"
+        print(f"{wname}: winner changes at measured {rate_text(measured_change)} (90% bootstrap interval "
+              f"{rate_text(low)} .. {rate_text(high)}), predicted {rate_text(predicted_change)}"
               + (f" (ratio {ratio:.2f}, target within 2x)" if ratio else "")
               + (f"; within 2x of the interval: {'yes' if inside else 'no'}" if predicted_change else ""), flush=True)
-
-
-def _rate(bandwidth: float | None) -> str:
-    """A shaping rate in Mbit/s; None or ``inf``: no change within the range."""
-    return "never (in range)" if bandwidth is None or math.isinf(bandwidth) else f"{bandwidth * 8 / 1e6:.0f} Mbit/s"
 
 
 if __name__ == "__main__":

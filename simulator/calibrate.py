@@ -406,7 +406,7 @@ def ran_here(t: _Trace, base: ClusterSpec) -> bool:
     ``base``'s GPU model (a CPU run records the CPU's name, as the probe writes it), or without a record its plan's
     GPU model is ``base``'s."""
     if t.device is not None:
-        return t.device.removesuffix(" (CPU)") == base.gpu.model or base.gpu.model in t.device
+        return bool(base.gpu.model) and base.gpu.model in t.device
     return t.plan.cluster.gpu.model == base.gpu.model
 
 

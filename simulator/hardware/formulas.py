@@ -53,10 +53,11 @@ def roofline_time_s(flops: float, nbytes: float, peak_flops_per_s: float, memory
 def kernel_time_s(kernel: Kernel, gpu: GpuSpec) -> float:
     """Roofline time of one kernel on ``gpu``; sparse kernels use ``gpu.sparse_flops_per_s`` when set, weighted
     ones (``Kernel.weighted``) ``gpu.weighted_sparse_flops_per_s`` when that is set."""
-    rate = gpu.weighted_sparse_flops_per_s if getattr(kernel, "weighted", False) else None
-    rate = rate or gpu.sparse_flops_per_s
-    if kernel.sparse and rate is not None:
-        return kernel.flops / rate
+    if kernel.sparse:  # every dense kernel of a roofline sum skips the rate lookup
+        weighted = gpu.weighted_sparse_flops_per_s if getattr(kernel, "weighted", False) else None
+        rate = weighted or gpu.sparse_flops_per_s
+        if rate is not None:
+            return kernel.flops / rate
     return roofline_time_s(kernel.flops, kernel.nbytes, gpu.peak_flops_per_s, gpu.memory_bandwidth_bytes_per_s)
 
 

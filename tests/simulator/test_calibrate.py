@@ -3,61 +3,26 @@ priors, with uncertainties and flags; held-out errors of epochs and configuratio
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import pytest
-from calibration_traces import epochs_trace
+from calibration_traces import DP_PARAMS, KNOBS, TRUE, dp_traces, start_cluster
 
 from gnnplan.simulator import api
 from gnnplan.simulator.calibrate import PARAMS, calibrate, calibrate_files, get_param, with_params
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.trace import Span
 
-TRUE = {"network.bandwidth_bytes_per_s": 0.8e9, "network.latency_s": 5e-5, "network.per_collective_s": 2e-4,
-        "pcie.bandwidth_bytes_per_s": 12e9, "pcie.latency_s": 1e-5, "efficiency.gather_fraction": 0.5,
-        "efficiency.forward_fraction": 0.3, "efficiency.backward_fraction": 0.25, "efficiency.optimizer_fraction": 0.2,
-        "gpu.kernel_overhead_s": 5e-6, "host.sampling_edges_per_s_per_core": 1e7, "host.sampler_handoff_s": 3e-3,
-        "iteration_overhead_s": 2e-3, "gpu.backward_overhead_ratio": 0.5}
-PRIORS = {"network.per_collective_s": 1e-4, "gpu.kernel_overhead_s": 2.5e-6, "host.sampler_handoff_s": 1e-3,
-          "iteration_overhead_s": 1e-3}
-"""Fixed costs the preset does not model (0), given measured-like starting values (the others: the preset's)."""
-KNOBS = {"a.json": {"cache_fraction": 0.0}, "b.json": {"cache_fraction": 0.3, "num_sampler_workers": 2}}
 WIDER = {"network.latency_s": 1.4, "network.per_collective_s": 1.6, "efficiency.gather_fraction": 3.5}
 """Parameters whose one-sigma range (high / low) may exceed 1.3 in the recovery test, and their limit (the host
 gather of the local rows and their PCIe copy follow each other in every load span, so the spans pin their sum better
 than the gather: 0.27-0.89 around 0.5 on 2026-11-29)."""
-DP_PARAMS = tuple(TRUE)
-"""The parameters dp's spans inform (the others, the loaders' per-row cost and the storage concurrency: ppgnn's,
-tests/simulator/test_calibrate_ppgnn.py)."""
-
-
-def _start() -> ClusterSpec:
-    return with_params(load_cluster("4x-a100-10gbe"), PRIORS)
-
-
-def _traces(tmp_path: Path, cluster: Any, epochs: tuple[float, ...] = (),
-            evaluations: tuple[float, ...] = ()) -> list[Path]:
-    """The two configurations of :data:`KNOBS` simulated on ``cluster``; with ``epochs``, traces of that many
-    epochs scaled by those factors (:func:`calibration_traces.epochs_trace`), and with ``evaluations`` each
-    epoch's evaluation timed at that factor times the simulated one."""
-    paths = []
-    for name, knobs in KNOBS.items():
-        result = api.simulate(cluster, "rmat100k-sage", "dp", knobs)
-        if epochs:
-            timed = [f * result.evaluation_time_s for f in evaluations]
-            paths.append(epochs_trace(result, cluster, "rmat100k-sage", tmp_path / name, epochs, timed))
-        else:
-            meta = api.trace_metadata(cluster, "rmat100k-sage", "dp", result)
-            paths.append(api.predicted_trace(result, tmp_path / name, meta))
-    return paths
-
 
 def test_calibration_recovers_hidden_parameters(fake_graphstats: list[dict[str, Any]], tmp_path: Path) -> None:
-    start = _start()
-    fitted, report = calibrate_files(_traces(tmp_path, with_params(start, TRUE)), start)
+    start = start_cluster()
+    fitted, report = calibrate_files(dp_traces(tmp_path, with_params(start, TRUE)), start)
     params = report["parameters"]
     # the feature load's PCIe latency hides behind the bytes: the traces carry less information on it than its
     # prior, and the report says so (until 2026-11-29 the host gather as well, when a gathered byte was priced as
@@ -172,20 +137,20 @@ def test_fixed_costs_the_traces_cannot_tell_apart_are_flagged(fake_graphstats: l
 
 
 def test_a_parameter_at_its_limit_is_flagged_at_bound(fake_graphstats: list[dict[str, Any]], tmp_path: Path) -> None:
-    start = with_params(_start(), {"efficiency.forward_fraction": 0.3})
+    start = with_params(start_cluster(), {"efficiency.forward_fraction": 0.3})
     # a forward pass at ClusterSpec's limit of 10 x the roofline, 33 x what the start assumes
     truth = with_params(start, {**TRUE, "efficiency.forward_fraction": 10.0, "gpu.kernel_overhead_s": 1e-9})
-    _, report = calibrate_files(_traces(tmp_path, truth), start)
+    _, report = calibrate_files(dp_traces(tmp_path, truth), start)
     forward = report["parameters"]["efficiency.forward_fraction"]
     assert forward["flags"] == ["at bound", "beyond 3x of prior"]
     assert forward["after"] == pytest.approx(10.0, rel=0.01)
 
 
 def test_held_out_epochs_and_configurations(fake_graphstats: list[dict[str, Any]], tmp_path: Path) -> None:
-    start = _start()
+    start = start_cluster()
     truth = with_params(start, TRUE)
     # epoch 0 is warm-up; epoch 2 (fitted) runs at the truth, epoch 1 (held out) 25% slower, its evaluation 2x
-    paths = _traces(tmp_path, truth, epochs=(3.0, 1.25, 1.0), evaluations=(3.0, 2.0, 1.0))
+    paths = dp_traces(tmp_path, truth, epochs=(3.0, 1.25, 1.0), evaluations=(3.0, 2.0, 1.0))
     _, report = calibrate_files(paths, start)
     rows = {r["trace"]: r for r in report["held_out"]["epochs"]["rows"]}
     assert set(rows) == {"a.json", "b.json"} and report["held_out"]["epochs"]["not_held_out"] == {}
@@ -212,7 +177,7 @@ def test_held_out_epochs_and_configurations(fake_graphstats: list[dict[str, Any]
     # prediction from it is short by the 2 ms per iteration it misses
     assert loco["a.json"]["error_fraction"] == pytest.approx(0.0, abs=0.06)
     assert loco["b.json"]["error_fraction"] < -0.1
-    single = calibrate_files(_traces(tmp_path / "single", truth)[:1], start)[1]["held_out"]
+    single = calibrate_files(dp_traces(tmp_path / "single", truth)[:1], start)[1]["held_out"]
     assert single["epochs"] == {"rows": [], "not_held_out": {"a.json": "1 epoch: cannot be held out"}, "transient": {}}
     assert single["configurations"] == {"rows": [], "reason": "1 trace of one configuration: none to leave out"}
 
@@ -245,9 +210,9 @@ def test_a_transient_epoch_is_fitted_by_no_fit(fake_graphstats: list[dict[str, A
     the held-out epochs (1, 3, 5: median at the truth) are predicted within the others' 1-2% jitter, and the report
     names it (the jitter gives the epochs a spread: at least half of them equal, there is none, as in a simulated
     trace, and no epoch is called a transient)."""
-    start = _start()
+    start = start_cluster()
     truth = with_params(start, TRUE)
-    path = _traces(tmp_path, truth, epochs=(3.0, 1.0, 1.01, 0.99, 4.0, 1.02, 0.98))[0]
+    path = dp_traces(tmp_path, truth, epochs=(3.0, 1.0, 1.01, 0.99, 4.0, 1.02, 0.98))[0]
     report = calibrate_files([path], start)[1]["held_out"]["epochs"]
     truth_s = api.simulate(truth, "rmat100k-sage", "dp", KNOBS["a.json"]).epoch_time_s
     (row,) = report["rows"]
@@ -256,97 +221,6 @@ def test_a_transient_epoch_is_fitted_by_no_fit(fake_graphstats: list[dict[str, A
     transient = report["transient"]["a.json"]
     assert transient["epochs"] == [4] and transient["median_s"] == pytest.approx(1.005 * truth_s, rel=1e-9)
     assert transient["times_s"] == [pytest.approx(4 * truth_s, rel=1e-9)]
-
-
-def test_the_measured_network_rate_has_a_narrower_prior(fake_graphstats: list[dict[str, Any]], tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    """The network rate's prior, when measured (a ``priors`` block), is a factor of 1.5 wide, not 3 (a preset's
-    catalogue value keeps 3: test_neutronstar_calibrate.py starts from one 2.5x off). With the prior 2x
-    above the truth, exact simulated traces still determine the rate (both fits within 0.1% of it), but the narrow
-    prior pulls it further toward itself than the wide one, and its share of information from the traces is
-    counted against its own width."""
-    from gnnplan.simulator import calibrate_params
-
-    start = _start()
-    paths = _traces(tmp_path, with_params(start, TRUE))
-    prior = {**{p: get_param(start, p) for p in DP_PARAMS}, "network.bandwidth_bytes_per_s": 2 * TRUE[
-        "network.bandwidth_bytes_per_s"]}
-    begin = start.model_copy(update={"priors": prior})
-    rate = "network.bandwidth_bytes_per_s"
-    assert calibrate_params.prior_width(rate) == pytest.approx(math.log(1.5))
-    assert calibrate_params.prior_width(rate, measured=False) == calibrate_params.PRIOR_WIDTH
-    wide_width = calibrate_params.PRIOR_WIDTH
-    assert calibrate_params.prior_width("network.latency_s") == wide_width == pytest.approx(math.log(3))
-    narrow = calibrate_files(paths, begin)[1]["parameters"][rate]
-    monkeypatch.setattr(calibrate_params, "PRIOR_WIDTHS", {})
-    wide = calibrate_files(paths, begin)[1]["parameters"][rate]
-    assert wide["after"] < narrow["after"] < prior[rate]
-    for fitted in (narrow, wide):
-        assert fitted["after"] == pytest.approx(TRUE[rate], rel=1e-3)
-    assert narrow["data_share"] < wide["data_share"]
-
-
-def _fit_at_both_widths(monkeypatch: pytest.MonkeyPatch, op: str, work: dict[str, float], truth_s: float,
-                        begin: ClusterSpec, param: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Fit 30 alike spans of ``op`` (``work``, ``truth_s`` seconds give or take 1%) from ``begin``, whose priors
-    block holds ``param``'s probed value, with ``param``'s prior a factor 1.5 wide, then with every prior a factor
-    3 wide; checks the narrow fit stays within 1.5x of the probe and less than half as far from it as the wide one.
-
-    Returns:
-        (narrow, wide): the fits' parameter reports.
-    """
-    from gnnplan.simulator import calibrate_params
-    from gnnplan.simulator.calibrate_fit import FitRow, fit
-
-    rows = [FitRow(f"t.json/{op}", "t.json", 1, op, work, truth_s * (1 + 0.01 * (i % 3 - 1)), begin)
-            for i in range(30)]
-    assert calibrate_params.prior_width(param) == pytest.approx(math.log(1.5))
-    narrow = fit(rows, begin).parameters
-    monkeypatch.setattr(calibrate_params, "PRIOR_WIDTHS", {})
-    wide = fit(rows, begin).parameters
-    probed = begin.priors[param]
-    off = {name: abs(math.log(p[param]["after"] / probed)) for name, p in (("narrow", narrow), ("wide", wide))}
-    assert 0 < off["narrow"] < off["wide"] / 2
-    assert off["narrow"] < math.log(1.5)
-    return narrow, wide
-
-
-def test_the_measured_sampling_rate_has_a_narrower_prior(monkeypatch: pytest.MonkeyPatch) -> None:
-    """When every batch samples as many edges, sample spans determine the cost per batch, ``calls x
-    host.sampler_call_s + edges / rate``, not its split. With the per-call cost's prior 3x below the truth and the
-    probed rate right, the fit moves both along that ridge; the rate's measured prior, a factor of 1.5 wide, keeps it
-    closer to the probe than a factor of 3 does (which moved it 2.3x on Cora in bench_whatif record 20)."""
-    from gnnplan.simulator.hardware import pricing
-
-    rate, call = "host.sampling_edges_per_s_per_core", "host.sampler_call_s"
-    start = with_params(_start(), {call: 1e-4, rate: 2e7})
-    begin = start.model_copy(update={"priors": {rate: 2e7, call: 1e-4}})  # measured: a probe's priors block
-    work = {"num_edges": 4000.0, "num_calls": 2.0}  # Cora-like batches, all alike
-    truth_s = pricing.sampling_s(with_params(start, {call: 3e-4}), **work)
-    narrow, wide = _fit_at_both_widths(monkeypatch, "sampling", work, truth_s, begin, rate)
-    for p in (narrow, wide):  # the per-call cost takes up most of the difference either way
-        assert 1e-4 < p[call]["after"] < 3e-4
-        assert pricing.sampling_s(with_params(start, {rate: p[rate]["after"], call: p[call]["after"]}),
-                                  **work) == pytest.approx(truth_s, rel=0.01)
-
-
-def test_the_measured_kernel_overhead_has_a_narrower_prior(monkeypatch: pytest.MonkeyPatch) -> None:
-    """When every batch runs the same kernels, forward spans determine the pass's cost, ``flops x seconds per FLOP
-    / efficiency.forward_fraction + kernels x gpu.kernel_overhead_s``, not its split. With the true efficiency
-    below its prior (1) and the probed per-kernel cost right, the fit moves the per-kernel cost along that ridge;
-    its measured prior, a factor of 1.5 wide, keeps it closer to the probe than a factor of 3 does (which moved it
-    2.15x on Cora in bench_whatif record 23)."""
-    from gnnplan.simulator.hardware import pricing
-
-    kernel, fraction = "gpu.kernel_overhead_s", "efficiency.forward_fraction"
-    start = with_params(_start(), {kernel: 2e-5, fraction: 1.0})
-    begin = start.model_copy(update={"priors": {kernel: 2e-5}})  # measured: a probe's priors block
-    work = {"flops": 4e7, "seconds_per_flop": 1e-10, "kernels": 60.0}  # Cora-like passes, all alike
-    truth_s = pricing.OPERATIONS["forward"].seconds(with_params(start, {fraction: 0.4}), **work)
-    narrow, wide = _fit_at_both_widths(monkeypatch, "forward", work, truth_s, begin, kernel)
-    for p in (narrow, wide):  # the pass's cost is met either way
-        cl = with_params(start, {kernel: p[kernel]["after"], fraction: p[fraction]["after"]})
-        assert pricing.OPERATIONS["forward"].seconds(cl, **work) == pytest.approx(truth_s, rel=0.01)
 
 
 @pytest.mark.parametrize("op", ["sampling", "forward"])
@@ -361,13 +235,13 @@ def test_evaluation_spans_fit_their_own_ratio(op: str) -> None:
 
     if op == "sampling":
         ratio, evaluation_op = "host.full_neighbour_sampling_ratio", "full_sampling"
-        start = with_params(_start(), {"host.sampler_call_s": 1e-4, "host.sampling_edges_per_s_per_core": 2e7})
+        start = with_params(start_cluster(), {"host.sampler_call_s": 1e-4, "host.sampling_edges_per_s_per_core": 2e7})
         truth = with_params(start, {"host.sampler_call_s": 3e-4, "host.sampling_edges_per_s_per_core": 1e7,
                                     ratio: 2.5})
         train, evaluation = {"num_edges": 4000.0, "num_calls": 2.0}, {"num_edges": 4e5, "num_calls": 1.0}
     else:
         ratio, evaluation_op = "efficiency.inference_ratio", "inference"
-        start = with_params(_start(), {"gpu.kernel_overhead_s": 2e-5, "efficiency.forward_fraction": 1.0})
+        start = with_params(start_cluster(), {"gpu.kernel_overhead_s": 2e-5, "efficiency.forward_fraction": 1.0})
         truth = with_params(start, {"gpu.kernel_overhead_s": 6e-5, "efficiency.forward_fraction": 0.4, ratio: 1.8})
         train = {"flops": 4e7, "seconds_per_flop": 1e-10, "kernels": 60.0}
         evaluation = {"flops": 4e9, "seconds_per_flop": 1e-10, "kernels": 30.0}
@@ -427,7 +301,7 @@ def test_a_rate_only_the_evaluation_informs_is_not_fitted(training_graph_ops: fl
     from gnnplan.simulator.calibrate_fit import FitRow, fit
     from gnnplan.simulator.hardware import pricing
 
-    start = with_params(_start(), {"gpu.graph_op_overhead_s": 1e-4, "efficiency.forward_fraction": 1.0})
+    start = with_params(start_cluster(), {"gpu.graph_op_overhead_s": 1e-4, "efficiency.forward_fraction": 1.0})
     truth = with_params(start, {"gpu.graph_op_overhead_s": 3e-4, "efficiency.inference_ratio": 1.5})
     train = {"flops": 4e7, "seconds_per_flop": 1e-10, "kernels": 60.0, "graph_ops": training_graph_ops}
     evaluation = {"flops": 4e9, "seconds_per_flop": 1e-10, "kernels": 30.0, "graph_ops": 6.0}
