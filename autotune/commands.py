@@ -112,9 +112,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``gnnplan calibrate TRACE... --cluster C``: fit, write the calibrated cluster, report errors."""
     from gnnplan.autotune.planning import calibrate_traces
+    from gnnplan.simulator.calibrate import calibrated_name
 
     cluster = load_cluster(args.cluster)
-    default = user_home() / "presets" / f"{cluster.name}-calibrated.yaml"
+    default = user_home() / "presets" / f"{calibrated_name(cluster.name)}.yaml"
     out = calibrate_traces(args.traces, cluster, output_path(args.output, default))
     if args.json:
         emit_json(out)

@@ -66,7 +66,9 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
     tell(f"      measured {fmt_s(run['epoch_time_s'])} per epoch (the median of its measured epochs), test accuracy "
          f"{run['test_accuracy']:.4f}")
     tell("[3/4] calibrating the simulator from the trace")
-    cal_path = out_dir / f"{cluster.name}-calibrated.yaml"
+    from gnnplan.simulator.calibrate import calibrated_name
+
+    cal_path = out_dir / f"{calibrated_name(cluster.name)}.yaml"
     cal = calibrate_traces([run["trace"]], cluster, cal_path)
     tell("[4/4] held-out check: the run's odd epochs predicted by a calibration on its even epochs")
     predicted = simulate(cluster, workload, plan.strategy, plan.knobs)

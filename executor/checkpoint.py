@@ -272,6 +272,8 @@ def agreed_epoch(options: Checkpointing, rank: int) -> int:
         _remove_rank(options.directory, newer, rank)
     for stale in Path(options.directory).glob(f"epoch-*/.rank-{rank}.tmp"):
         shutil.rmtree(stale, ignore_errors=True)
+        with contextlib.suppress(OSError):  # an epoch folder a stopped save left empty; others' folders stay
+            stale.parent.rmdir()
     return epoch
 
 

@@ -421,8 +421,13 @@ def _calibrated_cluster(base: ClusterSpec, result: FitResult, names: list[str]) 
         sources[p] = f"calibrated from {', '.join(names)}" + (f" ({', '.join(flags)})" if flags else "")
     priors = dict(base.priors)
     priors.update({p: v for p, v in priors_of(base).items() if p in fitted and v > 0 and p not in priors})
-    name = base.name if base.name.endswith("-calibrated") else f"{base.name}-calibrated"
-    return calibrated.model_copy(update={"name": name, "sources": sources, "priors": priors})
+    return calibrated.model_copy(update={"name": calibrated_name(base.name), "sources": sources, "priors": priors})
+
+
+def calibrated_name(name: str) -> str:
+    """The name of cluster ``name`` once calibrated: ``<name>-calibrated``, or ``name`` itself when it is a calibrated
+    one already (calibrating it again refines it: not ``X-calibrated-calibrated``)."""
+    return name if name.endswith("-calibrated") else f"{name}-calibrated"
 
 
 def calibrate_files(paths: Sequence[str | Path], cluster: str | Path | ClusterSpec, *,

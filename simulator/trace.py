@@ -219,9 +219,10 @@ def check_source(meta: dict[str, Any], want: str, what: str) -> None:
 
 
 def check_same_run(predicted: dict[str, Any], measured: dict[str, Any], what: str) -> None:
-    """Refuse a predicted trace of another configuration than the measured one: their metadata's ``strategy``
-    and the dataset of their ``workload`` (at the top level or in its ``plan``) must agree where both give them (the
-    cluster may differ: a prediction on a calibrated copy of the cluster the run used).
+    """Refuse a predicted trace of another configuration than the measured one: their metadata's ``strategy``,
+    the dataset of their ``workload``, the strategy's knobs (with their defaults filled in) and the worker count
+    (at the top level or in its ``plan``) must agree where both give them (the cluster may differ: a prediction on a
+    calibrated copy of the cluster the run used).
 
     Raises:
         SpecError: one line naming ``what`` and the two values.
@@ -230,29 +231,50 @@ def check_same_run(predicted: dict[str, Any], measured: dict[str, Any], what: st
         plan: dict[str, Any] = meta["plan"] if isinstance(meta.get("plan"), dict) else {}
         workload: dict[str, Any] = meta["workload"] if isinstance(meta.get("workload"), dict) else \
             plan.get("workload") or {}
-        return meta.get("strategy", plan.get("strategy")) if key == "strategy" else workload.get("dataset")
+        if key == "workload.dataset":
+            return workload.get("dataset")
+        return meta.get(key, plan.get(key))
 
-    pairs = {key: (of(predicted, key), of(measured, key)) for key in ("strategy", "workload.dataset")}
+    pairs = {key: (of(predicted, key), of(measured, key)) for key in ("strategy", "workload.dataset", "num_workers")}
+    strategy = pairs["strategy"][0] or pairs["strategy"][1]
+    knobs = [_full_knobs(strategy, of(meta, "knobs")) for meta in (predicted, measured)]
+    if knobs[0] is not None and knobs[1] is not None:
+        pairs |= {f"knobs.{k}": (knobs[0][k], knobs[1].get(k)) for k in knobs[0]}
     for name, (a, b) in pairs.items():
         if a is not None and b is not None and a != b:
             raise SpecError(f"{what}: its {name} is {a!r}, the measured trace's {b!r}; compare a prediction with "
                             "a run of the same configuration")
 
 
+def _full_knobs(strategy: Any, knobs: Any) -> dict[str, Any] | None:
+    """``knobs`` of ``strategy`` with the defaults filled in (a trace may list only the knobs its plan set); None
+    when either is missing or they do not validate (the trace's reader reports that)."""
+    if not isinstance(strategy, str) or not isinstance(knobs, dict):
+        return None
+    from gnnplan.simulator.api import coerce_knobs
+
+    try:
+        return coerce_knobs(strategy, knobs).model_dump(mode="json")
+    except SpecError:
+        return None
+
+
 def read_measured(paths: Sequence[str | Path], measured_only: bool = True
                   ) -> list[tuple[str | Path, tuple[list[Span], dict[str, Any]]]]:
     """Read the traces of a calibration, each once: a trace given twice (the same file, or a copy with the same
-    bytes) would be fitted through its copy while "held out"; with ``measured_only`` a predicted trace (metadata
-    ``source`` ``simulator``) is refused, as no measurement.
+    bytes), or two traces holding the same epochs, would be fitted through the copy while "held out"; with
+    ``measured_only`` a predicted trace (metadata ``source`` ``simulator``) is refused, as no measurement.
 
     Returns:
         (path as given, (spans, metadata)) per trace, in order.
 
     Raises:
-        SpecError: a missing or malformed trace, one given twice, or (``measured_only``) one the simulator wrote
-            (naming it).
+        SpecError: a missing or malformed trace, one given twice, one that repeats another's epochs (a resumed
+            run's trace and the trace of the run it continued: :func:`epoch_fingerprints`), or (``measured_only``)
+            one the simulator wrote (naming it).
     """
     seen: dict[Any, str | Path] = {}
+    epochs_seen: dict[str, tuple[str | Path, int]] = {}
     out = []
     for p in paths:
         path = Path(p)
@@ -263,8 +285,37 @@ def read_measured(paths: Sequence[str | Path], measured_only: bool = True
         trace = read_trace(p)
         if measured_only:
             check_source(trace[1], "executor", f"TRACE {p}")
+        prints = epoch_fingerprints(trace[0])
+        repeated = sorted((epoch, epochs_seen[h]) for epoch, h in prints.items() if h in epochs_seen)
+        if repeated:
+            other = repeated[0][1][0]
+            mine = [e for e, (q, _) in repeated if q == other]
+            raise SpecError(f"TRACE: {str(p)!r} repeats {_epoch_list(mine)} of {str(other)!r} (a run resumed "
+                            "from a checkpoint carries the epochs before it); give each run once, by its last trace")
+        epochs_seen.update({h: (p, epoch) for epoch, h in prints.items()})
         out.append((p, trace))
     return out
+
+
+def epoch_fingerprints(spans: Sequence[Span]) -> dict[int, str]:
+    """Per epoch index of ``spans``, a digest of every span of that epoch (rank, phase, stream, start, duration,
+    bytes, FLOPs, iteration): two traces sharing one are the same measurement, as a run resumed from a checkpoint
+    repeats the earlier epochs' spans (:mod:`executor.checkpoint`); two runs never time every span alike."""
+    by_epoch: dict[int, list[tuple[Any, ...]]] = {}
+    for s in spans:
+        if s.epoch >= 0:
+            by_epoch.setdefault(s.epoch, []).append((s.rank, s.phase, s.stream, s.start_s, s.dur_s, s.nbytes,
+                                                     s.flops, s.iteration))
+    return {epoch: hashlib.sha1(repr(sorted(rows)).encode()).hexdigest() for epoch, rows in by_epoch.items()}
+
+
+def _epoch_list(epochs: list[int]) -> str:
+    """``epoch 3`` or ``epochs 0-4`` (a contiguous run) or ``epochs 0, 2, 5``."""
+    if len(epochs) == 1:
+        return f"epoch {epochs[0]}"
+    if epochs == list(range(epochs[0], epochs[-1] + 1)):
+        return f"epochs {epochs[0]}-{epochs[-1]}"
+    return "epochs " + ", ".join(map(str, epochs))
 
 
 def _spans(events: list[dict[str, Any]], where: str) -> tuple[list[Span], dict[tuple[int, str], str]]:

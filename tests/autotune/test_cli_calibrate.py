@@ -23,7 +23,7 @@ def as_measured(trace: Path) -> None:
 
 @pytest.mark.parametrize("strategy, workload", [("dp", "cora-sage"), ("neutronstar", "cora-gcn-full")])
 def test_calibrate_a_predicted_trace(strategy: str, workload: str, tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+                                     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     trace, out = tmp_path / "t.json", tmp_path / "cal.yaml"
     assert main(["simulate", "--cluster", "4x-a100-10gbe", "--workload", workload, "--strategy", strategy,
                  "--trace", str(trace), "--json"]) == 0
@@ -45,6 +45,11 @@ def test_calibrate_a_predicted_trace(strategy: str, workload: str, tmp_path: Pat
     assert "fit (in-sample, not a prediction)" in text and "after" not in text
     assert "peak host memory: no trace measured its peak host memory; host.process_bytes left as it was" in text
     assert load_cluster(out).name == "4x-a100-10gbe-calibrated"
+    # calibrating the calibrated cluster refines it: its default file is not X-calibrated-calibrated (2026-11-30)
+    monkeypatch.setenv("GNNPLAN_HOME", str(tmp_path / "home"))
+    assert main(["calibrate", str(trace), "--cluster", str(out)]) == 0
+    capsys.readouterr()
+    assert [p.name for p in (tmp_path / "home" / "presets").iterdir()] == ["4x-a100-10gbe-calibrated.yaml"]
     assert main(["calibrate", str(trace), "--cluster", "4x-a100-10gbe", "-o", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     (run,) = report["traces"].values()

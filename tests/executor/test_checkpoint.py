@@ -16,7 +16,7 @@ from fault_helpers import hard_limit, partial_files, tiny_plan, workers_of
 from gnnplan.executor.checkpoint import complete_epochs, load_model_state
 from gnnplan.executor.runner import run_plan
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.trace import read_trace
+from gnnplan.simulator.trace import epoch_fingerprints, read_measured, read_trace
 
 EPOCHS = 3
 STOP_AFTER = 1
@@ -51,6 +51,7 @@ def test_interrupted_run_resumes_to_the_uninterrupted_weights(tmp_path: Path, st
     assert resumed["resumed_from_epoch"] in (STOP_AFTER - 1, STOP_AFTER)
     assert reference["resumed_from_epoch"] is None
     final, expected = load_model_state(ckpt), load_model_state(ref_dir)
+    assert all(any(folder.iterdir()) for folder in ckpt.glob("epoch-*"))  # no epoch folder left empty
     assert complete_epochs(ckpt, 2)[-1] == EPOCHS - 1 and set(final) == set(expected)
     for name, weight in expected.items():
         torch.testing.assert_close(final[name], weight, rtol=0, atol=1e-6, msg=name)
@@ -87,3 +88,23 @@ def test_checkpoint_options_are_checked_before_any_worker_starts(tmp_path: Path)
     with pytest.raises(SpecError, match="--collective-timeout: must be a positive number"):
         run_plan(plan, trace_dir=tmp_path, progress=False, collective_timeout_s=float("inf"))
     assert not ckpt.exists()
+
+
+def test_a_resumed_runs_trace_and_the_run_it_continued_are_one_measurement(tmp_path: Path) -> None:
+    """A resumed run's trace carries the epochs before its checkpoint, span for span, so calibrating on it and on
+    the trace of the run it continued would fit and "hold out" the same epochs (2026-11-30): refused, naming the
+    epochs; another run of the same plan is another measurement."""
+    plan = tiny_plan("neutronstar", num_epochs=3)
+    with hard_limit(120):
+        first = run_plan(plan, epochs=2, trace_dir=tmp_path / "a", checkpoint_dir=tmp_path / "ckpt",
+                         checkpoint_every=1, progress=False)
+        resumed = run_plan(plan, trace_dir=tmp_path / "b", checkpoint_dir=tmp_path / "ckpt", resume=True,
+                           progress=False)
+        other = run_plan(plan, trace_dir=tmp_path / "c", progress=False)
+    assert resumed["resumed_from_epoch"] == 1
+    first_prints, resumed_prints = (epoch_fingerprints(read_trace(r["trace"])[0]) for r in (first, resumed))
+    assert resumed_prints[0] == first_prints[0] and resumed_prints[1] == first_prints[1]
+    with pytest.raises(SpecError, match=r"^TRACE: '.*b/.*' repeats epochs 0-1 of '.*a/.*' \(a run resumed from a "):
+        read_measured([first["trace"], resumed["trace"]])
+    assert len(read_measured([first["trace"], other["trace"]])) == 2
+    assert len(read_measured([resumed["trace"], other["trace"]])) == 2

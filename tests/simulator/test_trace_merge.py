@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from gnnplan.autotune.cli import main
+from gnnplan.simulator.api import coerce_knobs
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.trace import Span, read_trace, write_trace
+from gnnplan.simulator.trace import Span, check_same_run, read_trace, write_trace
 from gnnplan.simulator.trace_merge import PID_OFFSET, merge, pick_epoch, ranks_by_label
 
 
@@ -70,21 +71,36 @@ def test_cli_writes_a_trace_that_reads_back(tmp_path: Path, capsys: pytest.Captu
     assert capsys.readouterr().err.startswith("gnnplan trace merge: error: ")  # the subcommand as typed
 
 
-@pytest.mark.parametrize("predicted_strategy, swapped, needle", [
-    ("dp", True, "PREDICTED: this trace was written by the executor, not the simulator"),
-    ("hongtu", False, "PREDICTED: its strategy is 'hongtu', the measured trace's 'dp'"),
+@pytest.mark.parametrize("predicted, swapped, needle", [
+    ({"strategy": "dp"}, True, "PREDICTED: this trace was written by the executor, not the simulator"),
+    ({"strategy": "hongtu"}, False, "PREDICTED: its strategy is 'hongtu', the measured trace's 'dp'"),
+    ({"strategy": "dp", "knobs": {"cache_fraction": 0.3}}, False,
+     "PREDICTED: its knobs.cache_fraction is 0.3, the measured trace's 0.1"),
+    ({"strategy": "dp", "num_workers": 4}, False, "PREDICTED: its num_workers is 4, the measured trace's 2"),
 ])
-def test_a_trace_of_the_wrong_kind_or_configuration_is_refused(predicted_strategy: str, swapped: bool, needle: str,
+def test_a_trace_of_the_wrong_kind_or_configuration_is_refused(predicted: dict, swapped: bool, needle: str,
                                                                tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """The two traces given in swapped order (their metadata ``source``), or a prediction of another strategy than
-    the run's: one line, exit 2, nothing written; the right pair merges."""
+    """The two traces given in swapped order (their metadata ``source``), or a prediction of another strategy,
+    other knobs (the defaults filled in: the run's trace lists only the knobs its plan set) or another worker
+    count than the run's (2026-11-30: merged without a word): one line, exit 2, nothing written; the right pair
+    merges."""
     pred, meas, out = tmp_path / "p.json", tmp_path / "m.json", tmp_path / "merged.json"
-    write_trace(pred, [s for s in _epoch(0, 0, 0.0, 1.0)], {"strategy": predicted_strategy, "source": "simulator"})
-    write_trace(meas, _measured(), {"strategy": "dp", "source": "executor"})
+    write_trace(pred, [s for s in _epoch(0, 0, 0.0, 1.0)], {**predicted, "source": "simulator"})
+    write_trace(meas, _measured(), {"strategy": "dp", "source": "executor", "num_workers": 2,
+                                    "knobs": {"cache_fraction": 0.1}})
     first, second = (meas, pred) if swapped else (pred, meas)
     assert main(["trace", "merge", str(first), str(second), "-o", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0] and not out.exists()
     if swapped:
         assert main(["trace", "merge", str(pred), str(meas), "-o", str(out), "--json"]) == 0
+
+
+def test_knobs_compare_with_their_defaults_filled_in() -> None:
+    """The simulator's trace lists every knob, the executor's those its plan set: the same configuration."""
+    full = coerce_knobs("dp", {"cache_fraction": 0.1}).model_dump(mode="json")
+    check_same_run({"strategy": "dp", "knobs": full}, {"plan": {"strategy": "dp", "knobs": {"cache_fraction": 0.1}}},
+                   "PREDICTED")
+    with pytest.raises(SpecError, match="^PREDICTED: its knobs.cache_fraction is 0.1, the measured trace's "):
+        check_same_run({"strategy": "dp", "knobs": full}, {"plan": {"strategy": "dp", "knobs": {}}}, "PREDICTED")
