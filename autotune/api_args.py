@@ -79,7 +79,8 @@ def as_arguments(*names: str, flags: Mapping[str, str] | None = None,
     calling function's arguments, not the command-line flags they stand for: ``--storage`` becomes ``storage``,
     ``--gpus-per-machine`` ``gpus_per_machine``, for the argument names in ``names``; a flag whose argument is
     named otherwise as ``flags`` says (``{"study": "study_name", "resume": "resume=True"}``, keys with ``_`` for
-    ``-``), and a message's leading field as ``fields`` says (``{"trace": "traces"}``). Other flags are kept (the
+    ``-``), and a message's leading field as ``fields`` says (``{"TRACE": "traces"}``, also before a name it
+    gives: ``TRACE t.json: ...``). Other flags are kept (the
     same error class, one line). ``gnnplan.tune(storage="x://")`` then fails with "storage: 'x://' failed ...",
     as ``gnnplan tune --storage x://`` fails with "--storage: ..."."""
     flags, fields = flags or {}, fields or {}
@@ -92,8 +93,9 @@ def as_arguments(*names: str, flags: Mapping[str, str] | None = None,
 
         text = re.sub(r"(?<![\w-])--([a-z][a-z0-9-]*)", renamed, str(exc))
         field, colon, rest = text.partition(":")
-        if colon and field in fields:
-            text = fields[field] + colon + rest
+        first, space, named = field.partition(" ")  # "TRACE t.json: ...": the field and what it names
+        if colon and first in fields:
+            text = fields[first] + space + named + colon + rest
         if text == str(exc):
             raise
         raise type(exc)(text) from None

@@ -126,8 +126,7 @@ def _profile(trace: _Trace) -> dict[str, Any]:
 
 def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: ClusterSpec) -> _Trace:
     if "plan" not in meta:
-        raise SpecError(f"calibrate: trace {name} has no 'plan' in its metadata (written by gnnplan run or "
-                        "gnnplan simulate --trace?)")
+        raise SpecError(f"TRACE {name}: no 'plan' in its metadata; give a trace written by gnnplan run")
     plan = Plan.model_validate(meta["plan"])
     results = meta.get("results", {}) or {}
     measured = results.get("epoch_time_s")

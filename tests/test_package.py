@@ -175,3 +175,8 @@ def test_api_errors_from_shared_code_name_the_argument_not_the_flag(tmp_path: Pa
             call(*args, strategies=["nope"], trials=1)
     with pytest.raises(SpecError, match=r"^traces: file .* does not exist"):
         gnnplan.calibrate([tmp_path / "none.json"], "4x-a100-10gbe")
+    (tmp_path / "bare.json").write_text('{"traceEvents": []}')  # the CLI's TRACE arguments (2026-11-30: "TRACE:")
+    with pytest.raises(SpecError, match=r"^traces: '.*bare.json' is '.*bare.json' again; give each trace once"):
+        gnnplan.calibrate([tmp_path / "bare.json", tmp_path / "bare.json"], "4x-a100-10gbe")
+    with pytest.raises(SpecError, match=r"^traces bare.json: no 'plan' in its metadata; give a trace written by"):
+        gnnplan.calibrate([tmp_path / "bare.json"], "4x-a100-10gbe")

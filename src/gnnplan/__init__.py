@@ -221,5 +221,5 @@ def calibrate(traces: Sequence[str | Path] | Mapping[str, Any], cluster: str | P
 
     if isinstance(traces, Mapping):
         return cal.calibrate(traces, cluster)
-    with api_args.as_arguments("cluster", fields={"trace": "traces"}):
+    with api_args.as_arguments("cluster", fields={"trace": "traces", "TRACE": "traces"}):
         return cal.calibrate_files(api_args.texts("traces", traces), cluster, measured_only=True)
