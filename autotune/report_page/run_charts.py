@@ -84,7 +84,7 @@ def timeline_figure(timeline: Timeline, what: str, colors: dict[str, str], num_w
     height = max(140 + 26 * len(rows), 130 + 20 * len(fig.data))  # every row, and the legend unscrolled
     fig.update_layout(**layout(title, height, barmode="overlay", bargap=0.25))
     fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1], title=None)
-    fig.update_xaxes(title="time since the epoch's start (ms)")
+    fig.update_xaxes(title="time since the epoch's start (ms)", rangemode="tozero")  # an epoch may open idle
     ranks = len({s.rank for s in spans})
     caption = f"{timeline.name}: {counted(total, 'span')} of {counted(ranks, 'worker')}"
     if num_workers is not None and ranks < num_workers:

@@ -267,6 +267,11 @@ def test_a_timelines_epoch_time_is_the_slowest_ranks_as_run_reports_it() -> None
              Span(0, "forward", 0.1, 0.5, epoch=0, iteration=0), Span(1, "forward", 0.3, 0.5, epoch=0, iteration=0)]
     shown, epoch, duration = epoch_spans(spans)
     assert (epoch, duration) == (0, 1.0) and {s.phase for s in shown} == {"forward"}
+    # the chart's time axis starts at the epoch's start, not at its first bar (0.1 s in; 2026-11-30)
+    from gnnplan.autotune.report_page.run_charts import Timeline, timeline_figure
+
+    fig, _ = timeline_figure(Timeline(spans, "t.json"), "measured", {})
+    assert fig.layout.xaxis.rangemode == "tozero"
 
 
 def test_the_parameter_chart_labels_its_ratios() -> None:
