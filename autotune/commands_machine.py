@@ -123,7 +123,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         emit_json(res)
     else:
         report.console().print(
-            f"epoch time {report.fmt_s(res['epoch_time_s'])} (median), loss {res['loss']:.4f}, "
+            f"epoch time {report.fmt_s(res['epoch_time_s'])} (median of "
+            f"{report.epochs_phrase(res.get('measured_epochs') or [])}), loss {res['loss']:.4f}, "
             f"val acc {res['val_accuracy']:.4f}, test acc {res['test_accuracy']:.4f}; "
             f"{report.peak_memory_text(res.get('peak_memory_bytes') or {}, res.get('peak_memory_phases'))}; "
             f"trace {res['trace']}")
