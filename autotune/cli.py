@@ -201,7 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="one self-contained HTML page (plotly) of a loop folder, a study, a plan "
                                       "and traces; or redraw a whatif folder's chart")
     p.add_argument("folder", nargs="?", metavar="DIR", help="folder written by gnnplan loop (or gnnplan whatif)")
-    p.add_argument("--study", help="Optuna study name (default: the loop's; or the storage's only study)")
+    p.add_argument("--study", help="Optuna study name (default: the loop's, else the one the plan names, as "
+                   "gnnplan tune records it, else the storage's only study)")
     p.add_argument("--storage", help="Optuna storage URL (default: the loop's, else the gnnplan home's SQLite file)")
     p.add_argument("--plan", help="plan YAML (default: the loop's plan.yaml, else the first trace's plan)")
     p.add_argument("--trace", dest="traces", action="append", default=[], metavar="TRACE",

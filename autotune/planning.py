@@ -63,7 +63,7 @@ def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[
     study = run_study(req, progress=progress)
     best, chosen = best_result(study, workload)
     plan = Plan(strategy=best["strategy"], knobs=best["knobs"], num_workers=cluster.num_gpus, cluster=cluster,
-                workload=chosen, prediction=best)
+                workload=chosen, prediction={**best, "study": study.study_name})  # the report finds its study
     save_plan(output, plan)
     ranked = ranked_trials(study)
     out = {"study": study.study_name, "storage": storage or default_storage(), "num_trials_total": len(study.trials),

@@ -31,6 +31,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -74,11 +75,15 @@ class TuneRequest:
         return {c.label: c for c in candidates(self.workload, list(self.strategies), self.allow_model_change)}
 
 
+def default_storage_file() -> Path:
+    """The SQLite file of the default storage: ``<gnnplan home>/studies.db`` (not created here)."""
+    return user_home() / "studies.db"
+
+
 def default_storage() -> str:
     """``sqlite:///<gnnplan home>/studies.db`` (the folder is created)."""
-    home = user_home()
-    home.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{home / 'studies.db'}"
+    user_home().mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{default_storage_file()}"
 
 
 def eligible_strategies(workload: WorkloadSpec, requested: list[str] | None,

@@ -192,12 +192,6 @@ def gather(folder: str | None = None, study: str | None = None, storage: str | N
             out.calibration = out.loop["calibration"]
         if predicted is None and (base / PREDICTED_TRACE).is_file():
             predicted = str(base / PREDICTED_TRACE)
-    if study or storage:
-        from gnnplan.autotune.study import default_storage
-
-        out.study = load_study(study, storage or default_storage())
-    else:
-        out.missing["study"] = "no tuning study given (--study / --storage)"
     metas = []
     for t in traces:
         timeline, meta = _timeline(Path(t), "--trace")
@@ -207,6 +201,14 @@ def gather(folder: str | None = None, study: str | None = None, storage: str | N
     out.plan = load_plan(plan) if plan else next((p for path, m in metas if (p := _plan_of_trace(m, path))), None)
     if plan and metas and out.plan is not None:  # a plan named beside the traces must be theirs
         check_same_run({"plan": out.plan.model_dump(mode="json")}, metas[0][1], "--plan")
+    if study or storage:
+        from gnnplan.autotune.study import default_storage
+
+        out.study = load_study(study, storage or default_storage())
+    else:
+        out.study, why = _home_study(out.plan)
+        if out.study is None:
+            out.missing["study"] = why
     if predicted is not None:
         timeline, meta = _timeline(Path(predicted), "--predicted-trace")
         check_source(meta, "simulator", "--predicted-trace")
@@ -224,6 +226,28 @@ def gather(folder: str | None = None, study: str | None = None, storage: str | N
         if out.calibration is None:
             out.missing.setdefault("calibration", "no measured trace to calibrate on (--trace)")
     return out
+
+
+def _home_study(plan: Plan | None) -> tuple[Any, str]:
+    """The study of the gnnplan home's storage a report without ``--study`` / ``--storage`` shows: the one the plan
+    names (``prediction.study``, written by ``gnnplan tune``), else the storage's only study; (study or None, why
+    none when None)."""
+    from gnnplan.autotune.study import default_storage_file
+
+    db = default_storage_file()
+    named = plan.prediction.get("study") if plan is not None else None
+    if not db.is_file():
+        return None, f"no tuning study given (--study / --storage), and {db} does not exist"
+    import optuna
+
+    from gnnplan.autotune.study import open_storage
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    names = [s.study_name for s in open_storage(f"sqlite:///{db}").get_all_studies()]
+    if named in names or (named is None and len(names) == 1):
+        return load_study(named, f"sqlite:///{db}"), ""
+    why = f"the plan's study {named!r} is not in {db}" if named else f"{db} holds {len(names)} studies"
+    return None, f"no tuning study given (--study / --storage), and {why}"
 
 
 def _calibrate(traces: Sequence[str], out: ReportInputs) -> dict[str, Any] | None:

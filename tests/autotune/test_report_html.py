@@ -129,6 +129,12 @@ def test_cli_report_from_the_folder_and_from_files(loop_dir: tuple[Path, str, st
     out = _report(["--plan", str(out_dir / "plan.yaml"), "-o", str(tmp_path / "c.html")], capsys)
     assert out["charts"] == ["timeline-predicted"]
     assert "--study" in out["missing"]["ranking"] and "--trace" in out["missing"]["calibration"]
+    # ... unless the gnnplan home's storage holds the study the plan names (written by tune; 2026-11-30: --help
+    # promised that default and the page said "no tuning study given")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GNNPLAN_HOME", storage.removeprefix("sqlite:///").removesuffix("/studies.db"))
+        out = _report(["--plan", str(out_dir / "plan.yaml"), "-o", str(tmp_path / "d.html")], capsys)
+    assert "ranking" in out["charts"] and "ranking" not in out["missing"]
 
 
 def _rejected(argv: list[str], capsys: pytest.CaptureFixture[str], match: str, out: Path) -> None:
