@@ -81,15 +81,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _has_cuda() -> bool:
-    """Whether a CUDA device is visible to this process."""
-    import torch
-
-    return bool(torch.cuda.is_available())
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     """``gnnplan run PLAN``: real training, traced."""
+    from gnnplan.executor.run_notes import device_note, has_cuda, layout_note
     from gnnplan.executor.runner import default_gpus_per_machine, run_plan
     from gnnplan.simulator.plan import load_plan
     from gnnplan.simulator.workload.datasets import resolve_dataset
@@ -100,13 +94,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
     per_machine = args.gpus_per_machine or default_gpus_per_machine(plan, args.nprocs or plan.num_workers)
     resolve_dataset(plan.workload.dataset)  # a missing dataset fails here, not in every worker
-    nprocs = args.nprocs or plan.num_workers
-    shape, planned = (nprocs // per_machine, per_machine), (plan.cluster.num_machines, plan.cluster.gpus_per_machine)
-    if not args.emulate and not args.json and shape != planned and nprocs % per_machine == 0:
-        report.console(stderr=True).print(
-            f"note: running as {counted(shape[0], 'machine')} x {counted(shape[1], 'worker')}; the plan was tuned "
-            f"for {counted(planned[0], 'machine')} x {counted(planned[1], 'GPU')} of {plan.cluster.name}, so its "
-            "prediction is not this run's (the trace records the layout run)")
+    layout = layout_note(plan, args.nprocs or plan.num_workers, per_machine)
+    if not args.emulate and not args.json and layout:
+        report.console(stderr=True).print(f"note: {layout}")
     if args.emulate:
         res = _run_emulated(args, plan)
     elif args.cpu_quota is not None or args.memory_limit is not None or args.bandwidth is not None:
@@ -114,11 +104,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         res = run_plan(plan, nprocs=args.nprocs, epochs=args.epochs, trace_dir=args.trace_dir,
                        progress=not args.json, gpus_per_machine=per_machine, **_fault_options(args))
-    if not args.json and not plan.cluster.gpu.is_host_cpu and not _has_cuda():  # after the run: a bad flag's
-        report.console(stderr=True).print(  # error stays the one line printed
-            f"note: the plan is for {plan.cluster.name}'s {plan.cluster.gpu.model} GPUs and this machine has no CUDA "
-            "device, so its workers computed on the CPU: the plan's prediction is not this run's (the trace records "
-            "the device; calibrate it against local)")
+    device = device_note(plan, has_cuda())
+    if not args.json and device:  # after the run: a bad flag's error stays the one line printed
+        report.console(stderr=True).print(f"note: {device}")
     if args.json:
         emit_json(res)
     else:

@@ -180,3 +180,28 @@ def test_api_errors_from_shared_code_name_the_argument_not_the_flag(tmp_path: Pa
         gnnplan.calibrate([tmp_path / "bare.json", tmp_path / "bare.json"], "4x-a100-10gbe")
     with pytest.raises(SpecError, match=r"^traces bare.json: no 'plan' in its metadata; give a trace written by"):
         gnnplan.calibrate([tmp_path / "bare.json"], "4x-a100-10gbe")
+
+
+def test_the_api_run_warns_where_the_run_is_not_the_plans_configuration(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The notes gnnplan run prints (another layout, a GPU plan without CUDA) reach an API caller as RunNote
+    warnings (2026-11-30: silent); the plan's own layout is the default, as the CLI's. run_plan is a fake."""
+    from gnnplan.executor import run_notes, runner
+    from gnnplan.executor.run_notes import RunNote
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.plan import Plan
+    from gnnplan.simulator.workload.spec import load_workload
+
+    layouts = []
+    monkeypatch.setattr(runner, "run_plan", lambda plan, **kw: layouts.append(kw["gpus_per_machine"]) or {})
+    monkeypatch.setattr(run_notes, "has_cuda", lambda: False)  # as here and in CI
+    two = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 1, "gpus_per_machine": 2})
+    plan = Plan(strategy="dp", knobs={}, num_workers=2, cluster=two, workload=load_workload("cora-sage"))
+    with pytest.warns(RunNote) as caught:
+        gnnplan.run(plan, gpus_per_machine=1, trace_dir=tmp_path)
+    notes = [str(w.message) for w in caught]
+    assert notes[0].startswith("running as 2 machines x 1 worker; the plan was tuned for 1 machine x 2 GPUs")
+    assert notes[1].startswith("the plan is for 4x-a100-10gbe's A100-SXM4-40GB GPUs and this machine has no CUDA")
+    with pytest.warns(RunNote) as caught:
+        gnnplan.run(plan, trace_dir=tmp_path)  # the plan's layout: only the device note
+    assert len(caught) == 1 and layouts == [1, 2]

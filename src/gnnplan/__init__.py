@@ -117,12 +117,15 @@ def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec,
 def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | None = None,
         trace_dir: str | Path = "traces", progress: bool = False, collective_timeout_s: float = 60.0,
         checkpoint_every: int = 0, checkpoint_dir: str | Path | None = None, resume: bool = False,
-        gpus_per_machine: int = 1) -> dict[str, Any]:
+        gpus_per_machine: int | None = None) -> dict[str, Any]:
     """Train a plan for real on local worker processes and write its Chrome trace (``gnnplan run``).
 
     ``collective_timeout_s``, ``checkpoint_every``, ``checkpoint_dir``, ``resume`` and ``gpus_per_machine`` are
     ``run``'s ``--collective-timeout``, ``--checkpoint-every``, ``--checkpoint-dir``, ``--resume`` and
-    ``--gpus-per-machine`` (:func:`gnnplan.executor.runner.run_plan`).
+    ``--gpus-per-machine`` (:func:`gnnplan.executor.runner.run_plan`; ``gpus_per_machine=None``: the plan's
+    cluster's where it divides the workers, else 1, as ``gnnplan run``). Where the run's layout or device is not
+    the plan's, so that its prediction is not the run's, a
+    :class:`~gnnplan.executor.run_notes.RunNote` warning says so (the notes ``gnnplan run`` prints).
 
     Returns:
         The ``run --json`` object: ``epoch_time_s`` (median, s), ``epoch_times_s``, ``loss``, ``val_accuracy``,
@@ -133,8 +136,11 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
             ``gpus_per_machine`` not a positive integer, ``trace_dir`` a file.
         RunError: a worker raised, died or stopped responding (one line naming the rank).
     """
+    import warnings
+
     from gnnplan.autotune import api_args
-    from gnnplan.executor.runner import run_plan
+    from gnnplan.executor.run_notes import RunNote, device_note, has_cuda, layout_note
+    from gnnplan.executor.runner import default_gpus_per_machine, run_plan
     from gnnplan.simulator.errors import SpecError
     from gnnplan.simulator.plan import Plan, load_plan
 
@@ -143,16 +149,22 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
     for name, value in (("nprocs", nprocs), ("epochs", epochs)):
         if value is not None:
             api_args.positive_count(name, value)
-    api_args.positive_count("gpus_per_machine", gpus_per_machine)
+    if gpus_per_machine is not None:
+        api_args.positive_count("gpus_per_machine", gpus_per_machine)
     if Path(trace_dir).exists() and not Path(trace_dir).is_dir():
         raise SpecError(f"trace_dir: {str(trace_dir)!r} is a file, not a folder")
     loaded = plan if isinstance(plan, Plan) else load_plan(plan)
+    per_machine = gpus_per_machine or default_gpus_per_machine(loaded, nprocs or loaded.num_workers)
     with api_args.as_arguments("nprocs", "epochs", "trace_dir", "checkpoint_every", "checkpoint_dir",
                                "gpus_per_machine",
                                flags={"collective_timeout": "collective_timeout_s", "resume": "resume=True"}):
-        return run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress,
-                        collective_timeout_s=collective_timeout_s, checkpoint_every=checkpoint_every,
-                        checkpoint_dir=checkpoint_dir, resume=resume, gpus_per_machine=gpus_per_machine)
+        result = run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress,
+                          collective_timeout_s=collective_timeout_s, checkpoint_every=checkpoint_every,
+                          checkpoint_dir=checkpoint_dir, resume=resume, gpus_per_machine=per_machine)
+    for note in (layout_note(loaded, nprocs or loaded.num_workers, per_machine), device_note(loaded, has_cuda())):
+        if note:
+            warnings.warn(note, RunNote, stacklevel=2)
+    return result
 
 
 def whatif(cluster: str | ClusterSpec, workload: str, vary: Sequence[str], *,

@@ -212,7 +212,7 @@ def test_gnnplan_run_says_when_it_runs_another_layout_than_the_plans(tmp_path: P
     from executor_workers import make_plan
 
     from gnnplan.autotune.cli import main
-    from gnnplan.executor import runner
+    from gnnplan.executor import run_notes, runner
     from gnnplan.simulator.plan import save_plan
 
     plan = make_plan("sage", 2, {}, fanouts=[5, 5])
@@ -221,6 +221,7 @@ def test_gnnplan_run_says_when_it_runs_another_layout_than_the_plans(tmp_path: P
     done = {"epoch_time_s": 0.1, "loss": 1.0, "val_accuracy": 0.5, "test_accuracy": 0.5, "trace": "t.json",
             "peak_memory_bytes": {"gpu": None, "host": 1e8}, "peak_memory_phases": None, "measured_epochs": [1, 2]}
     monkeypatch.setattr(runner, "run_plan", lambda *a, **k: done)
+    monkeypatch.setattr(run_notes, "has_cuda", lambda: False)  # as here and in CI
     assert main(["run", str(path), "--epochs", "1", "--gpus-per-machine", "1"]) == 0
     out, err = capsys.readouterr()
     assert "epoch time 100.00 ms (median of epochs 1, 2), loss" in out  # which epochs (2026-11-30: unsaid)
