@@ -33,7 +33,19 @@ MAX_TRACE_BYTES = 512 * 2**20
 
 class _SpecLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` without aliases (an alias bomb grows memory without bound), with bounded nesting
-    (deep nesting ends in RecursionError) and a bounded number of nodes (parse time)."""
+    (deep nesting ends in RecursionError), a bounded number of nodes (parse time) and no key given twice in a
+    mapping (PyYAML keeps the last one silently, so a value edited in one place is ignored)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: set[Any] = set()
+            for key_node, _ in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                if key is not None and key in seen:
+                    raise yaml.YAMLError(f"key {key!r} given twice in one mapping, at line "
+                                         f"{key_node.start_mark.line + 1}")
+                seen.add(key)
+        return super().construct_mapping(node, deep)
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):

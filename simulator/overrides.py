@@ -116,6 +116,48 @@ def _with_units(annotation: Any, path: str, value: Any) -> Any:
             _with_units(fields[k].annotation, f"{path}.{k}", v) for k, v in value.items()}
 
 
+def file_values(cls: type[BaseModel], data: Any, where: str) -> Any:
+    """A spec file's mapping with its fields read as ``--cluster-set`` reads them: a number field's text by its
+    unit (``bandwidth_bytes_per_s: 25Gbit/s``, ``memory_bytes: 40GiB``, ``latency_s: 5us``;
+    :mod:`~gnnplan.simulator.units_parse`), ``none`` / ``null`` in an optional field as None (``nvlink: none``); a
+    key that is no field of its group is named with the fields allowed there, before pydantic would report the
+    field it misspells as missing; a boolean where a number goes is refused (YAML reads ``true`` as 1).
+
+    Raises:
+        SpecError: one line, ``where`` first, naming the field.
+    """
+    if not isinstance(data, dict):
+        return data  # the model's validation names what the file holds instead
+    try:
+        return _file_group(cls, "", data)
+    except SpecError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+
+
+def _file_group(cls: type[BaseModel], path: str, data: dict[str, Any]) -> dict[str, Any]:
+    fields = cls.model_fields
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        where = f" in {path}" if path else ""
+        raise SpecError(f"{path + '.' if path else ''}{unknown[0]}: unknown field; allowed{where}: "
+                        f"{', '.join(fields)}")
+    return {k: _file_value(fields[k].annotation, f"{path}.{k}" if path else str(k), v) for k, v in data.items()}
+
+
+def _file_value(annotation: Any, path: str, value: Any) -> Any:
+    numeric = _admits(annotation, float) and not _admits(annotation, str)
+    if isinstance(value, str):
+        if value.strip().lower() in NONE_WORDS and _admits(annotation, type(None)):
+            return None
+        return parse_field_value(path, value.strip()) if numeric else value
+    if isinstance(value, bool) and numeric and not _admits(annotation, bool):
+        raise SpecError(f"{path}: a number, not {str(value).lower()}")
+    models = _models_in(annotation)
+    if isinstance(value, dict) and models:
+        return _file_group(models[0], path, value)
+    return value
+
+
 def with_fields(spec: M, items: Sequence[str], option: str) -> M:
     """A copy of ``spec`` with ``FIELD=VALUE`` assignments applied in order, validated as a whole.
 
@@ -134,7 +176,10 @@ def with_fields(spec: M, items: Sequence[str], option: str) -> M:
     data = spec.model_dump(mode="python")
     for item in items:
         path, text = split_assignment(item, option)
-        value = coerce_text(leaf_annotation(cls, path, option), path, text)
+        try:
+            value = coerce_text(leaf_annotation(cls, path, option), path, text)
+        except SpecError as exc:  # every --cluster-set error names the option (the field's own do not)
+            raise SpecError(str(exc) if str(exc).startswith(f"{option}:") else f"{option}: {exc}") from None
         _assign(data, path, value, option)
         if "sources" in cls.model_fields and isinstance(data.get("sources"), dict):
             data["sources"] = {**data["sources"], path: f"set by {option} {path}={text}"}

@@ -391,7 +391,9 @@ def load_cluster(ref: str | Path | ClusterSpec) -> ClusterSpec:
 
 def cluster_from_dict(data: dict[str, Any], where: str = "cluster") -> ClusterSpec:
     """Validate a mapping as a :class:`ClusterSpec`, raising :class:`SpecError` with a one-line message."""
+    from gnnplan.simulator.overrides import file_values
+
     try:
-        return ClusterSpec.model_validate(data)
+        return ClusterSpec.model_validate(file_values(ClusterSpec, data, where))
     except ValidationError as exc:
         raise SpecError(one_line(exc, where)) from None

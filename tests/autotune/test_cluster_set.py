@@ -65,7 +65,7 @@ def test_bad_cluster_sets_are_one_line_exit_2(command: str, assignment: str, nee
     code = main([*argv, "--cluster-set", assignment])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
-    assert err[0].startswith(f"gnnplan {command}: error: ") and needle in err[0], err[0]
+    assert err[0].startswith(f"gnnplan {command}: error: --cluster-set: ") and needle in err[0], err[0]
     assert not plan.exists()
 
 
