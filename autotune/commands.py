@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     cluster, workload = cluster_from_args(args), load_workload(args.workload)
     names = api_args.names("--strategies", args.strategies)
     out = tune_to_plan(cluster, workload, names, args.trials, args.storage, args.study, args.tune_batch_size,
-                       args.seed, Path(args.output), progress=not args.json,
+                       args.seed, Path(args.output), progress=not args.json and sys.stderr.isatty(),
                        allow_model_change=args.allow_model_change, proxy_draws=args.proxy_draws)
     if args.json:
         emit_json(out)

@@ -184,13 +184,15 @@ def remove_partial(trace_dir: str | Path, saving: Checkpointing, since_s: float)
 
 
 class EpochProgress:
-    """A tqdm progress bar over epochs on stderr, one line per epoch, and an optional callback."""
+    """One line per epoch on stderr under a tqdm progress bar over epochs (the bar only on a terminal: in a log
+    its redraws are noise), and an optional callback."""
 
     def __init__(self, plan: Plan, show: bool, on_epoch: EpochCallback | None = None) -> None:
         self.show, self.on_epoch = show, on_epoch
         name = plan.workload.name or plan.workload.dataset_name
         self._bar_args = {"total": plan.workload.training.num_epochs, "unit": "epoch", "file": sys.stderr,
-                          "desc": f"{name} {plan.strategy} x{plan.num_workers}", "disable": not show, "leave": True}
+                          "desc": f"{name} {plan.strategy} x{plan.num_workers}", "leave": True,
+                          "disable": not show or not sys.stderr.isatty()}
         self.bar: Any = None  # drawn at the first epoch: a run failing before it prints only its one-line error
 
     def __call__(self, record: dict[str, Any]) -> None:

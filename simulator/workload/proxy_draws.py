@@ -54,5 +54,8 @@ def redrawn(ref: object, refs: list[str]) -> list[str]:
 
 def no_draws_error(ref: object) -> SpecError:
     """The one-line error of ``--proxy-draws`` R > 1 on a dataset that is not a card (:func:`draw_refs`)."""
+    from gnnplan.simulator.workload.spec import GeneratedSpec
+
+    what = f"the generated graph {ref.name}" if isinstance(ref, GeneratedSpec) else repr(ref)
     return SpecError(f"--proxy-draws: needs a dataset card (workload.dataset: {CARD_PREFIX}<name>) to redraw; "
-                     f"{ref!r} is not one")
+                     f"{what} is not one")

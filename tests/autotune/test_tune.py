@@ -151,6 +151,10 @@ def test_tune_over_proxy_draws_redraws_each_strategy_s_best(tmp_path: Path,
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--proxy-draws: needs a dataset card" in err[0]
     assert not (tmp_path / "bad.yaml").exists()
+    # a generated graph by its name, not its spec's repr (2026-11-30: "RmatSpec(generator='rmat', ...)")
+    assert main([*bad[:4], "rmat100k-sage", *bad[5:]]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("to redraw; the generated graph rmat-n100000-e16-f128-c16-t0.1-v0.05-s0.1-seed0 is not one")
 
 
 def test_the_note_names_the_strategies_no_trial_sampled(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]

@@ -86,3 +86,23 @@ def test_the_evaluation_time_is_the_median_of_the_measured_epochs() -> None:
     for r in records:
         del r["evaluation_time_s"]  # restored from a checkpoint written before it was recorded
     assert summarise(PLAN, records, 1.0)["evaluation_time_s"] is None
+
+
+@pytest.mark.parametrize("terminal", [False, True])
+def test_the_epoch_lines_print_in_a_log_and_the_bar_only_on_a_terminal(terminal: bool,
+                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """gnnplan run's epoch lines go to stderr either way; tqdm's bar and its carriage-return redraws only to a
+    terminal (2026-11-30: a log of a run held them between the lines)."""
+    import sys
+
+    from gnnplan.executor.runner import EpochProgress
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal, raising=False)
+    show = EpochProgress(PLAN, True)
+    for epoch in range(2):
+        show({"epoch": epoch, "epoch_time_s": 0.5, "loss": 1.0, "val_accuracy": 0.5, "test_accuracy": 0.5})
+    show.close()
+    err = capsys.readouterr().err
+    assert err.count("epoch   1  time 0.5000 s  loss 1.0000") == 1 and err.count("epoch   0  time") == 1
+    assert ("\r" in err) == terminal
