@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bandwidth", metavar="RATE",
                    help="with --emulate: NIC rate per machine and direction, e.g. 100Mbit/s (default: unshaped)")
     _emulation_limits(p)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="the written cluster as one JSON object instead of text")
     p.set_defaults(func=mc.cmd_probe)
 
     p = sub.add_parser("simulate", help="predict one configuration's epoch time, traffic and memory")
@@ -75,7 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE",
                    help="a knob of the strategy (cache_fraction=0.2, mode=hybrid, cache_budget_bytes=1GB; none "
                         "unsets an optional one); repeatable, the last wins")
-    p.add_argument("--json", action="store_true", help="print one JSON object (DESIGN.md's keys) instead of a table")
+    p.add_argument("--json", action="store_true",
+                   help="the prediction (epoch_time_s, breakdown_s, bytes_per_epoch, peak_memory_bytes, feasible, "
+                        "...) as one JSON object instead of the table")
     p.add_argument("--trace", help="write the predicted timeline as a Chrome trace")
     p.add_argument("--proxy-draws", type=int, default=1, metavar="R",
                    help="where the dataset is a card (card:<name>[@K]): also simulate on R - 1 more draws of its "
@@ -97,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the dataset is a card (card:<name>[@K]): also simulate each strategy's best "
                         "configuration on R - 1 more draws of its proxy (K+1, ...) and say on how many the best "
                         "one stays the fastest (default 1: the draw named). " + POOLED_DRAWS_HELP)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="the best plan, the ranked trials and the study as one JSON object instead of the table")
     p.add_argument("-o", "--output", help="plan YAML to write (default: plan.yaml)", default="plan.yaml")
     p.set_defaults(func=c.cmd_tune)
 
@@ -109,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "which share their machine's graph and features (default: the plan's cluster's when it "
                         "divides nprocs, else 1)")
     p.add_argument("--epochs", type=int, help="epochs (default: the workload's num_epochs)")
-    p.add_argument("--trace-dir", default="traces")
+    p.add_argument("--trace-dir", default="traces",
+                   help="folder the run's Chrome trace is written to (default: traces)")
     p.add_argument("--emulate", action="store_true",
                    help="run each machine of the plan in its own network namespace with its NIC shaped to the "
                         "plan's network bandwidth (needs root and CAP_NET_ADMIN)")
@@ -124,7 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-dir", metavar="DIR", help="checkpoint folder (default: <trace-dir>/checkpoints)")
     p.add_argument("--resume", action="store_true",
                    help="continue from the newest complete checkpoint in --checkpoint-dir")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="the run's results (epoch_time_s, epoch_times_s, loss, accuracies, bytes_per_epoch, "
+                        "peak_memory_bytes, trace) as one JSON object instead of the epoch lines")
     p.set_defaults(func=mc.cmd_run)
 
     p = sub.add_parser("calibrate", help="fit a cluster's effective parameters to recorded traces")
@@ -133,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the cluster whose parameters are fitted (preset name or YAML): the one the runs were "
                         "planned on, e.g. local after gnnplan probe")
     p.add_argument("-o", "--output", help="calibrated cluster YAML (default: <home>/presets/<name>-calibrated.yaml)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="the calibrated parameters and the held-out errors as one JSON object instead of text")
     p.set_defaults(func=c.cmd_calibrate)
 
     p = sub.add_parser("trace", help="work with Chrome traces")
@@ -143,7 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("measured", help="trace written by gnnplan run")
     m.add_argument("-o", "--output", required=True, help="merged trace to write (opens in Perfetto)")
     m.add_argument("--epoch", type=int, help="measured epoch to show (default: the median one)")
-    m.add_argument("--json", action="store_true")
+    m.add_argument("--json", action="store_true",
+                   help="the merged trace's summary as one JSON object")
     m.set_defaults(func=c.cmd_trace_merge)
 
     p = sub.add_parser("loop", help="the main job: tune, run the best plan, calibrate, report prediction error")
@@ -155,7 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=int, help="epochs to run (default: the workload's)")
     p.add_argument("--storage", help="Optuna storage URL (default: sqlite file in the gnnplan home)")
     p.add_argument("--out-dir", default="gnnplan-loop", help="folder for plan, trace, calibrated cluster, report")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="the loop's report (plan, run, calibration, held-out errors) as one JSON object instead "
+                        "of text")
     p.set_defaults(func=c.cmd_loop)
 
     p = sub.add_parser("whatif", help="sweep cluster or workload fields; tune every strategy at each point; "
@@ -177,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "configuration on R - 1 more draws of the card's proxy (K+1, ...) and say on how many the "
                         "winner wins (default 1: the draw named). " + POOLED_DRAWS_HELP)
     p.add_argument("-o", "--output", default="gnnplan-whatif", help="folder for whatif.csv, .html and .json")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="every point, its winner and the crossovers as one JSON object instead of the table")
     p.set_defaults(func=c.cmd_whatif)
 
     p = sub.add_parser("card", help="measure a graph you hold into a dataset card (statistics, no features), to "
@@ -195,7 +207,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="replace a card of that name in the folder, or write one "
                                                         "under a shipped card's name (it then replaces the shipped "
                                                         "one in every workload)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="the card written as one JSON object instead of text")
     p.set_defaults(func=c.cmd_card)
 
     p = sub.add_parser("report", help="one self-contained HTML page (plotly) of a loop folder, a study, a plan "
@@ -211,7 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
                                              "predicted.json, else the plan simulated now)")
     p.add_argument("-o", "--output", help="HTML file to write (default: DIR/report.html, DIR/whatif.html for a "
                                           "whatif folder, else report.html)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true",
+                   help="what the page holds (charts drawn, sections missing and why) as one JSON object")
     p.set_defaults(func=c.cmd_report)
     return parser
 
