@@ -138,6 +138,8 @@ def ranked_table(rows: list[dict[str, Any]], limit: int = 15, on_cpu: bool = Fal
     drawn = next((r["proxy_draws"] for r in rows if r.get("proxy_draws")), None)
     device = "peak worker model memory" if on_cpu else "peak GPU memory"
     columns = ["rank", "strategy", "model", "knobs", "epoch time", "iteration", device, "trials", "note"]
+    if on_cpu:  # a CPU worker's model memory is a small part of what its machine holds (graph, features, caches)
+        columns.insert(7, "peak host memory (per machine)")
     if drawn:  # tune --proxy-draws: each strategy's best over further proxy draws
         columns.insert(5, f"over proxy draws {drawn[0]}-{drawn[-1]}")
     for col in columns:
@@ -149,6 +151,8 @@ def ranked_table(rows: list[dict[str, Any]], limit: int = 15, on_cpu: bool = Fal
         cells = [str(r["rank"]), r["strategy"], r.get("model", ""), knobs_text(r["knobs"]), fmt_s(r["epoch_time_s"]),
                  fmt_s(r["iteration_time_s"]), fmt_bytes(r["peak_gpu_memory_bytes"]), str(r.get("num_trials", 1)),
                  note]
+        if on_cpu:
+            cells.insert(7, fmt_bytes(r.get("peak_host_memory_bytes")))
         if drawn:
             cells.insert(5, "" if r.get("epoch_time_min_s") is None else
                          fmt_s_range(r["epoch_time_min_s"], r["epoch_time_max_s"]))

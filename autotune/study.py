@@ -341,7 +341,8 @@ def ranked_trials(study: optuna.Study) -> list[dict[str, Any]]:
 
     Returns:
         Rows with keys rank, trial, strategy, model (the model's arch), knobs, feasible, epoch_time_s,
-        iteration_time_s, peak_gpu_memory_bytes, reason, num_trials (trials merged into the row).
+        iteration_time_s, peak_gpu_memory_bytes, peak_host_memory_bytes (a machine's), reason, num_trials
+        (trials merged into the row).
     """
     rows = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,)):
@@ -351,7 +352,8 @@ def ranked_trials(study: optuna.Study) -> list[dict[str, Any]]:
         rows.append({"trial": t.number, "strategy": res["strategy"], "model": t.user_attrs.get("model", ""),
                      "knobs": res["knobs"], "feasible": res["feasible"], "epoch_time_s": res["epoch_time_s"],
                      "iteration_time_s": res["iteration_time_s"],
-                     "peak_gpu_memory_bytes": res["peak_memory_bytes"]["gpu"], "reason": res["reason"]})
+                     "peak_gpu_memory_bytes": res["peak_memory_bytes"]["gpu"],
+                     "peak_host_memory_bytes": res["peak_memory_bytes"].get("host"), "reason": res["reason"]})
     rows.sort(key=lambda r: (not r["feasible"], r["epoch_time_s"] or float("inf"), r["trial"]))
     merged: dict[str, dict[str, Any]] = {}
     for row in rows:

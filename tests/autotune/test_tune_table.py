@@ -66,6 +66,11 @@ def test_the_table_always_shows_the_best_row_of_each_strategy() -> None:
             "them all); the best of each strategy tried is always shown") in " ".join(text.split())
     every = _render(ranked_table(rows[:3], limit=5))
     assert "3 distinct configurations; the best" in " ".join(every.split())  # all shown: nothing to say
+    # a cluster without GPUs also shows each machine's host memory, where its graph and features are (2026-11-30:
+    # only the workers' model memory, 13 MB against a run's 370 MB)
+    cpu = _render(ranked_table(rows[:3], limit=5, on_cpu=True))
+    assert "peak host memory (per machine)" in cpu and cpu.count("1.00 GB") == 6
+    assert "peak host memory" not in every
 
 
 def test_a_runs_peak_memory_reads_per_machine_and_per_gpu() -> None:
