@@ -129,6 +129,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         con.print(f"fit (in-sample, not a prediction): {name} measured {report.fmt_s(r['measured_epoch_time_s'])}, "
                   f"fit {report.fmt_s(r['fit_epoch_time_s'])} "
                   f"({report.pct(r['fit_epoch_time_s'], r['measured_epoch_time_s'])})")
+    for name, load in out.get("busy", {}).items():
+        con.print(f"note: {name}: {report.background_note(load)}")
     for name, where in out.get("other_machines", {}).items():
         con.print(f"note: {name} ran on {where}, not on {cluster.name}'s {cluster.gpu.model}: the fit moves "
                   f"{cluster.name}'s parameters toward that machine's")

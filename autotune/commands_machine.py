@@ -107,6 +107,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     device = device_note(plan, has_cuda())
     if not args.json and device:  # after the run: a bad flag's error stays the one line printed
         report.console(stderr=True).print(f"note: {device}")
+    load = report.background_note(res.get("background"))
+    if not args.json and load:
+        report.console(stderr=True).print(f"note: {load}")
     if args.json:
         emit_json(res)
     else:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnplan.autotune.planning import calibrate_traces, tune_to_plan
-from gnnplan.autotune.report import epochs_phrase, fmt_bytes, fmt_s, pct, transient_lines
+from gnnplan.autotune.report import background_note, epochs_phrase, fmt_bytes, fmt_s, pct, transient_lines
 from gnnplan.autotune.report_page import write_loop_outputs
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
@@ -65,6 +65,9 @@ def main_job(cluster_ref: str, workload_ref: str, trials: int, nprocs: int, epoc
                    gpus_per_machine=default_gpus_per_machine(plan, nprocs))  # the layout predicted
     tell(f"      measured {fmt_s(run['epoch_time_s'])} per epoch (the median of its measured epochs), test accuracy "
          f"{run['test_accuracy']:.4f}")
+    load = background_note(run.get("background"))
+    if load:
+        tell(f"      note: {load}")
     tell("[3/4] calibrating the simulator from the trace")
     from gnnplan.simulator.calibrate import calibrated_name
 

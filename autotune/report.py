@@ -252,6 +252,18 @@ def epochs_phrase(epochs: list[int]) -> str:
     return f"epoch{'s' if len(epochs) != 1 else ''} {epochs_text(epochs)}"
 
 
+def background_note(background: dict[str, Any] | None) -> str | None:
+    """One sentence for a run whose measured epochs other processes kept busy (``results.background``,
+    :func:`executor.run_load.summary`), else None: which epochs, how many cores, and what it means for its times."""
+    if not background or not background.get("busy_epochs"):
+        return None
+    b = background
+    return (f"other processes kept up to {b['max_other_cores']:.2f} of {b['cores']} cores busy during "
+            f"{epochs_phrase(b['busy_epochs'])} (median {b['other_cores']:.2f}; the hypervisor took "
+            f"{b['steal_fraction']:.0%}): those epoch times are this machine's under that load, not its own; rerun "
+            "on a quiet machine before calibrating on them")
+
+
 def transient_lines(epochs_report: dict[str, Any]) -> list[str]:
     """Per trace with transient epochs (a calibration report's ``held_out.epochs.transient``), one line saying
     which epochs no fit used and why (:func:`gnnplan.simulator.calibrate_holdout.transient_epochs`)."""

@@ -16,7 +16,9 @@ feature requests and replies and the gradient all-reduce; what ranks sent to ran
 on NVLink, or PCIe without it, as the simulator prices it: :func:`link_bytes`), ``peak_memory_bytes{gpu, host}``
 (the largest over measured epochs of an epoch's peak, its training or the evaluation after it, as ``simulate
 --json`` predicts it: one GPU's, None without CUDA, and one machine's resident host memory, :mod:`executor.memory`;
-each phase's in ``peak_memory_phases{training, evaluation}``), ``trace``, and more (``epochs`` per-epoch records,
+each phase's in ``peak_memory_phases{training, evaluation}``), ``background`` (what else ran on this machine
+during the measured epochs, rank 0's measurement: {other_cores, steal_fraction, max_other_cores, busy_epochs},
+:mod:`executor.run_load`; None where ``/proc`` cannot be read), ``trace``, and more (``epochs`` per-epoch records,
 ``seeds_per_s``, ``num_iterations``, ``threads``: rank 0's thread pool sizes {intra_op, inter_op, dgl} after the
 run, its share of the cores (:mod:`executor.threads`), ...).
 
@@ -47,11 +49,12 @@ from typing import Any
 
 import torch
 
-from gnnplan.executor import checkpoint, comm, faults
+from gnnplan.executor import checkpoint, comm, faults, run_load
 from gnnplan.executor.checkpoint import Checkpointing
 from gnnplan.executor.data import Topology
 from gnnplan.executor.launch import run_in_process, spawn
 from gnnplan.executor.memory import PHASES, EpochPeak, larger_peaks, machine_peaks
+from gnnplan.executor.run_load import EpochLoad, launcher_pid
 from gnnplan.executor.strategies import get_executor
 from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.threads import current_threads
@@ -245,17 +248,23 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
             rec.origin_s -= resume_offset_s(earlier)  # this run's spans follow the earlier ones
         settings = getattr(trainer, "epoch_settings", dict)
         meter = EpochPeak(topo.device, counts_shared=topo.local_rank == 0, in_step=topo.gpus_per_machine > 1)
+        load = EpochLoad(launcher_pid(topo.world_size)) if topo.rank == 0 else None
         for epoch in range((resumed + 1) if resumed is not None else 0, num_epochs):
             ran_with = settings()
+            if load is not None:
+                load.begin()
             meter.begin()
             stats = trainer.train_epoch(epoch)
             trained = meter.end()
+            background = load.end() if load is not None else None
             meter.begin()
             evaluation_start_s = time.perf_counter()
             acc = trainer.evaluate(epoch)
             evaluated_s = time.perf_counter() - evaluation_start_s
             peaks = dict(zip(PHASES, (trained, meter.end())))
             records.append(epoch_record(epoch, stats, acc, ran_with, peaks, topo.gpus_per_machine, evaluated_s))
+            if background is not None:  # rank 0's: the machine's load while the epoch trained
+                records[-1]["background"] = background
             if topo.rank == 0:
                 emit(records[-1])
             if saving.due(epoch, num_epochs):
@@ -372,7 +381,7 @@ def summarise(plan: Plan, records: list[dict[str, Any]], wall_s: float) -> dict[
             "seeds_per_s": statistics.fmean(r["num_seeds"] for r in measured) / epoch_s,
             "bytes_per_epoch": link_bytes(plan, mean("pcie"), mean("network"), mean("intra_machine")),
             "peak_memory_bytes": larger_peaks(r["peak_memory_bytes"] for r in measured if r.get("peak_memory_bytes")),
-            "peak_memory_phases": phases,
+            "peak_memory_phases": phases, "background": run_load.summary(measured),
             "epochs": records, "wall_s": wall_s}
 
 

@@ -68,6 +68,7 @@ from typing import Any
 
 import numpy as np
 
+from gnnplan.simulator.calibrate_calls import call_row, overlapping_peers, row_spans, span_key
 from gnnplan.simulator.calibrate_fit import FitResult, FitRow, fit
 from gnnplan.simulator.calibrate_holdout import (
     EPOCH_PHASE,
@@ -107,6 +108,8 @@ class _Trace:
     evaluation_times_s: dict[int, float]
     device: str | None = None
     """What the run computed on (its results' ``device``; None in traces from before 2026-11-30)."""
+    background: dict[str, Any] | None = None
+    """What else ran on the machine during its measured epochs (results' ``background``, executor.run_load)."""
 
 
 def _default_simulate(cluster: ClusterSpec, plan: Plan) -> SimResult:
@@ -137,18 +140,7 @@ def _load_trace(name: str, spans: list[Span], meta: Mapping[str, Any], cluster: 
     split = split_epochs({s.epoch for s in spans}, timed, results.get("measured_epochs"), timed)
     device = results.get("device")
     return _Trace(name, plan, float(measured), shaped_like(cluster, plan), spans, get_strategy(plan.strategy), timed,
-                  split, evaluation_times_s(results), str(device) if device else None)
-
-
-def _row_spans(rule: PhaseRule, spans: list[Span]) -> list[Span]:
-    """The spans of one phase, rank and iteration that become rows of ``rule`` (``per_call``: the candidates);
-    ``iteration_sum`` adds them into one span (durations, bytes and FLOPs; ``args["num_spans"]`` their count)."""
-    if rule.rows != "iteration_sum" or not spans:
-        return spans
-    first = spans[0]
-    return [Span(first.rank, first.phase, first.start_s, sum(x.dur_s for x in spans), first.stream,
-                 sum(x.nbytes for x in spans), sum(x.flops for x in spans), first.epoch, first.iteration,
-                 {"num_spans": float(len(spans))})]
+                  split, evaluation_times_s(results), str(device) if device else None, results.get("background"))
 
 
 def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
@@ -172,9 +164,9 @@ def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
         iteration = {p: [s for s in spans if s.dur_s > 0] for p, spans in phases.items()}
         for phase, rule in usable.items():
             # the k-th span of a phase in a rank's iteration is the k-th call of that collective on every rank
-            for call, s in enumerate(sorted(_row_spans(rule, iteration.get(phase, [])), key=lambda x: x.start_s)):
+            for call, s in enumerate(sorted(row_spans(rule, iteration.get(phase, [])), key=lambda x: x.start_s)):
                 row = SpanRow(s, iteration, t.plan.knobs, t.shape,
-                              peers=peers[phase].get(_span_key(s), ()) if rule.peers else ())
+                              peers=peers[phase].get(span_key(s), ()) if rule.peers else ())
                 if not rule.applies(row):
                     continue
                 key = (phase, epoch, it, call)
@@ -182,36 +174,8 @@ def _collect(t: _Trace) -> tuple[list[FitRow], set[str]]:
                     rows.append((phase, rule, row))
                 else:
                     calls[key].append(row)
-    rows += [(key[0], usable[key[0]], _call_row(spans, usable[key[0]].call_load)) for key, spans in calls.items()]
+    rows += [(key[0], usable[key[0]], call_row(spans, usable[key[0]].call_load)) for key, spans in calls.items()]
     return _fit_rows(t, rows), unpriced
-
-
-def _span_key(s: Span) -> tuple[int, int, int, float]:
-    return (s.rank, s.epoch, s.iteration, s.start_s)
-
-
-def overlapping_peers(spans: Sequence[Span], gpus_per_machine: int) -> dict[tuple[int, int, int, float],
-                                                                              tuple[Span, ...]]:
-    """For every span (keyed by rank, epoch, iteration and start), the spans of the other ranks of its machine
-    (ranks ``m * g .. m * g + g - 1`` on machine ``m``) that overlap it in time: ``spans`` are one phase's, so these
-    are what shared the machine's host memory, PCIe switches and NICs with it (a rule with ``peers`` prices the
-    sharing: :func:`~gnnplan.simulator.strategies.calibration_rules.load_rule`). Spans that only touch do not
-    overlap. One sweep per machine over the spans sorted by start, ``O(n log n + overlaps)``."""
-    by_machine: dict[int, list[Span]] = defaultdict(list)
-    for s in spans:
-        by_machine[s.rank // gpus_per_machine].append(s)
-    out: dict[tuple[int, int, int, float], list[Span]] = defaultdict(list)
-    for group in by_machine.values():
-        group.sort(key=lambda x: x.start_s)
-        active: list[Span] = []  # started, and not yet ended at the current span's start
-        for s in group:
-            active = [a for a in active if a.start_s + a.dur_s > s.start_s]
-            for a in active:
-                if a.rank != s.rank:
-                    out[_span_key(s)].append(a)
-                    out[_span_key(a)].append(s)
-            active.append(s)
-    return {k: tuple(v) for k, v in out.items()}
 
 
 def calibration_rows(spans: Sequence[Span], meta: Mapping[str, Any],
@@ -224,48 +188,6 @@ def calibration_rows(spans: Sequence[Span], meta: Mapping[str, Any],
         SpecError: the metadata has no plan.
     """
     return _collect(_load_trace("trace", list(spans), meta, cluster))
-
-
-def _with_machine_bytes(spans: list[SpanRow]) -> list[SpanRow]:
-    """Every rank's span of one call with the arg ``machine_bytes``: the largest sum of one machine's ranks'
-    bytes in it, what that machine's NICs carry (a rule may price the call by it:
-    :func:`~gnnplan.simulator.strategies.calibration_rules.fetch_rule`)."""
-    g = spans[0].shape.gpus_per_machine
-    per_machine: dict[int, float] = {}
-    for r in spans:
-        per_machine[r.span.rank // g] = per_machine.get(r.span.rank // g, 0.0) + r.span.nbytes
-    most = max(per_machine.values())
-    return [replace(r, span=replace(r.span, args={**r.span.args, "machine_bytes": most})) for r in spans]
-
-
-def _call_row(spans: list[SpanRow], load: Callable[[SpanRow], float] | None = None) -> SpanRow:
-    """One collective call's row from every rank's span of it (module docstring): the rank that moved the most
-    bytes (``load``: what counts instead of its span's bytes), timed from the last rank's arrival (before it
-    nothing could move) to its own end. A rank that sends more than it receives may end before its bytes arrive
-    (TCP buffers them), so the fastest rank's span is not the busiest NIC's time; the busiest rank must wait for
-    its bytes. Several ranks that moved the most (an
-    all-reduce moves the same bytes on every rank) are timed to their mean end: which of them ends last is noise,
-    and a late one delays its own next iteration by as much as a slower transfer would (its lateness at the next
-    call is an arrival delay the straggler model, ``jitter_s``, waits for, from the last arrival, so it is not
-    counted twice). Clocks that put that end before the last arrival fall back to the fastest rank's span."""
-    def moved(r: SpanRow) -> float:
-        return load(r) if load is not None else r.span.nbytes
-
-    last = max(r.span.start_s for r in spans)
-    most = max(moved(r) for r in spans)
-    spans = _with_machine_bytes(spans)
-    tied = [r for r in spans if moved(r) == most]
-    busiest = min(tied, key=lambda r: r.span.start_s + r.span.dur_s)
-    # ranks that moved the same bytes (an all-reduce) finish in any order: a late one delays its next iteration
-    # as much as a slow transfer would, so their mean end is the call's
-    # a simulated span says how long it waited for the expected stragglers after the last arrival (a real trace
-    # shows them as later arrivals, which ``last`` already leaves out)
-    straggled = float(busiest.span.args.get("straggler_s", 0.0))
-    dur = sum(r.span.start_s + r.span.dur_s for r in tied) / len(tied) - last - straggled
-    if dur <= 0:
-        fastest = min(spans, key=lambda r: r.span.dur_s)
-        return replace(fastest, span=replace(fastest.span, nbytes=most))
-    return replace(busiest, span=replace(busiest.span, start_s=last, dur_s=dur))
 
 
 def _fit_rows(t: _Trace, rows: list[tuple[str, PhaseRule, SpanRow]]) -> list[FitRow]:
@@ -339,7 +261,8 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
         ``fit`` {cost, num_residuals, rounds, message, noise_s, prior_width_factor, unpriced_phases} and
         ``memory``: ``host.process_bytes`` fitted to the traces' measured peak host memory, with its held-out
         errors (:func:`~gnnplan.simulator.calibrate_memory.calibrate_memory`; the calibrated cluster carries it
-        when a trace measured its peak); ``other_machines`` {name: where it ran (:func:`ran_on`)}: the traces
+        when a trace measured its peak); ``busy`` {name: its ``results.background``}: the traces whose measured
+        epochs other processes kept busy; ``other_machines`` {name: where it ran (:func:`ran_on`)}: the traces
         that did not run on the device ``cluster`` models (:func:`ran_here`: its recorded device, else its plan's
         GPU model; a run on this machine fitted into a catalogue preset: the fit moves that preset's parameters
         toward another machine's).
@@ -389,6 +312,7 @@ def calibrate(spans_by_trace: Mapping[str, tuple[Sequence[Span], Mapping[str, An
         "fit": {**result.info, "unpriced_phases": sorted(cal.unpriced)},
         "memory": memory,
         "other_machines": {t.name: ran_on(t) for t in traces if not ran_here(t, base)},
+        "busy": {t.name: t.background for t in traces if t.background and t.background.get("busy_epochs")},
     }
     return calibrated, report
 

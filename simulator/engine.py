@@ -120,7 +120,7 @@ class Rendezvous:
     def straggler_args(self, party: int, since_s: float) -> dict[str, float]:
         """A span's ``straggler_s`` arg: what :meth:`straggled_s` grew by since it read ``since_s`` (none when 0).
         A real trace shows the stragglers as ranks arriving at a collective at different times, which calibration
-        times the call from the last of (``calibrate._call_row``); a simulated collective's span holds the
+        times the call from the last of (``calibrate_calls.call_row``); a simulated collective's span holds the
         expected straggler wait after the last deterministic arrival instead, so it says how much, and
         calibration leaves it out the same way."""
         grown = self.straggled_s(party) - since_s

@@ -54,7 +54,7 @@ class PhaseRule:
             into one row; ``per_call``: per iteration and call (the k-th span of the phase in a rank's iteration),
             one row from every rank's span of it: the rank that moved the most bytes, from the last rank's
             arrival to its end (a collective, so waiting for stragglers is excluded; calibration's
-            ``_call_row``).
+            ``calibrate_calls.call_row``).
         target: the measured seconds the prediction is compared with (default: the span's duration).
         min_machines: rows are used only for traces with at least this many machines (e.g. 2 for a network
             phase that is empty on one machine).

@@ -62,6 +62,13 @@ def test_calibrate_a_predicted_trace(strategy: str, workload: str, tmp_path: Pat
     assert main(["calibrate", str(trace), "--cluster", "4x-t4-10gbe", "-o", str(tmp_path / "y.yaml")]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "ran on 4x-a100-10gbe (A100-SXM4-40GB), not on 4x-t4-10gbe's" in text
+    # a run whose measured epochs other processes kept busy (its results' background, executor.run_load): said
+    spans, meta = read_trace(trace)
+    busy = {"cores": 2, "other_cores": 0.9, "steal_fraction": 0.0, "max_other_cores": 0.95, "busy_epochs": [0]}
+    write_trace(trace, spans, {**meta, "results": {**meta["results"], "background": busy}})
+    assert main(["calibrate", str(trace), "--cluster", "4x-a100-10gbe", "-o", str(out)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "t.json: other processes kept up to 0.95 of 2 cores busy during epoch 0 (median 0.90;" in text
 
 
 def test_calibrate_prints_the_held_out_peak_host_memory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

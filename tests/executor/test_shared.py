@@ -219,13 +219,16 @@ def test_gnnplan_run_says_when_it_runs_another_layout_than_the_plans(tmp_path: P
     path = save_plan(tmp_path / "plan.yaml", plan.model_copy(update={"cluster": plan.cluster.model_copy(
         update={"num_machines": 1, "gpus_per_machine": 2})}))
     done = {"epoch_time_s": 0.1, "loss": 1.0, "val_accuracy": 0.5, "test_accuracy": 0.5, "trace": "t.json",
-            "peak_memory_bytes": {"gpu": None, "host": 1e8}, "peak_memory_phases": None, "measured_epochs": [1, 2]}
+            "peak_memory_bytes": {"gpu": None, "host": 1e8}, "peak_memory_phases": None, "measured_epochs": [1, 2],
+            "background": {"cores": 2, "other_cores": 0.5, "steal_fraction": 0.0, "max_other_cores": 0.9,
+                           "busy_epochs": [2]}}
     monkeypatch.setattr(runner, "run_plan", lambda *a, **k: done)
     monkeypatch.setattr(run_notes, "has_cuda", lambda: False)  # as here and in CI
     assert main(["run", str(path), "--epochs", "1", "--gpus-per-machine", "1"]) == 0
     out, err = capsys.readouterr()
     assert "epoch time 100.00 ms (median of epochs 1, 2), loss" in out  # which epochs (2026-11-30: unsaid)
     err = " ".join(err.split())
+    assert "note: other processes kept up to 0.90 of 2 cores busy during epoch 2 (median 0.50;" in err
     assert "note: running as 2 machines x 1 worker; the plan was tuned for 1 machine x 2 GPUs of" in err
     assert main(["run", str(path), "--epochs", "1"]) == 0  # the plan's own layout: no note of it
     err = " ".join(capsys.readouterr().err.split())
@@ -237,4 +240,4 @@ def test_gnnplan_run_says_when_it_runs_another_layout_than_the_plans(tmp_path: P
         update={"is_host_cpu": True})})
     assert main(["run", str(save_plan(tmp_path / "cpu.yaml", plan.model_copy(update={"cluster": cpu}))),
                  "--epochs", "1"]) == 0
-    assert "note:" not in capsys.readouterr().err
+    assert "no CUDA" not in capsys.readouterr().err

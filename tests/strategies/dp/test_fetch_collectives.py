@@ -109,7 +109,7 @@ def test_a_call_row_is_the_busiest_rank_timed_from_the_last_arrival() -> None:
     later and receives 600 kB. The call's row is rank 1's span from the last arrival: 7 ms with 600 kB, not the
     fastest span (rank 0's 5 ms) with the largest bytes. A clock that ends the busiest rank before the last
     arrival falls back to the fastest span."""
-    from gnnplan.simulator.calibrate import _call_row
+    from gnnplan.simulator.calibrate_calls import call_row
 
     cluster = two_machines(PER_ALL_TO_ALL_S)
 
@@ -118,11 +118,11 @@ def test_a_call_row_is_the_busiest_rank_timed_from_the_last_arrival() -> None:
         return SpanRow(span, {"fetch": [span]}, {}, cluster)
 
     sender, receiver = row(0, 0.0, 5e-3, 1e5), row(1, 2e-3, 7e-3, 6e5)
-    picked = _call_row([sender, receiver]).span
+    picked = call_row([sender, receiver]).span
     assert (picked.rank, picked.dur_s, picked.nbytes) == (1, pytest.approx(7e-3), 6e5)
     late = row(0, 1e-2, 2e-3, 1e5)  # arrives after the busiest rank ended: clocks that do not align
-    picked = _call_row([late, row(1, 0.0, 5e-3, 6e5)]).span
+    picked = call_row([late, row(1, 0.0, 5e-3, 6e5)]).span
     assert (picked.rank, picked.dur_s, picked.nbytes) == (0, pytest.approx(2e-3), 6e5)
     # equal bytes (an all-reduce): from the last arrival (2 ms) to the ranks' mean end ((5 + 9) / 2 ms)
-    picked = _call_row([row(0, 0.0, 5e-3, 6e5), row(1, 2e-3, 7e-3, 6e5)]).span
+    picked = call_row([row(0, 0.0, 5e-3, 6e5), row(1, 2e-3, 7e-3, 6e5)]).span
     assert (picked.dur_s, picked.nbytes) == (pytest.approx(5e-3, rel=1e-12), 6e5)
