@@ -259,7 +259,7 @@ def background_note(background: dict[str, Any] | None) -> str | None:
         return None
     b = background
     return (f"other processes kept up to {b['max_other_cores']:.2f} of {b['cores']} cores busy during "
-            f"{epochs_phrase(b['busy_epochs'])} (median {b['other_cores']:.2f}; the hypervisor took "
+            f"{epochs_phrase(b['busy_epochs'])} ({b['other_cores']:.2f} over its measured epochs; the hypervisor took "
             f"{b['steal_fraction']:.0%}): those epoch times are this machine's under that load, not its own; rerun "
             "on a quiet machine before calibrating on them")
 

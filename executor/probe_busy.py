@@ -109,30 +109,6 @@ def snapshot() -> CpuSnapshot | None:
     return CpuSnapshot(time.monotonic(), busy, steal, total, own + descendants_cpu_s(os.getpid(), ticks))
 
 
-def tree_snapshot(root: int) -> CpuSnapshot | None:
-    """:func:`snapshot` whose own time is that of process ``root`` (which need not be this one) and its live
-    descendants, each with the children it has reaped (``/proc``); None where ``/proc`` cannot be read.
-    ``gnnplan run`` measures its epochs with it (:mod:`executor.run_load`): ``root`` is the launcher that spawned
-    the workers, so their sampler processes are their own time."""
-    ticks = float(os.sysconf("SC_CLK_TCK"))
-    try:
-        busy, steal, total = parse_proc_stat(PROC_STAT.read_text(), ticks)
-        own = _process_cpu_s(Path("/proc") / str(root), ticks)
-    except (OSError, ValueError, IndexError):
-        return None
-    return CpuSnapshot(time.monotonic(), busy, steal, total, own + descendants_cpu_s(root, ticks))
-
-
-def _process_cpu_s(entry: Path, ticks_per_s: float) -> float:
-    """User + system seconds of one process and the children it has reaped (``/proc/<pid>/stat`` fields 14-17).
-
-    Raises:
-        OSError, IndexError: the process is gone or its stat line is malformed.
-    """
-    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-    return sum(int(x) for x in fields[11:15]) / ticks_per_s
-
-
 def descendants_cpu_s(root: int, ticks_per_s: float, proc: Path = Path("/proc")) -> float:
     """User + system seconds of every live descendant of process ``root``, each with those of the children it
     has reaped (``/proc/<pid>/stat`` utime, stime, cutime, cstime); a process that ends while it is read is

@@ -17,7 +17,7 @@ on NVLink, or PCIe without it, as the simulator prices it: :func:`link_bytes`), 
 (the largest over measured epochs of an epoch's peak, its training or the evaluation after it, as ``simulate
 --json`` predicts it: one GPU's, None without CUDA, and one machine's resident host memory, :mod:`executor.memory`;
 each phase's in ``peak_memory_phases{training, evaluation}``), ``background`` (what else ran on this machine
-during the measured epochs, rank 0's measurement: {other_cores, steal_fraction, max_other_cores, busy_epochs},
+during the measured epochs, on rank 0's machine: {cores, other_cores, steal_fraction, max_other_cores, busy_epochs},
 :mod:`executor.run_load`; None where ``/proc`` cannot be read), ``trace``, and more (``epochs`` per-epoch records,
 ``seeds_per_s``, ``num_iterations``, ``threads``: rank 0's thread pool sizes {intra_op, inter_op, dgl} after the
 run, its share of the cores (:mod:`executor.threads`), ...).
@@ -38,6 +38,7 @@ in the results says where it picked up).
 from __future__ import annotations
 
 import dataclasses
+import math
 import shutil
 import socket
 import statistics
@@ -54,7 +55,7 @@ from gnnplan.executor.checkpoint import Checkpointing
 from gnnplan.executor.data import Topology
 from gnnplan.executor.launch import run_in_process, spawn
 from gnnplan.executor.memory import PHASES, EpochPeak, larger_peaks, machine_peaks
-from gnnplan.executor.run_load import EpochLoad, launcher_pid
+from gnnplan.executor.run_load import EpochLoad
 from gnnplan.executor.strategies import get_executor
 from gnnplan.executor.strategies.base import EpochStats
 from gnnplan.executor.threads import current_threads
@@ -248,23 +249,21 @@ def rank_main(topo: Topology, emit: Callable[[Any], None], plan: Plan, trace_dir
             rec.origin_s -= resume_offset_s(earlier)  # this run's spans follow the earlier ones
         settings = getattr(trainer, "epoch_settings", dict)
         meter = EpochPeak(topo.device, counts_shared=topo.local_rank == 0, in_step=topo.gpus_per_machine > 1)
-        load = EpochLoad(launcher_pid(topo.world_size)) if topo.rank == 0 else None
+        load = EpochLoad()
         for epoch in range((resumed + 1) if resumed is not None else 0, num_epochs):
             ran_with = settings()
-            if load is not None:
-                load.begin()
+            load.begin()
             meter.begin()
             stats = trainer.train_epoch(epoch)
             trained = meter.end()
-            background = load.end() if load is not None else None
+            own_load = load.end()
             meter.begin()
             evaluation_start_s = time.perf_counter()
             acc = trainer.evaluate(epoch)
             evaluated_s = time.perf_counter() - evaluation_start_s
             peaks = dict(zip(PHASES, (trained, meter.end())))
-            records.append(epoch_record(epoch, stats, acc, ran_with, peaks, topo.gpus_per_machine, evaluated_s))
-            if background is not None:  # rank 0's: the machine's load while the epoch trained
-                records[-1]["background"] = background
+            records.append(epoch_record(epoch, stats, acc, ran_with, peaks, topo.gpus_per_machine, evaluated_s,
+                                        own_load))
             if topo.rank == 0:
                 emit(records[-1])
             if saving.due(epoch, num_epochs):
@@ -315,20 +314,25 @@ def shared_origin() -> float:
 
 def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, int],
                  peaks: dict[str, tuple[float, float | None]], gpus_per_machine: int,
-                 evaluation_s: float) -> dict[str, Any]:
+                 evaluation_s: float, load: list[float] | None = None) -> dict[str, Any]:
     """Combine every rank's epoch statistics, accuracy counts and peak memory (collective): time = slowest rank;
     ``settings`` (the trainer's ``epoch_settings()`` before the epoch, the same on every rank) are kept as
     ``settings``; ``peaks`` are this rank's ``(host, device)`` bytes of the epoch's ``training`` and of the
     ``evaluation`` after it (:class:`executor.memory.EpochPeak`), combined per machine
     (:func:`executor.memory.machine_peaks`) into ``peak_memory_phases{training, evaluation}{gpu, host}`` and
     their larger per memory, ``peak_memory_bytes{gpu, host}`` (the phases run one after the other);
-    ``evaluation_s`` is this rank's wall time of the evaluation, ``evaluation_time_s`` the slowest rank's."""
+    ``evaluation_s`` is this rank's wall time of the evaluation, ``evaluation_time_s`` the slowest rank's;
+    ``load`` this rank's :data:`executor.run_load.FIELDS` over the training epoch, combined into ``background``
+    (:func:`executor.run_load.combine`: what else ran on rank 0's machine)."""
     phases = list(peaks)
+    load = load if load is not None else [math.nan] * len(run_load.FIELDS)
     mine = torch.tensor(stats.as_list() + [acc.val_correct, acc.val_total, acc.test_correct, acc.test_total,
                                            evaluation_s]
-                        + [v for p in phases for v in (peaks[p][0], -1.0 if peaks[p][1] is None else peaks[p][1])],
-                        dtype=torch.float64, device=comm.device())
+                        + [v for p in phases for v in (peaks[p][0], -1.0 if peaks[p][1] is None else peaks[p][1])]
+                        + load, dtype=torch.float64, device=comm.device())
     rows = torch.stack(comm.all_gather(mine)).cpu()
+    background = run_load.combine(rows[:, -len(load):].tolist())
+    rows = rows[:, :-len(load)]
     total = rows.sum(0).tolist()
     names = list(EpochStats.__dataclass_fields__) + ["val_correct", "val_total", "test_correct", "test_total",
                                                      "evaluation_s"]
@@ -339,6 +343,7 @@ def epoch_record(epoch: int, stats: EpochStats, acc: Any, settings: dict[str, in
         memory[phase] = machine_peaks(host.tolist(), [d if d >= 0 else None for d in device.tolist()],
                                       gpus_per_machine)
     return {"epoch": epoch, **({"settings": dict(settings)} if settings else {}),
+            **({"background": background} if background is not None else {}),
             "peak_memory_bytes": larger_peaks(memory.values()), "peak_memory_phases": memory,
             "epoch_time_s": float(rows[:, 0].max()),
             "evaluation_time_s": float(rows[:, names.index("evaluation_s")].max()),

@@ -19,10 +19,10 @@ BUSY = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
 
 
 @pytest.mark.skipif(probe_busy.snapshot() is None, reason="needs /proc (Linux)")
-def test_an_epochs_load_counts_other_processes_not_the_runs_own() -> None:
-    """The run's tree is the launcher's (here this process): its busy child is its own time; a busy process that
-    left the tree (reparented to init) is another's."""
-    load = run_load.EpochLoad(os.getpid())
+def test_an_epochs_load_counts_other_processes_not_the_ranks_own() -> None:
+    """A rank's own time holds its live children (its sampler processes); a busy process that left its tree
+    (reparented to init) is another's. Two ranks of one machine: rank 0's machine less both ranks' own time."""
+    load = run_load.EpochLoad()
     child = subprocess.Popen([sys.executable, "-c", BUSY.format(s=1.5)])
     try:
         load.begin()
@@ -30,29 +30,43 @@ def test_an_epochs_load_counts_other_processes_not_the_runs_own() -> None:
         own = load.end()
     finally:
         child.wait()
+    assert own[0] > 0.6 and own[1] == run_load.machine_key() and own[5] == pytest.approx(1.0, abs=0.2)
     subprocess.run(["sh", "-c", f"{sys.executable} -c '{BUSY.format(s=1.5)}' >/dev/null 2>&1 &"], check=True)
     time.sleep(0.2)  # its interpreter has started
     load.begin()
     time.sleep(1.0)
     other = load.end()
     time.sleep(0.4)  # let it end
-    assert own is not None and other is not None
-    assert own["other_cores"] < 0.4 < 0.6 < other["other_cores"]
-    assert not run_load.busy(own) and run_load.busy(other)
-    assert run_load.EpochLoad(2**22 + 12345).end() is None  # a launcher that is gone: nothing measured
+    mine, theirs = run_load.combine([own]), run_load.combine([other])
+    assert mine is not None and theirs is not None
+    assert run_load.load_of([mine])["other_cores"] < 0.4 < 0.6 < run_load.load_of([theirs])["other_cores"]
+    assert not run_load.busy(run_load.load_of([mine])) and run_load.busy(run_load.load_of([theirs]))
+    # another rank of the same machine is the run's own time; one of another machine (boot id) is not
+    assert run_load.combine([other, [0.9, own[1], 0.0, 0.0, 0.0, 1.0]])["own_s"] == pytest.approx(other[0] + 0.9)
+    assert run_load.combine([other, [0.9, own[1] + 1, 0.0, 0.0, 0.0, 1.0]]) == theirs
+    assert run_load.combine([[float("nan")] * 6]) is None  # not measured (no /proc)
 
 
-def test_the_summary_and_note_name_the_busy_measured_epochs() -> None:
-    measured = [{"epoch": e, "background": {"other_cores": c, "steal_fraction": s}}
-                for e, c, s in ((1, 0.05, 0.0), (2, 0.97, 0.01), (3, 0.9, 0.02), (4, 0.1, 0.2))]
-    summary = run_load.summary(measured)
-    assert summary == {"cores": os.cpu_count(), "other_cores": pytest.approx(0.5), "steal_fraction": 0.015,
-                       "max_other_cores": 0.97, "busy_epochs": [2, 3, 4]}  # epoch 4: the hypervisor's 20%
+def _counters(busy_s: float, own_s: float, wall_s: float, steal_s: float = 0.0) -> dict[str, float]:
+    return {"busy_s": busy_s, "own_s": own_s, "steal_s": steal_s, "total_s": 2 * wall_s, "wall_s": wall_s}
+
+
+def test_the_summary_judges_half_a_second_of_epochs_at_once_and_the_note_names_them() -> None:
+    """/proc counts clock ticks, so consecutive epochs are judged together until they span MIN_WINDOW_S: here
+    epochs 1-2 (0.6 s, idle), 3-5 (0.6 s, one core busy), 6 (0.3 s, joins 3-5: too short alone)."""
+    walls = {1: 0.3, 2: 0.3, 3: 0.2, 4: 0.2, 5: 0.2, 6: 0.3}
+    measured = [{"epoch": e, "background": _counters(w * (1.0 if e < 3 else 2.0), w, w)} for e, w in walls.items()]
+    assert [epochs for epochs, _ in run_load.windows(measured)] == [[1, 2], [3, 4, 5, 6]]
+    summary = run_load.summary(measured + [{"epoch": 7}])  # an epoch without counters is left out
+    assert summary == {"cores": os.cpu_count(), "other_cores": pytest.approx(0.9 / 1.5), "steal_fraction": 0.0,
+                       "max_other_cores": pytest.approx(1.0), "busy_epochs": [3, 4, 5, 6]}
+    stolen = [{"epoch": 1, "background": _counters(0.5, 0.5, 0.5, steal_s=0.2)}]  # 20% of 1 s of CPU: busy too
+    assert run_load.summary(stolen)["busy_epochs"] == [1]
     assert run_load.summary([{"epoch": 1}]) is None  # not measured (no /proc)
     assert background_note(summary | {"cores": 2}) == (
-        "other processes kept up to 0.97 of 2 cores busy during epochs 2, 3, 4 (median 0.50; the hypervisor took 2%): "
-        "those epoch times are this machine's under that load, not its own; rerun on a quiet machine before "
-        "calibrating on them")
+        "other processes kept up to 1.00 of 2 cores busy during epochs 3, 4, 5, 6 (0.60 over its measured epochs; "
+        "the hypervisor took 0%): those epoch times are this machine's under that load, not its own; rerun on a "
+        "quiet machine before calibrating on them")
     assert background_note(summary | {"busy_epochs": []}) is None and background_note(None) is None
 
 
@@ -60,7 +74,7 @@ def test_the_summary_and_note_name_the_busy_measured_epochs() -> None:
 def test_a_run_records_each_epochs_load_and_summarises_its_measured_ones(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with hard_limit(120):
         res = run_plan(tiny_plan("dp", num_epochs=3), trace_dir=tmp_path, progress=False)
-    loads = [r["background"] for r in res["epochs"]]
-    assert len(loads) == 3 and all(0.0 <= b["other_cores"] and 0.0 <= b["steal_fraction"] <= 1.0 for b in loads)
+    loads = [r["background"] for r in res["epochs"]]  # two workers: both ranks' own time left out
+    assert len(loads) == 3 and all(b["own_s"] > 0 and b["wall_s"] > 0 for b in loads)
     assert set(res["background"]) == {"cores", "other_cores", "steal_fraction", "max_other_cores", "busy_epochs"}
     assert set(res["background"]["busy_epochs"]) <= set(res["measured_epochs"])

@@ -228,7 +228,7 @@ def test_gnnplan_run_says_when_it_runs_another_layout_than_the_plans(tmp_path: P
     out, err = capsys.readouterr()
     assert "epoch time 100.00 ms (median of epochs 1, 2), loss" in out  # which epochs (2026-11-30: unsaid)
     err = " ".join(err.split())
-    assert "note: other processes kept up to 0.90 of 2 cores busy during epoch 2 (median 0.50;" in err
+    assert "note: other processes kept up to 0.90 of 2 cores busy during epoch 2 (0.50 over its measured epochs;" in err
     assert "note: running as 2 machines x 1 worker; the plan was tuned for 1 machine x 2 GPUs of" in err
     assert main(["run", str(path), "--epochs", "1"]) == 0  # the plan's own layout: no note of it
     err = " ".join(capsys.readouterr().err.split())
