@@ -11,9 +11,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from gnnplan.simulator.errors import SpecError
-
-SEED_LIMIT = 2**32
-"""Seeds run from 0 to ``SEED_LIMIT - 1`` (numpy's and Optuna's samplers' range)."""
+from gnnplan.simulator.limits import check_seed
 
 
 def positive_count(name: str, value: Any) -> int:
@@ -28,14 +26,8 @@ def positive_count(name: str, value: Any) -> int:
 
 
 def seed(name: str, value: Any) -> int:
-    """``value`` as a sampler seed in [0, :data:`SEED_LIMIT`).
-
-    Raises:
-        SpecError: anything else, naming ``name``.
-    """
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
-        raise SpecError(f"{name}: must be an integer from 0 to 2**32 - 1 (got {value!r})")
-    return value
+    """``value`` as a sampler seed (:func:`simulator.limits.check_seed`)."""
+    return check_seed(name, value)
 
 
 def names(name: str, value: Any) -> list[str] | None:

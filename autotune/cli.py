@@ -15,6 +15,7 @@ from typing import NoReturn
 from pydantic import ValidationError
 
 from gnnplan.simulator.errors import RunError, SpecError, one_line
+from gnnplan.simulator.limits import SEED_LIMIT
 
 
 class _Parser(argparse.ArgumentParser):
@@ -257,7 +258,7 @@ def seed_value(text: str) -> int:
     try:
         return api_args.seed("--seed", int(text))
     except (ValueError, SpecError):
-        raise argparse.ArgumentTypeError(f"must be an integer from 0 to {api_args.SEED_LIMIT - 1} "
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to {SEED_LIMIT - 1} "
                                          f"(got {text!r})") from None
 
 

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 import gnnplan.simulator as simulator
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.limits import check_seed
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.result import SimResult
 from gnnplan.simulator.strategies import get_strategy
@@ -157,6 +158,7 @@ def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | Workl
             batch smaller than the number of workers.
     """
     cl, wl = load_cluster(cluster), load_workload(workload)
+    check_seed("stats_seed", stats_seed)
     module = get_strategy(strategy)
     kn = coerce_knobs(strategy, knobs)
     check_workload(module, wl)
@@ -182,16 +184,19 @@ def _estimated(workload: WorkloadSpec, module: ModuleType) -> dict[str, Any] | N
         module.NAME, module.NEEDS_SAMPLE_STATS))
 
 
-def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, strategy: str,
-             knobs: Mapping[str, Any] | BaseModel | None = None, *, stats_seed: int = 0) -> SimResult:
+def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec | Mapping[str, Any],
+             strategy: str, knobs: Mapping[str, Any] | BaseModel | None = None, *, stats_seed: int = 0,
+             cluster_set: Sequence[str] = ()) -> SimResult:
     """Simulate one epoch of ``strategy`` with ``knobs`` on ``cluster`` for ``workload``.
 
     Args:
-        cluster: preset name, YAML path or spec.
-        workload: preset name, YAML path or spec.
+        cluster: preset name, YAML path or spec (one edited with ``model_copy`` is validated again).
+        workload: preset name, YAML path, spec, or a mapping of its fields (as in its YAML).
         strategy: strategy name (``dp``, ...).
         knobs: knob values (mapping or the strategy's ``Knobs``); missing ones take their defaults.
         stats_seed: seed of the sampled batches the graph statistics are measured on.
+        cluster_set: ``FIELD=VALUE`` changes to the cluster, unit-aware, as ``--cluster-set``
+            (``["network.bandwidth_bytes_per_s=25Gbit/s", "nvlink=none"]``; :func:`simulator.overrides.with_fields`).
 
     Returns:
         The result; ``sim_wall_s`` is the wall time of this call (statistics from cache + simulation).
@@ -200,6 +205,10 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
         SpecError: see :func:`load_context`.
     """
     started = time.perf_counter()
+    if cluster_set:
+        from gnnplan.simulator.overrides import with_fields
+
+        cluster = with_fields(load_cluster(cluster), text_list("cluster_set", cluster_set), "cluster_set")
     module, kn, ctx = load_context(cluster, workload, strategy, knobs, stats_seed=stats_seed)
     result = simulate_in_context(module, kn, ctx)
     result.sim_wall_s = time.perf_counter() - started
@@ -207,10 +216,12 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
 
 
 def simulate_on_draws(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, strategy: str,
-                      knobs: Mapping[str, Any] | BaseModel | None, refs: Sequence[str]) -> list[SimResult]:
+                      knobs: Mapping[str, Any] | BaseModel | None, refs: Sequence[str],
+                      cluster_set: Sequence[str] = ()) -> list[SimResult]:
     """:func:`simulate` of the same configuration with ``workload.dataset`` set to each of ``refs`` in turn: the
     proxy draws of a dataset card (:func:`simulator.workload.proxy_draws.draw_refs`), whose statistics are each one
-    random draw, so the spread of the results is how much of a prediction is the draw's.
+    random draw, so the spread of the results is how much of a prediction is the draw's (``cluster_set``: as
+    :func:`simulate`'s).
 
     Raises:
         SpecError: see :func:`load_context`; a reference that names no dataset; ``refs`` empty or not strings (a
@@ -219,8 +230,8 @@ def simulate_on_draws(cluster: str | Path | ClusterSpec, workload: str | Path | 
     from gnnplan.simulator.overrides import with_fields
 
     spec = load_workload(workload)
-    return [simulate(cluster, with_fields(spec, [f"dataset={ref}"], "workload.dataset"), strategy, knobs)
-            for ref in text_list("refs", refs)]
+    return [simulate(cluster, with_fields(spec, [f"dataset={ref}"], "workload.dataset"), strategy, knobs,
+                     cluster_set=cluster_set) for ref in text_list("refs", refs)]
 
 
 def text_list(name: str, value: Any) -> list[str]:

@@ -16,6 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from gnnplan.simulator.errors import SpecError
+
 INT64_MAX = 2**63 - 1
 """Largest integer numpy's int64 (vertex ids, counts) holds."""
 
@@ -161,3 +163,18 @@ def _check_scalar(item: Any, where: str) -> None:
             raise ValueError(f"{where}: must be a finite number (got {item})")
     else:
         raise ValueError(f"{where}: must be plain data (mapping, list, string, number), got {type(item).__name__}")
+
+
+SEED_LIMIT = 2**32
+"""Seeds run from 0 to ``SEED_LIMIT - 1`` (numpy's and Optuna's samplers' range)."""
+
+
+def check_seed(name: str, value: Any) -> int:
+    """``value`` as a sampler seed in [0, :data:`SEED_LIMIT`).
+
+    Raises:
+        SpecError: anything else (a bool, a float, a string, out of range), naming ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < SEED_LIMIT:
+        raise SpecError(f"{name}: must be an integer from 0 to 2**32 - 1 (got {value!r})")
+    return value

@@ -134,13 +134,38 @@ def file_values(cls: type[BaseModel], data: Any, where: str) -> Any:
         raise SpecError(f"{where}: {exc}") from None
 
 
-def _file_group(cls: type[BaseModel], path: str, data: dict[str, Any]) -> dict[str, Any]:
+def unknown_key(cls: type[BaseModel], data: Any, where: str) -> None:
+    """Refuse a key of ``data`` that is no field of ``cls`` (or of the group it sits in, where a group is of one
+    model), naming it and the fields allowed there, before pydantic would report the field it misspells as
+    missing.
+
+    Raises:
+        SpecError: one line, ``where`` first.
+    """
+    if not isinstance(data, dict):
+        return
+    try:
+        _known_keys(cls, "", data, deep=True)
+    except SpecError as exc:
+        raise SpecError(f"{where}: {exc}") from None
+
+
+def _known_keys(cls: type[BaseModel], path: str, data: dict[str, Any], deep: bool = False) -> None:
     fields = cls.model_fields
     unknown = [k for k in data if k not in fields]
     if unknown:
         where = f" in {path}" if path else ""
         raise SpecError(f"{path + '.' if path else ''}{unknown[0]}: unknown field; allowed{where}: "
                         f"{', '.join(fields)}")
+    for k, v in data.items() if deep else ():
+        models = _models_in(fields[k].annotation)
+        if isinstance(v, dict) and len(models) == 1:
+            _known_keys(models[0], f"{path}.{k}" if path else str(k), v, deep=True)
+
+
+def _file_group(cls: type[BaseModel], path: str, data: dict[str, Any]) -> dict[str, Any]:
+    _known_keys(cls, path, data)
+    fields = cls.model_fields
     return {k: _file_value(fields[k].annotation, f"{path}.{k}" if path else str(k), v) for k, v in data.items()}
 
 

@@ -205,3 +205,39 @@ def test_the_api_run_warns_where_the_run_is_not_the_plans_configuration(tmp_path
     with pytest.warns(RunNote) as caught:
         gnnplan.run(plan, trace_dir=tmp_path)  # the plan's layout: only the device note
     assert len(caught) == 1 and layouts == [1, 2]
+
+
+def test_specs_built_in_python_are_checked_like_files() -> None:
+    """A cluster or workload edited with model_copy (which pydantic does not validate) is validated before use,
+    misspelt keys included, as a YAML file is; a workload may be a mapping; cluster_set changes a field unit-aware
+    (2026-12-01, a new user's pass: ZeroDivisionError, TypeError, or a 0 s epoch)."""
+    cl = gnnplan.load_cluster("4x-a100-10gbe")
+    wl = gnnplan.load_workload("cora-sage")
+
+    def net(**kw: Any) -> Any:
+        return cl.model_copy(update={"network": cl.network.model_copy(update=kw)})
+
+    bad = [(cl.model_copy(update={"gpus_per_machine": 0}), "^cluster: gpus_per_machine: Input should be greater"),
+           (net(bandwidth_bytes_per_s=-1.0), "^cluster: network.bandwidth_bytes_per_s: Input should be greater"),
+           (cl.model_copy(update={"num_gpus_per_machine": 2}), "^cluster: num_gpus_per_machine: unknown field; "
+                                                               "allowed: name, num_machines, gpus_per_machine,")]
+    for spec, match in bad:
+        with pytest.raises(gnnplan.SpecError, match=match):
+            gnnplan.simulate(spec, wl, "dp")
+    by_hand = gnnplan.simulate(net(bandwidth_bytes_per_s="25Gbit/s"), wl, "dp")
+    by_set = gnnplan.simulate(cl, wl, "dp", cluster_set=["network.bandwidth_bytes_per_s=25Gbit/s"])
+    assert by_hand.epoch_time_s == by_set.epoch_time_s != gnnplan.simulate(cl, wl, "dp").epoch_time_s
+    with pytest.raises(gnnplan.SpecError, match="^cluster_set: unknown field 'network.bandwith"):
+        gnnplan.simulate(cl, wl, "dp", cluster_set=["network.bandwith_bytes_per_s=1"])
+    data = wl.to_yaml_dict()
+    assert gnnplan.simulate(cl, data, "dp").epoch_time_s == gnnplan.simulate(cl, wl, "dp").epoch_time_s
+    data["model"]["hiden_dim"] = data["model"].pop("hidden_dim")
+    with pytest.raises(gnnplan.SpecError, match="^workload: model.hiden_dim: unknown field; allowed in model: "):
+        gnnplan.simulate(cl, data, "dp")
+    short = wl.model_copy(update={"training": wl.training.model_copy(update={"batch_size": 0})})
+    with pytest.raises(gnnplan.SpecError, match="^workload: training.batch_size: Input should be greater"):
+        gnnplan.simulate(cl, short, "dp")
+    with pytest.raises(gnnplan.SpecError, match=r"^strategy: unknown strategy \['dp'\]; allowed: dp, "):
+        gnnplan.simulate(cl, wl, ["dp"])  # type: ignore[arg-type]
+    with pytest.raises(gnnplan.SpecError, match="^stats_seed: must be an integer from 0 to 2"):
+        gnnplan.simulate(cl, wl, "dp", stats_seed=-1)

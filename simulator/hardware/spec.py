@@ -365,7 +365,8 @@ def load_cluster(ref: str | Path | ClusterSpec) -> ClusterSpec:
     """Load a cluster from a preset name or a YAML path.
 
     Args:
-        ref: preset name (``4x-a100-10gbe``, ``dgx-a100``, ``local``), a YAML file, or a spec (returned as is).
+        ref: preset name (``4x-a100-10gbe``, ``dgx-a100``, ``local``), a YAML file, or a spec (returned as is
+            once valid: one edited with ``model_copy`` is validated again, :mod:`simulator.spec_checked`).
 
     Returns:
         The validated spec.
@@ -374,7 +375,9 @@ def load_cluster(ref: str | Path | ClusterSpec) -> ClusterSpec:
         SpecError: unknown preset, unreadable file, or a field out of range (message names the field).
     """
     if isinstance(ref, ClusterSpec):
-        return ref
+        from gnnplan.simulator.spec_checked import checked
+
+        return checked(ref, cluster_from_dict)
     if not isinstance(ref, (str, Path)):
         raise SpecError(f"cluster: a preset name, a YAML path or a ClusterSpec (got {type(ref).__name__})")
     path = Path(ref)
@@ -392,8 +395,9 @@ def load_cluster(ref: str | Path | ClusterSpec) -> ClusterSpec:
 def cluster_from_dict(data: dict[str, Any], where: str = "cluster") -> ClusterSpec:
     """Validate a mapping as a :class:`ClusterSpec`, raising :class:`SpecError` with a one-line message."""
     from gnnplan.simulator.overrides import file_values
+    from gnnplan.simulator.spec_checked import mark_valid
 
     try:
-        return ClusterSpec.model_validate(file_values(ClusterSpec, data, where))
+        return mark_valid(ClusterSpec.model_validate(file_values(ClusterSpec, data, where)))
     except ValidationError as exc:
         raise SpecError(one_line(exc, where)) from None

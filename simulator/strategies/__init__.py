@@ -22,6 +22,6 @@ def get_strategy(name: str, field: str = "strategy") -> ModuleType:
     Raises:
         SpecError: unknown name, naming ``field`` (the message lists the known ones).
     """
-    if name not in STRATEGIES:
+    if not isinstance(name, str) or name not in STRATEGIES:
         raise SpecError(f"{field}: unknown strategy {name!r}; allowed: {', '.join(sorted(STRATEGIES))}")
     return STRATEGIES[name]

@@ -13,6 +13,7 @@ DGL's ``NeighborSampler``; -1 takes all neighbours.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -221,15 +222,21 @@ def preset_names() -> list[str]:
 
 
 def load_workload(ref: str | Path | WorkloadSpec) -> WorkloadSpec:
-    """Load a workload from a preset name or a YAML path.
+    """Load a workload from a preset name, a YAML path or a mapping of its fields (as in its YAML); a spec is
+    returned as is once valid (one edited with ``model_copy`` is validated again, :mod:`simulator.spec_checked`).
 
     Raises:
         SpecError: unknown preset, unreadable file, or an invalid field (message names the field).
     """
+    from gnnplan.simulator.spec_checked import checked
+
     if isinstance(ref, WorkloadSpec):
-        return ref
+        return checked(ref, workload_from_dict)
+    if isinstance(ref, Mapping):
+        return workload_from_dict(dict(ref))
     if not isinstance(ref, (str, Path)):
-        raise SpecError(f"workload: a preset name, a YAML path or a WorkloadSpec (got {type(ref).__name__})")
+        raise SpecError(f"workload: a preset name, a YAML path, a mapping of its fields or a WorkloadSpec (got "
+                        f"{type(ref).__name__})")
     path = Path(ref)
     if not path.suffix:
         if path.is_dir() and not (PRESET_DIR / f"{ref}.yaml").is_file():
@@ -245,7 +252,11 @@ def load_workload(ref: str | Path | WorkloadSpec) -> WorkloadSpec:
 
 def workload_from_dict(data: dict[str, Any], where: str = "workload") -> WorkloadSpec:
     """Validate a mapping as a :class:`WorkloadSpec`, raising :class:`SpecError` with a one-line message."""
+    from gnnplan.simulator.overrides import unknown_key
+    from gnnplan.simulator.spec_checked import mark_valid
+
+    unknown_key(WorkloadSpec, data, where)
     try:
-        return WorkloadSpec.model_validate(data)
+        return mark_valid(WorkloadSpec.model_validate(data))
     except ValidationError as exc:
         raise SpecError(one_line(exc, where)) from None

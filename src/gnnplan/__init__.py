@@ -37,6 +37,7 @@ from gnnplan.simulator import __version__  # noqa: E402
 
 if TYPE_CHECKING:
     from gnnplan.simulator.api import simulate, simulate_on_draws
+    from gnnplan.simulator.errors import RunError, SpecError
     from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster, preset_names
     from gnnplan.simulator.plan import Plan, load_plan
     from gnnplan.simulator.result import SimResult
@@ -46,7 +47,8 @@ _LAZY = {"simulate": "gnnplan.simulator.api", "simulate_on_draws": "gnnplan.simu
          "ClusterSpec": "gnnplan.simulator.hardware.spec", "load_cluster": "gnnplan.simulator.hardware.spec",
          "preset_names": "gnnplan.simulator.hardware.spec", "Plan": "gnnplan.simulator.plan",
          "load_plan": "gnnplan.simulator.plan", "SimResult": "gnnplan.simulator.result",
-         "WorkloadSpec": "gnnplan.simulator.workload.spec", "load_workload": "gnnplan.simulator.workload.spec"}
+         "WorkloadSpec": "gnnplan.simulator.workload.spec", "load_workload": "gnnplan.simulator.workload.spec",
+         "SpecError": "gnnplan.simulator.errors", "RunError": "gnnplan.simulator.errors"}
 """The API's names and the module each comes from, imported on first use (PEP 562 ``__getattr__``): a worker
 process that imports ``gnnplan.executor.comm`` then loads neither the simulator's strategies nor SciPy (1.0 s of
 its start-up, measured 2026-11-29)."""
@@ -65,7 +67,7 @@ def __dir__() -> list[str]:
 
 __all__ = ["__version__", "simulate", "simulate_on_draws", "tune", "run", "calibrate", "whatif", "load_cluster",
            "load_workload", "load_plan", "preset_names", "strategy_names", "ClusterSpec", "WorkloadSpec", "Plan",
-           "SimResult"]
+           "SimResult", "SpecError", "RunError"]
 
 
 def strategy_names() -> list[str]:
@@ -78,11 +80,14 @@ def strategy_names() -> list[str]:
 def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, *,
          strategies: Sequence[str] | None = None, trials: int = 40, storage: str | None = None,
          study_name: str | None = None, tune_batch_size: bool = False, allow_model_change: bool = False,
-         seed: int = 0, output: str | Path = "plan.yaml", proxy_draws: int = 1) -> dict[str, Any]:
+         seed: int = 0, output: str | Path = "plan.yaml", proxy_draws: int = 1,
+         cluster_set: Sequence[str] = ()) -> dict[str, Any]:
     """Search strategies and knobs with Optuna on simulated epoch time and write the best plan (``gnnplan tune``).
 
     Args:
-        cluster, workload: preset names, YAML paths or specs.
+        cluster, workload: preset names, YAML paths or specs (a workload also as a mapping of its fields).
+        cluster_set: ``FIELD=VALUE`` changes to the cluster, unit-aware (``--cluster-set``;
+            ``["network.bandwidth_bytes_per_s=25Gbit/s"]``).
         strategies: allowed strategy names (None = every strategy that supports the workload).
         trials: trials added to the study; storage: Optuna storage URL (None = the SQLite file in the gnnplan
             home); study_name: None = derived from the inputs, so a repeated call resumes.
@@ -103,12 +108,16 @@ def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec,
     from gnnplan.autotune.planning import tune_to_plan
     from gnnplan.simulator.hardware.spec import load_cluster
     from gnnplan.simulator.io import check_output
+    from gnnplan.simulator.overrides import with_fields
     from gnnplan.simulator.workload.spec import load_workload
 
     names = api_args.names("strategies", strategies)
     check_output(output, "output")  # as the CLI's -o, before the study
-    with api_args.as_arguments("storage", "trials", "seed", "proxy_draws", "output", flags={"study": "study_name"}):
-        return tune_to_plan(load_cluster(cluster), load_workload(workload), names,
+    with api_args.as_arguments("storage", "trials", "seed", "proxy_draws", "output", "cluster_set",
+                               flags={"study": "study_name"}):
+        cl = with_fields(load_cluster(cluster), api_args.texts("cluster_set", cluster_set) if cluster_set else [],
+                         "cluster_set")
+        return tune_to_plan(cl, load_workload(workload), names,
                             api_args.positive_count("trials", trials), storage, study_name, tune_batch_size,
                             api_args.seed("seed", seed), Path(output), allow_model_change=allow_model_change,
                             proxy_draws=api_args.positive_count("proxy_draws", proxy_draws))
