@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gnnplan.simulator.trace import Span
 
@@ -57,6 +57,13 @@ class SimResult(BaseModel):
     peak_memory_parts: dict[str, dict[str, float]] | None = None
     evaluation_time_s: float | None = None
     spans: list[Span] = Field(default_factory=list, exclude=True)
+
+    @field_validator("epoch_time_s", "iteration_time_s", mode="before")
+    @classmethod
+    def _null_is_infeasible(cls, value: Any) -> Any:
+        """``null`` reads back as ``inf``: :meth:`to_json_dict` writes an infeasible result's times so (strict
+        JSON has no infinity), and ``SimResult.model_validate`` of that object must give the result back."""
+        return math.inf if value is None else value
 
     @classmethod
     def infeasible(cls, reason: str, **fields: Any) -> SimResult:

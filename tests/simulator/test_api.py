@@ -110,3 +110,15 @@ def test_simulate_on_draws_takes_one_reference_or_several() -> None:
     assert len(one) == 1 and one[0].epoch_time_s == again[0].epoch_time_s
     with pytest.raises(SpecError, match=r"^refs: one or more strings \(got \[\]\)$"):
         api.simulate_on_draws("4x-a100-10gbe", "cora-sage", "dp", {}, [])
+
+
+def test_a_result_round_trips_through_its_json_object_infeasible_too() -> None:
+    """to_json_dict writes an infeasible result's infinite times as null (strict JSON); reading the object back
+    gives the result again (2026-12-01: SimResult.model_validate of it failed on the nulls)."""
+    from gnnplan.simulator.result import SimResult
+
+    out = SimResult.infeasible("out of GPU memory: ...", strategy="dp", knobs={}, num_iterations=3)
+    data = out.to_json_dict()
+    assert data["epoch_time_s"] is None and data["iteration_time_s"] is None
+    back = SimResult.model_validate(data)
+    assert back == out and back.epoch_time_s == float("inf") and back.to_json_dict() == data
