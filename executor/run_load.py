@@ -2,10 +2,10 @@
 of CPU time the hypervisor stole (:mod:`executor.probe_busy`'s measurement: the machine's busy time from
 ``/proc/stat`` less the run's own).
 
-A run's epoch times are this machine's under whatever else ran. On the 2-core development machine one busy
-process beside a 1-worker ppgnn run on Cora made its epochs ~25x longer (about 50 ms against 2 ms, 2026-12-01: a
-worker's 2-thread parallel regions wait for the core the other process holds), so a trace measured so is no
-calibration of the machine alone.
+A run's epoch times are this machine's under whatever else ran. On the 2-core development machine a 1-worker ppgnn
+run on Cora took 1.5 ms per epoch alone, 5.4 ms beside one busy loop and ~50 ms beside another gnnplan run
+(2026-12-01: a worker's 2-thread parallel regions wait for the core another process holds), so a trace measured so
+is no calibration of the machine alone.
 
 Every rank measures its own CPU time over each training epoch, symmetric and cheap (~15 us: ``getrusage`` of
 itself and its reaped children, and ``/proc/<pid>/stat`` of its live descendants, its sampler processes, found
