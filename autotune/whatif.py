@@ -231,7 +231,8 @@ def tune_candidate(point: Point, cand: Candidate, trials: int, seed: int,
     (``warm``) and the defaults (:meth:`Candidate.default_params`).
 
     Returns:
-        (row fields: feasible, epoch_time_s, iteration_time_s, knobs, reason, num_trials; the best trial's
+        (row fields: feasible, epoch_time_s, iteration_time_s, knobs, reason, num_trials, bytes_per_epoch
+        {pcie, nvlink, network, storage} and peak_memory_bytes {gpu, host} as ``simulate`` gives them; the best trial's
         parameters to warm-start the next point, None when no trial was feasible).
     """
     req = TuneRequest(point.cluster, cand.workload, (cand.strategy,), trials, seed=seed,
@@ -261,7 +262,8 @@ def tune_candidate(point: Point, cand: Candidate, trials: int, seed: int,
     res = best.user_attrs["result"]
     return {"feasible": bool(res["feasible"]), "epoch_time_s": res["epoch_time_s"] if res["feasible"] else None,
             "iteration_time_s": res["iteration_time_s"], "knobs": res["knobs"], "reason": res["reason"],
-            "num_trials": len(done)}, params
+            "num_trials": len(done), "bytes_per_epoch": dict(res.get("bytes_per_epoch") or {}),
+            "peak_memory_bytes": dict(res.get("peak_memory_bytes") or {})}, params
 
 
 def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> WhatifResult:

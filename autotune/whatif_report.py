@@ -16,6 +16,7 @@ from rich.table import Table
 from gnnplan.autotune.report import fmt_s, fmt_s_range, knobs_text
 from gnnplan.autotune.whatif import Axis, WhatifResult
 from gnnplan.simulator.io import atomic_write_files, atomic_write_text, check_output
+from gnnplan.simulator.result import LINKS
 
 LOG_SPAN = 100.0
 """A numeric axis whose values span at least this factor is drawn on a log scale (bandwidths always are)."""
@@ -112,7 +113,9 @@ def crossover_lines(res: WhatifResult) -> list[str]:
 
 
 def csv_rows(res: WhatifResult) -> list[dict[str, Any]]:
-    """The CSV's rows: one per (point, strategy), the winner marked, SI values beside the labels."""
+    """The CSV's rows: one per (point, strategy), the winner marked, SI values beside the labels, and the best
+    configuration's bytes per epoch on each link kind and its peak GPU and host memory (as ``simulate`` gives
+    them)."""
     out = []
     for r in res.rows:
         s = res.summary[r["point"]]
@@ -127,7 +130,10 @@ def csv_rows(res: WhatifResult) -> list[dict[str, Any]]:
                  "iteration_time_s": r["iteration_time_s"], "winner": won,
                  "speedup_over_runner_up": s["speedup"] if won else None,
                  "knobs": json.dumps(r["knobs"], sort_keys=True), "num_trials": r["num_trials"],
-                 "reason": r["reason"]}
+                 "reason": r["reason"],
+                 **{f"{link}_bytes_per_epoch": r.get("bytes_per_epoch", {}).get(link) for link in LINKS},
+                 "peak_gpu_memory_bytes": r.get("peak_memory_bytes", {}).get("gpu"),
+                 "peak_host_memory_bytes": r.get("peak_memory_bytes", {}).get("host")}
         # an axis named like a column (``--vary cluster=a.yaml,b.yaml``) keeps its label, as the table shows it;
         # the column's own value moves to ``<name>_name`` (the cluster spec's name)
         row.update({f"{k}_name" if k in row else k: v for k, v in fixed.items()})

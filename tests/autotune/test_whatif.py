@@ -128,6 +128,12 @@ def test_whatif_over_two_bandwidths_writes_one_csv_row_per_point_and_strategy(
     fast = {r["strategy"]: float(r["epoch_time_s"]) for r in rows if r["network.bandwidth_bytes_per_s"] == "100Gbit/s"}
     slow = {r["strategy"]: float(r["epoch_time_s"]) for r in rows if r["network.bandwidth_bytes_per_s"] == "1Gbit/s"}
     assert all(fast[s] < slow[s] for s in strategies)  # a 100x faster network never slows an epoch
+    # each row's best configuration's traffic and memory, as simulate gives them (2026-12-01: only its times)
+    for r in rows:
+        again = simulate(load_cluster("4x-v100-32gb-100gbib"), "cora-sage", r["strategy"], json.loads(r["knobs"]),
+                         cluster_set=[f"network.bandwidth_bytes_per_s={r['network.bandwidth_bytes_per_s']}"])
+        assert float(r["network_bytes_per_epoch"]) == again.bytes_per_epoch["network"]
+        assert float(r["peak_host_memory_bytes"]) == again.peak_memory_bytes["host"]
     html = (tmp_path / "whatif.html").read_text()
     assert "plotly" in html.lower() and len(html) > 1_000_000  # plotly.js embedded: opens offline
     record = json.loads((tmp_path / "whatif.json").read_text())
