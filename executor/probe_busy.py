@@ -109,6 +109,23 @@ def snapshot() -> CpuSnapshot | None:
     return CpuSnapshot(time.monotonic(), busy, steal, total, own + descendants_cpu_s(os.getpid(), ticks))
 
 
+def stat_fields(entry: Path) -> list[str]:
+    """The fields of a process's ``/proc/<pid>/stat`` after its command name (``proc(5)`` field 3 on: state,
+    ppid, ..., utime at index 11, stime, cutime, cstime), for ``entry`` = ``/proc/<pid>``; a command name may hold
+    spaces and parentheses.
+
+    Raises:
+        OSError, IndexError: the process is gone, or its stat line is malformed.
+    """
+    return (entry / "stat").read_text().rsplit(")", 1)[1].split()
+
+
+def cpu_s(fields: list[str], ticks_per_s: float) -> float:
+    """User + system seconds of a process and of the children it has reaped (utime, stime, cutime, cstime of
+    :func:`stat_fields`, clock ticks over ``ticks_per_s``)."""
+    return sum(int(x) for x in fields[11:15]) / ticks_per_s
+
+
 def descendants_cpu_s(root: int, ticks_per_s: float, proc: Path = Path("/proc")) -> float:
     """User + system seconds of every live descendant of process ``root``, each with those of the children it
     has reaped (``/proc/<pid>/stat`` utime, stime, cutime, cstime); a process that ends while it is read is
@@ -118,12 +135,12 @@ def descendants_cpu_s(root: int, ticks_per_s: float, proc: Path = Path("/proc"))
         if not entry.name.isdigit():
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            fields = stat_fields(entry)
         except (OSError, IndexError):
             continue
         pid = int(entry.name)
         parent[pid] = int(fields[1])
-        cpu[pid] = sum(int(x) for x in fields[11:15]) / ticks_per_s
+        cpu[pid] = cpu_s(fields, ticks_per_s)
     children: dict[int, list[int]] = {}
     for pid, ppid in parent.items():
         children.setdefault(ppid, []).append(pid)

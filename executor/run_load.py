@@ -34,20 +34,19 @@ FIELDS = ("own_cpu_s", "machine_key", "busy_s", "steal_s", "total_s", "wall_s")
 """What each rank contributes per epoch (:meth:`EpochLoad.end`), in this order; NaN where unmeasured."""
 
 
-def own_cpu_s(pid: int | None = None) -> float:
+def own_cpu_s(ticks_per_s: float) -> float:
     """User + system seconds of this process (with the children it has reaped) and of its live descendants
-    (their ``/proc/<pid>/stat``, each with what it reaped); descendants that end meanwhile are skipped."""
-    ticks = float(os.sysconf("SC_CLK_TCK"))
+    (:func:`executor.probe_busy.cpu_s` of each, with what it reaped); descendants that end meanwhile are
+    skipped."""
     total = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
                                                    resource.getrusage(resource.RUSAGE_CHILDREN)))
-    todo = _children(pid or os.getpid())
+    todo = _children(os.getpid())
     while todo:
         child = todo.pop()
         try:
-            fields = (Path("/proc") / str(child) / "stat").read_text().rsplit(")", 1)[1].split()
+            total += probe_busy.cpu_s(probe_busy.stat_fields(Path("/proc") / str(child)), ticks_per_s)
         except (OSError, IndexError):
             continue
-        total += sum(int(x) for x in fields[11:15]) / ticks
         todo += _children(child)
     return total
 
@@ -81,15 +80,16 @@ class EpochLoad:
 
     def __init__(self) -> None:
         self.key = machine_key()
+        self.ticks_per_s = float(os.sysconf("SC_CLK_TCK"))
         self._before: tuple[float, ...] | None = None
 
     def _now(self) -> tuple[float, ...]:
+        """(own CPU s, the machine's busy, stolen and total CPU s, monotonic wall s) now; NaN where unreadable."""
         try:
-            busy, steal, total = probe_busy.parse_proc_stat(probe_busy.PROC_STAT.read_text(),
-                                                            float(os.sysconf("SC_CLK_TCK")))
+            machine = probe_busy.parse_proc_stat(probe_busy.PROC_STAT.read_text(), self.ticks_per_s)
         except (OSError, ValueError):
-            busy = steal = total = math.nan
-        return own_cpu_s(), busy, steal, total, time.monotonic()
+            machine = (math.nan,) * 3
+        return own_cpu_s(self.ticks_per_s), *machine, time.monotonic()
 
     def begin(self) -> None:
         """Read the counters before the epoch."""

@@ -99,21 +99,7 @@ def coerce_text(annotation: Any, path: str, text: str) -> Any:
     except yaml.YAMLError:
         raise SpecError(f"{path}: cannot read {text!r} (write a number, a word, [a, list] or "
                         "{a: mapping})") from None
-    return _with_units(annotation, path, value)
-
-
-def _with_units(annotation: Any, path: str, value: Any) -> Any:
-    """A group's YAML mapping with every text value of a field read as :func:`coerce_text` reads one field
-    (``nvlink={bandwidth_bytes_per_s: 300GB/s, latency_s: 2us}``), nested groups too; other values as given."""
-    models = _models_in(annotation)
-    if not isinstance(value, dict) or not models:
-        return value
-    fields = models[0].model_fields
-    unknown = [k for k in value if k not in fields]
-    if unknown:
-        raise SpecError(f"{path}.{unknown[0]}: unknown field; allowed in {path}: {', '.join(fields)}")
-    return {k: coerce_text(fields[k].annotation, f"{path}.{k}", v) if isinstance(v, str) else
-            _with_units(fields[k].annotation, f"{path}.{k}", v) for k, v in value.items()}
+    return _file_value(annotation, path, value)  # a group's mapping: its values as a file's (units, none)
 
 
 def file_values(cls: type[BaseModel], data: Any, where: str) -> Any:
@@ -170,11 +156,13 @@ def _file_group(cls: type[BaseModel], path: str, data: dict[str, Any]) -> dict[s
 
 
 def _file_value(annotation: Any, path: str, value: Any) -> Any:
+    """One value of a spec file, or of a group's mapping on the command line (``nvlink={bandwidth_bytes_per_s:
+    300GB/s, latency_s: 2us}``), for a field of ``annotation`` (:func:`file_values`); nested groups too."""
     numeric = _admits(annotation, float) and not _admits(annotation, str)
     if isinstance(value, str):
-        if value.strip().lower() in NONE_WORDS and _admits(annotation, type(None)):
-            return None
-        return parse_field_value(path, value.strip()) if numeric else value
+        text = value.strip()
+        none = text.lower() in NONE_WORDS and _admits(annotation, type(None))
+        return coerce_text(annotation, path, text) if numeric or none else value
     if isinstance(value, bool) and numeric and not _admits(annotation, bool):
         raise SpecError(f"{path}: a number, not {str(value).lower()}")
     models = _models_in(annotation)

@@ -230,24 +230,15 @@ def gather(folder: str | None = None, study: str | None = None, storage: str | N
 
 def _home_study(plan: Plan | None) -> tuple[Any, str]:
     """The study of the gnnplan home's storage a report without ``--study`` / ``--storage`` shows: the one the plan
-    names (``prediction.study``, written by ``gnnplan tune``), else the storage's only study; (study or None, why
-    none when None)."""
+    names (``prediction.study``, written by ``gnnplan tune``), else the storage's only study (:func:`load_study`);
+    (study or None, why none when None)."""
     from gnnplan.autotune.study import default_storage_file
 
-    db = default_storage_file()
     named = plan.prediction.get("study") if plan is not None else None
-    if not db.is_file():
-        return None, f"no tuning study given (--study / --storage), and {db} does not exist"
-    import optuna
-
-    from gnnplan.autotune.study import open_storage
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    names = [s.study_name for s in open_storage(f"sqlite:///{db}").get_all_studies()]
-    if named in names or (named is None and len(names) == 1):
-        return load_study(named, f"sqlite:///{db}"), ""
-    why = f"the plan's study {named!r} is not in {db}" if named else f"{db} holds {len(names)} studies"
-    return None, f"no tuning study given (--study / --storage), and {why}"
+    try:
+        return load_study(named, f"sqlite:///{default_storage_file()}"), ""
+    except SpecError as exc:
+        return None, f"no tuning study given (--study / --storage), and the home's storage has none to show: {exc}"
 
 
 def _calibrate(traces: Sequence[str], out: ReportInputs) -> dict[str, Any] | None:

@@ -221,7 +221,7 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
 
 
-def load_workload(ref: str | Path | WorkloadSpec) -> WorkloadSpec:
+def load_workload(ref: str | Path | WorkloadSpec | Mapping[str, Any]) -> WorkloadSpec:
     """Load a workload from a preset name, a YAML path or a mapping of its fields (as in its YAML); a spec is
     returned as is once valid (one edited with ``model_copy`` is validated again, :mod:`simulator.spec_checked`).
 
