@@ -63,6 +63,19 @@ shaping, whose joining of the largest component moves an edge between community 
 whole community (:func:`simulator.workload.structure.connect_largest`). [inferred] The degree deal
 (:func:`assign_block_degrees`) matches a community's degree mass, not what its size lets it hold inside: a
 community of 3 vertices dealt degrees (8, 1, 1) cannot hold a triangle.
+
+Nor are the planted communities one piece each, as Louvain's are (2026-12-01, CiteSeer): with the edges between
+communities removed, the card's 36 Louvain communities of the real graph's largest component are 36 pieces, the 36
+planted in draws 0-5 of its proxy 113-152 (104-146 vertices apart from their community's largest piece, attached
+only by edges to other communities). Joining every piece to its community's largest by double-edge swaps that keep
+the degrees and the community pair counts (as :func:`simulator.workload.structure.connect_largest` joins the largest
+component) moved the METIS cuts past the real graph's instead of onto them (draws 0-9, median over 4 renumberings
+each, METIS seed 0): 2 parts 0.0059 -> 0.0089 for 0.0067 (draw-to-draw coefficient of variation 0.26 -> 0.19), 8
+parts 0.0314 -> 0.0431 for 0.0370. It did bring the proxies' Louvain mixing, measured as the card measures it, to
+the card's (0.092-0.108 for 0.098, from 0.066-0.077), but whole, the planted communities are harder to cut inside
+than the real ones (the bisection figures above), and planting their fine communities more apart did not reach
+inside: with ``fine_mu`` 0.2 or 0.1 for the card's 0.358, the first Louvain level of the joined proxies still mixed
+0.38-0.52 (0.43-0.50 as shipped), and METIS cut them as much. Not kept.
 """
 
 from __future__ import annotations
