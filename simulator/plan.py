@@ -65,11 +65,19 @@ def load_plan(path: str | Path) -> Plan:
     Raises:
         SpecError: missing file, malformed YAML, or an invalid field.
     """
+    from gnnplan.simulator.overrides import file_values, unknown_key
+
     data = read_yaml(path, "plan")
+    where = f"plan {Path(path).name}"
+    if isinstance(data, dict):  # its blocks read as their own files are (units in the cluster, misspelt keys)
+        unknown_key(Plan, data, where)
+        if isinstance(data.get("cluster"), dict):
+            data = {**data, "cluster": file_values(ClusterSpec, data["cluster"], f"{where}: cluster")}
+        unknown_key(WorkloadSpec, data.get("workload"), f"{where}: workload")
     try:
         return Plan.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(one_line(exc, f"plan {Path(path).name}")) from None
+        raise SpecError(one_line(exc, where)) from None
 
 
 def save_plan(path: str | Path, plan: Plan) -> Path:

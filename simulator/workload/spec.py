@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gnnplan.simulator.errors import SpecError, one_line
 from gnnplan.simulator.io import read_yaml
-from gnnplan.simulator.limits import check_unit_ranges
+from gnnplan.simulator.limits import SEED_LIMIT, check_unit_ranges
 
 PRESET_DIR = Path(__file__).parent / "presets"
 Arch = Literal["gcn", "sage", "gat", "gin", "sgc", "sign"]
@@ -47,7 +47,7 @@ class GeneratedSpec(_Spec):
     train_fraction: float = Field(default=0.1, gt=0, lt=1)
     val_fraction: float = Field(default=0.05, ge=0, lt=1)
     test_fraction: float = Field(default=0.1, ge=0, lt=1)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, lt=SEED_LIMIT, description="the generator's seed")
 
     @property
     def name(self) -> str:
@@ -168,7 +168,7 @@ class TrainingSpec(_Spec):
     num_epochs: int = Field(default=10, ge=1)
     lr: float = Field(default=0.01, gt=0)
     weight_decay: float = Field(default=5e-4, ge=0)
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, lt=SEED_LIMIT, description="seed of initial weights, shuffles and sampling")
     ddp_bucket_bytes: float = Field(
         default=25.0 * 2**20, gt=0,
         description="DDP gradient bucket size: each bucket is all-reduced as soon as backward has produced its "

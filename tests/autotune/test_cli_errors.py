@@ -84,6 +84,22 @@ def test_fanouts_length_differs_from_layers(tmp_path: Path, capsys: pytest.Captu
            "fanouts", "num_layers")
 
 
+@pytest.mark.parametrize("seed", [-1, 2**32])
+def test_training_seed_out_of_range(tmp_path: Path, capsys: pytest.CaptureFixture[str], seed: int) -> None:
+    """A seed outside [0, 2**32) is refused up front for every strategy (gsplit's sampler raised numpy's
+    "expected non-negative integer" mid-simulation, and tune left a failed trial in its study)."""
+    path = _workload(tmp_path)
+    data = yaml.safe_load(path.read_text())
+    data["training"]["seed"] = seed
+    path.write_text(yaml.safe_dump(data))
+    plan, storage = tmp_path / "plan.yaml", tmp_path / "s.db"
+    _fails(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", str(path), "--strategy", "gsplit"],
+           "training.seed")
+    _fails(capsys, ["tune", "--cluster", "4x-a100-10gbe", "--workload", str(path), "--strategies", "gsplit",
+                    "--trials", "1", "--storage", f"sqlite:///{storage}", "-o", str(plan)], "training.seed")
+    assert not plan.exists() and not storage.exists()
+
+
 def test_missing_dataset_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plan = tmp_path / "plan.yaml"
     w = _workload(tmp_path, dataset=str(tmp_path / "no-such-folder"))

@@ -82,6 +82,39 @@ def test_tune_tunes_for_the_changed_cluster(tmp_path: Path, capsys: pytest.Captu
     assert "--cluster-set" in plan.cluster.sources["network.bandwidth_bytes_per_s"]
 
 
+def test_a_plan_reads_its_cluster_as_a_cluster_file_does(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A plan edited by hand takes the units and gets the messages a cluster file does (it refused 25Gbit/s)."""
+    import yaml
+
+    from gnnplan.simulator.plan import load_plan
+
+    argv = ["tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "dp", "--trials", "1",
+            "--storage", f"sqlite:///{tmp_path / 's.db'}", "-o", str(tmp_path / "plan.yaml"), "--json"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    data = yaml.safe_load((tmp_path / "plan.yaml").read_text())
+    data["cluster"]["network"]["bandwidth_bytes_per_s"] = "25Gbit/s"
+    data["cluster"]["gpu"]["memory_bytes"] = "40GiB"
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(yaml.safe_dump(data))
+    plan = load_plan(edited)
+    assert plan.cluster.network.bandwidth_bytes_per_s == 25e9 / 8 and plan.cluster.gpu.memory_bytes == 40 * 2**30
+    for block, key, value, needle in [
+            ("cluster", "network", "25 parsecs", "plan bad.yaml: cluster: network.bandwidth_bytes_per_s: cannot read"),
+            ("cluster", "netwrk", 1, "plan bad.yaml: cluster.netwrk: unknown field"),
+            ("workload", "trainin", 1, "plan bad.yaml: workload.trainin: unknown field")]:
+        bad = yaml.safe_load(edited.read_text())
+        if value == "25 parsecs":
+            bad[block][key]["bandwidth_bytes_per_s"] = value
+        else:
+            bad[block][key] = value
+        path = tmp_path / "bad.yaml"
+        path.write_text(yaml.safe_dump(bad))
+        with pytest.raises(SpecError) as err:
+            load_plan(path)
+        assert str(err.value).startswith(needle), str(err.value)
+
+
 def test_unknown_top_level_field_lists_the_allowed_ones() -> None:
     with pytest.raises(SpecError, match=r"no 'netwrk'; allowed: name, num_machines, gpus_per_machine, gpu"):
         with_fields(load_cluster("dgx-a100"), ["netwrk=1"], "--cluster-set")
