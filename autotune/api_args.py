@@ -45,7 +45,8 @@ def names(name: str, value: Any) -> list[str] | None:
         raise SpecError(f"{name}: a list of strategy names or 'a,b' (got {value!r})")
     found = [v.strip() for v in items if v.strip()]
     if not found:
-        raise SpecError(f"{name}: {value!r} names no strategy; give e.g. ['dp', 'hopgnn'], or None for all")
+        example = "dp,hopgnn, or leave the option out" if name.startswith("--") else "['dp', 'hopgnn'], or None"
+        raise SpecError(f"{name}: {value!r} names no strategy; give e.g. {example} for all")
     from gnnplan.simulator.strategies import get_strategy
 
     for v in found:

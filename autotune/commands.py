@@ -45,6 +45,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     from gnnplan.autotune.draws import draws_record
     from gnnplan.simulator.api import parse_knobs, predicted_trace, simulate, simulate_on_draws, trace_metadata
+    from gnnplan.simulator.strategies.base import oversized_batch_note
     from gnnplan.simulator.workload.proxy_draws import redrawn, requested_draws
 
     cluster, workload = cluster_from_args(args), load_workload(args.workload)
@@ -61,12 +62,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.trace:
         predicted_trace(res, args.trace, {**trace_metadata(cluster, workload, args.strategy, res),
                                           "cluster": cluster.to_yaml_dict(), "workload": workload.to_yaml_dict()})
+    notes = [n for n in (oversized_batch_note(workload, cluster.num_gpus, res.knobs),) if n]
     if args.json:
-        emit_json(out)
+        emit_json({**out, "notes": notes})
     else:
         con = report.console()
-        con.print(report.simulation_table(out, on_cpu=cluster.gpu.is_host_cpu))
+        con.print(report.simulation_table(out, on_cpu=cluster.gpu.is_host_cpu,
+                                          where=f"{workload.name or workload.dataset_name} on {cluster.name}"))
         _print_peak_rates(con, cluster)
+        for note in notes:
+            con.print(f"note: {note}")
     return 0
 
 
@@ -82,6 +87,7 @@ def _print_peak_rates(con: Any, cluster: ClusterSpec) -> None:
 def cmd_tune(args: argparse.Namespace) -> int:
     """``gnnplan tune``: Optuna search, ranked table, best plan written as YAML."""
     from gnnplan.autotune.planning import tune_to_plan
+    from gnnplan.simulator.strategies.base import oversized_batch_note
     from gnnplan.simulator.workload.proxy_estimated import community_caveat
 
     positive_flag("--trials", args.trials)
@@ -90,8 +96,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
     out = tune_to_plan(cluster, workload, names, args.trials, args.storage, args.study, args.tune_batch_size,
                        args.seed, Path(args.output), progress=not args.json and sys.stderr.isatty(),
                        allow_model_change=args.allow_model_change, proxy_draws=args.proxy_draws)
+    batch = oversized_batch_note(workload, cluster.num_gpus, out["best"]["knobs"])
     if args.json:
-        emit_json(out)
+        emit_json({**out, "notes": [batch] if batch else []})
     else:
         con = report.console()
         con.print(report.ranked_table(out["ranked"], on_cpu=cluster.gpu.is_host_cpu))
@@ -107,6 +114,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
                   f"best plan written to {out['plan']}")
         if out.get("note"):
             con.print(out["note"])
+        if batch:
+            con.print(f"note: the best plan's {batch}")
     return 0
 
 
@@ -222,7 +231,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     paths = wr.write_outputs(res, out, wr.title(res, args.cluster, args.workload))
     if args.json:
         emit_json({"summary": res.summary, "crossovers": res.crossovers, "card_communities": res.card_communities,
-                   "card_statistics": res.card_statistics, "peak_rates": res.peak_rates,
+                   "card_statistics": res.card_statistics, "peak_rates": res.peak_rates, "notes": res.notes,
                    **{k: str(p) for k, p in paths.items()}})
         return 0
     con = report.console()
@@ -235,6 +244,8 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         con.print(f"{dataset}: the proxy's communities: {caveat}")
     for line in res.peak_rates:
         con.print(line)
+    for note in res.notes:
+        con.print(f"note: {note}")
     con.print(f"wrote {paths['csv']}, {paths['json']} and {paths['html']}")
     return 0
 

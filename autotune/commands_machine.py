@@ -83,9 +83,10 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``gnnplan run PLAN``: real training, traced."""
-    from gnnplan.executor.run_notes import device_note, has_cuda, layout_note
+    from gnnplan.executor.run_notes import device_note, has_cuda, layout_note, prediction_for_run
     from gnnplan.executor.runner import default_gpus_per_machine, run_plan
     from gnnplan.simulator.plan import load_plan
+    from gnnplan.simulator.strategies.base import oversized_batch_note
     from gnnplan.simulator.workload.datasets import resolve_dataset
 
     positive_flag("--nprocs", args.nprocs)
@@ -94,8 +95,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     plan = load_plan(args.plan)
     per_machine = args.gpus_per_machine or default_gpus_per_machine(plan, args.nprocs or plan.num_workers)
     resolve_dataset(plan.workload.dataset)  # a missing dataset fails here, not in every worker
-    layout = layout_note(plan, args.nprocs or plan.num_workers, per_machine)
-    if not args.emulate and not args.json and layout:
+    layout = None if args.emulate else layout_note(plan, args.nprocs or plan.num_workers, per_machine)
+    if not args.json and layout:
         report.console(stderr=True).print(f"note: {layout}")
     if args.emulate:
         res = _run_emulated(args, plan)
@@ -110,8 +111,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     load = report.background_note(res.get("background"))
     if not args.json and load:
         report.console(stderr=True).print(f"note: {load}")
+    batch = oversized_batch_note(plan.workload, args.nprocs or plan.num_workers, plan.knobs)
+    if not args.json and batch:
+        report.console(stderr=True).print(f"note: {batch}")
+    predicted, why = prediction_for_run(plan, layout, device)
     if args.json:
-        emit_json(res)
+        emit_json({**res, "predicted_epoch_time_s": predicted,
+                   "notes": [n for n in (layout, device, load, batch) if n]})
     else:
         report.console().print(
             f"epoch time {report.fmt_s(res['epoch_time_s'])} (median of "
@@ -119,6 +125,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             f"val acc {res['val_accuracy']:.4f}, test acc {res['test_accuracy']:.4f}; "
             f"{report.peak_memory_text(res.get('peak_memory_bytes') or {}, res.get('peak_memory_phases'))}; "
             f"trace {res['trace']}")
+        report.console().print(
+            f"the plan predicted {report.fmt_s(predicted)} per epoch on {plan.cluster.name} "
+            f"({report.pct(predicted, res['epoch_time_s'])} against this run; not fitted to it)"
+            if predicted is not None else f"no prediction to compare: {why}")
     return 0
 
 

@@ -20,7 +20,7 @@ from gnnplan.autotune.study import (
 )
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.io import atomic_write_yaml
-from gnnplan.simulator.plan import Plan, save_plan
+from gnnplan.simulator.plan import Plan, save_plan, with_prediction
 from gnnplan.simulator.workload.datasets import resolve_dataset
 from gnnplan.simulator.workload.proxy_draws import requested_draws
 from gnnplan.simulator.workload.spec import WorkloadSpec
@@ -62,8 +62,9 @@ def tune_to_plan(cluster: ClusterSpec, workload: WorkloadSpec, strategies: list[
                       allow_model_change)
     study = run_study(req, progress=progress)
     best, chosen = best_result(study, workload)
-    plan = Plan(strategy=best["strategy"], knobs=best["knobs"], num_workers=cluster.num_gpus, cluster=cluster,
-                workload=chosen, prediction={**best, "study": study.study_name})  # the report finds its study
+    plan = with_prediction(Plan(strategy=best["strategy"], knobs=best["knobs"], num_workers=cluster.num_gpus,
+                                cluster=cluster, workload=chosen),
+                           {**best, "study": study.study_name})  # the report finds its study
     save_plan(output, plan)
     ranked = ranked_trials(study)
     out = {"study": study.study_name, "storage": storage or default_storage(), "num_trials_total": len(study.trials),

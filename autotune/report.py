@@ -63,10 +63,11 @@ DEVICE_ON_CPU = "worker model memory (CPU-only: also in host)"
 the memory model also charges to its machine's host memory."""
 
 
-def simulation_table(res: dict[str, Any], on_cpu: bool = False) -> Table:
+def simulation_table(res: dict[str, Any], on_cpu: bool = False, where: str = "") -> Table:
     """One simulated configuration (``on_cpu``: a cluster without GPUs, whose ``gpu`` memory is named
-    :data:`DEVICE_ON_CPU`)."""
-    t = Table(title=f"{res['strategy']}  {knobs_text(res['knobs'])}", show_header=False)
+    :data:`DEVICE_ON_CPU`; ``where``: the workload and cluster it is of, for the title)."""
+    t = Table(title=f"predicted{f' for {where}' if where else ''}: {res['strategy']}  {knobs_text(res['knobs'])}",
+              show_header=False)
     t.add_row("feasible", "yes" if res["feasible"] else f"no: {res['reason']}")
     t.add_row("epoch time", fmt_s(res["epoch_time_s"]))
     t.add_row("iteration time", f"{fmt_s(res['iteration_time_s'])} x {res['num_iterations']}")
@@ -175,14 +176,18 @@ def draws_line(record: dict[str, Any]) -> str:
 def parameter_table(params: dict[str, dict[str, Any]]) -> Table:
     """Calibrated parameters: prior, fitted value, one-standard-deviation range, ratio to the prior, rows that
     inform it and flags (:mod:`simulator.calibrate_fit`)."""
-    t = Table(title="calibrated parameters (prior: measured by gnnplan probe, else the cluster's value)")
-    for col in ("parameter", "prior", "fitted", "1-sigma range", "x prior", "rows", "flags"):
+    t = Table(title="calibrated parameters (prior: measured by gnnplan probe, else the cluster's value)",
+              caption="from traces: the share of a parameter's information the traces carry, the rest its prior's; "
+                      "not informed: no row prices it, or under half comes from the traces (rows that move together "
+                      "leave it undetermined), so its value mostly restates the prior")
+    for col in ("parameter", "prior", "fitted", "1-sigma range", "x prior", "rows", "from traces", "flags"):
         t.add_column(col)
     for name, p in params.items():
         ratio = p["ratio_to_prior"]
         t.add_row(name, "-" if p["prior"] is None else f"{p['prior']:.4g}", f"{p['after']:.4g}",
                   _range_text(p["low"], p["high"]) if p["fitted"] else "-",
-                  "-" if ratio is None else f"{ratio:.3g}", str(p["num_rows"]), ", ".join(p["flags"]))
+                  "-" if ratio is None else f"{ratio:.3g}", str(p["num_rows"]),
+                  f"{p['data_share']:.0%}" if p["fitted"] else "-", ", ".join(p["flags"]))
     return t
 
 

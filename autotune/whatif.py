@@ -42,6 +42,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.peak_rates import peak_rates_caveat
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.overrides import coerce_text, leaf_annotation, split_assignment, with_fields
+from gnnplan.simulator.strategies.base import oversized_batch_note
 from gnnplan.simulator.units_parse import kind_of
 from gnnplan.simulator.workload.datasets import resolve_dataset
 from gnnplan.simulator.workload.proxy import proxy_draw
@@ -50,6 +51,14 @@ from gnnplan.simulator.workload.proxy_estimated import community_caveat, for_dat
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 OPTION = "--vary"
+TIE_MARGIN = 0.01
+"""A candidate whose tuned epoch time is within this fraction of the winner's is tied with it: the point does not
+tell them apart, and a change of winner between them is no crossover (:func:`crossovers`). Each is the best of a
+small study (:data:`DEFAULT_TRIALS` trials), which lands near, not on, its strategy's optimum: measured by
+benchmarks/bench_whatif_tuning.py (2026-12-01; 13 (point, strategy) pairs of two Cora sweeps against a 128-trial study
+each), at 16 trials at most 0.17% off (90th percentile 0.10%), at 8 trials up to 12% (90th percentile 3.2%), at 4
+up to 14%, where one point of 5 changed winner. Studies of fewer trials than the default can be further apart than
+this margin (:func:`few_trials_note`)."""
 DEFAULT_TRIALS = 16
 """Trials per (point, candidate): a small study, enough with a warm start for the few knobs of one strategy."""
 
@@ -128,7 +137,10 @@ def parse_axis(item: str) -> Axis:
         return Axis(fld, target, "", tuple(labels), tuple(labels))
     cls = ClusterSpec if target == "cluster" else WorkloadSpec
     annotation = leaf_annotation(cls, path, f"{OPTION} {target}")
-    values = tuple(coerce_text(annotation, path, label) for label in labels)
+    try:
+        values = tuple(coerce_text(annotation, path, label) for label in labels)
+    except SpecError as exc:
+        raise SpecError(f"{OPTION}: {exc}") from None
     same = next(((labels[i], labels[j]) for i in range(len(values)) for j in range(i + 1, len(values))
                  if values[i] == values[j]), None)
     if same is not None:  # 10Gbit/s and 1.25GB/s are one point
@@ -186,7 +198,14 @@ def grid(cluster: str, workload: str, axes: Sequence[Axis], cluster_sets: Sequen
             else:
                 (cl_sets if axis.target == "cluster" else wl_sets).append(f"{axis.path}={label}")
         cl = with_fields(load_cluster(cl_ref), cl_sets, OPTION)
-        wl = with_fields(load_workload(wl_ref), wl_sets, OPTION)
+        try:
+            wl = with_fields(load_workload(wl_ref), wl_sets, OPTION)
+        except SpecError as exc:
+            depth = {"model.num_layers", "training.fanouts"} & {a.path for a in axes if a.target == "workload"}
+            if depth and "fanout" in str(exc):  # the two fields go together: one axis of whole workloads
+                raise SpecError(f"{exc} (a mini-batch model's depth and its fanouts change together: vary whole "
+                                f"workloads, {OPTION} workload=a.yaml,b.yaml)") from None
+            raise
         resolve_dataset(wl.dataset)  # an unknown dataset or card draw stops the sweep before any point is tuned
         points.append(Point(index, tuple(a.labels[i] for a, i in zip(axes, index)), cl, wl))
     return points
@@ -214,7 +233,9 @@ class WhatifResult:
     (:func:`gnnplan.simulator.workload.proxy_estimated.community_caveat`), and per dataset card of the sweep the
     ``estimated`` record of its statistics without the per-strategy list (the proxy, its draw or pooled draws:
     :func:`gnnplan.simulator.workload.proxy_estimated.for_dataset`), and a sentence per cluster of the sweep
-    priced at datasheet peaks (:func:`gnnplan.simulator.hardware.peak_rates.peak_rates_caveat`)."""
+    priced at datasheet peaks (:func:`gnnplan.simulator.hardware.peak_rates.peak_rates_caveat`), and notes on
+    points that may not be what was meant (a batch larger than the training set:
+    :func:`gnnplan.simulator.strategies.base.oversized_batch_note`), each with the points it applies to."""
 
     axes: list[Axis]
     rows: list[dict[str, Any]]
@@ -223,6 +244,7 @@ class WhatifResult:
     card_communities: dict[str, str] = field(default_factory=dict)
     card_statistics: dict[str, dict[str, Any]] = field(default_factory=dict)
     peak_rates: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def tune_candidate(point: Point, cand: Candidate, trials: int, seed: int,
@@ -306,7 +328,28 @@ def run_whatif(req: WhatifRequest, say: Callable[[str], None] | None = None) -> 
     distinct = {p.cluster.model_dump_json(): p.cluster for p in points}.values()  # a caveat reads every preset
     peaks = [line for line in dict.fromkeys(peak_rates_caveat(c) for c in distinct) if line]
     return WhatifResult(req.axes, rows, summary, crossovers(summary), {k: v for k, v in caveats.items() if v},
-                        {k: v for k, v in estimates.items() if v}, peaks)
+                        {k: v for k, v in estimates.items() if v}, peaks,
+                        [n for n in (few_trials_note(req.trials),) if n] + point_notes(req.axes, points))
+
+
+def few_trials_note(trials: int) -> str | None:
+    """A note when the sweep tunes each candidate with fewer trials than :data:`DEFAULT_TRIALS`, else None."""
+    if trials >= DEFAULT_TRIALS:
+        return None
+    return (f"{trials} trials per point and strategy: a strategy's best can then be several percent off its optimum "
+            f"(up to 12-14% at 4-8 trials, 0.17% at {DEFAULT_TRIALS}: benchmarks/bench_whatif_tuning.py), more than "
+            f"the {TIE_MARGIN:.0%} that counts as a tie; close winners may be the search's, not the strategies'")
+
+
+def point_notes(axes: Sequence[Axis], points: Sequence[Point]) -> list[str]:
+    """Each distinct note on the points' workloads (:func:`~gnnplan.simulator.strategies.base.oversized_batch_note`)
+    with the points it applies to."""
+    found: dict[str, list[str]] = {}
+    for point in points:
+        note = oversized_batch_note(point.workload, point.cluster.num_gpus)
+        if note:
+            found.setdefault(note, []).append(_point_text(axes, point) or "every point")
+    return [f"at {'; '.join(where)}: {note}" for note, where in found.items()]
 
 
 def validated_candidates(req: WhatifRequest, point: Point) -> list[Candidate]:
@@ -334,7 +377,8 @@ def _point_text(axes: Sequence[Axis], point: Point) -> str:
 
 
 def summarize(rows: Sequence[dict[str, Any]], points: Sequence[Point]) -> list[dict[str, Any]]:
-    """Per point: winner, its epoch time, runner-up and the winner's speedup over it (None without one); where
+    """Per point: winner, its epoch time, runner-up and the winner's speedup over it (None without one), the
+    candidates tied with the winner (``tied``: within :data:`TIE_MARGIN` of its epoch time, fastest first); where
     the rows were simulated on several proxy draws (:func:`autotune.draws.on_draws`), also ``draw_winners`` (the fastest
     candidate on each draw, None where none fits) and ``winner_draws`` (on how many of them the point's winner,
     chosen on the first draw, is the fastest)."""
@@ -349,7 +393,9 @@ def summarize(rows: Sequence[dict[str, Any]], points: Sequence[Point]) -> list[d
                  "winner_epoch_time_s": win["epoch_time_s"] if win else None,
                  "runner_up": second["strategy"] if second else None,
                  "runner_up_epoch_time_s": second["epoch_time_s"] if second else None,
-                 "speedup": second["epoch_time_s"] / win["epoch_time_s"] if win and second else None}
+                 "speedup": second["epoch_time_s"] / win["epoch_time_s"] if win and second else None,
+                 "tied": [r["strategy"] for r in ranked[1:]
+                          if win and r["epoch_time_s"] <= win["epoch_time_s"] * (1.0 + TIE_MARGIN)]}
         if mine and "epoch_time_draws_s" in mine[0]:
             winners = [draw_winner(mine, d) for d in range(len(mine[0]["epoch_time_draws_s"]))]
             entry.update(draw_winners=winners, winner_draws=sum(w is not None and w == entry["winner"]
@@ -359,7 +405,8 @@ def summarize(rows: Sequence[dict[str, Any]], points: Sequence[Point]) -> list[d
 
 
 def crossovers(summary: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Pairs of neighbouring points (one step apart along one axis) whose winners differ.
+    """Pairs of neighbouring points (one step apart along one axis) whose winners differ, but not where either
+    point has the other's winner tied with its own (``tied``, :func:`summarize`): a tie is no change of winner.
 
     Returns:
         ``[{axis, from_point, to_point, from_winner, to_winner}]`` (axis = its position), in grid order.
@@ -371,7 +418,8 @@ def crossovers(summary: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             nxt = list(s["index"])
             nxt[axis] += 1
             other = by_index.get(tuple(nxt))
-            if other is not None and s["winner"] != other["winner"]:
+            if other is not None and s["winner"] != other["winner"] and s["winner"] not in other.get("tied", ()) \
+                    and other["winner"] not in s.get("tied", ()):
                 out.append({"axis": axis, "from_point": s["point"], "to_point": other["point"],
                             "from_winner": s["winner"], "to_winner": other["winner"]})
     return out

@@ -14,7 +14,7 @@ from typing import Any
 from rich.table import Table
 
 from gnnplan.autotune.report import fmt_s, fmt_s_range, knobs_text
-from gnnplan.autotune.whatif import Axis, WhatifResult
+from gnnplan.autotune.whatif import TIE_MARGIN, Axis, WhatifResult
 from gnnplan.simulator.io import atomic_write_files, atomic_write_text, check_output
 from gnnplan.simulator.result import LINKS
 
@@ -43,11 +43,19 @@ def summary_table(res: WhatifResult) -> Table:
     for s in res.summary:
         cells = [*s["labels"], s["winner"] or none_feasible(res, s["point"]), fmt_s(s["winner_epoch_time_s"]),
                  s["runner_up"] or "-", fmt_s(s["runner_up_epoch_time_s"]),
-                 f"{s['speedup']:.2f}x" if s["speedup"] else "-"]
+                 speedup_text(s)]
         if draws:
             cells += _draw_cells(res, s)
         t.add_row(*cells)
     return t
+
+
+def speedup_text(s: dict[str, Any]) -> str:
+    """A point's speedup cell: the winner's speedup over the runner-up, and who is tied with the winner."""
+    if not s["speedup"]:
+        return "-"
+    tied = s.get("tied") or []
+    return f"{s['speedup']:.2f}x" + (f" (tie with {', '.join(tied)}: within {TIE_MARGIN:.0%})" if tied else "")
 
 
 def none_feasible(res: WhatifResult, point: int) -> str:
@@ -88,10 +96,16 @@ def _draw_cells(res: WhatifResult, s: dict[str, Any]) -> list[str]:
 def crossover_lines(res: WhatifResult) -> list[str]:
     """One sentence per crossover, or one saying there is none; a crossover whose winner was no candidate at the
     other point (another workload: ``--vary workload=cora-sage,cora-gcn-full``) says so."""
+    ties = [f"{', '.join(f'{a.field}={label}' for a, label in zip(res.axes, s['labels']))}: {s['winner']} and "
+            f"{', '.join(s['tied'])}" for s in res.summary if s.get("tied")]
+    tie_line = [f"tied (within {TIE_MARGIN:.0%} of the winner's epoch time; a change of winner among them is no "
+                f"crossover) at {'; '.join(ties)}"] if ties else []
     if not res.crossovers:
         winners = sorted({s["winner"] or "none" for s in res.summary})
-        return [f"no crossover: {', '.join(winners)} wins at every point"]
-    lines = []
+        return [f"no crossover: {', '.join(winners)} wins at every point"
+                if len(winners) == 1 else f"no crossover: the winners ({', '.join(winners)}) change only between "
+                                          "tied candidates", *tie_line]
+    lines = list(tie_line)
     for c in res.crossovers:
         axis: Axis = res.axes[c["axis"]]
         a, b = res.summary[c["from_point"]], res.summary[c["to_point"]]
@@ -113,8 +127,8 @@ def crossover_lines(res: WhatifResult) -> list[str]:
 
 
 def csv_rows(res: WhatifResult) -> list[dict[str, Any]]:
-    """The CSV's rows: one per (point, strategy), the winner marked, SI values beside the labels, and the best
-    configuration's bytes per epoch on each link kind and its peak GPU and host memory (as ``simulate`` gives
+    """The CSV's rows: one per (point, strategy), the winner marked, SI values beside labels given with units, the
+    best configuration's bytes per epoch on each link kind and its peak GPU and host memory (as ``simulate`` gives
     them)."""
     out = []
     for r in res.rows:
@@ -122,8 +136,8 @@ def csv_rows(res: WhatifResult) -> list[dict[str, Any]]:
         row: dict[str, Any] = {"point": r["point"]}
         for axis, i in zip(res.axes, r["index"]):
             row[axis.field] = axis.labels[i]
-            if axis.numeric:
-                row[f"{axis.field} [SI]"] = axis.values[i]
+            if axis.numeric and any(str(v) != label for v, label in zip(axis.values, axis.labels)):
+                row[f"{axis.field} [SI]"] = axis.values[i]  # only where a value was given with a unit (10Gbit/s)
         won = r["strategy"] == s["winner"]
         fixed = {"cluster": r["cluster"], "strategy": r["strategy"], "model": r["model"],
                  "feasible": r["feasible"], "epoch_time_s": r["epoch_time_s"],
@@ -278,7 +292,8 @@ def _winner_heatmap(fig: Any, res: WhatifResult, strategies: Sequence[str], pale
         i, j = s["index"]
         if s["winner"]:
             z[j][i] = strategies.index(s["winner"])
-            text[j][i] = s["winner"] + (f" {s['speedup']:.2f}x" if s["speedup"] else "")
+            text[j][i] = s["winner"] + (f" {s['speedup']:.2f}x" if s["speedup"] else "") + (" tie" if s.get("tied")
+                                                                                              else "")
     n = max(len(strategies), 1)
     scale = [[p, palette[k % len(palette)]] for k in range(n) for p in (k / n, (k + 1) / n)]
     fig.add_heatmap(x=list(a.labels), y=list(b.labels), z=z, text=text, texttemplate="%{text}", zmin=-0.5,

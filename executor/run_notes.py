@@ -4,7 +4,7 @@ these lines on stderr; the Python API :func:`gnnplan.run` raises them as :class:
 
 from __future__ import annotations
 
-from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.plan import Plan, predicted_epoch_s
 from gnnplan.simulator.wording import counted
 
 
@@ -39,3 +39,12 @@ def has_cuda() -> bool:
     import torch
 
     return bool(torch.cuda.is_available())
+
+
+def prediction_for_run(plan: Plan, layout: str | None, device: str | None) -> tuple[float | None, str | None]:
+    """The plan's predicted epoch time (s) to set beside a run of it, or None with why not: the run's
+    ``layout`` or ``device`` note (:func:`layout_note`, :func:`device_note`) says it is not the configuration
+    predicted, or the plan holds no prediction of its configuration (:func:`simulator.plan.predicted_epoch_s`)."""
+    if layout or device:
+        return None, "the run is not the configuration the plan predicts (the notes above)"
+    return predicted_epoch_s(plan)

@@ -20,7 +20,7 @@ import gnnplan.simulator as simulator
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.limits import check_seed
-from gnnplan.simulator.plan import Plan
+from gnnplan.simulator.plan import Plan, with_prediction
 from gnnplan.simulator.result import SimResult
 from gnnplan.simulator.strategies import get_strategy
 from gnnplan.simulator.strategies.base import SimContext, batch_size_of
@@ -268,8 +268,8 @@ def trace_metadata(cluster: str | Path | ClusterSpec, workload: str | Path | Wor
     dict), ``results`` (predicted ``epoch_time_s`` / ``epoch_times_s``), ``prediction`` (the JSON result),
     ``source`` = ``"simulator"`` and ``versions``."""
     cl, wl = load_cluster(cluster), load_workload(workload)
-    plan = Plan(strategy=strategy, knobs=result.knobs, num_workers=cl.num_gpus, cluster=cl, workload=wl,
-                prediction=result.to_json_dict())
+    plan = with_prediction(Plan(strategy=strategy, knobs=result.knobs, num_workers=cl.num_gpus, cluster=cl,
+                                workload=wl), result.to_json_dict())
     return {"plan": plan.model_dump(mode="json"), "source": "simulator",
             "results": {"epoch_time_s": result.epoch_time_s, "epoch_times_s": [result.epoch_time_s]},
             "prediction": result.to_json_dict(), "versions": {"gnnplan": simulator.__version__}}

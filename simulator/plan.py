@@ -10,11 +10,17 @@ Example::
     num_workers: 2
     cluster: {name: local, ...}
     workload: {dataset: cora, model: {...}, training: {...}}
-    prediction: {epoch_time_s: 0.41, ...}
+    prediction: {epoch_time_s: 0.41, ..., configuration: 3f2a...}
+
+``prediction.configuration`` is the digest of the configuration the prediction is of (:func:`configuration_digest`):
+a plan edited by hand afterwards no longer matches it, and ``gnnplan run`` says its prediction is stale instead of
+comparing the run with it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +89,35 @@ def load_plan(path: str | Path) -> Plan:
 def save_plan(path: str | Path, plan: Plan) -> Path:
     """Write a plan atomically."""
     return atomic_write_yaml(path, plan.model_dump(mode="json"))
+
+
+DIGEST_KEY = "configuration"
+"""Key of the prediction block that holds :func:`configuration_digest` of the plan it was made for."""
+
+
+def configuration_digest(plan: Plan) -> str:
+    """A digest (16 hex digits of SHA-1) of everything a plan's prediction depends on: strategy, knobs, workers,
+    cluster (but where its numbers come from, ``sources``) and workload, as they read back from the plan's YAML."""
+    data = plan.model_dump(mode="json", include={"strategy", "knobs", "num_workers", "cluster", "workload"})
+    data["cluster"].pop("sources", None)
+    return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def with_prediction(plan: Plan, prediction: dict[str, Any]) -> Plan:
+    """``plan`` holding ``prediction``, stamped with the digest of the configuration it predicts."""
+    return plan.model_copy(update={"prediction": {**prediction, DIGEST_KEY: configuration_digest(plan)}})
+
+
+def predicted_epoch_s(plan: Plan) -> tuple[float | None, str | None]:
+    """The plan's predicted epoch time in seconds, or None with why not: no prediction, an infeasible one, or one
+    made before the plan was edited (its :data:`DIGEST_KEY` differs from the plan's configuration; a plan written
+    before 2026-12-01 has none and is taken as it is)."""
+    pred = plan.prediction
+    value = pred.get("epoch_time_s")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not pred.get("feasible", True):
+        return None, "the plan holds no feasible prediction"
+    stamp = pred.get(DIGEST_KEY)
+    if stamp is not None and stamp != configuration_digest(plan):
+        return None, ("the plan was edited after its prediction was made (its strategy, knobs, workers, cluster or "
+                      "workload differ), so the prediction is not this configuration's: simulate it again")
+    return float(value), None

@@ -280,7 +280,8 @@ def read_measured(paths: Sequence[str | Path], measured_only: bool = True
         path = Path(p)
         for key in (path.resolve(), hashlib.sha1(path.read_bytes()).hexdigest() if path.is_file() else None):
             if key is not None and key in seen:
-                raise SpecError(f"TRACE: {str(p)!r} is {str(seen[key])!r} again; give each trace once")
+                again = "given twice" if str(p) == str(seen[key]) else f"{str(seen[key])!r} again"
+                raise SpecError(f"TRACE: {str(p)!r} is {again}; give each trace once")
             seen[key] = p
         trace = read_trace(p)
         if measured_only:

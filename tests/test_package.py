@@ -176,7 +176,7 @@ def test_api_errors_from_shared_code_name_the_argument_not_the_flag(tmp_path: Pa
     with pytest.raises(SpecError, match=r"^traces: file .* does not exist"):
         gnnplan.calibrate([tmp_path / "none.json"], "4x-a100-10gbe")
     (tmp_path / "bare.json").write_text('{"traceEvents": []}')  # the CLI's TRACE arguments (2026-11-30: "TRACE:")
-    with pytest.raises(SpecError, match=r"^traces: '.*bare.json' is '.*bare.json' again; give each trace once"):
+    with pytest.raises(SpecError, match=r"^traces: '.*bare.json' is given twice; give each trace once"):
         gnnplan.calibrate([tmp_path / "bare.json", tmp_path / "bare.json"], "4x-a100-10gbe")
     with pytest.raises(SpecError, match=r"^traces bare.json: no 'plan' in its metadata; give a trace written by"):
         gnnplan.calibrate([tmp_path / "bare.json"], "4x-a100-10gbe")
@@ -203,8 +203,13 @@ def test_the_api_run_warns_where_the_run_is_not_the_plans_configuration(tmp_path
     assert notes[0].startswith("running as 2 machines x 1 worker; the plan was tuned for 1 machine x 2 GPUs")
     assert notes[1].startswith("the plan is for 4x-a100-10gbe's A100-SXM4-40GB GPUs and this machine has no CUDA")
     with pytest.warns(RunNote) as caught:
-        gnnplan.run(plan, trace_dir=tmp_path)  # the plan's layout: only the device note
+        got = gnnplan.run(plan, trace_dir=tmp_path)  # the plan's layout: only the device note
     assert len(caught) == 1 and layouts == [1, 2]
+    assert got["notes"] == [str(caught[0].message)] and got["predicted_epoch_time_s"] is None  # no CUDA here
+    cpu = plan.model_copy(update={"cluster": two.model_copy(update={"gpu": two.gpu.model_copy(
+        update={"is_host_cpu": True})}), "prediction": {"epoch_time_s": 0.05}})
+    got = gnnplan.run(cpu, trace_dir=tmp_path)  # a plan without the digest of 2026-12-01: taken as it is
+    assert got["predicted_epoch_time_s"] == 0.05 and got["notes"] == []
 
 
 def test_specs_built_in_python_are_checked_like_files() -> None:

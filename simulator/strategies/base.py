@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -227,8 +227,35 @@ def memory_estimate(cluster: ClusterSpec, gpu_parts: dict[str, float], host_part
 def batch_size_of(knobs: Any, workload: WorkloadSpec) -> int:
     """The global batch size (seeds, or rows for pre-propagation models, per iteration over all workers) a
     configuration trains with: its ``batch_size`` knob where the strategy has one and it is set, else the workload's
-    ``training.batch_size``. The one rule the simulator, the tuner and the executors share."""
-    return int(getattr(knobs, "batch_size", None) or workload.training.batch_size)
+    ``training.batch_size``. The one rule the simulator, the tuner and the executors share (``knobs``: the
+    strategy's knobs, their mapping as a plan or a result holds them, or None)."""
+    value = knobs.get("batch_size") if isinstance(knobs, Mapping) else getattr(knobs, "batch_size", None)
+    return int(value or workload.training.batch_size)
+
+
+def oversized_batch_note(workload: WorkloadSpec, num_workers: int, knobs: Any = None) -> str | None:
+    """A note when a mini-batch configuration's global batch (:func:`batch_size_of`) holds more seeds than the
+    dataset has training vertices, else None: the batch is then the whole training set (each worker's share in as
+    few iterations as :func:`iteration_plan` gives; the executors' samplers do the same), and a larger number
+    changes nothing. Reads the dataset's sizes (:func:`~simulator.workload.graphstats.dataset_summary`, cached).
+
+    Raises:
+        SpecError: the dataset cannot be resolved or loaded.
+    """
+    from gnnplan.simulator.workload.graphstats import dataset_summary
+
+    if workload.training.mode != "mini-batch":
+        return None
+    batch, num_train = batch_size_of(knobs, workload), dataset_summary(workload.dataset).num_train
+    if batch <= num_train or batch < num_workers:
+        return None
+    plan = iteration_plan(num_train, batch, num_workers)
+    share = math.ceil(num_train / num_workers)
+    return (f"the batch size {batch} is larger than the dataset's {num_train} training vertices: an epoch is "
+            f"{plan.num_iterations} iteration{'s' if plan.num_iterations > 1 else ''} in which "
+            + ("the worker takes all of them" if num_workers == 1 else
+               f"each of the {num_workers} workers takes its share of them (at most {share})")
+            + ", and a larger batch size changes nothing")
 
 
 def suggest_batch_size(trial: Any, strategy: str, workload: WorkloadSpec) -> int:

@@ -133,12 +133,15 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
     ``run``'s ``--collective-timeout``, ``--checkpoint-every``, ``--checkpoint-dir``, ``--resume`` and
     ``--gpus-per-machine`` (:func:`gnnplan.executor.runner.run_plan`; ``gpus_per_machine=None``: the plan's
     cluster's where it divides the workers, else 1, as ``gnnplan run``). Where the run's layout or device is not
-    the plan's, so that its prediction is not the run's, a
-    :class:`~gnnplan.executor.run_notes.RunNote` warning says so (the notes ``gnnplan run`` prints).
+    the plan's, so that its prediction is not the run's, other processes kept its machine busy, or its batch is
+    larger than the training set, a :class:`~gnnplan.executor.run_notes.RunNote` warning says so (the notes
+    ``gnnplan run`` prints).
 
     Returns:
         The ``run --json`` object: ``epoch_time_s`` (median, s), ``epoch_times_s``, ``loss``, ``val_accuracy``,
-        ``test_accuracy``, ``bytes_per_epoch``, ``trace`` (path).
+        ``test_accuracy``, ``bytes_per_epoch``, ``trace`` (path), ``predicted_epoch_time_s`` (the plan's
+        prediction, s; None where it is not this run's: :func:`gnnplan.executor.run_notes.prediction_for_run`)
+        and ``notes``.
 
     Raises:
         SpecError: the plan cannot run here; ``plan`` neither a Plan nor a path, ``nprocs``, ``epochs`` or
@@ -148,10 +151,12 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
     import warnings
 
     from gnnplan.autotune import api_args
-    from gnnplan.executor.run_notes import RunNote, device_note, has_cuda, layout_note
+    from gnnplan.autotune.report import background_note
+    from gnnplan.executor.run_notes import RunNote, device_note, has_cuda, layout_note, prediction_for_run
     from gnnplan.executor.runner import default_gpus_per_machine, run_plan
     from gnnplan.simulator.errors import SpecError
     from gnnplan.simulator.plan import Plan, load_plan
+    from gnnplan.simulator.strategies.base import oversized_batch_note
 
     if not isinstance(plan, (Plan, str, Path)):
         raise SpecError(f"plan: a Plan, or a plan YAML's path (got {type(plan).__name__})")
@@ -170,10 +175,13 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
         result = run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress,
                           collective_timeout_s=collective_timeout_s, checkpoint_every=checkpoint_every,
                           checkpoint_dir=checkpoint_dir, resume=resume, gpus_per_machine=per_machine)
-    for note in (layout_note(loaded, nprocs or loaded.num_workers, per_machine), device_note(loaded, has_cuda())):
-        if note:
-            warnings.warn(note, RunNote, stacklevel=2)
-    return result
+    layout = layout_note(loaded, nprocs or loaded.num_workers, per_machine)
+    device = device_note(loaded, has_cuda())
+    batch = oversized_batch_note(loaded.workload, nprocs or loaded.num_workers, loaded.knobs)
+    notes = [n for n in (layout, device, background_note(result.get("background")), batch) if n]
+    for note in notes:
+        warnings.warn(note, RunNote, stacklevel=2)
+    return {**result, "predicted_epoch_time_s": prediction_for_run(loaded, layout, device)[0], "notes": notes}
 
 
 def whatif(cluster: str | ClusterSpec, workload: str, vary: Sequence[str], *,

@@ -39,6 +39,9 @@ def test_calibrate_a_predicted_trace(strategy: str, workload: str, tmp_path: Pat
     assert main(["calibrate", str(trace), "--cluster", "4x-a100-10gbe", "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "calibrated parameters" in text and "calibrated cluster written to" in text
+    # how much of each parameter the traces determined, beside its rows (2026-12-01: "70 rows, not informed" read
+    # as a contradiction)
+    assert "from traces" in text and "under half comes from the traces" in " ".join(text.split())
     # one predicted epoch: nothing to hold out, and the in-sample figure is labelled as a fit
     assert f"held-out epochs: {trace.name}: 1 epoch: cannot be held out" in text.replace(str(trace), trace.name)
     assert "held-out configurations: 1 trace of one configuration: none to leave out" in text

@@ -156,7 +156,7 @@ def test_a_folder_is_named_as_a_folder_and_an_empty_strategy_list_is_rejected(
     capsys.readouterr()
     _fails(capsys, ["tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", ",,",
                     "--storage", f"sqlite:///{tmp_path / 's.db'}", "-o", str(tmp_path / "plan.yaml")],
-           "--strategies: ',,' names no strategy")
+           "--strategies: ',,' names no strategy; give e.g. dp,hopgnn, or leave the option out for all")
     assert not (tmp_path / "s.db").exists() and not (tmp_path / "plan.yaml").exists()
 
 

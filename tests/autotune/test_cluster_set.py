@@ -86,7 +86,7 @@ def test_a_plan_reads_its_cluster_as_a_cluster_file_does(tmp_path: Path, capsys:
     """A plan edited by hand takes the units and gets the messages a cluster file does (it refused 25Gbit/s)."""
     import yaml
 
-    from gnnplan.simulator.plan import load_plan
+    from gnnplan.simulator.plan import load_plan, predicted_epoch_s
 
     argv = ["tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "dp", "--trials", "1",
             "--storage", f"sqlite:///{tmp_path / 's.db'}", "-o", str(tmp_path / "plan.yaml"), "--json"]
@@ -99,6 +99,11 @@ def test_a_plan_reads_its_cluster_as_a_cluster_file_does(tmp_path: Path, capsys:
     edited.write_text(yaml.safe_dump(data))
     plan = load_plan(edited)
     assert plan.cluster.network.bandwidth_bytes_per_s == 25e9 / 8 and plan.cluster.gpu.memory_bytes == 40 * 2**30
+    # the prediction is of the plan as tune wrote it (its digest survives the YAML round trip), not of the edit
+    assert predicted_epoch_s(load_plan(tmp_path / "plan.yaml"))[0] == data["prediction"]["epoch_time_s"]
+    assert predicted_epoch_s(plan) == (None, "the plan was edited after its prediction was made (its strategy, knobs, "
+                                             "workers, cluster or workload differ), so the prediction is not this "
+                                             "configuration's: simulate it again")
     for block, key, value, needle in [
             ("cluster", "network", "25 parsecs", "plan bad.yaml: cluster: network.bandwidth_bytes_per_s: cannot read"),
             ("cluster", "netwrk", 1, "plan bad.yaml: cluster.netwrk: unknown field"),

@@ -21,7 +21,7 @@ from gnnplan.autotune.whatif import (
     summarize,
     tune_candidate,
 )
-from gnnplan.autotune.whatif_report import crossover_lines
+from gnnplan.autotune.whatif_report import crossover_lines, csv_rows, summary_table
 from gnnplan.simulator.api import coerce_knobs, simulate
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
@@ -161,9 +161,51 @@ def test_crossover_lines_say_where_the_winner_changes() -> None:
         "among the other point's candidates: neither can run the other workload)"]
 
 
+def test_a_tie_is_no_crossover_and_is_said() -> None:
+    """Winners within TIE_MARGIN of each other are tied: a change of winner between them is no crossover (a sweep
+    over model.arch reported dp -> hopgnn at a speedup of 1.0002)."""
+    from gnnplan.autotune.whatif import TIE_MARGIN, WhatifResult
+
+    rows = [{"point": 0, "strategy": "dp", "feasible": True, "epoch_time_s": 1.0},
+            {"point": 0, "strategy": "hopgnn", "feasible": True, "epoch_time_s": 1.0 + TIE_MARGIN / 2},
+            {"point": 0, "strategy": "gsplit", "feasible": True, "epoch_time_s": 2.0},
+            {"point": 1, "strategy": "dp", "feasible": True, "epoch_time_s": 1.0 + TIE_MARGIN / 3},
+            {"point": 1, "strategy": "hopgnn", "feasible": True, "epoch_time_s": 1.0},
+            {"point": 1, "strategy": "gsplit", "feasible": True, "epoch_time_s": 2.0},
+            {"point": 2, "strategy": "dp", "feasible": True, "epoch_time_s": 3.0},
+            {"point": 2, "strategy": "hopgnn", "feasible": True, "epoch_time_s": 2.5},
+            {"point": 2, "strategy": "gsplit", "feasible": True, "epoch_time_s": 1.0}]
+    axes = [parse_axis("workload.model.hidden_dim=16,32,64")]
+    points = [Point((i,), (label,), None, None) for i, label in enumerate(axes[0].labels)]  # type: ignore[arg-type]
+    summary = summarize(rows, points)
+    assert [s["tied"] for s in summary] == [["hopgnn"], ["dp"], []]
+    found = crossovers(summary)
+    assert [(c["from_winner"], c["to_winner"]) for c in found] == [("hopgnn", "gsplit")]  # not dp -> hopgnn
+    res = WhatifResult(axes, rows, summary, found)
+    lines = crossover_lines(res)
+    assert lines[0].startswith("tied (within 1% of the winner's epoch time") and "hidden_dim=16: dp and hopgnn" \
+        in lines[0] and lines[1].startswith("crossover along workload.model.hidden_dim: hopgnn -> gsplit")
+    assert "1.00x (tie with hopgnn: within 1%)" in _table_text(summary_table(res))
+    # integers need no SI column beside them; a value given with a unit does
+    written = csv_rows(WhatifResult(axes, [{**r, "index": (r["point"],), "cluster": "c", "model": "sage", "knobs": {},
+                                            "iteration_time_s": 1.0, "reason": "", "num_trials": 1} for r in rows],
+                                    summary, found))
+    assert "workload.model.hidden_dim" in written[0] and not any("[SI]" in k for k in written[0])
+
+
+def _table_text(table: object) -> str:
+    from rich.console import Console
+
+    console = Console(width=200, record=True)
+    console.print(table)
+    return console.export_text()
+
+
 def test_whatif_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for argv, needle in (
-            (["--vary", "network.bandwidth_bytes_per_s=fast"], "cannot read 'fast' as a bandwidth"),
+            (["--vary", "network.bandwidth_bytes_per_s=fast"], "--vary: network.bandwidth_bytes_per_s: cannot read "
+                                                                 "'fast' as a bandwidth"),
+            (["--vary", "workload.model.num_layers=1,2"], "vary whole workloads, --vary workload=a.yaml,b.yaml"),
             (["--vary", "cluster=no-such-preset"], "unknown preset 'no-such-preset'"),
             (["--vary", "network.latency_s=1us", "--vary", "network.latency_s=2us"], "varied twice"),
             (["--vary", "network.bandwidth_bytes_per_s=10Gbit/s,1.25GB/s"], "'10Gbit/s' and '1.25GB/s' are the same"),

@@ -241,3 +241,45 @@ def test_gnnplan_run_says_when_it_runs_another_layout_than_the_plans(tmp_path: P
     assert main(["run", str(save_plan(tmp_path / "cpu.yaml", plan.model_copy(update={"cluster": cpu}))),
                  "--epochs", "1"]) == 0
     assert "no CUDA" not in capsys.readouterr().err
+
+
+def test_gnnplan_run_compares_the_run_with_the_plans_prediction(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """run prints the plan's predicted epoch beside the measured one (2026-12-01: never shown), not where the plan
+    was edited after its prediction, nor where the run is another layout; --json carries both and the notes. The
+    batch size above Cora's 140 training vertices is noted. run_plan is faked: what is checked is the wording."""
+    import json
+
+    from executor_workers import make_plan
+
+    from gnnplan.autotune.cli import main
+    from gnnplan.executor import run_notes, runner
+    from gnnplan.simulator.plan import save_plan, with_prediction
+
+    base = make_plan("sage", 2, {}, fanouts=[5, 5])
+    cpu = base.cluster.model_copy(update={"num_machines": 1, "gpus_per_machine": 2, "gpu": base.cluster.gpu.model_copy(
+        update={"is_host_cpu": True})})
+    plan = with_prediction(base.model_copy(update={"cluster": cpu}), {"epoch_time_s": 0.08, "feasible": True})
+    path = save_plan(tmp_path / "plan.yaml", plan)
+    done = {"epoch_time_s": 0.1, "loss": 1.0, "val_accuracy": 0.5, "test_accuracy": 0.5, "trace": "t.json",
+            "peak_memory_bytes": {"gpu": None, "host": 1e8}, "peak_memory_phases": None, "measured_epochs": [1, 2]}
+    monkeypatch.setattr(runner, "run_plan", lambda *a, **k: done)
+    monkeypatch.setattr(run_notes, "has_cuda", lambda: False)
+    assert main(["run", str(path), "--epochs", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the plan predicted 80.00 ms per epoch on 4x-a100-10gbe (-20.0% against this run; not fitted to it)" in out
+    assert main(["run", str(path), "--epochs", "1", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["predicted_epoch_time_s"] == 0.08 and got["notes"] == []
+    # another layout: its note, in the JSON too, and no comparison
+    assert main(["run", str(path), "--epochs", "1", "--gpus-per-machine", "1", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["predicted_epoch_time_s"] is None and got["notes"][0].startswith("running as 2 machines x 1 worker")
+    # edited after the prediction (a larger batch): stale, said; and the batch is the whole training set
+    training = plan.workload.training.model_copy(update={"batch_size": 100_000})
+    edited = plan.model_copy(update={"workload": plan.workload.model_copy(update={"training": training})})
+    assert main(["run", str(save_plan(tmp_path / "edited.yaml", edited)), "--epochs", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "no prediction to compare: the plan was edited after its prediction was made" in " ".join(out.split())
+    assert "note: the batch size 100000 is larger than the dataset's 140 training vertices: an epoch is 1 " \
+        "iteration" in " ".join(err.split())
