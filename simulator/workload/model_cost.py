@@ -25,6 +25,13 @@ once (its transpose); in layer 0 kernels acting on the raw features need no inpu
 gradient only, others: nothing). Source: Kaplan et al., "Scaling laws for neural language models",
 arXiv:2001.08361, 2020, §2.1 (backward = 2 x forward for matmuls); PyTorch autograd skips inputs with
 ``requires_grad=False`` (PyTorch docs, "Autograd mechanics: locally disabling gradient computation").
+Not modelled: a weight gradient's speed depends on its shape where the forward's does not. On this 2-core CPU
+(torch 2.13, 2026-12-01) the weight gradient ``X^T dZ`` of a layer of ``rows x 1433`` inputs (Cora's features)
+and 16 outputs ran at half its forward's rate at 2 threads (0.26 -> 0.51 ms at 800 rows, 1.04 -> 2.20 ms at
+2708, 4.42 -> 10.95 ms at 10,000) and a quarter at one (1.48 -> 5.87 ms at 2708), as ``X.t().contiguous() @ dZ``
+did not (1.53 ms); at 64 outputs within 0.97-1.18x. So a calibration's backward fraction fitted on 64-wide layers
+(dp's ``cora-sage``) predicts 16-wide ones (``cora-gcn-full``) fast: neutronstar's backward 3.7 ms for 8.6 measured,
+hongtu's 3.1 for 5.2 (benchmarks/bench_transfer.py, 2 workers, calibrated on dp alone, the forwards within 4-10%).
 Activation memory: every kernel's output is kept for backward (float32) plus a one-byte dropout mask.
 """
 
