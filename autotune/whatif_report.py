@@ -175,13 +175,13 @@ def json_text(res: WhatifResult, title: str | None = None) -> str:
     """The whole result as JSON (axes, rows, summary, crossovers, ``card_communities``: per dataset card whose
     proxy has no block model, what its communities are and do to partition-dependent statistics, and
     ``card_statistics``: per dataset card the proxy its statistics were estimated on, one draw or pooled, and
-    ``peak_rates``: a sentence per cluster priced at datasheet peaks, and the chart's ``title``, which a redraw
-    keeps), for ``gnnplan report`` and scripts."""
+    ``peak_rates``: a sentence per cluster priced at datasheet peaks, ``notes`` on points that may not be what was
+    meant, and the chart's ``title``, which a redraw keeps), for ``gnnplan report`` and scripts."""
     axes = [{"field": a.field, "target": a.target, "path": a.path, "labels": list(a.labels),
              "values": list(a.values)} for a in res.axes]
     return json.dumps({"axes": axes, "rows": res.rows, "summary": res.summary, "crossovers": res.crossovers,
                        "card_communities": res.card_communities, "card_statistics": res.card_statistics,
-                       "peak_rates": res.peak_rates, "title": title}, indent=1)
+                       "peak_rates": res.peak_rates, "notes": res.notes, "title": title}, indent=1)
 
 
 def _x(axis: Axis) -> tuple[list[Any], dict[str, Any]]:

@@ -97,9 +97,11 @@ DIGEST_KEY = "configuration"
 
 def configuration_digest(plan: Plan) -> str:
     """A digest (16 hex digits of SHA-1) of everything a plan's prediction depends on: strategy, knobs, workers,
-    cluster (but where its numbers come from, ``sources``) and workload, as they read back from the plan's YAML."""
+    cluster (but where its numbers come from, ``sources``) and workload (but its epoch count: the prediction is per
+    epoch), as they read back from the plan's YAML."""
     data = plan.model_dump(mode="json", include={"strategy", "knobs", "num_workers", "cluster", "workload"})
     data["cluster"].pop("sources", None)
+    data["workload"]["training"].pop("num_epochs", None)
     return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -62,3 +62,13 @@ def test_whatif_notes_name_their_points() -> None:
     assert point_notes(axes, points) == [
         f"at training.batch_size=1000, network.latency_s=1us; training.batch_size=1000, network.latency_s=2us: {note}"]
     assert few_trials_note(DEFAULT_TRIALS) is None and "4 trials per point" in few_trials_note(4)
+
+
+def test_whatif_writes_and_prints_its_notes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["whatif", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "dp",
+                 "--vary", "training.batch_size=64,1000", "--trials", "2", "-o", str(tmp_path / "w")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    record = json.loads((tmp_path / "w" / "whatif.json").read_text())
+    assert record["notes"][0].startswith("2 trials per point and strategy")
+    assert record["notes"][1].startswith("at training.batch_size=1000: the batch size 1000 is larger than")
+    assert all(f"note: {' '.join(n.split())}" in out for n in record["notes"])

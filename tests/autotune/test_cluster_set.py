@@ -101,6 +101,10 @@ def test_a_plan_reads_its_cluster_as_a_cluster_file_does(tmp_path: Path, capsys:
     assert plan.cluster.network.bandwidth_bytes_per_s == 25e9 / 8 and plan.cluster.gpu.memory_bytes == 40 * 2**30
     # the prediction is of the plan as tune wrote it (its digest survives the YAML round trip), not of the edit
     assert predicted_epoch_s(load_plan(tmp_path / "plan.yaml"))[0] == data["prediction"]["epoch_time_s"]
+    fewer = yaml.safe_load((tmp_path / "plan.yaml").read_text())
+    fewer["workload"]["training"]["num_epochs"] = 3  # the prediction is per epoch: still this plan's
+    (tmp_path / "fewer.yaml").write_text(yaml.safe_dump(fewer))
+    assert predicted_epoch_s(load_plan(tmp_path / "fewer.yaml"))[0] == data["prediction"]["epoch_time_s"]
     assert predicted_epoch_s(plan) == (None, "the plan was edited after its prediction was made (its strategy, knobs, "
                                              "workers, cluster or workload differ), so the prediction is not this "
                                              "configuration's: simulate it again")
