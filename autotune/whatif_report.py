@@ -302,9 +302,28 @@ def _winner_heatmap(fig: Any, res: WhatifResult, strategies: Sequence[str], pale
     fig.update_yaxes(title=b.field, type="category", row=2, col=1)
 
 
+PAGE_STYLE = "body{font-family:system-ui,sans-serif;margin:16px 24px;color:#222}p,li{max-width:1100px}"
+EXPLAINED = ("Every epoch time here is the simulator's prediction, not a measurement. At each point every strategy "
+             "the workload allows was tuned by its own small Optuna study (the CSV's num_trials) and the best "
+             "configuration of each is drawn; a star marks the point's winner. In the heatmap, \"dp 1.20x\" is the "
+             "winner and its speedup over the runner-up, and \"tie\" a runner-up within {margin:.0%} of it (no "
+             "crossover). The CSV (whatif.csv) holds every strategy's knobs, times, bytes per link and peak "
+             "memory at every point.")
+
+
 def html_text(res: WhatifResult, title: str) -> str:
-    """The chart as one self-contained HTML page (plotly.js included)."""
-    return str(figure(res, title).to_html(include_plotlyjs=True, full_html=True))
+    """The chart as one self-contained HTML page (plotly.js included), under the sweep's title, what the chart
+    shows, and the sweep's findings and notes as ``gnnplan whatif`` printed them (2026-12-01: the chart alone)."""
+    import html
+
+    chart = str(figure(res, title).to_html(include_plotlyjs=True, full_html=False))
+    said = [*crossover_lines(res), *(f"note: {n}" for n in res.notes), *res.peak_rates,
+            *(f"{d}: the proxy's communities: {c}" for d, c in res.card_communities.items())]
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in said)
+    return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+            f"<style>{PAGE_STYLE}</style></head>\n<body><h1>{html.escape(title)}</h1>\n"
+            f"<p>{html.escape(EXPLAINED.format(margin=TIE_MARGIN))}</p>\n<ul id=\"findings\">{items}</ul>\n"
+            f"{chart}\n</body></html>\n")
 
 
 def write_html(res: WhatifResult, path: Path, title: str) -> Path:

@@ -20,8 +20,9 @@ def layout_note(plan: Plan, nprocs: int, gpus_per_machine: int) -> str | None:
     planned = (plan.cluster.num_machines, plan.cluster.gpus_per_machine)
     if shape == planned or nprocs % gpus_per_machine:
         return None
+    unit = "worker" if plan.cluster.gpu.is_host_cpu else "GPU"
     return (f"running as {counted(shape[0], 'machine')} x {counted(shape[1], 'worker')}; the plan was tuned for "
-            f"{counted(planned[0], 'machine')} x {counted(planned[1], 'GPU')} of {plan.cluster.name}, so its "
+            f"{counted(planned[0], 'machine')} x {counted(planned[1], unit)} of {plan.cluster.name}, so its "
             "prediction is not this run's (the trace records the layout run)")
 
 

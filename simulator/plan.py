@@ -10,7 +10,7 @@ Example::
     num_workers: 2
     cluster: {name: local, ...}
     workload: {dataset: cora, model: {...}, training: {...}}
-    prediction: {epoch_time_s: 0.41, ..., configuration: 3f2a...}
+    prediction: {epoch_time_s: 0.41, ..., configuration: "c1:3f2a..."}
 
 ``prediction.configuration`` is the digest of the configuration the prediction is of (:func:`configuration_digest`):
 a plan edited by hand afterwards no longer matches it, and ``gnnplan run`` says its prediction is stale instead of
@@ -93,6 +93,9 @@ def save_plan(path: str | Path, plan: Plan) -> Path:
 
 DIGEST_KEY = "configuration"
 """Key of the prediction block that holds :func:`configuration_digest` of the plan it was made for."""
+DIGEST_FORMAT = "c1"
+"""Version of :func:`configuration_digest`, the stamp's prefix (``c1:<hex>``): a stamp of another version (an older
+gnnplan's) cannot tell an edit from a change of the formula, so the prediction is then taken as it is."""
 
 
 def configuration_digest(plan: Plan) -> str:
@@ -102,7 +105,7 @@ def configuration_digest(plan: Plan) -> str:
     data = plan.model_dump(mode="json", include={"strategy", "knobs", "num_workers", "cluster", "workload"})
     data["cluster"].pop("sources", None)
     data["workload"]["training"].pop("num_epochs", None)
-    return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{DIGEST_FORMAT}:{hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]}"
 
 
 def with_prediction(plan: Plan, prediction: dict[str, Any]) -> Plan:
@@ -112,14 +115,14 @@ def with_prediction(plan: Plan, prediction: dict[str, Any]) -> Plan:
 
 def predicted_epoch_s(plan: Plan) -> tuple[float | None, str | None]:
     """The plan's predicted epoch time in seconds, or None with why not: no prediction, an infeasible one, or one
-    made before the plan was edited (its :data:`DIGEST_KEY` differs from the plan's configuration; a plan written
-    before 2026-12-01 has none and is taken as it is)."""
+    made before the plan was edited (its :data:`DIGEST_KEY` differs from the plan's configuration). A plan without
+    a stamp of this :data:`DIGEST_FORMAT` (written before 2026-12-01, or by another version) is taken as it is."""
     pred = plan.prediction
     value = pred.get("epoch_time_s")
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not pred.get("feasible", True):
         return None, "the plan holds no feasible prediction"
-    stamp = pred.get(DIGEST_KEY)
-    if stamp is not None and stamp != configuration_digest(plan):
+    stamp, now = pred.get(DIGEST_KEY), configuration_digest(plan)
+    if isinstance(stamp, str) and stamp.startswith(f"{DIGEST_FORMAT}:") and stamp != now:
         return None, ("the plan was edited after its prediction was made (its strategy, knobs, workers, cluster or "
                       "workload differ), so the prediction is not this configuration's: simulate it again")
     return float(value), None

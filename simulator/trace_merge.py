@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,12 +46,14 @@ def pick_epoch(spans: list[Span], epoch: int | None = None, what: str = "trace")
     return timed_epoch(spans, epoch, what)[0]
 
 
-def timed_epoch(spans: list[Span], epoch: int | None = None, what: str = "trace") -> tuple[int, float]:
+def timed_epoch(spans: list[Span], epoch: int | None = None, what: str = "trace",
+                among: Sequence[int] | None = None) -> tuple[int, float]:
     """The epoch to show and its time in seconds: ``epoch`` if given, else the one whose time is the median (the
-    lower one of an even count, so the result is an epoch that exists); an epoch's time is its slowest rank's
-    epoch span, as ``gnnplan run`` reports it (:func:`~gnnplan.simulator.calibrate_holdout.epoch_times_s`).
-    ``what`` names the trace in an error (``PREDICTED`` / ``MEASURED`` as ``gnnplan trace merge`` calls its
-    arguments).
+    lower one of an even count, so the result is an epoch that exists) of the epochs ``among`` (the run's measured
+    epochs, ``results.measured_epochs``: its warm-up left out, as the run's median leaves it; None or none of them
+    in the trace: every epoch); an epoch's time is its slowest rank's epoch span, as ``gnnplan run`` reports it
+    (:func:`~gnnplan.simulator.calibrate_holdout.epoch_times_s`). ``what`` names the trace in an error
+    (``PREDICTED`` / ``MEASURED`` as ``gnnplan trace merge`` calls its arguments).
 
     Raises:
         SpecError: the trace has no ``epoch`` spans, or not the one asked for.
@@ -62,8 +65,16 @@ def timed_epoch(spans: list[Span], epoch: int | None = None, what: str = "trace"
         if epoch not in durations:
             raise SpecError(f"--epoch: {epoch} is not in the trace; epochs: {', '.join(map(str, sorted(durations)))}")
         return epoch, durations[epoch]
-    median = statistics.median_low(durations.values())
-    return min(e for e, d in durations.items() if d == median), median
+    pool = {e: d for e, d in durations.items() if among is None or e in set(among)} or durations
+    median = statistics.median_low(pool.values())
+    return min(e for e, d in pool.items() if d == median), median
+
+
+def measured_epochs(metadata: dict[str, Any]) -> list[int] | None:
+    """The epochs a run measured its epoch time on (``results.measured_epochs`` of its trace), None if it says
+    none."""
+    epochs = (metadata.get("results") or {}).get("measured_epochs")
+    return [int(e) for e in epochs] if isinstance(epochs, list) and epochs else None
 
 
 def one_epoch(spans: list[Span], epoch: int) -> list[Span]:
@@ -83,7 +94,7 @@ def merge(predicted: tuple[list[Span], dict[str, Any]], measured: tuple[list[Spa
     Args:
         predicted: (spans, metadata) of the simulator's trace.
         measured: (spans, metadata) of the executor's trace.
-        epoch: the measured epoch to show (None = the median one).
+        epoch: the measured epoch to show (None = the median one of those the run measured its time on).
 
     Raises:
         SpecError: a trace without ``epoch`` spans, or an epoch it does not have; a trace whose metadata names the
@@ -95,7 +106,7 @@ def merge(predicted: tuple[list[Span], dict[str, Any]], measured: tuple[list[Spa
     check_source(meas_meta, "executor", "MEASURED")
     check_same_run(pred_meta, meas_meta, "PREDICTED")
     pred_epoch, pred_s = timed_epoch(pred, what="PREDICTED")
-    meas_epoch, meas_s = timed_epoch(meas, epoch, what="MEASURED")
+    meas_epoch, meas_s = timed_epoch(meas, epoch, what="MEASURED", among=measured_epochs(meas_meta))
     doc = to_chrome(one_epoch(pred, pred_epoch), {}, label="predicted rank")
     other = to_chrome(one_epoch(meas, meas_epoch), {}, pid_offset=PID_OFFSET, label="measured rank")
     doc["traceEvents"].extend(other["traceEvents"])

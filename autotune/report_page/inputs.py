@@ -19,6 +19,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import MAX_SPEC_BYTES
 from gnnplan.simulator.plan import Plan, load_plan
 from gnnplan.simulator.trace import Span, check_same_run, check_source, read_trace
+from gnnplan.simulator.trace_merge import measured_epochs
 
 LOOP_REPORT = "report.json"
 PREDICTED_TRACE = "predicted.json"
@@ -27,10 +28,12 @@ WHATIF_RECORD = "whatif.json"
 
 @dataclass
 class Timeline:
-    """A trace's spans and where they came from (``name``: the file, or ``simulated from <plan>``)."""
+    """A trace's spans and where they came from (``name``: the file, or ``simulated from <plan>``), and the epochs
+    its run measured its epoch time on (``results.measured_epochs``: not the warm-up; None: every epoch)."""
 
     spans: list[Span]
     name: str
+    measured_epochs: list[int] | None = None
 
 
 @dataclass
@@ -141,7 +144,7 @@ def _timeline(path: Path, what: str) -> tuple[Timeline, dict[str, Any]]:
     spans, meta = read_trace(path)
     if not spans:
         raise SpecError(f"{what}: {path} holds no spans")
-    return Timeline(spans, path.name), meta
+    return Timeline(spans, path.name, measured_epochs(meta)), meta
 
 
 def simulated_timeline(plan: Plan, label: str) -> Timeline:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gnnplan.autotune.report import fmt_bytes, fmt_s, knobs_text, pct, transient_lines
+from gnnplan.autotune.report import background_note, fmt_bytes, fmt_s, knobs_text, pct, transient_lines
 from gnnplan.autotune.report_page import run_charts as rc
 from gnnplan.autotune.report_page import study_charts as sc
 from gnnplan.autotune.report_page.inputs import ReportInputs
@@ -93,18 +93,33 @@ def build_page(inputs: ReportInputs) -> Page:
 
 
 def _timelines(b: _Builder, inputs: ReportInputs) -> None:
+    """The predicted and the measured epoch's timelines, on one time scale (2026-12-01: each on its own, which hid
+    how far apart they were)."""
     workers = inputs.plan.num_workers if inputs.plan is not None else None
-    if inputs.predicted is None:
+    predicted = measured = None
+    if inputs.predicted is not None:
+        predicted = rc.timeline_figure(inputs.predicted, "predicted", b.colors, workers)
+    if inputs.measured:
+        measured = rc.timeline_figure(inputs.measured[0], "measured", b.colors, workers)
+    drawn = [fig for fig, _ in (t for t in (predicted, measured) if t is not None)]
+    for fig in drawn:
+        fig.update_xaxes(range=[0.0, max(f.layout.xaxis.range[1] for f in drawn)])
+    if predicted is None:
         b.section("timeline-predicted", None, missing=inputs.missing.get("predicted", ""))
     else:
-        b.section("timeline-predicted", *rc.timeline_figure(inputs.predicted, "predicted", b.colors, workers))
-    if not inputs.measured:
+        fig, caption = predicted
+        if inputs.loop is not None:  # loop simulates the plan on the cluster it was tuned for
+            caption += "; the prediction before calibration (the cluster as given)"
+        b.section("timeline-predicted", fig, caption)
+    if measured is None:
         b.section("timeline-measured", None, missing=inputs.missing.get("measured", ""))
     else:
-        fig, caption = rc.timeline_figure(inputs.measured[0], "measured", b.colors, workers)
+        fig, caption = measured
         first = f" (the first of {len(inputs.measured)} measured traces)" if len(inputs.measured) > 1 else ""
         b.section("timeline-measured", fig,
-                  caption + f"{first}; the median epoch, aligned to start at 0 like the prediction")
+                  caption + f"{first}; the median epoch of those the run measured its epoch time on (the lower "
+                            "middle one of an even count: an epoch that exists, so its time can differ from the "
+                            "median's), aligned to start at 0 like the prediction")
 
 
 def _study(b: _Builder, inputs: ReportInputs) -> None:
@@ -185,8 +200,12 @@ def _summary(inputs: ReportInputs) -> str:
                      f"({pct(memory['predicted_host_bytes_before'], memory['measured_host_bytes'])})"))
     if isinstance(evaluation, dict):
         rows.append(("evaluation after each epoch", f"{fmt_s(evaluation['measured_s'])} measured, "
-                     f"{fmt_s(evaluation['predicted_before_s'])} estimated before calibration "
+                     f"{fmt_s(evaluation['predicted_before_s'])} predicted before calibration "
                      f"({pct(evaluation['predicted_before_s'], evaluation['measured_s'])})"))
+    for name, load in ((inputs.calibration or {}).get("busy") or {}).items():  # loop printed it; say it here too
+        note = background_note(load)
+        if note:
+            rows.append(("machine load during the run", f"{name}: {note}"))
     if inputs.study is not None:
         rows.append(("study", f"{inputs.study.study_name} ({len(inputs.study.trials)} trials)"))
     if inputs.measured:

@@ -7,6 +7,7 @@ Time axes are in milliseconds (converted here, for people); the data stay in sec
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -25,9 +26,9 @@ BAR_WIDTH = 0.18
 """Width of a grouped bar when few rows are drawn, in category widths (plotly's default fills the chart)."""
 
 
-def epoch_spans(spans: list[Span]) -> tuple[list[Span], int | None, float]:
-    """One epoch of a timeline, shifted to start at 0: the median epoch (:func:`simulator.trace_merge.pick_epoch`),
-    or every span when the trace has no ``epoch`` spans.
+def epoch_spans(spans: list[Span], among: Sequence[int] | None = None) -> tuple[list[Span], int | None, float]:
+    """One epoch of a timeline, shifted to start at 0: the median epoch of those ``among`` (the run's measured
+    epochs; :func:`simulator.trace_merge.timed_epoch`), or every span when the trace has no ``epoch`` spans.
 
     Returns:
         (spans without the wrapper phases, the epoch shown or None, its duration in seconds: the slowest rank's
@@ -35,7 +36,7 @@ def epoch_spans(spans: list[Span]) -> tuple[list[Span], int | None, float]:
         spans' extent without epoch spans).
     """
     try:
-        epoch, duration = timed_epoch(spans)
+        epoch, duration = timed_epoch(spans, among=among)
         shown = one_epoch(spans, epoch)
     except SpecError:
         epoch, t0 = None, min(s.start_s for s in spans)
@@ -68,7 +69,7 @@ def timeline_figure(timeline: Timeline, what: str, colors: dict[str, str], num_w
     """
     import plotly.graph_objects as go
 
-    spans, epoch, duration = epoch_spans(timeline.spans)
+    spans, epoch, duration = epoch_spans(timeline.spans, timeline.measured_epochs)
     total = len(spans)
     spans = sorted(spans, key=lambda s: s.start_s)[:MAX_TIMELINE_SPANS]
     rows = [_row(s) for s in sorted({_row_key(s): s for s in spans}.values(), key=_row_key)]
@@ -84,7 +85,8 @@ def timeline_figure(timeline: Timeline, what: str, colors: dict[str, str], num_w
     height = max(140 + 26 * len(rows), 130 + 20 * len(fig.data))  # every row, and the legend unscrolled
     fig.update_layout(**layout(title, height, barmode="overlay", bargap=0.25))
     fig.update_yaxes(categoryorder="array", categoryarray=rows[::-1], title=None)
-    fig.update_xaxes(title="time since the epoch's start (ms)", rangemode="tozero")  # an epoch may open idle
+    ends = [s.end_s * MS for s in spans] + [duration * MS]
+    fig.update_xaxes(title="time since the epoch's start (ms)", range=[0.0, 1.02 * max(ends)])  # may open idle
     ranks = len({s.rank for s in spans})
     caption = f"{timeline.name}: {counted(total, 'span')} of {counted(ranks, 'worker')}"
     if num_workers is not None and ranks < num_workers:
@@ -183,8 +185,11 @@ def parameters_figure(params: dict[str, dict[str, Any]]) -> tuple[Any | None, li
     ratio = [shown[n]["after"] / shown[n]["prior"] for n in names]
     low = [(shown[n].get("low") or 0.0) / shown[n]["prior"] for n in names]
     high = [r if shown[n].get("high") is None else shown[n]["high"] / shown[n]["prior"] for n, r in zip(names, ratio)]
+    flags = [", ".join(shown[n].get("flags", [])) for n in names]  # written beside the marker, not on hover only
     fig = go.Figure(go.Scatter(
-        x=ratio, y=names, mode="markers", marker={"size": 11, "color": "#636EFA"}, name="calibrated / prior",
+        x=ratio, y=names, mode="markers+text", marker={"size": 11, "color": "#636EFA"}, name="calibrated / prior",
+        text=[f"  {f}" if f else "" for f in flags], textposition="middle right", textfont={"color": "#a33"},
+        cliponaxis=False,
         error_x={"type": "data", "symmetric": False, "array": [h - r for h, r in zip(high, ratio)],
                  "arrayminus": [r - lo for r, lo in zip(ratio, low)]},
         customdata=[[shown[n]["prior"], shown[n]["after"], shown[n].get("num_rows", 0),
@@ -193,7 +198,8 @@ def parameters_figure(params: dict[str, dict[str, Any]]) -> tuple[Any | None, li
                       "%{customdata[2]} rows; flags: %{customdata[3]}<extra></extra>"))
     fig.add_vline(x=1.0, line={"dash": "dash", "color": "#888"})
     fig.update_layout(**layout("calibrated parameters relative to their priors", 120 + 34 * len(names),
-                               showlegend=False, margin={"l": 300, "r": 30, "t": 60, "b": 50}))
+                               showlegend=False, margin={"l": 300, "r": 200 if any(flags) else 30, "t": 60,
+                                                         "b": 50}))
     fig.update_xaxes(type="log", title="calibrated value / prior (dashed: the prior; bars: 1-sigma range; "
                                        "no upper bar: not determined)",
                      **log_ticks([*ratio, *[lo for lo in low if lo > 0], *high, 1.0], lambda v: f"{v:g}x"))

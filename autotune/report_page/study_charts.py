@@ -194,6 +194,14 @@ def importance_figure(study: Any) -> tuple[Any | None, str]:
     caption = f"evaluator: {about}" + "".join(f"; {k}: {v}" for k, v in skipped.items())
     if not imp:
         return None, caption
+    import optuna
+
+    done = [t for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+            if (t.user_attrs.get("result") or {}).get("feasible")]
+    counts = {label: sum(1 for t in done if str(t.params.get("strategy")) == label) for label in imp}
+    caption += ("; over " + ", ".join(f"{label}: {counted(n, 'feasible trial')}" for label, n in counts.items())
+                + ": knobs that changed together in those trials share their importance however it falls, so few "
+                  "trials say little (tune with more --trials)")
     colors = strategy_colors(imp)
     fig = go.Figure()
     for label, values in imp.items():

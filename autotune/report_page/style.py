@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-PHASE_ORDER = ("sample", "split", "load", "shuffle", "forward", "lockstep", "backward", "all_reduce", "all_to_all",
-               "send", "recv", "optimizer", "preprocess", "overhead")
-"""Phases in pipeline order (simulator/trace.py names them); others follow alphabetically."""
+PHASE_ORDER = ("sample", "split", "pregather", "row_index", "load", "fetch", "h2d", "gather", "pack", "exchange",
+               "d2d", "unpack", "shuffle", "forward", "lockstep", "backward", "d2h", "host_accumulate", "migrate",
+               "all_reduce", "all_to_all", "send", "recv", "optimizer", "preprocess", "overhead", "eval_sample",
+               "eval_fetch", "eval_load", "eval_forward", "eval_to_host")
+"""Every phase the strategies trace (their ``PHASES``, simulator/trace.py's evaluation phases), in pipeline order;
+others follow alphabetically. A phase's colour is its place here (:func:`phase_colors`), the same on every page."""
 WRAPPER_PHASES = ("epoch", "iteration")
 """Spans that wrap others: timelines leave them out (they would cover every row)."""
 TEMPLATE = "plotly_white"
@@ -24,11 +28,17 @@ def ordered_phases(phases: Iterable[str]) -> list[str]:
 
 
 def phase_colors(phases: Iterable[str]) -> dict[str, str]:
-    """A stable colour per phase: palette position by :func:`ordered_phases` over all phases of the page."""
+    """A colour per phase, the same on every page whatever else it shows (2026-12-01: a plan's page coloured
+    ``pregather`` otherwise than a loop's): a phase of :data:`PHASE_ORDER` takes the palette colour at its place
+    there, any other one a colour chosen by a digest of its name."""
     from plotly import colors
 
-    palette = colors.qualitative.Alphabet  # 26 colours chosen to be told apart (Green-Armytage, 2010)
-    return {p: palette[i % len(palette)] for i, p in enumerate(ordered_phases(phases))}
+    palette = colors.qualitative.Alphabet + colors.qualitative.Dark24  # Alphabet: 26 told apart (Green-Armytage)
+    out = {}
+    for p in ordered_phases(phases):
+        place = PHASE_ORDER.index(p) if p in PHASE_ORDER else int(hashlib.sha1(p.encode()).hexdigest(), 16)
+        out[p] = palette[place % len(palette)]
+    return out
 
 
 def strategy_colors(labels: Iterable[str]) -> dict[str, str]:

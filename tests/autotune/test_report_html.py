@@ -277,7 +277,7 @@ def test_a_timelines_epoch_time_is_the_slowest_ranks_as_run_reports_it() -> None
     from gnnplan.autotune.report_page.run_charts import Timeline, timeline_figure
 
     fig, _ = timeline_figure(Timeline(spans, "t.json"), "measured", {})
-    assert fig.layout.xaxis.rangemode == "tozero"
+    assert fig.layout.xaxis.range[0] == 0.0
 
 
 def test_the_parameter_chart_labels_its_ratios() -> None:
@@ -290,3 +290,49 @@ def test_the_parameter_chart_labels_its_ratios() -> None:
     fig, left_out = parameters_figure({"a": param(0.27), "b": param(45.0)})
     assert left_out == [] and list(fig.layout.xaxis.ticktext) == [
         "0.2x", "0.5x", "1x", "2x", "5x", "10x", "20x", "50x"]
+
+
+def test_a_phase_has_one_colour_on_every_page() -> None:
+    """A plan-only page coloured pregather otherwise than a loop's page, which had more phases (2026-12-01)."""
+    from gnnplan.autotune.report_page.style import PHASE_ORDER, phase_colors
+
+    few = phase_colors({"pregather", "migrate", "iteration"})
+    many = phase_colors(set(PHASE_ORDER) | {"a_new_phase"})
+    assert few == {p: many[p] for p in ("pregather", "migrate")}
+    assert phase_colors({"a_new_phase"}) == {"a_new_phase": many["a_new_phase"]}
+    assert len(set(many[p] for p in PHASE_ORDER)) == len(PHASE_ORDER)  # told apart
+
+
+def test_timelines_share_one_time_scale_and_show_a_measured_epoch() -> None:
+    """The predicted and the measured epoch are drawn on one time axis (2026-12-01: 0-63 ms beside 0-105 ms), and
+    the measured one is the median of the epochs the run measured, not of its warm-up too."""
+    from gnnplan.autotune.report_page.inputs import ReportInputs, Timeline
+    from gnnplan.autotune.report_page.page import build_page
+    from gnnplan.simulator.trace import Span
+    from gnnplan.simulator.trace_merge import timed_epoch
+
+    def epochs(durations: list[float]) -> list[Span]:
+        out, t = [], 0.0
+        for e, d in enumerate(durations):
+            out += [Span(0, "epoch", t, d, "host", epoch=e), Span(0, "forward", t, d / 2, epoch=e, iteration=0)]
+            t += d
+        return out
+
+    measured = epochs([0.5, 0.5, 0.10, 0.11, 0.12, 0.13])  # two slow warm-up epochs
+    assert timed_epoch(measured) == (4, 0.12)  # all six: the warm-up weighs in
+    assert timed_epoch(measured, among=[2, 3, 4, 5]) == (3, 0.11)
+    page = build_page(ReportInputs("t", predicted=Timeline(epochs([0.06]), "p.json"),
+                                   measured=[Timeline(measured, "m.json", [2, 3, 4, 5])]))
+    ranges = re.findall(r'"range":\[0\.0,([0-9.e+-]+)\]', page.html)  # the two timelines' time axes
+    assert len(ranges) == 2 and ranges[0] == ranges[1] and float(ranges[0]) >= 110.0
+    assert "measured timeline, epoch 3: 110.00 ms" in page.html
+
+
+def test_the_page_says_when_the_run_shared_its_machine() -> None:
+    """loop printed that other processes kept the machine busy; its page did not (2026-12-01)."""
+    from gnnplan.autotune.report_page.inputs import ReportInputs
+    from gnnplan.autotune.report_page.page import build_page
+
+    load = {"cores": 2, "other_cores": 0.5, "steal_fraction": 0.0, "max_other_cores": 1.01, "busy_epochs": [2, 3]}
+    page = build_page(ReportInputs("t", calibration={"parameters": {}, "held_out": {}, "busy": {"run.json": load}}))
+    assert "machine load during the run</th><td>run.json: other processes kept up to 1.01 of 2 cores busy" in page.html

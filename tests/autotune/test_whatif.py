@@ -136,6 +136,11 @@ def test_whatif_over_two_bandwidths_writes_one_csv_row_per_point_and_strategy(
         assert float(r["peak_host_memory_bytes"]) == again.peak_memory_bytes["host"]
     html = (tmp_path / "whatif.html").read_text()
     assert "plotly" in html.lower() and len(html) > 1_000_000  # plotly.js embedded: opens offline
+    # the page says what it shows and what the sweep found, as the command printed it (2026-12-01: the chart alone)
+    assert "<h1>gnnplan whatif: 4x-v100-32gb-100gbib / cora-sage</h1>" in html
+    assert "Every epoch time here is the simulator&#x27;s prediction, not a measurement" in html
+    findings = html.split('<ul id="findings">')[1].split("</ul>")[0]
+    assert "note: 3 trials per point and strategy" in findings and ("crossover" in findings)
     record = json.loads((tmp_path / "whatif.json").read_text())
     assert len(record["summary"]) == 2 and record["axes"][0]["values"] == [1.25e8, 1.25e10]
     assert "winner" in out and ("crossover" in out) and "whatif.html" in out

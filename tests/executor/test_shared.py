@@ -274,7 +274,8 @@ def test_gnnplan_run_compares_the_run_with_the_plans_prediction(tmp_path: Path, 
     # another layout: its note, in the JSON too, and no comparison
     assert main(["run", str(path), "--epochs", "1", "--gpus-per-machine", "1", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert got["predicted_epoch_time_s"] is None and got["notes"][0].startswith("running as 2 machines x 1 worker")
+    assert got["predicted_epoch_time_s"] is None and got["notes"][0].startswith(
+        "running as 2 machines x 1 worker; the plan was tuned for 1 machine x 2 workers of")  # CPU workers: no "GPUs"
     # edited after the prediction (a larger batch): stale, said; and the batch is the whole training set
     training = plan.workload.training.model_copy(update={"batch_size": 100_000})
     edited = plan.model_copy(update={"workload": plan.workload.model_copy(update={"training": training})})
