@@ -203,7 +203,7 @@ def held_out_table(rows: list[dict[str, Any]]) -> Table:
     t = Table(title="held-out epochs: predicted by a calibration on the other epochs (not fitted to them)")
     for col in ("trace", "fit on epochs", "held-out epochs", "measured", "uncalibrated", "error",
                 "calibrated, held out", "held-out error"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold" if col == "trace" else "ellipsis")  # a path is wrapped whole, not cut
     for r in rows:
         meas = r["measured_epoch_time_s"]
         t.add_row(r["trace"], epochs_text(r["fit_epochs"]), epochs_text(r["held_out_epochs"]), fmt_s(meas),

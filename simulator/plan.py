@@ -123,6 +123,7 @@ def predicted_epoch_s(plan: Plan) -> tuple[float | None, str | None]:
         return None, "the plan holds no feasible prediction"
     stamp, now = pred.get(DIGEST_KEY), configuration_digest(plan)
     if isinstance(stamp, str) and stamp.startswith(f"{DIGEST_FORMAT}:") and stamp != now:
-        return None, ("the plan was edited after its prediction was made (its strategy, knobs, workers, cluster or "
-                      "workload differ), so the prediction is not this configuration's: simulate it again")
+        return None, ("the plan's configuration is not the one its prediction was made for (its strategy, knobs, "
+                      "workers, cluster or workload were changed since, by hand or for another layout): simulate "
+                      "it again")
     return float(value), None

@@ -29,11 +29,13 @@ WHATIF_RECORD = "whatif.json"
 @dataclass
 class Timeline:
     """A trace's spans and where they came from (``name``: the file, or ``simulated from <plan>``), and the epochs
-    its run measured its epoch time on (``results.measured_epochs``: not the warm-up; None: every epoch)."""
+    its run measured its epoch time on (``results.measured_epochs``: not the warm-up; None: every epoch) and that
+    time (``results.epoch_time_s``, the median over them, s; None for a simulated timeline)."""
 
     spans: list[Span]
     name: str
     measured_epochs: list[int] | None = None
+    epoch_time_s: float | None = None
 
 
 @dataclass
@@ -144,7 +146,9 @@ def _timeline(path: Path, what: str) -> tuple[Timeline, dict[str, Any]]:
     spans, meta = read_trace(path)
     if not spans:
         raise SpecError(f"{what}: {path} holds no spans")
-    return Timeline(spans, path.name, measured_epochs(meta)), meta
+    timed = (meta.get("results") or {}).get("epoch_time_s")
+    return Timeline(spans, path.name, measured_epochs(meta),
+                    float(timed) if isinstance(timed, (int, float)) and not isinstance(timed, bool) else None), meta
 
 
 def simulated_timeline(plan: Plan, label: str) -> Timeline:

@@ -14,6 +14,7 @@ from gnnplan.autotune.report_page import study_charts as sc
 from gnnplan.autotune.report_page.inputs import ReportInputs
 from gnnplan.autotune.report_page.style import phase_colors
 from gnnplan.simulator.io import atomic_write_text
+from gnnplan.simulator.plan import Plan, predicted_epoch_s
 from gnnplan.simulator.wording import counted
 
 CHARTS = {
@@ -176,7 +177,14 @@ def _whole_run(inputs: ReportInputs) -> str:
     if not isinstance(meas, (int, float)) or not isinstance(before, (int, float)):
         return ""
     return (f"Whole run: measured {fmt_s(meas)} per epoch (median), predicted before calibration {fmt_s(before)} "
-            f"({pct(before, meas)})")
+            f"({pct(before, meas)}; against the median over all measured epochs, where the chart above compares "
+            "each trace's held-out epochs)")
+
+
+def _predicted_text(plan: Plan) -> str:
+    """The plan's predicted epoch time, or why it has none of its configuration (:func:`predicted_epoch_s`)."""
+    value, why = predicted_epoch_s(plan)
+    return fmt_s(value) if value is not None else f"none: {why}"
 
 
 def _summary(inputs: ReportInputs) -> str:
@@ -188,10 +196,17 @@ def _summary(inputs: ReportInputs) -> str:
                              f"{plan.cluster.gpus_per_machine} {plan.cluster.gpu.model}"),
                  ("workload", f"{plan.workload.name or plan.workload.dataset_name}: {plan.workload.model.arch}, "
                               f"{plan.workload.training.mode}"),
-                 ("predicted epoch time", fmt_s(plan.prediction.get("epoch_time_s")))]
+                 ("predicted epoch time", _predicted_text(plan))]
     loop = inputs.loop or {}
     if isinstance(loop.get("measured_epoch_time_s"), (int, float)):
         rows.append(("measured epoch time", f"{fmt_s(loop['measured_epoch_time_s'])} (median over measured epochs)"))
+    elif inputs.measured and inputs.measured[0].epoch_time_s is not None:  # a trace given: its run's time
+        first = inputs.measured[0]
+        predicted = predicted_epoch_s(plan)[0] if plan is not None else None
+        rows.append(("measured epoch time", f"{fmt_s(first.epoch_time_s)} (median over the measured epochs of "
+                                            f"{first.name})" + (f"; the plan's prediction is "
+                                                                f"{pct(predicted, first.epoch_time_s)} against it, "
+                                                                "not fitted to it" if predicted is not None else "")))
     memory, evaluation = loop.get("memory"), loop.get("evaluation")
     if isinstance(memory, dict):
         rows.append(("peak host memory per machine",

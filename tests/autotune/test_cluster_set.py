@@ -105,9 +105,9 @@ def test_a_plan_reads_its_cluster_as_a_cluster_file_does(tmp_path: Path, capsys:
     fewer["workload"]["training"]["num_epochs"] = 3  # the prediction is per epoch: still this plan's
     (tmp_path / "fewer.yaml").write_text(yaml.safe_dump(fewer))
     assert predicted_epoch_s(load_plan(tmp_path / "fewer.yaml"))[0] == data["prediction"]["epoch_time_s"]
-    assert predicted_epoch_s(plan) == (None, "the plan was edited after its prediction was made (its strategy, knobs, "
-                                             "workers, cluster or workload differ), so the prediction is not this "
-                                             "configuration's: simulate it again")
+    assert predicted_epoch_s(plan) == (None, "the plan's configuration is not the one its prediction was made for "
+                                             "(its strategy, knobs, workers, cluster or workload were changed since, "
+                                             "by hand or for another layout): simulate it again")
     # a stamp of another digest version (a plan of 2026-12-01 before the version prefix) cannot tell: taken as it is
     other = plan.model_copy(update={"prediction": {**plan.prediction, "configuration": "08a323c7094a7f22"}})
     assert predicted_epoch_s(other)[0] == data["prediction"]["epoch_time_s"]

@@ -19,6 +19,7 @@ from calibration_traces import epochs_trace
 from chromium import render, require_chromium
 
 from gnnplan.autotune.cli import main
+from gnnplan.autotune.report import fmt_s
 from gnnplan.autotune.report_page import CHARTS
 from gnnplan.simulator import api
 from gnnplan.simulator.calibrate import with_params
@@ -122,6 +123,11 @@ def test_cli_report_from_the_folder_and_from_files(loop_dir: tuple[Path, str, st
     assert _report(files, capsys)["charts"] == list(CHARTS)
     held = re.findall(r"fit on 2\)", (tmp_path / "b.html").read_text())
     assert held, "the held-out epochs 1, 3 are predicted by a fit on epoch 2"
+    # the trace's measured epoch time, and the plan's prediction against it (2026-12-01: a loop page only)
+    summary = (tmp_path / "b.html").read_text().split('<table id="summary">')[1].split("</table>")[0]
+    run = json.loads(Path(loop["trace"]).read_text())["metadata"]["results"]
+    assert f"<th>measured epoch time</th><td>{fmt_s(run['epoch_time_s'])} (median over the measured epochs of" \
+        in summary and "the plan&#x27;s prediction is " in summary and ", not fitted to it" in summary
     # no run wrote a calibrated cluster when the page calibrates the traces it was given
     assert "written by the run" in (tmp_path / "a.html").read_text()
     assert "written by the run" not in (tmp_path / "b.html").read_text()

@@ -281,6 +281,7 @@ def test_gnnplan_run_compares_the_run_with_the_plans_prediction(tmp_path: Path, 
     edited = plan.model_copy(update={"workload": plan.workload.model_copy(update={"training": training})})
     assert main(["run", str(save_plan(tmp_path / "edited.yaml", edited)), "--epochs", "1"]) == 0
     out, err = capsys.readouterr()
-    assert "no prediction to compare: the plan was edited after its prediction was made" in " ".join(out.split())
+    assert "no prediction to compare: the plan's configuration is not the one its prediction was made for" in \
+        " ".join(out.split())
     assert "note: the batch size 100000 is larger than the dataset's 140 training vertices: an epoch is 1 " \
         "iteration" in " ".join(err.split())
