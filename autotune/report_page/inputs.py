@@ -17,7 +17,7 @@ from typing import Any
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import MAX_SPEC_BYTES
-from gnnplan.simulator.plan import Plan, load_plan
+from gnnplan.simulator.plan import Plan, configuration_digest, load_plan
 from gnnplan.simulator.trace import Span, check_same_run, check_source, read_trace
 from gnnplan.simulator.trace_merge import measured_epochs
 
@@ -30,12 +30,16 @@ WHATIF_RECORD = "whatif.json"
 class Timeline:
     """A trace's spans and where they came from (``name``: the file, or ``simulated from <plan>``), and the epochs
     its run measured its epoch time on (``results.measured_epochs``: not the warm-up; None: every epoch) and that
-    time (``results.epoch_time_s``, the median over them, s; None for a simulated timeline)."""
+    time (``results.epoch_time_s``, the median over them, s; None for a simulated timeline); for a run's trace
+    also the digest of the configuration it ran (:func:`simulator.plan.configuration_digest` of its plan, which
+    holds the layout run) and the device it recorded (``results.device``)."""
 
     spans: list[Span]
     name: str
     measured_epochs: list[int] | None = None
     epoch_time_s: float | None = None
+    configuration: str | None = None
+    device: str | None = None
 
 
 @dataclass
@@ -146,9 +150,15 @@ def _timeline(path: Path, what: str) -> tuple[Timeline, dict[str, Any]]:
     spans, meta = read_trace(path)
     if not spans:
         raise SpecError(f"{what}: {path} holds no spans")
-    timed = (meta.get("results") or {}).get("epoch_time_s")
+    results = meta.get("results") or {}
+    timed, device = results.get("epoch_time_s"), results.get("device")
+    try:
+        ran = configuration_digest(Plan.model_validate(meta["plan"]))
+    except (KeyError, TypeError, ValueError):  # read_trace checked the plan; a malformed one compares with nothing
+        ran = None
     return Timeline(spans, path.name, measured_epochs(meta),
-                    float(timed) if isinstance(timed, (int, float)) and not isinstance(timed, bool) else None), meta
+                    float(timed) if isinstance(timed, (int, float)) and not isinstance(timed, bool) else None,
+                    ran, device if isinstance(device, str) else None), meta
 
 
 def simulated_timeline(plan: Plan, label: str) -> Timeline:

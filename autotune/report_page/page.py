@@ -11,10 +11,10 @@ from typing import Any
 from gnnplan.autotune.report import background_note, fmt_bytes, fmt_s, knobs_text, pct, transient_lines
 from gnnplan.autotune.report_page import run_charts as rc
 from gnnplan.autotune.report_page import study_charts as sc
-from gnnplan.autotune.report_page.inputs import ReportInputs
+from gnnplan.autotune.report_page.inputs import ReportInputs, Timeline
 from gnnplan.autotune.report_page.style import phase_colors
 from gnnplan.simulator.io import atomic_write_text
-from gnnplan.simulator.plan import Plan, predicted_epoch_s
+from gnnplan.simulator.plan import Plan, configuration_digest, predicted_epoch_s
 from gnnplan.simulator.wording import counted
 
 CHARTS = {
@@ -187,6 +187,22 @@ def _predicted_text(plan: Plan) -> str:
     return fmt_s(value) if value is not None else f"none: {why}"
 
 
+def _against(plan: Plan | None, run: Timeline) -> str:
+    """The plan's prediction set against a run's epoch time (held out), where the run is the plan's configuration
+    on its device (as ``gnnplan run`` compares them, :func:`gnnplan.executor.run_notes.prediction_for_run`), else
+    why not; "" without a plan."""
+    if plan is None or run.epoch_time_s is None:
+        return ""
+    predicted, why = predicted_epoch_s(plan)
+    if run.configuration is not None and run.configuration != configuration_digest(plan):
+        predicted, why = None, "the run's layout or configuration is not the plan's"
+    elif run.device is not None and not (plan.cluster.gpu.model and plan.cluster.gpu.model in run.device):
+        predicted, why = None, f"the run computed on {run.device}, not {plan.cluster.name}'s {plan.cluster.gpu.model}"
+    if predicted is None:
+        return f"; not compared with the plan's prediction: {why}"
+    return f"; the plan's prediction is {pct(predicted, run.epoch_time_s)} against it, not fitted to it"
+
+
 def _summary(inputs: ReportInputs) -> str:
     rows: list[tuple[str, str]] = []
     plan = inputs.plan
@@ -202,11 +218,8 @@ def _summary(inputs: ReportInputs) -> str:
         rows.append(("measured epoch time", f"{fmt_s(loop['measured_epoch_time_s'])} (median over measured epochs)"))
     elif inputs.measured and inputs.measured[0].epoch_time_s is not None:  # a trace given: its run's time
         first = inputs.measured[0]
-        predicted = predicted_epoch_s(plan)[0] if plan is not None else None
         rows.append(("measured epoch time", f"{fmt_s(first.epoch_time_s)} (median over the measured epochs of "
-                                            f"{first.name})" + (f"; the plan's prediction is "
-                                                                f"{pct(predicted, first.epoch_time_s)} against it, "
-                                                                "not fitted to it" if predicted is not None else "")))
+                                            f"{first.name}){_against(plan, first)}"))
     memory, evaluation = loop.get("memory"), loop.get("evaluation")
     if isinstance(memory, dict):
         rows.append(("peak host memory per machine",

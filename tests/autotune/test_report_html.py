@@ -123,11 +123,12 @@ def test_cli_report_from_the_folder_and_from_files(loop_dir: tuple[Path, str, st
     assert _report(files, capsys)["charts"] == list(CHARTS)
     held = re.findall(r"fit on 2\)", (tmp_path / "b.html").read_text())
     assert held, "the held-out epochs 1, 3 are predicted by a fit on epoch 2"
-    # the trace's measured epoch time, and the plan's prediction against it (2026-12-01: a loop page only)
+    # the trace's measured epoch time (2026-12-01: a loop page only); this fake run's trace holds the plan on
+    # another cluster (the "truth" it was simulated on), so it is not set against the plan's prediction
     summary = (tmp_path / "b.html").read_text().split('<table id="summary">')[1].split("</table>")[0]
     run = json.loads(Path(loop["trace"]).read_text())["metadata"]["results"]
     assert f"<th>measured epoch time</th><td>{fmt_s(run['epoch_time_s'])} (median over the measured epochs of" \
-        in summary and "the plan&#x27;s prediction is " in summary and ", not fitted to it" in summary
+        in summary and "not compared with the plan&#x27;s prediction: the run&#x27;s layout or configuration" in summary
     # no run wrote a calibrated cluster when the page calibrates the traces it was given
     assert "written by the run" in (tmp_path / "a.html").read_text()
     assert "written by the run" not in (tmp_path / "b.html").read_text()
@@ -342,3 +343,24 @@ def test_the_page_says_when_the_run_shared_its_machine() -> None:
     load = {"cores": 2, "other_cores": 0.5, "steal_fraction": 0.0, "max_other_cores": 1.01, "busy_epochs": [2, 3]}
     page = build_page(ReportInputs("t", calibration={"parameters": {}, "held_out": {}, "busy": {"run.json": load}}))
     assert "machine load during the run</th><td>run.json: other processes kept up to 1.01 of 2 cores busy" in page.html
+
+
+def test_a_run_is_set_against_the_plans_prediction_only_where_it_ran_that_configuration() -> None:
+    """A page from a plan and a run's trace compares them as gnnplan run does: the same configuration (the trace's
+    plan holds the layout run) on the plan's kind of device."""
+    from gnnplan.autotune.report_page.inputs import Timeline
+    from gnnplan.autotune.report_page.page import _against
+    from gnnplan.simulator.plan import Plan, configuration_digest, with_prediction
+    from gnnplan.simulator.workload.spec import load_workload
+
+    cpu = load_cluster("local")
+    plan = with_prediction(Plan(strategy="dp", knobs={}, num_workers=2, cluster=cpu,
+                                workload=load_workload("cora-sage")), {"epoch_time_s": 0.04, "feasible": True})
+    mine = configuration_digest(plan)
+    device = f"{cpu.gpu.model} (CPU)"
+    assert _against(plan, Timeline([], "t.json", None, 0.05, mine, device)) == \
+        "; the plan's prediction is -20.0% against it, not fitted to it"
+    assert "layout or configuration is not the plan's" in _against(plan, Timeline([], "t.json", None, 0.05, "c1:x"))
+    assert "the run computed on NVIDIA A100" in _against(plan, Timeline([], "t.json", None, 0.05, mine,
+                                                                       "NVIDIA A100-SXM4-40GB"))
+    assert _against(None, Timeline([], "t.json", None, 0.05)) == ""
