@@ -83,7 +83,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``gnnplan run PLAN``: real training, traced."""
-    from gnnplan.executor.run_notes import device_note, has_cuda, layout_note, prediction_for_run
+    from gnnplan.executor.run_notes import device_note, emulation_note, has_cuda, layout_note, prediction_for_run
     from gnnplan.executor.runner import default_gpus_per_machine, run_plan
     from gnnplan.simulator.plan import load_plan
     from gnnplan.simulator.strategies.base import oversized_batch_note
@@ -96,28 +96,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     per_machine = args.gpus_per_machine or default_gpus_per_machine(plan, args.nprocs or plan.num_workers)
     resolve_dataset(plan.workload.dataset)  # a missing dataset fails here, not in every worker
     layout = None if args.emulate else layout_note(plan, args.nprocs or plan.num_workers, per_machine)
+    if not args.emulate and (args.cpu_quota is not None or args.memory_limit is not None
+                             or args.bandwidth is not None):
+        raise SpecError("--bandwidth/--cpu-quota/--memory-limit: only with --emulate")
+    limits = _emulation_limits(args, plan.cluster.network.bandwidth_bytes_per_s) if args.emulate else None
+    emulation = emulation_note(plan, args.emulate, None if args.bandwidth is None or limits is None
+                               else limits.bandwidth_bytes_per_s, args.cpu_quota)
     if not args.json and layout:
         report.console(stderr=True).print(f"note: {layout}")
-    if args.emulate:
-        res = _run_emulated(args, plan)
-    elif args.cpu_quota is not None or args.memory_limit is not None or args.bandwidth is not None:
-        raise SpecError("--bandwidth/--cpu-quota/--memory-limit: only with --emulate")
+    if limits is not None:
+        res = _run_emulated(args, plan, limits)
     else:
         res = run_plan(plan, nprocs=args.nprocs, epochs=args.epochs, trace_dir=args.trace_dir,
                        progress=not args.json, gpus_per_machine=per_machine, **_fault_options(args))
     device = device_note(plan, has_cuda())
-    if not args.json and device:  # after the run: a bad flag's error stays the one line printed
-        report.console(stderr=True).print(f"note: {device}")
+    for note in (emulation, device):
+        if not args.json and note:  # after the run: a bad flag's or file's error stays the one line printed
+            report.console(stderr=True).print(f"note: {note}")
     load = report.background_note(res.get("background"))
     if not args.json and load:
         report.console(stderr=True).print(f"note: {load}")
     batch = oversized_batch_note(plan.workload, args.nprocs or plan.num_workers, plan.knobs)
     if not args.json and batch:
         report.console(stderr=True).print(f"note: {batch}")
-    predicted, why = prediction_for_run(plan, layout, device)
+    predicted, why = prediction_for_run(plan, layout, emulation, device)
     if args.json:
         emit_json({**res, "predicted_epoch_time_s": predicted,
-                   "notes": [n for n in (layout, device, load, batch) if n]})
+                   "notes": [n for n in (layout, emulation, device, load, batch) if n]})
     else:
         report.console().print(
             f"epoch time {report.fmt_s(res['epoch_time_s'])} (median of "
@@ -132,8 +137,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_emulated(args: argparse.Namespace, plan: Any) -> dict[str, Any]:
-    """``gnnplan run PLAN --emulate``: the plan's machines as network namespaces (:mod:`executor.emulate`)."""
+def _run_emulated(args: argparse.Namespace, plan: Any, limits: Any) -> dict[str, Any]:
+    """``gnnplan run PLAN --emulate``: the plan's machines as network namespaces (:mod:`executor.emulate`), each
+    with ``limits`` (:func:`_emulation_limits`)."""
     from gnnplan.executor.emulated_run import run_emulated
 
     if args.nprocs is not None and args.nprocs != plan.cluster.num_gpus:
@@ -141,7 +147,6 @@ def _run_emulated(args: argparse.Namespace, plan: Any) -> dict[str, Any]:
     if args.gpus_per_machine is not None:
         raise SpecError("--gpus-per-machine: with --emulate the plan's cluster sets the workers per machine "
                         f"({plan.cluster.gpus_per_machine})")
-    limits = _emulation_limits(args, plan.cluster.network.bandwidth_bytes_per_s)
     return run_emulated(plan, epochs=args.epochs, trace_dir=args.trace_dir, limits=limits, **_fault_options(args))
 
 
@@ -159,7 +164,7 @@ def _emulation_limits(args: argparse.Namespace, default_bandwidth: float | None)
     ``--cpu-quota`` (cores) and ``--memory-limit`` (unit-aware size), positive and finite."""
     import math
 
-    from gnnplan.executor.emulate import MachineLimits
+    from gnnplan.executor.emulate import MAX_SHAPED_BYTES_PER_S, MachineLimits
     from gnnplan.simulator.units_parse import parse_quantity
 
     memory = None if args.memory_limit is None else parse_quantity(str(args.memory_limit), "bytes", "--memory-limit")
@@ -169,6 +174,7 @@ def _emulation_limits(args: argparse.Namespace, default_bandwidth: float | None)
     bandwidth = default_bandwidth
     if args.bandwidth is not None:
         bandwidth = parse_quantity(args.bandwidth, "bandwidth", "--bandwidth")
-        if bandwidth <= 0:
-            raise SpecError(f"--bandwidth: must be positive (got {args.bandwidth!r})")
+        if not 0 < bandwidth <= MAX_SHAPED_BYTES_PER_S:
+            raise SpecError(f"--bandwidth: must be positive and at most {MAX_SHAPED_BYTES_PER_S * 8 / 1e12:g} Tbit/s, "
+                            f"the most tc's token bucket shapes (got {args.bandwidth!r})")
     return MachineLimits(bandwidth, args.cpu_quota, memory)

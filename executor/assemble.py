@@ -95,7 +95,8 @@ def load_training_data(workload: WorkloadSpec, partitioner: str, cache_fraction:
     weights = None if arch != "gcn" else torch.from_numpy(shared.array("gcn-weights",
                                                                        lambda: gcn_edge_weights(g).numpy()))
     owner = shared.array("owner", lambda: owners)
-    labels = torch.from_numpy(shared.array("labels", lambda: graph.labels))
+    # a read-only label array (a mapped file) is copied: torch warns on stderr for one, before any error line
+    labels = torch.from_numpy(np.require(shared.array("labels", lambda: graph.labels), requirements="W"))
     rows = shared.array("features", lambda: machine_rows(input_features(graph, workload.dataset), owner, topo))
     store = FeatureStore(rows, owner, topo, cached_vertices(graph.in_degrees(), cache_fraction), shared)
     return TrainingData(graph.name, g, weights, labels, graph.train_idx, graph.val_idx, graph.test_idx, owner, store,

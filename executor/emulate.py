@@ -36,6 +36,7 @@ from typing import Any
 
 from gnnplan.executor import faults
 from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.wording import counted
 
 PREFIX = "gnnplan-"
 HUB = f"{PREFIX}hub"
@@ -127,6 +128,12 @@ def _has_net_admin() -> bool:
     return False
 
 
+MAX_SHAPED_BYTES_PER_S = 1e12 / 8
+"""Fastest NIC rate :func:`tbf_args` shapes: 1 Tbit/s. Its rate bucket holds 10 ms of traffic, and tc-tbf(8) takes the
+burst as a 32-bit byte count (at most 4 GiB: 3.4 Tbit/s); a faster rate failed inside ``tc`` with "illegal value for
+burst" (2026-12-01), after the namespaces were made."""
+
+
 def tbf_args(bandwidth_bytes_per_s: float) -> list[str]:
     """``tc`` arguments of a token bucket that never sends faster than ``bandwidth_bytes_per_s``, as a NIC.
 
@@ -173,6 +180,11 @@ class EmulatedCluster:
             raise EmulationError(f"num_machines: must be >= 1, got {num_machines}")
         self.num_machines, self.limits = num_machines, limits
         self.cores = core_sets(num_machines, sorted(os.sched_getaffinity(0)))
+        fewest, quota = min(len(c) for c in self.cores), limits.cpu_quota_cores
+        if quota is not None and quota > fewest:  # a machine's processes are pinned to its cores: more is no quota
+            raise EmulationError(f"--cpu-quota: at most {fewest} (each of the {num_machines} emulated machines has "
+                                 f"{counted(fewest, 'core')} of this machine's {len(os.sched_getaffinity(0))}; got "
+                                 f"{quota:g})")
 
     def __enter__(self) -> EmulatedCluster:
         check_available()

@@ -4,6 +4,8 @@ these lines on stderr; the Python API :func:`gnnplan.run` raises them as :class:
 
 from __future__ import annotations
 
+import re
+
 from gnnplan.simulator.plan import Plan, predicted_epoch_s
 from gnnplan.simulator.wording import counted
 
@@ -42,10 +44,38 @@ def has_cuda() -> bool:
     return bool(torch.cuda.is_available())
 
 
-def prediction_for_run(plan: Plan, layout: str | None, device: str | None) -> tuple[float | None, str | None]:
-    """The plan's predicted epoch time (s) to set beside a run of it, or None with why not: the run's
-    ``layout`` or ``device`` note (:func:`layout_note`, :func:`device_note`) says it is not the configuration
-    predicted, or the plan holds no prediction of its configuration (:func:`simulator.plan.predicted_epoch_s`)."""
-    if layout or device:
+def prediction_for_run(plan: Plan, *notes: str | None) -> tuple[float | None, str | None]:
+    """The plan's predicted epoch time (s) to set beside a run of it, or None with why not: a note on the run
+    (:func:`layout_note`, :func:`device_note`, :func:`emulation_note`) says it is not the configuration predicted,
+    or the plan holds no prediction of its configuration (:func:`simulator.plan.predicted_epoch_s`)."""
+    if any(notes):
         return None, "the run is not the configuration the plan predicts (the notes above)"
     return predicted_epoch_s(plan)
+
+
+EMULATED_SOURCE = "emulated machines (network namespaces"
+"""What ``gnnplan probe --emulate`` writes in a cluster's ``sources`` (:mod:`executor.probe_emulated`): the mark of
+an emulated cluster, with its CPU quota (``CPU quota Q cores``) and NIC shaping (``NICs shaped by tc tbf to R B/s``)."""
+
+
+def emulation_note(plan: Plan, emulate: bool, bandwidth: float | None, cpu_quota: float | None) -> str | None:
+    """The note for a run whose machines are not the ones the plan's cluster measured, else None: an emulated
+    cluster's plan run without ``--emulate`` (on this machine's loopback), or ``--emulate`` with a ``--bandwidth``
+    or ``--cpu-quota`` other than the ones its cluster was probed with (read from its ``sources``, as
+    ``probe --emulate`` wrote them; a cluster not probed so had neither)."""
+    said = " ".join(plan.cluster.sources.values())
+    probed = EMULATED_SOURCE in said
+    if not emulate:
+        return (f"{plan.cluster.name} is an emulated cluster (gnnplan probe --emulate) and this run is not emulated, "
+                "so the plan's prediction is not this run's: run it with --emulate") if probed else None
+    apart = []
+    if bandwidth is not None and f"NICs shaped by tc tbf to {bandwidth:.4g} B/s" not in said:
+        apart.append(f"NICs shaped to {bandwidth * 8:.4g} bit/s")
+    quota = re.search(r"CPU quota ([0-9.e+-]+) cores", said)
+    if (cpu_quota, None if quota is None else float(quota.group(1))) not in ((None, None), (cpu_quota, cpu_quota)):
+        apart.append(f"a CPU quota of {cpu_quota:g} cores" if cpu_quota is not None else "no CPU quota")
+    if not apart:
+        return None
+    return (f"the emulated machines run with {' and '.join(apart)}, which {plan.cluster.name} was not probed with, "
+            "so the plan's prediction is not this run's (simulate the plan with --cluster-set, or probe --emulate "
+            "with the same limits and tune on that)")

@@ -152,7 +152,14 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
 
     from gnnplan.autotune import api_args
     from gnnplan.autotune.report import background_note
-    from gnnplan.executor.run_notes import RunNote, device_note, has_cuda, layout_note, prediction_for_run
+    from gnnplan.executor.run_notes import (
+        RunNote,
+        device_note,
+        emulation_note,
+        has_cuda,
+        layout_note,
+        prediction_for_run,
+    )
     from gnnplan.executor.runner import default_gpus_per_machine, run_plan
     from gnnplan.simulator.errors import SpecError
     from gnnplan.simulator.plan import Plan, load_plan
@@ -178,10 +185,12 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
     layout = layout_note(loaded, nprocs or loaded.num_workers, per_machine)
     device = device_note(loaded, has_cuda())
     batch = oversized_batch_note(loaded.workload, nprocs or loaded.num_workers, loaded.knobs)
-    notes = [n for n in (layout, device, background_note(result.get("background")), batch) if n]
+    emulation = emulation_note(loaded, False, None, None)  # an emulated cluster's plan, run here unemulated
+    notes = [n for n in (layout, emulation, device, background_note(result.get("background")), batch) if n]
     for note in notes:
         warnings.warn(note, RunNote, stacklevel=2)
-    return {**result, "predicted_epoch_time_s": prediction_for_run(loaded, layout, device)[0], "notes": notes}
+    return {**result, "predicted_epoch_time_s": prediction_for_run(loaded, layout, emulation, device)[0],
+            "notes": notes}
 
 
 def whatif(cluster: str | ClusterSpec, workload: str, vary: Sequence[str], *,

@@ -211,3 +211,52 @@ def test_a_bad_memory_limit_is_one_line(flag: str, message: str, tmp_path: Path,
     plan = save_plan(tmp_path / "plan.yaml", tiny_plan())
     assert main(["run", str(plan), "--emulate", "--memory-limit", flag]) == 2
     assert capsys.readouterr().err.splitlines() == [f"gnnplan run: error: {message}"]
+
+
+def test_limits_no_emulated_machine_can_have_are_one_line_before_any_namespace(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A rate tc cannot shape failed inside tc after the namespaces were made, and a quota above a machine's cores
+    was taken silently (2026-12-01)."""
+    from fault_helpers import tiny_plan
+
+    from gnnplan.autotune.cli import main
+    from gnnplan.simulator.plan import save_plan
+
+    plan = save_plan(tmp_path / "plan.yaml", tiny_plan())
+    assert main(["run", str(plan), "--emulate", "--bandwidth", "1e30bit/s"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "gnnplan run: error: --bandwidth: must be positive and at most 1 Tbit/s, the most tc's token bucket shapes "
+        "(got '1e30bit/s')"]
+    cores = len(os.sched_getaffinity(0))
+    with pytest.raises(EmulationError, match=rf"^--cpu-quota: at most {max(1, cores // 2)} \(each of the 2 emulated"):
+        EmulatedCluster(2, MachineLimits(None, cores + 1.0))
+    EmulatedCluster(2, MachineLimits(None, 0.5))  # within a machine's share: accepted (nothing is built yet)
+
+
+def test_a_run_whose_machines_are_not_its_plans_is_not_compared_with_its_prediction() -> None:
+    """An emulated cluster's plan run with another --bandwidth or --cpu-quota than it was probed with, or run
+    without --emulate, was compared with the plan's prediction, with no note (2026-12-01)."""
+    from gnnplan.executor.run_notes import emulation_note, prediction_for_run
+    from gnnplan.simulator.plan import with_prediction
+
+    sources = {"num_machines gpus_per_machine": "2 emulated machines (network namespaces, CPU quota 0.5 cores) x 1 "
+                                                "worker(s) each",
+               "network.bandwidth_bytes_per_s network.latency_s": "gloo send/recv ping-pong ... (NICs shaped by tc "
+                                                                  "tbf to 1.25e+07 B/s per direction), sizes ..."}
+    cl = load_cluster("local").model_copy(update={"name": "emulated", "num_machines": 2, "gpus_per_machine": 1,
+                                                  "sources": sources})
+    plan = with_prediction(Plan(strategy="dp", knobs={}, num_workers=2, cluster=cl,
+                                workload=load_workload("cora-sage")), {"epoch_time_s": 0.05, "feasible": True})
+    assert emulation_note(plan, True, 1.25e7, 0.5) is None  # as probed
+    assert emulation_note(plan, True, None, 0.5) is None  # the plan's own rate
+    slower = emulation_note(plan, True, 1.25e6, 0.5)
+    assert slower is not None and slower.startswith("the emulated machines run with NICs shaped to 1e+07 bit/s, "
+                                                    "which emulated was not probed with")
+    assert "no CPU quota" in (emulation_note(plan, True, None, None) or "")
+    assert "a CPU quota of 0.25 cores" in (emulation_note(plan, True, None, 0.25) or "")
+    assert "run it with --emulate" in (emulation_note(plan, False, None, None) or "")
+    assert prediction_for_run(plan, None, slower, None) == (None, "the run is not the configuration the plan "
+                                                                  "predicts (the notes above)")
+    assert prediction_for_run(plan, None, None, None) == (0.05, None)
+    local = plan.model_copy(update={"cluster": load_cluster("local")})
+    assert emulation_note(local, False, None, None) is None and emulation_note(local, True, None, None) is None
