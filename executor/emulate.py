@@ -128,6 +128,11 @@ def _has_net_admin() -> bool:
     return False
 
 
+SHAPED_SOURCE = "NICs shaped by tc tbf to {:.4g} B/s"
+"""How a cluster measured on emulated machines (``probe --emulate``) names their NIC shaping in its ``sources``; read
+back by :func:`executor.run_notes.emulation_note`."""
+QUOTA_SOURCE = "CPU quota {:g} cores"
+"""How it names their CPU quota, likewise."""
 MAX_SHAPED_BYTES_PER_S = 1e12 / 8
 """Fastest NIC rate :func:`tbf_args` shapes: 1 Tbit/s. Its rate bucket holds 10 ms of traffic, and tc-tbf(8) takes the
 burst as a 32-bit byte count (at most 4 GiB: 3.4 Tbit/s); a faster rate failed inside ``tc`` with "illegal value for

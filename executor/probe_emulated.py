@@ -32,7 +32,15 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from gnnplan.executor.emulate import MASTER_PORT, EmulatedCluster, EmulationError, MachineLimits, rank_environment
+from gnnplan.executor.emulate import (
+    MASTER_PORT,
+    QUOTA_SOURCE,
+    SHAPED_SOURCE,
+    EmulatedCluster,
+    EmulationError,
+    MachineLimits,
+    rank_environment,
+)
 from gnnplan.executor.launch import WorkerError
 from gnnplan.executor.probe_calls import MIN_FIXED_S
 from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_BYTES, COLLECTIVE_CALLS, jitter_source
@@ -163,9 +171,9 @@ def emulated_network_sources(m: int, w: int, limits: MachineLimits, memory_bytes
                              sizes: Any, all_reduce_s: float, all_to_all_s: float) -> dict[str, str]:
     """``sources`` entries of the fields :func:`probe_emulated` sets itself."""
     date = datetime.date.today().isoformat()
-    shaped = (f"NICs shaped by tc tbf to {limits.bandwidth_bytes_per_s:.4g} B/s per direction"
+    shaped = (f"{SHAPED_SOURCE.format(limits.bandwidth_bytes_per_s)} per direction"
               if limits.bandwidth_bytes_per_s else "NICs unshaped (veth pairs and a bridge)")
-    quota = f", CPU quota {limits.cpu_quota_cores:g} cores" if limits.cpu_quota_cores else ""
+    quota = f", {QUOTA_SOURCE.format(limits.cpu_quota_cores)}" if limits.cpu_quota_cores else ""
     memo = (f"memory limit {memory_bytes:.4g} B (cgroup memory.limit_in_bytes)" if limits.memory_bytes
             else f"host memory (sysconf) / {m} emulated machines = {memory_bytes:.4g} B")
     methods = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from gnnplan.executor.emulate import QUOTA_SOURCE, SHAPED_SOURCE
 from gnnplan.simulator.plan import Plan, predicted_epoch_s
 from gnnplan.simulator.wording import counted
 
@@ -55,7 +56,8 @@ def prediction_for_run(plan: Plan, *notes: str | None) -> tuple[float | None, st
 
 EMULATED_SOURCE = "emulated machines (network namespaces"
 """What ``gnnplan probe --emulate`` writes in a cluster's ``sources`` (:mod:`executor.probe_emulated`): the mark of
-an emulated cluster, with its CPU quota (``CPU quota Q cores``) and NIC shaping (``NICs shaped by tc tbf to R B/s``)."""
+an emulated cluster, with its CPU quota and NIC shaping (:data:`~executor.emulate.QUOTA_SOURCE`,
+:data:`~executor.emulate.SHAPED_SOURCE`)."""
 
 
 def emulation_note(plan: Plan, emulate: bool, bandwidth: float | None, cpu_quota: float | None) -> str | None:
@@ -69,9 +71,9 @@ def emulation_note(plan: Plan, emulate: bool, bandwidth: float | None, cpu_quota
         return (f"{plan.cluster.name} is an emulated cluster (gnnplan probe --emulate) and this run is not emulated, "
                 "so the plan's prediction is not this run's: run it with --emulate") if probed else None
     apart = []
-    if bandwidth is not None and f"NICs shaped by tc tbf to {bandwidth:.4g} B/s" not in said:
+    if bandwidth is not None and SHAPED_SOURCE.format(bandwidth) not in said:
         apart.append(f"NICs shaped to {bandwidth * 8:.4g} bit/s")
-    quota = re.search(r"CPU quota ([0-9.e+-]+) cores", said)
+    quota = re.search(re.escape(QUOTA_SOURCE).replace(r"\{:g\}", "([0-9.e+-]+)"), said)
     if (cpu_quota, None if quota is None else float(quota.group(1))) not in ((None, None), (cpu_quota, cpu_quota)):
         apart.append(f"a CPU quota of {cpu_quota:g} cores" if cpu_quota is not None else "no CPU quota")
     if not apart:
