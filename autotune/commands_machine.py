@@ -100,8 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              or args.bandwidth is not None):
         raise SpecError("--bandwidth/--cpu-quota/--memory-limit: only with --emulate")
     limits = _emulation_limits(args, plan.cluster.network.bandwidth_bytes_per_s) if args.emulate else None
-    emulation = emulation_note(plan, args.emulate, None if args.bandwidth is None or limits is None
-                               else limits.bandwidth_bytes_per_s, args.cpu_quota)
+    emulation = emulation_note(plan, limits, args.bandwidth is not None)
     if not args.json and layout:
         report.console(stderr=True).print(f"note: {layout}")
     if limits is not None:

@@ -51,7 +51,7 @@ from gnnplan.simulator.workload.proxy_estimated import community_caveat, for_dat
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
 
 OPTION = "--vary"
-TIE_MARGIN = 0.01
+TIE_FRACTION = 0.01
 """A candidate whose tuned epoch time is within this fraction of the winner's is tied with it: the point does not
 tell them apart, and a change of winner between them is no crossover (:func:`crossovers`). Each is the best of a
 small study (:data:`DEFAULT_TRIALS` trials), which lands near, not on, its strategy's optimum: measured by
@@ -338,7 +338,7 @@ def few_trials_note(trials: int) -> str | None:
         return None
     return (f"{trials} trials per point and strategy: a strategy's best can then be several percent off its optimum "
             f"(up to 12-14% at 4-8 trials, 0.17% at {DEFAULT_TRIALS}: benchmarks/bench_whatif_tuning.py), more than "
-            f"the {TIE_MARGIN:.0%} that counts as a tie; close winners may be the search's, not the strategies'")
+            f"the {TIE_FRACTION:.0%} that counts as a tie; close winners may be the search's, not the strategies'")
 
 
 def point_notes(axes: Sequence[Axis], points: Sequence[Point]) -> list[str]:
@@ -378,7 +378,7 @@ def _point_text(axes: Sequence[Axis], point: Point) -> str:
 
 def summarize(rows: Sequence[dict[str, Any]], points: Sequence[Point]) -> list[dict[str, Any]]:
     """Per point: winner, its epoch time, runner-up and the winner's speedup over it (None without one), the
-    candidates tied with the winner (``tied``: within :data:`TIE_MARGIN` of its epoch time, fastest first); where
+    candidates tied with the winner (``tied``: within :data:`TIE_FRACTION` of its epoch time, fastest first); where
     the rows were simulated on several proxy draws (:func:`autotune.draws.on_draws`), also ``draw_winners`` (the fastest
     candidate on each draw, None where none fits) and ``winner_draws`` (on how many of them the point's winner,
     chosen on the first draw, is the fastest)."""
@@ -395,7 +395,7 @@ def summarize(rows: Sequence[dict[str, Any]], points: Sequence[Point]) -> list[d
                  "runner_up_epoch_time_s": second["epoch_time_s"] if second else None,
                  "speedup": second["epoch_time_s"] / win["epoch_time_s"] if win and second else None,
                  "tied": [r["strategy"] for r in ranked[1:]
-                          if win and r["epoch_time_s"] <= win["epoch_time_s"] * (1.0 + TIE_MARGIN)]}
+                          if win and r["epoch_time_s"] <= win["epoch_time_s"] * (1.0 + TIE_FRACTION)]}
         if mine and "epoch_time_draws_s" in mine[0]:
             winners = [draw_winner(mine, d) for d in range(len(mine[0]["epoch_time_draws_s"]))]
             entry.update(draw_winners=winners, winner_draws=sum(w is not None and w == entry["winner"]

@@ -4,6 +4,7 @@ self-contained plotly HTML chart (plotly.js embedded, so it opens offline)."""
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import math
@@ -14,7 +15,7 @@ from typing import Any
 from rich.table import Table
 
 from gnnplan.autotune.report import fmt_s, fmt_s_range, knobs_text
-from gnnplan.autotune.whatif import TIE_MARGIN, Axis, WhatifResult
+from gnnplan.autotune.whatif import TIE_FRACTION, Axis, WhatifResult
 from gnnplan.simulator.io import atomic_write_files, atomic_write_text, check_output
 from gnnplan.simulator.result import LINKS
 
@@ -55,7 +56,7 @@ def speedup_text(s: dict[str, Any]) -> str:
     if not s["speedup"]:
         return "-"
     tied = s.get("tied") or []
-    return f"{s['speedup']:.2f}x" + (f" (tie with {', '.join(tied)}: within {TIE_MARGIN:.0%})" if tied else "")
+    return f"{s['speedup']:.2f}x" + (f" (tie with {', '.join(tied)}: within {TIE_FRACTION:.0%})" if tied else "")
 
 
 def none_feasible(res: WhatifResult, point: int) -> str:
@@ -98,7 +99,7 @@ def crossover_lines(res: WhatifResult) -> list[str]:
     other point (another workload: ``--vary workload=cora-sage,cora-gcn-full``) says so."""
     ties = [f"{', '.join(f'{a.field}={label}' for a, label in zip(res.axes, s['labels']))}: {s['winner']} and "
             f"{', '.join(s['tied'])}" for s in res.summary if s.get("tied")]
-    tie_line = [f"tied (within {TIE_MARGIN:.0%} of the winner's epoch time; a change of winner among them is no "
+    tie_line = [f"tied (within {TIE_FRACTION:.0%} of the winner's epoch time; a change of winner among them is no "
                 f"crossover) at {'; '.join(ties)}"] if ties else []
     if not res.crossovers:
         winners = sorted({s["winner"] or "none" for s in res.summary})
@@ -314,15 +315,13 @@ EXPLAINED = ("Every epoch time here is the simulator's prediction, not a measure
 def html_text(res: WhatifResult, title: str) -> str:
     """The chart as one self-contained HTML page (plotly.js included), under the sweep's title, what the chart
     shows, and the sweep's findings and notes as ``gnnplan whatif`` printed them (2026-12-01: the chart alone)."""
-    import html
-
     chart = str(figure(res, title).to_html(include_plotlyjs=True, full_html=False))
     said = [*crossover_lines(res), *(f"note: {n}" for n in res.notes), *res.peak_rates,
             *(f"{d}: the proxy's communities: {c}" for d, c in res.card_communities.items())]
     items = "".join(f"<li>{html.escape(line)}</li>" for line in said)
     return (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{PAGE_STYLE}</style></head>\n<body><h1>{html.escape(title)}</h1>\n"
-            f"<p>{html.escape(EXPLAINED.format(margin=TIE_MARGIN))}</p>\n<ul id=\"findings\">{items}</ul>\n"
+            f"<p>{html.escape(EXPLAINED.format(margin=TIE_FRACTION))}</p>\n<ul id=\"findings\">{items}</ul>\n"
             f"{chart}\n</body></html>\n")
 
 

@@ -4,9 +4,7 @@ these lines on stderr; the Python API :func:`gnnplan.run` raises them as :class:
 
 from __future__ import annotations
 
-import re
-
-from gnnplan.executor.emulate import QUOTA_SOURCE, SHAPED_SOURCE
+from gnnplan.executor.emulate import QUOTA_SOURCE, SHAPED_SOURCE, MachineLimits
 from gnnplan.simulator.plan import Plan, predicted_epoch_s
 from gnnplan.simulator.wording import counted
 
@@ -60,22 +58,27 @@ an emulated cluster, with its CPU quota and NIC shaping (:data:`~executor.emulat
 :data:`~executor.emulate.SHAPED_SOURCE`)."""
 
 
-def emulation_note(plan: Plan, emulate: bool, bandwidth: float | None, cpu_quota: float | None) -> str | None:
+def emulation_note(plan: Plan, limits: MachineLimits | None, bandwidth_given: bool) -> str | None:
     """The note for a run whose machines are not the ones the plan's cluster measured, else None: an emulated
-    cluster's plan run without ``--emulate`` (on this machine's loopback), or ``--emulate`` with a ``--bandwidth``
-    or ``--cpu-quota`` other than the ones its cluster was probed with (read from its ``sources``, as
-    ``probe --emulate`` wrote them; a cluster not probed so had neither)."""
+    cluster's plan run without emulation (``limits`` None: on this machine's loopback), or emulated machines with a
+    ``--bandwidth`` (when ``bandwidth_given``; else the plan's own rate is used) or ``--cpu-quota`` other than the
+    ones its cluster was probed with (read from its ``sources``, as ``probe --emulate`` wrote them:
+    :data:`~executor.emulate.SHAPED_SOURCE`, :data:`~executor.emulate.QUOTA_SOURCE`; a cluster not probed so had
+    neither)."""
     said = " ".join(plan.cluster.sources.values())
-    probed = EMULATED_SOURCE in said
-    if not emulate:
+    if limits is None:
         return (f"{plan.cluster.name} is an emulated cluster (gnnplan probe --emulate) and this run is not emulated, "
-                "so the plan's prediction is not this run's: run it with --emulate") if probed else None
+                "so the plan's prediction is not this run's: run it with --emulate") if EMULATED_SOURCE in said \
+            else None
     apart = []
-    if bandwidth is not None and SHAPED_SOURCE.format(bandwidth) not in said:
-        apart.append(f"NICs shaped to {bandwidth * 8:.4g} bit/s")
-    quota = re.search(re.escape(QUOTA_SOURCE).replace(r"\{:g\}", "([0-9.e+-]+)"), said)
-    if (cpu_quota, None if quota is None else float(quota.group(1))) not in ((None, None), (cpu_quota, cpu_quota)):
-        apart.append(f"a CPU quota of {cpu_quota:g} cores" if cpu_quota is not None else "no CPU quota")
+    rate = limits.bandwidth_bytes_per_s
+    if bandwidth_given and rate is not None and SHAPED_SOURCE.format(rate) not in said:
+        apart.append(f"NICs shaped to {rate * 8:.4g} bit/s")
+    quota = limits.cpu_quota_cores
+    if quota is not None and QUOTA_SOURCE.format(quota) not in said:
+        apart.append(f"a CPU quota of {quota:g} cores")
+    elif quota is None and QUOTA_SOURCE.split("{")[0] in said:  # probed under a quota, run without one
+        apart.append("no CPU quota")
     if not apart:
         return None
     return (f"the emulated machines run with {' and '.join(apart)}, which {plan.cluster.name} was not probed with, "

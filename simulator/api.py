@@ -205,11 +205,8 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
         SpecError: see :func:`load_context`.
     """
     started = time.perf_counter()
-    if cluster_set:
-        from gnnplan.simulator.overrides import with_fields
-
-        cluster = with_fields(load_cluster(cluster), text_list("cluster_set", cluster_set), "cluster_set")
-    module, kn, ctx = load_context(cluster, workload, strategy, knobs, stats_seed=stats_seed)
+    module, kn, ctx = load_context(with_cluster_set(cluster, cluster_set), workload, strategy, knobs,
+                                   stats_seed=stats_seed)
     result = simulate_in_context(module, kn, ctx)
     result.sim_wall_s = time.perf_counter() - started
     return result
@@ -232,6 +229,21 @@ def simulate_on_draws(cluster: str | Path | ClusterSpec, workload: str | Path | 
     spec = load_workload(workload)
     return [simulate(cluster, with_fields(spec, [f"dataset={ref}"], "workload.dataset"), strategy, knobs,
                      cluster_set=cluster_set) for ref in text_list("refs", refs)]
+
+
+def with_cluster_set(cluster: str | Path | ClusterSpec, cluster_set: Sequence[str]) -> ClusterSpec:
+    """``cluster`` loaded (:func:`~simulator.hardware.spec.load_cluster`) with the API's ``cluster_set`` changes
+    applied, ``FIELD=VALUE`` unit-aware as ``--cluster-set`` (:func:`simulator.overrides.with_fields`); as loaded
+    when there are none.
+
+    Raises:
+        SpecError: the cluster does not load; ``cluster_set`` is not a string or strings, or a change names no
+            field or a value its field cannot take (naming ``cluster_set``).
+    """
+    from gnnplan.simulator.overrides import with_fields
+
+    spec = load_cluster(cluster)
+    return with_fields(spec, text_list("cluster_set", cluster_set), "cluster_set") if cluster_set else spec
 
 
 def text_list(name: str, value: Any) -> list[str]:

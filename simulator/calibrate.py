@@ -84,7 +84,7 @@ from gnnplan.simulator.calibrate_memory import calibrate_memory, measured_host_b
 from gnnplan.simulator.calibrate_params import PARAMS, get_param, priors_of, with_params
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
-from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
+from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster, runs_as
 from gnnplan.simulator.plan import Plan, shaped_like
 from gnnplan.simulator.result import SimResult
 from gnnplan.simulator.strategies import get_strategy
@@ -329,7 +329,7 @@ def ran_here(t: _Trace, base: ClusterSpec) -> bool:
     ``base``'s GPU model (a CPU run records the CPU's name, as the probe writes it), or without a record its plan's
     GPU model is ``base``'s."""
     if t.device is not None:
-        return bool(base.gpu.model) and base.gpu.model in t.device
+        return runs_as(t.device, base)
     return t.plan.cluster.gpu.model == base.gpu.model
 
 

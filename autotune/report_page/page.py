@@ -13,6 +13,7 @@ from gnnplan.autotune.report_page import run_charts as rc
 from gnnplan.autotune.report_page import study_charts as sc
 from gnnplan.autotune.report_page.inputs import ReportInputs, Timeline
 from gnnplan.autotune.report_page.style import phase_colors
+from gnnplan.simulator.hardware.spec import runs_as
 from gnnplan.simulator.io import atomic_write_text
 from gnnplan.simulator.plan import Plan, configuration_digest, predicted_epoch_s
 from gnnplan.simulator.wording import counted
@@ -196,7 +197,7 @@ def _against(plan: Plan | None, run: Timeline) -> str:
     predicted, why = predicted_epoch_s(plan)
     if run.configuration is not None and run.configuration != configuration_digest(plan):
         predicted, why = None, "the run's layout or configuration is not the plan's"
-    elif run.device is not None and not (plan.cluster.gpu.model and plan.cluster.gpu.model in run.device):
+    elif run.device is not None and not runs_as(run.device, plan.cluster):
         predicted, why = None, f"the run computed on {run.device}, not {plan.cluster.name}'s {plan.cluster.gpu.model}"
     if predicted is None:
         return f"; not compared with the plan's prediction: {why}"

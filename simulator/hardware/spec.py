@@ -361,6 +361,13 @@ def preset_names() -> list[str]:
     return sorted(names)
 
 
+def runs_as(device: str, cluster: ClusterSpec) -> bool:
+    """Whether a run's recorded device (a trace's ``results.device``: the CUDA device's name, or for a run on CPU
+    the CPU's name as ``gnnplan probe`` writes it into a cluster's ``gpu.model``) is the kind ``cluster`` models: it
+    names the cluster's GPU model."""
+    return bool(cluster.gpu.model) and cluster.gpu.model in device
+
+
 def load_cluster(ref: str | Path | ClusterSpec) -> ClusterSpec:
     """Load a cluster from a preset name or a YAML path.
 

@@ -239,6 +239,11 @@ def oversized_batch_note(workload: WorkloadSpec, num_workers: int, knobs: Any = 
     few iterations as :func:`iteration_plan` gives; the executors' samplers do the same), and a larger number
     changes nothing. Reads the dataset's sizes (:func:`~simulator.workload.graphstats.dataset_summary`, cached).
 
+    Args:
+        workload: the workload (its dataset, mode and ``training.batch_size``).
+        num_workers: the workers (ranks) the global batch is split over.
+        knobs: the strategy's knobs or their mapping (a ``batch_size`` knob overrides the workload's), or None.
+
     Raises:
         SpecError: the dataset cannot be resolved or loaded.
     """

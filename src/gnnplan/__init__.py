@@ -106,18 +106,15 @@ def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec,
     """
     from gnnplan.autotune import api_args
     from gnnplan.autotune.planning import tune_to_plan
-    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.api import with_cluster_set
     from gnnplan.simulator.io import check_output
-    from gnnplan.simulator.overrides import with_fields
     from gnnplan.simulator.workload.spec import load_workload
 
     names = api_args.names("strategies", strategies)
     check_output(output, "output")  # as the CLI's -o, before the study
     with api_args.as_arguments("storage", "trials", "seed", "proxy_draws", "output", "cluster_set",
                                flags={"study": "study_name"}):
-        cl = with_fields(load_cluster(cluster), api_args.texts("cluster_set", cluster_set) if cluster_set else [],
-                         "cluster_set")
-        return tune_to_plan(cl, load_workload(workload), names,
+        return tune_to_plan(with_cluster_set(cluster, cluster_set), load_workload(workload), names,
                             api_args.positive_count("trials", trials), storage, study_name, tune_batch_size,
                             api_args.seed("seed", seed), Path(output), allow_model_change=allow_model_change,
                             proxy_draws=api_args.positive_count("proxy_draws", proxy_draws))
@@ -185,7 +182,7 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
     layout = layout_note(loaded, nprocs or loaded.num_workers, per_machine)
     device = device_note(loaded, has_cuda())
     batch = oversized_batch_note(loaded.workload, nprocs or loaded.num_workers, loaded.knobs)
-    emulation = emulation_note(loaded, False, None, None)  # an emulated cluster's plan, run here unemulated
+    emulation = emulation_note(loaded, None, False)  # an emulated cluster's plan, run here unemulated
     notes = [n for n in (layout, emulation, device, background_note(result.get("background")), batch) if n]
     for note in notes:
         warnings.warn(note, RunNote, stacklevel=2)

@@ -167,14 +167,14 @@ def test_crossover_lines_say_where_the_winner_changes() -> None:
 
 
 def test_a_tie_is_no_crossover_and_is_said() -> None:
-    """Winners within TIE_MARGIN of each other are tied: a change of winner between them is no crossover (a sweep
+    """Winners within TIE_FRACTION of each other are tied: a change of winner between them is no crossover (a sweep
     over model.arch reported dp -> hopgnn at a speedup of 1.0002)."""
-    from gnnplan.autotune.whatif import TIE_MARGIN, WhatifResult
+    from gnnplan.autotune.whatif import TIE_FRACTION, WhatifResult
 
     rows = [{"point": 0, "strategy": "dp", "feasible": True, "epoch_time_s": 1.0},
-            {"point": 0, "strategy": "hopgnn", "feasible": True, "epoch_time_s": 1.0 + TIE_MARGIN / 2},
+            {"point": 0, "strategy": "hopgnn", "feasible": True, "epoch_time_s": 1.0 + TIE_FRACTION / 2},
             {"point": 0, "strategy": "gsplit", "feasible": True, "epoch_time_s": 2.0},
-            {"point": 1, "strategy": "dp", "feasible": True, "epoch_time_s": 1.0 + TIE_MARGIN / 3},
+            {"point": 1, "strategy": "dp", "feasible": True, "epoch_time_s": 1.0 + TIE_FRACTION / 3},
             {"point": 1, "strategy": "hopgnn", "feasible": True, "epoch_time_s": 1.0},
             {"point": 1, "strategy": "gsplit", "feasible": True, "epoch_time_s": 2.0},
             {"point": 2, "strategy": "dp", "feasible": True, "epoch_time_s": 3.0},

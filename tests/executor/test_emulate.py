@@ -247,16 +247,17 @@ def test_a_run_whose_machines_are_not_its_plans_is_not_compared_with_its_predict
                                                   "sources": sources})
     plan = with_prediction(Plan(strategy="dp", knobs={}, num_workers=2, cluster=cl,
                                 workload=load_workload("cora-sage")), {"epoch_time_s": 0.05, "feasible": True})
-    assert emulation_note(plan, True, 1.25e7, 0.5) is None  # as probed
-    assert emulation_note(plan, True, None, 0.5) is None  # the plan's own rate
-    slower = emulation_note(plan, True, 1.25e6, 0.5)
+    own = cl.network.bandwidth_bytes_per_s
+    assert emulation_note(plan, MachineLimits(1.25e7, 0.5), True) is None  # as probed
+    assert emulation_note(plan, MachineLimits(own, 0.5), False) is None  # the plan's own rate
+    slower = emulation_note(plan, MachineLimits(1.25e6, 0.5), True)
     assert slower is not None and slower.startswith("the emulated machines run with NICs shaped to 1e+07 bit/s, "
                                                     "which emulated was not probed with")
-    assert "no CPU quota" in (emulation_note(plan, True, None, None) or "")
-    assert "a CPU quota of 0.25 cores" in (emulation_note(plan, True, None, 0.25) or "")
-    assert "run it with --emulate" in (emulation_note(plan, False, None, None) or "")
+    assert "no CPU quota" in (emulation_note(plan, MachineLimits(own), False) or "")
+    assert "a CPU quota of 0.25 cores" in (emulation_note(plan, MachineLimits(own, 0.25), False) or "")
+    assert "run it with --emulate" in (emulation_note(plan, None, False) or "")
     assert prediction_for_run(plan, None, slower, None) == (None, "the run is not the configuration the plan "
                                                                   "predicts (the notes above)")
     assert prediction_for_run(plan, None, None, None) == (0.05, None)
     local = plan.model_copy(update={"cluster": load_cluster("local")})
-    assert emulation_note(local, False, None, None) is None and emulation_note(local, True, None, None) is None
+    assert emulation_note(local, None, False) is None and emulation_note(local, MachineLimits(own), False) is None
