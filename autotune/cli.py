@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     p = sub.add_parser("probe", help="measure this machine into a cluster file")
-    p.add_argument("-o", "--output", help="cluster YAML to write (default: <gnnplan home>/presets/local.yaml)")
+    p.add_argument("-o", "--output", help="cluster YAML to write, the cluster named after the file (default: <gnnplan "
+                   "home>/presets/local.yaml, with --emulate emulated.yaml)")
     p.add_argument("--workers", type=int, default=None,
                    help="worker processes the machine is modelled for (default 2; with --emulate: per machine, "
                         "default 1)")

@@ -66,6 +66,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if load.busy:
             print(f"gnnplan probe: warning: {said}; rates measured on a busy machine are low, and every prediction "
                   "from them: re-run the probe on an idle machine", file=sys.stderr)
+    data["name"] = dest.stem  # two probes written to two files keep their names apart (reports, whatif points)
     if args.quick:  # said in the file, which outlives this console
         header = (f"{header or probe_header(data)}\nMeasured with --quick (small sizes, few repeats): rough rates "
                   "that move from one probe to the next; probe without --quick for the rates predictions rely on.")
@@ -146,7 +147,8 @@ def _run_emulated(args: argparse.Namespace, plan: Any, limits: Any) -> dict[str,
     if args.gpus_per_machine is not None:
         raise SpecError("--gpus-per-machine: with --emulate the plan's cluster sets the workers per machine "
                         f"({plan.cluster.gpus_per_machine})")
-    return run_emulated(plan, epochs=args.epochs, trace_dir=args.trace_dir, limits=limits, **_fault_options(args))
+    return run_emulated(plan, epochs=args.epochs, trace_dir=args.trace_dir, limits=limits, progress=not args.json,
+                        **_fault_options(args))
 
 
 def _fault_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -6,6 +6,10 @@ multi-machine cluster would do, over gloo on the emulated NICs; rank 0 writes th
 names the rank that failed first and how (:func:`executor.faults.verdict` over the ranks' failure lines and
 exit codes, as the local launcher does; a rank still running while a peer's collective timed out is named as
 the one that stopped responding). Collective timeout and checkpoint options reach every rank's command line.
+
+With ``progress``, rank 0 prints its per-epoch lines (:class:`executor.runner.EpochProgress`) into its log and the
+caller echoes each one on its own stderr while the run goes on (:class:`LogTail`: a second handle on the log, so
+reading never moves the offset rank 0 writes at), as a local run shows them.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -35,7 +40,8 @@ POLL_S = 0.2
 def run_emulated(plan: Plan, epochs: int | None = None, trace_dir: str | Path = "traces",
                  limits: MachineLimits | None = None, timeout_s: float | None = None,
                  collective_timeout_s: float = COLLECTIVE_TIMEOUT_S, checkpoint_every: int = 0,
-                 checkpoint_dir: str | Path | None = None, resume: bool = False) -> dict[str, Any]:
+                 checkpoint_dir: str | Path | None = None, resume: bool = False,
+                 progress: bool = False) -> dict[str, Any]:
     """Train ``plan`` on ``plan.cluster.num_machines`` emulated machines x ``gpus_per_machine`` ranks.
 
     Args:
@@ -48,6 +54,7 @@ def run_emulated(plan: Plan, epochs: int | None = None, trace_dir: str | Path = 
         collective_timeout_s: a collective that waits longer than this for a peer fails the run (seconds).
         checkpoint_every, checkpoint_dir, resume: checkpoints, as :func:`executor.runner.run_plan` (the folder
             default is ``<trace_dir>/checkpoints``; every rank writes its own ``rank-R`` folders in it).
+        progress: echo rank 0's line per epoch on stderr as the run goes (module docstring).
 
     Returns:
         The ``run --json`` object of rank 0, plus ``emulated`` {num_machines, bandwidth_bytes_per_s,
@@ -75,14 +82,16 @@ def run_emulated(plan: Plan, epochs: int | None = None, trace_dir: str | Path = 
         logs = [open(Path(tmp) / f"rank{r}.err", "w+") for r in range(m * g)]  # noqa: SIM115 (closed below)
         result_file = open(Path(tmp) / "rank0.out", "w+")  # noqa: SIM115 (closed below)
         try:
-            procs = [_start(cluster, argv, 0, m * g, g, result_file, logs[0], token)]
+            first = [a for a in argv if a != "--no-progress"] if progress else argv
+            procs = [_start(cluster, first, 0, m * g, g, result_file, logs[0], token)]
             oom = functools.partial(_out_of_memory, cluster, g)
             if not cluster.wait_listening(0, MASTER_PORT):
                 if procs[0].poll() not in (None, 0):
                     _wait(procs, logs, None, oom=oom)  # raises with rank 0's error
                 raise WorkerError(f"rank 0's rendezvous store did not listen on port {MASTER_PORT}")
             procs += [_start(cluster, argv, r, m * g, g, subprocess.DEVNULL, logs[r], token) for r in range(1, m * g)]
-            _wait(procs, logs, timeout_s, collective_timeout_s, oom=oom)
+            tail = LogTail(Path(logs[0].name)) if progress else None
+            _wait(procs, logs, timeout_s, collective_timeout_s, oom=oom, on_poll=tail.echo if tail else None)
             out = _last_line(result_file)
         except BaseException:
             faults.remove_partial_files(trace_dir, started)
@@ -121,10 +130,11 @@ def _out_of_memory(cluster: EmulatedCluster, per_machine: int, rank: int) -> str
 
 def _wait(procs: list[subprocess.Popen[str]], logs: list[IO[str]], timeout_s: float | None,
           collective_timeout_s: float = COLLECTIVE_TIMEOUT_S,
-          oom: Callable[[int], str | None] | None = None) -> None:
+          oom: Callable[[int], str | None] | None = None, on_poll: Callable[[], None] | None = None) -> None:
     """Return once every rank has exited 0; on the first failure wait :data:`~executor.monitor.GRACE_S` for the
     peers' reports, kill the rest and raise the verdict (module docstring); on the timeout kill all and raise.
-    ``oom(rank)`` says why a rank killed by SIGKILL was, when its machine ran out of memory (else None)."""
+    ``oom(rank)`` says why a rank killed by SIGKILL was, when its machine ran out of memory (else None);
+    ``on_poll()`` runs at every poll and once more when every rank has exited (:meth:`LogTail.echo`)."""
     started = time.monotonic()
     failures: list[faults.Failure] = []
     exited: set[int] = set()
@@ -140,6 +150,8 @@ def _wait(procs: list[subprocess.Popen[str]], logs: list[IO[str]], timeout_s: fl
                     failures.append(_rank_failure(rank, code, logs[rank], oom))
                     first = first or time.monotonic()
             done = len(exited) == len(procs)
+            if on_poll is not None:
+                on_poll()
             if failures and first is not None and (done or time.monotonic() - first > GRACE_S):
                 raise _verdict(failures, procs, exited, collective_timeout_s)
             if done:
@@ -194,3 +206,36 @@ def _lines(log: IO[str]) -> list[str]:
 def _last_line(log: IO[str]) -> str:
     lines = _lines(log)
     return lines[-1] if lines else "(no output)"
+
+
+class LogTail:
+    """The complete lines a rank adds to its log file, read through a handle of its own (the rank's writes go
+    through the descriptor it was started with; a shared offset would be moved by reading).
+
+    Args:
+        path: the log file.
+        keep: which lines :meth:`echo` passes on (default: rank 0's per-epoch lines, ``epoch N  time ...``).
+        out: where :meth:`echo` writes them (default: ``sys.stderr`` at the time of writing).
+    """
+
+    def __init__(self, path: Path, keep: Callable[[str], bool] | None = None, out: IO[str] | None = None) -> None:
+        self.path, self.offset, self.out = path, 0, out
+        self.keep = keep or (lambda line: line.startswith("epoch "))
+
+    def new_lines(self) -> list[str]:
+        """Lines completed since the last call (a line still being written waits for its newline)."""
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1
+        self.offset += end
+        return [line for line in data[:end].decode(errors="replace").splitlines() if line.strip()]
+
+    def echo(self) -> None:
+        """Write the new lines :attr:`keep` passes, one per line, and flush."""
+        out = self.out or sys.stderr
+        lines = [line for line in self.new_lines() if self.keep(line)]
+        for line in lines:
+            out.write(line + "\n")
+        if lines:
+            out.flush()

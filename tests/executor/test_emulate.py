@@ -107,8 +107,24 @@ def test_machines_reach_each_other_and_everything_is_removed() -> None:
     assert not emulate._namespaces() and not emulate.STATE_FILE.exists()
 
 
+def test_log_tail_passes_complete_epoch_lines_once(tmp_path: Path) -> None:
+    from gnnplan.executor.emulated_run import LogTail
+
+    log, shown = tmp_path / "rank0.err", tmp_path / "shown"
+    with open(log, "w") as writer, open(shown, "w") as out:
+        tail = LogTail(log, out=out)
+        writer.write("UserWarning: something\nepoch   0  time 0.1 s\nepoch   1  ti")
+        writer.flush()
+        tail.echo()
+        writer.write("me 0.2 s\n")
+        writer.flush()
+        tail.echo()
+        tail.echo()  # nothing new
+    assert shown.read_text() == "epoch   0  time 0.1 s\nepoch   1  time 0.2 s\n"
+
+
 @needs_root
-def test_two_machine_run_is_shaped(tmp_path: Path) -> None:
+def test_two_machine_run_is_shaped(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     from gnnplan.executor.emulated_run import run_emulated
 
     bandwidth = 1.25e6  # 10 Mbit/s
@@ -118,7 +134,9 @@ def test_two_machine_run_is_shaped(tmp_path: Path) -> None:
     workload = load_workload("cora-sage")
     workload = workload.model_copy(update={"training": workload.training.model_copy(update={"num_epochs": 1})})
     plan = Plan(strategy="dp", knobs={"cache_fraction": 0.0}, num_workers=2, cluster=cluster, workload=workload)
-    res = run_emulated(plan, trace_dir=tmp_path, timeout_s=240)
+    res = run_emulated(plan, trace_dir=tmp_path, timeout_s=240, progress=True)
+    assert [line.split()[:2] for line in capfd.readouterr().err.splitlines() if line.startswith("epoch")] == \
+        [["epoch", str(res["epochs"][0]["epoch"])]]  # rank 0's line per epoch, echoed while the run goes
     sent_per_machine = res["bytes_per_epoch"]["network"] / 2
     assert sent_per_machine > 1e6  # remote features and gradients cross the emulated network
     # a machine cannot push its bytes faster than its NIC (tbf): the epoch takes at least that long

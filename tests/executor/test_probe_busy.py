@@ -140,6 +140,7 @@ def test_probe_says_how_to_name_the_cluster_it_wrote(tmp_path: Path, monkeypatch
     out = tmp_path / "elsewhere" / "x.yaml"  # not a presets folder: only its path names it
     assert main(["probe", "-o", str(out)]) == 0
     assert f"(use it as --cluster {out})" in capsys.readouterr().out.replace("\n", "")
+    assert load_cluster(str(out)).name == "x"  # named after its file: two probes' reports tell them apart
     assert main(["probe"]) == 0  # the default, in the user's presets folder: its name does
     assert "(use it as --cluster local)" in capsys.readouterr().out.replace("\n", "")
     assert "--quick" not in out.read_text()
