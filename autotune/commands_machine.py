@@ -21,6 +21,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
     from gnnplan.executor import probe_busy
     from gnnplan.executor.probe import probe_header, probe_machine, write_probe
     from gnnplan.executor.threads import cpu_count
+    from gnnplan.simulator.file_names import check_file_name_part
 
     positive_flag("--workers", args.workers)
     if args.emulate:
@@ -35,6 +36,10 @@ def cmd_probe(args: argparse.Namespace) -> int:
             raise SpecError("--machines: only with --emulate (this machine is one machine)")
         dest = output_path(args.output, user_home() / "presets" / "local.yaml")
         positive_flag("--gpus-per-machine", args.gpus_per_machine)
+    try:  # the cluster is named after its file (below): a name no file name can hold fails before measuring
+        check_file_name_part(dest.stem)
+    except ValueError as exc:
+        raise SpecError(f"-o: the cluster is named after the file, {dest.stem!r}, which {exc}") from None
     before = probe_busy.snapshot()
 
     def background() -> probe_busy.Background | None:

@@ -163,8 +163,8 @@ def _file_value(annotation: Any, path: str, value: Any) -> Any:
         text = value.strip()
         none = text.lower() in NONE_WORDS and _admits(annotation, type(None))
         return coerce_text(annotation, path, text) if numeric or none else value
-    if isinstance(value, bool) and numeric and not _admits(annotation, bool):
-        raise SpecError(f"{path}: a number, not {str(value).lower()}")
+    if isinstance(value, bool) and (numeric or _admits(annotation, int)) and not _admits(annotation, bool):
+        raise SpecError(f"{path}: a number, not {str(value).lower()}")  # pydantic would take true as 1
     models = _models_in(annotation)
     if isinstance(value, dict) and models:
         return _file_group(models[0], path, value)

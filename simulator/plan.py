@@ -24,16 +24,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from gnnplan.simulator.errors import SpecError, one_line
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.io import atomic_write_yaml, read_yaml
 from gnnplan.simulator.limits import check_block
+from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
 
-class Plan(BaseModel):
+class Plan(SpecModel):
     """A runnable configuration.
 
     The free-form blocks (``knobs`` before the strategy validates them, ``prediction``) hold plain data only:

@@ -6,7 +6,10 @@ field accepts follows from its name's unit suffix (:func:`kind_of`).
 
 Sources: decimal prefixes k, M, G, T, P = 10^3 ... 10^15 (BIPM, "The International System of Units", 9th ed.,
 2019, Table 7); binary prefixes Ki, Mi, Gi, Ti, Pi = 2^10 ... 2^50 (IEC 80000-13:2008); a bit is 1/8 byte, so
-``b``, ``bit`` and ``bps`` count bits and ``B`` counts bytes (IEEE 1541-2002 symbols).
+``b``, ``bit`` and ``bps`` count bits and ``B`` counts bytes (IEEE 1541-2002 symbols). A size in ``b`` alone
+(``16Gb``) is refused: written for a memory it is nearly always meant as bytes, and read as bits it would give an
+eighth of that without a word (2026-12-01, a new user's pass: ``gpu.memory_bytes=16Gb`` became 2 GB); a size in
+bits spells the unit out (``16Gbit``). A bandwidth in ``Gb/s`` is the usual spelling and stays bits.
 """
 
 from __future__ import annotations
@@ -68,6 +71,11 @@ def parse_quantity(text: str, kind: str, field: str) -> float:
     if kind not in KINDS:
         raise ValueError(f"kind: unknown kind {kind!r}; allowed: {', '.join(KINDS)}")
     match = _NUMBER_UNIT.match(text)
+    found = _BYTES.match(match.group(2)) if match and kind == "bytes" else None
+    if found is not None and found.group(2) == "b":
+        number, prefix = match.group(1), found.group(1)  # type: ignore[union-attr]
+        raise SpecError(f"{field}: {text!r} is in bits (b); write a size in bytes as {number}{prefix}B, or spell "
+                        f"bits out as {number}{prefix}bit")
     scale = _unit_scale(match.group(2), kind) if match else None
     value = float(match.group(1)) * scale[0] / scale[1] if match and scale is not None else math.nan
     if not math.isfinite(value):

@@ -21,13 +21,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gnnplan.simulator.errors import SpecError, one_line
 from gnnplan.simulator.io import read_yaml
+from gnnplan.simulator.spec_model import SpecModel
 
 CATALOGUE_DIR = Path(__file__).parent / "catalogue"
 MIN_SOURCE_CHARS = 12
 """A source shorter than this cannot say where a number comes from."""
 
 
-class _Entry(BaseModel):
+class _Entry(SpecModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 

@@ -35,16 +35,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from gnnplan.simulator.errors import SpecError, one_line
+from gnnplan.simulator.file_names import FileNamePart
 from gnnplan.simulator.io import read_yaml
 from gnnplan.simulator.limits import check_unit_ranges
+from gnnplan.simulator.spec_model import SpecModel
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
 
-class _Spec(BaseModel):
+class _Spec(SpecModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
@@ -284,7 +286,7 @@ class EfficiencySpec(_Spec):
 class ClusterSpec(_Spec):
     """A homogeneous cluster. See the module docstring for units and conventions."""
 
-    name: str
+    name: FileNamePart
     num_machines: int = Field(ge=1)
     gpus_per_machine: int = Field(ge=1)
     gpu: GpuSpec

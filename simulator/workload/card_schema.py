@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from typing import Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from gnnplan.simulator.spec_model import SpecModel
 
 T = TypeVar("T")
 
 
-class _Model(BaseModel):
+class _Model(SpecModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 

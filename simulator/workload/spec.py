@@ -17,11 +17,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gnnplan.simulator.errors import SpecError, one_line
+from gnnplan.simulator.file_names import FileNamePart
 from gnnplan.simulator.io import read_yaml
 from gnnplan.simulator.limits import SEED_LIMIT, check_unit_ranges
+from gnnplan.simulator.spec_model import SpecModel
 
 PRESET_DIR = Path(__file__).parent / "presets"
 Arch = Literal["gcn", "sage", "gat", "gin", "sgc", "sign"]
@@ -31,7 +33,7 @@ SELF_LOOP_ARCHS = ("gcn", "gat")
 the tests). Source: Kipf and Welling, ICLR 2017, eq. 2 (A + I); Velickovic et al., ICLR 2018, §2.1."""
 
 
-class _Spec(BaseModel):
+class _Spec(SpecModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
@@ -186,7 +188,7 @@ class TrainingSpec(_Spec):
 class WorkloadSpec(_Spec):
     """Dataset + model + training."""
 
-    name: str = ""
+    name: FileNamePart = ""
     dataset: GeneratedGraph | str
     model: ModelSpec
     training: TrainingSpec = TrainingSpec()

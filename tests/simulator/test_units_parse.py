@@ -50,6 +50,16 @@ def test_unreadable_values_are_one_line_errors_naming_field_and_forms(text: str,
     assert "use e.g." in msg
 
 
+@pytest.mark.parametrize(("text", "fix"), [("16Gb", "16GB, or spell bits out as 16Gbit"),
+                                           ("40 Gib", "40GiB, or spell bits out as 40Gibit"),
+                                           ("512Mb", "512MB, or spell bits out as 512Mbit")])
+def test_a_size_in_b_is_refused_not_read_as_an_eighth(text: str, fix: str) -> None:
+    with pytest.raises(SpecError, match=rf"^gpu.memory_bytes: '{text}' is in bits \(b\); write a size in bytes as "
+                                        rf"{fix}$"):
+        parse_quantity(text, "bytes", "gpu.memory_bytes")
+    assert parse_quantity(text.replace("b", "b/s"), "bandwidth", "f") > 0  # a bandwidth in Gb/s stays bits
+
+
 def test_unknown_kind_is_a_programming_error() -> None:
     with pytest.raises(ValueError, match="unknown kind"):
         parse_quantity("1", "speed", "f")

@@ -84,13 +84,14 @@ import sys
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES
 from gnnplan.simulator.hardware.phase_rules import PhaseRule
 from gnnplan.simulator.hardware.pricing import iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
+from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
     FETCH_COLLECTIVES,
@@ -137,7 +138,7 @@ NEEDS_SAMPLE_STATS = True
 """Sizes of the sampled blocks come from the measured mini-batch statistics."""
 
 
-class Knobs(BaseModel):
+class Knobs(SpecModel):
     """The ``dp`` strategy's knobs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

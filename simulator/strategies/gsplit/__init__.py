@@ -44,11 +44,12 @@ import time
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from gnnplan.simulator.hardware.phase_rules import PhaseRule, SpanRow
 from gnnplan.simulator.hardware.pricing import iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
+from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
     STEADY_ITERATIONS,
@@ -81,7 +82,7 @@ NEEDS_SAMPLE_STATS = False
 TRAINER_PHASES = ("load", "forward", "lockstep", "shuffle", "backward", "all_reduce", "optimizer")
 
 
-class Knobs(BaseModel):
+class Knobs(SpecModel):
     """The ``gsplit`` strategy's knobs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

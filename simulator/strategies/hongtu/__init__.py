@@ -37,7 +37,7 @@ from functools import lru_cache
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link, staged_network
 from gnnplan.simulator.hardware.formulas import compute_time_s
@@ -45,6 +45,7 @@ from gnnplan.simulator.hardware.model import FLOAT_BYTES
 from gnnplan.simulator.hardware.phase_rules import PhaseRule
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS, SimResult
+from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import PhaseProfile, SimContext, kernel_profile
 from gnnplan.simulator.strategies.contract import check_workload
@@ -118,7 +119,7 @@ accumulation as a host-memory scatter touching 3 bytes per gradient byte, comput
 iteration cost."""
 
 
-class Knobs(BaseModel):
+class Knobs(SpecModel):
     """The ``hongtu`` strategy's knobs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

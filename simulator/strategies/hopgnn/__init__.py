@@ -69,13 +69,14 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES
 from gnnplan.simulator.hardware.phase_rules import PhaseRule
 from gnnplan.simulator.hardware.pricing import iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
+from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
     FETCH_COLLECTIVES,
@@ -126,7 +127,7 @@ trainer's path but not priced; the fixed framework cost
 is paid once per step (module docstring, 4.); the evaluation is ``dp``'s."""
 
 
-class Knobs(BaseModel):
+class Knobs(SpecModel):
     """The ``hopgnn`` strategy's knobs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -64,13 +64,14 @@ from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, intra_machine_link, staged_network
 from gnnplan.simulator.hardware.phase_rules import PhaseRule
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS, SimResult
+from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import PhaseProfile, SimContext, kernel_profile
 from gnnplan.simulator.strategies.contract import check_workload
@@ -102,7 +103,7 @@ exchanges of every layer, all_reduce, optimizer)."""
 MODES = ("depcache", "depcomm", "hybrid")
 
 
-class Knobs(BaseModel):
+class Knobs(SpecModel):
     """The ``neutronstar`` strategy's knobs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

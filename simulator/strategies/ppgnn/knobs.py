@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from gnnplan.simulator.spec_model import SpecModel
 
 
-class Knobs(BaseModel):
+class Knobs(SpecModel):
     """The ``ppgnn`` strategy's knobs."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
