@@ -4,6 +4,7 @@ are found, read and written, is :mod:`simulator.workload.cards`."""
 
 from __future__ import annotations
 
+import math
 from typing import Generic, Literal, TypeVar
 
 from pydantic import ConfigDict, Field, model_validator
@@ -235,7 +236,23 @@ class Card(_Model):
                              "(0, 1)] in increasing parts")
         if self.components is not None and not self.components.num_small_vertices <= n - 16:
             raise ValueError("components: the small components leave fewer than 16 vertices to the largest")
+        need, who = self.least_loaded_edges()
+        if self.loaded_edges < need:
+            raise ValueError(f"num_edges: {self.num_edges.value} is too few for the card's other figures: {who} "
+                             f"need at least {need} loaded edges, got {self.loaded_edges}")
         return self
+
+    def least_loaded_edges(self) -> tuple[int, str]:
+        """The fewest loaded edges the card's other figures leave room for, and who needs them: one in-edge for
+        every vertex the degree summary gives in-edges, and with ``components`` both directions of the small
+        components' edges plus one in-edge for every vertex of the largest (a card below it, edited by hand, gave
+        its proxy's degree sequence negative degrees: 2026-12-01, a new user's pass)."""
+        n = self.num_vertices.value
+        if self.components is None:
+            return math.ceil(n * (1.0 - self.degree.zero_fraction)), "its vertices with in-edges (one each)"
+        largest = n - self.components.num_small_vertices
+        return (2 * self.components.small_edges.value + largest,
+                "the small components' edges (both directions) and the largest component's vertices (one each)")
 
     @property
     def loaded_edges(self) -> int:

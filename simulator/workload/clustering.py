@@ -165,6 +165,8 @@ def close_triangles(num_vertices: int, src: np.ndarray, dst: np.ndarray, target:
         v, u, w = v[ok], u[ok], w[ok]
         x, y = _pick_neighbour(adj, u, rng), _pick_neighbour(adj, w, rng)
         ok = (x != v) & (x != w) & (y != v) & (y != u) & (x != y)
+        if not ok.any():  # scipy's adj[u, w] on empty index arrays is no array (a sparse graph of few wedges)
+            continue
         ok &= np.asarray(adj[u, w]).ravel() == 0
         ok &= np.asarray(adj[x, y]).ravel() == 0
         ok &= _same_pairs(degree_class, u, w, x, y)  # the joint degree distribution is kept (2K-preserving)

@@ -93,9 +93,17 @@ def adjust_total(deg: np.ndarray, want: int, rng: np.random.Generator) -> np.nda
     deg = deg.copy()
     n = len(deg)
     diff = int(want) - int(deg.sum())
-    if diff:
-        room = deg if diff > 0 else np.where(deg >= 2, deg, 0)
-        room = np.where(deg < n - 1, room, 0) if diff > 0 else room
-        pick = rng.choice(n, abs(diff), replace=bool(abs(diff) > np.count_nonzero(room)), p=room / room.sum())
-        np.add.at(deg, pick, 1 if diff > 0 else -1)
+    if diff > 0:
+        room = np.where(deg < n - 1, deg, 0)
+        pick = rng.choice(n, diff, replace=bool(diff > np.count_nonzero(room)), p=room / room.sum())
+        np.add.at(deg, pick, 1)
+    while diff < 0:  # in rounds of one half-edge per vertex of degree >= 2: none emptied, none below 1
+        room = np.where(deg >= 2, deg, 0)
+        free = int(np.count_nonzero(room))
+        if free == 0:
+            raise ValueError(f"{int(want)} edge ends are fewer than the {np.count_nonzero(deg)} vertices with edges "
+                             "need (one each)")
+        step = min(-diff, free)
+        deg[rng.choice(n, step, replace=False, p=room / room.sum())] -= 1
+        diff += step
     return deg

@@ -252,3 +252,38 @@ def test_a_written_card_reads_back_as_it_was_with_its_unpublished_numbers(tmp_pa
     assert "value: null" in text and "communities" not in text
     again = cards.card_from_dict(yaml.safe_load(text), where=str(path))
     assert again.model_copy(update={"name": products.name}) == products
+
+
+def test_a_card_with_fewer_edges_than_its_figures_need_names_num_edges() -> None:
+    """A card edited below the edges its components and vertices need is refused at num_edges (its proxy's degree
+    sequence had negative degrees: 'workload.dataset: n < 0'); between that and the card's own count the proxy is
+    drawn with every vertex of the largest component keeping an edge."""
+    data = read_yaml(cards.CARD_DIR / "cora.yaml", "card")
+    data["num_edges"]["value"] = 2800
+    with pytest.raises(SpecError, match=r"^card x: num_edges: 2800 is too few for the card's other figures: the "
+                                        r"small components' edges \(both directions\) and the largest component's "
+                                        r"vertices \(one each\) need at least 2903 loaded edges, got 2800$"):
+        cards.card_from_dict(data, where="card x")
+    data["num_edges"]["value"] = 4000
+    card = cards.card_from_dict(data, where="card x")
+    assert card.least_loaded_edges()[0] == 2903 <= card.loaded_edges
+    del data["components"]
+    data["num_edges"]["value"] = 2707
+    with pytest.raises(SpecError, match=r"its vertices with in-edges \(one each\) need at least 2708"):
+        cards.card_from_dict(data, where="card x")
+
+
+def test_fewer_edge_ends_are_taken_one_per_vertex_per_round_and_never_empty_a_vertex() -> None:
+    from gnnplan.simulator.workload.degree_bins import adjust_total
+
+    deg = np.array([1, 2, 2, 3, 8, 1], dtype=np.int64)
+    out = adjust_total(deg, 8, np.random.default_rng(0))  # 17 -> 8: more than one round of the five with room
+    assert out.sum() == 8 and out.min() >= 1 and (out <= deg).all()
+    with pytest.raises(ValueError, match="5 edge ends are fewer than the 6 vertices with edges need"):
+        adjust_total(deg, 5, np.random.default_rng(0))
+    same = adjust_total(deg, 15, np.random.default_rng(1))  # one round: the draw of before, unchanged
+    rng = np.random.default_rng(1)
+    room = np.where(deg >= 2, deg, 0)
+    expected = deg.copy()
+    np.add.at(expected, rng.choice(6, 2, replace=False, p=room / room.sum()), -1)
+    assert (same == expected).all()

@@ -113,3 +113,14 @@ def test_invalid_structure_fields_are_one_line(path: tuple[str, str], value: obj
     with pytest.raises(SpecError, match=message) as exc:
         card_from_dict(data)
     assert "\n" not in str(exc.value)
+
+
+def test_triangle_closure_on_a_graph_whose_swaps_all_fail_returns_it_unchanged() -> None:
+    """A path 0-1-2 and disjoint edges: the one wedge's swaps all fail (the ends' other neighbour is the centre),
+    which left scipy's adjacency lookup empty index arrays and raised (a card edited to few edges, 2026-12-01)."""
+    pairs = [(0, 1), (1, 2)] + [(i, i + 1) for i in range(3, 40, 2)]
+    src = np.array([a for a, b in pairs] + [b for a, b in pairs])
+    dst = np.array([b for a, b in pairs] + [a for a, b in pairs])
+    s, d = clustering.close_triangles(41, src, dst, 0.5, np.random.default_rng(0))
+    order = np.lexsort((dst, src))
+    assert (s == src[order]).all() and (d == dst[order]).all()
