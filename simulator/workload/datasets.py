@@ -67,8 +67,15 @@ OGB_ADD_INVERSE_EDGE = {"ogbn-proteins": True, "ogbn-products": True, "ogbn-arxi
 OGB_DOWNLOAD_NAMES = {"proteinfunc_v4": "ogbn-proteins", "products": "ogbn-products", "arxiv": "ogbn-arxiv",
                       "mag": "ogbn-mag", "papers100M-bin": "ogbn-papers100M"}
 """OGB ``download_name`` -> dataset name (ogb/nodeproppred/master.csv), for folders kept under their zip's name."""
-FEATURE_CHUNK_ROWS = 65536
-"""Rows of random features drawn at a time when a generator only advances its RNG past them (bounded memory)."""
+FEATURE_CHUNK_ELEMENTS = 65536 * 128
+"""Random feature values drawn at a time when a generator only advances its RNG past them (32 MiB of float32:
+bounded memory at any feature width; a stream drawn in chunks ends where one draw would)."""
+SKIP_FEATURES_LIMIT = 2**30
+"""Most feature values a generator advances its RNG past before drawing labels and split (~18 s at the ~60 M
+float32 normals per second of one core of the development machine, 2026-12-01). A larger graph draws them from a
+stream of their own (:func:`_after_features`): a workload of 1,000 R-MAT vertices with 10^8-wide features took
+373 GiB to skip in rows and would take ~30 min in chunks (2026-12-01, a new user's pass), and a 100M-vertex
+what-if graph of 128-wide features ~4 min, for values it never uses."""
 LOAD_BYTES_PER_EDGE = {"csv": 48, "npz": 32}
 """Peak host bytes per stored edge while loading: the final (src, dst) int64 pair (16 B) plus the parser's copies
 (CSV: pandas' frame and its ``to_numpy`` copy, 32 B; npz: the (2, E) ``edge_index``, 16 B). [inferred] from the
@@ -305,8 +312,7 @@ def generate_rmat(spec: RmatSpec) -> GraphData:
     ``spec.seed``; the same values as drawing the features first)."""
     n = spec.num_vertices
     src, dst = rmat_edges(n, spec.edge_factor * n, seed=spec.seed, abc=(spec.a, spec.b, spec.c))
-    rng = np.random.default_rng(spec.seed + 1)
-    _skip_normals(rng, n, spec.feature_dim)
+    rng = _after_features(spec, [n])
     labels = rng.integers(0, spec.num_classes, n, dtype=np.int64)
     return _with_split(spec, src, dst, _lazy_generated(spec), labels, rng)
 
@@ -326,10 +332,8 @@ def generate_sbm(spec: SbmSpec) -> GraphData:
         src, dst = degree_sequence_edges(spec)
     else:
         src, dst = sbm_edges(nc, k, spec.mu, mean, spec.degree_exponent, cap, seed=spec.seed)
-    rng = np.random.default_rng(spec.seed + 1)
+    rng = _after_features(spec, [spec.num_classes, n])  # the class centroids, then the vertices' rows
     labels = _sbm_labels(spec)
-    _skip_normals(rng, spec.num_classes, spec.feature_dim)
-    _skip_normals(rng, n, spec.feature_dim)
     if spec.permute_ids:  # vertex v becomes perm[v]; its label moves with it
         perm = _id_permutation(spec)
         src, dst = perm[src], perm[dst]
@@ -353,11 +357,18 @@ def _id_permutation(spec: SbmSpec) -> np.ndarray:
     return np.random.default_rng((spec.seed, 2)).permutation(spec.num_vertices).astype(np.int64)
 
 
-def _skip_normals(rng: np.random.Generator, rows: int, cols: int) -> None:
-    """Advance ``rng`` past a (rows, cols) float32 ``standard_normal`` draw without holding it (chunks of
-    :data:`FEATURE_CHUNK_ROWS` rows leave the stream where one draw would)."""
-    for start in range(0, rows, FEATURE_CHUNK_ROWS):
-        rng.standard_normal((min(FEATURE_CHUNK_ROWS, rows - start), cols), dtype=np.float32)
+def _after_features(spec: GeneratedSpec, rows: list[int]) -> np.random.Generator:
+    """The generator's stream for labels and split: its feature stream (``seed + 1``) advanced past the
+    ``rows`` x ``feature_dim`` feature values :func:`generated_features` draws from it, so the features are the same
+    whether drawn first or later; above :data:`SKIP_FEATURES_LIMIT` values, a stream of their own
+    (``(seed, 7)``, the same distributions)."""
+    values = sum(rows) * spec.feature_dim
+    if values > SKIP_FEATURES_LIMIT:
+        return np.random.default_rng((spec.seed, 7))
+    rng = np.random.default_rng(spec.seed + 1)
+    for start in range(0, values, FEATURE_CHUNK_ELEMENTS):
+        rng.standard_normal(min(FEATURE_CHUNK_ELEMENTS, values - start), dtype=np.float32)
+    return rng
 
 
 def generated_features(spec: GeneratedSpec) -> np.ndarray:

@@ -106,3 +106,32 @@ def test_degseq_membership_and_first_occurrence_equal_numpy_s() -> None:
         uniq, first = first_of_each(keys)
         want_uniq, want_first = np.unique(keys, return_index=True)
         assert np.array_equal(uniq, want_uniq) and np.array_equal(first, want_first)
+
+
+def test_labels_and_split_follow_the_features_stream_below_the_limit_and_their_own_above(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A generator's labels and split are drawn after its features' values (the same graph whether the features
+    were drawn first or skipped in chunks); above SKIP_FEATURES_LIMIT values from a stream of their own, in bounded
+    memory (1,000 vertices x 10^8 feature columns asked 373 GiB to skip)."""
+    from gnnplan.simulator.workload import datasets
+
+    spec = RmatSpec(generator="rmat", num_vertices=300, edge_factor=4, feature_dim=37, seed=5)
+    g = datasets.generate_rmat(spec)
+    rng = np.random.default_rng(spec.seed + 1)
+    assert (rng.standard_normal((300, 37), dtype=np.float32) == g.features).all()  # drawn first, as before
+    assert (g.labels == rng.integers(0, spec.num_classes, 300, dtype=np.int64)).all()
+    sbm = SbmSpec(generator="sbm", num_vertices=200, num_communities=4, mu=0.2, mean_degree=6, feature_dim=37)
+    before = datasets.generate_sbm(sbm)
+    monkeypatch.setattr(datasets, "FEATURE_CHUNK_ELEMENTS", 1000)  # chunks end where one draw would
+    again = datasets.generate_sbm(sbm)
+    assert (before.train_idx == again.train_idx).all() and (before.labels == again.labels).all()
+    monkeypatch.setattr(datasets, "SKIP_FEATURES_LIMIT", 300 * 37 - 1)
+    own = datasets.generate_rmat(spec)
+    assert (own.labels == np.random.default_rng((spec.seed, 7)).integers(0, spec.num_classes, 300)).all()
+    assert (own.features == g.features).all()  # the features themselves do not move
+    wide = RmatSpec(generator="rmat", num_vertices=1000, edge_factor=4, feature_dim=10**8)
+    monkeypatch.undo()
+    big = datasets.generate_rmat(wide)  # lazily: nothing of that size drawn
+    assert big.feature_dim == 10**8
+    with pytest.raises(SpecError, match=r"^workload.dataset: features needs ~400 GB of host memory"):
+        big.features  # noqa: B018 (features load on first use)
