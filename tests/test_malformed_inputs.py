@@ -117,6 +117,23 @@ def test_unusable_labels_are_rejected_at_load(tmp_path: Path, edit: Any, needle:
         load_dataset(str(_folder(tmp_path, edit)))
 
 
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda t: t["raw/node-label.csv.gz"].__setitem__(2, ["nan"]),
+     r"raw/node-label\.csv\.gz is corrupt: line 3: 'nan' is not a whole number$"),
+    (lambda t: t["raw/edge.csv.gz"].__setitem__(4, ["1.5", "2"]),
+     r"raw/edge\.csv\.gz is corrupt: line 5: '1\.5' is not a whole number$"),
+    (lambda t: t.__setitem__("raw/num-node-list.csv.gz", [["-3"]]),
+     r"raw/num-node-list\.csv\.gz says -3 vertices; it must be at least 1$"),
+    (lambda t: t.__setitem__("raw/num-node-list.csv.gz", [["4"]]),
+     r"raw/edge\.csv\.gz holds vertex id 4, outside \[0, 4\) \(the vertex count of raw/num-node-list\.csv\.gz\)$"),
+])
+def test_a_bad_integer_file_is_named_with_its_line_in_one_line(tmp_path: Path, edit: Any, message: str,
+                                                               recwarn: pytest.WarningsRecorder) -> None:
+    with pytest.raises(SpecError, match=message) as exc:
+        load_dataset(str(_folder(tmp_path, edit)))
+    assert "\n" not in str(exc.value) and not [w for w in recwarn if "invalid value" in str(w.message)]
+
+
 def test_validate_functions_directly() -> None:
     feats = np.ones((70_000, 2), dtype=np.float32)
     check_features(feats, "d", "f")

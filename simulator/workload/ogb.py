@@ -9,6 +9,7 @@ ogbn-papers100M) and ``split/<scheme>/{train,valid,test}.csv.gz``; ``add_inverse
 
 from __future__ import annotations
 
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -47,6 +48,12 @@ def add_inverse_edge(folder: Path) -> bool:
     return OGB_ADD_INVERSE_EDGE.get(ogb_name(folder), False)
 
 
+VERTEX_COUNT_FILE = {False: "raw/num-node-list.csv.gz", True: "raw/data.npz num_nodes_list"}
+"""Where each layout (npz: True) gives the vertex count, for messages."""
+EDGE_COUNT_FILE = {False: "raw/num-edge-list.csv.gz", True: "raw/data.npz num_edges_list"}
+"""Where each layout (npz: True) gives the edge count, for messages."""
+
+
 def read_ogb_folder(folder: Path) -> GraphData:
     """Parse an OGB node-property raw folder, CSV or npz layout (module docstring); features stay on disk
     (:class:`LazyFeatures`) and ``add_inverse_edge`` datasets get both directions of every stored edge.
@@ -64,6 +71,10 @@ def read_ogb_folder(folder: Path) -> GraphData:
         n = int(_read_ints(raw / "num-node-list.csv.gz", folder, cols=1)[0, 0])
         m = int(_read_ints(raw / "num-edge-list.csv.gz", folder, cols=1)[0, 0])
         feature_dim = _csv_columns(raw / "node-feat.csv.gz", folder)
+    if n < 1:
+        raise SpecError(f"dataset {folder.name}: {VERTEX_COUNT_FILE[npz]} says {n} vertices; it must be at least 1")
+    if m < 0:
+        raise SpecError(f"dataset {folder.name}: {EDGE_COUNT_FILE[npz]} says {m} edges; it must be at least 0")
     per_edge = LOAD_BYTES_PER_EDGE["npz" if npz else "csv"] + (INVERSE_BYTES_PER_EDGE if inverse else 0)
     check_host_memory(f"loading {folder.name} ({n} vertices, {m} edges{', plus inverses' if inverse else ''}; "
                       "features not materialised)", per_edge * m + BYTES_PER_VERTEX * n)
@@ -208,14 +219,34 @@ def _read_ints(path: Path, folder: Path, cols: int) -> np.ndarray:
     if not path.is_file():
         raise SpecError(f"dataset {folder.name}: missing {path.relative_to(folder)}")
     try:
-        df = pd.read_csv(path, header=None, dtype=np.int64, compression="gzip")
+        with warnings.catch_warnings():  # pandas warns before it raises on an empty or fractional value
+            warnings.simplefilter("ignore")
+            df = pd.read_csv(path, header=None, dtype=np.int64, compression="gzip")
     except Exception as exc:  # pandas raises several types for corrupt gzip/CSV content
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        first = _not_whole(path) or (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         raise SpecError(f"dataset {folder.name}: {path.relative_to(folder)} is corrupt: {first}") from None
     if df.shape[1] != cols:
         raise SpecError(f"dataset {folder.name}: {path.relative_to(folder)} has {df.shape[1]} columns, "
                         f"expected {cols}")
     return df.to_numpy()
+
+
+def _not_whole(path: Path) -> str | None:
+    """Where an integer CSV file holds a value that is no whole number (``line L: 'x' is not a whole number``,
+    an empty field ``''``), read again as text once the integer read failed; None when every field is one (the
+    failure was something else: a ragged row, bad gzip)."""
+    import pandas as pd
+
+    try:
+        text = pd.read_csv(path, header=None, dtype=str, keep_default_na=False, compression="gzip")
+    except Exception:  # noqa: BLE001 (the caller reports the first error)
+        return None
+    for col in text.columns:
+        bad = ~text[col].str.strip().str.fullmatch(r"[-+]?\d+")
+        if bad.any():
+            row = int(np.argmax(bad.to_numpy()))
+            return f"line {row + 1}: {text[col].iloc[row]!r} is not a whole number"
+    return None
 
 
 def _read_floats(path: Path, folder: Path) -> np.ndarray:
@@ -234,6 +265,7 @@ def _read_floats(path: Path, folder: Path) -> np.ndarray:
 def _check_ids(ids: np.ndarray, n: int, folder: Path, what: str) -> None:
     if ids.size and (ids.min() < 0 or ids.max() >= n):
         bad = int(ids[(ids < 0) | (ids >= n)][0])
-        raise SpecError(f"dataset {folder.name}: {what} holds vertex id {bad}, outside [0, {n})")
+        raise SpecError(f"dataset {folder.name}: {what} holds vertex id {bad}, outside [0, {n}) (the vertex count "
+                        f"of {VERTEX_COUNT_FILE[(folder / 'raw' / 'data.npz').is_file()]})")
 
 
