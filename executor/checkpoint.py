@@ -141,7 +141,7 @@ def prepare(options: Checkpointing, plan: Plan) -> Checkpointing:
         raise SpecError(f"--resume: {root} holds no checkpoints ({RUN_FILE} missing or unreadable)") from None
     if recorded.get("plan") != fingerprint(plan):
         what = differing(recorded.get("plan"), fingerprint(plan))
-        raise SpecError(f"--resume: the checkpoints in {root} belong to another plan ({what} differ)")
+        raise SpecError(f"--resume: the checkpoints in {root} belong to another plan ({what})")
     done = complete_epochs(root, plan.num_workers)
     if not done:
         raise SpecError(f"--resume: {root} holds no complete checkpoint of all {plan.num_workers} ranks")
@@ -153,11 +153,12 @@ def prepare(options: Checkpointing, plan: Plan) -> Checkpointing:
 
 
 def differing(recorded: Any, current: dict[str, Any]) -> str:
-    """What differs between a checkpoint folder's plan and this run's (both as :func:`fingerprint` gives them): the
-    number of workers and the cluster's shape (machines, GPUs per machine: a run with other ``--nprocs`` or
-    ``--gpus-per-machine``), else the top-level fields that differ."""
+    """What differs between a checkpoint folder's plan and this run's (both as :func:`fingerprint` gives them), as
+    a clause: the number of workers and the cluster's shape (machines, GPUs per machine: a run with other
+    ``--nprocs`` or ``--gpus-per-machine``), else the top-level fields that differ (``its cluster differs``,
+    ``its cluster and knobs differ``)."""
     if not isinstance(recorded, dict):
-        return "the plan"
+        return "its plan differs"
     shape = ("num_workers",), ("cluster", "num_machines"), ("cluster", "gpus_per_machine")
 
     def at(data: dict[str, Any], path: tuple[str, ...]) -> Any:
@@ -166,11 +167,13 @@ def differing(recorded: Any, current: dict[str, Any]) -> str:
         return data
 
     if any(at(recorded, p) != at(current, p) for p in shape):
-        return (f"the workers: {at(recorded, shape[0])} as {at(recorded, shape[1])} machine(s) x "
+        return (f"the workers differ: {at(recorded, shape[0])} as {at(recorded, shape[1])} machine(s) x "
                 f"{at(recorded, shape[2])} there, {at(current, shape[0])} as {at(current, shape[1])} x "
                 f"{at(current, shape[2])} here")
     keys = sorted(k for k in set(recorded) | set(current) if recorded.get(k) != current.get(k))
-    return ", ".join(keys) or "the plan"
+    if not keys:
+        return "its plan differs"
+    return f"its {keys[0]} differs" if len(keys) == 1 else f"its {', '.join(keys[:-1])} and {keys[-1]} differ"
 
 
 def rng_state() -> dict[str, torch.Tensor]:
@@ -284,20 +287,32 @@ def restore(trainer: Any, options: Checkpointing, epoch: int, rank: int) -> dict
         The saved payload (``records``, ``spans``, ``epoch``, ``extra``).
     """
     import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.api import CheckpointException
     from torch.distributed.checkpoint.state_dict import set_model_state_dict, set_optimizer_state_dict
 
     folder = rank_dir(options.directory, epoch, rank)
     state = _dcp_state(trainer)
-    with _quiet():
-        dcp.load(state, storage_reader=dcp.FileSystemReader(str(folder)), no_dist=True)
-    model, optimizer = _modules(trainer)
-    set_model_state_dict(model, state["model"])
-    set_optimizer_state_dict(model, optimizer, state["optimizer"])
-    payload = wire.decode((folder / STATE_FILE).read_bytes())
+    try:
+        with _quiet():
+            dcp.load(state, storage_reader=dcp.FileSystemReader(str(folder)), no_dist=True)
+        model, optimizer = _modules(trainer)
+        set_model_state_dict(model, state["model"])
+        set_optimizer_state_dict(model, optimizer, state["optimizer"])
+        payload = wire.decode((folder / STATE_FILE).read_bytes())
+    except (Exception, CheckpointException) as exc:  # DCP's exception is a BaseException; the state file's a ValueError
+        raise SpecError(unreadable(folder, exc)) from None
     if hasattr(trainer, "load_extra_state"):
         trainer.load_extra_state(payload.get("extra") or {})
     set_rng_state(state["rng"])
     return payload
+
+
+def unreadable(folder: Path, exc: BaseException) -> str:
+    """The one line saying a rank's checkpoint folder cannot be restored: which folder, what failed first, and how
+    to go on (the folder of an earlier epoch is kept, :data:`KEEP`)."""
+    first = str(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return (f"--resume: the checkpoint {folder} cannot be read; remove {folder.parent.name} to resume from the "
+            f"epoch before it, or run without --resume ({type(exc).__name__}: {first})")
 
 
 def load_model_state(directory: str | Path, epoch: int | None = None, rank: int = 0) -> dict[str, torch.Tensor]:

@@ -69,10 +69,10 @@ def test_interrupted_run_resumes_to_the_uninterrupted_weights(tmp_path: Path, st
     with pytest.raises(SpecError, match="holds checkpoints of an earlier run; continue it with --resume"):
         run_plan(plan, checkpoint_dir=ckpt, **common)
     other = plan.model_copy(update={"cluster": plan.cluster.model_copy(update={"name": "another-cluster"})})
-    with pytest.raises(SpecError, match=r"belong to another plan \(cluster differ\)"):
+    with pytest.raises(SpecError, match=r"belong to another plan \(its cluster differs\)$"):
         run_plan(other, checkpoint_dir=ckpt, resume=True, **common)
     # another worker count says so; fewer epochs than the run has done are refused, not ignored (2026-11-30)
-    with pytest.raises(SpecError, match=r"\(the workers: 2 as 2 machine\(s\) x 1 there, 1 as 1 x 1 here differ\)"):
+    with pytest.raises(SpecError, match=r"\(the workers differ: 2 as 2 machine\(s\) x 1 there, 1 as 1 x 1 here\)$"):
         run_plan(plan, nprocs=1, checkpoint_dir=ckpt, resume=True, **common)
     with pytest.raises(SpecError, match=f"^--epochs: the run in .* has done {EPOCHS} epochs already, more than 1; "):
         run_plan(plan, epochs=1, checkpoint_dir=ckpt, resume=True, **common)
@@ -108,3 +108,30 @@ def test_a_resumed_runs_trace_and_the_run_it_continued_are_one_measurement(tmp_p
         read_measured([first["trace"], resumed["trace"]])
     assert len(read_measured([first["trace"], other["trace"]])) == 2
     assert len(read_measured([resumed["trace"], other["trace"]])) == 2
+
+
+@pytest.mark.parametrize("damaged", ["state.json", "__0_0.distcp"])
+def test_an_unreadable_checkpoint_is_named_and_the_epoch_before_it_still_resumes(tmp_path: Path,
+                                                                                 damaged: str) -> None:
+    """A rank's checkpoint file damaged on disk ends --resume in one line naming its folder (it said "wire: not a
+    JSON message" for the state file and "CheckpointException ranks:dict_keys([0])" for DCP's data, 2026-12-01);
+    removing that epoch's folder, as the line says, resumes from the epoch before it."""
+    plan = tiny_plan("neutronstar", num_epochs=3)
+    ckpt = tmp_path / "ckpt"
+    with hard_limit(120):
+        run_plan(plan, epochs=2, trace_dir=tmp_path, checkpoint_dir=ckpt, checkpoint_every=1, progress=False)
+        target = ckpt / "epoch-000001" / "rank-0" / damaged
+        assert target.is_file()
+        target.write_bytes(b"{" if damaged.endswith(".json") else b"\0garbage")
+        with pytest.raises(ValueError, match=rf"^--resume: the checkpoint {ckpt}/epoch-000001/rank-0 cannot be read; "
+                                             r"remove epoch-000001 to resume from the epoch before it, or run without "
+                                             r"--resume \((ValueError|CheckpointException): "):
+            run_plan(plan, trace_dir=tmp_path, checkpoint_dir=ckpt, resume=True, progress=False)
+        assert target.is_file()  # nothing removed for the user
+        for rank in ckpt.glob("epoch-000001/*"):
+            for f in rank.iterdir():
+                f.unlink()
+            rank.rmdir()
+        (ckpt / "epoch-000001").rmdir()
+        resumed = run_plan(plan, trace_dir=tmp_path, checkpoint_dir=ckpt, resume=True, progress=False)
+    assert resumed["resumed_from_epoch"] == 0 and len(resumed["epochs"]) == 3
