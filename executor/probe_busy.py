@@ -27,6 +27,10 @@ BUSY_CORES = 0.25
 """Mean cores other processes may keep busy during the probe before it warns [chosen: a quarter of one measuring
 thread's core]. On the 2-core development machine a quick probe read 0.00 when idle and 0.85 beside a busy loop
 (2026-11-29)."""
+MIN_WALL_S = 1.0
+"""Shortest window whose reading can call the machine busy: ``/proc/stat`` counts clock ticks (10 ms at the usual
+USER_HZ of 100), so over a few hundredths of a second one tick more or less is a core or more (a probe refusing
+its arguments at once read "4.04 of 2 cores busy" over 0 s, 2026-12-01)."""
 BUSY_STEAL_FRACTION = 0.10
 """Share of the CPU time the hypervisor may steal before the probe warns [chosen]. The development machine's
 hypervisor took 1-3% during quick probes and up to 7% over 3 s of one busy core (2026-11-29)."""
@@ -70,8 +74,9 @@ class Background:
     @property
     def busy(self) -> bool:
         """Whether the machine was too busy for the probe's rates to be trusted (:data:`BUSY_CORES`,
-        :data:`BUSY_STEAL_FRACTION`)."""
-        return self.other_cores > BUSY_CORES or self.steal_fraction > BUSY_STEAL_FRACTION
+        :data:`BUSY_STEAL_FRACTION`); never over less than :data:`MIN_WALL_S`."""
+        loaded = self.other_cores > BUSY_CORES or self.steal_fraction > BUSY_STEAL_FRACTION
+        return self.wall_s >= MIN_WALL_S and loaded
 
     def describe(self, cores: int) -> str:
         """One sentence: ``while measuring (W s), other processes kept X of N cores busy and the hypervisor

@@ -94,6 +94,15 @@ def read_yaml(path: str | Path, what: str) -> dict[str, Any]:
     return data
 
 
+def not_a_file(path: str | Path, what: str) -> SpecError:
+    """The error for a path that is no regular file: ``what: 'P' is a folder, not a file`` or ``what: file 'P'
+    does not exist``."""
+    p = Path(path)
+    if p.is_dir():
+        return SpecError(f"{what}: {str(p)!r} is a folder, not a file")
+    return SpecError(f"{what}: file {str(p)!r} does not exist")
+
+
 def read_text(path: str | Path, what: str, max_bytes: int) -> str:
     """The UTF-8 text of a file of at most ``max_bytes``.
 
@@ -103,7 +112,7 @@ def read_text(path: str | Path, what: str, max_bytes: int) -> str:
     """
     p = Path(path)
     if not p.is_file():
-        raise SpecError(f"{what}: file {str(p)!r} does not exist")
+        raise not_a_file(p, what)
     try:
         if p.stat().st_size > max_bytes:
             raise SpecError(f"{what}: {p} is larger than {_size(max_bytes)}")

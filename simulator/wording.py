@@ -15,3 +15,13 @@ def bytes_text(x: float) -> str:
         if x >= scale:
             return f"{x / scale:.2f} {unit}"
     return f"{x:.0f} B"
+
+
+def unknown_name(kind: str, name: str, allowed: list[str], tail: str = "") -> str:
+    """``unknown <kind> 'name' (did you mean 'x'?); allowed: a, b, c<tail>``: the nearest allowed name when one is
+    close (:func:`difflib.get_close_matches`, its default similarity cutoff 0.6), then the whole list."""
+    import difflib
+
+    near = difflib.get_close_matches(name, allowed, n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"unknown {kind} {name!r}{hint}; allowed: {', '.join(allowed)}{tail}"

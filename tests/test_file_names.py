@@ -48,3 +48,12 @@ def test_probe_refuses_an_output_whose_name_no_cluster_can_have_before_measuring
                                          "which starts with a dot; a name becomes part of a file name and must not "
                                          "hide it")
     assert not list(tmp_path.iterdir())
+
+
+def test_a_folder_given_for_a_file_is_called_a_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "d"
+    folder.mkdir()
+    for argv, what in ((["run", str(folder)], "plan"), (["calibrate", str(folder), "--cluster", "4x-a100-10gbe"],
+                                                        "trace")):
+        code, _, err = call(capsys, argv)
+        assert code == 2 and err.strip().endswith(f"error: {what}: '{folder}' is a folder, not a file")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.io import MAX_SPEC_BYTES
+from gnnplan.simulator.io import MAX_SPEC_BYTES, not_a_file
 from gnnplan.simulator.plan import Plan, configuration_digest, load_plan
 from gnnplan.simulator.trace import Span, check_same_run, check_source, read_trace
 from gnnplan.simulator.trace_merge import measured_epochs
@@ -74,7 +74,7 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
         SpecError: missing, too large, not JSON, nested too deeply, or not an object (message names ``what``).
     """
     if not path.is_file():
-        raise SpecError(f"{what}: file {str(path)!r} does not exist")
+        raise not_a_file(path, what)
     if path.stat().st_size > MAX_SPEC_BYTES:
         raise SpecError(f"{what}: {path} is larger than {MAX_SPEC_BYTES // 2**20} MiB")
     try:
@@ -146,7 +146,7 @@ def load_study(name: str | None, storage: str) -> Any:
 
 def _timeline(path: Path, what: str) -> tuple[Timeline, dict[str, Any]]:
     if not path.is_file():
-        raise SpecError(f"{what}: file {str(path)!r} does not exist")
+        raise not_a_file(path, what)
     spans, meta = read_trace(path)
     if not spans:
         raise SpecError(f"{what}: {path} holds no spans")

@@ -42,6 +42,7 @@ from gnnplan.simulator.file_names import FileNamePart
 from gnnplan.simulator.io import read_yaml
 from gnnplan.simulator.limits import check_unit_ranges
 from gnnplan.simulator.spec_model import SpecModel
+from gnnplan.simulator.wording import unknown_name
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
@@ -395,8 +396,7 @@ def load_cluster(ref: str | Path | ClusterSpec) -> ClusterSpec:
         if not found and path.is_dir():
             raise SpecError(f"cluster: {str(ref)!r} is a folder, not a preset or a YAML file")
         if not found:
-            raise SpecError(f"cluster: unknown preset {str(ref)!r}; allowed: {', '.join(preset_names())} "
-                            "or a YAML file")
+            raise SpecError(f"cluster: {unknown_name('preset', str(ref), preset_names(), ' or a YAML file')}")
         path = found[0]
     return cluster_from_dict(read_yaml(path, "cluster"), where=f"cluster {path.name}")
 

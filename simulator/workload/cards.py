@@ -63,6 +63,7 @@ from pydantic import ValidationError
 
 from gnnplan.simulator.errors import SpecError, one_line
 from gnnplan.simulator.io import read_yaml
+from gnnplan.simulator.wording import unknown_name
 
 # the schema's models, imported here so a card and its parts keep one import path
 from gnnplan.simulator.workload.card_schema import (
@@ -115,7 +116,7 @@ def card_file(name: str) -> Path:
     """
     path = card_path(name)
     if path is None:
-        raise SpecError(f"workload.dataset: unknown card {name!r}; allowed: {', '.join(card_names())}")
+        raise SpecError(f"workload.dataset: {unknown_name('card', name, card_names())}")
     return path
 
 

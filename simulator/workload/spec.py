@@ -24,6 +24,7 @@ from gnnplan.simulator.file_names import FileNamePart
 from gnnplan.simulator.io import read_yaml
 from gnnplan.simulator.limits import SEED_LIMIT, check_unit_ranges
 from gnnplan.simulator.spec_model import SpecModel
+from gnnplan.simulator.wording import unknown_name
 
 PRESET_DIR = Path(__file__).parent / "presets"
 Arch = Literal["gcn", "sage", "gat", "gin", "sgc", "sign"]
@@ -245,8 +246,7 @@ def load_workload(ref: str | Path | WorkloadSpec | Mapping[str, Any]) -> Workloa
             raise SpecError(f"workload: {str(ref)!r} is a folder, not a preset or a YAML file")
         path = PRESET_DIR / f"{ref}.yaml"
         if not path.is_file():
-            raise SpecError(f"workload: unknown preset {str(ref)!r}; allowed: {', '.join(preset_names())} "
-                            "or a YAML file")
+            raise SpecError(f"workload: {unknown_name('preset', str(ref), preset_names(), ' or a YAML file')}")
     data = read_yaml(path, "workload")
     data.setdefault("name", path.stem)
     return workload_from_dict(data, where=f"workload {path.name}")

@@ -47,6 +47,7 @@ def test_other_processes_are_the_machines_busy_time_less_the_probes() -> None:
     assert probe_busy.background(before, CpuSnapshot(20.0, 108.0, 4.1, 420.0, 13.0)).busy  # steal above 10%
     with pytest.raises(ValueError, match="later"):
         probe_busy.background(after, before)
+    assert not Background(wall_s=0.02, other_cores=4.04, steal_fraction=0.0).busy  # a tick or two: noise
 
 
 def _stat(pid: int, ppid: int, utime: int, stime: int, cutime: int, cstime: int, comm: str = "x") -> str:

@@ -56,3 +56,19 @@ def test_a_key_given_twice_is_refused(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"^cluster: .*c.yaml is not valid YAML: key 'memory_bytes' given twice in "
                                         r"one mapping, at line \d+$"):
         load_cluster(p)
+
+
+def test_an_unknown_preset_or_card_names_the_nearest_one() -> None:
+    from gnnplan.simulator.workload.cards import load_card
+    from gnnplan.simulator.workload.spec import load_workload
+
+    with pytest.raises(SpecError, match=r"^cluster: unknown preset '4x-a100-10gb' \(did you mean '4x-a100-10gbe'\?\); "
+                                        r"allowed: 16x-t4-6gbe, .* or a YAML file$"):
+        load_cluster("4x-a100-10gb")
+    with pytest.raises(SpecError, match=r"^workload: unknown preset 'cora-sag' \(did you mean 'cora-sage'\?\); "):
+        load_workload("cora-sag")
+    with pytest.raises(SpecError, match=r"^workload.dataset: unknown card 'ogbn-product' \(did you mean "
+                                        r"'ogbn-products'\?\); allowed: "):
+        load_card("ogbn-product")
+    with pytest.raises(SpecError, match=r"^cluster: unknown preset 'zzz'; allowed: "):  # nothing near: no guess
+        load_cluster("zzz")
