@@ -67,6 +67,9 @@ def write_whatif(folder: str | Path, output: str | Path) -> Path:
 
     path = Path(folder) / WHATIF_RECORD
     data: dict[str, Any] = read_json(path, "DIR")
+    problem = whatif_record_problem(data)
+    if problem:
+        raise SpecError(f"DIR: {path} is not a gnnplan whatif record: {problem}")
     try:
         axes = [Axis(a["field"], a["target"], a["path"], tuple(a["labels"]), tuple(a["values"]))
                 for a in data["axes"]]
@@ -81,3 +84,27 @@ def write_whatif(folder: str | Path, output: str | Path) -> Path:
         return wr.write_html(res, Path(output), title)
     except (KeyError, TypeError, IndexError, ValueError) as exc:
         raise SpecError(f"DIR: {path} is not a gnnplan whatif record: {type(exc).__name__}: {exc}"[:300]) from None
+
+
+AXIS_KEYS = ("field", "target", "path", "labels", "values")
+"""What every axis of a ``whatif.json`` holds (:class:`gnnplan.autotune.whatif.Axis`)."""
+
+
+def whatif_record_problem(data: dict[str, Any]) -> str | None:
+    """What is wrong with the shape of a ``whatif.json`` object, in words naming the key (None: nothing): a
+    non-empty ``axes`` list of objects with :data:`AXIS_KEYS` (labels and values lists of one length), and
+    ``rows``, ``summary`` and ``crossovers`` lists of objects."""
+    axes = data.get("axes")
+    if not isinstance(axes, list) or not axes or not all(isinstance(a, dict) for a in axes):
+        return f"'axes' must be a non-empty list of objects with {', '.join(AXIS_KEYS)}"
+    for i, axis in enumerate(axes):
+        missing = [k for k in AXIS_KEYS if k not in axis]
+        if missing:
+            return f"axes[{i}] lacks {', '.join(missing)}"
+        if not isinstance(axis["labels"], list) or not isinstance(axis["values"], list) or \
+                len(axis["labels"]) != len(axis["values"]):
+            return f"axes[{i}]: 'labels' and 'values' must be lists of one length"
+    for key in ("rows", "summary", "crossovers"):
+        if not isinstance(data.get(key), list) or not all(isinstance(r, dict) for r in data[key]):
+            return f"{key!r} must be a list of objects"
+    return None

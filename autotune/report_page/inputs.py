@@ -86,12 +86,19 @@ def read_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def _in_folder(folder: Path, recorded: Any, default: str) -> Path:
-    """A file the loop recorded by path: that path if it still exists, else its name inside ``folder``."""
-    if isinstance(recorded, str) and recorded:
-        p = Path(recorded)
-        return p if p.is_file() else folder / p.name
-    return folder / default
+def _in_folder(folder: Path, recorded: Any, default: str, what: str) -> Path:
+    """A file the loop wrote into its folder and recorded by path (relative to where it ran): its name inside
+    ``folder``, the folder the user named, never the recorded path itself (a copied folder whose own file was
+    deleted or edited read the original folder's, 2026-12-01, a new user's pass).
+
+    Raises:
+        SpecError: ``folder`` lacks it (one line naming DIR and the file).
+    """
+    name = Path(recorded).name if isinstance(recorded, str) and recorded else default
+    inside = folder / name
+    if not inside.is_file():
+        raise SpecError(f"DIR: {folder} lacks the loop's {what} {name!r} (named in {LOOP_REPORT})")
+    return inside
 
 
 def _loop_summary(folder: Path) -> dict[str, Any]:
@@ -203,9 +210,9 @@ def gather(folder: str | None = None, study: str | None = None, storage: str | N
         out.title = f"gnnplan loop: {base.resolve().name}"
         study = study or out.loop["tune"]["study"]
         storage = storage or out.loop["tune"]["storage"]
-        plan = plan or str(_in_folder(base, out.loop["plan"], "plan.yaml"))
+        plan = plan or str(_in_folder(base, out.loop["plan"], "plan.yaml", "plan"))
         if not traces:  # the loop's trace and its calibration; traces given instead are calibrated below
-            traces = [str(_in_folder(base, out.loop["trace"], ""))]
+            traces = [str(_in_folder(base, out.loop["trace"], "", "trace"))]
             out.calibration = out.loop["calibration"]
         if predicted is None and (base / PREDICTED_TRACE).is_file():
             predicted = str(base / PREDICTED_TRACE)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -42,7 +43,7 @@ def _fake_run(trace_path: Path) -> Any:
     def run_plan(plan: Any, nprocs: int, epochs: int | None, trace_dir: str, progress: bool,
                  gpus_per_machine: int = 1) -> dict[str, Any]:
         result = api.simulate(truth, plan.workload, plan.strategy, plan.knobs)
-        trace = epochs_trace(result, truth, plan.workload, trace_path, FACTORS)
+        trace = epochs_trace(result, truth, plan.workload, Path(trace_dir) / trace_path.name, FACTORS)  # as run's
         return {"epoch_time_s": 1.3 * result.epoch_time_s, "test_accuracy": 0.5, "trace": str(trace)}
     return run_plan
 
@@ -180,7 +181,21 @@ def test_bad_input_is_one_line_and_writes_nothing(loop_dir: tuple[Path, str, str
               "--predicted-trace: this trace was written by the executor", out)
     (bad / "whatif.json").write_text('{"axes": []}')
     (bad / "report.json").unlink()
-    _rejected([str(bad), *o], capsys, "not a gnnplan whatif record", out)
+    _rejected([str(bad), *o], capsys, "not a gnnplan whatif record: 'axes' must be a non-empty list of objects", out)
+    (bad / "whatif.json").write_text('{"axes": "x", "rows": []}')  # it said "TypeError: string indices must be ..."
+    _rejected([str(bad), *o], capsys, "not a gnnplan whatif record: 'axes' must be a non-empty list", out)
+    axis = {"field": "f", "target": "cluster", "path": "f", "labels": ["a"], "values": [1.0]}
+    (bad / "whatif.json").write_text(json.dumps({"axes": [axis], "rows": [], "summary": 3, "crossovers": []}))
+    _rejected([str(bad), *o], capsys, "not a gnnplan whatif record: 'summary' must be a list of objects", out)
+    # a copied loop folder reads its own files, never the original's its report.json names (2026-12-01)
+    copy = tmp_path / "copy"
+    shutil.copytree(out_dir, copy)
+    (copy / Path(loop["trace"]).name).unlink()
+    _rejected([str(copy), *o], capsys, f"DIR: {copy} lacks the loop's trace '{Path(loop['trace']).name}' (named in "
+              "report.json)", out)
+    shutil.copy(out_dir / Path(loop["trace"]).name, copy)
+    (copy / "plan.yaml").write_text("strategy: [\n")
+    _rejected([str(copy), *o], capsys, "plan", out)
 
 
 def test_report_redraws_a_whatif_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
