@@ -34,7 +34,7 @@ def _fake_run(tmp_path: Path, seen: dict[str, Any] | None = None) -> Any:
         if seen is not None:
             seen["truth_evaluation_s"] = result.evaluation_time_s
         timed = [] if evaluated is None else [evaluated] * len(FACTORS)  # every epoch's evaluation, as run records
-        trace = epochs_trace(result, truth, plan.workload, tmp_path / "run.json", FACTORS, timed)
+        trace = epochs_trace(result, truth, plan.workload, Path(trace_dir) / "run.json", FACTORS, timed)  # as run
         return {"epoch_time_s": 1.3 * result.epoch_time_s, "test_accuracy": 0.5, "trace": str(trace),
                 "peak_memory_bytes": {"gpu": None, "host": 1.25 * result.peak_memory_bytes["host"]},
                 "evaluation_time_s": evaluated}
