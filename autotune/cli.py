@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -19,10 +19,19 @@ from gnnplan.simulator.limits import SEED_LIMIT
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line error and exit code 2."""
+    """argparse with a one-line error and exit code 2, and no empty values: ``--trace ''`` wrote no trace and
+    ``--study ''`` fell back to the default study without a word (2026-12-01, a new user's pass)."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        optional = action.nargs in ("?", "*", argparse.PARSER, argparse.REMAINDER)
+        if not optional and any(not text.strip() for text in arg_strings):
+            name = "/".join(action.option_strings) or str(action.metavar or action.dest).upper()
+            leave = action.option_strings and not action.required
+            self.error(f"argument {name}: an empty value{'; leave the option out for its default' if leave else ''}")
+        return super()._get_values(action, arg_strings)  # type: ignore[misc]
 
 
 def _common_sim(p: argparse.ArgumentParser) -> None:

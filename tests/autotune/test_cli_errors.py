@@ -192,3 +192,20 @@ def test_simulate_help_names_every_registered_strategy(capsys: pytest.CaptureFix
     text = " ".join(capsys.readouterr().out.split())
     listed = text.split("--strategy STRATEGY ")[-1].split(" --set ")[0]  # the option's help, not the usage line
     assert set(listed.replace(",", " ").split()) - {"or"} == set(STRATEGIES)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp", "--trace", ""],
+     "gnnplan simulate: error: argument --trace: an empty value; leave the option out for its default"),
+    (["tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--study", " "],
+     "gnnplan tune: error: argument --study: an empty value; leave the option out for its default"),
+    (["simulate", "--cluster", "", "--workload", "cora-sage", "--strategy", "dp"],
+     "gnnplan simulate: error: argument --cluster: an empty value"),
+    (["run", ""], "gnnplan run: error: argument PLAN: an empty value"),
+])
+def test_an_empty_value_is_refused_not_taken_as_absent(argv: list[str], message: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """``--trace ''`` wrote no trace and ``--study ''`` tuned into the default study, without a word (2026-12-01)."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2 and capsys.readouterr().err.strip() == message

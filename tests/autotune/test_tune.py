@@ -155,6 +155,9 @@ def test_tune_over_proxy_draws_redraws_each_strategy_s_best(tmp_path: Path,
     assert main([*bad[:4], "rmat100k-sage", *bad[5:]]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("to redraw; the generated graph rmat-n100000-e16-f128-c16-t0.1-v0.05-s0.1-seed0 is not one")
+    assert main([*bad[:-3], "100000", *bad[-2:]]) == 2  # a draw count that would run without end (2026-12-01)
+    assert capsys.readouterr().err.strip().endswith("--proxy-draws: at most 64 (got 100000); every draw builds and "
+                                                    "measures a proxy graph of its own")
 
 
 def test_the_note_names_the_strategies_no_trial_sampled(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
