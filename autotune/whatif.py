@@ -30,6 +30,7 @@ import math
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import optuna
@@ -133,7 +134,12 @@ def parse_axis(item: str) -> Axis:
         raise SpecError(f"{OPTION} {fld}: empty value in {text!r}; write V1,V2,...")
     if len(set(labels)) != len(labels):
         raise SpecError(f"{OPTION} {fld}: a value is repeated in {text!r}")
-    if not path:
+    if not path:  # whole specs: two spellings of one file are one point (c.yaml and ./c.yaml)
+        keys = [str(Path(label).resolve()) if Path(label).is_file() else label for label in labels]
+        twice = next(((labels[i], labels[j]) for i in range(len(keys)) for j in range(i + 1, len(keys))
+                      if keys[i] == keys[j]), None)
+        if twice is not None:
+            raise SpecError(f"{OPTION} {fld}: {twice[0]!r} and {twice[1]!r} are the same file")
         return Axis(fld, target, "", tuple(labels), tuple(labels))
     cls = ClusterSpec if target == "cluster" else WorkloadSpec
     annotation = leaf_annotation(cls, path, f"{OPTION} {target}")

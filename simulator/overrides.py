@@ -102,12 +102,14 @@ def coerce_text(annotation: Any, path: str, text: str) -> Any:
     return _file_value(annotation, path, value)  # a group's mapping: its values as a file's (units, none)
 
 
-def file_values(cls: type[BaseModel], data: Any, where: str) -> Any:
+def file_values(cls: type[BaseModel], data: Any, where: str, path: str = "") -> Any:
     """A spec file's mapping with its fields read as ``--cluster-set`` reads them: a number field's text by its
     unit (``bandwidth_bytes_per_s: 25Gbit/s``, ``memory_bytes: 40GiB``, ``latency_s: 5us``;
     :mod:`~gnnplan.simulator.units_parse`), ``none`` / ``null`` in an optional field as None (``nvlink: none``); a
     key that is no field of its group is named with the fields allowed there, before pydantic would report the
     field it misspells as missing; a boolean where a number goes is refused (YAML reads ``true`` as 1).
+
+    ``path``: where ``data`` sits in the file, for a group read alone (``training`` of a workload).
 
     Raises:
         SpecError: one line, ``where`` first, naming the field.
@@ -115,7 +117,7 @@ def file_values(cls: type[BaseModel], data: Any, where: str) -> Any:
     if not isinstance(data, dict):
         return data  # the model's validation names what the file holds instead
     try:
-        return _file_group(cls, "", data)
+        return _file_group(cls, path, data)
     except SpecError as exc:
         raise SpecError(f"{where}: {exc}") from None
 

@@ -254,10 +254,12 @@ def load_workload(ref: str | Path | WorkloadSpec | Mapping[str, Any]) -> Workloa
 
 def workload_from_dict(data: dict[str, Any], where: str = "workload") -> WorkloadSpec:
     """Validate a mapping as a :class:`WorkloadSpec`, raising :class:`SpecError` with a one-line message."""
-    from gnnplan.simulator.overrides import unknown_key
+    from gnnplan.simulator.overrides import file_values, unknown_key
     from gnnplan.simulator.spec_checked import mark_valid
 
     unknown_key(WorkloadSpec, data, where)
+    if isinstance(data.get("training"), dict):  # its sizes read with units, as a cluster file's (25MB)
+        data = {**data, "training": file_values(TrainingSpec, data["training"], where, "training")}
     try:
         return mark_valid(WorkloadSpec.model_validate(data))
     except ValidationError as exc:

@@ -56,6 +56,14 @@ def test_bad_axes_are_one_line_errors(item: str, needle: str) -> None:
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
+def test_two_spellings_of_one_spec_file_are_one_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("c.yaml").write_text("x")
+    with pytest.raises(SpecError, match=r"^--vary cluster: 'c.yaml' and './c.yaml' are the same file$"):
+        parse_axis("cluster=c.yaml,./c.yaml")
+    assert parse_axis("cluster=c.yaml,4x-a100-10gbe").labels == ("c.yaml", "4x-a100-10gbe")
+
+
 def test_an_unknown_fields_message_lists_hardware_fields_not_bookkeeping() -> None:
     with pytest.raises(SpecError) as err:
         parse_axis("netwrk=1")

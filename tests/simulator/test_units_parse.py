@@ -70,3 +70,14 @@ def test_counted_nouns_agree_with_their_number() -> None:
 
     assert [counted(n, "trace") for n in (0, 1, 2)] == ["0 traces", "1 trace", "2 traces"]
     assert counted(3, "feasible trial") == "3 feasible trials" and counted(2, "child", "children") == "2 children"
+
+
+def test_a_workload_file_reads_its_sizes_with_units_as_a_cluster_file_does() -> None:
+    from gnnplan.simulator.workload.spec import load_workload, workload_from_dict
+
+    data = load_workload("cora-sage").to_yaml_dict()
+    data["training"]["ddp_bucket_bytes"] = "25MB"  # refused before 2026-12-01 while cluster sizes took units
+    assert workload_from_dict(data).training.ddp_bucket_bytes == 25e6
+    data["training"]["ddp_bucket_bytes"] = "25 furlongs"
+    with pytest.raises(SpecError, match=r"^w: training.ddp_bucket_bytes: cannot read '25 furlongs' as a size"):
+        workload_from_dict(data, "w")
