@@ -97,6 +97,7 @@ def read_ogb_folder(folder: Path) -> GraphData:
         ids = _read_ints(split / f"{part}.csv.gz", folder, cols=1)[:, 0]
         _check_ids(ids, n, folder, f"split/{split.name}/{part}.csv.gz")
         idx[part] = ids
+    _check_split(idx, folder, split.name)
     check_labels(labels, idx["train"], folder.name, "raw/node-label.npz" if npz else "raw/node-label.csv.gz")
     num_classes = int(labels.max()) + 1 if labels.size else 0
     src, dst = edges[:, 0].copy(), edges[:, 1].copy()
@@ -260,6 +261,25 @@ def _read_floats(path: Path, folder: Path) -> np.ndarray:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise SpecError(f"dataset {folder.name}: {path.relative_to(folder)} is corrupt: {first}") from None
     return np.ascontiguousarray(df.to_numpy(dtype=np.float32))
+
+
+def _check_split(idx: dict[str, np.ndarray], folder: Path, scheme: str) -> None:
+    """Each split lists a vertex at most once and no vertex is in two of them (a duplicated training vertex would
+    count twice in every epoch; one in training and test leaks its label into the test accuracy).
+
+    Raises:
+        SpecError: one line naming the file(s) and the first vertex at fault.
+    """
+    for part, ids in idx.items():
+        uniq, counts = np.unique(ids, return_counts=True)
+        if (counts > 1).any():
+            raise SpecError(f"dataset {folder.name}: split/{scheme}/{part}.csv.gz lists vertex "
+                            f"{int(uniq[counts > 1][0])} {int(counts[counts > 1][0])} times; each at most once")
+    for a, b in (("train", "valid"), ("train", "test"), ("valid", "test")):
+        both = np.intersect1d(idx[a], idx[b])
+        if both.size:
+            raise SpecError(f"dataset {folder.name}: vertex {int(both[0])} is in both split/{scheme}/{a}.csv.gz and "
+                            f"{b}.csv.gz; the splits must not overlap")
 
 
 def _check_ids(ids: np.ndarray, n: int, folder: Path, what: str) -> None:
