@@ -41,6 +41,7 @@ from gnnplan.executor.strategies.hongtu.plan import BatchPlan, batch_plans
 from gnnplan.executor.strategies.hongtu.store import HostStore, WorkingSet
 from gnnplan.executor.strategies.hongtu.transfer import Mover
 from gnnplan.executor.trace import Recorder, now
+from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies import hongtu as sim
 from gnnplan.simulator.strategies.contract import check_workload
@@ -65,6 +66,9 @@ class Trainer:
         check_workload(sim, wl)
         self.arch, self.rank, self.world, self.seed = wl.model.arch, topo.rank, topo.world_size, wl.training.seed
         graph = rank0_first(lambda: load_dataset(wl.dataset))
+        too_many = sim.chunks_problem(graph.num_vertices, self.world, self.knobs.num_chunks)
+        if too_many:
+            raise SpecError(f"knobs: {too_many}")
         lay, placed = rank0_first(lambda: sim.slots(wl, self.knobs, self.world))
         _, transition = dedup.transition_sets(placed, lay.owner)
         g, weight = build_graph(graph, self.arch)

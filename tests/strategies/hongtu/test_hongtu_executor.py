@@ -154,3 +154,15 @@ def test_peer_slots_name_and_count_what_crosses_machines_as_the_simulator() -> N
     assert predicted and measured == predicted
     legs = [(p, sent > 0, received > 0) for slot in predicted.values() for p, sent, received in slot]
     assert ("exchange", True, False) in legs and ("exchange", False, True) in legs  # one leg inside the machine
+
+
+def test_a_plan_with_more_chunks_than_a_gpus_vertices_is_refused_before_training(tmp_path: Any) -> None:
+    from gnnplan.executor.runner import run_plan
+    from gnnplan.simulator.plan import Plan
+
+    plan = Plan(strategy="hongtu", knobs={"num_chunks": 2000}, num_workers=2, cluster=make_cluster(2, cluster="local"),
+                workload=make_workload("gcn"))  # Cora: 1354 vertices per worker
+    with pytest.raises(ValueError, match=r"knobs: num_chunks=2000 is more chunks than a GPU's ~1354 vertices "
+                                         r"\(2708 on 2 GPUs\); at most 1354"):
+        run_plan(plan, nprocs=2, epochs=1, trace_dir=tmp_path, progress=False)
+    assert not list(tmp_path.iterdir())

@@ -157,3 +157,11 @@ def test_bad_input_is_one_line() -> None:
         api.simulate("4x-a100-10gbe", make_workload("sage"), "hongtu")
     with pytest.raises(SpecError, match="^training.mode: strategy hongtu supports full-graph"):
         api.load_context("4x-a100-10gbe", "cora-gcn", "hongtu")
+
+
+def test_more_chunks_than_a_gpus_vertices_is_infeasible_and_refused_by_the_executor() -> None:
+    res = api.simulate("4x-a100-10gbe", "cora-gcn-full", "hongtu", {"num_chunks": 678})
+    assert not res.feasible and res.reason == ("num_chunks=678 is more chunks than a GPU's ~677 vertices (2708 on 4 "
+                                               "GPUs); at most 677")
+    assert api.simulate("4x-a100-10gbe", "cora-gcn-full", "hongtu", {"num_chunks": 64}).feasible
+    assert hongtu.chunks_problem(2708, 4, 677) is None
