@@ -6,22 +6,89 @@ naming the argument, before any work. The CLI reaches the same functions through
 from __future__ import annotations
 
 import contextlib
+import math
+import numbers
+import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.limits import check_seed
 
 
 def positive_count(name: str, value: Any) -> int:
-    """``value`` as a positive integer (a bool or a float is none).
+    """``value`` as a positive integer (a Python or numpy integer; a bool or a float is none).
 
     Raises:
         SpecError: anything else, naming ``name``.
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
         raise SpecError(f"{name}: must be a positive integer (got {value!r})")
+    return int(value)
+
+
+def count(name: str, value: Any) -> int:
+    """``value`` as an integer >= 0 (``checkpoint_every``: 0 = never; a bool or a float is none).
+
+    Raises:
+        SpecError: anything else, naming ``name``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 0:
+        raise SpecError(f"{name}: must be an integer >= 0 (got {value!r})")
+    return int(value)
+
+
+def seconds(name: str, value: Any) -> float:
+    """``value`` as a positive, finite number of seconds (a bool or a string is none).
+
+    Raises:
+        SpecError: anything else, naming ``name``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not 0 < float(value) < math.inf:
+        raise SpecError(f"{name}: must be a positive number of seconds (got {value!r})")
+    return float(value)
+
+
+def flag(name: str, value: Any) -> bool:
+    """``value`` as a switch: True or False only (``allow_model_change="false"`` is a non-empty string, which
+    Python takes as true: it trained SIGN where the caller asked for no model change, 2026-12-01).
+
+    Raises:
+        SpecError: anything else, naming ``name``.
+    """
+    if not isinstance(value, (bool, np.bool_)):
+        raise SpecError(f"{name}: True or False (got {value!r})")
+    return bool(value)
+
+
+def path(name: str, value: Any, optional: bool = False) -> Path | None:
+    """``value`` as a file or folder path: a non-empty ``str`` or ``os.PathLike`` (None too when ``optional``).
+
+    Raises:
+        SpecError: anything else, naming ``name``.
+    """
+    if value is None and optional:
+        return None
+    if not isinstance(value, (str, os.PathLike)) or not str(value).strip():
+        allowed = "a path (str or Path)" + (" or None" if optional else "")
+        raise SpecError(f"{name}: {allowed} (got {value!r})")
+    return Path(value)
+
+
+def text(name: str, value: Any) -> str | None:
+    """``value`` as a non-empty string, or None (``storage``, ``study_name``: None = the default).
+
+    Raises:
+        SpecError: anything else, naming ``name``.
+    """
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{name}: a non-empty string or None (got {value!r})")
     return value
 
 

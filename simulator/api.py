@@ -37,15 +37,19 @@ def coerce_knobs(strategy: str, knobs: Mapping[str, Any] | BaseModel | None) -> 
 
     Args:
         strategy: strategy name.
-        knobs: a mapping (validated), an instance of the strategy's ``Knobs`` (returned as is) or None (defaults).
+        knobs: a mapping (validated), an instance of the strategy's ``Knobs`` (validated again from what it holds
+            unless this module or a loader validated it: ``model_copy(update=...)`` does not validate, and an edited
+            ``sampler="zzz"`` was simulated, 2026-12-01; :func:`simulator.spec_checked.checked`) or None (defaults).
 
     Raises:
         SpecError: unknown strategy, unknown knob, or a value out of range (one line naming the allowed values).
     """
+    from gnnplan.simulator.spec_checked import checked, mark_valid
+
     module = get_strategy(strategy)
     model: type[BaseModel] = module.Knobs
     if isinstance(knobs, model):
-        return knobs
+        return checked(knobs, lambda data: coerce_knobs(strategy, data))
     if knobs is not None and not isinstance(knobs, (Mapping, BaseModel)):
         raise SpecError(f"knobs: a mapping of knob names to values, e.g. {{'cache_fraction': 0.2}}, or None for "
                         f"the defaults (got {type(knobs).__name__})")
@@ -55,7 +59,7 @@ def coerce_knobs(strategy: str, knobs: Mapping[str, Any] | BaseModel | None) -> 
         raise SpecError(f"knobs: unknown knob {unknown[0]!r} for strategy {strategy}; allowed: "
                         f"{', '.join(model.model_fields)}")
     try:
-        return model.model_validate(data)
+        return mark_valid(model.model_validate(data))
     except ValidationError as exc:
         name = str(exc.errors()[0]["loc"][0])
         raise SpecError(f"knobs: {name}={data.get(name)!r} is invalid for strategy {strategy}; "

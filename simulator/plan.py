@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -72,19 +73,39 @@ def load_plan(path: str | Path) -> Plan:
     Raises:
         SpecError: missing file, malformed YAML, or an invalid field.
     """
-    from gnnplan.simulator.overrides import file_values, unknown_key
+    if not isinstance(path, (str, os.PathLike)):
+        raise SpecError(f"plan: a plan YAML's path (got {type(path).__name__})")
+    return plan_from_dict(read_yaml(path, "plan"), f"plan {Path(path).name}")
 
-    data = read_yaml(path, "plan")
-    where = f"plan {Path(path).name}"
-    if isinstance(data, dict):  # its blocks read as their own files are (units in the cluster, misspelt keys)
+
+def plan_from_dict(data: Any, where: str = "plan") -> Plan:
+    """Validate a mapping as a :class:`Plan`, its blocks read as their own files are (units in the cluster,
+    misspelt keys named), raising :class:`SpecError` with a one-line message."""
+    from gnnplan.simulator.overrides import file_values, unknown_key
+    from gnnplan.simulator.spec_checked import mark_valid
+
+    if isinstance(data, dict):
         unknown_key(Plan, data, where)
         if isinstance(data.get("cluster"), dict):
             data = {**data, "cluster": file_values(ClusterSpec, data["cluster"], f"{where}: cluster")}
         unknown_key(WorkloadSpec, data.get("workload"), f"{where}: workload")
     try:
-        return Plan.model_validate(data)
+        return mark_valid(Plan.model_validate(data))
     except ValidationError as exc:
         raise SpecError(one_line(exc, where)) from None
+
+
+def checked_plan(plan: Plan) -> Plan:
+    """``plan`` validated again from every attribute it holds when it was built or edited in Python
+    (``model_copy(update=...)`` does not validate: a plan whose cluster was edited to 0 machines ran, 2026-12-01),
+    as :func:`simulator.spec_checked.checked` does for clusters and workloads.
+
+    Raises:
+        SpecError: one line naming the field.
+    """
+    from gnnplan.simulator.spec_checked import checked
+
+    return checked(plan, plan_from_dict)
 
 
 def save_plan(path: str | Path, plan: Plan) -> Path:

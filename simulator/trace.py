@@ -200,6 +200,38 @@ def read_trace(path: str | Path) -> tuple[list[Span], dict[str, Any]]:
     return spans, dict(top.metadata)
 
 
+def checked_trace(name: Any, trace: Any) -> tuple[list[Span], dict[str, Any]]:
+    """A trace held in memory, ``(spans, metadata)`` as :func:`read_trace` returns it, checked as a file of it
+    would be: :class:`Span` objects and a metadata mapping, then the Chrome JSON they make
+    (:func:`to_chrome`) read back against the schema. The Python API's ``calibrate({name: (spans, metadata)})``
+    fitted whatever it was given, a simulated trace included, or failed inside with a TypeError (2026-12-01).
+
+    Returns:
+        (spans sorted by start time, metadata), as :func:`read_trace`.
+
+    Raises:
+        SpecError: ``name`` not a string, ``trace`` not such a pair, or it breaks the schema (one line naming it).
+    """
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"traces: a trace's name must be a non-empty string (got {name!r})")
+    where = f"trace {name}"
+    if not isinstance(trace, (tuple, list)) or len(trace) != 2 or not isinstance(trace[1], dict) or \
+            not isinstance(trace[0], list) or not all(isinstance(x, Span) for x in trace[0]):
+        raise SpecError(f"{where}: must be (spans, metadata): a list of Span and a mapping, as read_trace returns")
+    try:
+        doc = json.loads(json.dumps(to_chrome(trace[0], trace[1]), allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"{where}: not a trace a file could hold ({exc})") from None
+    try:
+        top = TraceFile.model_validate(doc)
+    except ValidationError as exc:
+        raise SpecError(one_line(exc, where)) from None
+    spans, names = _spans(top.traceEvents, where)
+    spans = sorted((_named(sp, names) for sp in spans), key=lambda sp: (sp.start_s, sp.rank))
+    _check_plan(top.metadata, where)
+    return spans, dict(top.metadata)
+
+
 SOURCES = {"simulator": "gnnplan simulate --trace", "executor": "gnnplan run"}
 """The ``source`` a trace's metadata names, and the command that writes such a trace."""
 

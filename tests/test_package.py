@@ -126,12 +126,72 @@ def test_a_module_importing_dgl_needs_no_backend_in_the_environment() -> None:
     (lambda tmp: gnnplan.run("plan.yaml", nprocs=2, epochs=0), "epochs: must be a positive integer (got 0)"),
     (lambda tmp: gnnplan.run("plan.yaml", nprocs=2, trace_dir=__file__), "is a file, not a folder"),
     (lambda tmp: gnnplan.simulate_on_draws("4x-a100-10gbe", "cora-sage", "dp", {}, []), "refs: one or more strings"),
+    # from a new user's pass over the API (2026-12-01): switches, paths, texts and counts of the wrong kind
+    (lambda tmp: gnnplan.tune("4x-a100-10gbe", "cora-sage", allow_model_change="false", output=tmp / "p.yaml"),
+     "allow_model_change: True or False (got 'false')"),
+    (lambda tmp: gnnplan.tune("4x-a100-10gbe", "cora-sage", storage=5, output=tmp / "p.yaml"),
+     "storage: a non-empty string or None (got 5)"),
+    (lambda tmp: gnnplan.tune("4x-a100-10gbe", "cora-sage", study_name=["a"], output=tmp / "p.yaml"),
+     "study_name: a non-empty string or None (got ['a'])"),
+    (lambda tmp: gnnplan.tune("4x-a100-10gbe", "cora-sage", output=None), "output: a path (str or Path) (got None)"),
+    (lambda tmp: gnnplan.whatif("4x-a100-10gbe", "cora-sage", "num_machines=1,2", output=5),
+     "output: a path (str or Path) or None (got 5)"),
+    (lambda tmp: gnnplan.load_plan({"strategy": "dp"}), "plan: a plan YAML's path (got dict)"),
+    (lambda tmp: gnnplan.run("plan.yaml", trace_dir=None), "trace_dir: a path (str or Path) (got None)"),
+    (lambda tmp: gnnplan.run("plan.yaml", collective_timeout_s="60"),
+     "collective_timeout_s: must be a positive number of seconds (got '60')"),
+    (lambda tmp: gnnplan.run("plan.yaml", checkpoint_every=1.5), "checkpoint_every: must be an integer >= 0"),
+    (lambda tmp: gnnplan.run("plan.yaml", checkpoint_every=True), "checkpoint_every: must be an integer >= 0"),
+    (lambda tmp: gnnplan.run("plan.yaml", resume="no"), "resume: True or False (got 'no')"),
 ])
 def test_the_api_checks_its_arguments_as_the_cli_does(call: Any, needle: str, tmp_path: Path) -> None:
     with pytest.raises(SpecError) as exc:
         call(tmp_path)
     assert needle in str(exc.value) and "\n" not in str(exc.value)
     assert not (tmp_path / "p.yaml").exists()
+
+
+def test_specs_and_knobs_edited_in_python_are_checked_again_before_use(tmp_path: Path) -> None:
+    """``model_copy(update=...)`` does not validate: an edited knob (``sampler="zzz"``) was simulated and an
+    edited plan (0 machines) ran (2026-12-01)."""
+    from gnnplan.simulator.hardware.spec import load_cluster
+    from gnnplan.simulator.plan import Plan
+    from gnnplan.simulator.strategies import get_strategy
+    from gnnplan.simulator.workload.spec import load_workload
+
+    knobs = get_strategy("dp").Knobs().model_copy(update={"sampler": "zzz"})
+    with pytest.raises(SpecError, match=r"^knobs: sampler='zzz' is invalid for strategy dp; sampler must be one of "):
+        gnnplan.simulate("4x-a100-10gbe", "cora-sage", "dp", knobs)
+    with pytest.raises(SpecError, match=r"^knobs: unknown knob 'bogus' for strategy dp"):
+        gnnplan.simulate("4x-a100-10gbe", "cora-sage", "dp", get_strategy("dp").Knobs().model_copy(
+            update={"bogus": 1}))
+    one = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 1, "gpus_per_machine": 1})
+    plan = Plan(strategy="dp", knobs={}, num_workers=1, cluster=one, workload=load_workload("cora-sage"))
+    broken = plan.model_copy(update={"cluster": one.model_copy(update={"num_machines": 0})})
+    with pytest.raises(SpecError, match=r"^plan: cluster.num_machines: Input should be greater than or equal to 1"):
+        gnnplan.run(broken, trace_dir=tmp_path)
+    assert not list(tmp_path.iterdir())
+
+
+def test_the_api_calibrates_an_in_memory_trace_as_a_file_of_it(tmp_path: Path) -> None:
+    """``calibrate({name: (spans, metadata)})`` is checked as the file form: the pair's shape, the schema and the
+    source (it fitted a simulated trace, or failed with a TypeError, 2026-12-01)."""
+    from gnnplan.simulator.api import predicted_trace, trace_metadata
+    from gnnplan.simulator.trace import read_trace
+
+    res = gnnplan.simulate("4x-a100-10gbe", "cora-sage", "dp")
+    path = predicted_trace(res, tmp_path / "p.json", trace_metadata("4x-a100-10gbe", "cora-sage", "dp", res))
+    spans, meta = read_trace(path)
+    with pytest.raises(SpecError, match="^traces p: this trace was written by the simulator, not the executor"):
+        gnnplan.calibrate({"p": (spans, meta)}, "4x-a100-10gbe")
+    for traces, message in (({"t": 5}, "^trace t: must be \\(spans, metadata\\)"), ({3: (spans, meta)},
+                            "^traces: a trace's name must be a non-empty string \\(got 3\\)"),
+                            ({"t": (spans + ["x"], meta)}, "^trace t: must be"), ({}, "^traces: no trace given")):
+        with pytest.raises(SpecError, match=message):
+            gnnplan.calibrate(traces, "4x-a100-10gbe")
+    bad = dict(meta, source="executor", plan={**meta["plan"], "num_workers": 0})
+    with pytest.raises(SpecError, match=r"^trace t: metadata.plan: num_workers: Input should be greater"):
+        gnnplan.calibrate({"t": (spans, bad)}, "4x-a100-10gbe")
 
 
 def test_the_api_reads_one_comma_separated_string_as_a_list(tmp_path: Path) -> None:

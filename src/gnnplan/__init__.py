@@ -111,12 +111,17 @@ def tune(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec,
     from gnnplan.simulator.workload.spec import load_workload
 
     names = api_args.names("strategies", strategies)
-    check_output(output, "output")  # as the CLI's -o, before the study
-    with api_args.as_arguments("storage", "trials", "seed", "proxy_draws", "output", "cluster_set",
-                               flags={"study": "study_name"}):
+    out = api_args.path("output", output)
+    check_output(str(out), "output")  # as the CLI's -o, before the study
+    flags = {k: api_args.flag(k, v) for k, v in (("tune_batch_size", tune_batch_size),
+                                                 ("allow_model_change", allow_model_change))}
+    with api_args.as_arguments("storage", "trials", "seed", "proxy_draws", "output", "cluster_set", "strategies",
+                               flags={"study": "study_name", "allow_model_change": "allow_model_change=True"}):
         return tune_to_plan(with_cluster_set(cluster, cluster_set), load_workload(workload), names,
-                            api_args.positive_count("trials", trials), storage, study_name, tune_batch_size,
-                            api_args.seed("seed", seed), Path(output), allow_model_change=allow_model_change,
+                            api_args.positive_count("trials", trials), api_args.text("storage", storage),
+                            api_args.text("study_name", study_name), flags["tune_batch_size"],
+                            api_args.seed("seed", seed), Path(str(out)),
+                            allow_model_change=flags["allow_model_change"],
                             proxy_draws=api_args.positive_count("proxy_draws", proxy_draws))
 
 
@@ -159,19 +164,22 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
     )
     from gnnplan.executor.runner import default_gpus_per_machine, run_plan
     from gnnplan.simulator.errors import SpecError
-    from gnnplan.simulator.plan import Plan, load_plan
+    from gnnplan.simulator.plan import Plan, checked_plan, load_plan
     from gnnplan.simulator.strategies.base import oversized_batch_note
 
     if not isinstance(plan, (Plan, str, Path)):
         raise SpecError(f"plan: a Plan, or a plan YAML's path (got {type(plan).__name__})")
-    for name, value in (("nprocs", nprocs), ("epochs", epochs)):
+    for name, value in (("nprocs", nprocs), ("epochs", epochs), ("gpus_per_machine", gpus_per_machine)):
         if value is not None:
             api_args.positive_count(name, value)
-    if gpus_per_machine is not None:
-        api_args.positive_count("gpus_per_machine", gpus_per_machine)
+    trace_dir = api_args.path("trace_dir", trace_dir)  # type: ignore[assignment]
+    checkpoint_dir = api_args.path("checkpoint_dir", checkpoint_dir, optional=True)
+    collective_timeout_s = api_args.seconds("collective_timeout_s", collective_timeout_s)
+    checkpoint_every = api_args.count("checkpoint_every", checkpoint_every)
+    progress, resume = api_args.flag("progress", progress), api_args.flag("resume", resume)
     if Path(trace_dir).exists() and not Path(trace_dir).is_dir():
         raise SpecError(f"trace_dir: {str(trace_dir)!r} is a file, not a folder")
-    loaded = plan if isinstance(plan, Plan) else load_plan(plan)
+    loaded = checked_plan(plan) if isinstance(plan, Plan) else load_plan(plan)
     per_machine = gpus_per_machine or default_gpus_per_machine(loaded, nprocs or loaded.num_workers)
     with api_args.as_arguments("nprocs", "epochs", "trace_dir", "checkpoint_every", "checkpoint_dir",
                                "gpus_per_machine",
@@ -227,9 +235,10 @@ def whatif(cluster: str | ClusterSpec, workload: str, vary: Sequence[str], *,
         axes = parse_axes(api_args.texts("vary", vary))
         req = WhatifRequest(cluster, workload, axes, api_args.names("strategies", strategies),
                             api_args.positive_count("trials", trials), api_args.seed("seed", seed),
-                            allow_model_change=bool(allow_model_change),
+                            allow_model_change=api_args.flag("allow_model_change", allow_model_change),
                             cluster_sets=api_args.texts("cluster_set", cluster_set) if cluster_set else [],
                             proxy_draws=api_args.positive_count("proxy_draws", proxy_draws))
+        output = api_args.path("output", output, optional=True)
         if output is not None:  # as the CLI's -o: the folder and the files it will replace, before the sweep
             wr.check_outputs(output, "output")
         res = run_whatif(req)
@@ -253,8 +262,17 @@ def calibrate(traces: Sequence[str | Path] | Mapping[str, Any], cluster: str | P
     """
     from gnnplan.autotune import api_args
     from gnnplan.simulator import calibrate as cal
+    from gnnplan.simulator.errors import SpecError
 
-    if isinstance(traces, Mapping):
-        return cal.calibrate(traces, cluster)
+    if isinstance(traces, Mapping):  # checked as files are: the schema, and measured traces only
+        from gnnplan.simulator.trace import check_source, checked_trace
+
+        held = {name: checked_trace(name, trace) for name, trace in traces.items()}
+        if not held:
+            raise SpecError("traces: no trace given")
+        for name, (_, meta) in held.items():
+            check_source(meta, "executor", f"traces {name}")
+        with api_args.as_arguments("cluster"):
+            return cal.calibrate(held, cluster)
     with api_args.as_arguments("cluster", fields={"trace": "traces", "TRACE": "traces"}):
         return cal.calibrate_files(api_args.texts("traces", traces), cluster, measured_only=True)
