@@ -94,6 +94,28 @@ def read_yaml(path: str | Path, what: str) -> dict[str, Any]:
     return data
 
 
+NAME_MAX_BYTES = 255
+"""Longest file name (one path component) Linux's file systems hold (``NAME_MAX``, limits.h); a longer one makes
+every ``stat`` raise ``OSError: File name too long``."""
+
+
+def check_path_text(ref: str | Path, what: str, expected: str = "a file") -> None:
+    """Refuse a reference no file can have before any file-system call: an empty one (``Path("")`` is the current
+    folder) or one with a component over :data:`NAME_MAX_BYTES` bytes (a raw ``OSError`` reached the API's caller,
+    2026-12-01).
+
+    Raises:
+        SpecError: one line naming ``what`` (and, for an empty one, ``expected``).
+    """
+    text = str(ref)
+    if not text.strip():
+        raise SpecError(f"{what}: an empty name; give {expected}")
+    longest = max((len(os.fsencode(part)) for part in Path(text).parts), default=0)
+    if longest > NAME_MAX_BYTES:
+        raise SpecError(f"{what}: {text[:40]!r}... holds a name of {longest} bytes; a file name has at most "
+                        f"{NAME_MAX_BYTES}")
+
+
 def not_a_file(path: str | Path, what: str) -> SpecError:
     """The error for a path that is no regular file: ``what: 'P' is a folder, not a file`` or ``what: file 'P'
     does not exist``."""
@@ -110,6 +132,7 @@ def read_text(path: str | Path, what: str, max_bytes: int) -> str:
         SpecError: the file is missing or a folder, larger than ``max_bytes``, unreadable (permissions, I/O), or
             not UTF-8 (one line naming ``what`` and the file).
     """
+    check_path_text(path, what)
     p = Path(path)
     if not p.is_file():
         raise not_a_file(p, what)

@@ -35,6 +35,9 @@ def test_ordinary_names_pass_unchanged() -> None:
     data["name"] = "../x"
     with pytest.raises(SpecError, match=r"^cluster: name: holds a path separator"):
         cluster_from_dict(data)
+    data["name"] = ""  # a cluster needs a name (its calibration was "-calibrated")
+    with pytest.raises(SpecError, match=r"^cluster: name: String should have at least 1 character"):
+        cluster_from_dict(data)
 
 
 def test_probe_refuses_an_output_whose_name_no_cluster_can_have_before_measuring(
@@ -57,3 +60,18 @@ def test_a_folder_given_for_a_file_is_called_a_folder(tmp_path: Path, capsys: py
                                                         "trace")):
         code, _, err = call(capsys, argv)
         assert code == 2 and err.strip().endswith(f"error: {what}: '{folder}' is a folder, not a file")
+
+
+def test_an_empty_or_overlong_reference_is_one_line_before_any_file_system_call() -> None:
+    """``load_cluster("a" * 300)`` raised ``OSError: File name too long`` and ``load_cluster("")`` called the
+    current folder a folder (2026-12-01, a new user's pass over the API)."""
+    from gnnplan.simulator.plan import load_plan
+
+    for load, what in ((load_cluster, "cluster"), (load_workload, "workload")):
+        with pytest.raises(SpecError, match=rf"^{what}: an empty name; give a preset name or a YAML file$"):
+            load(" ")
+        with pytest.raises(SpecError, match=rf"^{what}: 'a{{40}}'\.\.\. holds a name of 300 bytes; a file name has at "
+                                            r"most 255$"):
+            load("a" * 300)
+    with pytest.raises(SpecError, match=r"^plan: an empty name; give a file$"):
+        load_plan("")

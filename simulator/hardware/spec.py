@@ -39,7 +39,7 @@ from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from gnnplan.simulator.errors import SpecError, one_line
 from gnnplan.simulator.file_names import FileNamePart
-from gnnplan.simulator.io import read_yaml
+from gnnplan.simulator.io import check_path_text, read_yaml
 from gnnplan.simulator.limits import check_unit_ranges
 from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.wording import unknown_name
@@ -287,7 +287,7 @@ class EfficiencySpec(_Spec):
 class ClusterSpec(_Spec):
     """A homogeneous cluster. See the module docstring for units and conventions."""
 
-    name: FileNamePart
+    name: FileNamePart = Field(min_length=1)
     num_machines: int = Field(ge=1)
     gpus_per_machine: int = Field(ge=1)
     gpu: GpuSpec
@@ -390,6 +390,7 @@ def load_cluster(ref: str | Path | ClusterSpec) -> ClusterSpec:
         return checked(ref, cluster_from_dict)
     if not isinstance(ref, (str, Path)):
         raise SpecError(f"cluster: a preset name, a YAML path or a ClusterSpec (got {type(ref).__name__})")
+    check_path_text(ref, "cluster", "a preset name or a YAML file")
     path = Path(ref)
     if not path.suffix:
         found = [d / f"{ref}.yaml" for d in preset_dirs() if (d / f"{ref}.yaml").is_file()]

@@ -63,6 +63,7 @@ from pydantic import ValidationError
 
 from gnnplan.simulator.errors import SpecError, one_line
 from gnnplan.simulator.io import read_yaml
+from gnnplan.simulator.limits import SEED_LIMIT
 from gnnplan.simulator.wording import unknown_name
 
 # the schema's models, imported here so a card and its parts keep one import path
@@ -201,9 +202,9 @@ def _split_draw(text: str, ref: str) -> tuple[str, int | None]:
     name, sep, draw = text.partition(DRAW_SEPARATOR)
     if not sep:
         return name, None
-    if not draw.isdigit() or not draw.isascii():
-        raise SpecError(f"workload.dataset: {ref!r}: the proxy draw after {DRAW_SEPARATOR!r} must be a "
-                        f"non-negative integer (card:<name>{DRAW_SEPARATOR}<K>), got {draw!r}")
+    if not draw.isdigit() or not draw.isascii() or int(draw) >= SEED_LIMIT:
+        raise SpecError(f"workload.dataset: {ref!r}: the proxy draw after {DRAW_SEPARATOR!r} must be an integer "
+                        f"from 0 to 2**32 - 1, the proxy's seed (card:<name>{DRAW_SEPARATOR}<K>), got {draw!r}")
     return name, int(draw)
 
 

@@ -48,7 +48,8 @@ def partition(src: np.ndarray, dst: np.ndarray, num_vertices: int, num_parts: in
                         shape=(num_vertices, num_vertices)).tocsr()
     adj = ((adj + adj.T) > 0).astype(np.int8).tocsr()
     opts = pymetis.Options(seed=seed)
-    _, parts = pymetis.part_graph(num_parts, xadj=adj.indptr, adjncy=adj.indices, options=opts)
+    # pymetis's CSRAdjacency: its xadj/adjncy arguments are deprecated (a DeprecationWarning reached users)
+    _, parts = pymetis.part_graph(num_parts, adjacency=pymetis.CSRAdjacency(adj.indptr, adj.indices), options=opts)
     return np.asarray(parts, dtype=np.int64)
 
 

@@ -7,6 +7,7 @@ draws ``card:<name>@K`` ... ``@K+R-1`` is how much of it is the draw's.
 from __future__ import annotations
 
 from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.limits import SEED_LIMIT
 from gnnplan.simulator.workload.cards import CARD_PREFIX, DRAW_SEPARATOR, card_name
 from gnnplan.simulator.workload.proxy import proxy_draw
 from gnnplan.simulator.workload.proxy_pool import pooled_refs
@@ -18,12 +19,15 @@ def draw_refs(ref: object, draws: int) -> list[str] | None:
     is not a card (a real graph or a generator spec has no proxy to redraw).
 
     Raises:
-        SpecError: a card reference with a malformed draw suffix.
+        SpecError: a card reference with a malformed draw suffix, or draws past the seeds' range.
     """
     name = card_name(ref)
     if name is None:
         return None
     first = proxy_draw(str(ref))
+    if first + draws > SEED_LIMIT:
+        raise SpecError(f"--proxy-draws: draws {first} to {first + draws - 1} of {CARD_PREFIX}{name}: the last is "
+                        "past the proxy seeds' range, 0 to 2**32 - 1")
     return [f"{CARD_PREFIX}{name}{DRAW_SEPARATOR}{first + i}" for i in range(draws)]
 
 

@@ -21,7 +21,7 @@ from pydantic import ConfigDict, Field, ValidationError, field_validator, model_
 
 from gnnplan.simulator.errors import SpecError, one_line
 from gnnplan.simulator.file_names import FileNamePart
-from gnnplan.simulator.io import read_yaml
+from gnnplan.simulator.io import check_path_text, read_yaml
 from gnnplan.simulator.limits import SEED_LIMIT, check_unit_ranges
 from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.wording import unknown_name
@@ -240,6 +240,7 @@ def load_workload(ref: str | Path | WorkloadSpec | Mapping[str, Any]) -> Workloa
     if not isinstance(ref, (str, Path)):
         raise SpecError(f"workload: a preset name, a YAML path, a mapping of its fields or a WorkloadSpec (got "
                         f"{type(ref).__name__})")
+    check_path_text(ref, "workload", "a preset name or a YAML file")
     path = Path(ref)
     if not path.suffix:
         if path.is_dir() and not (PRESET_DIR / f"{ref}.yaml").is_file():

@@ -310,8 +310,11 @@ def test_draw_refs_count_on_from_the_named_draw() -> None:
     assert draw_refs("card:cora", 3) == ["card:cora@0", "card:cora@1", "card:cora@2"]
     assert draw_refs("ogbn-arxiv", 2) == ["card:ogbn-arxiv@0", "card:ogbn-arxiv@1"]  # a bare card name
     assert draw_refs("cora", 2) is None  # the bundled real graph: nothing to redraw
-    with pytest.raises(SpecError, match="non-negative integer"):
+    with pytest.raises(SpecError, match=r"must be an integer from 0 to 2\*\*32 - 1"):
         draw_refs("card:cora@x", 2)
+    with pytest.raises(SpecError, match=r"^--proxy-draws: draws 4294967295 to 4294967296 of card:cora: the last "
+                                        r"is past the proxy seeds' range, 0 to 2\*\*32 - 1$"):
+        draw_refs("card:cora@4294967295", 2)
 
 
 def test_summary_counts_the_draws_the_winner_wins() -> None:

@@ -115,10 +115,12 @@ def test_a_draw_suffix_names_the_card_and_its_proxy_draw() -> None:
     assert cards.card_name("cora@3") is None and cards.card_draw("cora@3") is None  # the real graph has no draws
     assert cards.card_draw("cora") is None and cards.card_name("no-such-graph@1") is None
     assert resolve_dataset("card:ogbn-arxiv@2") == "card:ogbn-arxiv@2"
-    for bad in ("card:cora@x", "card:cora@-1", "ogbn-arxiv@", "card:cora@1.5", "card:cora@1@2", "card:cora@٣"):
-        with pytest.raises(SpecError, match=r"^workload.dataset: .*: the proxy draw after '@' must be a "
-                                            r"non-negative integer \(card:<name>@<K>\), got "):
+    for bad in ("card:cora@x", "card:cora@-1", "ogbn-arxiv@", "card:cora@1.5", "card:cora@1@2", "card:cora@٣",
+                "card:cora@4294967296"):  # the last: a seed past numpy's range, a pydantic dump before 2026-12-01
+        with pytest.raises(SpecError, match=r"^workload.dataset: .*: the proxy draw after '@' must be an integer "
+                                            r"from 0 to 2\*\*32 - 1, the proxy's seed \(card:<name>@<K>\), got "):
             resolve_dataset(bad)
+    assert cards.card_draw("card:cora@4294967295") == 2**32 - 1
     with pytest.raises(SpecError, match="unknown card 'nope'"):
         resolve_dataset("card:nope@1")
 
