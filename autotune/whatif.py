@@ -203,7 +203,8 @@ def grid(cluster: str, workload: str, axes: Sequence[Axis], cluster_sets: Sequen
                 wl_ref = label
             else:
                 (cl_sets if axis.target == "cluster" else wl_sets).append(f"{axis.path}={label}")
-        cl = with_fields(load_cluster(cl_ref), cl_sets, OPTION)
+        cl = with_fields(with_fields(load_cluster(cl_ref), list(cluster_sets), "--cluster-set"),
+                         cl_sets[len(cluster_sets):], OPTION)  # each change named by the option that made it
         try:
             wl = with_fields(load_workload(wl_ref), wl_sets, OPTION)
         except SpecError as exc:

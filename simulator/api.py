@@ -168,8 +168,9 @@ def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | Workl
     check_workload(module, wl)
     batch = batch_size_of(kn, wl)
     if batch < cl.num_gpus:
-        raise SpecError(f"training.batch_size: {batch} is smaller than the {cl.num_gpus} workers of cluster "
-                        f"{cl.name}; use at least {cl.num_gpus}")
+        field = "knobs: batch_size" if getattr(kn, "batch_size", None) is not None else "training.batch_size"
+        raise SpecError(f"{field}: {batch} is smaller than the {cl.num_gpus} workers of cluster {cl.name}; use at "
+                        f"least {cl.num_gpus}")
     summary = graphstats.dataset_summary(wl.dataset)
     stats = None
     if module.NEEDS_SAMPLE_STATS:

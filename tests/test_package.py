@@ -143,6 +143,10 @@ def test_a_module_importing_dgl_needs_no_backend_in_the_environment() -> None:
     (lambda tmp: gnnplan.run("plan.yaml", checkpoint_every=1.5), "checkpoint_every: must be an integer >= 0"),
     (lambda tmp: gnnplan.run("plan.yaml", checkpoint_every=True), "checkpoint_every: must be an integer >= 0"),
     (lambda tmp: gnnplan.run("plan.yaml", resume="no"), "resume: True or False (got 'no')"),
+    (lambda tmp: gnnplan.simulate("4x-a100-10gbe", "cora-sage", "dp", {"batch_size": 2}),
+     "knobs: batch_size: 2 is smaller than the 4 workers"),  # the knob, not the workload's training.batch_size
+    (lambda tmp: gnnplan.whatif("4x-a100-10gbe", "cora-sage", ["num_machines=1,2"], cluster_set=["gpu=3"], trials=1),
+     "cluster_set: gpu: Input should be a valid dictionary"),  # it said "vary: gpu: ..."
 ])
 def test_the_api_checks_its_arguments_as_the_cli_does(call: Any, needle: str, tmp_path: Path) -> None:
     with pytest.raises(SpecError) as exc:
