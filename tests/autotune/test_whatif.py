@@ -225,7 +225,7 @@ def test_whatif_bad_input_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Capt
             (["--vary", "network.latency_s=5us,10us", "--cluster-set", "network.latency_s=1ms"],
              "network.latency_s is also set by --cluster-set"),
             (["--vary", "network.latency_s=1us", "--trials", "0"], "--trials: must be a positive integer"),
-            (["--vary", "workload.dataset=card:cora@0,card:cora@y"], "the proxy draw after '@' must be an integer from"),
+            (["--vary", "workload.dataset=card:cora@0,card:cora@y"], "the proxy draw after '@' must be an integer"),
             (["--vary", "workload.dataset=cora,no-such-graph"], "'no-such-graph' is neither a preset"),
             (["--vary", "network.latency_s=1us", "--proxy-draws", "0"], "--proxy-draws: must be a positive integer"),
             (["--vary", "network.latency_s=1us", "--proxy-draws", "2"], "--proxy-draws: needs a dataset card"),
