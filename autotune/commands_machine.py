@@ -40,6 +40,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         check_file_name_part(dest.stem)
     except ValueError as exc:
         raise SpecError(f"-o: the cluster is named after the file, {dest.stem!r}, which {exc}") from None
+    probe_busy.adopt_orphans()  # what its tree leaves behind stays its own time, not other processes'
     before = probe_busy.snapshot()
 
     def background() -> probe_busy.Background | None:

@@ -11,6 +11,12 @@ processes, and the helpers that spawn them, may still run when it reads). Both a
 :data:`BUSY_CORES` or :data:`BUSY_STEAL_FRACTION` the probe warns (pyperf's ``system`` checks and Google Benchmark's
 CPU-scaling warning do the same for their timings).
 
+A process that outlives its parent is re-parented away from the probe's tree, and its time with it: the machine
+probe ``probe --emulate`` starts inside emulated machine 0 leaves its forkserver (multiprocessing's, holding the
+time of the workers it reaped) to the init process when it exits, and an idle machine read 0.40 cores busy
+(2026-12-01). :func:`adopt_orphans` makes the probe a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``,
+Linux 3.4+: orphans of its tree become its children), so they stay in the tree it reads (0.01 cores then).
+
 Linux only: elsewhere :func:`snapshot` returns None and nothing is reported.
 """
 
@@ -100,6 +106,22 @@ def parse_proc_stat(text: str, ticks_per_s: float) -> tuple[float, float, float]
             busy = user + nice + system + irq + softirq
             return busy, steal, busy + idle + iowait + steal
     raise ValueError("/proc/stat: no aggregate 'cpu' line with 8 fields")
+
+
+PR_SET_CHILD_SUBREAPER = 36
+"""``prctl`` option number (linux/prctl.h)."""
+
+
+def adopt_orphans() -> bool:
+    """Make this process the child subreaper of its tree (module docstring); False where it cannot (not Linux, or
+    the call failed), and the probe then reads as before."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def snapshot() -> CpuSnapshot | None:

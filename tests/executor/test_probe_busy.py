@@ -148,3 +148,26 @@ def test_probe_says_how_to_name_the_cluster_it_wrote(tmp_path: Path, monkeypatch
     assert main(["probe", "--quick", "-o", str(out)]) == 0  # the file itself says its rates are rough
     header = " ".join(line[2:] for line in out.read_text().splitlines() if line.startswith("# "))
     assert "Measured with --quick (small sizes, few repeats): rough rates" in header
+
+
+ORPHAN_SCRIPT = """
+import subprocess, sys, time
+from gnnplan.executor import probe_busy
+if sys.argv[1] == "adopt":
+    assert probe_busy.adopt_orphans()
+before = probe_busy.snapshot()
+burn = "import time; t = time.process_time()\\nwhile time.process_time() - t < 0.6: pass"
+subprocess.run(["sh", "-c", f"{sys.executable} -c '{burn}' & exit 0"], check=True)  # the burner outlives sh
+time.sleep(1.5)
+print(probe_busy.snapshot().own_s - before.own_s)
+"""
+
+
+@pytest.mark.parametrize("adopt", [True, False])
+def test_a_process_that_outlives_its_parent_stays_the_probes_time(adopt: bool) -> None:
+    """An orphan of the probe's tree (the emulated machine probe's forkserver) counted as another process's time:
+    0.40 cores on an idle machine; a child subreaper keeps it in the tree."""
+    out = subprocess.run([sys.executable, "-c", ORPHAN_SCRIPT, "adopt" if adopt else "no"], capture_output=True,
+                         text=True, timeout=60, check=True)
+    own = float(out.stdout.strip())
+    assert (own >= 0.5) if adopt else (own < 0.3), own
