@@ -19,7 +19,7 @@ from gnnplan.simulator.wording import counted
 def cmd_probe(args: argparse.Namespace) -> int:
     """``gnnplan probe``: measure this machine (or, with ``--emulate``, the emulated cluster) into a cluster file."""
     from gnnplan.executor import probe_busy
-    from gnnplan.executor.probe import probe_header, probe_machine, write_probe
+    from gnnplan.executor.probe import probe_header, write_probe
     from gnnplan.executor.threads import cpu_count
     from gnnplan.simulator.file_names import check_file_name_part
 
@@ -36,11 +36,42 @@ def cmd_probe(args: argparse.Namespace) -> int:
             raise SpecError("--machines: only with --emulate (this machine is one machine)")
         dest = output_path(args.output, user_home() / "presets" / "local.yaml")
         positive_flag("--gpus-per-machine", args.gpus_per_machine)
+        limits = None
     try:  # the cluster is named after its file (below): a name no file name can hold fails before measuring
         check_file_name_part(dest.stem)
     except ValueError as exc:
         raise SpecError(f"-o: the cluster is named after the file, {dest.stem!r}, which {exc}") from None
-    probe_busy.adopt_orphans()  # what its tree leaves behind stays its own time, not other processes'
+    with probe_busy.adopted_orphans():  # what its tree leaves behind stays its own time, not other processes'
+        data, header, load = _measured(args, limits)
+    if load is not None:  # the figures go into the file's header; a busy machine is also warned about
+        said = load.describe(cpu_count())
+        header = f"{header or probe_header(data)}\nThis machine, {said} (/proc/stat)."
+        if load.busy:
+            print(f"gnnplan probe: warning: {said}; rates measured on a busy machine are low, and every prediction "
+                  "from them: re-run the probe on an idle machine", file=sys.stderr)
+    data["name"] = dest.stem  # two probes written to two files keep their names apart (reports, whatif points)
+    if args.quick:  # said in the file, which outlives this console
+        header = (f"{header or probe_header(data)}\nMeasured with --quick (small sizes, few repeats): rough rates "
+                  "that move from one probe to the next; probe without --quick for the rates predictions rely on.")
+    write_probe(dest, data, header)
+    if args.json:
+        emit_json({"output": str(dest), "cluster": data,
+                   "background": None if load is None else {**asdict(load), "busy": load.busy}})
+    else:
+        from gnnplan.simulator.hardware.spec import preset_dirs
+
+        name = dest.stem if dest.resolve().parent in {d.resolve() for d in preset_dirs()} else str(dest)
+        report.console().print(f"wrote {dest} (use it as --cluster {name})")
+    return 0
+
+
+def _measured(args: argparse.Namespace, limits: Any) -> tuple[dict[str, Any], str | None, Any]:
+    """``probe``'s measurement: (cluster mapping, file header or None, what other processes took meanwhile:
+    :class:`executor.probe_busy.Background` or None)."""
+    from gnnplan.executor import probe_busy
+    from gnnplan.executor.probe import probe_machine
+    from gnnplan.executor.threads import cpu_count
+
     before = probe_busy.snapshot()
 
     def background() -> probe_busy.Background | None:
@@ -65,27 +96,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
         if load is not None and load.busy:
             raise SpecError(f"{exc} ({load.describe(cpu_count())}: re-run the probe on an idle machine)") from None
         raise
-    load = background()
-    if load is not None:  # the figures go into the file's header; a busy machine is also warned about
-        said = load.describe(cpu_count())
-        header = f"{header or probe_header(data)}\nThis machine, {said} (/proc/stat)."
-        if load.busy:
-            print(f"gnnplan probe: warning: {said}; rates measured on a busy machine are low, and every prediction "
-                  "from them: re-run the probe on an idle machine", file=sys.stderr)
-    data["name"] = dest.stem  # two probes written to two files keep their names apart (reports, whatif points)
-    if args.quick:  # said in the file, which outlives this console
-        header = (f"{header or probe_header(data)}\nMeasured with --quick (small sizes, few repeats): rough rates "
-                  "that move from one probe to the next; probe without --quick for the rates predictions rely on.")
-    write_probe(dest, data, header)
-    if args.json:
-        emit_json({"output": str(dest), "cluster": data,
-                   "background": None if load is None else {**asdict(load), "busy": load.busy}})
-    else:
-        from gnnplan.simulator.hardware.spec import preset_dirs
-
-        name = dest.stem if dest.resolve().parent in {d.resolve() for d in preset_dirs()} else str(dest)
-        report.console().print(f"wrote {dest} (use it as --cluster {name})")
-    return 0
+    return data, header, background()
 
 
 def cmd_run(args: argparse.Namespace) -> int:

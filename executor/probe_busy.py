@@ -22,9 +22,11 @@ Linux only: elsewhere :func:`snapshot` returns None and nothing is reported.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,20 +110,30 @@ def parse_proc_stat(text: str, ticks_per_s: float) -> tuple[float, float, float]
     raise ValueError("/proc/stat: no aggregate 'cpu' line with 8 fields")
 
 
-PR_SET_CHILD_SUBREAPER = 36
-"""``prctl`` option number (linux/prctl.h)."""
+PR_SET_CHILD_SUBREAPER, PR_GET_CHILD_SUBREAPER = 36, 37
+"""``prctl`` option numbers (linux/prctl.h)."""
 
 
-def adopt_orphans() -> bool:
-    """Make this process the child subreaper of its tree (module docstring); False where it cannot (not Linux, or
-    the call failed), and the probe then reads as before."""
+@contextlib.contextmanager
+def adopted_orphans() -> Iterator[bool]:
+    """While open, this process is the child subreaper of its tree (module docstring); yields False where it
+    cannot be (not Linux, or the call failed: the probe then reads as before). On leaving, the setting it found is
+    restored (a probe called in a long-lived process, a test run, leaves it as it was)."""
     import ctypes
 
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+        before = ctypes.c_int(0)
+        libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(before), 0, 0, 0)
+        adopted = int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
     except (OSError, AttributeError):
-        return False
+        yield False
+        return
+    try:
+        yield adopted
+    finally:
+        if adopted:
+            libc.prctl(PR_SET_CHILD_SUBREAPER, before.value, 0, 0, 0)
 
 
 def snapshot() -> CpuSnapshot | None:

@@ -151,15 +151,20 @@ def test_probe_says_how_to_name_the_cluster_it_wrote(tmp_path: Path, monkeypatch
 
 
 ORPHAN_SCRIPT = """
-import subprocess, sys, time
+import contextlib, ctypes, subprocess, sys, time
 from gnnplan.executor import probe_busy
-if sys.argv[1] == "adopt":
-    assert probe_busy.adopt_orphans()
-before = probe_busy.snapshot()
-burn = "import time; t = time.process_time()\\nwhile time.process_time() - t < 0.6: pass"
-subprocess.run(["sh", "-c", f"{sys.executable} -c '{burn}' & exit 0"], check=True)  # the burner outlives sh
-time.sleep(1.5)
-print(probe_busy.snapshot().own_s - before.own_s)
+def subreaper():
+    value = ctypes.c_int(-1)
+    ctypes.CDLL(None).prctl(probe_busy.PR_GET_CHILD_SUBREAPER, ctypes.byref(value), 0, 0, 0)
+    return value.value
+with probe_busy.adopted_orphans() if sys.argv[1] == "adopt" else contextlib.nullcontext(False) as adopted:
+    assert adopted == (sys.argv[1] == "adopt") and subreaper() == int(adopted)
+    before = probe_busy.snapshot()
+    burn = "import time; t = time.process_time()\\nwhile time.process_time() - t < 0.6: pass"
+    subprocess.run(["sh", "-c", f"{sys.executable} -c '{burn}' & exit 0"], check=True)  # the burner outlives sh
+    time.sleep(1.5)
+    print(probe_busy.snapshot().own_s - before.own_s)
+assert subreaper() == 0  # restored on leaving
 """
 
 
