@@ -166,8 +166,10 @@ def chunks_problem(num_vertices: int, num_gpus: int, num_chunks: int) -> str | N
     per_gpu = num_vertices // num_gpus
     if num_chunks <= per_gpu:
         return None
+    from gnnplan.simulator.wording import counted
+
     return (f"num_chunks={num_chunks} is more chunks than a GPU's ~{per_gpu} vertices ({num_vertices} on "
-            f"{num_gpus} GPUs); at most {per_gpu}")
+            f"{counted(num_gpus, 'GPU')}); at most {per_gpu}")
 
 
 def layout(ref: str | GeneratedSpec, num_parts: int, num_chunks: int, partitioner: str) -> Layout:

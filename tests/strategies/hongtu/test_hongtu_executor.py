@@ -160,9 +160,9 @@ def test_a_plan_with_more_chunks_than_a_gpus_vertices_is_refused_before_training
     from gnnplan.executor.runner import run_plan
     from gnnplan.simulator.plan import Plan
 
-    plan = Plan(strategy="hongtu", knobs={"num_chunks": 2000}, num_workers=2, cluster=make_cluster(2, cluster="local"),
-                workload=make_workload("gcn"))  # Cora: 1354 vertices per worker
-    with pytest.raises(ValueError, match=r"knobs: num_chunks=2000 is more chunks than a GPU's ~1354 vertices "
-                                         r"\(2708 on 2 GPUs\); at most 1354"):
-        run_plan(plan, nprocs=2, epochs=1, trace_dir=tmp_path, progress=False)
+    plan = Plan(strategy="hongtu", knobs={"num_chunks": 3000}, num_workers=1, cluster=make_cluster(1, cluster="local"),
+                workload=make_workload("gcn"))  # Cora: 2708 vertices on one worker (in this process)
+    with pytest.raises(ValueError, match=r"knobs: num_chunks=3000 is more chunks than a GPU's ~2708 vertices "
+                                         r"\(2708 on 1 GPU\); at most 2708"):
+        run_plan(plan, nprocs=1, epochs=1, trace_dir=tmp_path, progress=False)
     assert not list(tmp_path.iterdir())
