@@ -260,6 +260,7 @@ def oversized_batch_note(workload: WorkloadSpec, num_workers: int, knobs: Any = 
             f"{plan.num_iterations} iteration{'s' if plan.num_iterations > 1 else ''} in which "
             + ("the worker takes all of them" if num_workers == 1 else
                f"each of the {num_workers} workers takes its share of them (at most {share})")
+            + (f"; {num_workers - num_train} of the workers get none" if num_workers > num_train else "")
             + ", and a larger batch size changes nothing")
 
 

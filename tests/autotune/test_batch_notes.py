@@ -36,6 +36,8 @@ def test_the_note_says_the_iterations_and_shares() -> None:
     assert "1 iteration in which the worker takes all of them" in oversized_batch_note(big, 1)
     assert oversized_batch_note(load_workload("cora-gcn-full"), 4) is None  # full-graph: no batch
     assert oversized_batch_note(wl, 4, {"batch_size": 1000}).startswith(NOTE)  # a knob's batch size counts
+    assert "(at most 1); 360 of the workers get none, and" in oversized_batch_note(wl, 500, {"batch_size": 512})
+    assert "get none" not in oversized_batch_note(wl, 140, {"batch_size": 512})  # one training vertex each
 
 
 def test_simulate_and_tune_say_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
