@@ -66,3 +66,16 @@ def test_the_command_line_refuses_a_boolean_count(tmp_path: Path, capsys: pytest
     code, _, err = call(capsys, ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy",
                                  "dp", "--cluster-set", "num_machines=true"])
     assert code == 2 and err.strip().endswith("--cluster-set: num_machines: a number, not true")
+
+
+def test_a_missing_dataset_or_no_fanouts_says_what_is_wanted() -> None:
+    """pydantic's message for ``dataset: None`` asked for "a valid dictionary", and no fanouts were called
+    not positive (2026-12-01, a new user's pass over the API)."""
+    data = load_workload("cora-sage").to_yaml_dict()
+    data["dataset"] = None
+    with pytest.raises(SpecError, match=r"^workload: dataset: a preset \(cora, citeseer\), a card \(card:<name>\), "):
+        workload_from_dict(data)
+    data = load_workload("cora-sage").to_yaml_dict()
+    data["training"]["fanouts"] = []
+    with pytest.raises(SpecError, match=r"^workload: training.fanouts: one fanout per layer, .*; got none"):
+        workload_from_dict(data)

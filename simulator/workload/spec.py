@@ -181,7 +181,9 @@ class TrainingSpec(_Spec):
     @field_validator("fanouts")
     @classmethod
     def _fanouts(cls, v: list[int]) -> list[int]:
-        if not v or any(f == 0 or f < -1 for f in v):
+        if not v:
+            raise ValueError("one fanout per layer, each a positive integer or -1 (all neighbours); got none")
+        if any(f == 0 or f < -1 for f in v):
             raise ValueError("each fanout must be a positive integer or -1 (all neighbours)")
         return v
 
@@ -191,6 +193,16 @@ class WorkloadSpec(_Spec):
 
     name: FileNamePart = ""
     dataset: GeneratedGraph | str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dataset_given(cls, data: Any) -> Any:
+        """A missing or empty ``dataset`` says what one is (pydantic's own message for None asked for "a valid
+        dictionary", the generator form only, 2026-12-01)."""
+        if isinstance(data, dict) and "dataset" in data and (data["dataset"] is None or data["dataset"] == ""):
+            raise ValueError("dataset: a preset (cora, citeseer), a card (card:<name>), an OGB folder or a generator "
+                             "mapping ({generator: rmat, ...})")
+        return data
     model: ModelSpec
     training: TrainingSpec = TrainingSpec()
 
