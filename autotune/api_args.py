@@ -26,9 +26,7 @@ def positive_count(name: str, value: Any) -> int:
     Raises:
         SpecError: anything else, naming ``name``.
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 1:
-        raise SpecError(f"{name}: must be a positive integer (got {value!r})")
-    return int(value)
+    return _integer(name, value, 1, "a positive integer")
 
 
 def count(name: str, value: Any) -> int:
@@ -37,9 +35,19 @@ def count(name: str, value: Any) -> int:
     Raises:
         SpecError: anything else, naming ``name``.
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < 0:
-        raise SpecError(f"{name}: must be an integer >= 0 (got {value!r})")
+    return _integer(name, value, 0, "an integer >= 0")
+
+
+def _integer(name: str, value: Any, minimum: int, words: str) -> int:
+    """``value`` as a Python or numpy integer of at least ``minimum`` (a bool or a float is none), else a
+    :class:`SpecError` ``<name>: must be <words>``."""
+    if _is_bool(value) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise SpecError(f"{name}: must be {words} (got {value!r})")
     return int(value)
+
+
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, (bool, np.bool_))
 
 
 def seconds(name: str, value: Any) -> float:
@@ -48,7 +56,7 @@ def seconds(name: str, value: Any) -> float:
     Raises:
         SpecError: anything else, naming ``name``.
     """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or not 0 < float(value) < math.inf:
+    if _is_bool(value) or not isinstance(value, numbers.Real) or not 0 < float(value) < math.inf:
         raise SpecError(f"{name}: must be a positive number of seconds (got {value!r})")
     return float(value)
 
@@ -60,7 +68,7 @@ def flag(name: str, value: Any) -> bool:
     Raises:
         SpecError: anything else, naming ``name``.
     """
-    if not isinstance(value, (bool, np.bool_)):
+    if not _is_bool(value):
         raise SpecError(f"{name}: True or False (got {value!r})")
     return bool(value)
 

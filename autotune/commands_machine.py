@@ -101,10 +101,9 @@ def _measured(args: argparse.Namespace, limits: Any) -> tuple[dict[str, Any], st
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``gnnplan run PLAN``: real training, traced."""
-    from gnnplan.executor.run_notes import device_note, emulation_note, has_cuda, layout_note, prediction_for_run
+    from gnnplan.executor.run_notes import after_run_notes, emulation_note, layout_note
     from gnnplan.executor.runner import default_gpus_per_machine, run_plan
     from gnnplan.simulator.plan import load_plan
-    from gnnplan.simulator.strategies.base import oversized_batch_note
     from gnnplan.simulator.workload.datasets import resolve_dataset
 
     positive_flag("--nprocs", args.nprocs)
@@ -126,21 +125,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         res = run_plan(plan, nprocs=args.nprocs, epochs=args.epochs, trace_dir=args.trace_dir,
                        progress=not args.json, gpus_per_machine=per_machine, **_fault_options(args))
-    device = device_note(plan, has_cuda())
-    for note in (emulation, device):
-        if not args.json and note:  # after the run: a bad flag's or file's error stays the one line printed
-            report.console(stderr=True).print(f"note: {note}")
-    load = report.background_note(res.get("background"))
-    if not args.json and load:
-        report.console(stderr=True).print(f"note: {load}")
-    batch = oversized_batch_note(plan.workload, args.nprocs or plan.num_workers, plan.knobs)
-    if not args.json and batch:
-        report.console(stderr=True).print(f"note: {batch}")
-    predicted, why = prediction_for_run(plan, layout, emulation, device)
+    notes, predicted, why = after_run_notes(plan, args.nprocs or plan.num_workers, layout, emulation,
+                                            report.background_note(res.get("background")))
     if args.json:
-        emit_json({**res, "predicted_epoch_time_s": predicted,
-                   "notes": [n for n in (layout, emulation, device, load, batch) if n]})
+        emit_json({**res, "predicted_epoch_time_s": predicted, "notes": notes})
     else:
+        for note in notes:  # after the run (the layout's came before it): a bad flag's error stays one line
+            if note != layout:
+                report.console(stderr=True).print(f"note: {note}")
         report.console().print(
             f"epoch time {report.fmt_s(res['epoch_time_s'])} (median of "
             f"{report.epochs_phrase(res.get('measured_epochs') or [])}), loss {res['loss']:.4f}, "

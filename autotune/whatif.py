@@ -135,9 +135,7 @@ def parse_axis(item: str) -> Axis:
     if len(set(labels)) != len(labels):
         raise SpecError(f"{OPTION} {fld}: a value is repeated in {text!r}")
     if not path:  # whole specs: two spellings of one file are one point (c.yaml and ./c.yaml)
-        keys = [str(Path(label).resolve()) if Path(label).is_file() else label for label in labels]
-        twice = next(((labels[i], labels[j]) for i in range(len(keys)) for j in range(i + 1, len(keys))
-                      if keys[i] == keys[j]), None)
+        twice = _first_repeat(labels, [str(Path(x).resolve()) if Path(x).is_file() else x for x in labels])
         if twice is not None:
             raise SpecError(f"{OPTION} {fld}: {twice[0]!r} and {twice[1]!r} are the same file")
         return Axis(fld, target, "", tuple(labels), tuple(labels))
@@ -147,11 +145,16 @@ def parse_axis(item: str) -> Axis:
         values = tuple(coerce_text(annotation, path, label) for label in labels)
     except SpecError as exc:
         raise SpecError(f"{OPTION}: {exc}") from None
-    same = next(((labels[i], labels[j]) for i in range(len(values)) for j in range(i + 1, len(values))
-                 if values[i] == values[j]), None)
+    same = _first_repeat(labels, values)
     if same is not None:  # 10Gbit/s and 1.25GB/s are one point
         raise SpecError(f"{OPTION} {fld}: {same[0]!r} and {same[1]!r} are the same value")
     return Axis(fld, target, path, tuple(labels), values)
+
+
+def _first_repeat(labels: Sequence[str], keys: Sequence[Any]) -> tuple[str, str] | None:
+    """The labels of the first two positions whose ``keys`` are equal (what they read as), or None."""
+    return next(((labels[i], labels[j]) for i in range(len(keys)) for j in range(i + 1, len(keys))
+                 if keys[i] == keys[j]), None)
 
 
 def parse_axes(items: Sequence[str]) -> list[Axis]:
@@ -194,7 +197,7 @@ def grid(cluster: str, workload: str, axes: Sequence[Axis], cluster_sets: Sequen
     points = []
     for index in itertools.product(*(range(len(a.labels)) for a in axes)):
         cl_ref, wl_ref = cluster, workload
-        cl_sets, wl_sets = list(cluster_sets), list[str]()
+        cl_sets, wl_sets = list[str](), list[str]()  # the axes' changes; --cluster-set's are applied first
         for axis, i in zip(axes, index):
             label = axis.labels[i]
             if axis.target == "cluster" and not axis.path:
@@ -203,8 +206,7 @@ def grid(cluster: str, workload: str, axes: Sequence[Axis], cluster_sets: Sequen
                 wl_ref = label
             else:
                 (cl_sets if axis.target == "cluster" else wl_sets).append(f"{axis.path}={label}")
-        cl = with_fields(with_fields(load_cluster(cl_ref), list(cluster_sets), "--cluster-set"),
-                         cl_sets[len(cluster_sets):], OPTION)  # each change named by the option that made it
+        cl = with_fields(with_fields(load_cluster(cl_ref), list(cluster_sets), "--cluster-set"), cl_sets, OPTION)
         try:
             wl = with_fields(load_workload(wl_ref), wl_sets, OPTION)
         except SpecError as exc:

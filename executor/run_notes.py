@@ -52,6 +52,21 @@ def prediction_for_run(plan: Plan, *notes: str | None) -> tuple[float | None, st
     return predicted_epoch_s(plan)
 
 
+def after_run_notes(plan: Plan, num_workers: int, layout: str | None, emulation: str | None,
+                    background: str | None) -> tuple[list[str], float | None, str | None]:
+    """Every note on a finished run of ``plan`` by ``num_workers`` workers, in the order ``gnnplan run`` gives
+    them (the non-empty of: ``layout`` and ``emulation`` as the caller found them, :func:`device_note`, the
+    machine's ``background`` load, and a batch larger than the training set:
+    :func:`simulator.strategies.base.oversized_batch_note`), and the plan's prediction (s) to set beside the run or
+    why not (:func:`prediction_for_run`). The one list ``gnnplan run`` prints and :func:`gnnplan.run` returns."""
+    from gnnplan.simulator.strategies.base import oversized_batch_note
+
+    device = device_note(plan, has_cuda())
+    batch = oversized_batch_note(plan.workload, num_workers, plan.knobs)
+    predicted, why = prediction_for_run(plan, layout, emulation, device)
+    return [n for n in (layout, emulation, device, background, batch) if n], predicted, why
+
+
 EMULATED_SOURCE = "emulated machines (network namespaces"
 """What ``gnnplan probe --emulate`` writes in a cluster's ``sources`` (:mod:`executor.probe_emulated`): the mark of
 an emulated cluster, with its CPU quota and NIC shaping (:data:`~executor.emulate.QUOTA_SOURCE`,

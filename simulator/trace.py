@@ -189,6 +189,13 @@ def read_trace(path: str | Path) -> tuple[list[Span], dict[str, Any]]:
     if not isinstance(doc, dict):
         raise SpecError(f"{where}: not a Chrome trace: must hold a JSON object with traceEvents, got "
                         f"{type(doc).__name__}")
+    return _from_document(doc, where)
+
+
+def _from_document(doc: dict[str, Any], where: str) -> tuple[list[Span], dict[str, Any]]:
+    """A Chrome-trace JSON object checked against the schema (:class:`TraceFile`, a ``plan`` in the metadata as a
+    :class:`simulator.plan.Plan`): (spans sorted by start time, metadata); a one-line SpecError naming ``where``
+    and the field otherwise."""
     try:
         top = TraceFile.model_validate(doc)
     except ValidationError as exc:
@@ -222,14 +229,7 @@ def checked_trace(name: Any, trace: Any) -> tuple[list[Span], dict[str, Any]]:
         doc = json.loads(json.dumps(to_chrome(trace[0], trace[1]), allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise SpecError(f"{where}: not a trace a file could hold ({exc})") from None
-    try:
-        top = TraceFile.model_validate(doc)
-    except ValidationError as exc:
-        raise SpecError(one_line(exc, where)) from None
-    spans, names = _spans(top.traceEvents, where)
-    spans = sorted((_named(sp, names) for sp in spans), key=lambda sp: (sp.start_s, sp.rank))
-    _check_plan(top.metadata, where)
-    return spans, dict(top.metadata)
+    return _from_document(doc, where)
 
 
 SOURCES = {"simulator": "gnnplan simulate --trace", "executor": "gnnplan run"}

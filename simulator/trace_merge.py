@@ -65,7 +65,8 @@ def timed_epoch(spans: list[Span], epoch: int | None = None, what: str = "trace"
         if epoch not in durations:
             raise SpecError(f"--epoch: {epoch} is not in the trace; epochs: {', '.join(map(str, sorted(durations)))}")
         return epoch, durations[epoch]
-    pool = {e: d for e, d in durations.items() if among is None or e in set(among)} or durations
+    kept = None if among is None else set(among)
+    pool = {e: d for e, d in durations.items() if kept is None or e in kept} or durations
     median = statistics.median_low(pool.values())
     return min(e for e, d in pool.items() if d == median), median
 

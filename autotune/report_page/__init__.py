@@ -76,8 +76,6 @@ def write_whatif(folder: str | Path, output: str | Path) -> Path:
         res = WhatifResult(axes, list(data["rows"]), list(data["summary"]), list(data["crossovers"]),
                            dict(data.get("card_communities") or {}), dict(data.get("card_statistics") or {}),
                            list(data.get("peak_rates") or []), list(data.get("notes") or []))
-        if not axes or not all(isinstance(r, dict) for r in res.rows + res.summary):
-            raise TypeError("empty axes or rows that are not objects")
         title = data.get("title")  # the sweep's own title (cluster / workload); a record before 2026-11-30 has none
         if not isinstance(title, str):
             title = f"gnnplan whatif: {Path(folder).resolve().name}"

@@ -86,7 +86,7 @@ def read_ogb_folder(folder: Path) -> GraphData:
     what = "raw/data.npz edge_index" if npz else "raw/edge.csv.gz"
     if edges.shape[0] != m:
         raise SpecError(f"dataset {folder.name}: {what} has {edges.shape[0]} edges but the edge count file says {m}")
-    _check_ids(edges.ravel(), n, folder, what)
+    _check_ids(edges.ravel(), n, folder, what, VERTEX_COUNT_FILE[npz])
     if labels.shape[0] != n:
         label_file = "raw/node-label.npz" if npz else "raw/node-label.csv.gz"
         raise SpecError(f"dataset {folder.name}: {label_file} has {labels.shape[0]} rows but the graph has "
@@ -95,7 +95,7 @@ def read_ogb_folder(folder: Path) -> GraphData:
     idx = {}
     for part in ("train", "valid", "test"):
         ids = _read_ints(split / f"{part}.csv.gz", folder, cols=1)[:, 0]
-        _check_ids(ids, n, folder, f"split/{split.name}/{part}.csv.gz")
+        _check_ids(ids, n, folder, f"split/{split.name}/{part}.csv.gz", VERTEX_COUNT_FILE[npz])
         idx[part] = ids
     _check_split(idx, folder, split.name)
     check_labels(labels, idx["train"], folder.name, "raw/node-label.npz" if npz else "raw/node-label.csv.gz")
@@ -272,9 +272,10 @@ def _check_split(idx: dict[str, np.ndarray], folder: Path, scheme: str) -> None:
     """
     for part, ids in idx.items():
         uniq, counts = np.unique(ids, return_counts=True)
-        if (counts > 1).any():
+        again = np.flatnonzero(counts > 1)
+        if again.size:
             raise SpecError(f"dataset {folder.name}: split/{scheme}/{part}.csv.gz lists vertex "
-                            f"{int(uniq[counts > 1][0])} {int(counts[counts > 1][0])} times; each at most once")
+                            f"{int(uniq[again[0]])} {int(counts[again[0]])} times; each at most once")
     for a, b in (("train", "valid"), ("train", "test"), ("valid", "test")):
         both = np.intersect1d(idx[a], idx[b])
         if both.size:
@@ -282,10 +283,10 @@ def _check_split(idx: dict[str, np.ndarray], folder: Path, scheme: str) -> None:
                             f"{b}.csv.gz; the splits must not overlap")
 
 
-def _check_ids(ids: np.ndarray, n: int, folder: Path, what: str) -> None:
+def _check_ids(ids: np.ndarray, n: int, folder: Path, what: str, count_file: str) -> None:
     if ids.size and (ids.min() < 0 or ids.max() >= n):
         bad = int(ids[(ids < 0) | (ids >= n)][0])
         raise SpecError(f"dataset {folder.name}: {what} holds vertex id {bad}, outside [0, {n}) (the vertex count "
-                        f"of {VERTEX_COUNT_FILE[(folder / 'raw' / 'data.npz').is_file()]})")
+                        f"of {count_file})")
 
 

@@ -154,18 +154,10 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
 
     from gnnplan.autotune import api_args
     from gnnplan.autotune.report import background_note
-    from gnnplan.executor.run_notes import (
-        RunNote,
-        device_note,
-        emulation_note,
-        has_cuda,
-        layout_note,
-        prediction_for_run,
-    )
+    from gnnplan.executor.run_notes import RunNote, after_run_notes, emulation_note, layout_note
     from gnnplan.executor.runner import default_gpus_per_machine, run_plan
     from gnnplan.simulator.errors import SpecError
     from gnnplan.simulator.plan import Plan, checked_plan, load_plan
-    from gnnplan.simulator.strategies.base import oversized_batch_note
 
     if not isinstance(plan, (Plan, str, Path)):
         raise SpecError(f"plan: a Plan, or a plan YAML's path (got {type(plan).__name__})")
@@ -187,15 +179,13 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
         result = run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress,
                           collective_timeout_s=collective_timeout_s, checkpoint_every=checkpoint_every,
                           checkpoint_dir=checkpoint_dir, resume=resume, gpus_per_machine=per_machine)
-    layout = layout_note(loaded, nprocs or loaded.num_workers, per_machine)
-    device = device_note(loaded, has_cuda())
-    batch = oversized_batch_note(loaded.workload, nprocs or loaded.num_workers, loaded.knobs)
-    emulation = emulation_note(loaded, None, False)  # an emulated cluster's plan, run here unemulated
-    notes = [n for n in (layout, emulation, device, background_note(result.get("background")), batch) if n]
+    notes, predicted, _ = after_run_notes(loaded, nprocs or loaded.num_workers,
+                                          layout_note(loaded, nprocs or loaded.num_workers, per_machine),
+                                          emulation_note(loaded, None, False),  # an emulated plan, run here
+                                          background_note(result.get("background")))
     for note in notes:
         warnings.warn(note, RunNote, stacklevel=2)
-    return {**result, "predicted_epoch_time_s": prediction_for_run(loaded, layout, emulation, device)[0],
-            "notes": notes}
+    return {**result, "predicted_epoch_time_s": predicted, "notes": notes}
 
 
 def whatif(cluster: str | ClusterSpec, workload: str, vary: Sequence[str], *,
