@@ -47,7 +47,16 @@ themselves less than the real graph's (2-walks per distinct vertex two hops away
 against 1.098 on Cora, 1.133-1.167 against 1.238 on CiteSeer). Closing the proxy's triangles around its
 higher-degree vertices until its transitivity came near the real graph's (Cora, draws 0-3: 0.078-0.084 ->
 0.086-0.093 against 0.0935, the average clustering kept) lowered them by 1.4% on average (at most 3.8%): the
-triangles are not what is missing; not kept.
+triangles are not what is missing; not kept. The 4-cycles are (2026-12-01): the undirected simple CiteSeer has 6060
+(pairs of vertices with c common neighbours give c(c - 1)/2 each, over 2), its proxy draws 0-2 3133-4108, Cora 4664
+against 2953-3442 (draws 0-1). Closing squares up to the real count (degree-preserving swaps x-a, w-b -> x-w, a-b
+on a path x-u-v-w, kept when they add 4-cycles and remove no triangle, each keeping the degree-class pairs and,
+first, the community pairs, then only inside one community) took the layer-0 input vertices' bias away on CiteSeer
+(the median over 15 draws 94.8 -> 88.0 against 86.8) and halved it on Cora (147.1 -> 143.4 against 131.3), but the
+proxies became easier to cut: CiteSeer's 2-part edge cut, median over the draws, 0.0066 -> 0.0031 (inside one
+community: 0.0046) against 0.0068, hongtu's peer rows 242 -> 177 (238) against 286, and bench_proxy's count of the
+real graphs' 86 within 15% fell from 83 to 80 (78 inside one community). The real graph is both richer in squares
+and harder to cut than its proxy; not kept.
 
 Run: ``python benchmarks/bench_proxy_bias.py [--draws 16] [--metis-seeds 4] [--graphs cora citeseer]`` (~4 min per
 graph the first time, 2 cores; cached after).
