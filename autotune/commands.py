@@ -45,7 +45,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 
     from gnnplan.autotune.draws import draws_record
     from gnnplan.simulator.api import parse_knobs, predicted_trace, simulate, simulate_on_draws, trace_metadata
-    from gnnplan.simulator.strategies.base import oversized_batch_note
     from gnnplan.simulator.workload.proxy_draws import redrawn, requested_draws
 
     cluster, workload = cluster_from_args(args), load_workload(args.workload)
@@ -62,7 +61,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.trace:
         predicted_trace(res, args.trace, {**trace_metadata(cluster, workload, args.strategy, res),
                                           "cluster": cluster.to_yaml_dict(), "workload": workload.to_yaml_dict()})
-    notes = [n for n in (oversized_batch_note(workload, cluster.num_gpus, res.knobs),) if n]
+    notes = res.notes  # simulate's: a batch larger than the training set
     if args.json:
         emit_json({**out, "notes": notes})
     else:

@@ -204,15 +204,20 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
             (``["network.bandwidth_bytes_per_s=25Gbit/s", "nvlink=none"]``; :func:`simulator.overrides.with_fields`).
 
     Returns:
-        The result; ``sim_wall_s`` is the wall time of this call (statistics from cache + simulation).
+        The result; ``sim_wall_s`` is the wall time of this call (statistics from cache + simulation); its
+        ``notes`` say when the batch is larger than the training set and what an epoch then is, as ``gnnplan
+        simulate`` prints them (:func:`simulator.strategies.base.oversized_batch_note`).
 
     Raises:
         SpecError: see :func:`load_context`.
     """
+    from gnnplan.simulator.strategies.base import oversized_batch_note
+
     started = time.perf_counter()
     module, kn, ctx = load_context(with_cluster_set(cluster, cluster_set), workload, strategy, knobs,
                                    stats_seed=stats_seed)
     result = simulate_in_context(module, kn, ctx)
+    result.notes = [n for n in (oversized_batch_note(ctx.workload, ctx.cluster.num_gpus, result.knobs),) if n]
     result.sim_wall_s = time.perf_counter() - started
     return result
 

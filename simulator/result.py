@@ -33,7 +33,9 @@ class SimResult(BaseModel):
     (:data:`ONE_OFF_PHASES`, not part of an epoch). ``nested_phases`` maps a phase of ``breakdown_s`` whose spans
     lie inside another's to that phase (dp's ``fetch`` inside ``load``): its time is part of the other's, not
     beside it. ``bytes_per_epoch`` sums all workers'
-    traffic on each link kind. ``peak_memory_bytes`` is per GPU and per machine's host memory. An infeasible
+    traffic on each link kind. ``peak_memory_bytes`` is per GPU and per machine's host memory. ``notes`` is what
+    a reader of the prediction should know of its configuration (:func:`simulator.api.simulate` says there when the
+    batch is larger than the training set: :func:`simulator.strategies.base.oversized_batch_note`). An infeasible
     configuration has ``feasible = False``, a ``reason`` and still carries its memory estimate; its times are
     ``inf``.
     """
@@ -56,6 +58,7 @@ class SimResult(BaseModel):
     peak_memory_phases: dict[str, dict[str, float]] | None = None
     peak_memory_parts: dict[str, dict[str, float]] | None = None
     evaluation_time_s: float | None = None
+    notes: list[str] = Field(default_factory=list)
     spans: list[Span] = Field(default_factory=list, exclude=True)
 
     @field_validator("epoch_time_s", "iteration_time_s", mode="before")
@@ -73,10 +76,10 @@ class SimResult(BaseModel):
     def to_json_dict(self) -> dict[str, Any]:
         """The contract object (spans excluded; ``inf`` rendered as ``null``; ``estimated`` only when the
         dataset is a card: which statistics came from its synthetic proxy and how; ``peak_memory_phases`` and
-        ``evaluation_time_s`` only where the strategy prices its evaluation)."""
+        ``evaluation_time_s`` only where the strategy prices its evaluation; ``notes`` only when there are some)."""
         out = self.model_dump(mode="json")
-        for optional in ("estimated", "peak_memory_phases", "peak_memory_parts", "evaluation_time_s"):
-            if out.get(optional) is None:
+        for optional in ("estimated", "peak_memory_phases", "peak_memory_parts", "evaluation_time_s", "notes"):
+            if out.get(optional) in (None, []):
                 out.pop(optional, None)
         for key in ("epoch_time_s", "iteration_time_s"):
             if out[key] in (float("inf"), "Infinity"):

@@ -32,6 +32,11 @@ and 16 outputs ran at half its forward's rate at 2 threads (0.26 -> 0.51 ms at 8
 did not (1.53 ms); at 64 outputs within 0.97-1.18x. So a calibration's backward fraction fitted on 64-wide layers
 (dp's ``cora-sage``) predicts 16-wide ones (``cora-gcn-full``) fast: neutronstar's backward 3.7 ms for 8.6 measured,
 hongtu's 3.1 for 5.2 (benchmarks/bench_transfer.py, 2 workers, calibrated on dp alone, the forwards within 4-10%).
+The slowdown is no constant a calibration could fit: at one thread and 16 outputs ``X^T dZ`` ran at 1.7x its
+forward's time while ``X`` (rows x 1433 float32) stayed below ~8 MiB and 3.7-3.9x from 11 MiB on (2026-12-01; 3.0x
+at 11 MiB in a second run), at 512 inputs 1.1x below 1 MiB and 2.2-2.3x from 8 MiB, at 128 outputs 1.2-1.9x;
+``dZ W^T`` (the input gradient) stayed within 0.8-1.3x but for one 3.8x. Pricing it would take a table per machine
+(output width x operand bytes) that ``gnnplan probe`` measures; not done.
 Activation memory: every kernel's output is kept for backward (float32) plus a one-byte dropout mask.
 """
 

@@ -74,3 +74,17 @@ def test_whatif_writes_and_prints_its_notes(tmp_path: Path, capsys: pytest.Captu
     assert record["notes"][0].startswith("2 trials per point and strategy")
     assert record["notes"][1].startswith("at training.batch_size=1000: the batch size 1000 is larger than")
     assert all(f"note: {' '.join(n.split())}" in out for n in record["notes"])
+
+
+def test_the_python_api_says_it_too(tmp_path: Path) -> None:
+    """``gnnplan.simulate`` returns the note with the result, as the CLI prints it (2026-12-01: only the CLI said
+    it); the JSON contract object carries ``notes`` only when there are some."""
+    import gnnplan
+
+    big = gnnplan.simulate("4x-a100-10gbe", str(_workload(tmp_path, 1000)), "dp")
+    assert len(big.notes) == 1 and big.notes[0].startswith(NOTE)
+    assert big.to_json_dict()["notes"] == big.notes
+    knob = gnnplan.simulate("4x-a100-10gbe", "cora-sage", "dp", {"batch_size": 1000})
+    assert knob.notes[0].startswith(NOTE)  # a knob's batch size counts
+    fits = gnnplan.simulate("4x-a100-10gbe", "cora-sage", "dp")
+    assert fits.notes == [] and "notes" not in fits.to_json_dict()
