@@ -128,7 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     notes, predicted, why = after_run_notes(plan, args.nprocs or plan.num_workers, layout, emulation,
                                             report.background_note(res.get("background")))
     if args.json:
-        emit_json({**res, "predicted_epoch_time_s": predicted, "notes": notes})
+        emit_json({**res, "predicted_epoch_time_s": predicted, "prediction_note": why, "notes": notes})
     else:
         for note in notes:  # after the run (the layout's came before it): a bad flag's error stays one line
             if note != layout:

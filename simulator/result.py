@@ -76,7 +76,9 @@ class SimResult(BaseModel):
     def to_json_dict(self) -> dict[str, Any]:
         """The contract object (spans excluded; ``inf`` rendered as ``null``; ``estimated`` only when the
         dataset is a card: which statistics came from its synthetic proxy and how; ``peak_memory_phases`` and
-        ``evaluation_time_s`` only where the strategy prices its evaluation; ``notes`` only when there are some)."""
+        ``evaluation_time_s`` only where the strategy prices its evaluation; ``notes`` only when there are some;
+        ``one_off_phases``: the phases of ``breakdown_s`` done once before training, not part of an epoch
+        (:data:`ONE_OFF_PHASES`), only when it has some)."""
         out = self.model_dump(mode="json")
         for optional in ("estimated", "peak_memory_phases", "peak_memory_parts", "evaluation_time_s", "notes"):
             if out.get(optional) in (None, []):
@@ -84,4 +86,7 @@ class SimResult(BaseModel):
         for key in ("epoch_time_s", "iteration_time_s"):
             if out[key] in (float("inf"), "Infinity"):
                 out[key] = None
+        one_off = [phase for phase in ONE_OFF_PHASES if phase in self.breakdown_s]
+        if one_off:  # a reader summing breakdown_s into an epoch leaves these out
+            out["one_off_phases"] = one_off
         return out

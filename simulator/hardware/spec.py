@@ -267,7 +267,14 @@ class StorageSpec(LinkSpec):
 
 
 class EfficiencySpec(_Spec):
-    """Achieved fraction of the roofline bound per phase (fitted by calibration; 1.0 = roofline)."""
+    """Achieved fraction of the roofline bound per phase (fitted by calibration; 1.0 = roofline).
+
+    Unlike DESIGN.md's other ``_fraction`` names (0-1), these may exceed 1 (up to 10): the roofline is priced at
+    the device's measured or datasheet rates, and work whose data stays in a cache beats the memory-bandwidth
+    roof. Measured (2026-12-01, this 2-core machine's probe, Cora traces of ``benchmarks/bench_transfer.py``): the
+    probe's own gather fraction 0.77, but gathers fitted to 1.03 on dp's traces and 1.87 on hopgnn's, whose
+    gathers are smaller [inferred: their rows stay in cache]; clamping at 1 would price them at the memory roof.
+    The names are the cluster YAML's since the first presets, so they stay."""
 
     forward_fraction: float = Field(default=1.0, gt=0, le=10)
     backward_fraction: float = Field(default=1.0, gt=0, le=10)

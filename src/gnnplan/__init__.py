@@ -142,8 +142,9 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
     Returns:
         The ``run --json`` object: ``epoch_time_s`` (median, s), ``epoch_times_s``, ``loss``, ``val_accuracy``,
         ``test_accuracy``, ``bytes_per_epoch``, ``trace`` (path), ``predicted_epoch_time_s`` (the plan's
-        prediction, s; None where it is not this run's: :func:`gnnplan.executor.run_notes.prediction_for_run`)
-        and ``notes``.
+        prediction, s; None where it is not this run's: :func:`gnnplan.executor.run_notes.prediction_for_run`),
+        ``prediction_note`` (why there is none: the plan was edited after its prediction, or the notes say the
+        run is another configuration; None when there is one) and ``notes``.
 
     Raises:
         SpecError: the plan cannot run here; ``plan`` neither a Plan nor a path, ``nprocs``, ``epochs`` or
@@ -179,13 +180,13 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
         result = run_plan(loaded, nprocs=nprocs, epochs=epochs, trace_dir=trace_dir, progress=progress,
                           collective_timeout_s=collective_timeout_s, checkpoint_every=checkpoint_every,
                           checkpoint_dir=checkpoint_dir, resume=resume, gpus_per_machine=per_machine)
-    notes, predicted, _ = after_run_notes(loaded, nprocs or loaded.num_workers,
+    notes, predicted, why = after_run_notes(loaded, nprocs or loaded.num_workers,
                                           layout_note(loaded, nprocs or loaded.num_workers, per_machine),
                                           emulation_note(loaded, None, False),  # an emulated plan, run here
                                           background_note(result.get("background")))
     for note in notes:
         warnings.warn(note, RunNote, stacklevel=2)
-    return {**result, "predicted_epoch_time_s": predicted, "notes": notes}
+    return {**result, "predicted_epoch_time_s": predicted, "prediction_note": why, "notes": notes}
 
 
 def whatif(cluster: str | ClusterSpec, workload: str, vary: Sequence[str], *,

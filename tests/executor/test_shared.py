@@ -270,7 +270,7 @@ def test_gnnplan_run_compares_the_run_with_the_plans_prediction(tmp_path: Path, 
     assert "the plan predicted 80.00 ms per epoch on 4x-a100-10gbe (-20.0% against this run; not fitted to it)" in out
     assert main(["run", str(path), "--epochs", "1", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    assert got["predicted_epoch_time_s"] == 0.08 and got["notes"] == []
+    assert got["predicted_epoch_time_s"] == 0.08 and got["notes"] == [] and got["prediction_note"] is None
     # another layout: its note, in the JSON too, and no comparison
     assert main(["run", str(path), "--epochs", "1", "--gpus-per-machine", "1", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
@@ -283,5 +283,10 @@ def test_gnnplan_run_compares_the_run_with_the_plans_prediction(tmp_path: Path, 
     out, err = capsys.readouterr()
     assert "no prediction to compare: the plan's configuration is not the one its prediction was made for" in \
         " ".join(out.split())
+    # --json says why too (2026-12-01: predicted_epoch_time_s null and no word of it)
+    assert main(["run", str(tmp_path / "edited.yaml"), "--epochs", "1", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["predicted_epoch_time_s"] is None and got["prediction_note"].startswith(
+        "the plan's configuration is not the one its prediction was made for")
     assert "note: the batch size 100000 is larger than the dataset's 140 training vertices: an epoch is 1 " \
         "iteration" in " ".join(err.split())

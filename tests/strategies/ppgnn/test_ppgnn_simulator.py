@@ -9,8 +9,10 @@ import optuna
 import pytest
 from pydantic import ValidationError
 
+from gnnplan.simulator import api
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import load_cluster
+from gnnplan.simulator.result import SimResult
 from gnnplan.simulator.strategies import ppgnn
 from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.contract import check_workload
@@ -148,6 +150,11 @@ def test_spans_and_one_off_preprocessing() -> None:
     assert load.nbytes == pytest.approx(2000 * 3 * 128 * 4) and load.args["local_bytes"] == load.nbytes
     assert res.breakdown_s["preprocess"] > 0
     assert res.epoch_time_s < sum(res.breakdown_s.values())  # preprocessing is not part of the epoch
+    # and the JSON object says so (2026-12-01: nothing in it marked preprocess as outside the epoch)
+    assert res.to_json_dict()["one_off_phases"] == ["preprocess"]
+    assert SimResult.model_validate(res.to_json_dict()).breakdown_s == res.breakdown_s  # read back
+    dp = api.simulate("4x-a100-10gbe", "cora-sage", "dp").to_json_dict()
+    assert "one_off_phases" not in dp and SimResult.model_validate(dp).epoch_time_s == dp["epoch_time_s"]
 
 
 def test_flops_and_parameters() -> None:
