@@ -111,17 +111,18 @@ def candidates(workload: WorkloadSpec, requested: list[str] | None = None,
 
     Args:
         workload: the user's workload.
-        requested: strategy names to restrict to (None = all registered).
+        requested: strategy names to restrict to, in any order (None = all registered).
         allow_model_change: also consider the model swaps of :func:`model_variants`.
 
     Returns:
-        Candidates, the user's model first.
+        Candidates, the user's model first, strategies in alphabetical order.
 
     Raises:
         SpecError: an unknown requested strategy, one that can run neither the workload nor (when allowed) a
             model swap of it, or no candidate at all.
     """
-    names = requested or sorted(STRATEGIES)
+    names = sorted(set(requested or STRATEGIES))  # in one order however they were listed: the study's strategy
+    # choice is a categorical whose choices Optuna keeps in order (a resumed study listed otherwise was refused)
     variants: list[tuple[WorkloadSpec, dict[str, Any]]] = [(workload, {})]
     if allow_model_change:
         variants += model_variants(workload)

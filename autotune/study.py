@@ -34,10 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 
 from gnnplan.autotune.candidates import Candidate, candidates
-from gnnplan.autotune.study_mirror import MirroredRun
+from gnnplan.autotune.study_mirror import FINISHED, MirroredRun
 from gnnplan.autotune.trial_cache import TrialCache
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.spec import ClusterSpec
@@ -99,9 +100,10 @@ def eligible_strategies(workload: WorkloadSpec, requested: list[str] | None,
 
 
 def search_key(req: TuneRequest) -> str:
-    """A hash of everything that defines the search: the cluster and workload specs, the strategies, whether the
+    """A hash of everything that defines the search: the cluster and workload specs, the set of strategies (in any
+    order: ``dp,hopgnn`` and ``hopgnn,dp`` are one search; before 2026-12-01 the order made two), whether the
     batch size and the model may change (not the seed or the trial budget: they only continue a search)."""
-    key = json.dumps([req.cluster.to_yaml_dict(), req.workload.to_yaml_dict(), list(req.strategies),
+    key = json.dumps([req.cluster.to_yaml_dict(), req.workload.to_yaml_dict(), sorted(req.strategies),
                       req.tune_batch_size] + ([True] if req.allow_model_change else []), sort_keys=True)
     return hashlib.sha1(key.encode()).hexdigest()
 
@@ -152,10 +154,15 @@ def open_study(req: TuneRequest, storage: optuna.storages.RDBStorage | None = No
     return study
 
 
-def _sampler(req: TuneRequest) -> optuna.samplers.TPESampler:
-    """The study's sampler: multivariate TPE over the strategies' conditional spaces (``group``), seeded."""
+def _sampler(req: TuneRequest, resumed: int = 0) -> optuna.samplers.TPESampler:
+    """The study's sampler: multivariate TPE over the strategies' conditional spaces (``group``), seeded with
+    ``--seed`` on a new study and, on a study resumed with ``resumed`` finished trials, with a seed drawn from
+    (``--seed``, ``resumed``): the same seed again would propose the first run's random start-up trials again
+    (2026-12-01: three calls of ``--trials 2`` simulated the same two configurations three times). Still
+    deterministic: the same command on the same stored study proposes the same trials."""
+    seed = req.seed if resumed == 0 else int(np.random.SeedSequence((req.seed, resumed)).generate_state(1)[0])
     with _quiet():
-        return optuna.samplers.TPESampler(seed=req.seed, multivariate=True, group=True)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True)
 
 
 @contextmanager
@@ -288,22 +295,26 @@ def run_study(req: TuneRequest, progress: bool = False) -> optuna.Study:
     study = open_study(req, storage)
     choices, cache = req.candidates(), TrialCache()
     with storage_errors(url), _quiet():
-        run = MirroredRun(study, _sampler(req))
+        run = MirroredRun(study, _sampler(req, len(study.get_trials(deepcopy=False, states=FINISHED))))
         enqueue_defaults(run.memory, choices, req.num_trials)
         run.optimize(lambda t: objective(req, t, choices, cache), req.num_trials, show_progress_bar=progress)
     return study
 
 
 def enqueue_defaults(study: optuna.Study, choices: dict[str, Candidate], num_trials: int) -> int:
-    """A new study's first trials: every candidate as shipped (:meth:`Candidate.default_params`), so the best a
-    study reports is never worse than a strategy's defaults, the baseline a user would otherwise run. Only when the
-    study has no trial yet (a resumed one tried them in its first run) and ``num_trials`` covers every candidate
-    (fewer would spend them on the first candidates' defaults alone). Returns how many were enqueued."""
-    if study.trials or num_trials < len(choices):
+    """A study's first trials: every candidate as shipped (:meth:`Candidate.default_params`), so the best a study
+    reports is never worse than a strategy's defaults, the baseline a user would otherwise run. Only the
+    candidates the study has not tried yet (a resumed study tried them in its first run; one whose first run was
+    stopped may lack some: before 2026-12-01 those were never tried), and only when ``num_trials`` covers all of
+    them (fewer would spend them on the first candidates' defaults alone). Returns how many were enqueued."""
+    tried = [t.params for t in study.get_trials(deepcopy=False)]
+    missing = [p for p in (c.default_params() for c in choices.values())  # (knobs defaulting to None are
+               if not any(all(k in t and t[k] == v for k, v in p.items()) for t in tried)]  # sampled)
+    if not missing or num_trials < len(missing):
         return 0
-    for cand in choices.values():
-        study.enqueue_trial(cand.default_params(), skip_if_exists=True)
-    return len(choices)
+    for params in missing:
+        study.enqueue_trial(params, skip_if_exists=True)
+    return len(missing)
 
 
 KNOB_DIGITS = 1

@@ -228,7 +228,8 @@ def gather(folder: str | None = None, study: str | None = None, storage: str | N
     if study or storage:
         from gnnplan.autotune.study import default_storage
 
-        out.study = load_study(study, storage or default_storage())
+        url = storage or default_storage()
+        out.study = load_study(study or _named_study(out.plan, url), url)
     else:
         out.study, why = _home_study(out.plan)
         if out.study is None:
@@ -250,6 +251,23 @@ def gather(folder: str | None = None, study: str | None = None, storage: str | N
         if out.calibration is None:
             out.missing.setdefault("calibration", "no measured trace to calibrate on (--trace)")
     return out
+
+
+def _named_study(plan: Plan | None, storage: str) -> str | None:
+    """The study ``plan`` names (``prediction.study``, written by ``gnnplan tune``) when ``storage`` holds it, else
+    None (:func:`load_study` then takes the storage's only study): ``--storage`` without ``--study`` shows the
+    plan's study, as ``--study``'s help says (before 2026-12-01 only the home's storage was searched for it)."""
+    import optuna
+
+    named = plan.prediction.get("study") if plan is not None else None
+    if not isinstance(named, str) or (storage.startswith("sqlite:///")
+                                      and not Path(storage[len("sqlite:///"):]).is_file()):
+        return None  # (opening a missing SQLite file would create it; load_study says it is missing)
+    try:
+        names = optuna.get_all_study_names(storage)
+    except Exception:  # noqa: BLE001 (load_study names what is wrong with the storage)
+        return None
+    return named if named in names else None
 
 
 def _home_study(plan: Plan | None) -> tuple[Any, str]:

@@ -237,6 +237,16 @@ def test_storage_with_several_studies_needs_a_name(loop_dir: tuple[Path, str, st
     optuna.create_study(study_name="other", storage=f"sqlite:///{db}")
     out = tmp_path / "r.html"
     _rejected(["--storage", f"sqlite:///{db}", "-o", str(out)], capsys, "holds 2 studies", out)
+    # ... unless the plan names one of them (written by tune): --storage with --plan shows it (2026-12-01: the
+    # plan's study was looked for in the home's storage only, and two studies here were refused)
+    study = json.loads((out_dir / "report.json").read_text())["tune"]["study"]
+    got = _report(["--storage", f"sqlite:///{db}", "--plan", str(out_dir / "plan.yaml"), "-o", str(out)], capsys)
+    assert "ranking" in got["charts"] and f"{study} (" in out.read_text()
+    missing = tmp_path / "missing.db"  # a storage file that does not exist is said, not created
+    other = tmp_path / "m.html"
+    _rejected(["--storage", f"sqlite:///{missing}", "--plan", str(out_dir / "plan.yaml"), "-o", str(other)], capsys,
+              "does not exist", other)
+    assert not missing.exists()
 
 
 def test_checked_in_merged_trace_has_both_timelines() -> None:

@@ -75,6 +75,10 @@ def test_tune_writes_plan_and_resumes(tmp_path: Path, capsys) -> None:  # type: 
     assert main(argv) == 0
     second = capsys.readouterr().out
     assert '"num_trials_total": 4' in first and '"num_trials_total": 8' in second
+    # the resumed run proposes new configurations: the same --seed again had repeated the first run's random
+    # start-up trials, each simulated again (2026-12-01)
+    study = optuna.load_study(study_name=json.loads(second)["study"], storage=storage)
+    assert len({tuple(sorted(t.params.items())) for t in study.trials}) == 8
     p = load_plan(plan)
     assert p.num_workers == 8 and p.strategy == "dp"
     assert p.prediction["feasible"] and p.prediction["epoch_time_s"] > 0
@@ -190,3 +194,12 @@ def test_a_named_study_of_another_search_is_refused(tmp_path: Path, capsys) -> N
     assert not (tmp_path / "b.yaml").exists()
     study = optuna.load_study(study_name="mine", storage=storage)
     assert len(study.trials) == 2  # nothing was added by the refused run
+    # the strategies are a set: listed in another order, the same search (2026-12-01: refused, and without
+    # --study a second study)
+    both = ["tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--trials", "1", "--storage", storage,
+            "-o", str(tmp_path / "c.yaml"), "--json", "--strategies"]
+    assert main([*both, "hopgnn,dp"]) == 0
+    first = json.loads(capsys.readouterr().out)["study"]
+    assert main([*both, "dp,hopgnn"]) == 0
+    assert json.loads(capsys.readouterr().out)["study"] == first
+    assert len(optuna.load_study(study_name=first, storage=storage).trials) == 2

@@ -166,10 +166,16 @@ def test_a_new_study_first_tries_every_strategy_as_shipped(tmp_path: Path) -> No
         assert trial.user_attrs["result"]["knobs"] == shipped.knobs
         assert trial.value == shipped.epoch_time_s and best <= shipped.epoch_time_s
     # a knob whose default is None is fixed to None where the search offers it (neutronstar: no cache budget)
-    assert shipped_params[0]["neutronstar.cache_budget_bytes"] is None
+    assert next(p for p in shipped_params if p["strategy"] == "neutronstar")["neutronstar.cache_budget_bytes"] is None
     # a study that has trials (resumed), or fewer trials than candidates to run, is left to its sampler
     assert enqueue_defaults(study, choices, TRIALS) == 0
     assert enqueue_defaults(optuna.create_study(), choices, len(choices) - 1) == 0
     fresh = optuna.create_study()
     assert enqueue_defaults(fresh, choices, len(choices)) == len(choices) == 2
     assert [t.system_attrs["fixed_params"] for t in fresh.trials] == shipped_params
+    # a study stopped before it tried every default (killed after its first trial) gets the others on resume
+    # (2026-12-01: a resumed study never tried them)
+    stopped = optuna.create_study()
+    stopped.add_trial(study.trials[0])
+    assert enqueue_defaults(stopped, choices, TRIALS) == 1
+    assert stopped.trials[-1].system_attrs["fixed_params"] == shipped_params[1]

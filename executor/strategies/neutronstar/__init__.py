@@ -297,13 +297,16 @@ class Trainer:
 
     def evaluate(self, epoch: int = -1) -> Accuracy:
         """Validation / test accuracy counts of the owned vertices (collective: the forward exchanges rows); not
-        traced (``epoch`` unused)."""
+        traced (``epoch`` unused): the forward's spans go to a recorder that is dropped (before 2026-12-01 they
+        reached the trace as training phases at epoch -1)."""
         self.model.eval()
+        traced, self.rec = self.rec, Recorder(self.rec.rank, self.rec.origin_s)
         try:
             with torch.no_grad():
                 logits, _ = self.forward()
         finally:
             self.model.train()
+            self.rec = traced
         pred = logits.argmax(1)
         counts = [int((pred[idx] == self.labels[idx]).sum()) for idx in (self.split["val"], self.split["test"])]
         return Accuracy(counts[0], len(self.split["val"]), counts[1], len(self.split["test"]))
