@@ -182,8 +182,24 @@ def storage_errors(url: str) -> Iterator[None]:
     try:
         yield
     except (sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError) as exc:
-        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SpecError(f"--storage: {url!r} failed: {message}") from None
+        raise SpecError(f"--storage: {url!r} failed: {_root_message(exc)}") from None
+
+
+def _root_message(exc: BaseException) -> str:
+    """The first line of the innermost exception ``exc`` was raised from (its ``__cause__`` or ``__context__``
+    chain): Optuna wraps a failed commit in StorageInternalError, whose own text guesses at invalid data, while the
+    database's reason (``attempt to write a readonly database``) is inside (2026-12-01: only the guess was said)."""
+    seen = {id(exc)}
+    while (inner := exc.__cause__ or exc.__context__) is not None and id(inner) not in seen:
+        seen.add(id(inner))
+        exc = inner
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+DAMAGED_FILE = ("file is not a database", "database disk image is malformed")
+"""SQLite's messages for a file that is no database or a damaged one: the URL was right, the file is not (before
+2026-12-01 the error advised another URL)."""
 
 
 def open_storage(url: str) -> optuna.storages.RDBStorage:
@@ -209,9 +225,11 @@ def open_storage(url: str) -> optuna.storages.RDBStorage:
             message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             attempt += 1
             if not any(m in message for m in SCHEMA_RACE) or attempt >= STORAGE_RETRIES:
-                raise SpecError(f"--storage: cannot open {url!r}: {message} (give an SQLAlchemy database URL: "
-                                f"sqlite:///PATH, or postgresql://USER@HOST/DB or mysql://... with its driver "
-                                f"installed)") from None
+                hint = "the file is not an SQLite database, or is damaged: give another file" \
+                    if any(m in message for m in DAMAGED_FILE) else \
+                    "give an SQLAlchemy database URL: sqlite:///PATH, or postgresql://USER@HOST/DB or mysql://... " \
+                    "with its driver installed"
+                raise SpecError(f"--storage: cannot open {url!r}: {message} ({hint})") from None
             time.sleep(0.2 * attempt)
 
 

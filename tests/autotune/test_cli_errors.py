@@ -209,3 +209,31 @@ def test_an_empty_value_is_refused_not_taken_as_absent(argv: list[str], message:
     with pytest.raises(SystemExit) as exc:
         main(argv)
     assert exc.value.code == 2 and capsys.readouterr().err.strip() == message
+
+
+def test_a_storage_file_that_is_no_database_is_said_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A damaged study file: the URL was right, so the error says the file is the problem (2026-12-01: it advised
+    another URL), and the file is left as it was."""
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(bytes(range(256)) * 20)
+    _fails(capsys, ["tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategies", "dp",
+                    "--trials", "1", "--storage", f"sqlite:///{junk}", "-o", str(tmp_path / "plan.yaml")],
+           "file is not a database (the file is not an SQLite database, or is damaged: give another file)")
+    assert junk.read_bytes() == bytes(range(256)) * 20 and not (tmp_path / "plan.yaml").exists()
+
+
+def test_a_storage_failure_names_the_database_s_reason() -> None:
+    """Optuna wraps a failed commit in StorageInternalError, whose text guesses at invalid data; the error says the
+    database's own reason from inside the chain (2026-12-01: a read-only file said only the guess)."""
+    import optuna
+
+    from gnnplan.autotune.study import storage_errors
+    from gnnplan.simulator.errors import SpecError
+
+    with pytest.raises(SpecError) as exc:
+        with storage_errors("sqlite:///x.db"):
+            try:
+                raise OSError("attempt to write a readonly database")
+            except OSError as inner:
+                raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from inner
+    assert str(exc.value) == "--storage: 'sqlite:///x.db' failed: attempt to write a readonly database"
