@@ -109,7 +109,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if caveat:  # a card whose proxy has no block model: its partition-dependent statistics are biased
             con.print(f"{workload.dataset}: the proxy's communities: {caveat}")
         _print_peak_rates(con, cluster)
-        con.print(f"study {out['study']} ({out['num_trials_total']} trials in {out['storage']}); "
+        total = out['num_trials_total']
+        con.print(f"study {out['study']} ({total} trial{'' if total == 1 else 's'} in {out['storage']}); "
                   f"best plan written to {out['plan']}")
         if out.get("note"):
             con.print(out["note"])

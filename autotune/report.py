@@ -147,8 +147,10 @@ def ranked_table(rows: list[dict[str, Any]], limit: int = 15, on_cpu: bool = Fal
         t.add_column(col)
     for i, r in enumerate(shown + extra):
         note = "" if r["feasible"] else f"infeasible: {r['reason']}"
-        if r in extra:
-            note = f"best {r['strategy']}" + (f"; {note}" if note else "")
+        if r in extra:  # the best of its strategy, and of its model where the strategy trains several
+            models = {o.get("model", "") for o in shown + extra if o["strategy"] == r["strategy"]}
+            which = f"{r['strategy']} with {r.get('model', '')}" if len(models) > 1 else r["strategy"]
+            note = f"best {which}" + (f"; {note}" if note else "")
         cells = [str(r["rank"]), r["strategy"], r.get("model", ""), knobs_text(r["knobs"]), fmt_s(r["epoch_time_s"]),
                  fmt_s(r["iteration_time_s"]), fmt_bytes(r["peak_gpu_memory_bytes"]), str(r.get("num_trials", 1)),
                  note]

@@ -420,7 +420,8 @@ def best_result(study: optuna.Study, workload: WorkloadSpec) -> tuple[dict[str, 
         closest = closest_infeasible(study)
         raise SpecError("tune: no feasible configuration found (every trial ran out of memory"
                         + (f"; the closest, {closest}" if closest else "")
-                        + "); use a larger cluster or a smaller model/batch") from None
+                        + "); give the cluster more memory, or shrink what fills it (the parts named: a batch "
+                          "size shrinks only the batch's)") from None
 
 
 def closest_infeasible(study: optuna.Study) -> str | None:

@@ -407,12 +407,14 @@ def default_gpus_per_machine(plan: Plan, nprocs: int) -> int:
 
 
 def trace_metadata(plan: Plan, result: dict[str, Any]) -> dict[str, Any]:
-    """The trace's metadata object."""
+    """The trace's metadata object: ``cluster`` and ``workload`` are the specs as objects, as in the simulator's
+    predicted traces (before 2026-12-01 a run's ``cluster`` was only its name, a string)."""
     import dgl
 
     from gnnplan import simulator
 
-    return {"plan": plan.model_dump(mode="json"), "results": result, "num_workers": plan.num_workers,
-            "strategy": plan.strategy, "knobs": dict(plan.knobs), "cluster": plan.cluster.name,
-            "workload": plan.workload.model_dump(mode="json"), "source": "executor",
+    dumped = plan.model_dump(mode="json")
+    return {"plan": dumped, "results": result, "num_workers": plan.num_workers,
+            "strategy": plan.strategy, "knobs": dict(plan.knobs), "cluster": dumped["cluster"],
+            "workload": dumped["workload"], "source": "executor",
             "versions": {"torch": torch.__version__, "dgl": dgl.__version__, "gnnplan": simulator.__version__}}

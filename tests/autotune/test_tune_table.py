@@ -64,6 +64,12 @@ def test_the_table_always_shows_the_best_row_of_each_strategy() -> None:
     assert "best gsplit" in text and "best hopgnn" in text and "2.000 s" in text and "2.500 s" not in text
     assert ("23 distinct configurations (showing the best 5 and 2 more, the best of other strategies; --json has "
             "them all); the best of each strategy tried is always shown") in " ".join(text.split())
+    # a strategy tried with two models (--allow-model-change): its best row of each says which model
+    # (2026-12-01: ppgnn with SIGN was "best ppgnn" below ppgnn with SGC at rank 1)
+    sgc, sign = _trial("ppgnn", {"hops": 2}, 0.5), _trial("ppgnn", {"hops": 2}, 2.2)
+    sgc.user_attrs["model"], sign.user_attrs["model"] = "sgc", "sign"
+    swapped = _render(ranked_table(ranked_trials(_study([*trials, sgc, sign])), limit=3))
+    assert "best ppgnn with sign" in swapped and "best gsplit" in swapped and "best ppgnn;" not in swapped
     every = _render(ranked_table(rows[:3], limit=5))
     assert "3 distinct configurations; the best" in " ".join(every.split())  # all shown: nothing to say
     # a cluster without GPUs also shows each machine's host memory, where its graph and features are (2026-11-30:

@@ -72,6 +72,7 @@ def test_two_worker_run_writes_one_trace(tmp_path: Path) -> None:
     spans, meta = read_trace(path)
     assert meta["num_workers"] == 2
     assert meta["plan"]["cluster"]["num_machines"] == 2 and meta["plan"]["workload"]["training"]["num_epochs"] == 3
+    assert meta["cluster"] == meta["plan"]["cluster"]  # an object, as in a predicted trace (was the name)
     assert Plan.model_validate(meta["plan"]).knobs["cache_fraction"] == 0.1
     assert set(meta["versions"]) == {"torch", "dgl", "gnnplan"}
     assert meta["results"]["epoch_time_s"] == res["epoch_time_s"]
