@@ -110,17 +110,21 @@ def _note(req: TuneRequest, workload: WorkloadSpec, chosen: WorkloadSpec, tried:
     """What was compared (the candidates the study sampled, ``tried``: their strategy labels, and those it never
     sampled), which of the strategies ``asked`` for (None: every registered one) train otherwise and were not
     compared, and whether the plan trains a different model than the workload named."""
+    from gnnplan.autotune.candidates import candidates
     from gnnplan.simulator.strategies import STRATEGIES
 
     labels = ", ".join(c for c in req.candidates() if c in tried)
+    swaps = any(c.model_changed for c in candidates(workload, None, True))  # does a model change apply here?
     if not req.allow_model_change:
         runnable = {c.strategy for c in req.candidates().values()}
         other = [s for s in (asked or STRATEGIES) if s not in runnable]
+        hint = "; --allow-model-change compares those that train another model, SGC or SIGN" if swaps else ""
         note = f"compared {labels} for {workload.training.mode} training of {workload.model.arch}" + (
-            f" (not compared: {', '.join(other)}, of other training semantics; --allow-model-change compares those "
-            "that train another model, SGC or SIGN)" if other else "")
+            f" (not compared: {', '.join(other)}, of other training semantics{hint})" if other else "")
     else:
-        note = f"compared {labels} (model changes allowed)"
+        note = f"compared {labels} (model changes allowed" + ("" if swaps else (
+            f", but none applies to {workload.training.mode} training: SGC and SIGN train mini-batches of "
+            "pre-propagated features (ppgnn)")) + ")"
     if chosen.model.arch != workload.model.arch:
         note += (f"; the plan trains {chosen.model.arch} instead of {workload.model.arch}: a different model, "
                  "whose accuracy differs")

@@ -76,3 +76,18 @@ def test_tuner_plan_carries_the_swapped_model(tmp_path: Path) -> None:
                         tmp_path / "kept.yaml")
     assert load_plan(tmp_path / "kept.yaml").workload == SAGE and kept["model_changed"] is False
     assert "--allow-model-change compares those that train another model, SGC or SIGN" in kept["note"]
+
+
+@pytest.mark.filterwarnings("ignore::optuna.exceptions.ExperimentalWarning")
+def test_a_full_graph_workload_says_no_model_change_applies(tmp_path: Path) -> None:
+    """SGC and SIGN train mini-batches (ppgnn), so a full-graph workload has no model swap: the note says so with
+    --allow-model-change, and does not suggest the flag without it (2026-12-01: 'model changes allowed' and
+    nothing compared; the flag suggested where it changes nothing)."""
+    cluster, full = load_cluster("4x-a100-10gbe"), load_workload("cora-gcn-full")
+    allowed = tune_to_plan(cluster, full, None, 2, f"sqlite:///{tmp_path / 'a.db'}", None, False, 0,
+                           tmp_path / "a.yaml", allow_model_change=True)
+    assert "(model changes allowed, but none applies to full-graph training: SGC and SIGN train mini-batches" \
+        in allowed["note"]
+    plain = tune_to_plan(cluster, full, None, 2, f"sqlite:///{tmp_path / 'b.db'}", None, False, 0,
+                         tmp_path / "b.yaml")
+    assert "of other training semantics)" in plain["note"] and "--allow-model-change" not in plain["note"]
