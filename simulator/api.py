@@ -217,7 +217,8 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
     module, kn, ctx = load_context(with_cluster_set(cluster, cluster_set), workload, strategy, knobs,
                                    stats_seed=stats_seed)
     result = simulate_in_context(module, kn, ctx)
-    result.notes = [n for n in (oversized_batch_note(ctx.workload, ctx.cluster.num_gpus, result.knobs),) if n]
+    result.notes = [n for n in (oversized_batch_note(ctx.workload, ctx.cluster.num_gpus, result.knobs,
+                                                     ctx.summary.num_train),) if n]
     result.sim_wall_s = time.perf_counter() - started
     return result
 

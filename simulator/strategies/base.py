@@ -233,7 +233,8 @@ def batch_size_of(knobs: Any, workload: WorkloadSpec) -> int:
     return int(value or workload.training.batch_size)
 
 
-def oversized_batch_note(workload: WorkloadSpec, num_workers: int, knobs: Any = None) -> str | None:
+def oversized_batch_note(workload: WorkloadSpec, num_workers: int, knobs: Any = None,
+                         num_train: int | None = None) -> str | None:
     """A note when a mini-batch configuration's global batch (:func:`batch_size_of`) holds more seeds than the
     dataset has training vertices, else None: the batch is then the whole training set (each worker's share in as
     few iterations as :func:`iteration_plan` gives; the executors' samplers do the same), and a larger number
@@ -243,6 +244,9 @@ def oversized_batch_note(workload: WorkloadSpec, num_workers: int, knobs: Any = 
         workload: the workload (its dataset, mode and ``training.batch_size``).
         num_workers: the workers (ranks) the global batch is split over.
         knobs: the strategy's knobs or their mapping (a ``batch_size`` knob overrides the workload's), or None.
+        num_train: the dataset's training vertices when the caller has them (a simulation context's
+            ``summary``): no dataset is read then (a card's or an R-MAT graph's summary builds the graph:
+            seconds in a fresh process).
 
     Raises:
         SpecError: the dataset cannot be resolved or loaded.
@@ -251,7 +255,9 @@ def oversized_batch_note(workload: WorkloadSpec, num_workers: int, knobs: Any = 
 
     if workload.training.mode != "mini-batch":
         return None
-    batch, num_train = batch_size_of(knobs, workload), dataset_summary(workload.dataset).num_train
+    batch = batch_size_of(knobs, workload)
+    if num_train is None:
+        num_train = dataset_summary(workload.dataset).num_train
     if batch <= num_train or batch < num_workers:
         return None
     plan = iteration_plan(num_train, batch, num_workers)
