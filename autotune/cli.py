@@ -84,9 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="predict one configuration's epoch time, traffic and memory")
     _common_sim(p)
     p.add_argument("--strategy", required=True, help="dp, gsplit, hopgnn, neutronstar, hongtu or ppgnn")
-    p.add_argument("--set", dest="knobs", action="append", default=[], metavar="KNOB=VALUE",
-                   help="a knob of the strategy (cache_fraction=0.2, mode=hybrid, cache_budget_bytes=1GB; none "
-                        "unsets an optional one); repeatable, the last wins")
+    p.add_argument("--set", dest="knobs", action="extend", nargs="+", default=[], metavar="KNOB=VALUE",
+                   help="knobs of the strategy (cache_fraction=0.2, mode=hybrid, cache_budget_bytes=1GB; none "
+                        "unsets an optional one): one or more after each --set, and --set repeatable; the last "
+                        "value of a knob wins")
     p.add_argument("--json", action="store_true",
                    help="the prediction (epoch_time_s, breakdown_s, bytes_per_epoch, peak_memory_bytes, feasible, "
                         "...) as one JSON object instead of the table")

@@ -88,3 +88,14 @@ def test_a_phase_the_configuration_never_runs_is_left_out_of_the_table(capsys: p
     assert main(sim) == 0
     table = capsys.readouterr().out
     assert "  forward" in table and "  exchange" not in table and "  pack" not in table
+
+
+def test_one_set_takes_several_knobs(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--set A=1 B=2`` (DESIGN.md: ``[--set KNOB=VALUE ...]``) as ``--set A=1 --set B=2``; the last value of a
+    knob wins (2026-12-01: one value per --set, the second refused as an unknown argument)."""
+    sim = ["simulate", "--cluster", "4x-a100-10gbe", "--workload", "cora-sage", "--strategy", "dp", "--json"]
+    assert main([*sim, "--set", "cache_fraction=0.3", "partitioner=random", "--set", "cache_fraction=0.2"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert main([*sim, "--set", "partitioner=random", "--set", "cache_fraction=0.2"]) == 0
+    assert json.loads(capsys.readouterr().out)["knobs"] == one["knobs"]
+    assert one["knobs"]["cache_fraction"] == 0.2 and one["knobs"]["partitioner"] == "random"
