@@ -34,9 +34,9 @@ class _Parser(argparse.ArgumentParser):
         return super()._get_values(action, arg_strings)  # type: ignore[misc]
 
 
-def _common_sim(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cluster", required=True, help="cluster preset name or YAML file")
-    p.add_argument("--workload", required=True, help="workload preset name or YAML file")
+def _common_sim(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--cluster", required=required, help="cluster preset name or YAML file")
+    p.add_argument("--workload", required=required, help="workload preset name or YAML file")
     p.add_argument("--cluster-set", dest="cluster_sets", action="append", default=[], metavar="FIELD=VALUE",
                    help="change a cluster field by dotted path, unit-aware (network.bandwidth_bytes_per_s=10Gbit/s, "
                         "network.latency_s=5us, gpu.memory_bytes=40GiB); repeatable")
@@ -82,8 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=mc.cmd_probe)
 
     p = sub.add_parser("simulate", help="predict one configuration's epoch time, traffic and memory")
-    _common_sim(p)
-    p.add_argument("--strategy", required=True, help="dp, gsplit, hopgnn, neutronstar, hongtu or ppgnn")
+    _common_sim(p, required=False)  # (required unless --plan gives them: commands.simulate_inputs)
+    p.add_argument("--strategy", help="dp, gsplit, hopgnn, neutronstar, hongtu or ppgnn")
+    p.add_argument("--plan", help="a plan YAML (gnnplan tune -o): its cluster, workload, strategy and knobs, "
+                                  "instead of --cluster, --workload and --strategy; --set and --cluster-set "
+                                  "change them")
     p.add_argument("--set", dest="knobs", action="extend", nargs="+", default=[], metavar="KNOB=VALUE",
                    help="knobs of the strategy (cache_fraction=0.2, mode=hybrid, cache_budget_bytes=1GB; none "
                         "unsets an optional one): one or more after each --set, and --set repeatable; the last "

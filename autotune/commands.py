@@ -39,27 +39,62 @@ def positive_flag(name: str, value: int | None) -> None:
         api_args.positive_count(name, value)
 
 
+def simulate_inputs(args: argparse.Namespace) -> tuple[ClusterSpec, Any, str, Any]:
+    """(cluster, workload, strategy, knobs) of ``gnnplan simulate``: from ``--cluster``, ``--workload``,
+    ``--strategy`` and ``--set``, or from ``--plan`` (its knobs updated by ``--set``); ``--cluster-set`` applies
+    to either cluster.
+
+    Raises:
+        SpecError: ``--plan`` given with one of the three, or without it one of them missing; a bad plan, spec
+            or knob.
+    """
+    from gnnplan.simulator.api import parse_knobs
+    from gnnplan.simulator.overrides import with_fields
+    from gnnplan.simulator.plan import load_plan
+
+    given = [f"--{name}" for name in ("cluster", "workload", "strategy") if getattr(args, name) is not None]
+    if args.plan is None:
+        missing = [f"--{n}" for n in ("cluster", "workload", "strategy") if f"--{n}" not in given]
+        if missing:
+            raise SpecError(f"{', '.join(missing)}: required (or --plan PLAN for --cluster, --workload and --strategy)")
+        knobs = parse_knobs(args.strategy, args.knobs)
+        return cluster_from_args(args), load_workload(args.workload), args.strategy, knobs
+    if given:
+        raise SpecError(f"--plan: the plan names the cluster, workload and strategy; leave out {', '.join(given)} "
+                        "(change the plan's with --cluster-set and --set)")
+    plan = load_plan(args.plan)
+    knobs = parse_knobs(plan.strategy, [f"{k}={_knob_text(v)}" for k, v in plan.knobs.items()] + args.knobs)
+    cluster = with_fields(plan.cluster, args.cluster_sets, "--cluster-set")
+    return cluster, plan.workload, plan.strategy, knobs
+
+
+def _knob_text(value: Any) -> str:
+    """A plan's knob value as ``--set`` reads it (None: ``none``; a boolean: ``true``/``false``)."""
+    if value is None:
+        return "none"
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``gnnplan simulate``: one configuration."""
     from rich.progress import track
 
     from gnnplan.autotune.draws import draws_record
-    from gnnplan.simulator.api import parse_knobs, predicted_trace, simulate, simulate_on_draws, trace_metadata
+    from gnnplan.simulator.api import predicted_trace, simulate, simulate_on_draws, trace_metadata
     from gnnplan.simulator.workload.proxy_draws import redrawn, requested_draws
 
-    cluster, workload = cluster_from_args(args), load_workload(args.workload)
-    knobs = parse_knobs(args.strategy, args.knobs)
+    cluster, workload, strategy, knobs = simulate_inputs(args)
     refs = requested_draws(workload.dataset, args.proxy_draws)
-    res = simulate(cluster, workload, args.strategy, knobs)
+    res = simulate(cluster, workload, strategy, knobs)
     out = res.to_json_dict()
     if refs is not None:
         again = redrawn(workload.dataset, refs)  # a pooled card's prediction is none of its draws'
-        others = [simulate_on_draws(cluster, workload, args.strategy, knobs, [ref])[0] for ref in track(
+        others = [simulate_on_draws(cluster, workload, strategy, knobs, [ref])[0] for ref in track(
             again, description="simulating on the proxy draws (a draw's statistics are measured once, then cached)",
             console=report.console(stderr=True), transient=True, disable=args.json)]
         out["proxy_draws"] = draws_record(refs, others if len(again) == len(refs) else [res, *others])
     if args.trace:
-        predicted_trace(res, args.trace, {**trace_metadata(cluster, workload, args.strategy, res),
+        predicted_trace(res, args.trace, {**trace_metadata(cluster, workload, strategy, res),
                                           "cluster": cluster.to_yaml_dict(), "workload": workload.to_yaml_dict()})
     notes = res.notes  # simulate's: a batch larger than the training set
     if args.json:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from gnnplan.autotune.cli import main
 from gnnplan.autotune.report import fmt_s, largest_parts
@@ -99,3 +101,25 @@ def test_one_set_takes_several_knobs(capsys: pytest.CaptureFixture[str]) -> None
     assert main([*sim, "--set", "partitioner=random", "--set", "cache_fraction=0.2"]) == 0
     assert json.loads(capsys.readouterr().out)["knobs"] == one["knobs"]
     assert one["knobs"]["cache_fraction"] == 0.2 and one["knobs"]["partitioner"] == "random"
+
+
+def test_simulate_takes_a_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``simulate --plan P`` simulates the plan's configuration (its prediction again, exactly), and --set and
+    --cluster-set change it; --plan with --cluster is refused, and without --plan each missing one is named
+    (2026-12-01: a plan had to be split into cluster and workload files to be simulated again)."""
+    plan = tmp_path / "plan.yaml"
+    assert main(["tune", "--cluster", "4x-a100-10gbe", "--workload", "cora-gcn-full", "--trials", "4",
+                 "--storage", f"sqlite:///{tmp_path / 's.db'}", "-o", str(plan), "--json"]) == 0
+    capsys.readouterr()
+    data = yaml.safe_load(plan.read_text())
+    assert main(["simulate", "--plan", str(plan), "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["strategy"], again["knobs"]) == (data["strategy"], data["knobs"])
+    assert again["epoch_time_s"] == data["prediction"]["epoch_time_s"]
+    assert main(["simulate", "--plan", str(plan), "--cluster-set", "network.bandwidth_bytes_per_s=1Gbit/s",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["epoch_time_s"] != again["epoch_time_s"]
+    assert main(["simulate", "--plan", str(plan), "--cluster", "dgx-a100"]) == 2
+    assert "--plan: the plan names the cluster, workload and strategy; leave out --cluster" in capsys.readouterr().err
+    assert main(["simulate", "--cluster", "dgx-a100", "--workload", "cora-sage"]) == 2
+    assert "--strategy: required (or --plan PLAN" in capsys.readouterr().err
