@@ -17,6 +17,9 @@ from pydantic import ValidationError
 from gnnplan.simulator.errors import RunError, SpecError, one_line
 from gnnplan.simulator.limits import SEED_LIMIT
 
+NO_DEFAULT = frozenset({"cluster", "workload", "strategy", "plan"})
+"""Options that have no default even where argparse does not require them (simulate takes them or ``--plan``)."""
+
 
 class _Parser(argparse.ArgumentParser):
     """argparse with a one-line error and exit code 2, and no empty values: ``--trace ''`` wrote no trace and
@@ -29,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
         optional = action.nargs in ("?", "*", argparse.PARSER, argparse.REMAINDER)
         if not optional and any(not text.strip() for text in arg_strings):
             name = "/".join(action.option_strings) or str(action.metavar or action.dest).upper()
-            leave = action.option_strings and not action.required
+            leave = action.option_strings and not action.required and action.dest not in NO_DEFAULT
             self.error(f"argument {name}: an empty value{'; leave the option out for its default' if leave else ''}")
         return super()._get_values(action, arg_strings)  # type: ignore[misc]
 
@@ -84,13 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="predict one configuration's epoch time, traffic and memory")
     _common_sim(p, required=False)  # (required unless --plan gives them: commands.simulate_inputs)
     p.add_argument("--strategy", help="dp, gsplit, hopgnn, neutronstar, hongtu or ppgnn")
-    p.add_argument("--plan", help="a plan YAML (gnnplan tune -o): its cluster, workload, strategy and knobs, "
-                                  "instead of --cluster, --workload and --strategy; --set and --cluster-set "
-                                  "change them")
     p.add_argument("--set", dest="knobs", action="extend", nargs="+", default=[], metavar="KNOB=VALUE",
                    help="knobs of the strategy (cache_fraction=0.2, mode=hybrid, cache_budget_bytes=1GB; none "
                         "unsets an optional one): one or more after each --set, and --set repeatable; the last "
                         "value of a knob wins")
+    p.add_argument("--plan", help="a plan YAML (gnnplan tune -o): its cluster, workload, strategy and knobs, "
+                                  "instead of --cluster, --workload and --strategy; --set and --cluster-set "
+                                  "change them")
     p.add_argument("--json", action="store_true",
                    help="the prediction (epoch_time_s, breakdown_s, bytes_per_epoch, peak_memory_bytes, feasible, "
                         "...) as one JSON object instead of the table")
