@@ -48,7 +48,7 @@ def prediction_for_run(plan: Plan, *notes: str | None) -> tuple[float | None, st
     (:func:`layout_note`, :func:`device_note`, :func:`emulation_note`) says it is not the configuration predicted,
     or the plan holds no prediction of its configuration (:func:`simulator.plan.predicted_epoch_s`)."""
     if any(notes):
-        return None, "the run is not the configuration the plan predicts (the notes above)"
+        return None, "the run is not the configuration the plan predicts (its notes say how)"
     return predicted_epoch_s(plan)
 
 

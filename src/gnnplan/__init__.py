@@ -181,9 +181,9 @@ def run(plan: Plan | str | Path, *, nprocs: int | None = None, epochs: int | Non
                           collective_timeout_s=collective_timeout_s, checkpoint_every=checkpoint_every,
                           checkpoint_dir=checkpoint_dir, resume=resume, gpus_per_machine=per_machine)
     notes, predicted, why = after_run_notes(loaded, nprocs or loaded.num_workers,
-                                          layout_note(loaded, nprocs or loaded.num_workers, per_machine),
-                                          emulation_note(loaded, None, False),  # an emulated plan, run here
-                                          background_note(result.get("background")))
+                                            layout_note(loaded, nprocs or loaded.num_workers, per_machine),
+                                            emulation_note(loaded, None, False),  # an emulated plan, run here
+                                            background_note(result.get("background")))
     for note in notes:
         warnings.warn(note, RunNote, stacklevel=2)
     return {**result, "predicted_epoch_time_s": predicted, "prediction_note": why, "notes": notes}

@@ -275,7 +275,7 @@ def test_a_run_whose_machines_are_not_its_plans_is_not_compared_with_its_predict
     assert "a CPU quota of 0.25 cores" in (emulation_note(plan, MachineLimits(own, 0.25), False) or "")
     assert "run it with --emulate" in (emulation_note(plan, None, False) or "")
     assert prediction_for_run(plan, None, slower, None) == (None, "the run is not the configuration the plan "
-                                                                  "predicts (the notes above)")
+                                                                  "predicts (its notes say how)")
     assert prediction_for_run(plan, None, None, None) == (0.05, None)
     local = plan.model_copy(update={"cluster": load_cluster("local")})
     assert emulation_note(local, None, False) is None and emulation_note(local, MachineLimits(own), False) is None
