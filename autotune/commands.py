@@ -63,16 +63,9 @@ def simulate_inputs(args: argparse.Namespace) -> tuple[ClusterSpec, Any, str, An
         raise SpecError(f"--plan: the plan names the cluster, workload and strategy; leave out {', '.join(given)} "
                         "(change the plan's with --cluster-set and --set)")
     plan = load_plan(args.plan)
-    knobs = parse_knobs(plan.strategy, [f"{k}={_knob_text(v)}" for k, v in plan.knobs.items()] + args.knobs)
+    knobs = {**plan.knobs, **parse_knobs(plan.strategy, args.knobs)}  # simulate validates them together
     cluster = with_fields(plan.cluster, args.cluster_sets, "--cluster-set")
     return cluster, plan.workload, plan.strategy, knobs
-
-
-def _knob_text(value: Any) -> str:
-    """A plan's knob value as ``--set`` reads it (None: ``none``; a boolean: ``true``/``false``)."""
-    if value is None:
-        return "none"
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:

@@ -193,6 +193,8 @@ class WorkloadSpec(_Spec):
 
     name: FileNamePart = ""
     dataset: GeneratedGraph | str
+    model: ModelSpec
+    training: TrainingSpec = TrainingSpec()
 
     @model_validator(mode="before")
     @classmethod
@@ -203,8 +205,6 @@ class WorkloadSpec(_Spec):
             raise ValueError("dataset: a preset (cora, citeseer), a card (card:<name>), an OGB folder or a generator "
                              "mapping ({generator: rmat, ...})")
         return data
-    model: ModelSpec
-    training: TrainingSpec = TrainingSpec()
 
     @model_validator(mode="after")
     def _consistent(self) -> WorkloadSpec:

@@ -162,7 +162,6 @@ class Layout:
     volumes: tuple[dedup.Volumes, dedup.Volumes]
 
 
-@lru_cache(maxsize=8)
 def chunks_problem(num_vertices: int, num_gpus: int, num_chunks: int) -> str | None:
     """Why ``num_chunks`` chunks per GPU cannot be cut from ``num_vertices`` on ``num_gpus`` (more chunks than a
     GPU's share of the vertices leaves chunks empty: Cora at 4,000 took 17 s to price them, 2026-12-01), or None."""
@@ -175,6 +174,7 @@ def chunks_problem(num_vertices: int, num_gpus: int, num_chunks: int) -> str | N
             f"{counted(num_gpus, 'GPU')}); at most {per_gpu}")
 
 
+@lru_cache(maxsize=8)
 def layout(ref: str | GeneratedSpec, num_parts: int, num_chunks: int, partitioner: str) -> Layout:
     """The partition and the reorganisation of ``ref`` (cached in this process; both architectures share the
     self-loop rule, so the graph does not depend on the model)."""
