@@ -7,6 +7,16 @@ and the ``n - MAX_WINDOW_ITERATIONS`` iterations in between are extrapolated at 
 as the mean spacing of iteration ends over the last ``STEADY_ITERATIONS`` full iterations of the window. The
 pipeline (prefetching samplers, synchronous all-reduce) reaches its periodic regime within a few iterations
 because every full iteration does the same work, so the window's tail is the steady state.
+
+With k prefetching sampler processes feeding one trainer (or one machine's trainers) the pipeline has a longer
+transient and a longer period (:func:`window_shape`): the first ``PREFETCH_FACTOR * k`` batches are sampled
+before any trainer holds them back, and k samplers that start together hand over their batches in waves of k, so
+the steady period is measured over a whole number of waves (the smallest multiple of k of at least
+``STEADY_ITERATIONS`` iterations) after that transient, and the window is lengthened to hold both. Measured over 8
+iterations, 15 samplers' one wave of the window looked like the steady state (gsplit on ogbn-products' card, 4 V100:
+0.31 s per epoch, below the 0.43 s its machine's 16 cores need for the 6.9 core-seconds of sampling), and 12
+samplers' period was one wave per 8 iterations instead of per 12 (0.91 s); the lengthened window gives 0.66 s
+for 12 samplers and 0.55 s for 15, and 0.52 s from 16 on, where the cores are the bound (2026-12-01).
 """
 
 from __future__ import annotations
@@ -294,12 +304,15 @@ class IterationPlan:
         seeds_per_worker: seeds of one worker in a full iteration (``batch_size // W``).
         last_fraction: seeds of the last iteration relative to a full one (0 < f <= 1).
         window: iteration indices simulated, in order.
+        steady_iterations: full iterations at the window's end whose mean spacing is the steady period
+            (:func:`window_shape`).
     """
 
     num_iterations: int
     seeds_per_worker: int
     last_fraction: float
     window: tuple[int, ...]
+    steady_iterations: int = STEADY_ITERATIONS
 
     def scale(self, iteration: int) -> float:
         """Work of ``iteration`` relative to a full iteration (block sizes scale linearly with seeds)."""
@@ -311,9 +324,35 @@ class IterationPlan:
         return self.num_iterations - len(self.window)
 
 
-def iteration_plan(num_train: int, batch_size: int, num_workers: int) -> IterationPlan:
+def window_shape(sampler_processes: int) -> tuple[int, int]:
+    """``(window length, steady iterations)`` of an epoch whose trainer (or machine's trainers) is fed by
+    ``sampler_processes`` prefetching sampler processes (0: it samples inline): ``(MAX_WINDOW_ITERATIONS,
+    STEADY_ITERATIONS)`` unless k = ``sampler_processes`` needs more (module docstring).
+
+    k samplers started together hand over their batches in waves of k (sampler j takes iterations j, j + k, ...),
+    so the steady iterations are the smallest multiple of k of at least ``STEADY_ITERATIONS``, and the window's
+    full iterations (all but its last, the partial one) are a multiple of k too: the steady period is then measured
+    from the end of one whole wave to the end of another, and no wave is cut short (a wave's batches share the
+    machine's cores: the first of a wave the window cut off would be sampled alone, faster). The measured waves
+    come after the first ``(PREFETCH_FACTOR + 1) * k`` iterations: the samplers take the first ``PREFETCH_FACTOR
+    * k`` batches before any trainer can hold them back, and the wave after those starts together when the first
+    wave is taken, where later ones start as trainers take theirs (a trainer-bound epoch: 6 samplers per worker,
+    tests/strategies/dp/test_dp_simulator.py, had its sampling time 12% high, its epoch time right, when the
+    measured waves began after 2k).
+    """
+    k = sampler_processes
+    if k <= 0:
+        return MAX_WINDOW_ITERATIONS, STEADY_ITERATIONS
+    steady = k * math.ceil(STEADY_ITERATIONS / k)
+    full = k * math.ceil(max(MAX_WINDOW_ITERATIONS - 1, (PREFETCH_FACTOR + 1) * k + steady) / k)
+    return full + 1, steady
+
+
+def iteration_plan(num_train: int, batch_size: int, num_workers: int, sampler_processes: int = 0) -> IterationPlan:
     """Iterations of an epoch when each of W workers takes ``batch_size // W`` of its ``ceil(num_train / W)``
-    seeds per iteration (common.md: seeds split evenly among workers; the last batch may be smaller).
+    seeds per iteration (common.md: seeds split evenly among workers; the last batch may be smaller), and the
+    window simulated of them (:func:`window_shape` of ``sampler_processes``, the prefetching sampler processes
+    feeding one trainer or one machine's trainers).
 
     Raises:
         SpecError: batch_size < W (a worker would get no seed) or no training vertices.
@@ -327,9 +366,16 @@ def iteration_plan(num_train: int, batch_size: int, num_workers: int) -> Iterati
     per_worker = math.ceil(num_train / num_workers)
     n = math.ceil(per_worker / per_iter)
     last = per_worker - (n - 1) * per_iter
-    window = tuple(range(n)) if n <= MAX_WINDOW_ITERATIONS else \
-        tuple(range(MAX_WINDOW_ITERATIONS - 1)) + (n - 1,)
-    return IterationPlan(n, per_iter, last / per_iter, window)
+    return with_sampler_processes(IterationPlan(n, per_iter, last / per_iter, ()), sampler_processes)
+
+
+def with_sampler_processes(plan: IterationPlan, sampler_processes: int) -> IterationPlan:
+    """``plan`` with the window and steady iterations of :func:`window_shape` of ``sampler_processes``: every
+    iteration when the epoch has at most the window's length, else the first ``length - 1`` and the last."""
+    length, steady = window_shape(sampler_processes)
+    n = plan.num_iterations
+    window = tuple(range(n)) if n <= length else tuple(range(length - 1)) + (n - 1,)
+    return replace(plan, window=window, steady_iterations=steady)
 
 
 def steady_period_s(iteration_ends: list[float], plan: IterationPlan) -> float:
@@ -342,14 +388,14 @@ def steady_period_s(iteration_ends: list[float], plan: IterationPlan) -> float:
     full = len(iteration_ends) - 1
     if full < 2:
         return iteration_ends[0]
-    k = min(STEADY_ITERATIONS, full - 1)
+    k = min(plan.steady_iterations, full - 1)
     return (iteration_ends[full - 1] - iteration_ends[full - 1 - k]) / k
 
 
 def phase_breakdown(spans: list[Span], plan: IterationPlan, phases: tuple[str, ...]) -> dict[str, float]:
     """Per phase, the busiest worker's total time over the epoch: simulated window plus extrapolated iterations
-    at the mean per-iteration time of the window's last ``STEADY_ITERATIONS`` full iterations."""
-    steady = set(plan.window[:-1][-STEADY_ITERATIONS:]) or set(plan.window)
+    at the mean per-iteration time of the window's last ``plan.steady_iterations`` full iterations."""
+    steady = set(plan.window[:-1][-plan.steady_iterations:]) or set(plan.window)
     total: dict[tuple[int, str], float] = defaultdict(float)
     tail: dict[tuple[int, str], float] = defaultdict(float)
     for s in spans:

@@ -273,7 +273,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     """
     started = time.perf_counter()
     check_workload(sys.modules[__name__], ctx.workload)
-    plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
+    plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers, knobs.num_sampler_workers)
     full, cost = iteration_work(ctx, knobs)
     last, _ = iteration_work(ctx, knobs, plan.last_fraction)
     inferred = evaluation_block(ctx, knobs.partitioner)

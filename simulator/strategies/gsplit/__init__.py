@@ -52,7 +52,6 @@ from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
-    STEADY_ITERATIONS,
     IterationPlan,
     PhaseProfile,
     SimContext,
@@ -62,6 +61,7 @@ from gnnplan.simulator.strategies.base import (
     place_window,
     steady_period_s,
     suggest_batch_size,
+    with_sampler_processes,
 )
 from gnnplan.simulator.strategies.contract import check_workload as contract_check
 from gnnplan.simulator.strategies.gsplit import rank_mean
@@ -180,11 +180,26 @@ def window_works(ctx: SimContext, knobs: Knobs) -> tuple[SplitStats, IterationPl
     return stats, plan, works
 
 
+def pipelined(plan: IterationPlan, works: list[IterationWork],
+              num_sampler_workers: int) -> tuple[IterationPlan, list[IterationWork]]:
+    """The plan whose window holds the pipeline of ``num_sampler_workers`` sampler processes per machine
+    (:func:`~gnnplan.simulator.strategies.base.window_shape`) and its work per window position: the measured
+    positions' own (``works``, one per position of ``plan``'s window, :mod:`.stats`), and for the iterations the
+    longer window adds, the measured full iterations' in turn (iteration i the (i mod m)-th of the m measured:
+    each is one random batch of the epoch, so another is as good a sample of it)."""
+    longer = with_sampler_processes(plan, num_sampler_workers)
+    if longer.window == plan.window:
+        return longer, works
+    measured = dict(zip(plan.window, works, strict=True))
+    full = [measured[it] for it in plan.window[:-1]] or works
+    return longer, [measured.get(it, full[it % len(full)]) for it in longer.window]
+
+
 def link_bytes_per_epoch(ctx: SimContext, plan: IterationPlan, works: list[IterationWork]) -> dict[str, float]:
     """Bytes of the epoch per link kind: the window's iterations plus the extrapolated ones at the mean of the
     window's last full iterations."""
     per = [link_bytes(ctx.cluster, w) for w in works]
-    steady = per[:-1][-STEADY_ITERATIONS:] or per
+    steady = per[:-1][-plan.steady_iterations:] or per
     return {k: sum(p[k] for p in per) + plan.extrapolated * float(np.mean([p[k] for p in steady])) for k in LINKS}
 
 
@@ -209,6 +224,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
             statistics["split_stats"] = f"{statistics.get('split_stats', 'measured on the proxy')}; {rank_mean.NOTE}"
             estimated = {**estimated, "statistics": statistics}
     works = [iteration_work(ctx, simulated, knobs.cache_fraction, pos) for pos in range(len(plan.window))]
+    plan, works = pipelined(plan, works, knobs.num_sampler_workers)
     # memory: the largest measured split; bytes: the mean keeps every total over GPUs and link kinds
     inferred = evaluation_block(ctx, knobs.split)
     memory = memory_model(ctx, stats, knobs.cache_fraction, knobs.num_sampler_workers, works, inferred)

@@ -312,7 +312,7 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
     (:func:`~..inference_time.evaluation_block`; read here when not given: :func:`simulate` reads it once for every
     S it tries)."""
     started = time.perf_counter()
-    plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
+    plan = iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers, knobs.num_sampler_workers)
     slowest = slowest and knobs.micrograph
     if slowest:  # every rank's full iteration; the last one's bytes scale with its rows
         assert mg is not None

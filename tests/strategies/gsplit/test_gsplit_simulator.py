@@ -91,6 +91,29 @@ def test_the_slowest_split_sets_the_pace(monkeypatch: pytest.MonkeyPatch) -> Non
     assert compute[1] > 3 * compute[0]
 
 
+def test_more_sampler_processes_are_never_slower_nor_faster_than_the_cores_allow(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """k sampler processes hand over their batches in waves of k, and the window holds whole waves after the
+    prefetch (base.window_shape): on 4 cores the epoch of 49 batches takes 49 // k waves of k and one of the
+    remaining 49 % k, a wave of w batches max(1, w / 4) times one batch's sampling alone on a core (sampling is the
+    bound here). A 16-iteration window measured one wave for the steady state from 16 samplers on (faster than the
+    cores allow), and 8 samplers' lengthened window, not cut at a wave, ended with one batch sampled alone (also
+    faster)."""
+    host = shape("4x-v100-nvlink2", 1, 2).host.model_copy(update={"num_cores": 4})
+    cluster = shape("4x-v100-nvlink2", 1, 2).model_copy(update={"host": host})
+    n = 49
+    window = iteration_plan(64 * n, 64, 1).window
+    stats = dataclasses.replace(fake_stats(sampled=(4e6, 4e6), batches=len(window)), iterations=np.asarray(window),
+                                num_iterations=n)
+    summary = dataclasses.replace(SUMMARY, num_train=64 * n)
+    times = {k: run(monkeypatch, cluster, stats, summary, num_sampler_workers=k) for k in (1, 2, 3, 4, 6, 8, 16, 24)}
+    batch_s = times[1].breakdown_s["sample"] / n                   # one sampler: alone on a core
+    for k, res in times.items():
+        waves = n // k * max(1.0, k / 4) + (max(1.0, n % k / 4) if n % k else 0.0)
+        assert res.epoch_time_s == pytest.approx(waves * batch_s, rel=0.01), k
+    assert all(times[a].epoch_time_s >= times[b].epoch_time_s * (1 - 1e-9) for a, b in itertools.pairwise(times))
+
+
 def test_out_of_memory_is_a_result(monkeypatch: pytest.MonkeyPatch) -> None:
     small = shape("4x-a100-10gbe", 2, 1)
     small = small.model_copy(update={"gpu": small.gpu.model_copy(update={"memory_bytes": 1.5e9})})
