@@ -323,29 +323,47 @@ class IterationPlan:
         """Iterations not simulated (estimated at the steady-state period)."""
         return self.num_iterations - len(self.window)
 
+    @property
+    def head(self) -> int:
+        """Window positions of the epoch's first iterations whose last ``steady_iterations`` give the steady
+        period: those before the simulated tail (the epoch's last iterations) when iterations are extrapolated,
+        else all but the last."""
+        if not self.extrapolated:
+            return len(self.window) - 1
+        return next(pos for pos, it in enumerate(self.window) if it != pos)
+
+    @property
+    def tail_start(self) -> int:
+        """The first iteration of the simulated tail (the last iteration when nothing is extrapolated)."""
+        return self.window[self.head] if self.extrapolated else self.num_iterations - 1
+
 
 def window_shape(sampler_processes: int) -> tuple[int, int]:
-    """``(window length, steady iterations)`` of an epoch whose trainer (or machine's trainers) is fed by
-    ``sampler_processes`` prefetching sampler processes (0: it samples inline): ``(MAX_WINDOW_ITERATIONS,
-    STEADY_ITERATIONS)`` unless k = ``sampler_processes`` needs more (module docstring).
+    """``(head, steady iterations)`` of the window of an epoch whose trainer (or machine's trainers) is fed by
+    ``sampler_processes`` prefetching sampler processes (0: it samples inline): the first ``head`` iterations are
+    simulated, the steady period measured on their last ``steady`` (then the epoch's tail:
+    :func:`with_sampler_processes`); ``(MAX_WINDOW_ITERATIONS - 1, STEADY_ITERATIONS)`` unless k =
+    ``sampler_processes`` needs more (module docstring).
 
     k samplers started together hand over their batches in waves of k (sampler j takes iterations j, j + k, ...),
-    so the steady iterations are the smallest multiple of k of at least ``STEADY_ITERATIONS``, and the window's
-    full iterations (all but its last, the partial one) are a multiple of k too: the steady period is then measured
-    from the end of one whole wave to the end of another, and no wave is cut short (a wave's batches share the
-    machine's cores: the first of a wave the window cut off would be sampled alone, faster). The measured waves
-    come after the first ``(PREFETCH_FACTOR + 1) * k`` iterations: the samplers take the first ``PREFETCH_FACTOR
-    * k`` batches before any trainer can hold them back, and the wave after those starts together when the first
-    wave is taken, where later ones start as trainers take theirs (a trainer-bound epoch: 6 samplers per worker,
-    tests/strategies/dp/test_dp_simulator.py, had its sampling time 12% high, its epoch time right, when the
-    measured waves began after 2k).
+    so the steady iterations are the smallest multiple of k of at least ``STEADY_ITERATIONS``, and the head is a
+    multiple of k too: the steady period is then measured from the end of one whole wave to the end of another,
+    and no wave is cut short (a wave's batches share the machine's cores: the first of a wave the window cut off
+    would be sampled alone, faster). The measured waves come after the first ``PREFETCH_FACTOR * k``
+    iterations, whose batches the samplers take before any trainer can hold them back.
+
+    Where the trainers are the bound, the wave after those starts together when the first wave is taken (later
+    ones start as trainers take theirs), so its sampling spans are longer than the steady ones: the breakdown's
+    ``sample`` then counts them in the steady state (6 samplers per worker, a trainer-bound dp epoch: 12% high,
+    the epoch time exact). Measuring after ``(PREFETCH_FACTOR + 1) * k`` iterations removes that but lengthens
+    the window for k = 3 and 4, the tuner's, from 16-17 iterations to 19-21, and a 200-trial study at 64 GPUs
+    took 17% longer (benchmarks/bench_scale.py, 74.5 s against 87.2 s in one run, 2026-12-01); not done.
     """
     k = sampler_processes
     if k <= 0:
-        return MAX_WINDOW_ITERATIONS, STEADY_ITERATIONS
+        return MAX_WINDOW_ITERATIONS - 1, STEADY_ITERATIONS
     steady = k * math.ceil(STEADY_ITERATIONS / k)
-    full = k * math.ceil(max(MAX_WINDOW_ITERATIONS - 1, (PREFETCH_FACTOR + 1) * k + steady) / k)
-    return full + 1, steady
+    return k * math.ceil(max(MAX_WINDOW_ITERATIONS - 1, PREFETCH_FACTOR * k + steady) / k), steady
 
 
 def iteration_plan(num_train: int, batch_size: int, num_workers: int, sampler_processes: int = 0) -> IterationPlan:
@@ -370,11 +388,14 @@ def iteration_plan(num_train: int, batch_size: int, num_workers: int, sampler_pr
 
 
 def with_sampler_processes(plan: IterationPlan, sampler_processes: int) -> IterationPlan:
-    """``plan`` with the window and steady iterations of :func:`window_shape` of ``sampler_processes``: every
-    iteration when the epoch has at most the window's length, else the first ``length - 1`` and the last."""
-    length, steady = window_shape(sampler_processes)
+    """``plan`` with the window and steady iterations of :func:`window_shape` of ``sampler_processes``: the first
+    ``head`` iterations, then the epoch's last wave (its last ``(n - 1) mod k + 1`` iterations, the last alone
+    without sampler processes), so the extrapolated iterations between are whole waves and the last wave shares
+    the cores as it does in the epoch; every iteration when the epoch is no longer than that."""
+    head, steady = window_shape(sampler_processes)
     n = plan.num_iterations
-    window = tuple(range(n)) if n <= length else tuple(range(length - 1)) + (n - 1,)
+    tail = (n - 1) % sampler_processes + 1 if sampler_processes > 0 else 1
+    window = tuple(range(n)) if n <= head + tail else tuple(range(head)) + tuple(range(n - tail, n))
     return replace(plan, window=window, steady_iterations=steady)
 
 
@@ -385,7 +406,7 @@ def steady_period_s(iteration_ends: list[float], plan: IterationPlan) -> float:
         iteration_ends: end time of each window position (max over workers).
         plan: the plan; the last position (the partial iteration) is excluded.
     """
-    full = len(iteration_ends) - 1
+    full = plan.head
     if full < 2:
         return iteration_ends[0]
     k = min(plan.steady_iterations, full - 1)
@@ -395,7 +416,7 @@ def steady_period_s(iteration_ends: list[float], plan: IterationPlan) -> float:
 def phase_breakdown(spans: list[Span], plan: IterationPlan, phases: tuple[str, ...]) -> dict[str, float]:
     """Per phase, the busiest worker's total time over the epoch: simulated window plus extrapolated iterations
     at the mean per-iteration time of the window's last ``plan.steady_iterations`` full iterations."""
-    steady = set(plan.window[:-1][-plan.steady_iterations:]) or set(plan.window)
+    steady = set(plan.window[:plan.head][-plan.steady_iterations:]) or set(plan.window)
     total: dict[tuple[int, str], float] = defaultdict(float)
     tail: dict[tuple[int, str], float] = defaultdict(float)
     for s in spans:
@@ -411,17 +432,18 @@ def phase_breakdown(spans: list[Span], plan: IterationPlan, phases: tuple[str, .
 
 
 def place_window(spans: list[Span], plan: IterationPlan, period_s: float) -> list[Span]:
-    """Lay the simulated window out on the epoch's time line: spans of the last iteration move later by the
-    extrapolated iterations' time, and each rank's ``epoch`` span covers the whole predicted epoch (its args
-    say how many iterations were simulated and extrapolated)."""
+    """Lay the simulated window out on the epoch's time line: spans of the simulated tail (the last iterations,
+    :attr:`IterationPlan.tail_start` on) move later by the extrapolated iterations' time, and each rank's
+    ``epoch`` span covers the whole predicted epoch (its args say how many iterations were simulated and
+    extrapolated)."""
     offset = plan.extrapolated * period_s
-    last = plan.num_iterations - 1
+    tail = plan.tail_start
     out = []
     for s in spans:
         if s.phase == "epoch":
             args = {**s.args, "simulated_iterations": len(plan.window), "extrapolated_iterations": plan.extrapolated}
             s = replace(s, dur_s=s.dur_s + offset, args=args)
-        elif s.iteration == last and offset:
+        elif s.iteration >= tail and offset:
             s = replace(s, start_s=s.start_s + offset)
         out.append(s)
     return out

@@ -199,7 +199,7 @@ def link_bytes_per_epoch(ctx: SimContext, plan: IterationPlan, works: list[Itera
     """Bytes of the epoch per link kind: the window's iterations plus the extrapolated ones at the mean of the
     window's last full iterations."""
     per = [link_bytes(ctx.cluster, w) for w in works]
-    steady = per[:-1][-plan.steady_iterations:] or per
+    steady = per[:plan.head][-plan.steady_iterations:] or per
     return {k: sum(p[k] for p in per) + plan.extrapolated * float(np.mean([p[k] for p in steady])) for k in LINKS}
 
 
