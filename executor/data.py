@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from gnnplan.simulator.workload.batches import epoch_seeds
+from gnnplan.simulator.workload.batches import split_epoch_seeds
 from gnnplan.simulator.workload.datasets import GraphData
 
 ROW_NORMALISED_DATASETS = ("cora", "citeseer")
@@ -139,10 +139,10 @@ def iteration_batches(seeds: list[np.ndarray], per_iteration: int) -> tuple[list
 
 
 def rank_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int, seed: int,
-                 per_iteration: int, rank: int, epoch: int) -> list[np.ndarray]:
-    """One worker's seed batches of an epoch (:func:`simulator.workload.batches.epoch_seeds`, the statistics' own
-    split, then :func:`iteration_batches`)."""
-    seeds = epoch_seeds(train_idx, owner, num_machines, gpus_per_machine, seed, epoch)
+                 per_iteration: int, rank: int, epoch: int, seed_split: str = "owner") -> list[np.ndarray]:
+    """One worker's seed batches of an epoch (:func:`simulator.workload.batches.split_epoch_seeds`, the statistics'
+    own split, then :func:`iteration_batches`)."""
+    seeds = split_epoch_seeds(train_idx, owner, num_machines, gpus_per_machine, seed, epoch, seed_split)
     return iteration_batches(seeds, per_iteration)[0][rank]
 
 

@@ -152,7 +152,8 @@ def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | Workl
     """Resolve everything a simulation needs, measuring (or reading cached) graph statistics.
 
     Mini-batch sampling statistics are measured only for strategies that use them (``NEEDS_SAMPLE_STATS``; a
-    plug-in without them gets ``stats=None`` and measures what it needs).
+    plug-in without them gets ``stats=None`` and measures what it needs), on the batches of the strategy's
+    ``partitioner`` and ``seed_split`` knobs if it has them (else ``metis`` and ``owner``).
 
     Returns:
         (strategy module, validated knobs, context).
@@ -176,7 +177,7 @@ def load_context(cluster: str | Path | ClusterSpec, workload: str | Path | Workl
     if module.NEEDS_SAMPLE_STATS:
         stats = graphstats.sample_stats(wl.dataset, tuple(wl.training.fanouts), batch // cl.num_gpus,
                                         cl.num_machines, cl.gpus_per_machine, getattr(kn, "partitioner", "metis"),
-                                        seed=stats_seed)
+                                        seed=stats_seed, seed_split=getattr(kn, "seed_split", "owner"))
     return module, kn, SimContext(cl, wl, stats, summary, batch, seed=stats_seed, estimated=_estimated(wl, module))
 
 
@@ -205,8 +206,9 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
 
     Returns:
         The result; ``sim_wall_s`` is the wall time of this call (statistics from cache + simulation); its
-        ``notes`` say when the batch is larger than the training set and what an epoch then is, as ``gnnplan
-        simulate`` prints them (:func:`simulator.strategies.base.oversized_batch_note`).
+        ``notes`` are the strategy's (hopgnn's merge controller: the step count it settled on) and say when the
+        batch is larger than the training set and what an epoch then is, as ``gnnplan simulate`` prints them
+        (:func:`simulator.strategies.base.oversized_batch_note`).
 
     Raises:
         SpecError: see :func:`load_context`.
@@ -217,8 +219,8 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
     module, kn, ctx = load_context(with_cluster_set(cluster, cluster_set), workload, strategy, knobs,
                                    stats_seed=stats_seed)
     result = simulate_in_context(module, kn, ctx)
-    result.notes = [n for n in (oversized_batch_note(ctx.workload, ctx.cluster.num_gpus, result.knobs,
-                                                     ctx.summary.num_train),) if n]
+    result.notes = [*result.notes, *(n for n in (oversized_batch_note(ctx.workload, ctx.cluster.num_gpus, result.knobs,
+                                                                   ctx.summary.num_train),) if n)]
     result.sim_wall_s = time.perf_counter() - started
     return result
 

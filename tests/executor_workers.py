@@ -45,11 +45,12 @@ def fetch_check(topo: Topology, emit: Any, knobs: dict[str, Any], ids: np.ndarra
     return {"ranks": everyone} if everyone is not None else {}
 
 
-def gradients(topo: Topology, emit: Any, cases: list[tuple[str, dict[str, Any], list[int]]]) -> list[dict]:
-    """For each (arch, model overrides, seeds): the averaged gradient of that global batch with fanouts -1."""
+def gradients(topo: Topology, emit: Any, cases: list[tuple[Any, ...]]) -> list[dict]:
+    """For each (arch, model overrides, seeds[, knob overrides]): the averaged gradient of that global batch with
+    fanouts -1."""
     out = []
-    for arch, model, seeds in cases:
-        plan = make_plan(arch, topo.world_size, {"cache_fraction": 0.1, "partitioner": "metis"},
+    for arch, model, seeds, *knobs in cases:
+        plan = make_plan(arch, topo.world_size, {"cache_fraction": 0.1, "partitioner": "metis", **(knobs or [{}])[0]},
                          fanouts=[-1, -1], **model)
         trainer = Trainer(topo, plan, Recorder(topo.rank, 0.0))
         grads = trainer.gradient(np.asarray(seeds, dtype=np.int64))
@@ -74,6 +75,20 @@ def uneven_epochs(topo: Topology, emit: Any, num_sampler_workers: int) -> dict[s
     finally:
         trainer.close()
     everyone = comm.gather_object({"stats": stats, "batch_sizes": batches})
+    return {"ranks": everyone} if everyone is not None else {}
+
+
+def epoch_loads(topo: Topology, emit: Any, seed_split: str) -> dict[str, Any]:
+    """One epoch of dp on Cora (METIS, no cache) with ``seed_split``: every rank's input rows loaded from its
+    machine and fetched from others, in bytes, and its first batch's seeds."""
+    trainer = Trainer(topo, make_plan("sage", topo.world_size, {"partitioner": "metis", "seed_split": seed_split}),
+                      Recorder(topo.rank, 0.0))
+    try:
+        stats = trainer.train_epoch(0)
+        first = trainer.schedule(0)[0][0]
+    finally:
+        trainer.close()
+    everyone = comm.gather_object({"local": stats.local_bytes, "remote": stats.remote_bytes, "first": first})
     return {"ranks": everyone} if everyone is not None else {}
 
 

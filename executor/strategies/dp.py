@@ -2,7 +2,8 @@
 
 The same strategy as :mod:`simulator.strategies.dp` (same ``NAME`` and ``Knobs``). Per epoch the training
 vertices are shuffled with ``(training.seed, epoch)`` and split among workers
-(:func:`simulator.workload.batches.epoch_seeds`); every worker takes ``batch_size // W`` seeds per iteration and
+(:func:`simulator.workload.batches.split_epoch_seeds`: DistDGL's node_split, or with ``seed_split = random`` an even
+cut of the shuffle, the HopGNN paper's DGL baseline); every worker takes ``batch_size // W`` seeds per iteration and
 all workers run the same number of iterations (padding with empty batches). Per iteration a worker
 
 1. samples blocks with DGL's ``NeighborSampler(fanouts)`` (inline, or ahead in ``num_sampler_workers``
@@ -56,7 +57,7 @@ from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.base import batch_size_of
 from gnnplan.simulator.strategies.dp import NAME, Knobs
 from gnnplan.simulator.units import FLOAT_BYTES
-from gnnplan.simulator.workload.batches import epoch_seeds, owner_split
+from gnnplan.simulator.workload.batches import owner_split, random_split, split_epoch_seeds
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.model_cost import Block, model_cost
 from gnnplan.simulator.workload.partition import cached_vertices
@@ -169,7 +170,7 @@ class Trainer:
             evaluated = dataclasses.replace(self.data, edge_weight=weights)
         d, seed = self.data, wl.training.seed
         schedule = functools.partial(rank_batches, d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine,
-                                     seed, self.per_iteration, topo.rank)
+                                     seed, self.per_iteration, topo.rank, seed_split=self.knobs.seed_split)
         self.stream = BatchStream(d.graph, self.sampler, schedule, len(self.schedule(0)[1]),
                                   self.knobs.num_sampler_workers, seed)
         self.evaluator = Evaluator(evaluated, topo, rec=recorder, model_spec=wl.model)
@@ -178,8 +179,8 @@ class Trainer:
     def schedule(self, epoch: int) -> tuple[list[np.ndarray], list[int]]:
         """This rank's seed batches of an epoch and every iteration's global number of seeds."""
         topo, d = self.topo, self.data
-        seeds = epoch_seeds(d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine,
-                             self.workload.training.seed, epoch)
+        seeds = split_epoch_seeds(d.train_idx, d.owner, topo.num_machines, topo.gpus_per_machine,
+                                  self.workload.training.seed, epoch, self.knobs.seed_split)
         mine, sizes = iteration_batches(seeds, self.per_iteration)
         return mine[topo.rank], sizes
 
@@ -285,14 +286,17 @@ class Trainer:
         (collective; every rank passes the same ``seeds``, each takes its split of them).
 
         Args:
-            seeds: (B,) int64 global batch, split among workers like an epoch's seeds (:func:`owner_split`).
+            seeds: (B,) int64 global batch, split among workers like an epoch's seeds (:func:`owner_split`, or
+                :func:`random_split` with ``seed_split = random``).
 
         Returns:
             Parameter name -> gradient (CPU copies), identical on every rank.
         """
         topo = self.topo
-        mine = owner_split(np.asarray(seeds, dtype=np.int64), self.data.owner, topo.num_machines,
-                           topo.gpus_per_machine)[topo.rank]
+        seeds = np.asarray(seeds, dtype=np.int64)
+        parts = random_split(seeds, topo.world_size) if self.knobs.seed_split == "random" else \
+            owner_split(seeds, self.data.owner, topo.num_machines, topo.gpus_per_machine)
+        mine = parts[topo.rank]
         batch = sample_inline(self.data.graph, self.sampler, mine)
         self.optimizer.zero_grad()
         self.step(batch, len(seeds))

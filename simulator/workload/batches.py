@@ -13,18 +13,19 @@ from typing import Any
 
 import numpy as np
 
+from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.workload.datasets import GraphData
 from gnnplan.simulator.workload.partition import split_seeds
 
 
 def worker_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int,
                    batch_size: int, seed: int, num_batches: int, partial: bool = True,
-                   split: Callable[[np.ndarray], list[np.ndarray]] | None = None) -> list[list[np.ndarray]]:
+                   seed_split: str = "owner") -> list[list[np.ndarray]]:
     """Seed batches of every worker: ``num_batches`` each, from as many epochs' shuffles as needed, in epoch order.
 
-    Each epoch's seeds are :func:`epoch_seeds` (DistDGL's split, each worker's share in random order), or, with
-    ``split``, the epoch's training vertices shuffled with ``numpy.random.default_rng((seed, epoch))`` and split
-    by ``split`` (the shuffle -> one seed array per worker, rank order). With ``partial`` each epoch's partial last
+    Each epoch's seeds are :func:`split_epoch_seeds` by ``seed_split``: :func:`epoch_seeds` (DistDGL's split, each
+    worker's share in random order), or ``random``, the epoch's shuffled training vertices cut evenly. With
+    ``partial`` each epoch's partial last
     batch is included (a worker whose share is smaller than a batch always gets its whole share as one batch);
     :func:`~.graphstats.sample_stats` counts inputs over every batch but averages block sizes over full ones only.
 
@@ -33,10 +34,7 @@ def worker_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, 
     """
     out: list[list[np.ndarray]] = [[] for _ in range(num_machines * gpus_per_machine)]
     for epoch in range(num_batches):  # every worker with seeds gets at least one batch per epoch
-        if split is None:
-            parts = epoch_seeds(train_idx, owner, num_machines, gpus_per_machine, seed, epoch)
-        else:
-            parts = split(np.random.default_rng((seed, epoch)).permutation(train_idx))
+        parts = split_epoch_seeds(train_idx, owner, num_machines, gpus_per_machine, seed, epoch, seed_split)
         for have, seeds in zip(out, parts, strict=True):
             last = len(seeds) if partial else max(len(seeds) - batch_size, 0) + 1
             starts = list(range(0, last, batch_size)) if len(seeds) else []
@@ -65,6 +63,39 @@ def epoch_seeds(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpu
     shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
     rng = np.random.default_rng((seed, epoch, 1))
     return [rng.permutation(part) for part in owner_split(shuffled, owner, num_machines, gpus_per_machine)]
+
+
+SEED_SPLITS = ("owner", "random")
+"""How an iteration's global mini-batch is split among the workers (hopgnn's models): ``owner`` = DistDGL's
+``node_split`` (:func:`epoch_seeds`: a worker prefers seeds its machine owns); ``random`` = globally random
+mini-batches, an even cut of the shuffled seeds (:func:`random_split`): the DGL baseline as the HopGNN paper
+describes it (§2, Fig 3: "each model gets a disjoint random mini-batch", so ~(M - 1) / M of a worker's reads are
+remote; brief hopgnn.md §1.1) and HopGNN's own models (§5.1)."""
+
+
+def random_split(seeds: np.ndarray, num_workers: int) -> list[np.ndarray]:
+    """The ``random`` seed split: ``seeds`` (already shuffled) cut into ``num_workers`` even, consecutive parts."""
+    return [np.asarray(p, dtype=np.int64) for p in np.array_split(np.asarray(seeds, dtype=np.int64), num_workers)]
+
+
+def split_epoch_seeds(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int, seed: int,
+                      epoch: int, seed_split: str = "owner") -> list[np.ndarray]:
+    """Every worker's seeds of one epoch by ``seed_split`` (:data:`SEED_SPLITS`): :func:`epoch_seeds`, or the
+    training vertices shuffled with ``numpy.random.default_rng((seed, epoch))`` and cut evenly
+    (:func:`random_split`). The executors' and the statistics' batches both come from here.
+
+    Returns:
+        ``num_machines * gpus_per_machine`` int64 arrays, rank order.
+
+    Raises:
+        SpecError: ``seed_split`` is not one of :data:`SEED_SPLITS`.
+    """
+    if seed_split == "random":
+        shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
+        return random_split(shuffled, num_machines * gpus_per_machine)
+    if seed_split != "owner":
+        raise SpecError(f"seed_split: {seed_split!r} is not one of {', '.join(SEED_SPLITS)}")
+    return epoch_seeds(train_idx, owner, num_machines, gpus_per_machine, seed, epoch)
 
 
 def owner_split(seeds: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int) -> list[np.ndarray]:

@@ -28,7 +28,7 @@ import numpy as np
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_save_npy, atomic_write_json
-from gnnplan.simulator.workload.batches import sample_batches, worker_batches
+from gnnplan.simulator.workload.batches import SEED_SPLITS, sample_batches, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
 from gnnplan.simulator.workload.partition import cached_vertices, partition
 from gnnplan.simulator.workload.spec import GeneratedSpec
@@ -227,7 +227,7 @@ def dataset_summary(ref: str | GeneratedSpec) -> DatasetSummary:
 
 def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_per_worker: int, num_machines: int,
                  gpus_per_machine: int, partitioner: str, seed: int = 0,
-                 num_batches: int = DEFAULT_NUM_BATCHES) -> SampleStats:
+                 num_batches: int = DEFAULT_NUM_BATCHES, seed_split: str = "owner") -> SampleStats:
     """Per-worker mini-batch statistics, read from the statistics cache or measured once and cached.
 
     Measurement: the graph is partitioned into ``num_machines`` parts (:func:`partition_owners`); each epoch's
@@ -236,7 +236,9 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
     each machine's GPUs, each worker's share in random order (:func:`~.batches.epoch_seeds`, as DistDGL's data
     loader shuffles it); each worker cuts its share into full batches of ``batch_size_per_worker`` seeds (one
     batch of all its seeds if it has fewer) and DGL's ``NeighborSampler(fanouts)`` samples them (one thread,
-    ``dgl.seed(seed)``, so the result is deterministic). ``num_batches`` batches per worker are measured,
+    ``dgl.seed(seed)``, so the result is deterministic); with ``seed_split="random"`` each epoch's shuffled
+    training vertices are cut evenly among the workers instead (globally random mini-batches:
+    :func:`~.batches.split_epoch_seeds`). ``num_batches`` batches per worker are measured,
     drawing further epochs when one epoch yields fewer. A warm call reads one JSON file: it neither loads the
     graph nor imports DGL or pymetis.
 
@@ -249,6 +251,7 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
         partitioner: ``metis`` or ``random``.
         seed: seeds the partition, the shuffles and the sampler.
         num_batches: batches measured per worker.
+        seed_split: ``owner`` or ``random`` (:data:`~.batches.SEED_SPLITS`).
 
     Returns:
         The statistics; ``edge_cut_fraction`` is the share of directed edges whose endpoints have different
@@ -259,12 +262,17 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
     """
     from gnnplan.simulator.workload.proxy_pool import pooled
 
-    args = (tuple(fanouts), batch_size_per_worker, num_machines, gpus_per_machine, partitioner, seed, num_batches)
+    args = (tuple(fanouts), batch_size_per_worker, num_machines, gpus_per_machine, partitioner, seed, num_batches,
+            seed_split)
     pool = pooled(ref, lambda r: sample_stats(r, *args), ("sample", *args))
     if pool is not None:  # a small card: the medoid of its proxy draws (simulator/workload/proxy_pool.py)
         return pool
     params = sample_params(ref, fanouts, batch_size_per_worker, num_machines, gpus_per_machine, partitioner,
                            seed, num_batches)
+    if seed_split != "owner":  # owner's entries keep the key they had before the split could be chosen
+        if seed_split not in SEED_SPLITS:
+            raise SpecError(f"seed_split: {seed_split!r} is not one of {', '.join(SEED_SPLITS)}")
+        params["seed_split"] = seed_split
     path = entry_path("sample", params)
     cached = _load_sample(path, params)
     if cached is not None:
@@ -357,7 +365,8 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Sam
     """Sample the batches and average block sizes and the hit / local / remote split of input vertices."""
     gpus, grid = params["gpus_per_machine"], np.asarray(params["cache_grid"])
     batches = worker_batches(graph.train_idx, owner, params["num_machines"], gpus,
-                             params["batch_size_per_worker"], params["seed"], params["num_batches"])
+                             params["batch_size_per_worker"], params["seed"], params["num_batches"],
+                             seed_split=params.get("seed_split", "owner"))
     in_degrees = graph.in_degrees()
     cached = np.zeros((len(grid), graph.num_vertices), dtype=bool)   # (grid points, vertices)
     for i, fraction in enumerate(grid):

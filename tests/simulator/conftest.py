@@ -19,10 +19,11 @@ def fake_graphstats(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
 
     def sample_stats(ref: Any, fanouts: tuple[int, ...], batch_size_per_worker: int, num_machines: int,
-                     gpus_per_machine: int, partitioner: str, seed: int = 0) -> SampleStats:
+                     gpus_per_machine: int, partitioner: str, seed: int = 0,
+                     seed_split: str = "owner") -> SampleStats:
         calls.append({"fanouts": fanouts, "batch_size_per_worker": batch_size_per_worker,
                       "num_machines": num_machines, "gpus_per_machine": gpus_per_machine,
-                      "partitioner": partitioner, "seed": seed})
+                      "partitioner": partitioner, "seed": seed, "seed_split": seed_split})
         return make_stats(num_machines, gpus_per_machine, batch_size_per_worker, partitioner, fanouts)
 
     monkeypatch.setattr(graphstats, "sample_stats", sample_stats, raising=False)

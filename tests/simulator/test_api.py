@@ -36,7 +36,7 @@ def test_parse_knobs_coerces_types() -> None:
 @pytest.mark.parametrize("items,message", [
     (["cache_fraction"], "--set: 'cache_fraction' is not KNOB=VALUE"),
     (["cache=0.1"], ("--set: unknown knob 'cache' for strategy dp; allowed: cache_fraction, partitioner, "
-                     "num_sampler_workers, batch_size, cache_placement, graph_structure, sampler")),
+                     "seed_split, num_sampler_workers, batch_size, cache_placement, graph_structure, sampler")),
     (["cache_fraction=2"], "--set cache_fraction=2: cache_fraction must be a number in [0, 1]"),
     (["cache_fraction=lots"], "--set cache_fraction=lots: cache_fraction must be a number in [0, 1]"),
     (["partitioner=hash"], "--set partitioner=hash: partitioner must be one of metis, random"),
@@ -63,7 +63,7 @@ def test_simulate_loads_stats_for_the_cluster_shape(fake_graphstats: list[dict[s
     result = api.simulate("4x-a100-10gbe", "rmat100k-sage", "dp", {"cache_fraction": 0.1, "partitioner": "random"})
     assert result.feasible and result.epoch_time_s > 0 and result.sim_wall_s > 0
     assert fake_graphstats == [{"fanouts": (10, 10), "batch_size_per_worker": 256, "num_machines": 4,
-                                "gpus_per_machine": 1, "partitioner": "random", "seed": 0}]
+                                "gpus_per_machine": 1, "partitioner": "random", "seed": 0, "seed_split": "owner"}]
     api.simulate("dgx-a100", "rmat100k-sage", "dp", dp.Knobs(batch_size=4096))
     assert fake_graphstats[-1]["batch_size_per_worker"] == 512 and fake_graphstats[-1]["num_machines"] == 1
     assert set(result.to_json_dict()) >= {"strategy", "knobs", "feasible", "reason", "epoch_time_s",

@@ -58,7 +58,8 @@ def _skewed(stats: graphstats.SampleStats, workers: list[tuple[float, float, flo
 def _use(monkeypatch: pytest.MonkeyPatch, workers: list[tuple[float, float, float]] | None,
          sent: list[float] | None = None, slowest: float = 1.0) -> None:
     def sample_stats(ref: Any, fanouts: tuple[int, ...], batch_size_per_worker: int, num_machines: int,
-                     gpus_per_machine: int, partitioner: str, seed: int = 0) -> graphstats.SampleStats:
+                     gpus_per_machine: int, partitioner: str, seed: int = 0,
+                     seed_split: str = "owner") -> graphstats.SampleStats:
         stats = make_stats(num_machines, gpus_per_machine, batch_size_per_worker, partitioner, fanouts)
         stats = dataclasses.replace(stats, slowest_input_ratio=slowest)
         return _skewed(stats, workers, sent) if workers and num_machines > 1 else stats

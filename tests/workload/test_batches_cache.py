@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.workload import stats_cache
-from gnnplan.simulator.workload.batches import epoch_seeds, owner_split, worker_batches
+from gnnplan.simulator.workload.batches import epoch_seeds, owner_split, split_epoch_seeds, worker_batches
 
 # 10 training vertices; machine 0 owns vertices 0-6, machine 1 owns 7-9.
 OWNER = np.array([0] * 7 + [1] * 3, dtype=np.int64)
@@ -60,18 +61,14 @@ def test_worker_batches_default_cuts_each_epochs_seeds_into_batches() -> None:
     assert [[b.tolist() for b in worker] for worker in batches] == expect
 
 
-def test_worker_batches_with_a_given_split_keep_full_batches_only() -> None:
-    def halves(shuffled: np.ndarray) -> list[np.ndarray]:
-        return [shuffled[:5], shuffled[5:]]
-
-    batches = worker_batches(TRAIN, OWNER, 1, 2, batch_size=2, seed=0, num_batches=3, partial=False, split=halves)
+def test_worker_batches_of_random_splits_keep_full_batches_only() -> None:
+    batches = worker_batches(TRAIN, OWNER, 1, 2, batch_size=2, seed=0, num_batches=3, partial=False,
+                             seed_split="random")  # each epoch's shuffle cut in halves
     first = np.random.default_rng((0, 0)).permutation(TRAIN)
     second = np.random.default_rng((0, 1)).permutation(TRAIN)
     # 5 seeds per worker and epoch: two full batches each (the fifth seed is left out), a third from epoch 1.
     assert [b.tolist() for b in batches[0]] == [first[0:2].tolist(), first[2:4].tolist(), second[0:2].tolist()]
     assert [b.tolist() for b in batches[1]] == [first[5:7].tolist(), first[7:9].tolist(), second[5:7].tolist()]
-    with pytest.raises(ValueError):  # a split must give every worker its part
-        worker_batches(TRAIN, OWNER, 1, 3, batch_size=2, seed=0, num_batches=1, split=halves)
 
 
 def test_entry_names_depend_on_every_parameter_and_not_their_order(tmp_path: Path,
@@ -97,3 +94,17 @@ def test_read_entry_returns_stats_only_for_their_own_parameters(tmp_path: Path) 
     assert stats_cache.read_entry(path, {"seed": 0}) is None  # damaged: stats not an object
     path.write_text("{not json")
     assert stats_cache.read_json(path) is None and stats_cache.read_entry(path, {"seed": 0}) is None
+
+
+def test_random_seed_split_cuts_the_epochs_shuffle_evenly_and_owner_is_distdgls() -> None:
+    shuffled = np.random.default_rng((3, 1)).permutation(TRAIN)
+    parts = split_epoch_seeds(TRAIN, OWNER, 2, 2, seed=3, epoch=1, seed_split="random")
+    assert [len(p) for p in parts] == [len(q) for q in np.array_split(shuffled, 4)]
+    np.testing.assert_array_equal(np.concatenate(parts), shuffled)
+    for a, b in zip(split_epoch_seeds(TRAIN, OWNER, 2, 2, seed=3, epoch=1), epoch_seeds(TRAIN, OWNER, 2, 2, 3, 1)):
+        np.testing.assert_array_equal(a, b)
+    firsts = worker_batches(TRAIN, OWNER, 2, 2, batch_size=4, seed=3, num_batches=1, seed_split="random")
+    for batches, part in zip(firsts, split_epoch_seeds(TRAIN, OWNER, 2, 2, seed=3, epoch=0, seed_split="random")):
+        np.testing.assert_array_equal(batches[0], part[:4])
+    with pytest.raises(SpecError, match=r"^seed_split: 'hash' is not one of owner, random$"):
+        split_epoch_seeds(TRAIN, OWNER, 2, 2, seed=3, epoch=1, seed_split="hash")

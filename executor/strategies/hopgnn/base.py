@@ -22,8 +22,7 @@ from gnnplan.executor.trace import Recorder, defer_passes, now
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.strategies.base import batch_size_of
 from gnnplan.simulator.strategies.hopgnn import Knobs
-from gnnplan.simulator.strategies.hopgnn.micrographs import random_split
-from gnnplan.simulator.workload.batches import owner_split
+from gnnplan.simulator.workload.batches import owner_split, random_split
 from gnnplan.simulator.workload.model_cost import Block, model_cost
 
 

@@ -35,8 +35,8 @@ from gnnplan.executor.sampling import (
     share_before_fork,
 )
 from gnnplan.executor.trace import now
-from gnnplan.simulator.strategies.hopgnn.micrographs import home_groups, merge_groups, random_split
-from gnnplan.simulator.workload.batches import epoch_seeds
+from gnnplan.simulator.strategies.hopgnn.micrographs import home_groups, merge_groups
+from gnnplan.simulator.workload.batches import split_epoch_seeds
 
 
 @dataclass
@@ -138,11 +138,7 @@ class HomeSchedule:
     def batches(self, epoch: int) -> tuple[list[list[np.ndarray]], list[int]]:
         """``([worker][iteration] seeds, global seeds per iteration)`` of ``epoch`` (cached for the last epoch)."""
         if epoch != self._epoch:
-            if self.seed_split == "random":
-                shuffled = np.random.default_rng((self.seed, epoch)).permutation(self.train_idx)
-                seeds = random_split(shuffled, self.m * self.g)
-            else:
-                seeds = epoch_seeds(self.train_idx, self.owner, self.m, self.g, self.seed, epoch)
+            seeds = split_epoch_seeds(self.train_idx, self.owner, self.m, self.g, self.seed, epoch, self.seed_split)
             self._epoch, self._batches = epoch, iteration_batches(seeds, self.per_iteration)
         return self._batches
 

@@ -1,7 +1,9 @@
 """Data-parallel mini-batch training in the style of DGL/DistDGL (``dp``): the baseline strategy.
 
 Per iteration, every worker (GPU) takes its share of the global mini-batch (seeds split by owner, DistDGL's
-``node_split``), then:
+``node_split``; with ``seed_split = random`` an even cut of the epoch's shuffle, globally random mini-batches as the
+HopGNN paper's DGL baseline takes them, §2 and Fig 3, so ~(M - 1) / M of a worker's inputs are remote; the
+statistics are measured on the same batches, :func:`~simulator.workload.batches.split_epoch_seeds`), then:
 
 1. samples an L-layer block list on the host CPU (DGL ``NeighborSampler``, fanouts input side first);
 2. loads the input vertices' features: hits in its GPU feature cache (the ``cache_fraction`` highest-degree
@@ -148,6 +150,11 @@ class Knobs(SpecModel):
         description="fraction of all vertices whose features each GPU caches, highest in-degree first")
     partitioner: Literal["metis", "random"] = Field(
         default="metis", description="how vertices (and their features) are assigned to machines")
+    seed_split: Literal["owner", "random"] = Field(
+        default="owner",
+        description="workers' mini-batches: owner = DistDGL's node_split (a worker's seeds mostly its machine's "
+                    "own vertices); random = globally random mini-batches, the DGL baseline of the HopGNN paper "
+                    "(§2, Fig 3: ~(M - 1) / M of the input features remote); not searched by the tuner")
     num_sampler_workers: int = Field(
         default=0, ge=0, le=64, description="sampler processes per worker; 0 samples inline without overlap")
     batch_size: int | None = Field(

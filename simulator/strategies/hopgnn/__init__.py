@@ -345,6 +345,16 @@ def simulate_steps(ctx: SimContext, knobs: Knobs, mg: MicrographStats | None, nu
                      sim_wall_s=time.perf_counter() - started, **common)
 
 
+def controller_note(steps: int, num_machines: int, times: dict[int, float]) -> str:
+    """What the merge controller chose (``num_steps`` unset), for a result's ``notes``: the step count it settled
+    on, the epoch time of every S it simulated, and what S = 1 means."""
+    tried = ", ".join(f"S={s} {t * 1e3:.4g} ms" for s, t in sorted(times.items(), reverse=True))
+    what = ("every model trains all its seeds on its own machine, no migration: dp with pre-gathering"
+            if steps == 1 else f"{num_machines - steps} of the {num_machines - 1} migrations merged away")
+    return (f"the merge controller settled on num_steps={steps} of {num_machines} ({what}; epochs tried: {tried}); "
+            f"set num_steps to fix it")
+
+
 def controller_steps(times: dict[int, float], num_machines: int, revert: bool) -> int:
     """The step count the merge controller settles on given each S's epoch time (§5.3 hill climbing).
 
@@ -384,7 +394,9 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     if knobs.num_steps is not None:
         result = run(min(knobs.num_steps, m))
     else:
-        result = run(controller_steps(_EpochTimes(lambda s: run(s).epoch_time_s), m, knobs.merge_revert))
+        steps = controller_steps(_EpochTimes(lambda s: run(s).epoch_time_s), m, knobs.merge_revert)
+        result = run(steps)
+        result.notes = [*result.notes, controller_note(steps, m, {s: r.epoch_time_s for s, r in results.items()})]
     complete_spans(result, ctx.cluster.gpus_per_machine, ctx.num_workers)
     if slowest and ctx.estimated is not None:
         stats = dict(ctx.estimated.get("statistics", {}))

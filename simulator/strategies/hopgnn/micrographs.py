@@ -38,7 +38,7 @@ import numpy as np
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.workload import graphstats
-from gnnplan.simulator.workload.batches import seeded_sampler, worker_batches
+from gnnplan.simulator.workload.batches import SEED_SPLITS, seeded_sampler, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
 from gnnplan.simulator.workload.proxy_pool import pooled
 from gnnplan.simulator.workload.spec import GeneratedSpec
@@ -120,18 +120,6 @@ def host_worker(model: int, step: int, num_machines: int, gpus_per_machine: int 
     """The worker hosting ``model`` at original step ``step``: same lane on machine ``(m_d + step) mod M``."""
     machine = (model // gpus_per_machine + step) % num_machines
     return machine * gpus_per_machine + model % gpus_per_machine
-
-
-SEED_SPLITS = ("owner", "random")
-"""How an iteration's global mini-batch is split among the models: ``owner`` = DistDGL's ``node_split`` as ``dp``
-(:func:`~simulator.workload.partition.split_seeds`: a worker prefers seeds its machine owns); ``random`` = the
-paper's globally random mini-batches (§5.1: "each model d is given a random mini-batch"), an even cut of the
-shuffled seeds."""
-
-
-def random_split(seeds: np.ndarray, num_workers: int) -> list[np.ndarray]:
-    """The ``random`` seed split: ``seeds`` (already shuffled) cut into ``num_workers`` even, consecutive parts."""
-    return [np.asarray(p, dtype=np.int64) for p in np.array_split(np.asarray(seeds, dtype=np.int64), num_workers)]
 
 
 # ------------------------------------------------------------------------------------------------ micrographs
@@ -284,9 +272,9 @@ class _Totals:
 def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> MicrographStats:
     """Sample the iterations and accumulate every step count's schedule (module docstring)."""
     m, gpus, fan = params["num_machines"], params["gpus_per_machine"], params["fanouts"]
-    split = (lambda shuffled: random_split(shuffled, m * gpus)) if params["seed_split"] == "random" else None
     batches = worker_batches(graph.train_idx, owner, m, gpus, params["batch_size_per_worker"], params["seed"],
-                             params["num_batches"], partial=False, split=split)
+                             params["num_batches"], partial=False,
+                             seed_split=params["seed_split"])
     num_it = min((len(b) for b in batches if b), default=0)
     tot = _Totals(m, gpus, len(fan))
     with seeded_sampler(graph, fan, params["seed"]) as sample:

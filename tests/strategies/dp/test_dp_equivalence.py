@@ -59,12 +59,16 @@ def test_hit_local_remote_split_and_bytes(cora, fetched) -> None:  # type: ignor
 
 
 def test_two_workers_compute_the_one_worker_gradient(cora) -> None:  # type: ignore[no-untyped-def]
+    """Also with globally random mini-batches (``seed_split = random``), whose epoch loads more rows from the other
+    machine than DistDGL's split does, and whose batches are the statistics' (split_epoch_seeds)."""
     seeds = np.random.default_rng(0).choice(cora.train_idx, 40, replace=False).tolist()
     cases = [("sage", {}, seeds), ("gcn", {}, seeds), ("gat", {"num_heads": 2}, seeds),
-             ("sage", {}, seeds[:1])]  # one seed: the second worker has an empty batch
-    two, uneven = spawn(several, 2, ([("gradients", (cases,)), ("uneven_epochs", (1,))],))
+             ("sage", {}, seeds[:1]),  # one seed: the second worker has an empty batch
+             ("sage", {}, seeds, {"seed_split": "random"})]
+    two, uneven, owner, rand = spawn(several, 2, ([("gradients", (cases,)), ("uneven_epochs", (1,)),
+                                                   ("epoch_loads", ("owner",)), ("epoch_loads", ("random",))],))
     (one,) = run_in_process(several, ([("gradients", (cases,))],))
-    for (arch, _, _), a, b in zip(cases, one, two):
+    for (arch, *_), a, b in zip(cases, one, two):
         assert sorted(a) == sorted(b), arch
         for name in a:
             assert np.abs(a[name]).max() > 0, (arch, name)
@@ -76,3 +80,11 @@ def test_two_workers_compute_the_one_worker_gradient(cora) -> None:  # type: ign
         assert [s.num_iterations for s in r["stats"]] == [3, 3]
         assert [s.num_seeds for s in r["stats"]] == [seeds, seeds]
         assert all(math.isfinite(s.loss_sum) and s.network_bytes > 0 for s in r["stats"])
+    # globally random batches: each rank's seeds are the even cut of the epoch's shuffle, and most of a rank's rows
+    # come from the other machine (DistDGL's split keeps them at home)
+    shuffled = np.random.default_rng((0, 0)).permutation(cora.train_idx)
+    for r, part in enumerate(np.array_split(shuffled, 2)):
+        np.testing.assert_array_equal(rand["ranks"][r]["first"], part[: len(rand["ranks"][r]["first"])])
+    share = {name: sum(r["remote"] for r in run["ranks"]) / sum(r["remote"] + r["local"] for r in run["ranks"])
+             for name, run in (("owner", owner), ("random", rand))}
+    assert share["owner"] < 0.25 < 0.4 < share["random"] < 0.6, share

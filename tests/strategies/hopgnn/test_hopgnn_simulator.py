@@ -120,6 +120,9 @@ def test_steps_migrations_and_bytes() -> None:
     chosen = hopgnn.controller_steps({s: simulate(cl, "cora-sage", "hopgnn", {"num_steps": s}).epoch_time_s
                                       for s in (1, 2, 3, 4)}, 4, True)
     assert auto.epoch_time_s == simulate(cl, "cora-sage", "hopgnn", {"num_steps": chosen}).epoch_time_s
+    # and it says what it chose (the knobs it was given leave num_steps unset)
+    assert auto.knobs["num_steps"] is None and res[4].notes == []
+    assert [n for n in auto.notes if n.startswith(f"the merge controller settled on num_steps={chosen} of 4 (")]
 
 
 def test_naive_variant_tours_every_machine() -> None:
