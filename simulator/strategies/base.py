@@ -12,7 +12,8 @@ With k prefetching sampler processes feeding one trainer (or one machine's train
 transient and a longer period (:func:`window_shape`): the first ``PREFETCH_FACTOR * k`` batches are sampled
 before any trainer holds them back, and k samplers that start together hand over their batches in waves of k, so
 the steady period is measured over a whole number of waves (the smallest multiple of k of at least
-``STEADY_ITERATIONS`` iterations) after that transient, and the window is lengthened to hold both. Measured over 8
+``STEADY_ITERATIONS`` iterations) after that transient, the window's first part is lengthened to hold both, and
+its end is the epoch's last wave, not only its last iteration (:func:`with_sampler_processes`). Measured over 8
 iterations, 15 samplers' one wave of the window looked like the steady state (gsplit on ogbn-products' card, 4 V100:
 0.31 s per epoch, below the 0.43 s its machine's 16 cores need for the 6.9 core-seconds of sampling), and 12
 samplers' period was one wave per 8 iterations instead of per 12 (0.91 s); the lengthened window gives 0.66 s
@@ -356,7 +357,7 @@ def window_shape(sampler_processes: int) -> tuple[int, int]:
     ones start as trainers take theirs), so its sampling spans are longer than the steady ones: the breakdown's
     ``sample`` then counts them in the steady state (6 samplers per worker, a trainer-bound dp epoch: 12% high,
     the epoch time exact). Measuring after ``(PREFETCH_FACTOR + 1) * k`` iterations removes that but lengthens
-    the window for k = 3 and 4, the tuner's, from 16-17 iterations to 19-21, and a 200-trial study at 64 GPUs
+    the head for k = 3 and 4, the tuner's, from 15-16 iterations to 18-20, and a 200-trial study at 64 GPUs
     took 17% longer (benchmarks/bench_scale.py, 74.5 s against 87.2 s in one run, 2026-12-01); not done.
     """
     k = sampler_processes
@@ -404,7 +405,7 @@ def steady_period_s(iteration_ends: list[float], plan: IterationPlan) -> float:
 
     Args:
         iteration_ends: end time of each window position (max over workers).
-        plan: the plan; the last position (the partial iteration) is excluded.
+        plan: the plan; the positions after its head (the epoch's simulated tail) are excluded.
     """
     full = plan.head
     if full < 2:

@@ -25,8 +25,8 @@ def worker_batches(train_idx: np.ndarray, owner: np.ndarray, num_machines: int, 
 
     Each epoch's seeds are :func:`split_epoch_seeds` by ``seed_split``: :func:`epoch_seeds` (DistDGL's split, each
     worker's share in random order), or ``random``, the epoch's shuffled training vertices cut evenly. With
-    ``partial`` each epoch's partial last
-    batch is included (a worker whose share is smaller than a batch always gets its whole share as one batch);
+    ``partial`` each epoch's partial last batch is included (a worker whose share is smaller than a batch always
+    gets its whole share as one batch);
     :func:`~.graphstats.sample_stats` counts inputs over every batch but averages block sizes over full ones only.
 
     Returns:
