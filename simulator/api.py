@@ -207,8 +207,10 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
     Returns:
         The result; ``sim_wall_s`` is the wall time of this call (statistics from cache + simulation); its
         ``notes`` are the strategy's (hopgnn's merge controller: the step count it settled on) and say when the
-        batch is larger than the training set and what an epoch then is, as ``gnnplan simulate`` prints them
-        (:func:`simulator.strategies.base.oversized_batch_note`).
+        batch is larger than the training set and what an epoch then is
+        (:func:`simulator.strategies.base.oversized_batch_note`) and when a card's per-batch counts come from a
+        proxy too small for the batch (:func:`simulator.workload.proxy_batch.saturation_note`), as ``gnnplan
+        simulate`` prints them.
 
     Raises:
         SpecError: see :func:`load_context`.
@@ -219,10 +221,25 @@ def simulate(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadS
     module, kn, ctx = load_context(with_cluster_set(cluster, cluster_set), workload, strategy, knobs,
                                    stats_seed=stats_seed)
     result = simulate_in_context(module, kn, ctx)
-    result.notes = [*result.notes, *(n for n in (oversized_batch_note(ctx.workload, ctx.cluster.num_gpus, result.knobs,
-                                                                   ctx.summary.num_train),) if n)]
+    notes = (oversized_batch_note(ctx.workload, ctx.cluster.num_gpus, result.knobs, ctx.summary.num_train),
+             _saturation_note(module, ctx))
+    result.notes = [*result.notes, *(n for n in notes if n)]
     result.sim_wall_s = time.perf_counter() - started
     return result
+
+
+def _saturation_note(module: ModuleType, ctx: SimContext) -> str | None:
+    """:func:`simulator.workload.proxy_batch.saturation_note` for a strategy that samples neighbourhoods (a
+    mini-batch workload of a message-passing model): each worker's batch, or with no per-worker statistics
+    (``gsplit``) the whole batch its machine samples."""
+    from gnnplan.simulator.workload.proxy_batch import saturation_note
+    from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
+
+    wl = ctx.workload
+    if wl.training.mode != "mini-batch" or wl.model.arch not in MESSAGE_PASSING_ARCHS:
+        return None
+    batch = ctx.batch_size // ctx.num_workers if module.NEEDS_SAMPLE_STATS else ctx.batch_size
+    return saturation_note(wl.dataset, wl.training.fanouts, max(1, batch))
 
 
 def simulate_on_draws(cluster: str | Path | ClusterSpec, workload: str | Path | WorkloadSpec, strategy: str,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -175,3 +176,56 @@ def scale_layers(values: np.ndarray, ratios: np.ndarray, axis: int) -> np.ndarra
     shape = [1] * v.ndim
     shape[axis] = len(ratios)
     return v * np.asarray(ratios, dtype=np.float64).reshape(shape)
+
+
+SATURATION_NOTE_RATIO = 1.15
+"""Ratio of a batch's input vertices at a card's size to its proxy's above which :func:`saturation_note` speaks
+(the 15% of issue 10's accuracy goal)."""
+
+
+def saturation_note(ref: object, fanouts: Iterable[int], batch_size: int) -> str | None:
+    """A note when a card's per-batch counts are kept from a proxy on which a batch's neighbourhood overlaps
+    itself, else None.
+
+    For a card without a degree histogram and larger than its proxy the per-batch rule does not apply
+    (:func:`simulator.workload.cards.card_with_histogram`): block sizes are the proxy's as measured. The note gives
+    the ratio of the layer-0 input vertices of :func:`simulator.workload.reach.batch_reach` (the occupancy
+    model of :func:`batch_reach_scale`) with the card's degree law at its size
+    (:func:`simulator.workload.proxy.card_law_histogram`) over the same law at the proxy's
+    (:func:`simulator.workload.proxy.law_histogram`), seeds a uniform sample of the vertices and the graph not
+    partitioned (a partition with its cut changes both sizes alike: :func:`batch_reach_scale` keeps the proxy's cut).
+
+    Args:
+        ref: ``workload.dataset``.
+        fanouts: per layer, input side first.
+        batch_size: seeds of one batch (per worker for ``dp`` and ``hopgnn``, the whole batch for ``gsplit``).
+    """
+    from gnnplan.simulator.workload.cards import card_name, card_with_histogram
+
+    name = card_name(ref)
+    if name is None or card_with_histogram(ref) is not None:
+        return None
+    ratio = _saturation(name, tuple(int(f) for f in fanouts), int(batch_size))
+    if ratio is None or ratio <= SATURATION_NOTE_RATIO:
+        return None
+    return (f"card {name}: its per-batch counts are measured on its proxy, where a batch's {len(tuple(fanouts))}-hop "
+            f"neighbourhood overlaps itself; by the occupancy model with the card's degree law a batch's input "
+            f"vertices at the card's size are {ratio:.1f}x the proxy's, so this prediction's feature loads and "
+            f"sampling per batch are low, by up to that factor (the per-batch rule needs a degree histogram in the "
+            f"card: degree.in_degree_histogram)")
+
+
+@lru_cache(maxsize=64)
+def _saturation(name: str, fanouts: tuple[int, ...], batch_size: int) -> float | None:
+    from gnnplan.simulator.workload.proxy import DEFAULT_PROXY_VERTICES, card_law_histogram, law_histogram
+
+    c = load_card(name)
+    n, n_p = c.num_vertices.value, min(c.num_vertices.value, DEFAULT_PROXY_VERTICES)
+    if n <= n_p:
+        return None
+    inputs = []
+    for hist, size in ((card_law_histogram(c), n), (law_histogram(c, n_p), n_p)):
+        degrees, counts = histogram_classes(hist, size)
+        reach = batch_reach(degrees, counts, class_share(degrees, None, counts), batch_size, fanouts)
+        inputs.append(float(reach.num_src[0]))
+    return inputs[0] / inputs[1] if inputs[1] > 0 else None
