@@ -76,8 +76,10 @@ def simulation_table(res: dict[str, Any], on_cpu: bool = False, where: str = "")
     # a phase the configuration never runs (neutronstar's exchange under depcache) stays in the JSON at 0 only
     per_epoch = {p: sec for p, sec in res["breakdown_s"].items() if p not in ONE_OFF_PHASES and sec != 0}
     if per_epoch:
-        t.add_row("per epoch, by phase", "the slowest worker's busy time in each, summed over the epoch (phases "
-                                         "overlap, so they can add up to more than the epoch)")
+        t.add_row("per epoch, by phase", "the slowest worker's time in each, summed over the epoch: a collective "
+                                         "(all_reduce, exchange) and a load overlapped with compute include their "
+                                         "waits, as the executor's spans do; phases overlap, so they can add up to "
+                                         "more than the epoch")
     nested = res.get("nested_phases") or {}
     for phase, sec in per_epoch.items():
         t.add_row(f"  {phase}", fmt_s(sec) + (f" (within {nested[phase]}: part of its time)" if phase in nested

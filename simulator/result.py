@@ -28,8 +28,10 @@ pre-propagation: simulator/strategies/ppgnn)."""
 class SimResult(BaseModel):
     """One simulated configuration.
 
-    ``breakdown_s`` holds, per phase, the busy time of the slowest worker summed over one epoch (phases may
-    overlap, so the parts can add up to more than ``epoch_time_s``), and the one-off phases' seconds
+    ``breakdown_s`` holds, per phase, the time of the slowest worker summed over one epoch, from each span's start to
+    its end as the executor records it (a collective's span holds its wait for the other workers, a load overlapped
+    with compute its wait for the GPU or the buffer; phases may overlap, so the parts can add up to more than
+    ``epoch_time_s``), and the one-off phases' seconds
     (:data:`ONE_OFF_PHASES`, not part of an epoch). ``nested_phases`` maps a phase of ``breakdown_s`` whose spans
     lie inside another's to that phase (dp's ``fetch`` inside ``load``): its time is part of the other's, not
     beside it. ``bytes_per_epoch`` sums all workers'

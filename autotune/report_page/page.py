@@ -136,8 +136,9 @@ def _study(b: _Builder, inputs: ReportInputs) -> None:
               "all strategies below")
     b.html_block(_top_table(study))
     b.section("breakdown", sc.breakdown_figure(best, b.colors),
-              "per phase: busy time of the slowest worker in one simulated epoch; phases overlap, so a stack can "
-              "be taller than the epoch time (diamond)")
+              "per phase: time of the slowest worker in one simulated epoch (a collective's and an overlapped load's "
+              "include their waits, as the executor's spans do); phases overlap, so a stack can be taller than the "
+              "epoch time (diamond)")
     b.section("history", sc.history_figure(study))
     fig, caption = sc.importance_figure(study)
     b.section("importances", fig, caption, missing=caption)

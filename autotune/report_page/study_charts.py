@@ -66,7 +66,7 @@ def ranking_figure(best: list[dict[str, Any]]) -> Any:
 
 
 def breakdown_figure(best: list[dict[str, Any]], colors: dict[str, str]) -> Any:
-    """Stacked bars per strategy (its best configuration): each phase's busy time of the slowest worker over
+    """Stacked bars per strategy (its best configuration): each phase's time of the slowest worker over
     one epoch (SimResult.breakdown_s, its one-off phases left out: ppgnn's preprocess is not in an epoch, and its
     nested ones: dp's fetch is part of its load's time), with the epoch time as a diamond. Phases overlap in time,
     so the stack may exceed the epoch time."""
@@ -87,7 +87,7 @@ def breakdown_figure(best: list[dict[str, Any]], colors: dict[str, str]) -> Any:
                     hovertemplate="epoch time %{y:.4g} ms<extra></extra>")
     fig.update_layout(**layout("phase breakdown of each strategy's best configuration (simulated, one epoch)", 480,
                                barmode="stack"))
-    fig.update_yaxes(title="busy time of the slowest worker (ms)")
+    fig.update_yaxes(title="time of the slowest worker (ms)")
     return fig
 
 

@@ -32,7 +32,7 @@ def test_the_law_histogram_at_the_card_s_size_is_the_law_drawn() -> None:
 def test_the_note_names_the_overlap_where_the_proxy_is_too_small() -> None:
     note = proxy_batch.saturation_note("card:ogbn-products", (10, 10, 10), 256)
     assert note is not None and note.startswith("card ogbn-products: its per-batch counts are measured on its proxy")
-    ratio = float(re.search(r"are ([0-9.]+)x the proxy's", note).group(1))  # type: ignore[union-attr]
+    ratio = float(re.search(r"reaches ([0-9.]+)x as many", note).group(1))  # type: ignore[union-attr]
     assert 2.0 < ratio < 10.0
     # a small batch stays a small part of the proxy; a card with a histogram is scaled, not noted; a real graph
     assert proxy_batch.saturation_note("card:ogbn-products", (5, 5), 64) is None
