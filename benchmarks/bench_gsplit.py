@@ -103,7 +103,7 @@ def predicted_work(strategy: str, wl: Any, workers: int) -> tuple[float, float]:
     """(input features loaded, edges computed) per epoch, all workers, as the simulator models them."""
     from gnnplan.simulator.api import load_context
     from gnnplan.simulator.strategies import dp, gsplit
-    from gnnplan.simulator.strategies.base import iteration_plan
+    from gnnplan.simulator.strategies.window import iteration_plan
 
     _, knobs, ctx = load_context(cluster(workers), wl, strategy)
     if strategy == "dp":

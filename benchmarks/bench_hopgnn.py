@@ -81,7 +81,7 @@ def predicted_remote_bytes(strategy: str, wl: Any, workers: int, knobs: dict[str
     from gnnplan.simulator.api import load_context
     from gnnplan.simulator.hardware.spec import load_cluster
     from gnnplan.simulator.strategies import dp, hopgnn
-    from gnnplan.simulator.strategies.base import iteration_plan
+    from gnnplan.simulator.strategies.window import iteration_plan
 
     cluster = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": workers})
     module, kn, ctx = load_context(cluster, wl, strategy, knobs)

@@ -106,7 +106,7 @@ def predicted(strategy: str, knobs: dict[str, Any], wl: Any, cluster: Any) -> tu
 
     from gnnplan.simulator.api import load_context
     from gnnplan.simulator.strategies import dp, hopgnn
-    from gnnplan.simulator.strategies.base import iteration_plan
+    from gnnplan.simulator.strategies.window import iteration_plan
 
     remote = predicted_remote_bytes(strategy, wl, WORKERS, knobs)
     module, kn, ctx = load_context(cluster, wl, strategy, knobs)

@@ -13,7 +13,7 @@ from gnnplan.simulator.workload.spec import SELF_LOOP_ARCHS
 
 SAMPLER_PROCESS_BYTES = 1.2e7
 """Private host memory of one sampler (or loader) process forked from a worker: what it holds beyond the pages it shares
-with the worker copy-on-write (its batches in flight are counted apart, :data:`~.base.PREFETCH_FACTOR`). Measured with
+with the worker copy-on-write (its batches in flight are counted apart, :data:`~.window.PREFETCH_FACTOR`). Measured with
 /proc/<pid>/smaps_rollup (Private_Clean + Private_Dirty) after an epoch of dp with 2 sampler processes per worker:
 10.1-10.3 MiB on Cora and CiteSeer, 13.3-13.4 MiB on rmat100k (2026-11-28, torch 2.13, DGL 1.1.3; mean 11.8 MB), rounded
 to 12 MB. The executor measures it per run (:func:`executor.memory.children_private_bytes`, at the end of each phase:

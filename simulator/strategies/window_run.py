@@ -1,7 +1,7 @@
 """The simulated epoch window of a data-parallel strategy (:class:`WindowRun`: ``dp``, ``ppgnn``, ``hopgnn``,
 ``gsplit``): the engine, the hardware model, every worker's spans and iteration ends, the synchronous step every
 such strategy ends an iteration with, and its collectives (barrier, then the call). Which iterations the window
-holds and how the rest is extrapolated: :mod:`simulator.strategies.base`.
+holds and how the rest is extrapolated: :mod:`simulator.strategies.window`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.formulas import Kernel, compute_time_s, fixed_time_s, roofline_line
 from gnnplan.simulator.hardware.model import FLOAT_BYTES, HardwareModel
 from gnnplan.simulator.hardware.spec import ClusterSpec
-from gnnplan.simulator.strategies.base import IterationPlan, SimContext
+from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.ddp_buckets import BucketedBackward, ddp_buckets
+from gnnplan.simulator.strategies.window import IterationPlan
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.model_cost import ModelCost
 

@@ -27,7 +27,7 @@ from gnnplan.executor.launch import run_in_process
 from gnnplan.executor.models import GNN, attach_edge_weights, num_params
 from gnnplan.executor.sampling import BatchStream, TimedSampler
 from gnnplan.executor.trace import Recorder, save, trace_path
-from gnnplan.simulator.strategies.base import iteration_plan
+from gnnplan.simulator.strategies.window import iteration_plan
 from gnnplan.simulator.trace import read_trace
 from gnnplan.simulator.workload.batches import epoch_seeds, owner_split
 from gnnplan.simulator.workload.datasets import load_dataset

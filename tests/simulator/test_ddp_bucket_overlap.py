@@ -12,9 +12,10 @@ from sim_fixtures import RMAT_SUMMARY
 
 from gnnplan.simulator.api import simulate
 from gnnplan.simulator.hardware import phase_rules, pricing
-from gnnplan.simulator.strategies.base import IterationPlan, SimContext
+from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.calibration_rules import all_reduce_rule
 from gnnplan.simulator.strategies.ddp_buckets import BucketedBackward, ddp_buckets, ready_fractions
+from gnnplan.simulator.strategies.window import IterationPlan
 from gnnplan.simulator.strategies.window_run import StepCompute, WindowRun
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload

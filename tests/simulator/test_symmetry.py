@@ -13,8 +13,9 @@ from gnnplan.simulator.engine import Engine, FluidResource
 from gnnplan.simulator.hardware.model import HardwareModel
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.strategies import dp, hopgnn
-from gnnplan.simulator.strategies.base import SimContext, iteration_plan
+from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.hopgnn.run import HopRun
+from gnnplan.simulator.strategies.window import iteration_plan
 from gnnplan.simulator.workload.spec import load_workload
 
 WORKLOAD = load_workload("rmat100k-sage")

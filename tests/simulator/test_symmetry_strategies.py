@@ -14,11 +14,12 @@ from gnnplan.simulator import symmetry
 from gnnplan.simulator.api import load_context
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.strategies import gsplit, hongtu
-from gnnplan.simulator.strategies.base import SimContext, iteration_plan
+from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats, split_stats, window_batches
 from gnnplan.simulator.strategies.hongtu.dedup import BatchCounts
 from gnnplan.simulator.strategies.hongtu.run import EpochRun
 from gnnplan.simulator.strategies.hongtu.work import ChunkWork
+from gnnplan.simulator.strategies.window import iteration_plan
 from gnnplan.simulator.workload.graphstats import CACHE_GRID, DatasetSummary
 from gnnplan.simulator.workload.spec import load_workload
 

@@ -98,16 +98,10 @@ from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
     FETCH_COLLECTIVES,
     FETCH_REQUEST_MESSAGES,
-    PREFETCH_FACTOR,
-    IterationPlan,
     MemoryEstimate,
     PhaseProfile,
     SimContext,
-    iteration_plan,
     minibatch_compute_profile,
-    phase_breakdown,
-    place_window,
-    steady_period_s,
     suggest_batch_size,
 )
 from gnnplan.simulator.strategies.contract import check_workload
@@ -128,6 +122,14 @@ from gnnplan.simulator.strategies.host_memory import (
 )
 from gnnplan.simulator.strategies.inference_memory import with_evaluation
 from gnnplan.simulator.strategies.inference_time import evaluation_block, evaluation_profiles, evaluation_time_s
+from gnnplan.simulator.strategies.window import (
+    PREFETCH_FACTOR,
+    IterationPlan,
+    iteration_plan,
+    phase_breakdown,
+    place_window,
+    steady_period_s,
+)
 from gnnplan.simulator.workload.inference import InferenceStats
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, ModelCost, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
-from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
+from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.dp.work import SAMPLED_EDGE_BYTES, IterationWork, peer_cache, slowest_machine_works
+from gnnplan.simulator.strategies.window import PREFETCH_FACTOR, IterationPlan
 from gnnplan.simulator.strategies.window_run import WindowRun
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES
 

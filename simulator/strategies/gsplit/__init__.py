@@ -51,24 +51,21 @@ from gnnplan.simulator.hardware.pricing import iteration_fixed_s
 from gnnplan.simulator.result import LINKS, SimResult
 from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.strategies import calibration_rules as rules
-from gnnplan.simulator.strategies.base import (
-    IterationPlan,
-    PhaseProfile,
-    SimContext,
-    iteration_plan,
-    kernel_profile,
-    phase_breakdown,
-    place_window,
-    steady_period_s,
-    suggest_batch_size,
-    with_sampler_processes,
-)
+from gnnplan.simulator.strategies.base import PhaseProfile, SimContext, kernel_profile, suggest_batch_size
 from gnnplan.simulator.strategies.contract import check_workload as contract_check
 from gnnplan.simulator.strategies.gsplit import rank_mean
 from gnnplan.simulator.strategies.gsplit.run import PHASES, SplitRun
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats, split_stats
 from gnnplan.simulator.strategies.gsplit.work import IterationWork, iteration_work, link_bytes, memory_model, segments
 from gnnplan.simulator.strategies.inference_time import evaluation_block, evaluation_profiles, evaluation_time_s
+from gnnplan.simulator.strategies.window import (
+    IterationPlan,
+    iteration_plan,
+    phase_breakdown,
+    place_window,
+    steady_period_s,
+    with_sampler_processes,
+)
 from gnnplan.simulator.workload.model_cost import Kernel
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
@@ -183,7 +180,7 @@ def window_works(ctx: SimContext, knobs: Knobs) -> tuple[SplitStats, IterationPl
 def pipelined(plan: IterationPlan, works: list[IterationWork],
               num_sampler_workers: int) -> tuple[IterationPlan, list[IterationWork]]:
     """The plan whose window holds the pipeline of ``num_sampler_workers`` sampler processes per machine
-    (:func:`~gnnplan.simulator.strategies.base.window_shape`) and its work per window position: the measured
+    (:func:`~gnnplan.simulator.strategies.window.window_shape`) and its work per window position: the measured
     positions' own (``works``, one per position of ``plan``'s window, :mod:`.stats`), and for the iterations the
     longer window adds, the measured full iterations' in turn (iteration i the (i mod m)-th of the m measured:
     each is one random batch of the epoch, so another is as good a sample of it)."""

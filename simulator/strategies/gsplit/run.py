@@ -40,9 +40,10 @@ from typing import Any
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.hardware import pricing
-from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
+from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.ddp_buckets import BucketedBackward
 from gnnplan.simulator.strategies.gsplit.work import IterationWork
+from gnnplan.simulator.strategies.window import PREFETCH_FACTOR, IterationPlan
 from gnnplan.simulator.strategies.window_run import WindowRun
 from gnnplan.simulator.trace import Span
 

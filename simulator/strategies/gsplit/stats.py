@@ -2,7 +2,7 @@
 :mod:`gnnplan.simulator.workload.graphstats` (DGL and pymetis are imported only when measuring).
 
 For the mini-batches of epoch 0 that the simulator's window simulates (every iteration when an epoch has at most
-:data:`~gnnplan.simulator.strategies.base.MAX_WINDOW_ITERATIONS`, else the first ones and the last), one batch
+:data:`~gnnplan.simulator.strategies.window.MAX_WINDOW_ITERATIONS`, else the first ones and the last), one batch
 of B seeds is sampled for all GPUs (:func:`sample_batch`, the executor's sampler) and split by the owner map
 (:func:`.split.layer_counts`): per layer and split the owned vertices and edges and the rows of every GPU pair's
 shuffle; per split the feature-cache hits of its layer-0 vertices at every cache fraction of
@@ -26,8 +26,8 @@ import numpy as np
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_json
-from gnnplan.simulator.strategies.base import iteration_plan
 from gnnplan.simulator.strategies.gsplit.split import batch_seed, global_batches, layer_counts, partition_cache
+from gnnplan.simulator.strategies.window import iteration_plan
 from gnnplan.simulator.workload.cards import card_with_histogram
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
 from gnnplan.simulator.workload.graphstats import CACHE_GRID, partition_owners

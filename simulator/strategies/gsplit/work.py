@@ -35,7 +35,7 @@ from gnnplan.simulator.hardware.formulas import compute_time_s
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES
 from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.result import LINKS
-from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, MemoryEstimate, SimContext
+from gnnplan.simulator.strategies.base import MemoryEstimate, SimContext
 from gnnplan.simulator.strategies.gsplit.split import shuffle_width
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats
 from gnnplan.simulator.strategies.host_memory import (
@@ -45,6 +45,7 @@ from gnnplan.simulator.strategies.host_memory import (
     worker_processes_bytes,
 )
 from gnnplan.simulator.strategies.inference_memory import with_evaluation
+from gnnplan.simulator.strategies.window import PREFETCH_FACTOR
 from gnnplan.simulator.units import FLOAT_BYTES, INDEX_BYTES
 from gnnplan.simulator.workload.inference import InferenceStats
 from gnnplan.simulator.workload.model_cost import Block, Kernel, ModelCost, layer_dims, model_cost, model_state_bytes

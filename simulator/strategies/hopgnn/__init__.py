@@ -56,7 +56,7 @@ running between two step barriers the measured work of the machine whose worker 
 (:mod:`.rank_mean`, said in the result's ``estimated``). Without
 sampler processes the first :data:`LOCKSTEP_ITERATIONS` iterations and the last are simulated first; when every
 worker ends each iteration at the same instant, later iterations repeat the first and that short window is
-extrapolated (:func:`window_run`); otherwise the window of :mod:`simulator.strategies.base`.
+extrapolated (:func:`window_run`); otherwise the window of :mod:`simulator.strategies.window`.
 
 Memory: ``dp``'s model without a feature cache, plus the migration buffer (GPU) and the pre-gather buffer (host).
 """
@@ -81,15 +81,10 @@ from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import (
     FETCH_COLLECTIVES,
     FETCH_REQUEST_MESSAGES,
-    IterationPlan,
     MemoryEstimate,
     PhaseProfile,
     SimContext,
-    iteration_plan,
     minibatch_compute_profile,
-    phase_breakdown,
-    place_window,
-    steady_period_s,
     suggest_batch_size,
 )
 from gnnplan.simulator.strategies.contract import check_workload
@@ -105,6 +100,13 @@ from gnnplan.simulator.strategies.host_memory import (
 )
 from gnnplan.simulator.strategies.inference_memory import with_evaluation
 from gnnplan.simulator.strategies.inference_time import evaluation_block, evaluation_profiles, evaluation_time_s
+from gnnplan.simulator.strategies.window import (
+    IterationPlan,
+    iteration_plan,
+    phase_breakdown,
+    place_window,
+    steady_period_s,
+)
 from gnnplan.simulator.workload.inference import InferenceStats
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES, model_state_bytes
 from gnnplan.simulator.workload.spec import MESSAGE_PASSING_ARCHS
@@ -287,7 +289,7 @@ def window_run(ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: list[Ho
     model is time-invariant): every later full iteration repeats the first. The first
     :data:`LOCKSTEP_ITERATIONS` iterations and the last are simulated first; when they run in lockstep
     (:func:`in_lockstep`) that short window is the result (its steady period, breakdown and the last iteration's
-    start are those of the full window, up to rounding), else the plan's window (:mod:`simulator.strategies.base`:
+    start are those of the full window, up to rounding), else the plan's window (:mod:`simulator.strategies.window`:
     up to ``MAX_WINDOW_ITERATIONS``) is simulated. ``images``: see :class:`~.run.HopRun`.
     """
     pregather = knobs.pregather or not knobs.micrograph

@@ -10,8 +10,9 @@ from collections.abc import Generator
 from dataclasses import replace
 from typing import Any
 
-from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, IterationPlan, SimContext
+from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, StepWork
+from gnnplan.simulator.strategies.window import PREFETCH_FACTOR, IterationPlan
 from gnnplan.simulator.strategies.window_run import WindowRun
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.model_cost import INDEX_BYTES
@@ -20,7 +21,7 @@ PHASES = ("sample", "pregather", "load", "fetch", "forward", "backward", "migrat
 
 
 class HopRun(WindowRun):
-    """One simulated epoch window, on the data-parallel window run of :mod:`simulator.strategies.base` (its
+    """One simulated epoch window, on the data-parallel window run of :mod:`simulator.strategies.window_run` (its
     engine, hardware model, spans, rendezvous, gradient all-reduce, optimizer and per-iteration overhead).
 
     Args:

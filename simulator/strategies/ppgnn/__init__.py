@@ -34,17 +34,7 @@ from typing import Any
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.phase_rules import PhaseRule
 from gnnplan.simulator.result import SimResult
-from gnnplan.simulator.strategies.base import (
-    MAX_WINDOW_ITERATIONS,
-    IterationPlan,
-    PhaseProfile,
-    SimContext,
-    kernel_profile,
-    phase_breakdown,
-    place_window,
-    steady_period_s,
-    suggest_batch_size,
-)
+from gnnplan.simulator.strategies.base import PhaseProfile, SimContext, kernel_profile, suggest_batch_size
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.ppgnn import calibration as ppgnn_calibration
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
@@ -61,6 +51,13 @@ from gnnplan.simulator.strategies.ppgnn.work import (
     memory_model,
     resolved_placement,
     step_work,
+)
+from gnnplan.simulator.strategies.window import (
+    MAX_WINDOW_ITERATIONS,
+    IterationPlan,
+    phase_breakdown,
+    place_window,
+    steady_period_s,
 )
 from gnnplan.simulator.strategies.window_run import WindowRun
 

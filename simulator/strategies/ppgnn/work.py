@@ -47,10 +47,11 @@ from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES
 from gnnplan.simulator.hardware.pricing import row_indexing_s, storage_reads_s
 from gnnplan.simulator.result import LINKS
-from gnnplan.simulator.strategies.base import PREFETCH_FACTOR, MemoryEstimate, SimContext, memory_estimate
+from gnnplan.simulator.strategies.base import MemoryEstimate, SimContext, memory_estimate
 from gnnplan.simulator.strategies.host_memory import worker_processes_bytes
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
 from gnnplan.simulator.strategies.ppgnn.knobs import Knobs
+from gnnplan.simulator.strategies.window import PREFETCH_FACTOR
 from gnnplan.simulator.strategies.window_run import StepCompute
 from gnnplan.simulator.workload.model_cost import FLOAT_BYTES, model_state_bytes
 

@@ -14,7 +14,7 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes, hierarchical_all_reduce_time_s
 from gnnplan.simulator.hardware.formulas import gather_time_s, transfer_time_s
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
-from gnnplan.simulator.strategies import base, dp
+from gnnplan.simulator.strategies import dp, window
 from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload
@@ -37,7 +37,7 @@ def test_single_gpu_inline_epoch_is_the_sum_of_its_phases() -> None:
     cl = load_cluster("4x-a100-10gbe").model_copy(update={"num_machines": 1, "iteration_overhead_s": 1e-3})
     ctx = ctx_for(cl)
     knobs = dp.Knobs(cache_fraction=0.3)
-    plan = base.iteration_plan(RMAT_SUMMARY.num_train, 1024, 1)
+    plan = window.iteration_plan(RMAT_SUMMARY.num_train, 1024, 1)
     expected = 0.0
     for it in range(plan.num_iterations):
         w, _ = dp.iteration_work(ctx, knobs, plan.scale(it))
@@ -120,7 +120,7 @@ def test_prefetching_samplers_overlap_compute() -> None:
 
 def test_window_extrapolation_matches_a_full_simulation(monkeypatch: pytest.MonkeyPatch) -> None:
     """Also where 6 sampler processes per worker on 4 cores are the bound: the window holds whole waves of 6
-    after the prefetch and the epoch's last wave (base.window_shape, with_sampler_processes; the 16 first and last
+    after the prefetch and the epoch's last wave (window.window_shape, with_sampler_processes; the 16 first and last
     iterations were 0.6% fast here, more with more samplers)."""
     fast = load_cluster("4x-a100-10gbe")
     host = fast.host.model_copy(update={"sampling_edges_per_s_per_core": 2e5, "num_cores": 4})
@@ -131,11 +131,11 @@ def test_window_extrapolation_matches_a_full_simulation(monkeypatch: pytest.Monk
         windowed = dp.simulate(ctx_for(cl, summary=big), knobs)
         simulated = {s.args["simulated_iterations"] for s in windowed.spans if s.phase == "epoch"}
         assert simulated == {len({s.iteration for s in windowed.spans if s.phase == "iteration"})}
-        assert min(simulated) >= base.MAX_WINDOW_ITERATIONS
+        assert min(simulated) >= window.MAX_WINDOW_ITERATIONS
         epoch_end = max(s.end_s for s in windowed.spans if s.phase == "epoch")
         last_end = max(s.end_s for s in windowed.spans if s.phase == "iteration" and s.iteration == 97)
         assert epoch_end == pytest.approx(windowed.epoch_time_s) and last_end == pytest.approx(epoch_end)
-        monkeypatch.setattr(base, "MAX_WINDOW_ITERATIONS", 10_000)
+        monkeypatch.setattr(window, "MAX_WINDOW_ITERATIONS", 10_000)
         full = dp.simulate(ctx_for(cl, summary=big), knobs)
         monkeypatch.undo()
         assert windowed.num_iterations == full.num_iterations == 98
@@ -186,7 +186,7 @@ def test_unsupported_workloads_raise_spec_errors() -> None:
     with pytest.raises(SpecError, match="model.arch"):
         check_workload(dp, sgc)
     with pytest.raises(SpecError, match="batch_size"):
-        base.iteration_plan(100, 2, 4)
+        window.iteration_plan(100, 2, 4)
 
 
 def test_golden_4x_a100_10gbe_rmat100k_sage() -> None:

@@ -13,7 +13,7 @@ from sim_fixtures import RMAT_SUMMARY, make_stats
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.hardware.phase_rules import SpanRow
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
-from gnnplan.simulator.strategies import base, dp
+from gnnplan.simulator.strategies import dp, window
 from gnnplan.simulator.strategies.base import FETCH_COLLECTIVES, SimContext
 from gnnplan.simulator.strategies.dp.run import DpRun
 from gnnplan.simulator.trace import Span
@@ -73,7 +73,7 @@ class _LateRank(DpRun):
 
 def test_a_rank_that_reaches_the_fetch_early_waits_for_the_slower_one() -> None:
     ctx, knobs = context(two_machines(PER_ALL_TO_ALL_S)), dp.Knobs(cache_fraction=0.1)
-    plan = base.iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
+    plan = window.iteration_plan(ctx.summary.num_train, ctx.batch_size, ctx.num_workers)
     full, _ = dp.iteration_work(ctx, knobs)
     last, _ = dp.iteration_work(ctx, knobs, plan.last_fraction)
     with symmetry.disabled():  # both ranks simulated

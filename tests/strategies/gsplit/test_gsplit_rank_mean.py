@@ -13,10 +13,11 @@ from sim_fixtures import shaped
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.api import load_context
 from gnnplan.simulator.strategies import gsplit
-from gnnplan.simulator.strategies.base import SimContext, iteration_plan
+from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.gsplit.rank_mean import busiest_shuffles, rank_mean_stats
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats
 from gnnplan.simulator.strategies.gsplit.work import split_cost, split_sizes
+from gnnplan.simulator.strategies.window import iteration_plan
 from gnnplan.simulator.workload.graphstats import CACHE_GRID, DatasetSummary
 from gnnplan.simulator.workload.spec import load_workload
 

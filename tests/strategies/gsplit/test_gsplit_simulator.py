@@ -16,8 +16,9 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.strategies import dp, gsplit
-from gnnplan.simulator.strategies.base import SimContext, iteration_plan
+from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats
+from gnnplan.simulator.strategies.window import iteration_plan
 from gnnplan.simulator.workload.graphstats import CACHE_GRID, DatasetSummary
 from gnnplan.simulator.workload.model_cost import param_count
 from gnnplan.simulator.workload.spec import load_workload
@@ -94,7 +95,7 @@ def test_the_slowest_split_sets_the_pace(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_more_sampler_processes_are_never_slower_nor_faster_than_the_cores_allow(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """k sampler processes hand over their batches in waves of k, and the window holds whole waves after the
-    prefetch (base.window_shape): on 4 cores the epoch of 49 batches takes 49 // k waves of k and one of the
+    prefetch (window.window_shape): on 4 cores the epoch of 49 batches takes 49 // k waves of k and one of the
     remaining 49 % k, a wave of w batches max(1, w / 4) times one batch's sampling alone on a core (sampling is the
     bound here). A 16-iteration window measured one wave for the steady state from 16 samplers on (faster than the
     cores allow), and 8 samplers' lengthened window, not cut at a wave, ended with one batch sampled alone (also
