@@ -90,12 +90,21 @@ def split_epoch_seeds(train_idx: np.ndarray, owner: np.ndarray, num_machines: in
     Raises:
         SpecError: ``seed_split`` is not one of :data:`SEED_SPLITS`.
     """
-    if seed_split == "random":
+    if check_seed_split(seed_split) == "random":
         shuffled = np.random.default_rng((seed, epoch)).permutation(train_idx)
         return random_split(shuffled, num_machines * gpus_per_machine)
-    if seed_split != "owner":
-        raise SpecError(f"seed_split: {seed_split!r} is not one of {', '.join(SEED_SPLITS)}")
     return epoch_seeds(train_idx, owner, num_machines, gpus_per_machine, seed, epoch)
+
+
+def check_seed_split(seed_split: str) -> str:
+    """``seed_split`` itself when it is one of :data:`SEED_SPLITS`.
+
+    Raises:
+        SpecError: otherwise (one line naming it and the allowed ones).
+    """
+    if seed_split not in SEED_SPLITS:
+        raise SpecError(f"seed_split: {seed_split!r} is not one of {', '.join(SEED_SPLITS)}")
+    return seed_split
 
 
 def owner_split(seeds: np.ndarray, owner: np.ndarray, num_machines: int, gpus_per_machine: int) -> list[np.ndarray]:

@@ -28,7 +28,7 @@ import numpy as np
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_save_npy, atomic_write_json
-from gnnplan.simulator.workload.batches import SEED_SPLITS, sample_batches, worker_batches
+from gnnplan.simulator.workload.batches import check_seed_split, sample_batches, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
 from gnnplan.simulator.workload.partition import cached_vertices, partition
 from gnnplan.simulator.workload.spec import GeneratedSpec
@@ -269,9 +269,7 @@ def sample_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_pe
         return pool
     params = sample_params(ref, fanouts, batch_size_per_worker, num_machines, gpus_per_machine, partitioner,
                            seed, num_batches)
-    if seed_split != "owner":  # owner's entries keep the key they had before the split could be chosen
-        if seed_split not in SEED_SPLITS:
-            raise SpecError(f"seed_split: {seed_split!r} is not one of {', '.join(SEED_SPLITS)}")
+    if check_seed_split(seed_split) != "owner":  # owner's entries keep the key they had before it could be chosen
         params["seed_split"] = seed_split
     path = entry_path("sample", params)
     cached = _load_sample(path, params)

@@ -295,46 +295,6 @@ def law_histogram(c: Card, n_p: int) -> list[list[float]]:
     return degree_histogram(degrees)
 
 
-def card_law_histogram(c: Card) -> list[list[float]]:
-    """The log-binned histogram (bins of :func:`simulator.workload.degree_bins.bin_edges`) of card ``c``'s degree
-    law at the card's own size, from the law's distribution function (no draws: a card of 10^8 vertices would
-    need as many): the zero-in-degree fraction at 0, and the others' expected degrees (the truncated power law of
-    :func:`simulator.workload.sbm.expected_degrees` with the connected mean, the exponent and
-    :func:`proxy_max_degree` at the card's size, its own maximum) rounded to the nearest degree, at least 1, in
-    the bins of single degrees below 16 and at their conditional mean in the log bins above. :func:`law_histogram`
-    at ``n_p = n`` draws the same law. Rows ``[degree, fraction]``, fractions unrounded (the tail of 10^8 vertices
-    lies below a rounded fraction's last digit).
-
-    Source: distribution function and conditional mean of the truncated Pareto distribution with shape
-    a = exponent - 1 on [x_min, k_max] (:func:`simulator.workload.sbm.powerlaw_min_degree`).
-    """
-    import numpy as np
-
-    from gnnplan.simulator.workload.degree_bins import EXACT_DEGREES, bin_edges
-    from gnnplan.simulator.workload.sbm import powerlaw_min_degree
-
-    n, zero = c.num_vertices.value, c.degree.zero_fraction
-    k_max = proxy_max_degree(c, n, 1)
-    a = c.degree.exponent.value - 1.0
-    x_min = powerlaw_min_degree(c.connected_mean_in_degree, c.degree.exponent.value, k_max)
-
-    def tail(x: np.ndarray) -> np.ndarray:  # x^-a at x clipped to the law's support
-        return np.clip(x, x_min, k_max) ** -a
-
-    edges = bin_edges(k_max)[1:]                        # lower edges from degree 1
-    lo, hi = edges[:-1] - 0.5, edges[1:] - 0.5          # theta rounds to the bin's degrees
-    lo[0] = x_min
-    mass = (tail(lo) - tail(hi)) / (x_min ** -a - k_max ** -a)
-    clo, chi = np.clip(lo, x_min, k_max), np.clip(hi, x_min, k_max)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean = a / (1.0 - a) * (chi ** (1.0 - a) - clo ** (1.0 - a)) / (clo ** -a - chi ** -a)
-    exact = edges[:-1] < EXACT_DEGREES
-    degree = np.where(exact, edges[:-1], np.where(np.isfinite(mean), mean, edges[:-1]))
-    rows = [[0.0, zero]] if zero > 0 else []
-    rows += [[float(d), float(m * (1.0 - zero))] for d, m in zip(degree, mass) if m > 0]
-    return rows
-
-
 def proxy_scale(card: str | Card, spec: SbmSpec | None = None) -> ProxyScale:
     """The :class:`ProxyScale` of a card and its proxy (default :func:`proxy_spec`), with the proxy's edges as
     :func:`proxy_edges` counts them."""

@@ -178,6 +178,45 @@ def scale_layers(values: np.ndarray, ratios: np.ndarray, axis: int) -> np.ndarra
     return v * np.asarray(ratios, dtype=np.float64).reshape(shape)
 
 
+def card_law_histogram(c: Card) -> list[list[float]]:
+    """The log-binned histogram (bins of :func:`simulator.workload.degree_bins.bin_edges`) of card ``c``'s degree
+    law at the card's own size, from the law's distribution function (no draws: a card of 10^8 vertices would
+    need as many): the zero-in-degree fraction at 0, and the others' expected degrees (the truncated power law of
+    :func:`simulator.workload.sbm.expected_degrees` with the connected mean, the exponent and
+    :func:`simulator.workload.proxy.proxy_max_degree` at the card's size, its own maximum) rounded to the nearest
+    degree, at least 1, in the bins of single degrees below 16 and at their conditional mean in the log bins above
+    (:func:`simulator.workload.proxy.law_histogram` at ``n_p = n`` draws the same law). Rows ``[degree,
+    fraction]``, fractions unrounded (the tail of 10^8 vertices lies below a rounded fraction's last digit).
+
+    Source: distribution function and conditional mean of the truncated Pareto distribution with shape
+    a = exponent - 1 on [x_min, k_max] (:func:`simulator.workload.sbm.powerlaw_min_degree`).
+    """
+    from gnnplan.simulator.workload.degree_bins import EXACT_DEGREES, bin_edges
+    from gnnplan.simulator.workload.proxy import proxy_max_degree
+    from gnnplan.simulator.workload.sbm import powerlaw_min_degree
+
+    n, zero = c.num_vertices.value, c.degree.zero_fraction
+    k_max = proxy_max_degree(c, n, 1)
+    a = c.degree.exponent.value - 1.0
+    x_min = powerlaw_min_degree(c.connected_mean_in_degree, c.degree.exponent.value, k_max)
+
+    def tail(x: np.ndarray) -> np.ndarray:  # x^-a at x clipped to the law's support
+        return np.clip(x, x_min, k_max) ** -a
+
+    edges = bin_edges(k_max)[1:]                        # lower edges from degree 1
+    lo, hi = edges[:-1] - 0.5, edges[1:] - 0.5          # theta rounds to the bin's degrees
+    lo[0] = x_min
+    mass = (tail(lo) - tail(hi)) / (x_min ** -a - k_max ** -a)
+    clo, chi = np.clip(lo, x_min, k_max), np.clip(hi, x_min, k_max)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = a / (1.0 - a) * (chi ** (1.0 - a) - clo ** (1.0 - a)) / (clo ** -a - chi ** -a)
+    exact = edges[:-1] < EXACT_DEGREES
+    degree = np.where(exact, edges[:-1], np.where(np.isfinite(mean), mean, edges[:-1]))
+    rows = [[0.0, zero]] if zero > 0 else []
+    rows += [[float(d), float(m * (1.0 - zero))] for d, m in zip(degree, mass) if m > 0]
+    return rows
+
+
 SATURATION_NOTE_RATIO = 1.5
 """Ratio of a batch's input vertices at a card's size to its proxy's, by the degree law (:func:`saturation_note`),
 above which the note speaks: the law's ratio overstates the proxy's deficit (held out on rmat100k, 64 seeds of
@@ -192,7 +231,7 @@ def saturation_note(ref: object, fanouts: Iterable[int], batch_size: int) -> str
     (:func:`simulator.workload.cards.card_with_histogram`): block sizes are the proxy's as measured. The note gives
     the ratio of the layer-0 input vertices of :func:`simulator.workload.reach.batch_reach` (the occupancy
     model of :func:`batch_reach_scale`) with the card's degree law at its size
-    (:func:`simulator.workload.proxy.card_law_histogram`) over the same law at the proxy's
+    (:func:`card_law_histogram`) over the same law at the proxy's
     (:func:`simulator.workload.proxy.law_histogram`), seeds a uniform sample of the vertices and the graph not
     partitioned (a partition with its cut changes both sizes alike: :func:`batch_reach_scale` keeps the proxy's cut).
 
@@ -225,7 +264,7 @@ def saturation_note(ref: object, fanouts: Iterable[int], batch_size: int) -> str
 
 @lru_cache(maxsize=64)
 def _saturation(name: str, fanouts: tuple[int, ...], batch_size: int) -> float | None:
-    from gnnplan.simulator.workload.proxy import DEFAULT_PROXY_VERTICES, card_law_histogram, law_histogram
+    from gnnplan.simulator.workload.proxy import DEFAULT_PROXY_VERTICES, law_histogram
 
     c = load_card(name)
     n, n_p = c.num_vertices.value, min(c.num_vertices.value, DEFAULT_PROXY_VERTICES)

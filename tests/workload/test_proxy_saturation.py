@@ -1,6 +1,6 @@
 """A card without a degree histogram keeps its proxy's per-batch counts; the note says when a batch's
 neighbourhood overlaps itself on the proxy (simulator.workload.proxy_batch.saturation_note), from the card's
-degree law at its size (simulator.workload.proxy.card_law_histogram)."""
+degree law at its size (simulator.workload.proxy_batch.card_law_histogram)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def test_the_law_histogram_at_the_card_s_size_is_the_law_drawn() -> None:
     card, 169,343 vertices, drawn in full by proxy.law_histogram)."""
     card = load_card("ogbn-arxiv")
     n = card.num_vertices.value
-    exact, drawn = proxy.card_law_histogram(card), proxy.law_histogram(card, n)
+    exact, drawn = proxy_batch.card_law_histogram(card), proxy.law_histogram(card, n)
     deg_e, cnt_e = histogram_classes(exact, n)
     deg_d, cnt_d = histogram_classes(drawn, n)
     assert cnt_e.sum() == pytest.approx(n, rel=1e-9)

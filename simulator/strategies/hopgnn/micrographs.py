@@ -35,10 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.workload import graphstats
-from gnnplan.simulator.workload.batches import SEED_SPLITS, seeded_sampler, worker_batches
+from gnnplan.simulator.workload.batches import check_seed_split, seeded_sampler, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
 from gnnplan.simulator.workload.proxy_pool import pooled
 from gnnplan.simulator.workload.spec import GeneratedSpec
@@ -207,10 +206,10 @@ def micrograph_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_siz
     """Micrograph statistics (class docstring), read from the cache or measured once and cached.
 
     Measurement: the batches of :func:`simulator.workload.graphstats.sample_stats` (same partition and
-    shuffles; seed split ``owner`` as there, or ``random``: :data:`SEED_SPLITS`); each iteration takes every
-    worker's next batch and samples it with DGL's ``NeighborSampler(fanouts)`` (one thread, ``dgl.seed(seed)``:
-    ``dp``'s view, for m_dgl), groups seeds by home machine, merges to every S and samples each group on its own
-    as its host does (R_micro: each seed's micrograph cut out of its S = M group).
+    shuffles; seed split ``owner`` or ``random``: :data:`~gnnplan.simulator.workload.batches.SEED_SPLITS`); each
+    iteration takes every worker's next batch and samples it with DGL's ``NeighborSampler(fanouts)`` (one thread,
+    ``dgl.seed(seed)``: ``dp``'s view, for m_dgl), groups seeds by home machine, merges to every S and samples
+    each group on its own as its host does (R_micro: each seed's micrograph cut out of its S = M group).
 
     Raises:
         SpecError: invalid arguments or a dataset that cannot be loaded (as ``sample_stats``).
@@ -222,8 +221,7 @@ def micrograph_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_siz
         return pool
     params = graphstats.sample_params(ref, fanouts, batch_size_per_worker, num_machines, gpus_per_machine,
                                       partitioner, seed, num_iterations)
-    if seed_split not in SEED_SPLITS:
-        raise SpecError(f"seed_split: {seed_split!r} is not one of {', '.join(SEED_SPLITS)}")
+    check_seed_split(seed_split)
     params.update(format=MICROGRAPH_FORMAT, seed_split=seed_split)
     path = entry_path("micrograph", params)
     try:
