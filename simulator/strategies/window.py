@@ -18,7 +18,8 @@ its end is the epoch's last wave, not only its last iteration (:func:`with_sampl
 iterations, 15 samplers' one wave of the window looked like the steady state (gsplit on ogbn-products' card, 4 V100:
 0.31 s per epoch, below the 0.43 s its machine's 16 cores need for the 6.9 core-seconds of sampling), and 12
 samplers' period was one wave per 8 iterations instead of per 12 (0.91 s); the lengthened window gives 0.66 s
-for 12 samplers and 0.55 s for 15, and 0.52 s from 16 on, where the cores are the bound (2026-12-01).
+for 12 samplers and 0.63 s for 15 (its 49 batches in 4 waves), and 0.52 s from 16 on, where the cores are the bound
+(2026-12-01).
 """
 
 from __future__ import annotations
