@@ -8,8 +8,8 @@ seed 0. A 2-part METIS partition of a small graph moves with the draw, the verte
 CiteSeer's remote input fraction spans 0.012-0.114 over the real graph's relabelings alone, skewed (median 0.051,
 mean 0.055). A draw's count within 15% therefore says little about the proxy's bias; many draws and seeds do, and
 on such a skewed statistic the mean says it more steadily than the median (whose interval this prints). Only
-METIS's seed is varied here (graphstats' partition call is wrapped, seed m for METIS, the random partition,
-shuffles and sampler unchanged); each draw's numbering is random already (``permute_ids``). Seed 0 shares the
+METIS's seed is varied here (owners.partition_owners' partition call is wrapped, seed m for METIS, the random
+partition, shuffles and sampler unchanged); each draw's numbering is random already (``permute_ids``). Seed 0 shares the
 product's statistics cache, the others (2..K: :func:`metis_seed`) their own under
 ``$GNNPLAN_CACHE/bench_proxy_bias``.
 
@@ -82,7 +82,7 @@ from bench_proxy import (  # noqa: E402
 )
 from proxy_statistics import partition_of, statistics  # noqa: E402
 
-import gnnplan.simulator.workload.graphstats as graphstats  # noqa: E402
+import gnnplan.simulator.workload.owners as owners  # noqa: E402
 from gnnplan.simulator.paths import cache_dir  # noqa: E402
 from gnnplan.simulator.workload.datasets import load_dataset  # noqa: E402
 from gnnplan.simulator.workload.partition import partition  # noqa: E402
@@ -101,11 +101,11 @@ def metis_seed(m: int) -> int:
 
 
 def with_metis_seed(seed: int) -> None:
-    """Make graphstats partition with METIS seed ``seed`` (the other partitioners as asked)."""
+    """Make owners.partition_owners partition with METIS seed ``seed`` (the other partitioners as asked)."""
     def seeded(src: np.ndarray, dst: np.ndarray, n: int, parts: int, method: str, base: int = 0) -> np.ndarray:
         return partition(src, dst, n, parts, method, seed if method == "metis" else base)  # type: ignore[arg-type]
 
-    graphstats.partition = seeded  # type: ignore[assignment]
+    owners.partition = seeded  # type: ignore[assignment]
 
 
 def spilled_share(ref: str, seed: int = 0) -> float:

@@ -19,7 +19,7 @@ from gnnplan.simulator.strategies import gsplit, hongtu, hopgnn, neutronstar  # 
 from gnnplan.simulator.strategies.gsplit import stats as gsplit_stats  # noqa: E402
 from gnnplan.simulator.strategies.hongtu import dedup  # noqa: E402
 from gnnplan.simulator.strategies.neutronstar import dependencies as deps  # noqa: E402
-from gnnplan.simulator.workload import graphstats, inference  # noqa: E402
+from gnnplan.simulator.workload import inference, owners  # noqa: E402
 from gnnplan.simulator.workload.cards import Card  # noqa: E402
 from gnnplan.simulator.workload.datasets import load_dataset  # noqa: E402
 from gnnplan.simulator.workload.proxy import ProxyScale, scale_counts  # noqa: E402
@@ -129,7 +129,7 @@ def inference_statistics(dataset: Any, card: Card | None = None, graph: Any | No
         if card is None:
             inf = inference.inference_stats(dataset, cl.num_machines, cl.gpus_per_machine, part)
         else:
-            owner = graphstats.partition_owners(dataset, cl.num_machines, part, 0, graph=graph)
+            owner = owners.partition_owners(dataset, cl.num_machines, part, 0, graph=graph)
             inf = inference.inference_at_size(graph.src, graph.dst, owner, cl.num_machines, cl.gpus_per_machine,
                                     card.num_vertices.value)
         out[f"inference[{part}] sources per chunk"] = inf.src_vertices

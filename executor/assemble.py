@@ -22,7 +22,7 @@ from gnnplan.executor.data import PARTITION_SEED, Topology, gcn_edge_weights, gr
 from gnnplan.executor.features import FeatureStore, machine_rows
 from gnnplan.executor.shared import SharedObjects
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
-from gnnplan.simulator.workload.graphstats import partition_owners
+from gnnplan.simulator.workload.owners import partition_owners
 from gnnplan.simulator.workload.partition import cached_vertices
 from gnnplan.simulator.workload.spec import WorkloadSpec
 

@@ -12,9 +12,9 @@ the cache / local / remote split are scaled to the card's size (:func:`~.proxy_b
 rule); without one they are taken as they are; the dataset summary is the card's published sizes.
 
 Cache layout (:mod:`.stats_cache`) under :func:`simulator.paths.cache_dir` ``/stats/<dataset_key>/``: ``summary.json``,
-``sample-<digest of all parameters>.json`` (parameters stored in the file and checked on read) and
-``owner-<partitioner>-p<parts>-seed<seed>.npy`` (the partition, shared by measurements that differ only in
-batch size or fanouts). Damaged entries are measured again; every file is written atomically.
+``sample-<digest of all parameters>.json`` (parameters stored in the file and checked on read), beside the
+cached partitions (:mod:`.owners`, shared by measurements that differ only in batch size or fanouts). Damaged
+entries are measured again; every file is written atomically.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from typing import Any
 import numpy as np
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.io import atomic_save_npy, atomic_write_json
+from gnnplan.simulator.io import atomic_write_json
 from gnnplan.simulator.workload.batches import check_seed_split, sample_batches, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
-from gnnplan.simulator.workload.partition import cached_vertices, partition
+from gnnplan.simulator.workload.owners import check_partitioner, partition_owners
+from gnnplan.simulator.workload.partition import cached_vertices
 from gnnplan.simulator.workload.spec import GeneratedSpec
 from gnnplan.simulator.workload.stats_cache import entry_path, read_entry, read_json, stats_dir
 
@@ -45,7 +46,6 @@ DEFAULT_NUM_BATCHES = 32
 fewer). Measured on the rmat100k-sage workload (4 machines, 256 seeds per worker, METIS, seeds 0-4): the
 relative spread of the mean input-vertex count is 0.4% at 8 batches and 0.1% at 32, where sampling the 128
 batches takes ~0.3 s; on Cora the spread across seeds (~1.4%) comes from the partition, not the batch count."""
-PARTITIONERS = ("metis", "random")
 CACHE_GRID = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 
 
@@ -299,46 +299,6 @@ def check_counts(**counts: int) -> None:
             raise SpecError(f"{name}: must be >= 1, got {value}")
 
 
-def check_partitioner(partitioner: str) -> None:
-    """Raises SpecError (one line naming ``partitioner`` and the allowed ones) unless it is in :data:`PARTITIONERS`."""
-    if partitioner not in PARTITIONERS:
-        raise SpecError(f"partitioner: {partitioner!r} is not one of {', '.join(PARTITIONERS)}")
-
-
-def partition_owners(ref: str | GeneratedSpec, num_parts: int, partitioner: str, seed: int = 0,
-                     graph: GraphData | None = None) -> np.ndarray:
-    """The owner partition of every vertex (:func:`~simulator.workload.partition.partition`), cached as ``.npy``.
-
-    METIS on a large graph takes seconds to minutes; caching it lets measurements that differ only in batch
-    size or fanouts share one partition.
-
-    Args:
-        ref: ``workload.dataset``.
-        num_parts: partitions (machines).
-        partitioner: ``metis`` or ``random``.
-        seed: partitioner seed.
-        graph: the loaded dataset, if the caller has it (else it is loaded on a cache miss).
-
-    Returns:
-        (num_vertices,) int64 owners in [0, num_parts).
-
-    Raises:
-        SpecError: unknown partitioner, num_parts < 1, or the dataset cannot be loaded.
-    """
-    check_partitioner(partitioner)
-    if num_parts < 1:
-        raise SpecError(f"num_machines: must be >= 1, got {num_parts}")
-    path = stats_dir(ref) / f"owner-{partitioner}-p{num_parts}-seed{seed}.npy"
-    owner = _load_owner(path, num_parts, None if graph is None else graph.num_vertices)
-    if owner is not None:
-        return owner
-    g = graph if graph is not None else load_dataset(ref)
-    owner = partition(g.src, g.dst, g.num_vertices, num_parts, partitioner, seed)  # type: ignore[arg-type]
-    if num_parts > 1:
-        atomic_save_npy(path, owner)
-    return owner
-
-
 def sample_params(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_size_per_worker: int, num_machines: int,
                   gpus_per_machine: int, partitioner: str, seed: int, num_batches: int) -> dict[str, Any]:
     """Validate the arguments of :func:`sample_stats`; returns them as the cache entry's JSON parameters
@@ -445,13 +405,3 @@ def _load_sample(path: Path, params: dict[str, Any]) -> SampleStats | None:
 def _tuples(value: Any) -> Any:
     """JSON lists (nested too) as tuples, as :class:`SampleStats` holds them."""
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
-
-
-def _load_owner(path: Path, num_parts: int, num_vertices: int | None) -> np.ndarray | None:
-    try:
-        owner = np.load(path, allow_pickle=False)
-    except (OSError, ValueError):
-        return None
-    ok = (owner.ndim == 1 and owner.dtype == np.int64 and (num_vertices is None or len(owner) == num_vertices)
-          and (len(owner) == 0 or (owner.min() >= 0 and owner.max() < num_parts)))
-    return owner if ok else None

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from gnnplan.simulator.io import atomic_write_json
-from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload import graphstats, owners
 from gnnplan.simulator.workload.cards import card_name, load_card
 from gnnplan.simulator.workload.datasets import dataset_key, load_dataset
 from gnnplan.simulator.workload.proxy_pool import pooled
@@ -194,14 +194,14 @@ def inference_stats(ref: str | GeneratedSpec, num_machines: int, gpus_per_machin
     Args:
         ref: ``workload.dataset``.
         num_machines, gpus_per_machine: the cluster shape (the graph is partitioned over the machines).
-        partitioner: ``metis`` or ``random`` (:func:`.graphstats.partition_owners`).
+        partitioner: ``metis`` or ``random`` (:func:`.owners.partition_owners`).
         seed: partitioner seed.
 
     Raises:
         SpecError: a count or partitioner out of range, or the dataset cannot be loaded.
         ValueError: the graph has no vertices (:func:`measure_inference`).
     """
-    graphstats.check_partitioner(partitioner)
+    owners.check_partitioner(partitioner)
     graphstats.check_counts(num_machines=num_machines, gpus_per_machine=gpus_per_machine)
     args = (num_machines, gpus_per_machine, partitioner, seed)
     pool = pooled(ref, lambda r: inference_stats(r, *args), ("inference", *args))
@@ -224,7 +224,7 @@ def inference_stats(ref: str | GeneratedSpec, num_machines: int, gpus_per_machin
         except TypeError:
             pass  # a damaged entry is measured again below
     graph = load_dataset(ref)
-    owner = graphstats.partition_owners(ref, num_machines, partitioner, seed, graph=graph)
+    owner = owners.partition_owners(ref, num_machines, partitioner, seed, graph=graph)
     found = inference_at_size(graph.src, graph.dst, owner, num_machines, gpus_per_machine,
                               None if card is None else load_card(card).num_vertices.value)
     atomic_write_json(path, {"params": params, "stats": asdict(found)})

@@ -252,10 +252,11 @@ def saturation_note(ref: object, fanouts: Iterable[int], batch_size: int) -> str
     name = card_name(ref)
     if name is None or card_with_histogram(ref) is not None:
         return None
-    ratio = _saturation(name, tuple(int(f) for f in fanouts), int(batch_size))
+    fan = tuple(int(f) for f in fanouts)
+    ratio = _saturation(name, fan, int(batch_size))
     if ratio is None or ratio <= SATURATION_NOTE_RATIO:
         return None
-    return (f"card {name}: its per-batch counts are measured on its proxy, where a batch's {len(tuple(fanouts))}-hop "
+    return (f"card {name}: its per-batch counts are measured on its proxy, where a batch's {len(fan)}-hop "
             f"neighbourhood overlaps itself, so this prediction's feature loads and sampling per batch are low (by "
             f"the occupancy model with the card's degree law a batch reaches {ratio:.1f}x as many input vertices "
             f"at the card's size, an upper estimate); the per-batch rule that corrects it needs the card's degree "
@@ -264,6 +265,8 @@ def saturation_note(ref: object, fanouts: Iterable[int], batch_size: int) -> str
 
 @lru_cache(maxsize=64)
 def _saturation(name: str, fanouts: tuple[int, ...], batch_size: int) -> float | None:
+    """Layer-0 input vertices of a batch at card ``name``'s size over those at its proxy's, both from its degree
+    law (:func:`saturation_note`); None when the card is no larger than its proxy."""
     from gnnplan.simulator.workload.proxy import DEFAULT_PROXY_VERTICES, law_histogram
 
     c = load_card(name)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload import graphstats, owners
 from gnnplan.simulator.workload.graphstats import CACHE_GRID, DatasetSummary, SampleStats
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,7 +169,8 @@ def test_warm_call_reads_the_cache(private_cache: Path, monkeypatch: pytest.Monk
 
     monkeypatch.setattr(graphstats, "sample_batches", fail)
     monkeypatch.setattr(graphstats, "load_dataset", fail)
-    monkeypatch.setattr(graphstats, "partition", fail)
+    monkeypatch.setattr(owners, "partition", fail)   # the partition is cached beside the statistics (owners.py)
+    monkeypatch.setattr(owners, "load_dataset", fail)
     assert graphstats.sample_stats("cora", [5, 5], 32, 2, 1, "metis", seed=1) == first
     assert graphstats.dataset_summary("cora") == summary
     with pytest.raises(AssertionError):  # any other parameter is a different cache entry

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gnnplan.simulator.errors import SpecError
-from gnnplan.simulator.workload import graphstats, inference
+from gnnplan.simulator.workload import inference, owners
 from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.inference import (
     CHUNK_VERTICES,
@@ -60,7 +60,7 @@ def test_equals_the_blocks_the_evaluator_samples_on_cora(cora, machines: int, gp
     from gnnplan.executor.data import build_graph
     from gnnplan.executor.sampling import TimedSampler
 
-    owner = graphstats.partition_owners("cora", machines, partitioner, 0, graph=cora)
+    owner = owners.partition_owners("cora", machines, partitioner, 0, graph=cora)
     chunk = 300
     found = measure_inference(cora.src, cora.dst, owner, machines, gpus, chunk)
     rank_of = inference_owners(owner, machines, gpus)

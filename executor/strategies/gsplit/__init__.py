@@ -63,7 +63,7 @@ from gnnplan.simulator.strategies.gsplit.split import global_batches
 from gnnplan.simulator.strategies.gsplit.work import segments, split_cost
 from gnnplan.simulator.units import FLOAT_BYTES
 from gnnplan.simulator.workload.datasets import load_dataset
-from gnnplan.simulator.workload.graphstats import partition_owners
+from gnnplan.simulator.workload.owners import partition_owners
 
 __all__ = ["NAME", "Knobs", "Trainer"]
 

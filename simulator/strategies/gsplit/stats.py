@@ -30,7 +30,8 @@ from gnnplan.simulator.strategies.gsplit.split import batch_seed, global_batches
 from gnnplan.simulator.strategies.window import iteration_plan
 from gnnplan.simulator.workload.cards import card_with_histogram
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
-from gnnplan.simulator.workload.graphstats import CACHE_GRID, partition_owners
+from gnnplan.simulator.workload.graphstats import CACHE_GRID
+from gnnplan.simulator.workload.owners import partition_owners
 from gnnplan.simulator.workload.partition import split_seeds
 from gnnplan.simulator.workload.proxy import for_card
 from gnnplan.simulator.workload.proxy_batch import batch_reach_scale, scale_layers

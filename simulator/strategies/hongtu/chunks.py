@@ -9,7 +9,7 @@ Notation (brief ../shared/papers/hongtu.md §1.1): G = (V, E) -> :class:`InCSR`;
   HongTu trains here (GCN, GAT) aggregate over the vertex itself (Kipf and Welling, ICLR 2017, eq. 2: A + I;
   Velickovic et al., ICLR 2018, §2.1), the same rule as the executor's :func:`executor.data.build_graph`. With
   self-loops N_ij includes V_ij (brief §1.1, [inferred]).
-* Level 1 (brief §1.3 step 1): METIS into m parts (:func:`simulator.workload.graphstats.partition_owners`,
+* Level 1 (brief §1.3 step 1): METIS into m parts (:func:`simulator.workload.owners.partition_owners`,
   pymetis, seed 0, cached), or ``chunk``: contiguous vertex-id ranges.
 * Level 2 (brief §1.3 step 2, §1.11): the vertices of partition i, renumbered contiguously in id order, are
   cut into n contiguous ranges balanced on |V| + |E| (weight 1 + in-degree per vertex); each chunk holds all
@@ -129,7 +129,7 @@ def level1_owner(ref: str | GeneratedSpec, graph: GraphData, csr: InCSR, num_par
     if partitioner == "chunk":
         return balanced_ranges(1 + csr.in_degrees, num_parts)
     if partitioner == "metis":
-        from gnnplan.simulator.workload.graphstats import partition_owners
+        from gnnplan.simulator.workload.owners import partition_owners
 
         return partition_owners(ref, num_parts, "metis", 0, graph=graph)
     raise SpecError(f"partitioner: {partitioner!r} is not one of {', '.join(PARTITIONERS)}")

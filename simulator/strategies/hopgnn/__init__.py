@@ -396,9 +396,10 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     if knobs.num_steps is not None:
         result = run(min(knobs.num_steps, m))
     else:
-        steps = controller_steps(_EpochTimes(lambda s: run(s).epoch_time_s), m, knobs.merge_revert)
+        times = _EpochTimes(lambda s: run(s).epoch_time_s)
+        steps = controller_steps(times, m, knobs.merge_revert)
         result = run(steps)
-        result.notes = [*result.notes, controller_note(steps, m, {s: r.epoch_time_s for s, r in results.items()})]
+        result.notes = [*result.notes, controller_note(steps, m, dict(times))]
     complete_spans(result, ctx.cluster.gpus_per_machine, ctx.num_workers)
     if slowest and ctx.estimated is not None:
         stats = dict(ctx.estimated.get("statistics", {}))

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from gnnplan.simulator.io import atomic_write_json
-from gnnplan.simulator.workload import graphstats
+from gnnplan.simulator.workload import graphstats, owners
 from gnnplan.simulator.workload.batches import check_seed_split, seeded_sampler, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
 from gnnplan.simulator.workload.proxy_pool import pooled
@@ -244,7 +244,7 @@ def micrograph_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_siz
                 _READ[key] = stats
             return stats
     graph = load_dataset(ref)
-    owner = graphstats.partition_owners(ref, num_machines, partitioner, seed, graph=graph)
+    owner = owners.partition_owners(ref, num_machines, partitioner, seed, graph=graph)
     stats = _measure(graph, owner, params)
     atomic_write_json(path, {"params": params, "stats": asdict(stats)})
     return stats

@@ -13,7 +13,7 @@ Partitioners (all workers see the same owner map; the executor calls :func:`owne
   ``(|E| + alpha |V|) / m``, with ``alpha = 12 (m + 1)``. Source: NeutronStar (Wang et al., SIGMOD 2022, §5.7,
   "chunk-based" partitioning); the alpha value is the public NeutronStarLite code's (Gemini, OSDI 2016, §4.1
   uses 8 (m - 1)), as recorded in the mechanism brief ../shared/papers/neutronstar.md §1.2.
-* ``metis``: :func:`simulator.workload.graphstats.partition_owners` (pymetis, cached, seed 0).
+* ``metis``: :func:`simulator.workload.owners.partition_owners` (pymetis, cached, seed 0).
 
 For a dataset card the counts are measured on its proxy and scaled to the card's size (:func:`cached_counts`,
 :mod:`simulator.workload.proxy`). Per-worker counts for a dependency split (:class:`WorkerCounts`) are cached on
@@ -135,7 +135,7 @@ def owners(ref: str | GeneratedSpec, graph: GraphData, in_graph: InGraph, num_pa
     if partitioner == "chunk":
         return chunk_partition(in_graph.in_degrees, num_parts)
     if partitioner == "metis":
-        from gnnplan.simulator.workload.graphstats import partition_owners
+        from gnnplan.simulator.workload.owners import partition_owners
 
         return partition_owners(ref, num_parts, "metis", 0, graph=graph)
     raise SpecError(f"partitioner: {partitioner!r} is not one of {', '.join(PARTITIONERS)}")

@@ -53,11 +53,11 @@ from gnnplan.simulator.strategies.ppgnn.work import (
     step_work,
 )
 from gnnplan.simulator.strategies.window import (
-    MAX_WINDOW_ITERATIONS,
     IterationPlan,
     phase_breakdown,
     place_window,
     steady_period_s,
+    with_sampler_processes,
 )
 from gnnplan.simulator.strategies.window_run import WindowRun
 
@@ -110,8 +110,8 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     check_workload(sys.modules[__name__], ctx.workload)
     placement = resolved_placement(ctx, knobs)
     full_rows, last_rows, num = batch_rows(ctx, knobs)
-    window = tuple(range(num)) if num <= MAX_WINDOW_ITERATIONS else tuple(range(MAX_WINDOW_ITERATIONS - 1)) + (num - 1,)
-    plan = IterationPlan(num, max(1, ctx.batch_size // ctx.num_workers), last_rows / full_rows, window)
+    plan = with_sampler_processes(IterationPlan(num, max(1, ctx.batch_size // ctx.num_workers), last_rows / full_rows,
+                                                ()), 0)
     full, last = step_work(ctx, knobs, placement, full_rows), step_work(ctx, knobs, placement, last_rows)
     memory = memory_model(ctx, knobs, placement)
     common: dict[str, Any] = {
@@ -121,7 +121,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
         return SimResult.infeasible(memory.reason, sim_wall_s=time.perf_counter() - started, **common)
     run = _Run(ctx, knobs, plan, full, last)
     run.execute()
-    ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(window))]
+    ends = [max(run.ends[r][pos] for r in range(ctx.num_workers)) for pos in range(len(plan.window))]
     period = steady_period_s(ends, plan)
     epoch = ends[-1] + plan.extrapolated * period
     breakdown = phase_breakdown(run.spans, plan, PHASES)

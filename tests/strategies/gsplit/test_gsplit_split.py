@@ -15,7 +15,8 @@ from gnnplan.simulator.strategies.gsplit.split import (
 )
 from gnnplan.simulator.strategies.gsplit.stats import split_stats
 from gnnplan.simulator.workload.datasets import load_dataset
-from gnnplan.simulator.workload.graphstats import CACHE_GRID, partition_owners
+from gnnplan.simulator.workload.graphstats import CACHE_GRID
+from gnnplan.simulator.workload.owners import partition_owners
 
 # 5 source positions (the first 2 are the destinations), owners 0 1 0 1 1; 7 sampled edges u -> v
 OWNER = np.array([0, 1, 0, 1, 1])
