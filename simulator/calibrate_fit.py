@@ -146,7 +146,7 @@ class _Problem:
         groups: dict[tuple[int, str], list[int]] = defaultdict(list)
         for i, r in enumerate(self.rows):
             groups[(id(r.shape), r.op)].append(i)
-        self.groups = [(self.rows[idx[0]].shape, op, idx) for (_, op), idx in groups.items()]
+        self.groups = [(self.rows[idx[0]].shape, op, idx, *self._distinct_work(idx)) for (_, op), idx in groups.items()]
         self.kinds = sorted({r.kind for r in self.rows})
         self.kind_index = np.array([self.kinds.index(r.kind) for r in self.rows])
         self.kind_mean_s = np.array([float(np.mean(np.abs(self.measured[self.kind_index == k])))
@@ -189,13 +189,33 @@ class _Problem:
             out[group[2]] = self._priced(group, values, free)
         return out
 
-    def _priced(self, group: tuple[ClusterSpec, str, list[int]], values: Mapping[str, float],
-                free: Sequence[str]) -> np.ndarray:
-        """The priced seconds of one group's rows (one trace shape, one operation)."""
-        shape, op, idx = group
+    def _distinct_work(self, idx: list[int]) -> tuple[list[Mapping[str, float]], np.ndarray]:
+        """The distinct work of rows ``idx`` and, per row, the index of its own among them: rows of one shape and
+        operation with equal work have equal prices (a simulated trace repeats its window's batches, a real one
+        its full-graph layers), so each is priced once per evaluation."""
+        works: list[Mapping[str, float]] = []
+        seen: dict[Any, int] = {}
+        inverse = []
+        for i in idx:
+            work = self.rows[i].work
+            try:
+                key: Any = tuple(sorted(work.items()))
+                hash(key)
+            except TypeError:  # an unhashable value: the row is priced on its own
+                key = ("row", i)
+            if key not in seen:
+                seen[key] = len(works)
+                works.append(work)
+            inverse.append(seen[key])
+        return works, np.array(inverse, dtype=np.int64)
+
+    def _priced(self, group: tuple[ClusterSpec, str, list[int], list[Mapping[str, float]], np.ndarray],
+                values: Mapping[str, float], free: Sequence[str]) -> np.ndarray:
+        """The priced seconds of one group's rows (one trace shape, one operation; each distinct work once)."""
+        shape, op, _, works, inverse = group
         priced = OPERATIONS[op]
         cluster = overridden(shape, {p: values[p] for p in priced.params if p in free})
-        return np.array([priced.seconds(cluster, **self.rows[i].work) for i in idx])
+        return np.array([priced.seconds(cluster, **work) for work in works])[inverse]
 
     def residuals(self, x: np.ndarray, noise: np.ndarray) -> np.ndarray:
         """Data residuals over each kind's noise, then the prior (or ridge) residuals."""

@@ -126,7 +126,7 @@ def test_tune_over_proxy_draws_redraws_each_strategy_s_best(tmp_path: Path,
             "training": {"mode": "mini-batch", "batch_size": 64, "fanouts": [10, 10]}}
     wl = tmp_path / "wl.yaml"
     wl.write_text(yaml.safe_dump(spec))
-    argv = ["tune", "--cluster", "4x-v100-32gb-100gbib", "--workload", str(wl), "--strategies", "dp,hopgnn",
+    argv = ["tune", "--cluster", "4x-v100-32gb-100gbib", "--workload", str(wl), "--strategies", "dp,gsplit",
             "--trials", "12", "--storage", f"sqlite:///{tmp_path / 's.db'}", "--proxy-draws", "2",
             "-o", str(tmp_path / "plan.yaml")]
     assert main([*argv, "--json"]) == 0

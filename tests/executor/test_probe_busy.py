@@ -87,7 +87,10 @@ def test_a_busy_process_outside_the_probe_counts_and_its_own_child_does_not() ->
     time.sleep(1.0)
     other = probe_busy.background(before, probe_busy.snapshot())  # type: ignore[arg-type]
     time.sleep(0.4)  # let it end
-    assert own.other_cores < 0.4 < 0.6 < other.other_cores and other.busy
+    # the orphan's core, less what the hypervisor stole from it (a 1-s busy loop here got 0.64-0.72 CPU-s with the
+    # VM otherwise idle, 2026-12-01): stolen core-seconds per second are the steal fraction times the cores
+    available = 1.0 - other.steal_fraction * cpu_count()
+    assert own.other_cores < 0.4 and other.other_cores > 0.6 * available and other.busy
 
 
 @pytest.mark.parametrize("busy", [False, True])

@@ -139,20 +139,22 @@ def test_workers_of_one_emulated_machine_talk_over_its_loopback() -> None:
 
 @needs_root
 def test_network_between_emulated_machines_is_the_shaped_rate() -> None:
-    """The ping-pong between two namespaces over a 100 Mbit/s token bucket gives the shaped rate (within the
-    TCP/IP overhead and scheduling noise: medians of 7 round trips gave 10.9-12.2 MB/s in 6 runs here, 2026-11-29,
-    and 8.4 MB/s on a loaded CI runner; medians of 3 failed twice in 5 runs at 6.6 and 9.6 MB/s, one 4 MiB round
-    trip taking a retransmission timeout longer; noise only slows it, so the lower bound is half the rate and the
-    upper bound, the shaping's point, stays tight),
+    """The ping-pong between two namespaces over a 400 Mbit/s token bucket gives the shaped rate (within the
+    TCP/IP overhead and scheduling noise: at 100 Mbit/s medians of 7 round trips gave 10.9-12.2 of 12.5 MB/s in 6
+    runs here, 2026-11-29, and 8.4 MB/s on a loaded CI runner; medians of 3 failed twice in 5 runs at 6.6 and 9.6
+    MB/s, one 4 MiB round trip taking a retransmission timeout longer; at 400 Mbit/s 43.8 of 50 MB/s, 2026-12-01,
+    4.6 s less of the test's 21 s; noise only slows it, so the lower bound is half the rate and the upper bound,
+    the shaping's point, stays tight),
     the 8-byte all-reduce between them takes as long as a message across
     the namespaces (tens of microseconds at least; a 3-round ping-pong's one-way median is too noisy to compare
     with: 0.27 ms against a 0.22 ms mean all-reduce in one run), not a transfer, and the namespaces are gone
     afterwards."""
     sizes = [8, 512, 32768, 1 << 20, 4 << 20]
-    with tempfile.TemporaryDirectory() as tmp, EmulatedCluster(2, MachineLimits(12.5e6)) as cluster:
+    rate = 50e6
+    with tempfile.TemporaryDirectory() as tmp, EmulatedCluster(2, MachineLimits(rate)) as cluster:
         times, reduce, exchange, jitter = probe_emulated._ping_pong(cluster, sizes, 7, Path(tmp), 120.0)
     latency, bandwidth = probe_emulated.shaped_latency_bandwidth(sizes, times)
-    assert 0.5 * 12.5e6 < bandwidth < 1.02 * 12.5e6
+    assert 0.5 * rate < bandwidth < 1.02 * rate
     assert 2e-5 < reduce < 0.05 and 2e-5 < exchange < 0.05
     assert 0 <= jitter[0] < 1e-2 and jitter[2] > 200  # the stragglers between the machines, fitted to its calls
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout

@@ -29,9 +29,10 @@ def test_handoff_and_loop_costs_are_measured_on_the_executors_paths() -> None:
 
 def test_a_batch_not_ready_when_asked_for_counts_from_the_end_of_its_sampling() -> None:
     # the trainer asks at once and every batch takes 0.2 s to sample: timed from the call, each next() would take
-    # ~0.2 s; the hand-off itself (queue get and unpickling) is milliseconds
-    handoff = probe_overheads.sampler_handoff_s(2000, 8, (5, 5), 8, 5, sampler=SlowSampler([5, 5]), wait_s=0.0)
-    assert 0.0 < handoff < SLOW_SAMPLING_S / 4
+    # ~0.2 s; the hand-off itself (queue get and unpickling) is milliseconds, up to ~0.1 s when the hypervisor
+    # steals this VM's cores (seen at 18% steal): the median of 5 stays below half a sampling
+    handoff = probe_overheads.sampler_handoff_s(2000, 8, (5, 5), 8, 7, sampler=SlowSampler([5, 5]), wait_s=0.0)
+    assert 0.0 < handoff < SLOW_SAMPLING_S / 2
 
 
 def test_priors_repeat_the_measured_values_present() -> None:

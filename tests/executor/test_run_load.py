@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from fault_helpers import hard_limit, tiny_plan
@@ -15,11 +16,20 @@ from gnnplan.autotune.report import background_note
 from gnnplan.executor import probe_busy, run_load
 from gnnplan.executor.runner import run_plan
 
-BUSY = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
+BUSY = "import pathlib, time\npathlib.Path({ready!r}).touch()\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
+
+
+def _wait_started(ready: Path) -> None:
+    """Block until a BUSY child has started its loop (its interpreter's start-up, 0.05-0.5 s here, is not in the
+    measured window); a child that never starts fails the test after 30 s."""
+    deadline = time.monotonic() + 30.0
+    while not ready.exists():
+        assert time.monotonic() < deadline, "the busy child did not start"
+        time.sleep(0.01)
 
 
 @pytest.mark.skipif(probe_busy.snapshot() is None, reason="needs /proc (Linux)")
-def test_an_epochs_load_counts_other_processes_not_the_ranks_own() -> None:
+def test_an_epochs_load_counts_other_processes_not_the_ranks_own(tmp_path: Path) -> None:
     """A rank's own time holds its live children (its sampler processes); a busy process that left its tree
     (reparented to init) is another's. Two ranks of one machine: rank 0's machine less both ranks' own time.
     The other cores are compared with a quiet window's first, so whatever else runs on the machine (another test
@@ -30,16 +40,21 @@ def test_an_epochs_load_counts_other_processes_not_the_ranks_own() -> None:
     base = run_load.combine([load.end()])
     assert base is not None
     quiet = run_load.load_of([base])["other_cores"]
-    child = subprocess.Popen([sys.executable, "-c", BUSY.format(s=1.5)])
+    child = subprocess.Popen([sys.executable, "-c", BUSY.format(ready=str(tmp_path / "child"), s=1.2)])
     try:
+        _wait_started(tmp_path / "child")
         load.begin()
         time.sleep(1.0)
         own = load.end()
     finally:
         child.wait()
-    assert own[0] > 0.6 and own[1] == run_load.machine_key() and own[5] == pytest.approx(1.0, abs=0.2)
-    subprocess.run(["sh", "-c", f"{sys.executable} -c '{BUSY.format(s=1.5)}' >/dev/null 2>&1 &"], check=True)
-    time.sleep(0.2)  # its interpreter has started
+    # the busy child holds a core for the whole window, less what the hypervisor stole from it (a 1-s busy loop here
+    # got 0.64-0.72 CPU-s with the VM otherwise idle, 2026-12-01; the idle core has nothing to steal)
+    own_s, key, _, steal_s, _, wall_s = own
+    assert own_s > 0.6 * (wall_s - steal_s) and key == run_load.machine_key() and wall_s == pytest.approx(1.0, abs=0.2)
+    orphan = BUSY.format(ready=str(tmp_path / "orphan"), s=1.2)
+    subprocess.run(["sh", "-c", f'{sys.executable} -c "{orphan}" >/dev/null 2>&1 &'], check=True)
+    _wait_started(tmp_path / "orphan")
     load.begin()
     time.sleep(1.0)
     other = load.end()
@@ -48,10 +63,12 @@ def test_an_epochs_load_counts_other_processes_not_the_ranks_own() -> None:
     assert mine is not None and theirs is not None
     extra_mine = run_load.load_of([mine])["other_cores"] - quiet
     extra_theirs = run_load.load_of([theirs])["other_cores"] - quiet
-    assert extra_mine < 0.4 < 0.6 < extra_theirs
+    available = (other[5] - other[3]) / other[5]  # the orphan's core, less what the hypervisor stole (as above)
+    assert extra_mine < 0.4 and extra_theirs > 0.6 * available
     assert run_load.busy(run_load.load_of([theirs]))
-    if quiet < 0.1:  # an idle machine: the rank's own child alone does not make it busy
-        assert not run_load.busy(run_load.load_of([mine]))
+    if quiet < 0.1:  # an idle machine: the rank's own child alone does not make its other cores busy (the
+        # hypervisor's steal, which this VM shows at times, is judged by busy() too and is not what this tests)
+        assert run_load.load_of([mine])["other_cores"] <= probe_busy.BUSY_CORES
     # another rank of the same machine is the run's own time; one of another machine (boot id) is not
     assert run_load.combine([other, [0.9, own[1], 0.0, 0.0, 0.0, 1.0]])["own_s"] == pytest.approx(other[0] + 0.9)
     assert run_load.combine([other, [0.9, own[1] + 1, 0.0, 0.0, 0.0, 1.0]]) == theirs

@@ -24,7 +24,9 @@ GRADIENT_CASES = [("gcn", {}, {"dedup": d, "num_chunks": 3}) for d in ("none", "
 BYTE_CASES = [("gcn", {}, {"dedup": d, "num_chunks": 3}) for d in ("none", "gpu", "reuse")] + \
     [("gat", GAT, {"dedup": "reuse", "num_chunks": 2})]
 BUDGET_CHUNKS = 4
-ACCURACY_EPOCHS = 200
+ACCURACY_EPOCHS = 150
+"""Kipf and Welling train 200 epochs; this run's test accuracy is 0.801-0.811 at every tenth epoch from 120 to 200
+(0.805 at 150; measured 2026-12-01), so 150 keeps the claim at three quarters of the cost."""
 
 
 def _cases(rows: list[tuple[str, dict, dict]]) -> list[tuple[Any, dict]]:

@@ -19,6 +19,7 @@ from gnnplan.simulator.workload.spec import load_workload
 
 FANOUTS = [10, 10]
 KEYED = {"sampler": "keyed"}
+ACCURACY_EPOCHS = 20
 
 
 @pytest.fixture(scope="module")
@@ -89,11 +90,13 @@ def test_cora_accuracy_matches_dp(tmp_path) -> None:  # type: ignore[no-untyped-
     for strategy, knobs in (("dp", {}), ("hopgnn", {"num_steps": 2})):
         plan = Plan(strategy=strategy, knobs=knobs, num_workers=2, cluster=cluster,
                     workload=load_workload("cora-sage"))
-        epochs = run_plan(plan, trace_dir=tmp_path, progress=False)["epochs"]
+        epochs = run_plan(plan, epochs=ACCURACY_EPOCHS, trace_dir=tmp_path, progress=False)["epochs"]
         acc[strategy] = [r["test_accuracy"] for r in epochs]
         # each epoch's record carries the step count it ran with (the run's steady state is those at the last one)
-        assert [r.get("settings") for r in epochs] == [{"num_steps": 2} if strategy == "hopgnn" else None] * 30
-    # the plateau: the mean of the last 10 of 30 epochs (one epoch's accuracy moves by 1-2 points from the next)
+        assert [r.get("settings") for r in epochs] == [{"num_steps": 2} if strategy == "hopgnn" else None] * \
+            ACCURACY_EPOCHS
+    # the plateau: the mean of the last 10 of 20 epochs (one epoch's accuracy moves by 1-2 points from the next;
+    # 0.785 for dp and 0.787 for hopgnn here, 0.793 and 0.796 over the last 10 of cora-sage's 30, 2026-12-01)
     plateau = {strategy: sum(a[-10:]) / 10 for strategy, a in acc.items()}
     assert plateau["dp"] > 0.75
     # within 1 point (10 of Cora's 1000 test vertices); home sampling draws other neighbours than dp's workers
