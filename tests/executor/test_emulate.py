@@ -127,7 +127,9 @@ def test_log_tail_passes_complete_epoch_lines_once(tmp_path: Path) -> None:
 def test_two_machine_run_is_shaped(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     from gnnplan.executor.emulated_run import run_emulated
 
-    bandwidth = 1.25e6  # 10 Mbit/s
+    # 20 Mbit/s: each machine's 3.3 MB take >= 1.2 s, several times an unshaped epoch's 0.1-0.3 s (at 10 Mbit/s
+    # the test took 20 s, 14.6 s at 40 Mbit/s; 2026-12-01)
+    bandwidth = 2.5e6
     cluster = load_cluster("local")
     cluster = cluster.model_copy(update={"num_machines": 2, "gpus_per_machine": 1, "network": cluster.network.
                                          model_copy(update={"bandwidth_bytes_per_s": bandwidth})})

@@ -60,6 +60,46 @@ def reference(workload: WorkloadSpec) -> tuple[float, dict[str, np.ndarray]]:
     return float(loss), {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
 
 
+def reference_training(workload: WorkloadSpec, epochs: int) -> dict[str, Any]:
+    """Single-process full-graph training with the trainer's optimizer (Adam, the workload's learning rate and
+    weight decay): the mean training cross-entropy of each epoch's step, the parameters after the last step, the
+    test vertices it then classifies correctly (of how many) and the training vertices."""
+    graph = load_dataset(workload.dataset)
+    g, weight = build_graph(graph, workload.model.arch)
+    if weight is not None:
+        g.edata[EDGE_WEIGHT] = weight
+    torch.manual_seed(workload.training.seed)
+    model = GNN(workload.model, graph.feature_dim, graph.num_classes)
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=workload.training.lr,
+                                 weight_decay=workload.training.weight_decay)
+    x = torch.from_numpy(input_features(graph, workload.dataset))
+    train, labels = torch.from_numpy(graph.train_idx), torch.from_numpy(graph.labels)
+    losses = []
+    for _ in range(epochs):
+        optimizer.zero_grad()
+        loss = F.cross_entropy(model([g] * workload.model.num_layers, x)[train], labels[train])
+        loss.backward()
+        optimizer.step()
+        losses.append(float(loss))
+    model.eval()
+    with torch.no_grad():
+        test = torch.from_numpy(graph.test_idx)
+        correct = int((model([g] * workload.model.num_layers, x)[test].argmax(1) == labels[test]).sum())
+    return {"losses": losses, "params": {n: p.detach().numpy().copy() for n, p in model.named_parameters()},
+            "test_correct": correct, "test_total": len(graph.test_idx), "num_train": len(graph.train_idx)}
+
+
+def trained(topo: Topology, emit: Any, workload: WorkloadSpec, knobs: dict[str, Any], epochs: int) -> dict[str, Any]:
+    """Train ``epochs`` epochs: per rank each epoch's loss sum, the parameters after the last step and the test
+    accuracy counts of its vertices."""
+    trainer = Trainer(topo, make_plan(workload, topo.world_size, knobs), Recorder(topo.rank, 0.0))
+    losses = [trainer.train_epoch(e).loss_sum for e in range(epochs)]
+    acc = trainer.evaluate()
+    params = {n: p.detach().numpy().copy() for n, p in trainer.model.named_parameters()}
+    everyone = comm.gather_object({"losses": losses, "params": params, "acc": acc})
+    return {"ranks": everyone} if everyone is not None else {}
+
+
 def gradients(topo: Topology, emit: Any, cases: list[tuple[WorkloadSpec, dict[str, Any]]]) -> list[dict[str, Any]]:
     """For each (workload, knobs): the summed loss over ranks, rank 0's all-reduced gradients and the largest
     difference between ranks' gradients."""

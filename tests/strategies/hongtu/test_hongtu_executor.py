@@ -1,7 +1,8 @@
 """hongtu for real on 2 and 4 gloo workers (Cora): the loss and gradient equal single-process full-graph training
 (1e-5) for GCN and GAT at every dedup level; the bytes moved per path equal the simulator's; the measured
 working set stays within the memory budget under which the simulator finds the configuration feasible (and
-the simulator finds fewer chunks infeasible); GCN reaches Kipf and Welling's test accuracy."""
+the simulator finds fewer chunks infeasible); five epochs of training (Adam) follow single-process full-graph
+training: the same losses, parameters and test accuracy."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hongtu_workers import make_cluster, make_workload, reference, several
+from hongtu_workers import make_cluster, make_workload, reference, reference_training, several
 
 from gnnplan.executor.launch import spawn
 from gnnplan.simulator import api
@@ -24,9 +25,8 @@ GRADIENT_CASES = [("gcn", {}, {"dedup": d, "num_chunks": 3}) for d in ("none", "
 BYTE_CASES = [("gcn", {}, {"dedup": d, "num_chunks": 3}) for d in ("none", "gpu", "reuse")] + \
     [("gat", GAT, {"dedup": "reuse", "num_chunks": 2})]
 BUDGET_CHUNKS = 4
-ACCURACY_EPOCHS = 150
-"""Kipf and Welling train 200 epochs; this run's test accuracy is 0.801-0.811 at every tenth epoch from 120 to 200
-(0.805 at 150; measured 2026-12-01), so 150 keeps the claim at three quarters of the cost."""
+TRAINED_EPOCHS = 5
+"""Optimizer steps over which training is compared with single-process full-graph training."""
 
 
 def _cases(rows: list[tuple[str, dict, dict]]) -> list[tuple[Any, dict]]:
@@ -46,8 +46,7 @@ def two_workers() -> list[Any]:
     calls: list[tuple[str, tuple[Any, ...]]] = [("gradients", (_cases(GRADIENT_CASES),))]
     calls += [("epoch", (wl, knobs, make_cluster(2))) for wl, knobs in _cases(BYTE_CASES)]
     calls.append(("epoch", (make_workload("gcn"), {"num_chunks": BUDGET_CHUNKS}, budget_cluster())))
-    calls.append(("epoch", (make_workload("gcn", dropout=0.5), {"num_chunks": 2}, make_cluster(2),
-                            ACCURACY_EPOCHS)))
+    calls.append(("trained", (make_workload("gcn"), {"num_chunks": 2}, TRAINED_EPOCHS)))
     return spawn(several, 2, (calls,))
 
 
@@ -108,11 +107,22 @@ def test_working_set_stays_within_the_budget(two_workers) -> None:  # type: igno
     assert not fewer.feasible and "out of GPU memory" in fewer.reason
 
 
-def test_gcn_reaches_the_papers_accuracy(two_workers) -> None:  # type: ignore[no-untyped-def]
+def test_training_follows_single_process_training(two_workers) -> None:  # type: ignore[no-untyped-def]
+    """Every epoch's loss, the parameters after the last of them (Adam's state carried across the chunks' steps)
+    and the test vertices classified correctly equal single-process full-graph training's; the model and its
+    optimizer are the executor's, whose accuracy on Cora tests/executor/test_executor_run.py checks against Kipf
+    and Welling's (a 200-epoch run here took 22 s of this module's 33, 2026-12-01; 0.810 reached)."""
     ranks = two_workers[-1]["ranks"]
-    correct = sum(rank["acc"].test_correct for rank in ranks)
-    total = sum(rank["acc"].test_total for rank in ranks)
-    assert total == 1000 and correct / total >= 0.80
+    ref = reference_training(make_workload("gcn"), TRAINED_EPOCHS)
+    for epoch, loss in enumerate(ref["losses"]):
+        assert sum(rank["losses"][epoch] for rank in ranks) / ref["num_train"] == pytest.approx(loss, abs=TOL), epoch
+    assert ref["losses"][-1] < ref["losses"][0]  # it trains
+    for rank in ranks:
+        assert sorted(rank["params"]) == sorted(ref["params"])
+        for name, value in ref["params"].items():
+            np.testing.assert_allclose(rank["params"][name], value, rtol=0, atol=TOL, err_msg=name)
+    assert sum(rank["acc"].test_total for rank in ranks) == ref["test_total"] == 1000
+    assert sum(rank["acc"].test_correct for rank in ranks) == ref["test_correct"]
 
 
 @pytest.mark.parametrize("per_machine", [1, 2])
