@@ -48,7 +48,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -134,6 +134,24 @@ class FitResult:
     info: dict[str, Any]
 
 
+class _Group(NamedTuple):
+    """The rows of one trace shape and one priced operation (:class:`_Problem`).
+
+    Attributes:
+        shape: the trace's cluster at the starting parameters.
+        op: a key of :data:`~gnnplan.simulator.hardware.pricing.OPERATIONS`.
+        rows: the rows' indices among the problem's rows.
+        works: the distinct work among them (:meth:`_Problem._distinct_work`).
+        inverse: (len(rows),) int64, each row's index in ``works``.
+    """
+
+    shape: ClusterSpec
+    op: str
+    rows: list[int]
+    works: list[Mapping[str, float]]
+    inverse: np.ndarray
+
+
 class _Problem:
     """The residuals of :class:`FitRow` objects as a function of the fitted variables (module docstring)."""
 
@@ -146,7 +164,8 @@ class _Problem:
         groups: dict[tuple[int, str], list[int]] = defaultdict(list)
         for i, r in enumerate(self.rows):
             groups[(id(r.shape), r.op)].append(i)
-        self.groups = [(self.rows[idx[0]].shape, op, idx, *self._distinct_work(idx)) for (_, op), idx in groups.items()]
+        self.groups = [_Group(self.rows[idx[0]].shape, op, idx, *self._distinct_work(idx))
+                       for (_, op), idx in groups.items()]
         self.kinds = sorted({r.kind for r in self.rows})
         self.kind_index = np.array([self.kinds.index(r.kind) for r in self.rows])
         self.kind_mean_s = np.array([float(np.mean(np.abs(self.measured[self.kind_index == k])))
@@ -186,7 +205,7 @@ class _Problem:
         free = self.variables if free is None else free
         out = np.empty(len(self.rows))
         for group in self.groups:
-            out[group[2]] = self._priced(group, values, free)
+            out[group.rows] = self._priced(group, values, free)
         return out
 
     def _distinct_work(self, idx: list[int]) -> tuple[list[Mapping[str, float]], np.ndarray]:
@@ -209,13 +228,11 @@ class _Problem:
             inverse.append(seen[key])
         return works, np.array(inverse, dtype=np.int64)
 
-    def _priced(self, group: tuple[ClusterSpec, str, list[int], list[Mapping[str, float]], np.ndarray],
-                values: Mapping[str, float], free: Sequence[str]) -> np.ndarray:
-        """The priced seconds of one group's rows (one trace shape, one operation; each distinct work once)."""
-        shape, op, _, works, inverse = group
-        priced = OPERATIONS[op]
-        cluster = overridden(shape, {p: values[p] for p in priced.params if p in free})
-        return np.array([priced.seconds(cluster, **work) for work in works])[inverse]
+    def _priced(self, group: _Group, values: Mapping[str, float], free: Sequence[str]) -> np.ndarray:
+        """The priced seconds of one group's rows (each distinct work once)."""
+        priced = OPERATIONS[group.op]
+        cluster = overridden(group.shape, {p: values[p] for p in priced.params if p in free})
+        return np.array([priced.seconds(cluster, **work) for work in group.works])[group.inverse]
 
     def residuals(self, x: np.ndarray, noise: np.ndarray) -> np.ndarray:
         """Data residuals over each kind's noise, then the prior (or ridge) residuals."""
@@ -236,8 +253,8 @@ class _Problem:
             moved[j] += step
             shifted = self.values(moved)
             for group in self.groups:
-                if p in OPERATIONS[group[1]].params:
-                    idx = group[2]
+                if p in OPERATIONS[group.op].params:
+                    idx = group.rows
                     change = self._priced(group, shifted, self.variables) - base[idx]
                     jac[idx, j] = change / step / noise[self.kind_index[idx]]
             jac[len(self.rows) + j, j] = 1.0 / self.width[p] if self.logged(p) else _RIDGE

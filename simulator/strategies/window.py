@@ -32,7 +32,9 @@ from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.trace import Span
 
 MAX_WINDOW_ITERATIONS = 16
+"""Iterations an epoch may have and still be simulated in full without sampler processes (module docstring)."""
 STEADY_ITERATIONS = 8
+"""Fewest full iterations whose mean spacing is the steady period (:func:`window_shape`)."""
 PREFETCH_FACTOR = 2
 """Batches in flight per sampler process of a mini-batch strategy: ``prefetch_factor`` default of
 torch.utils.data.DataLoader (PyTorch docs), used by DGL 1.1's ``dgl.dataloading.DataLoader``."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from busy_child import busy_child, busy_orphan
 
 from gnnplan.autotune.cli import main
 from gnnplan.executor import probe, probe_busy
@@ -67,13 +68,10 @@ def test_descendants_are_summed_with_what_they_reaped(tmp_path: Path) -> None:
     assert probe_busy.descendants_cpu_s(13, 100.0, proc=tmp_path) == 0.0
 
 
-BUSY = "import time\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
-
-
 @pytest.mark.skipif(probe_busy.snapshot() is None, reason="needs /proc/stat (Linux)")
-def test_a_busy_process_outside_the_probe_counts_and_its_own_child_does_not() -> None:
+def test_a_busy_process_outside_the_probe_counts_and_its_own_child_does_not(tmp_path: Path) -> None:
     # the probe's own child, alive when it reads: its time is the probe's
-    child = subprocess.Popen([sys.executable, "-c", BUSY.format(s=1.5)])
+    child = busy_child(tmp_path / "child", 1.5)
     try:
         before = probe_busy.snapshot()
         time.sleep(1.0)
@@ -81,8 +79,7 @@ def test_a_busy_process_outside_the_probe_counts_and_its_own_child_does_not() ->
     finally:
         child.wait()
     # a process that left the probe's tree (its parent exited: reparented to init) is another process
-    subprocess.run(["sh", "-c", f"{sys.executable} -c '{BUSY.format(s=1.5)}' >/dev/null 2>&1 &"], check=True)
-    time.sleep(0.2)  # its interpreter has started
+    busy_orphan(tmp_path / "orphan", 1.5)
     before = probe_busy.snapshot()
     time.sleep(1.0)
     other = probe_busy.background(before, probe_busy.snapshot())  # type: ignore[arg-type]

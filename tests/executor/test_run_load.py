@@ -4,28 +4,16 @@ process tree as its own time, the run's summary, and the note run / loop / calib
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from busy_child import busy_child, busy_orphan
 from fault_helpers import hard_limit, tiny_plan
 
 from gnnplan.autotune.report import background_note
 from gnnplan.executor import probe_busy, run_load
 from gnnplan.executor.runner import run_plan
-
-BUSY = "import pathlib, time\npathlib.Path({ready!r}).touch()\nt = time.time()\nwhile time.time() - t < {s}: pass\n"
-
-
-def _wait_started(ready: Path) -> None:
-    """Block until a BUSY child has started its loop (its interpreter's start-up, 0.05-0.5 s here, is not in the
-    measured window); a child that never starts fails the test after 30 s."""
-    deadline = time.monotonic() + 30.0
-    while not ready.exists():
-        assert time.monotonic() < deadline, "the busy child did not start"
-        time.sleep(0.01)
 
 
 @pytest.mark.skipif(probe_busy.snapshot() is None, reason="needs /proc (Linux)")
@@ -40,9 +28,8 @@ def test_an_epochs_load_counts_other_processes_not_the_ranks_own(tmp_path: Path)
     base = run_load.combine([load.end()])
     assert base is not None
     quiet = run_load.load_of([base])["other_cores"]
-    child = subprocess.Popen([sys.executable, "-c", BUSY.format(ready=str(tmp_path / "child"), s=1.2)])
+    child = busy_child(tmp_path / "child", 1.2)
     try:
-        _wait_started(tmp_path / "child")
         load.begin()
         time.sleep(1.0)
         own = load.end()
@@ -52,9 +39,7 @@ def test_an_epochs_load_counts_other_processes_not_the_ranks_own(tmp_path: Path)
     # got 0.64-0.72 CPU-s with the VM otherwise idle, 2026-12-01; the idle core has nothing to steal)
     own_s, key, _, steal_s, _, wall_s = own
     assert own_s > 0.6 * (wall_s - steal_s) and key == run_load.machine_key() and wall_s == pytest.approx(1.0, abs=0.2)
-    orphan = BUSY.format(ready=str(tmp_path / "orphan"), s=1.2)
-    subprocess.run(["sh", "-c", f'{sys.executable} -c "{orphan}" >/dev/null 2>&1 &'], check=True)
-    _wait_started(tmp_path / "orphan")
+    busy_orphan(tmp_path / "orphan", 1.2)
     load.begin()
     time.sleep(1.0)
     other = load.end()

@@ -1,22 +1,18 @@
-"""Programs the hongtu tests run on every rank (module-level so spawned workers can import them), and the
-single-process full-graph reference they are compared with."""
+"""Programs the hongtu tests run on every rank (module-level so spawned workers can import them; the
+single-process full-graph reference they are compared with: tests/full_graph_reference.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from gnnplan.executor import comm
-from gnnplan.executor.data import Topology, build_graph, input_features
-from gnnplan.executor.models import EDGE_WEIGHT, GNN
+from gnnplan.executor.data import Topology
 from gnnplan.executor.strategies.hongtu import Trainer
 from gnnplan.executor.trace import Recorder
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.plan import Plan
-from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload, workload_from_dict
 
 
@@ -42,51 +38,6 @@ def make_plan(workload: WorkloadSpec, num_workers: int, knobs: dict[str, Any],
     """A hongtu plan on ``num_workers`` machines x 1 worker."""
     cl = cluster if cluster is not None else make_cluster(num_workers)
     return Plan(strategy="hongtu", knobs=knobs, num_workers=num_workers, cluster=cl, workload=workload)
-
-
-def reference(workload: WorkloadSpec) -> tuple[float, dict[str, np.ndarray]]:
-    """Single-process full-graph training step: (mean training cross-entropy, gradients by parameter name)."""
-    graph = load_dataset(workload.dataset)
-    g, weight = build_graph(graph, workload.model.arch)
-    if weight is not None:
-        g.edata[EDGE_WEIGHT] = weight
-    torch.manual_seed(workload.training.seed)
-    model = GNN(workload.model, graph.feature_dim, graph.num_classes)
-    x = torch.from_numpy(input_features(graph, workload.dataset))
-    logits = model([g] * workload.model.num_layers, x)
-    train = torch.from_numpy(graph.train_idx)
-    loss = F.cross_entropy(logits[train], torch.from_numpy(graph.labels)[train])
-    loss.backward()
-    return float(loss), {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
-
-
-def reference_training(workload: WorkloadSpec, epochs: int) -> dict[str, Any]:
-    """Single-process full-graph training with the trainer's optimizer (Adam, the workload's learning rate and
-    weight decay): the mean training cross-entropy of each epoch's step, the parameters after the last step, the
-    test vertices it then classifies correctly (of how many) and the training vertices."""
-    graph = load_dataset(workload.dataset)
-    g, weight = build_graph(graph, workload.model.arch)
-    if weight is not None:
-        g.edata[EDGE_WEIGHT] = weight
-    torch.manual_seed(workload.training.seed)
-    model = GNN(workload.model, graph.feature_dim, graph.num_classes)
-    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=workload.training.lr,
-                                 weight_decay=workload.training.weight_decay)
-    x = torch.from_numpy(input_features(graph, workload.dataset))
-    train, labels = torch.from_numpy(graph.train_idx), torch.from_numpy(graph.labels)
-    losses = []
-    for _ in range(epochs):
-        optimizer.zero_grad()
-        loss = F.cross_entropy(model([g] * workload.model.num_layers, x)[train], labels[train])
-        loss.backward()
-        optimizer.step()
-        losses.append(float(loss))
-    model.eval()
-    with torch.no_grad():
-        test = torch.from_numpy(graph.test_idx)
-        correct = int((model([g] * workload.model.num_layers, x)[test].argmax(1) == labels[test]).sum())
-    return {"losses": losses, "params": {n: p.detach().numpy().copy() for n, p in model.named_parameters()},
-            "test_correct": correct, "test_total": len(graph.test_idx), "num_train": len(graph.train_idx)}
 
 
 def trained(topo: Topology, emit: Any, workload: WorkloadSpec, knobs: dict[str, Any], epochs: int) -> dict[str, Any]:

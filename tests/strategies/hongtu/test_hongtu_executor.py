@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hongtu_workers import make_cluster, make_workload, reference, reference_training, several
+from full_graph_reference import reference, reference_training
+from hongtu_workers import make_cluster, make_workload, several
 
 from gnnplan.executor.launch import spawn
 from gnnplan.simulator import api

@@ -1,22 +1,18 @@
-"""Programs the neutronstar tests run on every rank (module-level so spawned workers can import them), and the
-single-process full-graph reference they are compared with."""
+"""Programs the neutronstar tests run on every rank (module-level so spawned workers can import them; the
+single-process full-graph reference they are compared with: tests/full_graph_reference.py)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
 from gnnplan.executor import comm
-from gnnplan.executor.data import Topology, build_graph, input_features
-from gnnplan.executor.models import EDGE_WEIGHT, GNN
+from gnnplan.executor.data import Topology
 from gnnplan.executor.strategies.neutronstar import Trainer
 from gnnplan.executor.trace import Recorder
 from gnnplan.simulator.hardware.spec import ClusterSpec, load_cluster
 from gnnplan.simulator.plan import Plan
-from gnnplan.simulator.workload.datasets import load_dataset
 from gnnplan.simulator.workload.spec import WorkloadSpec, load_workload, workload_from_dict
 
 
@@ -34,22 +30,6 @@ def make_plan(workload: WorkloadSpec, num_workers: int, knobs: dict[str, Any],
     cl = load_cluster(cluster).model_copy(update={"num_machines": num_workers // gpus_per_machine,
                                                   "gpus_per_machine": gpus_per_machine})
     return Plan(strategy="neutronstar", knobs=knobs, num_workers=num_workers, cluster=cl, workload=workload)
-
-
-def reference(workload: WorkloadSpec) -> tuple[float, dict[str, np.ndarray]]:
-    """Single-process full-graph training step: (mean training cross-entropy, gradients by parameter name)."""
-    graph = load_dataset(workload.dataset)
-    g, weight = build_graph(graph, workload.model.arch)
-    if weight is not None:
-        g.edata[EDGE_WEIGHT] = weight
-    torch.manual_seed(workload.training.seed)
-    model = GNN(workload.model, graph.feature_dim, graph.num_classes)
-    x = torch.from_numpy(input_features(graph, workload.dataset))
-    logits = model([g] * workload.model.num_layers, x)
-    train = torch.from_numpy(graph.train_idx)
-    loss = F.cross_entropy(logits[train], torch.from_numpy(graph.labels)[train])
-    loss.backward()
-    return float(loss), {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
 
 
 def gradients(topo: Topology, emit: Any, cases: list[tuple[WorkloadSpec, dict[str, Any]]]) -> list[dict[str, Any]]:

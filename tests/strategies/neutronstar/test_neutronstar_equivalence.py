@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from neutronstar_workers import make_workload, reference, several
+from full_graph_reference import reference
+from neutronstar_workers import make_workload, several
 
 from gnnplan.executor.launch import spawn
 
