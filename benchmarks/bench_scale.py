@@ -109,8 +109,8 @@ def bounded(fn: Callable[[], Any], budget_s: float) -> Any:
 
 
 def timed(strategy: str, num_gpus: int, full: bool, knobs: dict[str, Any] | None = None,
-          wl: WorkloadSpec | None = None, cl: ClusterSpec | None = None) -> tuple[float, float, bool]:
-    """(wall seconds of the strategy's simulate, predicted epoch seconds, whether a representative was used);
+          wl: WorkloadSpec | None = None, cl: ClusterSpec | None = None) -> tuple[float, float, str]:
+    """(wall seconds of the strategy's simulate, predicted epoch seconds, which ranks ran: :func:`path_of`);
     the statistics are loaded or measured first, not timed. Run it in :func:`bounded`."""
     module, kn, ctx = load_context(cl or cluster(num_gpus), wl or workload(strategy), strategy,
                                    KNOBS[strategy] if knobs is None else knobs)
@@ -119,8 +119,15 @@ def timed(strategy: str, num_gpus: int, full: bool, knobs: dict[str, Any] | None
         start = time.perf_counter()
         result = module.simulate(ctx, kn)
         wall = time.perf_counter() - start
-    folded = any(s.args.get("machines_represented", 1) > 1 for s in result.spans if s.phase == "epoch")
-    return wall, result.epoch_time_s, folded
+    epoch = next(s.args for s in result.spans if s.phase == "epoch")
+    return wall, result.epoch_time_s, path_of(epoch.get("machines_represented", 1), epoch.get("gpus_represented", 1))
+
+
+def path_of(machines: int, gpus: int) -> str:
+    """How a simulation ran: the machines and GPUs each simulated one stands for (:mod:`gnnplan.simulator.symmetry`)."""
+    if machines == 1 and gpus == 1:
+        return "full"
+    return "representative machine" + (f", a GPU for {gpus}" if gpus > 1 else "")
 
 
 def warm(module: Any, ctx: Any, knobs: Any) -> None:
@@ -147,7 +154,7 @@ def part_sizes(strategies: list[str], sizes: list[int], budget_s: float, stats_s
                 yield f"{strategy:<12}{n:>5}{shape:>7}{'skipped (budget)':>28}"
                 full_over = True
                 continue
-            fast, epoch, folded = fast_run
+            fast, epoch, path = fast_run
             full_run = None if full_over else bounded(lambda: timed(strategy, n, full=True), stats_s + 2 * budget_s)
             if full_run is not None and full_run[0] <= budget_s:
                 full_s, full_epoch, _ = full_run
@@ -156,7 +163,8 @@ def part_sizes(strategies: list[str], sizes: list[int], budget_s: float, stats_s
             else:
                 full_text, ratio, diff = f"{'skipped (budget)':>18}", f"{'-':>10}", f"{'-':>12}"
                 full_over = True
-            path = "representative machine" if folded else "full (asymmetric work)" if SHAPES[n][0] > 1 else "full"
+            if path == "full" and SHAPES[n][0] > 1:
+                path = "full (asymmetric work)"
             yield f"{strategy:<12}{n:>5}{shape:>7}{fast:10.3f}{full_text}{ratio}{diff}  {path}"
 
 
@@ -185,9 +193,8 @@ def part_card(budget_s: float, stats_s: float, full: tuple[str, ...] = ()) -> It
         if run is None or run[0] > budget_s:
             yield f"{strategy:<8}{str(knobs):<78}{'skipped (budget)':>10}  (over {budget_s:g} s)"
             continue
-        wall, epoch, folded = run
+        wall, epoch, path = run
         verdict = "under 1 s" if wall < 1.0 else "OVER 1 s"
-        path = "representative machine" if folded else "full"
         yield f"{strategy:<8}{str(knobs):<78}{wall:8.3f} s  {verdict}  (epoch {epoch:.4g} s, {path})"
         if strategy in full:
             ref = bounded(lambda: timed(strategy, 64, True, knobs, wl), stats_s + 2 * budget_s)

@@ -9,16 +9,26 @@ on machine 0 (:func:`fold_machines`). A flow between machine 0 and machine m kee
 machine 0's resources, its receiver side on the image of machine m's receive resources, which machine 0's own
 NICs are. By the shift symmetry, machine m's receive side carries, at every instant, exactly the flows machine
 0's receive side carries in the full simulation, so the max-min rates (and every completion time) are the same
-as in the full simulation: links the machines share stay shared. The GPUs of the representative machine are
-all simulated, because the topology inside a machine need not be symmetric (PCIe switches, pairwise NVLink).
+as in the full simulation: links the machines share stay shared.
+
+The GPUs of a machine are folded the same way when its hardware is symmetric under a shift of local GPUs
+(:func:`gpu_shift`: GPUs sharing a PCIe switch uplink or a NIC move together) and every rank's work equals its
+image's, for a strategy whose every flow belongs to one rank's processes (``WindowRun.GPU_SYMMETRIC``: dp). Only
+the first ``s`` GPUs of machine 0 run, each standing for ``g / s`` (:func:`fold_gpus`): each of its flows counts
+``g / s`` times, and each resource of a block of GPUs (links, uplink, NIC) stands for its ``g / s`` images with
+``g / s`` times the capacity, while the machine's own (cores, host memory) carry every copy; the max-min rates are
+again the full simulation's (tests/simulator/test_symmetry_gpus.py: equal to 1e-9; observed 0).
 
 Cost: the full simulation has ``M (M - 1) g`` concurrent pulls in an all-to-all fetch and recomputes max-min
 rates over all of them at every flow event, ~10x per doubling of GPUs (issue 10); the representative has
-``(M - 1) g`` flows and ``M``-fold fewer events.
+``(M - 1) g`` flows and ``M``-fold fewer events, ``(M - 1) s`` and ``M g / s``-fold fewer with its GPUs folded.
 
 Asymmetric cases are simulated in full: a strategy passes each rank's work (:func:`machine_symmetric`); when
 any rank's work differs from its image on machine 0 (skewed partitions, per-rank measured statistics, a
-straggler), every rank is simulated. :func:`disabled` forces the full simulation (tests, benchmarks).
+straggler), every rank is simulated. :func:`disabled` forces the full simulation (tests, benchmarks). dp runs
+the pace-setting machine's slowest worker on each GPU of it when its workers differ by at most
+``dp.work.GPU_FOLD_SPREAD``, so that its GPUs fold (an approximation, with the fast path only: the full simulation
+keeps every worker's own work).
 
 Source: exploiting symmetry to simulate one representative of a class of identical components is the standard
 reduction of symmetric models (Emerson and Sistla, "Symmetry and model checking", Formal Methods in System
@@ -30,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -104,32 +115,59 @@ class Representatives:
     """Which ranks a simulation runs.
 
     Attributes:
-        ranks: the ranks simulated (all of them, or machine 0's).
+        ranks: the ranks simulated (all of them, machine 0's, or machine 0's first ``g / gpus_represented``).
         num_machines_represented: machines each simulated machine stands for (1 = full simulation).
+        gpus_represented: GPUs of its machine each simulated GPU stands for (1: every GPU of the machine runs;
+            :func:`fold_gpus`).
     """
 
     ranks: tuple[int, ...]
     num_machines_represented: int
+    gpus_represented: int = 1
 
     @property
     def folded(self) -> bool:
-        """Whether only a representative machine is simulated."""
-        return self.num_machines_represented > 1
+        """Whether only a representative machine (or a representative share of its GPUs) is simulated."""
+        return self.num_machines_represented > 1 or self.gpus_represented > 1
+
+    @property
+    def copies(self) -> int:
+        """Ranks each simulated rank stands for (itself included)."""
+        return self.num_machines_represented * self.gpus_represented
+
+    def images(self, rank: int, num_machines: int, gpus_per_machine: int) -> list[int]:
+        """The ranks simulated rank ``rank`` stands for, itself excluded: the same local GPU of every other machine
+        and, with :attr:`gpus_represented` > 1, the GPUs ``rank + j * s`` of every machine (``s = g /
+        gpus_represented``, the shift of :func:`fold_gpus`)."""
+        g = gpus_per_machine
+        shift = g // self.gpus_represented
+        locals_ = range(rank % g, g, shift)
+        machines = range(num_machines) if self.num_machines_represented > 1 else range(rank // g, rank // g + 1)
+        return [m * g + local for m in machines for local in locals_ if m * g + local != rank]
 
 
 def representatives(num_machines: int, gpus_per_machine: int, rank_works: Sequence[Any] | None,
-                    same: Callable[[Any, Any, int], bool] | None = None) -> Representatives:
+                    same: Callable[[Any, Any, int], bool] | None = None,
+                    gpu_shift: int | None = None) -> Representatives:
     """The ranks to simulate: machine 0's when ``rank_works`` is given and machine-symmetric (and the fast path
-    is :func:`enabled`), else every rank.
+    is :func:`enabled`), else every rank; of those only the first ``gpu_shift`` when every rank's work also equals
+    that of local GPU ``local mod gpu_shift`` of machine 0 (:func:`fold_gpus`; a machine alone too).
 
     Args:
         num_machines, gpus_per_machine: the cluster's shape.
         rank_works: each rank's work, or None when the strategy claims no symmetry (always the full simulation).
-        same: see :func:`machine_symmetric`.
+        same: see :func:`machine_symmetric` (work compared after a shift of machines: no GPU folding).
+        gpu_shift: the shift of local GPUs the hardware is symmetric under (:func:`gpu_shift`), when the strategy's
+            every flow belongs to one rank's processes (a strategy opts in); None: the GPUs are not folded.
     """
     num_ranks = num_machines * gpus_per_machine
-    if (rank_works is None or num_machines < 2 or not enabled()
-            or not machine_symmetric(rank_works, num_machines, gpus_per_machine, same)):
+    if rank_works is None or not enabled():
+        return Representatives(tuple(range(num_ranks)), 1)
+    g = gpus_per_machine
+    if (gpu_shift is not None and same is None and gpu_shift < g and len(rank_works) == num_ranks
+            and all(rank_works[r] == rank_works[r % g % gpu_shift] for r in range(num_ranks))):
+        return Representatives(tuple(range(gpu_shift)), num_machines, g // gpu_shift)
+    if num_machines < 2 or not machine_symmetric(rank_works, num_machines, gpus_per_machine, same):
         return Representatives(tuple(range(num_ranks)), 1)
     return Representatives(tuple(range(gpus_per_machine)), num_machines)
 
@@ -178,18 +216,102 @@ def fold_machines(hw: Any, num_machines: int) -> list[str]:
     return folded
 
 
+def _resource_lists(hw: Any) -> Iterator[tuple[str, list[Any]]]:
+    for name, value in vars(hw).items():
+        if isinstance(value, list) and value and all(_foldable(v) for v in value):
+            yield name, value
+
+
+def gpu_shift(hw: Any, num_machines: int, gpus_per_machine: int) -> int:
+    """The smallest shift ``s`` of local GPUs (GPU l -> l + s mod g on every machine) that maps the machine's
+    hardware onto itself: ``g`` (no symmetry but the identity) unless every resource list of the hardware model
+    holds, per machine, a number ``p`` of entries that divides ``g``; then ``s`` is the least common multiple of
+    ``g / p`` over the lists with ``p > 1``.
+
+    The lists are machine-major, and within a machine a list of ``p`` entries covers the GPUs in contiguous
+    blocks of ``g / p`` (a GPU's own links: p = g; its PCIe switch uplink, ``uplink_index``; its NIC,
+    ``nic_index``; the machine's cores, memory and drives: p = 1), so a shift by a multiple of every ``g / p``
+    maps each block onto another block. Pairwise NVLink (every pair of GPUs its own link of one bandwidth) and
+    the machine's ring of GPUs are symmetric under every shift.
+
+    Raises:
+        ValueError: a resource list whose length is not a multiple of ``num_machines``.
+    """
+    g, shift = gpus_per_machine, 1
+    for name, value in _resource_lists(hw):
+        if len(value) % num_machines:
+            raise ValueError(f"HardwareModel.{name}: {len(value)} resources for {num_machines} machines; a "
+                             f"resource list must hold the same number per machine")
+        per = len(value) // num_machines
+        if g % per:
+            return g
+        shift = math.lcm(shift, g // per) if per > 1 else shift
+    return shift
+
+
+def fold_gpus(hw: Any, num_machines: int, gpus_per_machine: int, shift: int) -> list[str]:
+    """Fold the GPUs of a machine onto its first ``shift`` (after :func:`fold_machines` when there are several
+    machines), in place: each simulated GPU stands for the ``k = g / shift`` GPUs ``l, l + shift, ...``.
+
+    Under the shift (:func:`gpu_shift`) the ``k`` GPUs of an orbit run the same processes and flows, shifted.
+    Each flow a simulated rank starts stands for its ``k`` images: the hardware model starts it ``k`` times
+    (``hw.gpu_copies``, a flow's ``count``: :meth:`~simulator.fluid.FluidScheduler.start`). A resource owned by a
+    block of GPUs (their links, PCIe switch uplink, NIC: ``p > 1`` entries per machine) is replaced by its image
+    among the simulated GPUs', whose capacity is multiplied by ``k``: it stands for the ``k`` resources of its
+    orbit, and carries ``k`` times their flows, so every max-min rate and completion time is that of the full
+    simulation (a resource is saturated at the same fair share). A resource of the whole machine (cores, host
+    memory, drives: ``p = 1``) is kept: it carries all ``k`` copies of every flow, as it does in full. The
+    pairwise NVLink created later (``hw.nvlink_pair``) reads ``hw.gpu_shift`` to name a pair by its orbit.
+
+    Args:
+        hw: the hardware model (before any flow starts); num_machines, gpus_per_machine: M and g.
+        shift: the GPUs kept per machine (a divisor of g that :func:`gpu_shift` divides).
+
+    Returns:
+        The names of the attributes folded.
+
+    Raises:
+        ValueError: ``shift`` is not such a divisor of g.
+    """
+    g = gpus_per_machine
+    if shift < 1 or g % shift or shift % gpu_shift(hw, num_machines, g):
+        raise ValueError(f"shift: {shift} GPUs kept of {g}; must divide {g} and be a multiple of the hardware's "
+                         f"shift {gpu_shift(hw, num_machines, g)}")
+    copies, scaled, folded = g // shift, set(), []
+    for name, value in _resource_lists(hw):
+        per = len(value) // num_machines
+        if per == 1:
+            continue
+        kept = per * shift // g
+        value[:] = [value[(i % per) % kept] for i in range(len(value))]
+        for r in value[:kept]:
+            if isinstance(r, FluidResource) and id(r) not in scaled:
+                r.capacity *= copies
+                scaled.add(id(r))
+        folded.append(name)
+    hw.gpu_copies, hw.gpu_shift = copies, shift
+    return folded
+
+
 def simulated_ranks(engine: Any, hw: Any, cluster: Any, rank_works: Sequence[Any] | None,
-                    same: Callable[[Any, Any, int], bool] | None = None) -> tuple[Representatives, Rendezvous]:
+                    same: Callable[[Any, Any, int], bool] | None = None,
+                    gpu_symmetric: bool = False) -> tuple[Representatives, Rendezvous]:
     """The set-up every rank-parallel run shares: which ranks to simulate (:func:`representatives`), the hardware
-    folded onto machine 0 when only its ranks are (:func:`fold_machines`), and the barriers those ranks meet at,
-    each standing for the machines it represents (:class:`~simulator.engine.Rendezvous`, with the cluster's
-    ``jitter_s``).
+    folded onto machine 0 when only its ranks are (:func:`fold_machines`) and onto its first GPUs when only
+    those are (:func:`fold_gpus`), and the barriers those ranks meet at, each standing for the ranks it represents
+    (:class:`~simulator.engine.Rendezvous`, with the cluster's ``jitter_s``).
 
     Args:
         engine: the run's engine; hw: its hardware model (before any flow starts); cluster: the ClusterSpec.
         rank_works, same: see :func:`representatives`.
+        gpu_symmetric: the strategy's every flow is started by one rank's processes (its trainer, its samplers),
+            so the GPUs of a machine may be folded too (:func:`fold_gpus`).
     """
-    represent = representatives(cluster.num_machines, cluster.gpus_per_machine, rank_works, same)
-    if represent.folded:
-        fold_machines(hw, cluster.num_machines)
-    return represent, Rendezvous(engine, len(represent.ranks), cluster.jitter_s, represent.num_machines_represented)
+    m, g = cluster.num_machines, cluster.gpus_per_machine
+    shift = gpu_shift(hw, m, g) if gpu_symmetric else None
+    represent = representatives(m, g, rank_works, same, shift)
+    if represent.num_machines_represented > 1:
+        fold_machines(hw, m)
+    if represent.gpus_represented > 1:
+        fold_gpus(hw, m, g, g // represent.gpus_represented)
+    return represent, Rendezvous(engine, len(represent.ranks), cluster.jitter_s, represent.copies)

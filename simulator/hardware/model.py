@@ -98,6 +98,11 @@ class HardwareModel:
         self._h2d_path = [self._path(g, self.pcie_h2d, self.uplink_h2d) for g in range(num_gpus)]
         self._d2h_path = [self._path(g, self.pcie_d2h, self.uplink_d2h) for g in range(num_gpus)]
         self.gpu_compute = [simpy.Resource(engine.env, capacity=1) for _ in range(num_gpus)]
+        self.gpu_copies = 1
+        """Identical flows each flow stands for: the GPUs a simulated GPU represents
+        (:func:`simulator.symmetry.fold_gpus`)."""
+        self.gpu_shift = cluster.gpus_per_machine
+        """Local GPUs simulated per machine (``g`` unless :func:`simulator.symmetry.fold_gpus` folded them)."""
 
     def machine_of(self, rank: int) -> int:
         """The machine of worker ``rank`` (ranks m*g .. m*g+g-1 live on machine m)."""
@@ -134,7 +139,7 @@ class HardwareModel:
             done.succeed()
 
         def _start(_ev: Any = None) -> None:
-            self.engine.fluid.start(res, nbytes, count=count).callbacks.append(_finish)
+            self.engine.fluid.start(res, nbytes, count=count * self.gpu_copies).callbacks.append(_finish)
 
         if latency_s > 0:
             self.engine.timeout(latency_s).callbacks.append(_start)
@@ -192,11 +197,13 @@ class HardwareModel:
         """The direct NVLink from GPU ``src`` to GPU ``dst`` of its machine on a ``pairwise`` topology: the GPU's
         links split evenly among its ``g - 1`` peers, ``nvlink.bandwidth_bytes_per_s / (g - 1)`` per direction
         (created on first use)."""
-        key = (src, dst)
+        g = self.cluster.gpus_per_machine
+        back = src % g - src % g % self.gpu_shift  # the pair's image among the simulated GPUs (fold_gpus)
+        key = (src - back, dst - dst % g + (dst % g - back) % g)
         if key not in self._nvlink_pairs:
             assert self.cluster.nvlink is not None  # callers check; not user input
-            share = self.cluster.nvlink.bandwidth_bytes_per_s / max(1, self.cluster.gpus_per_machine - 1)
-            self._nvlink_pairs[key] = FluidResource(f"gpu{src}-gpu{dst}.nvlink", share)
+            share = self.cluster.nvlink.bandwidth_bytes_per_s / max(1, g - 1)
+            self._nvlink_pairs[key] = FluidResource(f"gpu{key[0]}-gpu{key[1]}.nvlink", share * self.gpu_copies)
         return self._nvlink_pairs[key]
 
     def nic_of(self, rank: int) -> int:
@@ -304,7 +311,8 @@ class HardwareModel:
 
     def host_work(self, machine: int, core_seconds: float, max_cores: float = 1.0) -> simpy.Event:
         """Run ``core_seconds`` of CPU work on a machine's cores, using at most ``max_cores`` at a time."""
-        return self.engine.fluid.start((self.host_cores[machine],), core_seconds, cap=max_cores)
+        return self.engine.fluid.start((self.host_cores[machine],), core_seconds, cap=max_cores,
+                                       count=self.gpu_copies)
 
     def sample(self, machine: int, num_edges: float, num_calls: float = 0.0) -> simpy.Event:
         """Sample (or build blocks of) ``num_edges`` neighbour edges in ``num_calls`` sampler calls on one of a
@@ -329,7 +337,8 @@ class HardwareModel:
         if rank is None:
             return self.engine.timeout(pricing.host_gather_s(self.cluster, nbytes))
         return self.engine.fluid.start((self.host_memory[self.machine_of(rank)],),
-                                       GATHER_TRAFFIC * nbytes / self.cluster.efficiency.gather_fraction)
+                                       GATHER_TRAFFIC * nbytes / self.cluster.efficiency.gather_fraction,
+                                       count=self.gpu_copies)
 
     def gpu_gather(self, rank: int, nbytes: float) -> Generator[simpy.Event, Any, None]:
         """Gather ``nbytes`` of rows in worker ``rank``'s device memory on its compute

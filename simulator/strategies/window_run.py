@@ -6,7 +6,7 @@ holds and how the rest is extrapolated: :mod:`simulator.strategies.window`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -127,6 +127,10 @@ class WindowRun:
     DDP = False
     """Whether the strategy's gradient all-reduces are DDP buckets (its executor trains with
     DistributedDataParallel): each then pays ``network.ddp_per_bucket_s`` (:func:`~.pricing.ddp_bucket_s`)."""
+    GPU_SYMMETRIC = False
+    """Whether every flow of the strategy's run is started by one rank's processes (its trainer, its sampler
+    processes), none by a process of the machine as a whole: then, given equal work, the GPUs of a machine are
+    folded too (:func:`simulator.symmetry.fold_gpus`)."""
 
     def __init__(self, ctx: SimContext, plan: IterationPlan, sampler_processes_per_worker: int = 0,
                  rank_works: Sequence[Any] | None = None) -> None:
@@ -135,13 +139,16 @@ class WindowRun:
         self.hw = HardwareModel(ctx.cluster, self.engine, sampler_processes_per_worker)
         self.spans: list[Span] = []
         self.ends = [[0.0] * len(plan.window) for _ in range(ctx.num_workers)]
-        self.represent, self.rendezvous = symmetry.simulated_ranks(self.engine, self.hw, ctx.cluster, rank_works)
+        self.represent, self.rendezvous = symmetry.simulated_ranks(self.engine, self.hw, ctx.cluster, rank_works,
+                                                                   gpu_symmetric=self.GPU_SYMMETRIC)
         self.ranks = self.represent.ranks
         """The ranks simulated (those not simulated keep iteration ends of 0)."""
 
     def _events(self) -> list[list[Any]]:
-        """One fresh event per worker and window position."""
-        return [[self.engine.event() for _ in self.plan.window] for _ in range(self.ctx.num_workers)]
+        """One fresh event per simulated worker and window position (none for the others)."""
+        simulated = set(self.ranks)
+        return [[self.engine.event() for _ in self.plan.window] if rank in simulated else []
+                for rank in range(self.ctx.num_workers)]
 
     def _span(self, rank: int, phase: str, start: float, stream: str, pos: int, nbytes: float = 0.0,
               flops: float = 0.0, **args: Any) -> None:
@@ -292,15 +299,44 @@ class WindowRun:
 
     def _end_epoch(self, rank: int) -> None:
         """Record worker ``rank``'s ``epoch`` span (the window; :func:`place_window` stretches it); its args say
-        how many machines a simulated machine stands for (:mod:`simulator.symmetry`). When only the
-        representative machine runs, its spans and iteration ends are copied to the same GPU of every other
-        machine (their schedule is the same: module docstring of :mod:`simulator.symmetry`)."""
-        args = {"machines_represented": self.represent.num_machines_represented}
+        how many machines a simulated machine stands for and how many GPUs of its machine a simulated GPU does
+        (:mod:`simulator.symmetry`). When only representatives run, their iteration ends are copied to the ranks
+        they stand for (the same GPU of every other machine, and the GPUs of :func:`~.symmetry.fold_gpus`' orbit:
+        their schedule is the same, module docstring of :mod:`simulator.symmetry`), and so are their spans, unless
+        :attr:`DEFER_IMAGES` leaves that to :meth:`with_images`."""
+        args = {"machines_represented": self.represent.num_machines_represented,
+                "gpus_represented": self.represent.gpus_represented}
         self.spans.append(Span(rank, "epoch", 0.0, self.engine.now, "host", epoch=0, args=args))
         if self.represent.folded:
-            g = self.ctx.cluster.gpus_per_machine
-            mine = [s for s in self.spans if s.rank == rank]
-            for image in range(rank + g, self.ctx.num_workers, g):
-                self.spans.extend(Span(image, s.phase, s.start_s, s.dur_s, s.stream, s.nbytes, s.flops, s.epoch,
-                                       s.iteration, s.args) for s in mine)  # replace(s, rank=image), 3x faster
+            cluster = self.ctx.cluster
+            for image in self.represent.images(rank, cluster.num_machines, cluster.gpus_per_machine):
                 self.ends[image] = list(self.ends[rank])
+            if not self.DEFER_IMAGES:
+                self.spans.extend(self._copies([s for s in self.spans if s.rank == rank]))
+
+    DEFER_IMAGES = False
+    """Whether the simulated ranks' spans are copied to the ranks they stand for only by :meth:`with_images` (the
+    strategy's ``simulate`` calls it on the spans :func:`place_window` laid out: the breakdown and the layout are
+    the same on every copy, so they are computed once per simulated rank), not at :meth:`_end_epoch`."""
+
+    def _copies(self, spans: list[Span]) -> Iterator[Span]:
+        """``spans`` of one simulated rank on every rank it stands for."""
+        if not spans:
+            return
+        cluster = self.ctx.cluster
+        for image in self.represent.images(spans[0].rank, cluster.num_machines, cluster.gpus_per_machine):
+            yield from (Span(image, s.phase, s.start_s, s.dur_s, s.stream, s.nbytes, s.flops, s.epoch, s.iteration,
+                             s.args) for s in spans)  # replace(s, rank=image), 3x faster
+
+    def with_images(self, spans: list[Span]) -> list[Span]:
+        """``spans`` of the simulated ranks followed by their copies on the ranks they stand for (with
+        :attr:`DEFER_IMAGES`; otherwise :meth:`_end_epoch` has copied them: ``spans`` unchanged)."""
+        if not (self.DEFER_IMAGES and self.represent.folded):
+            return spans
+        by_rank: dict[int, list[Span]] = {}
+        for s in spans:
+            by_rank.setdefault(s.rank, []).append(s)
+        out = list(spans)
+        for mine in by_rank.values():
+            out.extend(self._copies(mine))
+        return out

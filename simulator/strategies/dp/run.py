@@ -20,6 +20,8 @@ class DpRun(WindowRun):
     """One simulated epoch window of ``dp``: a trainer process per worker plus its sampler processes."""
 
     DDP = True  # the executor trains with DistributedDataParallel (executor.ddp.data_parallel)
+    GPU_SYMMETRIC = True  # every flow is a trainer's or its sampler processes' (simulator.symmetry.fold_gpus)
+    DEFER_IMAGES = True  # dp.simulate copies the laid-out spans (WindowRun.with_images)
 
     def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: IterationWork,
                  last: IterationWork) -> None:

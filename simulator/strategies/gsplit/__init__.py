@@ -244,7 +244,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     breakdown["overhead"] = plan.num_iterations * iteration_fixed_s(
         ctx.cluster, handoffs=float(knobs.num_sampler_workers > 0))
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / plan.num_iterations,
-                     breakdown_s=breakdown, spans=place_window(run.spans, plan, period),
+                     breakdown_s=breakdown, spans=run.with_images(place_window(run.spans, plan, period)),
                      sim_wall_s=time.perf_counter() - started, estimated=estimated, **common)
 
 

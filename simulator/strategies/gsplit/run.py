@@ -61,6 +61,7 @@ class SplitRun(WindowRun):
     """
 
     DDP = True  # the executor trains with DistributedDataParallel (executor.ddp.data_parallel), as dp's does
+    DEFER_IMAGES = True  # gsplit.simulate copies the laid-out spans (WindowRun.with_images)
 
     def __init__(self, ctx: SimContext, plan: IterationPlan, works: list[IterationWork],
                  num_sampler_workers: int) -> None:

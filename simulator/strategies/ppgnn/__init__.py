@@ -128,12 +128,15 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     breakdown["overhead"] = num * ctx.cluster.iteration_overhead_s
     breakdown["preprocess"] = preprocess_time_s(ctx, knobs.hops)
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / num, breakdown_s=breakdown,
-                     spans=place_window(run.spans, plan, period), sim_wall_s=time.perf_counter() - started,
+                     spans=run.with_images(place_window(run.spans, plan, period)),
+                     sim_wall_s=time.perf_counter() - started,
                      **common)
 
 
 class _Run(WindowRun):
     """One simulated epoch window: per worker a trainer and, depending on the loader, producer processes."""
+
+    DEFER_IMAGES = True  # simulate copies the laid-out spans (WindowRun.with_images)
 
     def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: StepWork, last: StepWork) -> None:
         # every worker loads and computes the same batches: one representative machine (simulator.symmetry)
