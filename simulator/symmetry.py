@@ -13,8 +13,8 @@ as in the full simulation: links the machines share stay shared.
 
 The GPUs of a machine are folded the same way when its hardware is symmetric under a shift of local GPUs
 (:func:`gpu_shift`: GPUs sharing a PCIe switch uplink or a NIC move together) and every rank's work equals its
-image's, for a strategy whose every flow belongs to one rank's processes (``WindowRun.GPU_SYMMETRIC``: dp). Only
-the first ``s`` GPUs of machine 0 run, each standing for ``g / s`` (:func:`fold_gpus`): each of its flows counts
+image's, for a strategy whose every flow belongs to one rank's processes (``WindowRun.GPU_SYMMETRIC``: dp, ppgnn).
+Only the first ``s`` GPUs of machine 0 run, each standing for ``g / s`` (:func:`fold_gpus`): each of its flows counts
 ``g / s`` times, and each resource of a block of GPUs (links, uplink, NIC) stands for its ``g / s`` images with
 ``g / s`` times the capacity, while the machine's own (cores, host memory) carry every copy; the max-min rates are
 again the full simulation's (tests/simulator/test_symmetry_gpus.py: equal to 1e-9; observed 0).

@@ -1,6 +1,6 @@
-"""The representative-machine fast path (simulator.symmetry) in ``ppgnn``, ``gsplit`` and the full-graph run
-(``hongtu``): equal to the full simulation where every machine's work is the same, the full simulation where it
-is not; and gsplit's statistics of a dataset card (its window's batches drawn from the proxy)."""
+"""The representative-machine fast path (simulator.symmetry) in ``ppgnn`` (its GPUs folded too), ``gsplit`` and the
+full-graph run (``hongtu``): equal to the full simulation where every machine's work is the same, the full
+simulation where it is not; and gsplit's statistics of a dataset card (its window's batches drawn from the proxy)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ from test_symmetry import assert_same, machines_represented, shaped
 
 from gnnplan.simulator import symmetry
 from gnnplan.simulator.api import load_context
+from gnnplan.simulator.engine import Engine
 from gnnplan.simulator.errors import SpecError
+from gnnplan.simulator.hardware.model import HardwareModel
 from gnnplan.simulator.strategies import gsplit, hongtu
 from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.gsplit.stats import SplitStats, split_stats, window_batches
@@ -44,6 +46,7 @@ def report(name: str, fast: float, full: float) -> float:
 @pytest.mark.parametrize(("preset", "machines", "gpus", "network"), SHAPES)
 def test_ppgnn_representative_equals_full(preset: str, machines: int, gpus: int, network: dict[str, Any]) -> None:
     cluster = shaped(preset, machines, gpus, **network)
+    shift = symmetry.gpu_shift(HardwareModel(cluster, Engine()), machines, gpus)
     for knobs in ({"placement": "host", "loader": "fused"}, {"placement": "ssd", "loader": "baseline"},
                   {"placement": "host", "loader": "double_buffer", "reshuffle": "chunk"}):
         module, kn, ctx = load_context(cluster, load_workload("cora-sgc"), "ppgnn", {**knobs, "batch_size": 96})
@@ -51,6 +54,8 @@ def test_ppgnn_representative_equals_full(preset: str, machines: int, gpus: int,
         with symmetry.disabled():
             full = module.simulate(ctx, kn)
         assert machines_represented(fast) == {machines} and machines_represented(full) == {1}
+        # every worker's work is the same: its machine's GPUs fold too, as far as the hardware allows
+        assert {e.args["gpus_represented"] for e in fast.spans if e.phase == "epoch"} == {gpus // shift}
         assert report(f"ppgnn {preset} {machines}x{gpus} {knobs}", fast.epoch_time_s, full.epoch_time_s) <= REL
         assert_same(fast, full)
 

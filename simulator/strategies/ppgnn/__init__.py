@@ -137,6 +137,7 @@ class _Run(WindowRun):
     """One simulated epoch window: per worker a trainer and, depending on the loader, producer processes."""
 
     DEFER_IMAGES = True  # simulate copies the laid-out spans (WindowRun.with_images)
+    GPU_SYMMETRIC = True  # every flow is a trainer's, its prefetcher's or its row workers' (symmetry.fold_gpus)
 
     def __init__(self, ctx: SimContext, knobs: Knobs, plan: IterationPlan, full: StepWork, last: StepWork) -> None:
         # every worker loads and computes the same batches: one representative machine (simulator.symmetry)
