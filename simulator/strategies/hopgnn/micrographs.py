@@ -356,8 +356,20 @@ def _account(tot: _Totals, s: int, groups: list[list[np.ndarray]], owner: np.nda
                 tot.group += (mine.sum(), len(inputs))
                 tot.micro += (_micrograph_locality(blocks, seeds, owner), len(seeds))
     for h in range(m * gpus):
-        tot.worker[s][h, 0] += len(np.unique(np.concatenate(remote[h]))) if remote[h] else 0
-        tot.worker[s][h, 1] += len(np.unique(np.concatenate(local[h]))) if local[h] else 0
+        tot.worker[s][h, 0] += distinct(remote[h], len(owner))
+        tot.worker[s][h, 1] += distinct(local[h], len(owner))
+
+
+def distinct(parts: list[np.ndarray], num_vertices: int) -> int:
+    """How many distinct vertex ids ``parts`` hold together (ids in ``[0, num_vertices)``): marked in a mask of the
+    graph's vertices, not ``np.unique`` of their concatenation (a hash of every id: 2.7 of 13 s of a 4 x 4
+    measurement on ogbn-papers100M's proxy, 2026-12-01)."""
+    if not parts:
+        return 0
+    seen = np.zeros(num_vertices, dtype=bool)
+    for ids in parts:
+        seen[ids] = True
+    return int(np.count_nonzero(seen))
 
 
 def _finish(tot: _Totals, params: dict[str, Any], num_it: int) -> MicrographStats:

@@ -1,5 +1,6 @@
 """HopGNN's micrographs of all seeds at once (one sparse product per layer) equal :func:`cut_blocks` seed by seed,
-and R_micro computed from them equals the seed-by-seed sum exactly."""
+and R_micro computed from them equals the seed-by-seed sum exactly; a worker's distinct inputs counted on a mask
+equal ``np.unique``'s count."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ import os
 import numpy as np
 import pytest
 
-from gnnplan.simulator.strategies.hopgnn.micrographs import _micrograph_locality, cut_blocks, micrograph_inputs
+from gnnplan.simulator.strategies.hopgnn.micrographs import (
+    _micrograph_locality,
+    cut_blocks,
+    distinct,
+    micrograph_inputs,
+)
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
@@ -50,3 +56,11 @@ def test_locality_equals_the_seed_by_seed_sum(batch) -> None:  # type: ignore[no
         _, inputs, _ = cut_blocks(blocks, np.array([pos]))
         want += (int((owner[inputs] == owner[seed]).sum()) - 1) / len(inputs)
     assert _micrograph_locality(blocks, seeds, owner) == want
+
+
+def test_distinct_counts_the_ids_of_every_part_once() -> None:
+    rng = np.random.default_rng(3)
+    parts = [rng.integers(0, 1000, size) for size in (0, 1, 50, 700)]
+    assert distinct(parts, 1000) == len(np.unique(np.concatenate(parts)))
+    assert distinct([np.array([999, 999, 0])], 1000) == 2
+    assert distinct([], 1000) == 0
