@@ -111,9 +111,11 @@ def probe_machine(num_workers: int = 2, quick: bool = False, gpus_per_machine: i
     threads, memory = thread_share(cores, w), host_memory_bytes()
     copy = _sig(copy_bytes_per_s(cores, s.copy_bytes, s.repeats) / w)
     gather = gather_latency_bandwidth(threads, s.gather_row_dim, s.gather_table_rows, s.gather_row_counts, s.repeats)
+    # sampling before the network and storage probes: their processes' exit and the written file's writeback
+    # would overlap a few milliseconds of sampler calls (sampling_rates)
+    sampling, full_sampling = sampling_rates(s)
     network = network_latency_bandwidth(s.message_sizes, s.message_repeats)
     disk_bw, disk_latency, dropped = storage_bandwidth_latency(folder, s)
-    sampling, full_sampling = sampling_rates(s)
     per_kernel, backward_ratio = kernel_overheads(threads, 10 * s.repeats)
     data = {
         "name": "local", "num_machines": w, "gpus_per_machine": 1,
