@@ -123,6 +123,17 @@ def timed(strategy: str, num_gpus: int, full: bool, knobs: dict[str, Any] | None
     return wall, result.epoch_time_s, path_of(epoch.get("machines_represented", 1), epoch.get("gpus_represented", 1))
 
 
+def why_over(strategy: str, num_gpus: int) -> str:
+    """What a configuration of part 1 that ran over its budget spent it on, where known: hopgnn's micrograph
+    statistics sample every worker's groups for every step count S = 1..M (simulator/strategies/hopgnn/micrographs.py),
+    ``W M (M + 1) / 2`` DGL sampler calls per measured iteration."""
+    if strategy != "hopgnn":
+        return ""
+    machines, gpus = SHAPES[num_gpus]
+    calls = machines * gpus * machines * (machines + 1) // 2
+    return f"(unless on disk, its micrograph statistics first: {calls:,} sampler calls per measured iteration)"
+
+
 def path_of(machines: int, gpus: int) -> str:
     """How a simulation ran: the machines and GPUs each simulated one stands for (:mod:`gnnplan.simulator.symmetry`)."""
     if machines == 1 and gpus == 1:
@@ -147,7 +158,7 @@ def part_sizes(strategies: list[str], sizes: list[int], budget_s: float, stats_s
             shape = "x".join(map(str, SHAPES[n]))
             fast_run = bounded(lambda: timed(strategy, n, full=False), stats_s + 2 * budget_s)
             if fast_run is None:
-                yield f"{strategy:<12}{n:>5}{shape:>7}{'skipped (budget)':>28}"
+                yield f"{strategy:<12}{n:>5}{shape:>7}{'skipped (budget)':>28}  " + why_over(strategy, n)
                 full_over = True
                 continue
             fast, epoch, path = fast_run
