@@ -66,7 +66,7 @@ class FullGraphRun(ABC):
             g = self.gpus_per_machine
             simulated = list(self.spans)
             for shift in range(1, self.num_workers // g):
-                self.spans.extend(replace(s, rank=s.rank + shift * g) for s in simulated)
+                self.spans.extend(s.on_rank(s.rank + shift * g) for s in simulated)
             for rank in self.ranks:
                 for image in range(rank + g, self.num_workers, g):
                     self.ends[image] = self.ends[rank]

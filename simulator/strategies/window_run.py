@@ -325,8 +325,7 @@ class WindowRun:
             return
         cluster = self.ctx.cluster
         for image in self.represent.images(spans[0].rank, cluster.num_machines, cluster.gpus_per_machine):
-            yield from (Span(image, s.phase, s.start_s, s.dur_s, s.stream, s.nbytes, s.flops, s.epoch, s.iteration,
-                             s.args) for s in spans)  # replace(s, rank=image), 3x faster
+            yield from (s.on_rank(image) for s in spans)
 
     def with_images(self, spans: list[Span]) -> list[Span]:
         """``spans`` of the simulated ranks followed by their copies on the ranks they stand for (with

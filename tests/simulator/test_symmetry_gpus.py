@@ -1,10 +1,10 @@
 """Folding the GPUs of a machine (simulator.symmetry.fold_gpus): the shift the hardware allows, the folded
-hardware's capacities and names, dp's one simulated GPU per orbit equal to the full simulation, and dp's
-near-equal workers of a machine (GPU_FOLD_SPREAD)."""
+hardware's capacities and names, dp's one simulated GPU per orbit equal to the full simulation, dp's near-equal
+workers of a machine (GPU_FOLD_SPREAD), and a span's copy on the ranks it stands for (Span.on_rank)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 
 import pytest
 from sim_fixtures import shaped
@@ -16,6 +16,7 @@ from gnnplan.simulator.hardware.model import HardwareModel
 from gnnplan.simulator.strategies import dp
 from gnnplan.simulator.strategies.base import SimContext
 from gnnplan.simulator.strategies.dp.work import GPU_FOLD_SPREAD
+from gnnplan.simulator.trace import Span
 
 
 def represented(result) -> tuple[set[int], set[int]]:  # type: ignore[no-untyped-def]
@@ -127,3 +128,12 @@ def test_dp_runs_the_slowest_worker_everywhere_when_a_machine_s_workers_are_near
         full = dp.simulate(far, knobs)
     assert represented(fast) == ({2}, {1})               # machines still folded, every GPU simulated
     assert fast.epoch_time_s == pytest.approx(full.epoch_time_s, rel=REL)
+
+
+def test_a_span_on_another_rank_is_replace_with_that_rank() -> None:
+    span = Span(3, "fetch", 0.25, 0.5, "network", 1e6, 0.0, 0, 7, {"wait_s": 0.1})
+    copy = span.on_rank(11)
+    assert copy == replace(span, rank=11) and copy.rank == 11 and copy.args is span.args
+    assert span.rank == 3 and copy.end_s == span.end_s
+    with pytest.raises(FrozenInstanceError):
+        copy.rank = 4  # type: ignore[misc]

@@ -7,7 +7,6 @@ Notation: S (time steps) -> ``len(work.steps)``, M -> ``num_machines``.
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import replace
 from typing import Any
 
 from gnnplan.simulator.strategies.base import SimContext
@@ -174,5 +173,5 @@ def with_images(spans: list[Span], gpus_per_machine: int, num_workers: int) -> l
     """
     out = list(spans)
     for shift in range(gpus_per_machine, num_workers, gpus_per_machine):
-        out.extend(replace(s, rank=s.rank + shift) for s in spans)
+        out.extend(s.on_rank(s.rank + shift) for s in spans)
     return out
