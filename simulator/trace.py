@@ -75,7 +75,7 @@ class Span:
         built without the frozen dataclass's ``__init__`` (which sets each field through ``object.__setattr__``).
         A representative's spans are copied to every rank it stands for (:mod:`simulator.symmetry`): 45,000 copies
         for a 64-GPU dp window, 2.8x faster this way than through ``__init__`` (2026-12-01)."""
-        copy = object.__new__(Span)
+        copy = object.__new__(type(self))
         copy.__dict__.update(self.__dict__)
         copy.__dict__["rank"] = rank
         return copy
