@@ -204,22 +204,26 @@ def fold_machines(hw: Any, num_machines: int) -> list[str]:
     if num_machines < 1:
         raise ValueError(f"num_machines: {num_machines}; must be >= 1")
     folded = []
+    for name, value, per in _resource_lists(hw, num_machines):
+        value[:] = [value[i % per] for i in range(len(value))]
+        folded.append(name)
+    return folded
+
+
+def _resource_lists(hw: Any, num_machines: int) -> Iterator[tuple[str, list[Any], int]]:
+    """Every resource list of ``hw`` (layout: :func:`fold_machines`) as (attribute name, the list, entries per
+    machine).
+
+    Raises:
+        ValueError: a list whose length is not a multiple of ``num_machines``.
+    """
     for name, value in vars(hw).items():
         if not isinstance(value, list) or not value or not all(_foldable(v) for v in value):
             continue
         if len(value) % num_machines:
             raise ValueError(f"HardwareModel.{name}: {len(value)} resources for {num_machines} machines; a "
                              f"resource list must hold the same number per machine")
-        per = len(value) // num_machines
-        value[:] = [value[i % per] for i in range(len(value))]
-        folded.append(name)
-    return folded
-
-
-def _resource_lists(hw: Any) -> Iterator[tuple[str, list[Any]]]:
-    for name, value in vars(hw).items():
-        if isinstance(value, list) and value and all(_foldable(v) for v in value):
-            yield name, value
+        yield name, value, len(value) // num_machines
 
 
 def gpu_shift(hw: Any, num_machines: int, gpus_per_machine: int) -> int:
@@ -238,11 +242,7 @@ def gpu_shift(hw: Any, num_machines: int, gpus_per_machine: int) -> int:
         ValueError: a resource list whose length is not a multiple of ``num_machines``.
     """
     g, shift = gpus_per_machine, 1
-    for name, value in _resource_lists(hw):
-        if len(value) % num_machines:
-            raise ValueError(f"HardwareModel.{name}: {len(value)} resources for {num_machines} machines; a "
-                             f"resource list must hold the same number per machine")
-        per = len(value) // num_machines
+    for _, _, per in _resource_lists(hw, num_machines):
         if g % per:
             return g
         shift = math.lcm(shift, g // per) if per > 1 else shift
@@ -273,13 +273,12 @@ def fold_gpus(hw: Any, num_machines: int, gpus_per_machine: int, shift: int) -> 
     Raises:
         ValueError: ``shift`` is not such a divisor of g.
     """
-    g = gpus_per_machine
-    if shift < 1 or g % shift or shift % gpu_shift(hw, num_machines, g):
+    g, least = gpus_per_machine, gpu_shift(hw, num_machines, gpus_per_machine)
+    if shift < 1 or g % shift or shift % least:
         raise ValueError(f"shift: {shift} GPUs kept of {g}; must divide {g} and be a multiple of the hardware's "
-                         f"shift {gpu_shift(hw, num_machines, g)}")
+                         f"shift {least}")
     copies, scaled, folded = g // shift, set(), []
-    for name, value in _resource_lists(hw):
-        per = len(value) // num_machines
+    for name, value, per in _resource_lists(hw, num_machines):
         if per == 1:
             continue
         kept = per * shift // g

@@ -45,7 +45,7 @@ from typing import Any
 
 import simpy
 
-from gnnplan.simulator.engine import Engine, FluidResource
+from gnnplan.simulator.engine import INF, Engine, FluidResource
 from gnnplan.simulator.hardware import pricing
 from gnnplan.simulator.hardware.collectives import nic_index, uplink_index
 from gnnplan.simulator.hardware.formulas import GATHER_TRAFFIC, worker_cores
@@ -104,6 +104,14 @@ class HardwareModel:
         self.gpu_shift = cluster.gpus_per_machine
         """Local GPUs simulated per machine (``g`` unless :func:`simulator.symmetry.fold_gpus` folded them)."""
 
+    def _flow(self, resources: tuple[FluidResource, ...], amount: float, cap: float = INF,
+              count: int = 1) -> simpy.Event:
+        """Start ``count`` identical flows of ``amount`` units (bytes, or core-seconds) across ``resources``, each
+        standing for :attr:`gpu_copies` flows (the GPUs a simulated GPU represents,
+        :func:`simulator.symmetry.fold_gpus`): every flow of the model starts here
+        (:meth:`~simulator.fluid.FluidScheduler.start`)."""
+        return self.engine.fluid.start(resources, amount, cap=cap, count=count * self.gpu_copies)
+
     def machine_of(self, rank: int) -> int:
         """The machine of worker ``rank`` (ranks m*g .. m*g+g-1 live on machine m)."""
         return rank // self.cluster.gpus_per_machine
@@ -139,7 +147,7 @@ class HardwareModel:
             done.succeed()
 
         def _start(_ev: Any = None) -> None:
-            self.engine.fluid.start(res, nbytes, count=count * self.gpu_copies).callbacks.append(_finish)
+            self._flow(res, nbytes, count=count).callbacks.append(_finish)
 
         if latency_s > 0:
             self.engine.timeout(latency_s).callbacks.append(_start)
@@ -311,8 +319,7 @@ class HardwareModel:
 
     def host_work(self, machine: int, core_seconds: float, max_cores: float = 1.0) -> simpy.Event:
         """Run ``core_seconds`` of CPU work on a machine's cores, using at most ``max_cores`` at a time."""
-        return self.engine.fluid.start((self.host_cores[machine],), core_seconds, cap=max_cores,
-                                       count=self.gpu_copies)
+        return self._flow((self.host_cores[machine],), core_seconds, cap=max_cores)
 
     def sample(self, machine: int, num_edges: float, num_calls: float = 0.0) -> simpy.Event:
         """Sample (or build blocks of) ``num_edges`` neighbour edges in ``num_calls`` sampler calls on one of a
@@ -336,9 +343,8 @@ class HardwareModel:
         ``rank`` the gather shares nothing (a timeout of that length)."""
         if rank is None:
             return self.engine.timeout(pricing.host_gather_s(self.cluster, nbytes))
-        return self.engine.fluid.start((self.host_memory[self.machine_of(rank)],),
-                                       GATHER_TRAFFIC * nbytes / self.cluster.efficiency.gather_fraction,
-                                       count=self.gpu_copies)
+        return self._flow((self.host_memory[self.machine_of(rank)],),
+                          GATHER_TRAFFIC * nbytes / self.cluster.efficiency.gather_fraction)
 
     def gpu_gather(self, rank: int, nbytes: float) -> Generator[simpy.Event, Any, None]:
         """Gather ``nbytes`` of rows in worker ``rank``'s device memory on its compute
