@@ -10,7 +10,8 @@ exceed it is stopped and printed as ``skipped (budget)``.
    in the same run, their ratio, and the relative difference of the predicted epoch times. Each timed
    simulation may take ``--full-budget`` seconds; the full simulation is not tried at the next size once one
    was over budget (cost grows ~10x per doubling of GPUs). Graph statistics are measured (or read from the disk
-   cache) before the clock starts (``--stats-budget`` seconds). Mini-batch strategies run the
+   cache) before the clock starts (``--stats-budget`` seconds), with one warming simulation: column ``first s``
+   (with nothing on disk, hopgnn's micrograph statistics at 32 x 8 took 53 s, 2026-12-01). Mini-batch strategies run the
    ``ogbn-papers100M`` dataset card (statistics estimated on its proxy); neutronstar a 100k-vertex R-MAT graph
    trained full-graph (its dependency counts need the graph).
 2. The ``ogbn-papers100M`` card on 8 machines x 8 GPUs: wall time per configuration of every strategy the card
@@ -109,29 +110,35 @@ def bounded(fn: Callable[[], Any], budget_s: float) -> Any:
 
 
 def timed(strategy: str, num_gpus: int, full: bool, knobs: dict[str, Any] | None = None,
-          wl: WorkloadSpec | None = None, cl: ClusterSpec | None = None) -> tuple[float, float, str]:
-    """(wall seconds of the strategy's simulate, predicted epoch seconds, which ranks ran: :func:`path_of`);
-    the statistics are loaded or measured first, not timed. Run it in :func:`bounded`."""
+          wl: WorkloadSpec | None = None, cl: ClusterSpec | None = None) -> tuple[float, float, str, float]:
+    """(wall seconds of the strategy's simulate, predicted epoch seconds, which ranks ran: :func:`path_of`, seconds
+    before it: the statistics loaded or measured and one warming simulation, :func:`warm`). Run it in
+    :func:`bounded`."""
+    before = time.perf_counter()
     module, kn, ctx = load_context(cl or cluster(num_gpus), wl or workload(strategy), strategy,
                                    KNOBS[strategy] if knobs is None else knobs)
     warm(module, ctx, kn)
+    first = time.perf_counter() - before
     with symmetry.disabled() if full else contextlib.nullcontext():
         start = time.perf_counter()
         result = module.simulate(ctx, kn)
         wall = time.perf_counter() - start
     epoch = next(s.args for s in result.spans if s.phase == "epoch")
-    return wall, result.epoch_time_s, path_of(epoch.get("machines_represented", 1), epoch.get("gpus_represented", 1))
+    path = path_of(epoch.get("machines_represented", 1), epoch.get("gpus_represented", 1))
+    return wall, result.epoch_time_s, path, first
 
 
 def why_over(strategy: str, num_gpus: int) -> str:
     """What a configuration of part 1 that ran over its budget spent it on, where known: hopgnn's micrograph
-    statistics sample every worker's groups for every step count S = 1..M (simulator/strategies/hopgnn/micrographs.py),
-    ``W M (M + 1) / 2`` DGL sampler calls per measured iteration."""
+    statistics, unless on disk, are measured first: per measured iteration, W sampler calls (one per worker's
+    batch) and, for every step count S = M..1, one sparse cut of all the models' groups
+    (simulator/strategies/hopgnn/micrographs.py; until 2026-12-01 every group of every S was sampled on its own,
+    ``W M (M + 1) / 2`` sampler calls per iteration: 333 s at 32 x 8, over the default ``--stats-budget``)."""
     if strategy != "hopgnn":
         return ""
     machines, gpus = SHAPES[num_gpus]
-    calls = machines * gpus * machines * (machines + 1) // 2
-    return f"(unless on disk, its micrograph statistics first: {calls:,} sampler calls per measured iteration)"
+    return (f"(unless on disk, its micrograph statistics first: {machines * gpus} sampler calls and {machines} "
+            f"cuts per measured iteration)")
 
 
 def path_of(machines: int, gpus: int) -> str:
@@ -151,7 +158,7 @@ def warm(module: Any, ctx: Any, knobs: Any) -> None:
 
 def part_sizes(strategies: list[str], sizes: list[int], budget_s: float, stats_s: float) -> Iterator[str]:
     yield f"{'strategy':<12}{'GPUs':>5}{'shape':>7}{'fast s':>10}{'full s':>18}{'full/fast':>10}" \
-          f"{'epoch diff':>12}  path"
+          f"{'epoch diff':>12}{'first s':>10}  path"
     for strategy in strategies:
         full_over = False
         for n in sizes:
@@ -161,10 +168,10 @@ def part_sizes(strategies: list[str], sizes: list[int], budget_s: float, stats_s
                 yield f"{strategy:<12}{n:>5}{shape:>7}{'skipped (budget)':>28}  " + why_over(strategy, n)
                 full_over = True
                 continue
-            fast, epoch, path = fast_run
+            fast, epoch, path, first = fast_run
             full_run = None if full_over else bounded(lambda: timed(strategy, n, full=True), stats_s + 2 * budget_s)
             if full_run is not None and full_run[0] <= budget_s:
-                full_s, full_epoch, _ = full_run
+                full_s, full_epoch, _, _ = full_run
                 full_text, ratio = f"{full_s:18.3f}", f"{full_s / fast:10.1f}"
                 diff = f"{abs(epoch - full_epoch) / full_epoch:12.1e}"
             else:
@@ -172,7 +179,7 @@ def part_sizes(strategies: list[str], sizes: list[int], budget_s: float, stats_s
                 full_over = True
             if path == "full" and SHAPES[n][0] > 1:
                 path = "full (asymmetric work)"
-            yield f"{strategy:<12}{n:>5}{shape:>7}{fast:10.3f}{full_text}{ratio}{diff}  {path}"
+            yield f"{strategy:<12}{n:>5}{shape:>7}{fast:10.3f}{full_text}{ratio}{diff}{first:10.1f}  {path}"
 
 
 CARD_CONFIGS: list[tuple[str, dict[str, Any]]] = [
@@ -200,7 +207,7 @@ def part_card(budget_s: float, stats_s: float, full: tuple[str, ...] = ()) -> It
         if run is None or run[0] > budget_s:
             yield f"{strategy:<8}{str(knobs):<78}{'skipped (budget)':>10}  (over {budget_s:g} s)"
             continue
-        wall, epoch, path = run
+        wall, epoch, path, _ = run
         verdict = "under 1 s" if wall < 1.0 else "OVER 1 s"
         yield f"{strategy:<8}{str(knobs):<78}{wall:8.3f} s  {verdict}  (epoch {epoch:.4g} s, {path})"
         if strategy in full:

@@ -347,6 +347,7 @@ def atomic_write_yaml(path: str | Path, data: dict[str, Any]) -> Path:
     return atomic_write_text(path, yaml.safe_dump(data, sort_keys=False))
 
 
-def atomic_write_json(path: str | Path, data: Any) -> Path:
-    """Write JSON atomically."""
-    return atomic_write_text(path, json.dumps(data, indent=1))
+def atomic_write_json(path: str | Path, data: Any, indent: int | None = 1) -> Path:
+    """Write JSON atomically; ``indent=None`` writes one line with the C encoder (Python's ``json`` encodes in
+    Python when indenting: 12 of 108 s of measuring hopgnn's micrographs at 256 GPUs, 2026-12-01)."""
+    return atomic_write_text(path, json.dumps(data, indent=indent))

@@ -23,19 +23,24 @@ R_micro -> ``micrograph_local_fraction``, m_mg -> ``1 - group_local_fraction``, 
 sizes of the group it samples at home, local and remote input vertices) and the deduplicated remote vertices of its
 pre-gather, on the same partitions, shuffles and per-worker batches as
 :func:`simulator.workload.graphstats.sample_stats` (so ``dp`` and ``hopgnn`` predictions refer to the same
-mini-batches). Results are cached under ``<cache>/stats/<dataset>/micrograph-<digest>.json``. DGL is imported
-lazily.
+mini-batches). Each group's blocks are cut out of its model's sampled mini-batch (:mod:`.cuts`: distributed as
+the group's own sample), so one iteration costs W sampler calls and M sparse products per layer, not the
+``W M (M + 1) / 2`` sampler calls of sampling every group of every S (135,168 per iteration at 32 x 8 GPUs; 16
+iterations on ogbn-papers100M's proxy there took 53 s against 333 s, 2026-12-01).
+Results are cached under ``<cache>/stats/<dataset>/micrograph-<digest>.json``. DGL is imported lazily.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+import dataclasses
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from gnnplan.simulator.io import atomic_write_json
+from gnnplan.simulator.strategies.hopgnn import cuts
 from gnnplan.simulator.workload import graphstats, owners
 from gnnplan.simulator.workload.batches import check_seed_split, seeded_sampler, worker_batches
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
@@ -43,9 +48,10 @@ from gnnplan.simulator.workload.proxy_pool import pooled
 from gnnplan.simulator.workload.spec import GeneratedSpec
 from gnnplan.simulator.workload.stats_cache import entry_path, read_entry
 
-MICROGRAPH_FORMAT = 3
+MICROGRAPH_FORMAT = 4
 """Version of the measurement (part of the cache key; 3: the ``owner`` split's seeds in random order within each
-worker, :func:`simulator.workload.batches.epoch_seeds`)."""
+worker, :func:`simulator.workload.batches.epoch_seeds`; 4: groups cut out of their model's sample, :mod:`.cuts`,
+instead of sampled one by one)."""
 DEFAULT_NUM_ITERATIONS = 16
 """Iterations (N mini-batches each) measured by :func:`micrograph_stats`. Measured on Cora (32 seeds per worker)
 and a 20k-vertex R-MAT graph (128 seeds per worker), 4 METIS parts, random split: from 16 to 32 iterations the
@@ -57,14 +63,15 @@ partition holding too many): on the 2M-vertex R-MAT graph of benchmarks/bench_pr
 predicted traces on 2 machines x 2 GPUs (tests/simulator/test_calibrate_fixed_point.py) calibrated to a PCIe
 bandwidth 0.85x and a gather fraction 1.21x their own cluster's (1.02x and 0.98x over 16 iterations): the gap its
 docstring lists as not yet closed (loads of a machine's GPUs that start apart, the gather and the copy inside a
-load not told apart) then shows on the default configuration."""
+load not told apart) then shows on the default configuration. (These figures were measured with format 3, every
+group sampled on its own.)"""
 
 
 # ------------------------------------------------------------------------------------------------ schedule
 
-def home_groups(batches: Sequence[np.ndarray], owner: np.ndarray, num_machines: int,
-                gpus_per_machine: int = 1) -> list[list[np.ndarray]]:
-    """Group every model's seeds by the step that visits their home machine (§5.1 step 1).
+def home_steps(batches: Sequence[np.ndarray], owner: np.ndarray, num_machines: int,
+               gpus_per_machine: int = 1) -> list[np.ndarray]:
+    """The step at which every model visits each of its seeds' home machine (§5.1 step 1).
 
     Args:
         batches: per model (worker) d, its seeds B_d.
@@ -73,14 +80,22 @@ def home_groups(batches: Sequence[np.ndarray], owner: np.ndarray, num_machines: 
         gpus_per_machine: g; model d starts on machine d // g.
 
     Returns:
+        Per model d, (|B_d|,) int64: seed i is homed on machine ``(d // g + step[i]) mod M``.
+    """
+    return [(owner[np.asarray(seeds, dtype=np.int64)] - d // gpus_per_machine) % num_machines
+            for d, seeds in enumerate(batches)]
+
+
+def home_groups(batches: Sequence[np.ndarray], owner: np.ndarray, num_machines: int,
+                gpus_per_machine: int = 1) -> list[list[np.ndarray]]:
+    """Group every model's seeds by the step that visits their home machine (§5.1 step 1; :func:`home_steps`).
+
+    Returns:
         ``groups[d][t]``: seeds of B_d owned by machine ``(d // g + t) mod M``, in batch order.
     """
-    out = []
-    for d, seeds in enumerate(batches):
-        seeds = np.asarray(seeds, dtype=np.int64)
-        step = (owner[seeds] - d // gpus_per_machine) % num_machines
-        out.append([seeds[step == t] for t in range(num_machines)])
-    return out
+    steps = home_steps(batches, owner, num_machines, gpus_per_machine)
+    return [[np.asarray(seeds, dtype=np.int64)[step == t] for t in range(num_machines)]
+            for seeds, step in zip(batches, steps)]
 
 
 def merge_groups(groups: list[list[np.ndarray]], num_merges: int) -> tuple[list[int], list[list[np.ndarray]]]:
@@ -101,9 +116,27 @@ def merge_groups(groups: list[list[np.ndarray]], num_merges: int) -> tuple[list[
     num_steps = len(groups[0]) if groups else 1
     if not 0 <= num_merges < max(num_steps, 1):
         raise ValueError(f"num_merges: must be in [0, {num_steps - 1}], got {num_merges}")
-    work = [[list(g) for g in row] for row in groups]
+    for done, schedule in enumerate(merge_sequence(groups)):
+        if done == num_merges:
+            return schedule
+    raise AssertionError("merge_sequence yields M schedules")
+
+
+def merge_sequence(groups: list[list[np.ndarray]]) -> Iterator[tuple[list[int], list[list[np.ndarray]]]]:
+    """The schedules of S = M, M - 1, ..., 1 steps, each one merge (:func:`merge_groups`) after the one before:
+    the merge is greedy, so removing m steps is removing one step m times. One pass gives every step count at the
+    cost of the last (hopgnn's measurement needs them all, :func:`micrograph_stats`).
+
+    Yields:
+        ``(steps, merged)`` as :func:`merge_groups` returns them, M of them, fewest merges first.
+    """
+    num_steps = len(groups[0]) if groups else 1
+    work = [[np.asarray(g).tolist() for g in row] for row in groups]
     steps = list(range(num_steps))
-    for _ in range(num_merges):
+    while True:
+        yield list(steps), [[np.asarray(row[t], dtype=np.int64) for t in steps] for row in work]
+        if len(steps) == 1:
+            return
         victim = min(steps, key=lambda t: (sum(len(row[t]) for row in work), t))
         steps.remove(victim)
         for row in work:
@@ -111,8 +144,6 @@ def merge_groups(groups: list[list[np.ndarray]], num_merges: int) -> tuple[list[
             for i, seed in enumerate(row[victim]):
                 row[order[i % len(order)]].append(seed)
             row[victim] = []
-    merged = [[np.asarray(row[t], dtype=np.int64) for t in steps] for row in work]
-    return steps, merged
 
 
 def host_worker(model: int, step: int, num_machines: int, gpus_per_machine: int = 1) -> int:
@@ -208,8 +239,9 @@ def micrograph_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_siz
     Measurement: the batches of :func:`simulator.workload.graphstats.sample_stats` (same partition and
     shuffles; seed split ``owner`` or ``random``: :data:`~gnnplan.simulator.workload.batches.SEED_SPLITS`); each
     iteration takes every worker's next batch and samples it with DGL's ``NeighborSampler(fanouts)`` (one thread,
-    ``dgl.seed(seed)``: ``dp``'s view, for m_dgl), groups seeds by home machine, merges to every S and samples
-    each group on its own as its host does (R_micro: each seed's micrograph cut out of its S = M group).
+    ``dgl.seed(seed)``: ``dp``'s view, for m_dgl), groups seeds by home machine, merges to every S
+    (:func:`merge_sequence`) and cuts each group out of its model's sample, as its host would sample it
+    (:mod:`.cuts`; R_micro: each seed's micrograph cut out of it).
 
     Raises:
         SpecError: invalid arguments or a dataset that cannot be loaded (as ``sample_stats``).
@@ -246,7 +278,8 @@ def micrograph_stats(ref: str | GeneratedSpec, fanouts: Sequence[int], batch_siz
     graph = load_dataset(ref)
     owner = owners.partition_owners(ref, num_machines, partitioner, seed, graph=graph)
     stats = _measure(graph, owner, params)
-    atomic_write_json(path, {"params": params, "stats": asdict(stats)})
+    fresh = {f.name: getattr(stats, f.name) for f in dataclasses.fields(stats)}  # asdict deep-copies every list
+    atomic_write_json(path, {"params": params, "stats": fresh}, indent=None)
     return stats
 
 
@@ -275,28 +308,23 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Mic
                              seed_split=params["seed_split"])
     num_it = min((len(b) for b in batches if b), default=0)
     tot = _Totals(m, gpus, len(fan))
+    counter = cuts.DistinctCounter(len(owner))
     with seeded_sampler(graph, fan, params["seed"]) as sample:
         for it in range(num_it):
             batch_list = [b[it] if it < len(b) else np.empty(0, np.int64) for b in batches]
-            for d, seeds in enumerate(batch_list):
-                if len(seeds):
-                    inputs = sample(seeds)[0].srcdata["_ID"].numpy()  # "_ID" = dgl.NID
-                    tot.dp[d] += (len(inputs), int((owner[inputs] != d // gpus).sum()))
-            groups = home_groups(batch_list, owner, m, gpus)
-            for s in range(1, m + 1):
-                _account(tot, s, groups, owner, m, gpus, sample)
+            sampled = {d: sample(seeds) for d, seeds in enumerate(batch_list) if len(seeds)}
+            for d, blocks in sampled.items():
+                inputs = blocks[0].srcdata["_ID"].numpy()  # "_ID" = dgl.NID
+                tot.dp[d] += (len(inputs), int((owner[inputs] != d // gpus).sum()))
+            if sampled:
+                _account(tot, batch_list, sampled, owner, m, gpus, counter)
     return _finish(tot, params, max(num_it, 1))
 
 
 def micrograph_inputs(blocks: list[Any]) -> Any:
     """Every seed's micrograph input vertices at once: the rows of a (k, n_src) 0/1 sparse matrix, seed i's row
     holding the input vertices (positions among ``blocks[0]``'s source vertices) of :func:`cut_blocks` of seed
-    i alone.
-
-    Propagates seed membership from the output side: with A_l the (dst, src) incidence of block l, the vertices
-    seed i needs at the input of block l are those it needs at its output (a block's first ``num_dst`` source
-    vertices are its destination vertices, as DGL builds blocks) plus their in-neighbours, ``M_l A_l``. One
-    sparse product per layer replaces k calls of :func:`cut_blocks`.
+    i alone (:func:`.cuts.cut` of one-seed groups: one sparse product per layer instead of k calls).
 
     Args:
         blocks: a sampled batch's DGL blocks, input side first; its seeds are ``blocks[-1]``'s k destinations.
@@ -304,76 +332,69 @@ def micrograph_inputs(blocks: list[Any]) -> Any:
     Returns:
         A ``scipy.sparse.csr_matrix`` of shape (k, ``blocks[0].num_src_nodes()``), entries 1.
     """
-    import scipy.sparse as sp
-
-    k = blocks[-1].num_dst_nodes()
-    need = sp.identity(k, dtype=np.int64, format="csr")
-    for block in reversed(blocks):
-        src, dst = (t.numpy() for t in block.edges())
-        n_src, n_dst = block.num_src_nodes(), block.num_dst_nodes()
-        adj = sp.csr_matrix((np.ones(len(src), dtype=np.int64), (dst, src)), shape=(n_dst, n_src))
-        need.resize((k, n_dst))
-        reach = need @ adj
-        need.resize((k, n_src))
-        need = ((reach + need) > 0).astype(np.int64).tocsr()
-    return need
+    stacked = cuts.stack_blocks([blocks])
+    return cuts.cut(stacked, cuts.each_seed(stacked.num_seeds)).inputs
 
 
 def _micrograph_locality(blocks: list[Any], seeds: np.ndarray, owner: np.ndarray) -> float:
-    """Sum over a group's seeds of R_micro = (inputs on the seed's machine, seed excluded) / inputs (§4), seed by
-    seed in batch order (the micrographs of :func:`micrograph_inputs`)."""
-    need = micrograph_inputs(blocks)
-    inputs = blocks[0].srcdata["_ID"].numpy()  # "_ID" = dgl.NID
-    per_seed = np.diff(need.indptr)
-    rows = np.repeat(np.arange(len(seeds)), per_seed)
-    home = owner[inputs[need.indices]] == owner[np.asarray(seeds)][rows]
-    same = np.bincount(rows[home], minlength=len(seeds))
+    """Sum over a batch's seeds of R_micro = (inputs on the seed's machine, seed excluded) / inputs (§4), the
+    micrographs of :func:`micrograph_inputs`."""
+    return _locality_sum(micrograph_inputs(blocks), blocks[0].srcdata["_ID"].numpy(), owner,
+                         owner[np.asarray(seeds)])
+
+
+def _locality_sum(inputs: Any, input_ids: np.ndarray, owner: np.ndarray, seed_owner: np.ndarray) -> float:
+    """Sum of R_micro over the seeds whose micrograph inputs are the rows of ``inputs`` (columns: positions in
+    ``input_ids``), seed i owned by ``seed_owner[i]``; summed in seed order."""
+    per_seed = np.diff(inputs.indptr)
+    rows = np.repeat(np.arange(len(seed_owner)), per_seed)
+    home = owner[input_ids[inputs.indices]] == seed_owner[rows]
+    same = np.bincount(rows[home], minlength=len(seed_owner))
     total = 0.0
-    for value in ((same - 1) / per_seed).tolist():  # summed in seed order, as one seed at a time did
+    for value in ((same - 1) / per_seed).tolist():
         total += value
     return total
 
 
-def _account(tot: _Totals, s: int, groups: list[list[np.ndarray]], owner: np.ndarray, m: int, gpus: int,
-             sample: Callable[[np.ndarray], Any]) -> None:
-    """Add one iteration's schedule with S = ``s`` steps to the totals, sampling every group as its host does."""
-    steps, merged = merge_groups(groups, m - s)
-    remote: list[list[np.ndarray]] = [[] for _ in range(m * gpus)]
-    local: list[list[np.ndarray]] = [[] for _ in range(m * gpus)]
-    for d, row in enumerate(merged):
-        for k, (t, seeds) in enumerate(zip(steps, row)):
-            if not len(seeds):
-                continue
-            host = host_worker(d, t, m, gpus)
-            blocks = sample(seeds)
-            inputs = blocks[0].srcdata["_ID"].numpy()
-            sizes = [(b.num_src_nodes(), b.num_dst_nodes(), b.num_edges()) for b in blocks]
-            mine = owner[inputs] == host // gpus
-            tot.step[s][host, k] += [len(seeds), mine.sum(), (~mine).sum(), *np.ravel(sizes)]
-            remote[host].append(inputs[~mine])
-            local[host].append(inputs[mine])
-            if s == m:
-                tot.group += (mine.sum(), len(inputs))
-                tot.micro += (_micrograph_locality(blocks, seeds, owner), len(seeds))
-    for h in range(m * gpus):
-        tot.worker[s][h, 0] += distinct(remote[h], len(owner))
-        tot.worker[s][h, 1] += distinct(local[h], len(owner))
+def _account(tot: _Totals, batch_list: list[np.ndarray], sampled: dict[int, list[Any]], owner: np.ndarray,
+             m: int, gpus: int, counter: cuts.DistinctCounter) -> None:
+    """Add one iteration to the totals: R_micro of every seed, then the schedule of every step count S = M..1,
+    each group cut out of its model's sampled batch as its host would sample it (:mod:`.cuts`)."""
+    models = sorted(sampled)
+    stacked = cuts.stack_blocks([sampled[d] for d in models])
+    at = dict(zip(models, np.cumsum([0] + [len(batch_list[d]) for d in models]).tolist()))
+    seeds = np.concatenate([batch_list[d] for d in models])
+    one = cuts.cut(stacked, cuts.each_seed(len(seeds)))
+    tot.micro += (_locality_sum(one.inputs, stacked.input_ids, owner, owner[seeds]), len(seeds))
+    steps_of = home_steps(batch_list, owner, m, gpus)
+    positions = [[np.flatnonzero(steps_of[d] == t) + at.get(d, 0) for t in range(m)] for d in range(len(batch_list))]
+    column_owner = owner[stacked.input_ids]
+    for steps, merged in merge_sequence(positions):
+        hosted = sorted((host_worker(d, t, m, gpus), k, pos) for d, row in enumerate(merged)
+                        for k, (t, pos) in enumerate(zip(steps, row)) if len(pos))  # by host: its entries together
+        _account_steps(tot, len(steps), hosted, stacked, column_owner, gpus, counter)
 
 
-def distinct(parts: list[np.ndarray], num_vertices: int) -> int:
-    """How many distinct vertex ids ``parts`` hold together (ids in ``[0, num_vertices)``): marked in a mask of the
-    graph's vertices, not ``np.unique`` of their concatenation (a hash of every id: 2.7 of 13 s of a 4 x 4
-    measurement on ogbn-papers100M's proxy, 2026-12-01).
-
-    Shapes:
-        parts: each (n_i,) int vertex ids -> a count.
-    """
-    if not parts:
-        return 0
-    seen = np.zeros(num_vertices, dtype=bool)
-    for ids in parts:
-        seen[ids] = True
-    return int(np.count_nonzero(seen))
+def _account_steps(tot: _Totals, s: int, hosted: list[tuple[int, int, np.ndarray]], stacked: cuts.StackedBlocks,
+                   column_owner: np.ndarray, gpus: int, counter: cuts.DistinctCounter) -> None:
+    """Add one iteration's schedule with S = ``s`` steps: ``hosted`` lists (host worker, step k, the group's seed
+    positions in ``stacked``) sorted by host; ``column_owner`` is the owner machine of every stacked input."""
+    hosts = np.array([h for h, _, _ in hosted], dtype=np.int64)
+    group = cuts.cut(stacked, cuts.members([pos for _, _, pos in hosted], stacked.num_seeds))
+    columns, starts = group.inputs.indices, group.inputs.indptr
+    n_in = np.diff(starts)
+    mine = column_owner[columns] == np.repeat(hosts // gpus, n_in)
+    n_local = np.add.reduceat(mine.astype(np.int64), starts[:-1])  # every group has a seed, so an input
+    n_seeds = np.array([len(pos) for _, _, pos in hosted], dtype=np.float64)
+    values = np.column_stack([n_seeds, n_local, n_in - n_local, group.sizes.reshape(len(hosted), -1)])
+    np.add.at(tot.step[s], (hosts, np.array([k for _, k, _ in hosted], dtype=np.int64)), values)
+    ids = stacked.input_ids[columns]
+    workers = tot.dp.shape[0]
+    for col, part, count in ((0, ~mine, n_in - n_local), (1, mine, n_local)):  # pre-gather rows: remote, local
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(hosts, weights=count, minlength=workers))])
+        tot.worker[s][:, col] += counter.count(ids[part], bounds.astype(np.int64))
+    if s == len(tot.step):
+        tot.group += (n_local.sum(), n_in.sum())
 
 
 def _finish(tot: _Totals, params: dict[str, Any], num_it: int) -> MicrographStats:

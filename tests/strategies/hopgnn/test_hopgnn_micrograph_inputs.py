@@ -1,6 +1,6 @@
 """HopGNN's micrographs of all seeds at once (one sparse product per layer) equal :func:`cut_blocks` seed by seed,
-and R_micro computed from them equals the seed-by-seed sum exactly; a worker's distinct inputs counted on a mask
-equal ``np.unique``'s count."""
+and R_micro computed from them equals the seed-by-seed sum exactly; a worker's distinct inputs counted on a stamp
+table equal ``np.unique``'s count."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import os
 import numpy as np
 import pytest
 
+from gnnplan.simulator.strategies.hopgnn.cuts import DistinctCounter
 from gnnplan.simulator.strategies.hopgnn.micrographs import (
     _micrograph_locality,
     cut_blocks,
-    distinct,
     micrograph_inputs,
 )
 
@@ -58,9 +58,13 @@ def test_locality_equals_the_seed_by_seed_sum(batch) -> None:  # type: ignore[no
     assert _micrograph_locality(blocks, seeds, owner) == want
 
 
-def test_distinct_counts_the_ids_of_every_part_once() -> None:
+def test_distinct_counts_the_ids_of_every_segment_once() -> None:
     rng = np.random.default_rng(3)
-    parts = [rng.integers(0, 1000, size) for size in (0, 1, 50, 700)]
-    assert distinct(parts, 1000) == len(np.unique(np.concatenate(parts)))
-    assert distinct([np.array([999, 999, 0])], 1000) == 2
-    assert distinct([], 1000) == 0
+    parts = [rng.integers(0, 1000, size) for size in (0, 1, 50, 700, 700)]
+    starts = np.cumsum([0] + [len(p) for p in parts])
+    counter = DistinctCounter(1000)
+    for _ in range(2):  # the table is not cleared between calls
+        got = counter.count(np.concatenate(parts), starts)
+        assert got.tolist() == [len(np.unique(p)) for p in parts]
+    assert counter.count(np.array([999, 999, 0]), np.array([0, 3])).tolist() == [2]
+    assert counter.count(np.empty(0, np.int64), np.array([0])).tolist() == []
