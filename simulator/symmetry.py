@@ -292,6 +292,21 @@ def fold_gpus(hw: Any, num_machines: int, gpus_per_machine: int, shift: int) -> 
     return folded
 
 
+def machine_images(spans: list[Any], gpus_per_machine: int, num_workers: int) -> list[Any]:
+    """``spans`` of a representative machine's GPUs (ranks < ``gpus_per_machine``) followed by their copies on
+    the same GPU of every other machine, machine by machine (``Span.on_rank``): a folded run's spans for every
+    rank (:func:`fold_machines`; used where a run keeps no :class:`Representatives` to ask, hopgnn's finished
+    result, and by the full-graph runs).
+
+    Shapes:
+        spans: (n,) -> (n * num_workers / gpus_per_machine,).
+    """
+    out = list(spans)
+    for shift in range(gpus_per_machine, num_workers, gpus_per_machine):
+        out.extend(s.on_rank(s.rank + shift) for s in spans)
+    return out
+
+
 def simulated_ranks(engine: Any, hw: Any, cluster: Any, rank_works: Sequence[Any] | None,
                     same: Callable[[Any, Any, int], bool] | None = None,
                     gpu_symmetric: bool = False) -> tuple[Representatives, Rendezvous]:

@@ -64,9 +64,7 @@ class FullGraphRun(ABC):
                       for s in self.spans]
         if self.represent.folded:
             g = self.gpus_per_machine
-            simulated = list(self.spans)
-            for shift in range(1, self.num_workers // g):
-                self.spans.extend(s.on_rank(s.rank + shift * g) for s in simulated)
+            self.spans = symmetry.machine_images(self.spans, g, self.num_workers)
             for rank in self.ranks:
                 for image in range(rank + g, self.num_workers, g):
                     self.ends[image] = self.ends[rank]

@@ -71,6 +71,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from gnnplan.simulator import symmetry
 from gnnplan.simulator.hardware.collectives import all_reduce_link_bytes
 from gnnplan.simulator.hardware.model import CUDA_CONTEXT_BYTES, FLOAT_BYTES
 from gnnplan.simulator.hardware.phase_rules import PhaseRule
@@ -90,7 +91,7 @@ from gnnplan.simulator.strategies.base import (
 from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.hopgnn import micrographs, rank_mean
 from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
-from gnnplan.simulator.strategies.hopgnn.run import PHASES, HopRun, with_images
+from gnnplan.simulator.strategies.hopgnn.run import PHASES, HopRun
 from gnnplan.simulator.strategies.hopgnn.work import HopWork, hop_work, model_costs, naive_work
 from gnnplan.simulator.strategies.host_memory import (
     feature_partition_bytes,
@@ -412,10 +413,10 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
 def complete_spans(result: SimResult, gpus_per_machine: int, num_workers: int) -> None:
     """Give every GPU its spans when ``result`` (of :func:`simulate_steps` with ``images=False``) holds only a
     representative machine's: each simulated span is copied to the same GPU of every other machine
-    (:func:`~.run.with_images`); nothing to do for a full simulation."""
+    (:func:`~simulator.symmetry.machine_images`); nothing to do for a full simulation."""
     ranks = {s.rank for s in result.spans}
     if ranks and max(ranks) < gpus_per_machine < num_workers:
-        result.spans = with_images(result.spans, gpus_per_machine, num_workers)
+        result.spans = symmetry.machine_images(result.spans, gpus_per_machine, num_workers)
 
 
 class _EpochTimes(dict[int, float]):

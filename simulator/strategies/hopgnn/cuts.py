@@ -106,10 +106,6 @@ class Cuts:
     sizes: np.ndarray
     inputs: sp.csr_matrix
 
-    def input_rows(self) -> np.ndarray:
-        """(nnz,) int64: the group of every entry of :attr:`inputs` (entries in row order)."""
-        return np.repeat(np.arange(self.inputs.shape[0], dtype=np.int64), np.diff(self.inputs.indptr))
-
 
 def cut(stacked: StackedBlocks, groups: sp.csr_matrix) -> Cuts:
     """Cut every group (a row of ``groups``, :func:`members`) out of the stacked blocks (module docstring).

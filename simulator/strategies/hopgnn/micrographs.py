@@ -116,10 +116,10 @@ def merge_groups(groups: list[list[np.ndarray]], num_merges: int) -> tuple[list[
     num_steps = len(groups[0]) if groups else 1
     if not 0 <= num_merges < max(num_steps, 1):
         raise ValueError(f"num_merges: must be in [0, {num_steps - 1}], got {num_merges}")
-    for done, schedule in enumerate(merge_sequence(groups)):
+    for done, (steps, work) in enumerate(_merges(groups)):
         if done == num_merges:
-            return schedule
-    raise AssertionError("merge_sequence yields M schedules")
+            return steps, _as_arrays(steps, work)
+    raise AssertionError("_merges yields M states")
 
 
 def merge_sequence(groups: list[list[np.ndarray]]) -> Iterator[tuple[list[int], list[list[np.ndarray]]]]:
@@ -130,11 +130,18 @@ def merge_sequence(groups: list[list[np.ndarray]]) -> Iterator[tuple[list[int], 
     Yields:
         ``(steps, merged)`` as :func:`merge_groups` returns them, M of them, fewest merges first.
     """
+    for steps, work in _merges(groups):
+        yield steps, _as_arrays(steps, work)
+
+
+def _merges(groups: list[list[np.ndarray]]) -> Iterator[tuple[list[int], list[list[list[int]]]]]:
+    """The merge states of :func:`merge_sequence`: (remaining steps, ``work[d][t]`` model d's seeds at original
+    step t as a list), the same lists updated in place by the next merge (read them before asking for it)."""
     num_steps = len(groups[0]) if groups else 1
     work = [[np.asarray(g).tolist() for g in row] for row in groups]
     steps = list(range(num_steps))
     while True:
-        yield list(steps), [[np.asarray(row[t], dtype=np.int64) for t in steps] for row in work]
+        yield list(steps), work
         if len(steps) == 1:
             return
         victim = min(steps, key=lambda t: (sum(len(row[t]) for row in work), t))
@@ -144,6 +151,11 @@ def merge_sequence(groups: list[list[np.ndarray]]) -> Iterator[tuple[list[int], 
             for i, seed in enumerate(row[victim]):
                 row[order[i % len(order)]].append(seed)
             row[victim] = []
+
+
+def _as_arrays(steps: list[int], work: list[list[list[int]]]) -> list[list[np.ndarray]]:
+    """``merged[d][k]``: model d's seeds at the k-th remaining step, as int64 arrays."""
+    return [[np.asarray(row[t], dtype=np.int64) for t in steps] for row in work]
 
 
 def host_worker(model: int, step: int, num_machines: int, gpus_per_machine: int = 1) -> int:

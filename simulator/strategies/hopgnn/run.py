@@ -31,8 +31,8 @@ class HopRun(WindowRun):
         full, last: every worker's work in a full and in the last iteration.
         images: when only the representative machine runs, copy its spans to every other machine's GPUs at the
             end (:meth:`~simulator.strategies.window_run.WindowRun._end_epoch`); False leaves that to the caller
-            (:func:`with_images`; the iteration ends are copied either way). Ends, breakdowns and epoch times
-            are the same without the copies: every image's spans are its original's.
+            (:func:`simulator.symmetry.machine_images`; the iteration ends are copied either way). Ends,
+            breakdowns and epoch times are the same without the copies: every image's spans are its original's.
         pulls: whether the pre-gather pulls remote rows (the executor's collective pull); False for the naive
             variant, whose machines read only their local rows.
     """
@@ -162,16 +162,3 @@ class HopRun(WindowRun):
         if m > 1:
             yield self.hw.network(me, (me + 1) % m, work.migration_bytes)
         self._span(rank, "migrate", start, "network", pos, nbytes=work.migration_bytes if m > 1 else 0.0, step=k)
-
-
-def with_images(spans: list[Span], gpus_per_machine: int, num_workers: int) -> list[Span]:
-    """``spans`` of a representative machine's GPUs (ranks < ``gpus_per_machine``) followed by their copies on
-    the same GPU of every other machine (what :class:`HopRun` with ``images`` does; span order aside).
-
-    Shapes:
-        spans: (n,) -> (n * num_workers / gpus_per_machine,).
-    """
-    out = list(spans)
-    for shift in range(gpus_per_machine, num_workers, gpus_per_machine):
-        out.extend(s.on_rank(s.rank + shift) for s in spans)
-    return out
