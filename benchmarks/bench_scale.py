@@ -4,16 +4,17 @@ Three parts, each timed in this run (wall times on a shared 2-core machine are n
 Every simulation runs in a child process (fork) with a time limit, so every stage is bounded: a run that would
 exceed it is stopped and printed as ``skipped (budget)``.
 
-1. Per strategy (dp, hopgnn, neutronstar) and cluster size (4, 16, 64, 256 GPUs: 4x1, 4x4, 8x8, 32x8 machines x
-   GPUs of the ``2x4-a100-nvlink3-200gbib`` preset), the wall time of one simulation with the representative
-   fast path (:mod:`gnnplan.simulator.symmetry`) and of the full simulation (``symmetry.disabled()``) measured
-   in the same run, their ratio, and the relative difference of the predicted epoch times. Each timed
-   simulation may take ``--full-budget`` seconds; the full simulation is not tried at the next size once one
-   was over budget (cost grows ~10x per doubling of GPUs). Graph statistics are measured (or read from the disk
-   cache) before the clock starts (``--stats-budget`` seconds), with one warming simulation: column ``first s``
-   (with nothing on disk, hopgnn's micrograph statistics at 32 x 8 took 53 s, 2026-12-01). Mini-batch strategies run the
-   ``ogbn-papers100M`` dataset card (statistics estimated on its proxy); neutronstar a 100k-vertex R-MAT graph
-   trained full-graph (its dependency counts need the graph).
+1. Per strategy (dp, hopgnn, neutronstar; with ``--strategies`` also gsplit, hongtu and ppgnn) and cluster size
+   (4, 16, 64, 256 GPUs: 4x1, 4x4, 8x8, 32x8 machines x GPUs of the ``2x4-a100-nvlink3-200gbib`` preset), the
+   wall time of one simulation with the representative fast path (:mod:`gnnplan.simulator.symmetry`) and of the
+   full simulation (``symmetry.disabled()``) measured in the same run, their ratio, and the relative difference of
+   the predicted epoch times. Each timed simulation may take ``--full-budget`` seconds; the full simulation is not
+   tried at the next size once one was over budget (cost grows ~10x per doubling of GPUs). Graph statistics are
+   measured (or read from the disk cache) before the clock starts (``--stats-budget`` seconds), with one warming
+   simulation: column ``first s`` (with nothing on disk, hopgnn's micrograph statistics at 32 x 8 took 53 s,
+   2026-12-01; ppgnn's pre-propagation, kept per cluster and hop count, is simulated there). Mini-batch strategies
+   run the ``ogbn-papers100M`` dataset card (statistics estimated on its proxy; ppgnn with SGC); neutronstar and
+   hongtu a 100k-vertex R-MAT graph trained full-graph (their dependency counts need the graph).
 2. The ``ogbn-papers100M`` card on 8 machines x 8 GPUs: wall time per configuration of every strategy the card
    allows (target: under 1 s), each within ``--card-budget`` seconds; with ``--card-full`` also the full
    simulation of the named strategies' configurations (e.g. gsplit's per-rank mean vs every rank's split).
@@ -26,7 +27,7 @@ exceed it is stopped and printed as ``skipped (budget)``.
    the first trial, simulation contexts, sampler and attributes inside trials, storage writes between trials) and,
    when stopped, the in-flight trial cut off by the budget, counted apart (:func:`study_accounts`).
 
-Usage: ``python benchmarks/bench_scale.py [--sizes 4,16,64,256] [--strategies dp,hopgnn,neutronstar]
+Usage: ``python benchmarks/bench_scale.py [--sizes 4,16,64,256] [--strategies dp,hopgnn,neutronstar,...]
 [--full-budget 30] [--stats-budget 300] [--card-budget 60] [--card-full gsplit] [--trials 200]
 [--study-budget 600] [--study-baseline] [--parts sizes,card,study]``.
 """
@@ -66,9 +67,21 @@ FULL_GRAPH = {"dataset": {"generator": "rmat", "num_vertices": 100000, "edge_fac
                           "num_classes": 16, "seed": 0},
               "model": {"arch": "gcn", "num_layers": 2, "hidden_dim": 128},
               "training": {"mode": "full-graph", "num_epochs": 1}}
+PRE_PROPAGATED = {**CARD, "model": {"arch": "sgc", "num_layers": 2, "hidden_dim": 256}}
+"""ppgnn's workload in part 1: the card with SGC (a pre-propagation model) instead of GraphSAGE."""
 KNOBS: dict[str, dict[str, Any]] = {"dp": {"cache_fraction": 0.1, "num_sampler_workers": 2},
-                                    "hopgnn": {"num_steps": 2}, "neutronstar": {"mode": "hybrid"}}
+                                    "hopgnn": {"num_steps": 2}, "neutronstar": {"mode": "hybrid"},
+                                    "gsplit": {}, "hongtu": {}, "ppgnn": {"hops": 2}}
 """One configuration per strategy (hopgnn with a fixed step count: one simulation, not the controller's M)."""
+DEFAULT_STRATEGIES = ("dp", "hopgnn", "neutronstar")
+"""Part 1's strategies unless ``--strategies`` names others (issue 10's three; every key of :data:`KNOBS` runs).
+The others at 4 / 16 / 64 / 256 GPUs (2026-12-01, fast path; full in brackets where it fitted the 30-s budget):
+gsplit 0.06 / 0.23 / 0.62 / 1.9 s (0.17 / 2.2 s at 4 / 16); hongtu (full-graph, R-MAT 10^5, every rank simulated:
+asymmetric) 0.04 / 0.17 / 2.5 s and 31.5 s at 256 (100.4 s before its breakdown was summed in one pass over the
+spans, same run; simulator/strategies/full_graph_run.py); ppgnn 0.009 / 0.014 / 0.10 s at 4 / 16 / 64 once its
+pre-propagation is simulated (column ``first s``: 8.5 s at 64; at 256 it did not finish within the budget: its
+all_to_all is simulated message by message, simulator/strategies/ppgnn/preprop.py, which keeps it per cluster and
+hop count)."""
 
 
 def cluster(num_gpus: int) -> ClusterSpec:
@@ -79,7 +92,10 @@ def cluster(num_gpus: int) -> ClusterSpec:
 
 
 def workload(strategy: str) -> WorkloadSpec:
-    return workload_from_dict(FULL_GRAPH if strategy == "neutronstar" else CARD)
+    """Part 1's workload of ``strategy``: full-graph training on R-MAT for neutronstar and hongtu, the card with SGC
+    for ppgnn, else the card's GraphSAGE mini-batches."""
+    chosen = {"neutronstar": FULL_GRAPH, "hongtu": FULL_GRAPH, "ppgnn": PRE_PROPAGATED}.get(strategy, CARD)
+    return workload_from_dict(chosen)
 
 
 def bounded(fn: Callable[[], Any], budget_s: float) -> Any:
@@ -337,8 +353,12 @@ def main() -> None:
                         help="part 3 also runs the plain study (Optuna's optimize on SQLite, no memo) first")
     parser.add_argument("--study-budget", type=float, default=600.0, help="seconds the study of part 3 may take")
     parser.add_argument("--parts", default="sizes,card,study")
-    parser.add_argument("--strategies", default=",".join(KNOBS), help="strategies of part 1")
+    parser.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
+                        help=f"strategies of part 1 among {', '.join(KNOBS)}")
     args = parser.parse_args()
+    unknown = sorted(set(args.strategies.split(",")) - set(KNOBS))
+    if unknown:
+        parser.error(f"--strategies: {', '.join(unknown)} not among {', '.join(KNOBS)}")
     parts = args.parts.split(",")
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores", flush=True)
     if "sizes" in parts:

@@ -52,6 +52,7 @@ from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import PhaseProfile, SimContext, kernel_profile
 from gnnplan.simulator.strategies.contract import check_workload
+from gnnplan.simulator.strategies.full_graph_run import busiest_phase_totals
 from gnnplan.simulator.strategies.hongtu import chunks as ch
 from gnnplan.simulator.strategies.hongtu import dedup
 from gnnplan.simulator.strategies.hongtu.run import SCATTER_ADD_TOUCHES, EpochRun
@@ -329,8 +330,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     run.execute()
     epoch = max(run.ends)
     run.spans = [_with_eq4(s, drawn, knobs) if s.phase == "epoch" else s for s in run.spans]
-    breakdown = {p: max(sum(s.dur_s for s in run.spans if s.rank == r and s.phase == p)
-                        for r in range(ctx.num_workers)) for p in PHASES}
+    breakdown = busiest_phase_totals(run.spans, PHASES)
     breakdown["overhead"] = cl.iteration_overhead_s
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch, breakdown_s=breakdown,
                      spans=run.spans, sim_wall_s=time.perf_counter() - started, **common)

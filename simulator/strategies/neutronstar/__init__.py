@@ -75,7 +75,7 @@ from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import PhaseProfile, SimContext, kernel_profile
 from gnnplan.simulator.strategies.contract import check_workload
-from gnnplan.simulator.strategies.full_graph_run import FullGraphRun
+from gnnplan.simulator.strategies.full_graph_run import FullGraphRun, busiest_phase_totals
 from gnnplan.simulator.strategies.neutronstar import dependencies as deps
 from gnnplan.simulator.strategies.neutronstar.split import hybrid_sets, layer_widths, split_costs
 from gnnplan.simulator.strategies.neutronstar.work import WorkerWork, layer_kernels, memory_model, worker_work
@@ -261,8 +261,7 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     run = _Run(ctx, knobs, works)
     run.execute()
     epoch = max(run.ends)
-    breakdown = {p: max(sum(s.dur_s for s in run.spans if s.rank == r and s.phase == p) for r in range(len(works)))
-                 for p in PHASES}
+    breakdown = busiest_phase_totals(run.spans, PHASES)
     breakdown["overhead"] = cl.iteration_overhead_s
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch, breakdown_s=breakdown,
                      spans=run.spans, sim_wall_s=time.perf_counter() - started, **common)

@@ -92,3 +92,30 @@ def test_the_halo_exchange_costs_network_time() -> None:
         sum(f * g.num_vertices * g.feature_dim * 4 for r in stats.halo_fraction for f in r), rel=1e-12)
     assert slow_s.seconds - fast_s.seconds >= 3 * most * (1 / 1.0e8 - 1 / base.network.bandwidth_bytes_per_s) * 0.999
     assert shard_bounds(10, 4) == [0, 3, 6, 8, 10]
+
+
+def test_pre_propagation_is_kept_per_inputs_and_equals_a_fresh_simulation() -> None:
+    """A study's ppgnn trials that differ only in knobs other than ``hops`` share one simulated pre-propagation:
+    the same inputs give the kept result (the same object), equal to one simulated afresh; a change of any input
+    (hops, cluster, summary, shards) simulates again, and another engine seed is kept apart."""
+    from gnnplan.simulator.strategies.ppgnn import preprop
+
+    cl = load_cluster("4x-a100-10gbe")
+    wl = workload_from_dict({"dataset": "cora", "model": SGC})
+    split = ShardStats(4, (0.25,) * 4, (0.25,) * 4, ((0.0, 0.01, 0.02, 0.0), (0.01, 0.0, 0.0, 0.03),
+                                                     (0.02, 0.0, 0.0, 0.01), (0.0, 0.03, 0.01, 0.0)), (0.25,) * 4)
+    ctx = SimContext(cl, wl, None, PAPERS, 8000)  # type: ignore[arg-type]
+    first = simulate_preprocess(ctx, 3, split)
+    assert simulate_preprocess(ctx, 3, split) is first
+    preprop._KEPT.clear()
+    fresh = simulate_preprocess(ctx, 3, split)
+    assert fresh is not first and fresh == first
+    slow = cl.model_copy(update={"network": cl.network.model_copy(update={"bandwidth_bytes_per_s": 1.0e8})})
+    other_split = replace(split, halo_fraction=tuple(tuple(2 * f for f in r) for r in split.halo_fraction))
+    changed = [simulate_preprocess(ctx, 2, split),
+               simulate_preprocess(replace(ctx, cluster=slow), 3, split),
+               simulate_preprocess(replace(ctx, summary=replace(PAPERS, feature_dim=256)), 3, split),
+               simulate_preprocess(ctx, 3, other_split)]
+    assert all(c.seconds != first.seconds for c in changed)
+    assert simulate_preprocess(replace(ctx, seed=1), 3, split) is not fresh  # kept apart (equal seconds here)
+    assert simulate_preprocess(ctx, 3, split) is fresh
