@@ -15,21 +15,6 @@ from gnnplan.simulator.hardware.spec import ClusterSpec
 from gnnplan.simulator.trace import Span
 
 
-def busiest_phase_totals(spans: Sequence[Span], phases: Sequence[str]) -> dict[str, float]:
-    """Per phase of ``phases``, the largest over ranks of a rank's summed span durations in it (seconds; 0 when no
-    rank has one): a full-graph epoch's ``breakdown_s``. One pass over ``spans`` (each rank's sum in span order)."""
-    wanted = set(phases)
-    totals: dict[tuple[str, int], float] = {}
-    for s in spans:
-        if s.phase in wanted:
-            key = (s.phase, s.rank)
-            totals[key] = totals.get(key, 0.0) + s.dur_s
-    out = dict.fromkeys(phases, 0.0)
-    for (phase, _), total in totals.items():
-        out[phase] = max(out[phase], total)
-    return out
-
-
 class FullGraphRun(ABC):
     """The simulated epoch of a full-graph strategy (``neutronstar``, ``hongtu``): one process per worker on
     the hardware model, named events and all-party barriers for the exchanges between them, and the spans.

@@ -1,6 +1,7 @@
 """Which iterations of an epoch a mini-batch strategy simulates, and how the rest are extrapolated
 (:class:`IterationPlan`, :func:`iteration_plan`, :func:`steady_period_s`, :func:`phase_breakdown`,
-:func:`place_window`).
+:func:`place_window`); the busiest rank's time per phase, which every strategy's breakdown reports
+(:func:`busiest_phase_totals`, :func:`rank_phase_sums`).
 
 Windowed simulation: an epoch of ``n`` iterations is simulated in full when ``n <= MAX_WINDOW_ITERATIONS``.
 Otherwise the first ``MAX_WINDOW_ITERATIONS - 1`` iterations and the (possibly partial) last one are simulated,
@@ -162,16 +163,33 @@ def phase_breakdown(spans: list[Span], plan: IterationPlan, phases: tuple[str, .
     """Per phase, the busiest worker's total time over the epoch: simulated window plus extrapolated iterations
     at the mean per-iteration time of the window's last ``plan.steady_iterations`` full iterations."""
     steady = set(plan.window[:plan.head][-plan.steady_iterations:]) or set(plan.window)
-    total: dict[tuple[int, str], float] = defaultdict(float)
-    tail: dict[tuple[int, str], float] = defaultdict(float)
+    total = rank_phase_sums(spans, phases)
+    tail = rank_phase_sums([s for s in spans if s.iteration in steady], phases)
+    return _busiest({key: t + plan.extrapolated * tail.get(key, 0.0) / len(steady) for key, t in total.items()},
+                    phases)
+
+
+def busiest_phase_totals(spans: list[Span], phases: tuple[str, ...]) -> dict[str, float]:
+    """Per phase of ``phases``, the largest over ranks of a rank's summed span durations in it (seconds; 0 when no
+    rank has one): a one-iteration epoch's ``breakdown_s`` (the full-graph strategies), nothing extrapolated."""
+    return _busiest(rank_phase_sums(spans, phases), phases)
+
+
+def rank_phase_sums(spans: list[Span], phases: tuple[str, ...]) -> dict[tuple[int, str], float]:
+    """``{(rank, phase): seconds}``: each rank's span durations summed per phase of ``phases``, in span order, in
+    one pass over ``spans``."""
+    wanted = set(phases)
+    sums: dict[tuple[int, str], float] = defaultdict(float)
     for s in spans:
-        if s.phase in phases:
-            total[(s.rank, s.phase)] += s.dur_s
-            if s.iteration in steady:
-                tail[(s.rank, s.phase)] += s.dur_s
-    out = {p: 0.0 for p in phases}
-    for (rank, phase), t in total.items():
-        t += plan.extrapolated * tail[(rank, phase)] / len(steady)
+        if s.phase in wanted:
+            sums[(s.rank, s.phase)] += s.dur_s
+    return dict(sums)
+
+
+def _busiest(sums: dict[tuple[int, str], float], phases: tuple[str, ...]) -> dict[str, float]:
+    """Per phase, the largest of ``sums`` over ranks (0 without any)."""
+    out = dict.fromkeys(phases, 0.0)
+    for (_, phase), t in sums.items():
         out[phase] = max(out[phase], t)
     return out
 

@@ -7,7 +7,7 @@ import pytest
 
 from gnnplan.simulator import api
 from gnnplan.simulator.hardware.spec import load_cluster
-from gnnplan.simulator.strategies.full_graph_run import busiest_phase_totals
+from gnnplan.simulator.strategies.window import busiest_phase_totals
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.spec import workload_from_dict
 

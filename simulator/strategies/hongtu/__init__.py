@@ -52,7 +52,6 @@ from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import PhaseProfile, SimContext, kernel_profile
 from gnnplan.simulator.strategies.contract import check_workload
-from gnnplan.simulator.strategies.full_graph_run import busiest_phase_totals
 from gnnplan.simulator.strategies.hongtu import chunks as ch
 from gnnplan.simulator.strategies.hongtu import dedup
 from gnnplan.simulator.strategies.hongtu.run import SCATTER_ADD_TOUCHES, EpochRun
@@ -64,6 +63,7 @@ from gnnplan.simulator.strategies.hongtu.work import (
     memory_model,
     optimizer_kernels,
 )
+from gnnplan.simulator.strategies.window import busiest_phase_totals
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.cards import card_name
 from gnnplan.simulator.workload.datasets import load_dataset

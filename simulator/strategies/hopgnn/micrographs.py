@@ -333,31 +333,14 @@ def _measure(graph: GraphData, owner: np.ndarray, params: dict[str, Any]) -> Mic
     return _finish(tot, params, max(num_it, 1))
 
 
-def micrograph_inputs(blocks: list[Any]) -> Any:
-    """Every seed's micrograph input vertices at once: the rows of a (k, n_src) 0/1 sparse matrix, seed i's row
-    holding the input vertices (positions among ``blocks[0]``'s source vertices) of :func:`cut_blocks` of seed
-    i alone (:func:`.cuts.cut` of one-seed groups: one sparse product per layer instead of k calls).
-
-    Args:
-        blocks: a sampled batch's DGL blocks, input side first; its seeds are ``blocks[-1]``'s k destinations.
-
-    Returns:
-        A ``scipy.sparse.csr_matrix`` of shape (k, ``blocks[0].num_src_nodes()``), entries 1.
-    """
-    stacked = cuts.stack_blocks([blocks])
-    return cuts.cut(stacked, cuts.each_seed(stacked.num_seeds)).inputs
-
-
-def _micrograph_locality(blocks: list[Any], seeds: np.ndarray, owner: np.ndarray) -> float:
-    """Sum over a batch's seeds of R_micro = (inputs on the seed's machine, seed excluded) / inputs (§4), the
-    micrographs of :func:`micrograph_inputs`."""
-    return _locality_sum(micrograph_inputs(blocks), blocks[0].srcdata["_ID"].numpy(), owner,
-                         owner[np.asarray(seeds)])
-
-
 def _locality_sum(inputs: Any, input_ids: np.ndarray, owner: np.ndarray, seed_owner: np.ndarray) -> float:
-    """Sum of R_micro over the seeds whose micrograph inputs are the rows of ``inputs`` (columns: positions in
-    ``input_ids``), seed i owned by ``seed_owner[i]``; summed in seed order."""
+    """Sum over seeds of R_micro = (inputs on the seed's machine, seed excluded) / inputs (§4), summed in seed order.
+
+    Shapes:
+        inputs: (k, n) CSR 0/1, seed i's micrograph inputs in row i (columns: positions in ``input_ids``; the rows
+        of :func:`.cuts.cut` of one-seed groups, :func:`.cuts.each_seed`); input_ids: (n,) graph ids; owner:
+        (num_vertices,) machine of every vertex; seed_owner: (k,) machine of every seed.
+    """
     per_seed = np.diff(inputs.indptr)
     rows = np.repeat(np.arange(len(seed_owner)), per_seed)
     home = owner[input_ids[inputs.indices]] == seed_owner[rows]

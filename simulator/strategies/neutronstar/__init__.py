@@ -75,10 +75,11 @@ from gnnplan.simulator.spec_model import SpecModel
 from gnnplan.simulator.strategies import calibration_rules as rules
 from gnnplan.simulator.strategies.base import PhaseProfile, SimContext, kernel_profile
 from gnnplan.simulator.strategies.contract import check_workload
-from gnnplan.simulator.strategies.full_graph_run import FullGraphRun, busiest_phase_totals
+from gnnplan.simulator.strategies.full_graph_run import FullGraphRun
 from gnnplan.simulator.strategies.neutronstar import dependencies as deps
 from gnnplan.simulator.strategies.neutronstar.split import hybrid_sets, layer_widths, split_costs
 from gnnplan.simulator.strategies.neutronstar.work import WorkerWork, layer_kernels, memory_model, worker_work
+from gnnplan.simulator.strategies.window import busiest_phase_totals
 from gnnplan.simulator.trace import Span
 from gnnplan.simulator.workload.datasets import GraphData, load_dataset
 from gnnplan.simulator.workload.model_cost import Kernel

@@ -9,12 +9,8 @@ import os
 import numpy as np
 import pytest
 
-from gnnplan.simulator.strategies.hopgnn.cuts import DistinctCounter
-from gnnplan.simulator.strategies.hopgnn.micrographs import (
-    _micrograph_locality,
-    cut_blocks,
-    micrograph_inputs,
-)
+from gnnplan.simulator.strategies.hopgnn.cuts import DistinctCounter, cut, each_seed, stack_blocks
+from gnnplan.simulator.strategies.hopgnn.micrographs import _locality_sum, cut_blocks
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
@@ -36,6 +32,12 @@ def batch(request):  # type: ignore[no-untyped-def]
     return seeds, blocks
 
 
+def micrograph_inputs(blocks):  # type: ignore[no-untyped-def]
+    """Every seed's micrograph inputs as the measurement cuts them (micrographs._account): one-seed groups."""
+    stacked = stack_blocks([blocks])
+    return cut(stacked, each_seed(stacked.num_seeds)).inputs
+
+
 def test_rows_are_the_cut_micrographs(batch) -> None:  # type: ignore[no-untyped-def]
     seeds, blocks = batch
     need = micrograph_inputs(blocks)
@@ -55,7 +57,8 @@ def test_locality_equals_the_seed_by_seed_sum(batch) -> None:  # type: ignore[no
     for pos, seed in enumerate(seeds):
         _, inputs, _ = cut_blocks(blocks, np.array([pos]))
         want += (int((owner[inputs] == owner[seed]).sum()) - 1) / len(inputs)
-    assert _micrograph_locality(blocks, seeds, owner) == want
+    got = _locality_sum(micrograph_inputs(blocks), blocks[0].srcdata["_ID"].numpy(), owner, owner[seeds])
+    assert got == want
 
 
 def test_distinct_counts_the_ids_of_every_segment_once() -> None:
