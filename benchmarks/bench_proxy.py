@@ -62,7 +62,8 @@ fraction 8 of 32 relabelings, its hopgnn dp share 9).
 
 The product's estimate, compared in the tables, is R-MAT's one 10^5-vertex proxy (draw 0) and, for the cards of
 Cora and CiteSeer, smaller than that, the medoid of proxy draws 0-14 (``card:<name>``,
-simulator/workload/proxy_pool.py; 2026-11-30: 126 of 129 within 15%, Cora 43, CiteSeer 40, R-MAT 43). ``--proxy-draws
+simulator/workload/proxy_pool.py, its summary scalars the draws' medians; 2026-12-02: 128 of 129 within 15%, Cora 43,
+CiteSeer 42, R-MAT 43; 126, CiteSeer 40, with the medoid draw's summaries, 2026-11-30). ``--proxy-draws
 R`` (default :data:`PROXY_DRAWS`) also estimates every statistic on the single draws 0..R-1 (``card:<name>@K``;
 R-MAT's proxy at seed K) and prints, per graph, each statistic's estimate on draw 0, its min / mean / max over the
 draws and in how many draws it is within 15%, then each draw's count within 15% over all graphs (16 draws,

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -111,6 +111,10 @@ class SampleStats:
     2026-11-28): the first has the most compute, the second the most to fetch. () in statistics that do not
     give them: every worker is the mean one.
     """
+
+    SUMMARY_FIELDS: ClassVar[tuple[str, ...]] = ("edge_cut_fraction",)
+    """Reported, not priced (the per-draw card scaling reads it before draws are pooled): a pooled card's value is
+    its median over the draws (:data:`simulator.workload.proxy_pool.SUMMARY_FIELDS`)."""
 
     fanouts: tuple[int, ...]
     batch_size_per_worker: int

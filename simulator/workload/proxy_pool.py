@@ -13,11 +13,13 @@ medoid, unlike an element-wise median, is one graph's measurement, so what adds 
 cache hits and local and remote misses), and a worker's numbers stay that worker's.
 
 Measured on the bundled graphs (2026-11-30). benchmarks/bench_proxy.py (the real graph's value the median over 32
-renumberings): the product's estimate is within 15% for 126 of the 129 statistics (Cora 43 of 43, CiteSeer 40, the
-2M-vertex R-MAT graph, one 10^5-vertex proxy, 43), against 123 for draw 0 alone (Cora 42, CiteSeer 38). CiteSeer's
-misses: its 2-part METIS edge cut (0.0048 against 0.0068), hopgnn's dp remote share (0.028 against 0.045) and
-hongtu's peer rows (224 against 286; -10% on the mean over 16 draws x 4 METIS seeds, a bias of the proxy:
-benchmarks/bench_proxy_bias.py). benchmarks/bench_card_epoch.py (predictions from the card against the real
+renumberings): the product's estimate is within 15% for 128 of the 129 statistics (Cora 43 of 43, CiteSeer 42, the
+2M-vertex R-MAT graph, one 10^5-vertex proxy, 43; 2026-12-02), against 123 for draw 0 alone (Cora 42, CiteSeer 38).
+CiteSeer's miss is hongtu's peer rows (224 against 286; the median of the 15 draws' is 242, -15%, and the mean over
+16 draws x 4 METIS seeds -10%: a bias of the proxy, benchmarks/bench_proxy_bias.py). Until 2026-12-01 the summary
+scalars (:data:`SUMMARY_FIELDS`) were the medoid draw's too, 126 of 129: CiteSeer also missed its 2-part METIS edge
+cut (0.0048 against 0.0068; the draws' median 0.0066) and hopgnn's dp remote share (0.028 against 0.045; median
+0.048); no prediction reads either. benchmarks/bench_card_epoch.py (predictions from the card against the real
 graph's, 36 epoch times, 18 evaluation times, 36 network byte counts): epoch 36/36 within 15% (median error 0.8%,
 max 8.7%), evaluation 15/18 (3.3%, max 15.6%), network bytes 36/36 (0.3%, max 9.5%), against 35/36 (0.6%, 26.4%),
 15/18 (7.4%, 41.9%) and 34/36 (0.3%, 55.9%) from draw 0 alone; the evaluation's misses are Cora's on 4 T4 machines,
@@ -189,12 +191,41 @@ def context_on(ctx: Any, ref: str) -> Any:
 
 
 def medoid(values: Sequence[T]) -> T:
-    """The element of ``values`` nearest their element-wise medians (:func:`medoid_index`).
+    """The element of ``values`` nearest their element-wise medians (:func:`medoid_index`), with its
+    :data:`SUMMARY_FIELDS` replaced by their medians over ``values`` (:func:`with_summary_medians`).
 
     Raises:
         ValueError: ``values`` is empty.
     """
-    return values[medoid_index(values)]
+    return with_summary_medians(values[medoid_index(values)], values)
+
+
+SUMMARY_FIELDS = "SUMMARY_FIELDS"
+"""Name of the class attribute (a tuple of field names) by which a statistics dataclass lists its summary
+scalars: numbers it reports (the paper's quantities, or what one graph's draw measured of its partition) that no
+prediction reads. Nothing is added up with them or set against a worker's numbers, so the medoid's reason for
+one draw's values (module docstring) does not hold for them, and :func:`medoid` gives each its own median over the
+draws, the estimate with the draws' noise averaged out. The medoid is still chosen on every number, summaries
+included, so every priced number, and every prediction, is the medoid draw's as before."""
+
+
+def with_summary_medians(chosen: T, values: Sequence[T]) -> T:
+    """``chosen`` (a dataclass) with each field its class names in :data:`SUMMARY_FIELDS` set to the median of that
+    field over ``values``; ``chosen`` itself when its class names none, or there is one value.
+
+    Raises:
+        ValueError: a named field is not a number in every element of ``values``.
+    """
+    names: tuple[str, ...] = getattr(type(chosen), SUMMARY_FIELDS, ())
+    if not names or len(values) < 2:
+        return chosen
+    medians = {}
+    for name in names:
+        column = [getattr(v, name) for v in values]
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in column):
+            raise ValueError(f"{SUMMARY_FIELDS}: {type(chosen).__name__}.{name} is not a number in every draw")
+        medians[name] = float(np.median(column))
+    return replace(chosen, **medians)  # type: ignore[type-var]  # a dataclass: it names SUMMARY_FIELDS
 
 
 def medoid_index(values: Sequence[Any]) -> int:

@@ -4,8 +4,9 @@ card's results say (simulator/workload/proxy_pool.py)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -52,6 +53,29 @@ def test_medoid_is_the_element_nearest_the_medians_number_by_number() -> None:
     assert proxy_pool.medoid([a, d, b, c]) is d
 
 
+@dataclass(frozen=True)
+class _Summarised:
+    SUMMARY_FIELDS: ClassVar[tuple[str, ...]] = ("share",)
+    per_worker: tuple[float, ...]
+    share: float
+
+
+def test_summary_fields_are_their_own_median_and_the_rest_the_medoid_s() -> None:
+    """A field the class lists in ``SUMMARY_FIELDS`` is the median over the elements; every other field is the
+    medoid's, chosen on all numbers (the summary's included); one element, or a class listing none, is returned as
+    it is; a summary that is not a number in every element is one error naming it."""
+    a, b, c = (_Summarised(w, s) for w, s in (((1.0, 1.0), 0.9), ((2.0, 2.0), 0.1), ((4.0, 4.0), 0.3)))
+    chosen = proxy_pool.medoid([a, b, c])
+    assert chosen == _Summarised((2.0, 2.0), 0.3)  # b's workers, the median share (b's own is 0.1)
+    assert proxy_pool.medoid_index([a, b, c]) == 1
+    assert proxy_pool.medoid([c]) is c
+    assert proxy_pool.with_summary_medians(c, [a, b, c]) == _Summarised((4.0, 4.0), 0.3)
+    plain = [_Stats("p", cut, (1.0,), np.array([0.0])) for cut in (0.1, 0.5, 0.2)]
+    assert proxy_pool.medoid(plain) is plain[2]
+    with pytest.raises(ValueError, match=r"^SUMMARY_FIELDS: _Summarised.share is not a number in every draw$"):
+        proxy_pool.medoid([a, replace(b, share=None)])  # type: ignore[arg-type]
+
+
 def test_medoid_reaches_into_lists_of_dataclasses() -> None:
     """neutronstar's per-worker counts and hongtu's per-GPU, per-batch counts are lists of dataclasses."""
     draws = [[_Stats("w", cut, (1.0,), np.array([0.0])) for cut in cuts] for cuts in ((1, 1), (5, 5), (2, 2))]
@@ -84,8 +108,13 @@ def test_a_pooled_card_s_statistics_are_the_medoid_of_its_draws(monkeypatch: pyt
     monkeypatch.setenv(proxy_pool.POOL_ENV, "3")
     args = ([5, 5], 8, 2, 4, "metis")
     draws = [graphstats.sample_stats(f"card:cora@{k}", *args) for k in range(3)]
-    assert graphstats.sample_stats("card:cora", *args) == proxy_pool.medoid(draws)
+    pooled = graphstats.sample_stats("card:cora", *args)
+    assert pooled == proxy_pool.medoid(draws)
     assert len({d.edge_cut_fraction for d in draws}) == 3  # three different graphs
+    # every priced number is one draw's; the edge cut, reported only, is the draws' median
+    assert pooled.edge_cut_fraction == float(np.median([d.edge_cut_fraction for d in draws]))
+    medoid_draw = draws[proxy_pool.medoid_index(draws)]
+    assert replace(pooled, edge_cut_fraction=medoid_draw.edge_cut_fraction) == medoid_draw
     blocks = [inference.inference_stats(f"card:cora@{k}", 2, 4, "metis") for k in range(3)]
     assert inference.inference_stats("card:cora", 2, 4, "metis") == proxy_pool.medoid(blocks)
     full = {**WORKLOAD, "model": {"arch": "gcn", "num_layers": 2, "hidden_dim": 16},
@@ -198,3 +227,17 @@ def test_a_kept_medoid_is_reused_per_key_and_redrawn_when_the_card_changes(monke
     assert len(asked) == 15  # chosen once, kept
     single = proxy_pool.context_on(ctx, "card:mine@2")
     assert proxy_pool.medoid_context(single, lambda c: measure(c.workload.dataset)) is single
+
+
+def test_the_statistics_summary_fields_are_scalar_fields() -> None:
+    """The summaries dp's and hopgnn's statistics declare (the edge cut; m_dgl, 1 - m_mg and R_micro) are fields
+    of theirs annotated as one float, so a pooled card can take their median."""
+    from dataclasses import fields
+
+    from gnnplan.simulator.strategies.hopgnn.micrographs import MicrographStats
+
+    for cls, names in ((graphstats.SampleStats, ("edge_cut_fraction",)),
+                       (MicrographStats, ("dp_remote_fraction", "group_local_fraction", "micrograph_local_fraction"))):
+        assert cls.SUMMARY_FIELDS == names
+        types = {f.name: f.type for f in fields(cls)}
+        assert all(types[name] in (float, "float") for name in names), cls

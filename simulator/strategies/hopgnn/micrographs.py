@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -222,6 +222,12 @@ class MicrographStats:
             (all vertices of the seed's micrograph) (§4).
         num_iterations: iterations measured.
     """
+
+    SUMMARY_FIELDS: ClassVar[tuple[str, ...]] = ("dp_remote_fraction", "group_local_fraction",
+                                                 "micrograph_local_fraction")
+    """The paper's m_dgl, 1 - m_mg and R_micro: reported, not priced (the simulation prices the per-step
+    counts); a pooled card's values are their medians over the draws
+    (:data:`simulator.workload.proxy_pool.SUMMARY_FIELDS`)."""
 
     fanouts: tuple[int, ...]
     batch_size_per_worker: int
