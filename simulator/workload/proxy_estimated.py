@@ -57,8 +57,9 @@ def for_dataset(dataset: object, statistics: dict[str, str]) -> dict[str, Any] |
 
 
 POOLED_RULE = ("the card is smaller than one proxy's 10^5 vertices, so its statistics were measured on proxy draws "
-               "0 to R - 1 and each is the medoid of the R results, the one draw's nearest the draws' medians "
-               "(simulator/workload/proxy_pool.py; card:<name>@K names one draw)")
+               "0 to R - 1 and each is the medoid of the R results, the one draw's nearest the draws' medians, "
+               "except the summaries no prediction reads (the edge cut, hopgnn's locality fractions and dp share), "
+               "each the draws' median (simulator/workload/proxy_pool.py; card:<name>@K names one draw)")
 """How a pooled card's statistics were estimated (the ``pooled`` record of :func:`estimated`)."""
 
 
