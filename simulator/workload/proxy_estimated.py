@@ -73,7 +73,8 @@ def proxy_communities(card: Card, spec: SbmSpec) -> str:
     and their mixing gets equal communities mixed uniformly; one with only a published METIS edge cut, equal
     communities mixed along a binary hierarchy so METIS cuts the proxy as much (:mod:`simulator.workload.cut_fit`).
     What each does to a prediction is measured by benchmarks/bench_card_epoch.py ``--card-kind`` on Cora and CiteSeer
-    (:data:`NO_COMMUNITIES_EFFECT`, :data:`MIXING_ONLY_EFFECT`, :data:`CUT_FIT_EFFECT`)."""
+    (:data:`NO_COMMUNITIES_EFFECT`, :data:`MIXING_ONLY_EFFECT`, :data:`CUT_FIT_EFFECT`); what a block model
+    gives, by bench_card_epoch and bench_proxy on the same graphs, is :data:`BLOCK_MODEL_EFFECT`."""
     if card.communities is None and card.metis_edge_cut is not None and spec.num_communities > 1:
         from gnnplan.simulator.workload.cut_fit import fitted_mixing
 
@@ -93,7 +94,8 @@ def proxy_communities(card: Card, spec: SbmSpec) -> str:
                 f"mu {spec.mu:g} (no block model); {MIXING_ONLY_EFFECT}")
     bridges = getattr(spec, "bridge_fraction", None)
     held = f", the edges between them on {bridges:g} of the vertices" if bridges is not None else ""
-    return f"planted from the card: the {len(blocks)} communities of its block model, mixing mu {spec.mu:g}{held}"
+    return (f"planted from the card: the {len(blocks)} communities of its block model, mixing mu {spec.mu:g}{held}; "
+            f"{BLOCK_MODEL_EFFECT}")
 
 
 def community_caveat(ref: object) -> str | None:
@@ -109,6 +111,15 @@ def community_caveat(ref: object) -> str | None:
     return None if getattr(spec, "block_sizes", None) else proxy_communities(c, spec)
 
 
+BLOCK_MODEL_EFFECT = ("on Cora and CiteSeer, whose cards have a block model, 36 of 36 epoch times and network byte "
+                      "counts came within 15% of the real graph's predictions (max 8.7% and 9.5%) and 15 of 18 "
+                      "evaluation times (max 15.6%) (benchmarks/bench_card_epoch.py), and 85 of 86 statistics within "
+                      "15% of the real graph's (benchmarks/bench_proxy.py); METIS cuts CiteSeer's proxy 23-28% less "
+                      "than the real graph at 8 and 16 parts, so hongtu's peer rows there came 22% low "
+                      "(2026-12-02, each card pooled over 15 proxy draws)")
+"""What a card with a block model did to the predictions and statistics of Cora and CiteSeer against their real
+graphs (the docstrings of benchmarks/bench_card_epoch.py and :mod:`simulator.workload.proxy_pool`): the accuracy a
+card derived with ``gnnplan card --structure louvain`` can expect, measured on the only two graphs bundled."""
 NO_COMMUNITIES_EFFECT = ("METIS cuts such a graph more than a real one: on Cora and CiteSeer a card without "
                          "communities put the evaluation's time 116% high (median over 18 predictions) and hongtu's "
                          "network bytes up to 9.6x (benchmarks/bench_card_epoch.py --card-kind none, 2026-11-30, "

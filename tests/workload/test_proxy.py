@@ -104,7 +104,7 @@ def test_card_path_reports_what_was_estimated() -> None:
     assert est["proxy"]["num_vertices"] == 2708 and est["proxy"]["vertex_factor"] == 1.0
     blocks = len(load_card("cora").communities.block_sizes.value)
     assert est["proxy"]["communities"] == f"planted from the card: the {blocks} communities of its block model, " \
-        "mixing mu 0.128, the edges between them on 0.2849 of the vertices"
+        f"mixing mu 0.128, the edges between them on 0.2849 of the vertices; {proxy_estimated.BLOCK_MODEL_EFFECT}"
     none = proxy_estimated.estimated("reddit", {})["proxy"]["communities"]
     assert none.startswith("none: the card gives no community") and none.endswith(proxy_estimated.NO_COMMUNITIES_EFFECT)
     assert proxy_estimated.estimated("ogbn-arxiv", {})["proxy"]["communities"] == (  # label classes and homophily only
