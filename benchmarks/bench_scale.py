@@ -78,10 +78,10 @@ DEFAULT_STRATEGIES = ("dp", "hopgnn", "neutronstar")
 The others at 4 / 16 / 64 / 256 GPUs (2026-12-01, fast path; full in brackets where it fitted the 30-s budget):
 gsplit 0.06 / 0.23 / 0.62 / 1.9 s (0.17 / 2.2 s at 4 / 16); hongtu (full-graph, R-MAT 10^5, every rank simulated:
 asymmetric) 0.04 / 0.17 / 2.5 s and 31.5 s at 256 (100.4 s before its breakdown was summed in one pass over the
-spans, same run: simulator/strategies/window.py, busiest_phase_totals); ppgnn 0.009 / 0.014 / 0.10 s at 4 / 16 /
-64 once its pre-propagation is simulated (column ``first s``: 8.5 s at 64; at 256 it did not finish within the
-budget: its all_to_all is simulated message by message, simulator/strategies/ppgnn/preprop.py, which keeps it per
-cluster and hop count)."""
+spans, same run: simulator/strategies/window.py, busiest_phase_totals); ppgnn 0.008 / 0.010 / 0.075 / 0.14 s once
+its pre-propagation is simulated (column ``first s``: 7.0 s at 64, 10.5 s at 256, 2026-12-02: beyond 64 GPUs its
+all_to_all goes by machine pairs, simulator/strategies/ppgnn/preprop.py, which keeps it per cluster and hop count;
+message by message it did not finish within the budget at 256)."""
 
 
 def cluster(num_gpus: int) -> ClusterSpec:

@@ -39,7 +39,7 @@ from gnnplan.simulator.strategies.contract import check_workload
 from gnnplan.simulator.strategies.ppgnn import calibration as ppgnn_calibration
 from gnnplan.simulator.strategies.ppgnn import cost as ppgnn_cost
 from gnnplan.simulator.strategies.ppgnn.knobs import Knobs
-from gnnplan.simulator.strategies.ppgnn.preprop import preprocess_time_s
+from gnnplan.simulator.strategies.ppgnn.preprop import MACHINE_PAIR_NOTE, simulate_preprocess
 from gnnplan.simulator.strategies.ppgnn.work import (
     BASELINE_WORKERS,
     PLACEMENT_ORDER,
@@ -126,10 +126,11 @@ def simulate(ctx: SimContext, knobs: Knobs) -> SimResult:
     epoch = ends[-1] + plan.extrapolated * period
     breakdown = phase_breakdown(run.spans, plan, PHASES)
     breakdown["overhead"] = num * ctx.cluster.iteration_overhead_s
-    breakdown["preprocess"] = preprocess_time_s(ctx, knobs.hops)
+    pre = simulate_preprocess(ctx, knobs.hops)
+    breakdown["preprocess"] = pre.seconds
     return SimResult(feasible=True, epoch_time_s=epoch, iteration_time_s=epoch / num, breakdown_s=breakdown,
                      spans=run.with_images(place_window(run.spans, plan, period)),
-                     sim_wall_s=time.perf_counter() - started,
+                     sim_wall_s=time.perf_counter() - started, notes=[MACHINE_PAIR_NOTE] if pre.by_machine_pair else [],
                      **common)
 
 

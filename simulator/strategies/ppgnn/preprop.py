@@ -18,6 +18,29 @@ rows of ``X_r = B X_{r-1}``, r = 1..R, the 1D row-wise distributed SpMM (Tripath
 
 Every copy and gather goes through :class:`~simulator.hardware.model.HardwareModel`, so the machine's GPUs share
 its PCIe uplinks and host memory. With one worker this is the unsharded pre-propagation plus its copies.
+
+**The exchange at scale.** Up to :data:`PAIRWISE_MAX_WORKERS` workers every message of step 2 (q to p) is its own
+copy, network transfer and copy, as NCCL's and gloo's all_to_all send one message per pair of ranks. That is
+``W (W - 1)`` messages of three flows per hop, and every flow's end refills the rates of all flows sharing a link
+with it, so the simulation grows faster than ``W^2``: 7 s at 8 x 8 GPUs on ogbn-papers100M's card, 93 s at 16 x 8,
+not within 15 minutes at 32 x 8 (2026-12-02). Beyond that many workers the messages between two machines a -> b
+travel as one (:meth:`_PreprocessRun._machine_pair`): each GPU of a copies (or gathers) what it sends to b,
+then the machine's NICs send the sum, then each GPU of b copies in what it receives from a; the messages inside
+a machine stay one per GPU pair. Every link moves the same bytes; what changes is that a machine pair's bytes
+leave and land together, not message by message, so its three stages no longer overlap as messages of different
+sizes let them: the exchange comes out longer. Against every pair's own message on the same shards (2026-12-02):
+
+* ogbn-papers100M's card, SGC, 2 hops, 2x4-a100-nvlink3-200gbib's machines: +0.3% at 2 x 2 GPUs, +0.8% at 4 x 4,
+  +1.0% at 2 x 8, +1.5% at 8 x 4, +3.5% at 8 x 8, +3.9% at 16 x 8 (simulated in 1.3-2 s, message by message in 93 s);
+* ogbn-papers100M's sizes on Cora's measured shards and on uneven synthetic ones (tests/strategies/ppgnn,
+  ``_halo``), 2 x 2 to 4 x 4 GPUs: +0.8% to +2.8% on 10 GbE, where the network sets the time, and +1.2% to +16% on
+  200 Gb InfiniBand, where the PCIe copies take as long as the network.
+
+Only the one-off pre-propagation's time moves (``breakdown_s["preprocess"]``, not part of an epoch): the epoch
+and everything a study compares do not depend on it. The message model is itself on the slow side: each
+message's three stages run one after another, where NCCL pipelines a message in chunks, and the machine-pair
+messages sent in 2 or 4 pipelined chunks came 3.5-5.6% and 7.2-9.1% below it at 8 x 8 and 16 x 8. With one GPU
+per machine the two are the same messages.
 """
 
 from __future__ import annotations
@@ -64,6 +87,8 @@ class PreprocessResult:
     on_gpu: bool
     exchange_bytes_per_hop: float
     shards: tuple[ShardWork, ...]
+    by_machine_pair: bool = False
+    """The exchange between machines simulated one message per ordered machine pair (module docstring)."""
 
 
 def shard_work(ctx: SimContext, stats: ShardStats) -> tuple[ShardWork, ...]:
@@ -90,11 +115,11 @@ def simulate_preprocess(ctx: SimContext, hops: int, stats: ShardStats | None = N
 
     The result is kept for the process, keyed by everything it depends on: the cluster, the dataset summary, the
     engine's seed, ``hops`` and the shards' statistics (not the other knobs: a study's ppgnn trials that differ in
-    placement, loader, reshuffling or batch size share one pre-propagation). Every message of a hop's all_to_all
-    is its own flow, so the simulation grows with the square of the workers or faster: 7.5-8.5 s at 8 x 8 GPUs on
-    ogbn-papers100M's card, and at 32 x 8 not within bench_scale's 6-minute budget (2026-12-01,
-    benchmarks/bench_scale.py ``--strategies ppgnn``; benchmarks/bench_ppgnn_preprocess.py: five configurations
-    at 8 x 8 in 42.6 s, 8.1 s with the result kept).
+    placement, loader, reshuffling or batch size share one pre-propagation). Up to :data:`PAIRWISE_MAX_WORKERS`
+    workers every message of a hop's all_to_all is its own flow, so the simulation grows with the square of the
+    workers or faster (7.5-8.5 s at 8 x 8 GPUs on ogbn-papers100M's card: benchmarks/bench_ppgnn_preprocess.py, five
+    configurations at 8 x 8 in 42.6 s, 8.1 s with the result kept, 2026-12-01); beyond, one message per machine
+    pair (module docstring).
 
     Args:
         ctx: the simulation's inputs (cluster, workload, dataset summary).
@@ -116,7 +141,7 @@ def simulate_preprocess(ctx: SimContext, hops: int, stats: ShardStats | None = N
     run = _PreprocessRun(ctx, shards, hops, on_gpu)
     run.engine.run()
     exchange = sum(sum(s.receive_bytes) for s in shards)
-    result = PreprocessResult(run.engine.now, on_gpu, exchange, shards)
+    result = PreprocessResult(run.engine.now, on_gpu, exchange, shards, run.by_machine_pair)
     if len(_KEPT) >= KEPT_RESULTS:
         _KEPT.clear()
     _KEPT[key] = result
@@ -128,16 +153,27 @@ KEPT_RESULTS = 16
 _KEPT: dict[tuple[Any, ...], PreprocessResult] = {}
 
 
-def preprocess_time_s(ctx: SimContext, hops: int) -> float:
-    """Seconds of the one-off sharded pre-propagation (:func:`simulate_preprocess`)."""
-    return simulate_preprocess(ctx, hops).seconds
+
+
+PAIRWISE_MAX_WORKERS = 64
+"""Most workers whose pre-propagation exchange is simulated message by message, one per pair of workers; beyond,
+one message per ordered pair of machines (module docstring, "The exchange at scale")."""
+MACHINE_PAIR_NOTE = ("pre-propagation (one-off, not in the epoch): its exchange simulated one message per machine "
+                     f"pair, as beyond {PAIRWISE_MAX_WORKERS} workers message by message takes minutes to hours to "
+                     "simulate; against message by message, +0.3% to +3.9% on ogbn-papers100M's card at 4 to 128 GPUs "
+                     "and up to +16% where PCIe copies take as long as the network "
+                     "(simulator/strategies/ppgnn/preprop.py)")
+"""The note of a ppgnn result whose pre-propagation exchange went by machine pairs (module docstring)."""
 
 
 class _PreprocessRun:
-    """The workers' processes on one engine (module docstring)."""
+    """The workers' processes on one engine (module docstring); ``by_machine_pair``: the exchange between machines
+    as one message per ordered pair of machines (default: beyond :data:`PAIRWISE_MAX_WORKERS` workers)."""
 
-    def __init__(self, ctx: SimContext, shards: tuple[ShardWork, ...], hops: int, on_gpu: bool) -> None:
+    def __init__(self, ctx: SimContext, shards: tuple[ShardWork, ...], hops: int, on_gpu: bool,
+                 by_machine_pair: bool | None = None) -> None:
         self.ctx, self.shards, self.hops, self.on_gpu = ctx, shards, hops, on_gpu
+        self.by_machine_pair = len(shards) > PAIRWISE_MAX_WORKERS if by_machine_pair is None else by_machine_pair
         self.engine = Engine(ctx.seed)
         self.hw = HardwareModel(ctx.cluster, self.engine)
         self.rendezvous = Rendezvous(self.engine, len(shards), ctx.cluster.jitter_s)
@@ -152,14 +188,50 @@ class _PreprocessRun:
             yield hw.host_to_gpu(p, shard.structure_bytes + row * shard.rows)
         for r in range(1, self.hops + 1):
             yield self.rendezvous.wait(("preprop", r), p)
-            peers = [q for q in range(len(self.shards)) if q != p]
-            waits = [self._message(r, q, p) for q in peers] + [self._message(r, p, q) for q in peers]
-            yield self.engine.all_of(waits)
+            yield self.engine.all_of(self._exchange(r, p))
             if self.on_gpu:
                 yield from hw.compute(p, compute_time_s([shard.kernel], cl.gpu, 1.0))
                 yield hw.gpu_to_host(p, row * shard.labelled_rows)
             else:
                 yield hw.host_gather(shard.kernel.nbytes, p)
+
+    def _exchange(self, hop: int, p: int) -> list[Any]:
+        """The events of everything worker ``p`` sends and receives in hop ``hop``: every peer's message, or with
+        :attr:`by_machine_pair` its own machine's peers' and its machine's pair messages with every other machine."""
+        if not self.by_machine_pair:
+            peers = [q for q in range(len(self.shards)) if q != p]
+            return [self._message(hop, q, p) for q in peers] + [self._message(hop, p, q) for q in peers]
+        g = self.ctx.cluster.gpus_per_machine
+        me, machines = p // g, len(self.shards) // g
+        local = [q for q in range(me * g, me * g + g) if q != p]
+        others = [m for m in range(machines) if m != me]
+        return ([self._message(hop, q, p) for q in local] + [self._message(hop, p, q) for q in local]
+                + [self._machine_pair(hop, a, me) for a in others] + [self._machine_pair(hop, me, b) for b in others])
+
+    def _machine_pair(self, hop: int, a: int, b: int) -> Any:
+        """The event of machine ``a``'s halo rows for machine ``b``'s workers in hop ``hop`` as one message
+        (module docstring): each GPU of ``a`` copies device-to-host (in host memory: gathers) what it sends to ``b``,
+        the NICs send the sum, and each GPU of ``b`` copies in what it receives; the first worker that needs it
+        starts it."""
+        key = (hop, -1 - a, -1 - b)  # apart from the workers' own messages (ids >= 0)
+        if key not in self.messages:
+            g = self.ctx.cluster.gpus_per_machine
+            src, dst = range(a * g, a * g + g), range(b * g, b * g + g)
+            sent = [sum(self.shards[r].receive_bytes[q] for r in dst) for q in src]
+            received = [sum(self.shards[r].receive_bytes[q] for q in src) for r in dst]
+            self.messages[key] = self.engine.process(self._send_machine_pair(a, b, src, sent, dst, received))
+        return self.messages[key]
+
+    def _send_machine_pair(self, a: int, b: int, src: range, sent: list[float], dst: range,
+                           received: list[float]) -> Generator[Any, Any, None]:
+        hw, total = self.hw, sum(sent)
+        if total <= 0:
+            return
+        copy_out = hw.gpu_to_host if self.on_gpu else (lambda q, nbytes: hw.host_gather(nbytes, q))
+        yield self.engine.all_of([copy_out(q, n) for q, n in zip(src, sent) if n > 0])
+        yield hw.network(a, b, total)
+        if self.on_gpu:
+            yield self.engine.all_of([hw.host_to_gpu(r, n) for r, n in zip(dst, received) if n > 0])
 
     def _message(self, hop: int, src: int, dst: int) -> Any:
         """The event of ``src``'s halo rows for ``dst`` in hop ``hop``; the first worker that needs it starts it."""
