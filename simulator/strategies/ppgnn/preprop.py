@@ -153,8 +153,6 @@ KEPT_RESULTS = 16
 _KEPT: dict[tuple[Any, ...], PreprocessResult] = {}
 
 
-
-
 PAIRWISE_MAX_WORKERS = 64
 """Most workers whose pre-propagation exchange is simulated message by message, one per pair of workers; beyond,
 one message per ordered pair of machines (module docstring, "The exchange at scale")."""
