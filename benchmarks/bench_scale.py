@@ -81,7 +81,7 @@ asymmetric) 0.04 / 0.17 / 2.5 s and 31.5 s at 256 (100.4 s before its breakdown 
 spans, same run: simulator/strategies/window.py, busiest_phase_totals); ppgnn 0.008 / 0.010 / 0.075 / 0.14 s once
 its pre-propagation is simulated (column ``first s``: 7.0 s at 64, 10.5 s at 256, 2026-12-02: beyond 64 GPUs its
 all_to_all goes by machine pairs, simulator/strategies/ppgnn/preprop.py, which keeps it per cluster and hop count;
-message by message it did not finish within the budget at 256)."""
+message by message it took 27 minutes at 256 and came out 5.4% shorter)."""
 
 
 def cluster(num_gpus: int) -> ClusterSpec:

@@ -23,7 +23,7 @@ its PCIe uplinks and host memory. With one worker this is the unsharded pre-prop
 copy, network transfer and copy, as NCCL's and gloo's all_to_all send one message per pair of ranks. That is
 ``W (W - 1)`` messages of three flows per hop, and every flow's end refills the rates of all flows sharing a link
 with it, so the simulation grows faster than ``W^2``: 7 s at 8 x 8 GPUs on ogbn-papers100M's card, 93 s at 16 x 8,
-not within 15 minutes at 32 x 8 (2026-12-02). Beyond that many workers the messages between two machines a -> b
+1,612 s at 32 x 8 (2026-12-02, beside other work). Beyond that many workers the messages between two machines a -> b
 travel as one (:meth:`_PreprocessRun._machine_pair`): each GPU of a copies (or gathers) what it sends to b,
 then the machine's NICs send the sum, then each GPU of b copies in what it receives from a; the messages inside
 a machine stay one per GPU pair. Every link moves the same bytes; what changes is that a machine pair's bytes
@@ -31,7 +31,8 @@ leave and land together, not message by message, so its three stages no longer o
 sizes let them: the exchange comes out longer. Against every pair's own message on the same shards (2026-12-02):
 
 * ogbn-papers100M's card, SGC, 2 hops, 2x4-a100-nvlink3-200gbib's machines: +0.3% at 2 x 2 GPUs, +0.8% at 4 x 4,
-  +1.0% at 2 x 8, +1.5% at 8 x 4, +3.5% at 8 x 8, +3.9% at 16 x 8 (simulated in 1.3-2 s, message by message in 93 s);
+  +1.0% at 2 x 8, +1.5% at 8 x 4, +3.5% at 8 x 8, +3.9% at 16 x 8 and +5.4% at 32 x 8 (2.643 s for 2.509 s;
+  simulated in 1.3-2 s and 11 s, message by message in 93 s and 1,612 s);
 * ogbn-papers100M's sizes on Cora's measured shards and on uneven synthetic ones (tests/strategies/ppgnn,
   ``_halo``), 2 x 2 to 4 x 4 GPUs: +0.8% to +2.8% on 10 GbE, where the network sets the time, and +1.2% to +16% on
   200 Gb InfiniBand, where the PCIe copies take as long as the network.
@@ -158,7 +159,7 @@ PAIRWISE_MAX_WORKERS = 64
 one message per ordered pair of machines (module docstring, "The exchange at scale")."""
 MACHINE_PAIR_NOTE = ("pre-propagation (one-off, not in the epoch): its exchange simulated one message per machine "
                      f"pair, as beyond {PAIRWISE_MAX_WORKERS} workers message by message takes minutes to hours to "
-                     "simulate; against message by message, +0.3% to +3.9% on ogbn-papers100M's card at 4 to 128 GPUs "
+                     "simulate; against message by message, +0.3% to +5.4% on ogbn-papers100M's card at 4 to 256 GPUs "
                      "and up to +16% where PCIe copies take as long as the network "
                      "(simulator/strategies/ppgnn/preprop.py)")
 """The note of a ppgnn result whose pre-propagation exchange went by machine pairs (module docstring)."""
