@@ -73,8 +73,11 @@ def test_quick_probe_numbers_are_positive_and_sourced(quick: dict[str, Any]) -> 
     # (2026-11-30); never faster than a tenth of the dense peak
     assert 1e7 < numeric["gpu.weighted_sparse_flops_per_s"] < numeric["gpu.peak_flops_per_s"] / 10
     # full-neighbour sampling skips the random choice and makes fewer, larger calls: faster per edge than fanout
-    # sampling (2.95x at the full sizes, 2026-11-29); the quick sizes' few repeats on a loaded machine get a margin
-    assert 0.5 < numeric["host.full_neighbour_sampling_ratio"] < 20.0
+    # sampling (2.95x at the full sizes, 2026-11-29). At the quick sizes a fanout call samples ~2,000 edges, so its
+    # fixed cost sets its rate, and the ratio moves with the machine's state: 10.5-14.7 in a process of its own or
+    # after any one test module, 31.7 in a whole-suite run (2026-12-02; 28.8 and 29.3 before the two kinds of call
+    # alternated, executor/probe_host.sampling_rates): the bound catches an inverted or broken ratio, not that
+    assert 0.5 < numeric["host.full_neighbour_sampling_ratio"] < 60.0
     # gsplit's split: a numpy pass per layer, millions of items per second and tens to hundreds of us per layer
     assert 1e5 < numeric["host.split_items_per_s_per_core"] < 1e9
     assert 1e-6 <= numeric["host.split_call_s"] < 1e-2
