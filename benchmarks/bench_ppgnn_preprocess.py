@@ -1,11 +1,12 @@
 """ppgnn's pre-propagation kept per process: what a study's ppgnn trials save.
 
 A ppgnn simulation also simulates the one-off sharded pre-propagation (simulator/strategies/ppgnn/preprop.py),
-whose all_to_all of every hop is simulated message by message: W (W - 1) messages per hop, 7.5 s of simulation
-at 8 x 8 GPUs on ogbn-papers100M's card. It depends on the cluster, the dataset, the engine's seed and the hop count,
-not on ppgnn's other knobs, so :func:`~gnnplan.simulator.strategies.ppgnn.preprop.simulate_preprocess` keeps its
-result for the process. This script simulates the same ppgnn configurations (one hop count, the other knobs
-varied, as a study's trials) twice in one run, with the statistics read before the clock starts:
+whose all_to_all of every hop is simulated message by message up to 64 workers: W (W - 1) messages per hop, 7.5 s
+of simulation at 8 x 8 GPUs on ogbn-papers100M's card (beyond 64, one message per machine pair: 10.5 s at 32 x 8).
+It depends on the cluster, the dataset, the engine's seed and the hop count, not on ppgnn's other knobs, so
+:func:`~gnnplan.simulator.strategies.ppgnn.preprop.simulate_preprocess` keeps its result for the process. This
+script simulates the same ppgnn configurations (one hop count, the other knobs varied, as a study's trials) twice
+in one run, with the statistics read before the clock starts:
 
 * baseline: the kept results cleared before every simulation (as every simulation was before, 2026-12-01);
 * kept: cleared once, then every simulation after the first reads the first one's pre-propagation;

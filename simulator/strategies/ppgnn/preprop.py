@@ -46,7 +46,7 @@ per machine the two are the same messages.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -176,7 +176,8 @@ class _PreprocessRun:
         self.engine = Engine(ctx.seed)
         self.hw = HardwareModel(ctx.cluster, self.engine)
         self.rendezvous = Rendezvous(self.engine, len(shards), ctx.cluster.jitter_s)
-        self.messages: dict[tuple[int, int, int], Any] = {}
+        self.messages: dict[tuple[int, int, int], Any] = {}  # (hop, src worker, dst worker) -> its event
+        self.pair_messages: dict[tuple[int, int, int], Any] = {}  # (hop, src machine, dst machine) -> its event
         for p in range(len(shards)):
             self.engine.process(self._worker(p))
 
@@ -212,17 +213,21 @@ class _PreprocessRun:
         (module docstring): each GPU of ``a`` copies device-to-host (in host memory: gathers) what it sends to ``b``,
         the NICs send the sum, and each GPU of ``b`` copies in what it receives; the first worker that needs it
         starts it."""
-        key = (hop, -1 - a, -1 - b)  # apart from the workers' own messages (ids >= 0)
-        if key not in self.messages:
+        key = (hop, a, b)
+        if key not in self.pair_messages:
             g = self.ctx.cluster.gpus_per_machine
             src, dst = range(a * g, a * g + g), range(b * g, b * g + g)
             sent = [sum(self.shards[r].receive_bytes[q] for r in dst) for q in src]
             received = [sum(self.shards[r].receive_bytes[q] for q in src) for r in dst]
-            self.messages[key] = self.engine.process(self._send_machine_pair(a, b, src, sent, dst, received))
-        return self.messages[key]
+            self.pair_messages[key] = self.engine.process(self._send_between_machines(a, b, src, sent, dst, received))
+        return self.pair_messages[key]
 
-    def _send_machine_pair(self, a: int, b: int, src: range, sent: list[float], dst: range,
-                           received: list[float]) -> Generator[Any, Any, None]:
+    def _send_between_machines(self, a: int, b: int, src: Sequence[int], sent: list[float], dst: Sequence[int],
+                               received: list[float]) -> Generator[Any, Any, None]:
+        """Workers ``src`` of machine ``a`` send ``sent[i]`` bytes in all to workers ``dst`` of machine ``b``, who
+        receive ``received[j]``: every sender's device-to-host copy (in host memory: gather), then the NICs' one
+        transfer of the sum, then every receiver's host-to-device copy (module docstring: one message per worker
+        pair is this with one sender and one receiver)."""
         hw, total = self.hw, sum(sent)
         if total <= 0:
             return
@@ -243,14 +248,10 @@ class _PreprocessRun:
         hw = self.hw
         if nbytes <= 0:
             return
-        same = hw.machine_of(src) == hw.machine_of(dst)
-        if self.on_gpu and same:
-            yield hw.gpu_to_gpu(src, dst, nbytes)
+        a, b = hw.machine_of(src), hw.machine_of(dst)
+        if a != b:
+            yield from self._send_between_machines(a, b, (src,), [nbytes], (dst,), [nbytes])
         elif self.on_gpu:
-            yield hw.gpu_to_host(src, nbytes)
-            yield hw.network(hw.machine_of(src), hw.machine_of(dst), nbytes)
-            yield hw.host_to_gpu(dst, nbytes)
+            yield hw.gpu_to_gpu(src, dst, nbytes)
         else:
             yield hw.host_gather(nbytes, src)
-            if not same:
-                yield hw.network(hw.machine_of(src), hw.machine_of(dst), nbytes)
