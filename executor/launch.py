@@ -7,9 +7,11 @@ exists (else ``spawn``): one server process, started at the first run and living
 torch and DGL once (:data:`PRELOAD`) and forks every worker from that state, so a worker starts in milliseconds
 instead of importing torch and DGL itself (~2.3 CPU-seconds each, measured on the 2-core development machine;
 starting 2 workers took 4.7-8.3 s with ``spawn`` on that machine under load, 0.03 s from a running server). A
-worker receives the caller's ``sys.path`` and then its program: the function by import path and its arguments
-as JSON (:mod:`executor.wire`); results and messages come back the same way, one pipe per worker, so nothing a
-worker sends is unpickled.
+worker receives the caller's ``sys.path`` and environment as they are at the call, then its program: the
+function by import path and its arguments as JSON (:mod:`executor.wire`); results and messages come back the same
+way, one pipe per worker, so nothing a worker sends is unpickled. (A forkserver child otherwise keeps the server's
+environment, the caller's at its first run: before 2026-12-02 a ``GNNPLAN_HOME`` changed between two runs of one
+process reached the second run's workers as it was at the first.)
 
 Faults (:mod:`executor.faults`): every worker leads its own process group (it and its sampler processes) and
 ends itself when the caller disappears. The caller (:class:`executor.monitor.Monitor`) watches every worker's
@@ -162,9 +164,10 @@ def spawn(fn: WorkerFn, nprocs: int, args: tuple[Any, ...], on_message: Emit | N
         with child_environment(threads):  # the server's environment when this call starts it
             if method == "forkserver":
                 ctx.set_forkserver_preload(list(PRELOAD))
+            environ = dict(os.environ)
             for index, (_, writer) in enumerate(pipes):
                 proc = ctx.Process(target=_worker, name=f"gnnplan-rank{index}", args=(
-                    index, nprocs, port, threads, list(sys.path), program, writer, os.getpid(),
+                    index, nprocs, port, threads, list(sys.path), environ, program, writer, os.getpid(),
                     collective_timeout_s, gpus_per_machine, token))
                 proc.start()
                 procs.append(proc)  # once started: stopping a process never started fails and hides why
@@ -209,16 +212,18 @@ def _check_guarded_main() -> None:
                         "`if __name__ == \"__main__\":`")
 
 
-def _worker(index: int, nprocs: int, port: int, threads: int, path: list[str], program: bytes, conn: Any,
-            parent: int, timeout_s: float, gpus_per_machine: int, token: str) -> None:
-    """Worker ``index``: its own process group and name, its thread share and environment (with the run's
-    shared-memory ``token``, :data:`executor.shared.TOKEN_ENV`), the caller's ``sys.path``, then the program in a
-    process group; its result and failure go to ``conn``."""
+def _worker(index: int, nprocs: int, port: int, threads: int, path: list[str], environ: dict[str, str],
+            program: bytes, conn: Any, parent: int, timeout_s: float, gpus_per_machine: int, token: str) -> None:
+    """Worker ``index``: its own process group and name, the caller's environment ``environ`` with its thread share
+    and the run's shared-memory ``token`` (:data:`executor.shared.TOKEN_ENV`), the caller's ``sys.path``, then the
+    program in a process group; its result and failure go to ``conn``."""
     os.setpgrp()
     faults.name_process(f"gnnplan-rank{index}")
     faults.watch_parent(parent)
+    os.environ.clear()  # a forkserver child starts with the server's environment (module docstring)
+    os.environ.update(environ)
     os.environ.setdefault("DGLBACKEND", "pytorch")
-    os.environ.update({name: str(threads) for name in THREAD_ENV})  # a forkserver child has the server's
+    os.environ.update({name: str(threads) for name in THREAD_ENV})
     os.environ[shared.TOKEN_ENV] = token
     apply_threads(threads)
     sys.path[:] = path

@@ -97,6 +97,11 @@ def several(topo: Topology, emit: Any, calls: list[tuple[str, tuple[Any, ...]]])
     return [globals()[name](topo, emit, *args) for name, args in calls]
 
 
+def environment_of(topo: Topology, emit: Any, name: str) -> str | None:
+    """The worker's value of environment variable ``name`` (None when unset)."""
+    return os.environ.get(name)
+
+
 def thread_counts(topo: Topology, emit: Any, sampler_processes: int) -> dict[str, Any]:
     """Every rank's thread pool sizes, ``OMP_NUM_THREADS`` / ``MKL_NUM_THREADS`` and ``OMP_WAIT_POLICY``, and those of
     ``sampler_processes`` sampler processes rank 0 starts as :class:`executor.sampling.BatchStream` does."""

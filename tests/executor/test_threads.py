@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from executor_workers import thread_counts
+from executor_workers import environment_of, thread_counts
 
 from gnnplan.executor.launch import run_in_process, spawn
 from gnnplan.executor.threads import (
@@ -73,6 +73,19 @@ def test_two_spawned_workers_use_their_share() -> None:
         assert rank["threads"] == ThreadCounts(share, share, share)
         assert rank["env"] == [str(share)] * len(THREAD_ENV)
         assert rank["wait_policy"] == os.environ.get(*WAIT_POLICY)
+
+
+def test_workers_see_the_callers_environment_at_each_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A forkserver child starts with the server's environment, the caller's when its first run started the server:
+    a variable set, changed or removed between two runs of one process reaches the next run's workers (before
+    2026-12-02 the second run's workers saw it as it was at the first)."""
+    name = "GNNPLAN_TEST_ENVIRONMENT_MARK"
+    for value in ("first", "second", None):
+        if value is None:
+            monkeypatch.delenv(name)
+        else:
+            monkeypatch.setenv(name, value)
+        assert spawn(environment_of, 2, (name,)) == value
 
 
 def test_sampler_processes_use_one_thread() -> None:
