@@ -41,6 +41,8 @@ import time
 import numpy as np
 import torch
 
+from gnnplan.simulator.workload.dgl_seed import seed_dgl
+
 MIN_FIXED_S = 1e-6
 """Floor of a measured fixed cost (seconds; every probe module's): a difference of two timings can come out at or
 below 0 on a fast path; 1 us keeps a positive prior (calibration fits a parameter with a prior in log space)."""
@@ -74,7 +76,7 @@ def sampler_call_s(num_vertices: int, edge_factor: int, fanouts: tuple[int, ...]
     g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=num_vertices)
     sampler, rng = TimedSampler(list(fanouts)), np.random.default_rng(0)
     per_call = []
-    dgl.seed(0)
+    seed_dgl(0)
     for i in range(num_batches + 1):
         seeds = torch.from_numpy(rng.choice(num_vertices, CALL_SEEDS, replace=False))
         start = time.perf_counter()
@@ -105,7 +107,7 @@ def split_costs(num_vertices: int, edge_factor: int, fanouts: tuple[int, ...], n
     g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=num_vertices)
     sampler, rng = dgl.dataloading.NeighborSampler(list(fanouts)), np.random.default_rng(0)
     owner = rng.integers(0, 2, num_vertices).astype(np.int64)
-    dgl.seed(0)
+    seed_dgl(0)
     medians = []
     for size in SPLIT_SEEDS:
         times, items = [], []

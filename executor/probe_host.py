@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from gnnplan.executor.probe_io import fit_latency_bandwidth
+from gnnplan.simulator.workload.dgl_seed import seed_dgl
 from gnnplan.simulator.workload.inference import CHUNK_VERTICES
 
 MiB = 2 ** 20
@@ -212,8 +213,6 @@ def kernel_overheads(threads: int, repeats: int) -> tuple[float, float]:
     """
     from types import SimpleNamespace
 
-    import dgl
-
     from gnnplan.executor.data import build_graph
     from gnnplan.executor.models import GNN, attach_edge_weights
     from gnnplan.executor.sampling import TimedSampler, sample_inline
@@ -227,7 +226,7 @@ def kernel_overheads(threads: int, repeats: int) -> tuple[float, float]:
     with torch_threads(threads):
         for arch in OVERHEAD_ARCHS:
             g, weight = build_graph(cast(Any, SimpleNamespace(src=src, dst=dst, num_vertices=n)), arch)
-            dgl.seed(0)
+            seed_dgl(0)
             batch = sample_inline(g, TimedSampler(list(fanouts)), np.arange(seeds))
             attach_edge_weights(batch.blocks, weight)
             spec = ModelSpec.model_validate({"arch": arch, "num_layers": len(fanouts), "hidden_dim": hidden})
@@ -280,7 +279,7 @@ def sampling_rates(sizes: Sizes) -> tuple[float, float]:
              (TimedSampler([-1]), min(sizes.full_chunk_vertices, n), sizes.repeats))
     rates: tuple[list[float], list[float]] = ([], [])
     with torch_threads(1):
-        dgl.seed(0)
+        seed_dgl(0)
         for i in range(max(calls for _, _, calls in kinds) + 1):  # call 0 of each kind: warm-up
             for (sampler, batch, calls), kind_rates in zip(kinds, rates):
                 if i > calls:

@@ -42,6 +42,7 @@ import torch
 
 from gnnplan.executor.threads import apply_threads
 from gnnplan.executor.trace import now
+from gnnplan.simulator.workload.dgl_seed import seed_dgl
 
 Schedule = Callable[[int], list[np.ndarray]]
 """``schedule(epoch)`` -> this worker's seed batches of that epoch (module-level or a partial: picklable)."""
@@ -136,7 +137,7 @@ class BatchStream:
     def epoch(self, epoch: int) -> Iterator[Batch]:
         """The batches of ``epoch`` in iteration order."""
         if self.loader is None:
-            dgl.seed(epoch_seed(self.seed, epoch))
+            seed_dgl(epoch_seed(self.seed, epoch))
             for it, seeds in enumerate(self.schedule(epoch)):
                 yield sample_inline(self.g, self.sampler, seeds, (epoch, it))
             return
@@ -196,7 +197,7 @@ def loader_generator(seed: int) -> torch.Generator:
 def reseed_sampler_process(seed: int, epoch: int) -> None:
     """In sampler process j (a DataLoader worker): seed DGL for ``epoch`` (module docstring)."""
     info = torch.utils.data.get_worker_info()
-    dgl.seed(epoch_seed(seed, epoch, 1 + (info.id if info is not None else 0)))
+    seed_dgl(epoch_seed(seed, epoch, 1 + (info.id if info is not None else 0)))
 
 
 def _identity(item: Any) -> Any:
@@ -206,7 +207,7 @@ def _identity(item: Any) -> Any:
 def _init_worker(seed: int, worker_id: int) -> None:
     """Start-up of sampler process ``worker_id``: one thread per pool, then its seed (module docstring)."""
     apply_threads(1)
-    dgl.seed(seed + worker_id + 1)
+    seed_dgl(seed + worker_id + 1)
 
 
 def _worker_context() -> str | None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Protocol
 
-import dgl
 import torch
 
 from gnnplan.executor.evaluate import Accuracy
 from gnnplan.executor.models import GNN, num_params
+from gnnplan.simulator.workload.dgl_seed import seed_dgl
 from gnnplan.simulator.workload.model_cost import ADAM_FLOPS_PER_PARAM
 from gnnplan.simulator.workload.spec import WorkloadSpec
 
@@ -26,7 +26,7 @@ def seeded_gnn(workload: WorkloadSpec, feature_dim: int, num_classes: int, devic
     """The message-passing model every rank builds identically: torch's and DGL's RNGs seeded with
     ``training.seed`` first, so the initial weights agree without a broadcast (dp, gsplit, hopgnn)."""
     torch.manual_seed(workload.training.seed)
-    dgl.seed(workload.training.seed)
+    seed_dgl(workload.training.seed)
     return GNN(workload.model, feature_dim, num_classes).to(device)
 
 

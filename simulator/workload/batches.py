@@ -15,6 +15,7 @@ import numpy as np
 
 from gnnplan.simulator.errors import SpecError
 from gnnplan.simulator.workload.datasets import GraphData
+from gnnplan.simulator.workload.dgl_seed import seed_dgl
 from gnnplan.simulator.workload.partition import split_seeds
 
 
@@ -156,7 +157,7 @@ def seeded_sampler(graph: GraphData, fanouts: Sequence[int], seed: int) -> Itera
     try:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            dgl.seed(seed)
+            seed_dgl(seed)
             yield lambda seeds: sampler.sample_blocks(g, torch.from_numpy(np.ascontiguousarray(seeds)))[2]
     finally:
         set_num_threads(threads)

@@ -31,6 +31,7 @@ from gnnplan.simulator.strategies.window import iteration_plan
 from gnnplan.simulator.trace import read_trace
 from gnnplan.simulator.workload.batches import epoch_seeds, owner_split
 from gnnplan.simulator.workload.datasets import load_dataset
+from gnnplan.simulator.workload.dgl_seed import seed_dgl
 from gnnplan.simulator.workload.inference import inference_owners
 from gnnplan.simulator.workload.model_cost import param_count
 from gnnplan.simulator.workload.partition import cached_vertices, partition
@@ -148,7 +149,7 @@ def test_batch_streams_are_reproducible(cora, num_workers: int) -> None:  # type
     schedule = functools.partial(_schedule, seed_batches)
     runs = []
     for _ in range(2):
-        dgl.seed(3)
+        seed_dgl(3)
         stream = BatchStream(g, TimedSampler([5, 5]), schedule, 3, num_workers, seed=3)
         runs.append([list(stream.epoch(e)) for e in range(2)])
         stream.close()

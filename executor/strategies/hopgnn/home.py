@@ -37,6 +37,7 @@ from gnnplan.executor.sampling import (
 from gnnplan.executor.trace import now
 from gnnplan.simulator.strategies.hopgnn.micrographs import home_groups, merge_groups
 from gnnplan.simulator.workload.batches import split_epoch_seeds
+from gnnplan.simulator.workload.dgl_seed import seed_dgl
 
 
 @dataclass
@@ -175,7 +176,7 @@ class GroupStream:
     def epoch(self, epoch: int, merges: int) -> Iterator[HostedBatch]:
         """The hosted batches of ``epoch`` (with ``merges`` merges) in iteration order."""
         if self.loader is None:
-            dgl.seed(epoch_seed(self.seed, epoch))  # per epoch, as BatchStream (executor.sampling)
+            seed_dgl(epoch_seed(self.seed, epoch))  # per epoch, as BatchStream (executor.sampling)
             for it in range(self.keys.num_iterations):
                 yield sample_hosted(self.g, self.sampler, *self.schedule.hosted(epoch, it, merges), (epoch, it))
             return

@@ -43,6 +43,7 @@ from gnnplan.executor.strategies.hopgnn.base import HopTrainerBase
 from gnnplan.executor.trace import Recorder, now
 from gnnplan.simulator.plan import Plan
 from gnnplan.simulator.units import FLOAT_BYTES, INDEX_BYTES
+from gnnplan.simulator.workload.dgl_seed import seed_dgl
 
 ARCHS = ("sage", "gcn", "gin")
 """Models whose first layer is a sum over in-edges of the input rows (module docstring)."""
@@ -145,7 +146,7 @@ class NaiveTrainer(HopTrainerBase):
     def train_epoch(self, epoch: int) -> EpochStats:
         """Train one epoch, recording spans (collective)."""
         batches, sizes = self.schedule(epoch)
-        dgl.seed(epoch_seed(self.workload.training.seed, epoch))
+        seed_dgl(epoch_seed(self.workload.training.seed, epoch))
         stats = EpochStats(num_iterations=len(sizes))
         sent, start = comm.traffic_mark(), now()
         loss_sum = torch.zeros((), dtype=torch.float64)

@@ -30,6 +30,7 @@ from gnnplan.simulator.strategies.gsplit.split import batch_seed, global_batches
 from gnnplan.simulator.strategies.window import iteration_plan
 from gnnplan.simulator.workload.cards import card_with_histogram
 from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset
+from gnnplan.simulator.workload.dgl_seed import seed_dgl
 from gnnplan.simulator.workload.graphstats import CACHE_GRID
 from gnnplan.simulator.workload.owners import partition_owners
 from gnnplan.simulator.workload.partition import split_seeds
@@ -191,8 +192,9 @@ def dgl_graph(graph: GraphData, self_loops: bool) -> Any:
 
 
 def sample_batch(g: Any, sampler: Any, seeds: np.ndarray, seed: int) -> list[Any]:
-    """Sample one batch's blocks on one thread with DGL seeded by :func:`.split.batch_seed`, so every process
-    sampling this batch gets the same blocks (DGL's multi-threaded sampling is not reproducible).
+    """Sample one batch's blocks on one thread with DGL seeded by :func:`.split.batch_seed` (through
+    :func:`simulator.workload.dgl_seed.seed_dgl`), so every process sampling this batch gets the same blocks (DGL's
+    multi-threaded sampling is not reproducible, nor is a thread's engine without ``seed_dgl``).
 
     Args:
         g: the DGL graph; sampler: a ``dgl.dataloading.NeighborSampler``; seeds: (b,) int64; seed: training seed.
@@ -200,14 +202,13 @@ def sample_batch(g: Any, sampler: Any, seeds: np.ndarray, seed: int) -> list[Any
     Returns:
         DGL's block list, input side first.
     """
-    import dgl
     import torch
     from dgl.utils import get_num_threads, set_num_threads
 
     threads = get_num_threads()
     set_num_threads(1)
     try:
-        dgl.seed(batch_seed(seed, seeds))
+        seed_dgl(batch_seed(seed, seeds))
         return list(sampler.sample_blocks(g, torch.from_numpy(np.ascontiguousarray(seeds, dtype=np.int64)))[2])
     finally:
         set_num_threads(threads)

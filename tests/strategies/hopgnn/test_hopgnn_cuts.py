@@ -12,6 +12,7 @@ import pytest
 
 from gnnplan.simulator.strategies.hopgnn import cuts
 from gnnplan.simulator.strategies.hopgnn.micrographs import cut_blocks, home_groups, merge_sequence
+from gnnplan.simulator.workload.dgl_seed import seed_dgl
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
@@ -29,7 +30,7 @@ def sample(g, seeds, fanouts, seed):  # type: ignore[no-untyped-def]
     import dgl
     import torch
 
-    dgl.seed(seed)
+    seed_dgl(seed)
     return dgl.dataloading.NeighborSampler(fanouts).sample_blocks(g, torch.from_numpy(np.asarray(seeds)))[2]
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from gnnplan.simulator.strategies.hopgnn.cuts import DistinctCounter, cut, each_seed, stack_blocks
 from gnnplan.simulator.strategies.hopgnn.micrographs import _locality_sum, cut_blocks
+from gnnplan.simulator.workload.dgl_seed import seed_dgl
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
@@ -27,7 +28,7 @@ def batch(request):  # type: ignore[no-untyped-def]
     data = load_dataset("cora")
     g, _ = build_graph(data, "sage")
     seeds = np.random.default_rng(num_seeds).choice(data.train_idx, num_seeds, replace=False)
-    dgl.seed(1)
+    seed_dgl(1)
     _, _, blocks = dgl.dataloading.NeighborSampler(fanouts).sample_blocks(g, torch.from_numpy(seeds))
     return seeds, blocks
 

@@ -10,6 +10,7 @@ import pytest
 
 from gnnplan.executor.strategies.hopgnn.exchange import MergeController
 from gnnplan.simulator.strategies.hopgnn.micrographs import cut_blocks, home_groups, host_worker, merge_groups
+from gnnplan.simulator.workload.dgl_seed import seed_dgl
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
@@ -92,7 +93,7 @@ def cora_batch():  # type: ignore[no-untyped-def]
     data = load_dataset("cora")
     g, weights = build_graph(data, "gcn")
     seeds = np.random.default_rng(3).choice(data.train_idx, 48, replace=False)
-    dgl.seed(0)
+    seed_dgl(0)
     _, _, blocks = dgl.dataloading.NeighborSampler([5, 5]).sample_blocks(g, torch.from_numpy(seeds))
     return data, g, weights, seeds, blocks
 
