@@ -14,6 +14,8 @@ from gnnplan.simulator import api
 from gnnplan.simulator.calibrate import with_params
 from gnnplan.simulator.hardware.spec import load_cluster
 
+pytestmark = pytest.mark.serial  # real loops: their held-out errors read this machine's load (tests/conftest.py)
+
 FACTORS = (2.0, 1.3, 1.0, 1.3)
 """Epoch time scales of the fake run: warm-up, then the held-out epochs 1 and 3 30% slower than fitted epoch 2."""
 

@@ -28,6 +28,8 @@ from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.trace import read_trace
 from gnnplan.simulator.trace_merge import PID_OFFSET, ranks_by_label
 
+pytestmark = pytest.mark.serial  # real loops and headless Chromium (tests/conftest.py)
+
 FACTORS = (2.0, 1.3, 1.0, 1.3)
 """Epoch time scales of the synthetic run: a warm-up, then epochs 1 and 3 30% slower than epoch 2."""
 TRIALS = 14

@@ -19,6 +19,8 @@ from gnnplan.autotune.study import TuneRequest, open_storage, open_study
 from gnnplan.simulator.hardware.spec import load_cluster
 from gnnplan.simulator.workload.spec import load_workload
 
+pytestmark = pytest.mark.serial  # kills a tuning process and times its restart (tests/conftest.py)
+
 
 @pytest.mark.parametrize("problem", ["unlabeled", "batch", "missing"])
 def test_rejected_input_leaves_no_trial(tmp_path: Path, capsys: pytest.CaptureFixture[str], problem: str) -> None:

@@ -21,7 +21,8 @@ EDR_IB = "{bandwidth_bytes_per_s: 12.0e+9, latency_s: 5.0e-6, gpudirect_rdma: tr
 STRATEGIES = ("dp", "hopgnn")
 
 
-pytestmark = pytest.mark.slow  # ~15 s of graph statistics on an idle machine, ~50 s on a loaded one
+pytestmark = [pytest.mark.slow,  # ~15 s of graph statistics on an idle machine, ~50 s on a loaded one
+              pytest.mark.serial]  # headless Chromium (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")
