@@ -4,7 +4,7 @@ DGL keeps one random engine per thread and seeds it with ``seed + k``, where k n
 first drew from DGL (``GetThreadId`` in DGL's include/dgl/random.h, dmlc/dgl; ``dgl.seed`` seeds the engine of every
 OpenMP thread in a ``parallel_for``). A process whose first draw is a ``dgl.seed`` on two or more OpenMP threads numbers
 its main thread 0 or 1, whichever thread asked first: measured 2026-12-02 on this 2-core machine with DGL 1.1.3, a
-Cora batch sampled on the main thread after such a first ``dgl.seed`` was the batch of a fresh process in 3 of 3
+Cora batch sampled on the main thread after such a first ``dgl.seed`` was the batch of a fresh process in 6 of 6
 processes on an idle machine and another batch in 8 of 8 with two busy processes beside them. That broke gsplit, whose
 ranks each sample the same batch (:func:`simulator.strategies.gsplit.stats.sample_batch`): a rank seeded on its thread
 share (``executor.strategies.base.seeded_gnn``) could split another batch than its peers, and the suite's gsplit

@@ -38,7 +38,8 @@ def sampled(mode: str, busy_loops: int) -> str:
 
 
 def test_a_first_seeding_on_two_threads_keeps_the_main_threads_blocks() -> None:
-    """On 2 cores beside two busy loops, a first ``dgl.seed`` on two threads numbered the main thread 1 in 21 of 21
-    processes (``dgl.seed`` in place of ``seed_dgl`` here; 0 on an idle machine in 3 of 3, 2026-12-02)."""
+    """On 2 cores, run one at a time beside two busy loops, a first ``dgl.seed`` on two threads numbered the main
+    thread 1 in 21 of 21 processes (this test with ``dgl.seed`` in place of ``seed_dgl``, and Cora batches; 0 in 6 of 6
+    on an idle machine, 2026-12-02)."""
     fresh = sampled("fresh", 0)
     assert fresh and sampled("seed_dgl", 2) == fresh
