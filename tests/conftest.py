@@ -26,6 +26,8 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ["GNNPLAN_PROXY_POOL"] = "1"
 
+from pathlib import Path
+
 import pytest
 
 SERIAL_FOLDERS = ("executor",)
@@ -45,6 +47,7 @@ def _gnnplan_home(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test under :data:`SERIAL_FOLDERS` ``serial`` (module docstring)."""
+    tests = Path(__file__).parent
     for item in items:
-        if item.path.parent.name in SERIAL_FOLDERS:
+        if item.path.relative_to(tests).parts[0] in SERIAL_FOLDERS:  # a folder's subfolders too
             item.add_marker(pytest.mark.serial)

@@ -11,7 +11,7 @@ share (``executor.strategies.base.seeded_gnn``) could split another batch than i
 equivalence test failed whenever the test process had first seeded DGL on two threads under load.
 
 :func:`seed_dgl` draws once on the calling thread alone before it seeds every thread, so a process whose first DGL
-draw is through it numbers its calling thread 0 (every draw in gnnplan goes through it).
+draw is through it numbers its calling thread 0 (every seeding of DGL in gnnplan goes through it).
 """
 
 from __future__ import annotations
