@@ -76,6 +76,21 @@ the card's (0.092-0.108 for 0.098, from 0.066-0.077), but whole, the planted com
 than the real ones (the bisection figures above), and planting their fine communities more apart did not reach
 inside: with ``fine_mu`` 0.2 or 0.1 for the card's 0.358, the first Louvain level of the joined proxies still mixed
 0.38-0.52 (0.43-0.50 as shipped), and METIS cut them as much. Not kept.
+
+Nor is it the degree deal (2026-12-02, CiteSeer, draws 0-7, METIS seed 0): dealing every planted community the
+real Louvain community's own degrees (an oracle no card holds) left hongtu's peer rows (mean 247 against 252 as
+shipped, 286 measured) and the METIS cuts at 2, 4, 8 and 16 parts (0.0062, 0.0146, 0.0309, 0.0472 against 0.0064,
+0.0171, 0.0317, 0.0484; the real graph's above) where they were. What does differ: 99 of the real largest
+component's 359 edges between Louvain communities lie on a triangle, and 75 of its 1084 triangles span two or
+more communities; on draws 0-2, each measured on its own Louvain communities, 44-47 of 241-284 and 25-36 of
+975-1075. Closing triangles inside a planted community only with probability 0.1 per proposed swap (across
+communities always; rounds run on until the card's clustering is met) took the peer rows to 277 and the 8-part
+cut to 0.0358, but the 4-part cut to 0.0188, and did not raise those two triangle counts: no card statistic it
+meets, not kept. Nor is it where the triangles sit by degree: the proxies close too many at degree 2 (local
+clustering 0.34-0.37 against the real largest component's 0.26) and too few at degrees 6-9 (0.15 against 0.20);
+closing triangles only at vertices whose degree bin is below the real graph's clustering spectrum (the 2.5K
+model's degree-dependent clustering, Orsini et al. 2015; bins 2, 3, 4-5, 6-9, 10-19, 20+) met it within 0.03 but
+moved the peer rows to 261 and the cuts to 0.0066, 0.0159, 0.0335, 0.0501 only: not kept.
 """
 
 from __future__ import annotations
