@@ -5,7 +5,8 @@ all-reduce, an all-to-all and a DDP bucket, and the stragglers' ``jitter_s`` (:f
 * ``network.per_collective_s``: two spawned gloo processes on 127.0.0.1 time a 1 KiB float32 ``all_reduce``
   (:data:`executor.probe_io.COLLECTIVE_BYTES`: many elements per rank, as every collective of the executor; a
   one-element all-reduce is several times faster than any larger one), each call after 1 ms of compute, trimmed
-  mean over 100 calls (:func:`executor.probe_io.collective_mean_s`, the measurement ``gnnplan probe --emulate``
+  mean over 4 blocks of 100 calls, in turn with the all-to-all's blocks (:func:`executor.probe_io.collective_means_s`;
+  one block's mean moved 0.5-5.4 ms on this machine, 2026-12-02), the measurement ``gnnplan probe --emulate``
   makes between machines: in training a collective follows compute, and an epoch pays the mean call, slow ones
   included; an 8-byte send/recv round trip's median is reported beside it); the fixed cost of the collective is
   the all-reduce minus what the simulator already charges for it, its ring's ``2 (W - 1)`` messages at the
@@ -54,7 +55,7 @@ import numpy as np
 import torch
 
 from gnnplan.executor.probe_calls import MIN_FIXED_S
-from gnnplan.executor.probe_io import COLLECTIVE_BYTES, COLLECTIVE_CALLS, collective_mean_s, straggler_jitter
+from gnnplan.executor.probe_io import COLLECTIVE_BYTES, COLLECTIVE_CALLS, collective_means_s, straggler_jitter
 from gnnplan.simulator.hardware.collectives import ring_all_reduce_time_s
 
 DDP_MODEL_DIMS = (1433, 128, 7)
@@ -64,7 +65,7 @@ of a 2-layer model on Cora)."""
 
 def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, ...]:
     """Rank program of :func:`per_collective_s`: median one-way 8-byte message time, the mean 1 KiB all-reduce
-    and all-to-all after compute (:func:`executor.probe_io.collective_mean_s`, as ``gnnplan probe --emulate``
+    and all-to-all after compute (:func:`executor.probe_io.collective_means_s`, as ``gnnplan probe --emulate``
     times them between machines), a DDP bucket's time from the last launch and a plain all-reduce of the same
     bytes (:func:`_ddp_bucket_times`), and the stragglers' ``jitter_s`` with its mean wait and calls
     (:func:`executor.probe_io.straggler_jitter`)."""
@@ -81,8 +82,7 @@ def _collective_rank(topo: Any, emit: Any, repeats: int) -> tuple[float, ...]:
         second(buf, peer)
         if i >= 3:
             one_way.append((time.perf_counter() - start) / 2.0)
-    reduce = collective_mean_s()
-    exchange = collective_mean_s(all_to_all=True)
+    reduce, exchange = collective_means_s()
     ddp, flat = _ddp_bucket_times(COLLECTIVE_CALLS)  # means of bimodal calls: as many rounds as the collective
     jitter, wait, calls = straggler_jitter()
     return float(np.median(one_way)), reduce, exchange, ddp, flat, jitter, wait, calls
@@ -95,7 +95,7 @@ def bucket_bytes() -> int:
 
 
 def _ddp_bucket_times(repeats: int) -> tuple[float, float]:
-    """Trimmed mean seconds (5% at each end, as :func:`executor.probe_io.collective_mean_s`), over interleaved
+    """Trimmed mean seconds (5% at each end, as :func:`executor.probe_io.collective_means_s`), over interleaved
     rounds after three warm-ups, of a DDP model's one gradient bucket (:class:`executor.ddp.GradientHook`, as the
     executor's ``all_reduce`` span starts) from its launch on the last rank to the return of ``backward``, and of
     a plain ``all_reduce`` of the same bytes after the same backward without DDP, from the last rank's call to its
@@ -182,7 +182,7 @@ def per_collective_s(repeats: int, latency_s: float, bandwidth_bytes_per_s: floa
 
 
 def collective_fixed_s(all_reduce_s: float, latency_s: float, bandwidth_bytes_per_s: float) -> float:
-    """A collective's fixed cost (seconds) from :func:`executor.probe_io.collective_mean_s`'s all-reduce between
+    """A collective's fixed cost (seconds) from :func:`executor.probe_io.collective_means_s`'s all-reduce between
     two ranks (:data:`~executor.probe_io.COLLECTIVE_BYTES` each; ``all_reduce_s`` seconds): its time minus what the
     simulator already charges for it, the ring all-reduce of those bytes at ``latency_s`` and
     ``bandwidth_bytes_per_s`` (:func:`simulator.hardware.collectives.ring_all_reduce_time_s`, W = 2: two messages
@@ -192,7 +192,7 @@ def collective_fixed_s(all_reduce_s: float, latency_s: float, bandwidth_bytes_pe
 
 
 def all_to_all_fixed_s(all_to_all_s: float, latency_s: float, bandwidth_bytes_per_s: float) -> float:
-    """An all-to-all call's fixed cost (seconds) from :func:`executor.probe_io.collective_mean_s`'s all-to-all
+    """An all-to-all call's fixed cost (seconds) from :func:`executor.probe_io.collective_means_s`'s all-to-all
     between two ranks (``all_to_all_s`` seconds; each rank keeps half of its
     :data:`~executor.probe_io.COLLECTIVE_BYTES` and sends the other half): its time minus what the simulator
     already charges for it, one message of those bytes at ``latency_s`` and ``bandwidth_bytes_per_s`` (a pull's or

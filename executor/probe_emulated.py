@@ -11,7 +11,7 @@ limit (cgroup v1), and a NIC shaped by ``tc tbf``. So the probe runs where the r
   machine 1 over the shaped veth pairs and bridge, fitted with the alpha-beta model
   (:func:`executor.probe_io.fit_latency_bandwidth`; Hockney, Parallel Computing 20(3), 1994), and the fixed cost
   of a collective call from the mean 1 KiB ``all_reduce`` between the same two ranks, and of an all-to-all call
-  from their mean 1 KiB ``all_to_all_single`` (:func:`executor.probe_io.collective_mean_s`), not from two processes
+  from their mean 1 KiB ``all_to_all_single`` (:func:`executor.probe_io.collective_means_s`), not from two processes
   inside machine 0, whose calls never cross the shaped link.
 
 The result has ``num_machines`` machines of ``workers_per_machine`` workers each; every measured field's
@@ -43,7 +43,13 @@ from gnnplan.executor.emulate import (
 )
 from gnnplan.executor.launch import WorkerError
 from gnnplan.executor.probe_calls import MIN_FIXED_S
-from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_BYTES, COLLECTIVE_CALLS, jitter_source
+from gnnplan.executor.probe_io import (
+    COLLECTIVE_BLOCKS,
+    COLLECTIVE_BUSY_S,
+    COLLECTIVE_BYTES,
+    COLLECTIVE_CALLS,
+    jitter_source,
+)
 from gnnplan.executor.probe_shares import loopback_link
 from gnnplan.simulator.errors import SpecError
 
@@ -188,8 +194,9 @@ def emulated_network_sources(m: int, w: int, limits: MachineLimits, memory_bytes
             "sizes"),
         "network.per_collective_s": (
             f"mean {COLLECTIVE_BYTES}-byte float32 gloo all_reduce between the same two ranks ({all_reduce_s:.4g} "
-            f"s; executor.probe_io.collective_mean_s: {COLLECTIVE_CALLS} calls each after "
-            f"{COLLECTIVE_BUSY_S * 1e3:g} ms of compute, 5% trimmed each side) minus its ring's 2 messages at "
+            f"s; executor.probe_io.collective_means_s: {COLLECTIVE_BLOCKS} blocks of {COLLECTIVE_CALLS} calls, "
+            f"in turn with the all-to-all's, each after {COLLECTIVE_BUSY_S * 1e3:g} ms of compute, 5% trimmed each "
+            "side) minus its ring's 2 messages at "
             f"network.latency_s and its bytes at network.bandwidth_bytes_per_s, at least {MIN_FIXED_S:g} s"),
         "network.per_all_to_all_s": (
             f"mean {COLLECTIVE_BYTES}-byte float32 gloo all_to_all_single (half to the other rank) between the "
@@ -217,7 +224,7 @@ def _machine_probe(cluster: EmulatedCluster, workers: int, quick: bool, tmp: Pat
 def _ping_pong(cluster: EmulatedCluster, sizes: list[int], repeats: int, tmp: Path, timeout_s: float
                ) -> tuple[list[float], float, float, tuple[float, float, int]]:
     """One-way times per size between a rank on machine 0 and one on machine 1, the mean 1 KiB all-reduce and
-    all-to-all between them (:func:`executor.probe_io.collective_mean_s`) and their stragglers
+    all-to-all between them (:func:`executor.probe_io.collective_means_s`) and their stragglers
     (:func:`executor.probe_io.straggler_jitter`: ``jitter_s``, mean wait s, calls); rank 0 prints them."""
     argv = _module_argv("pingpong", "--sizes", ",".join(map(str, sizes)), "--repeats", str(repeats))
     with open(tmp / "pp.out", "w+") as out, open(tmp / "pp0.err", "w+") as err0, \
@@ -290,13 +297,12 @@ def _main_machine(ns: argparse.Namespace) -> None:
 def _main_pingpong(ns: argparse.Namespace) -> None:
     from gnnplan.executor import comm
     from gnnplan.executor.launch import torchrun_topology
-    from gnnplan.executor.probe_io import collective_mean_s, ping_pong_times, straggler_jitter
+    from gnnplan.executor.probe_io import collective_means_s, ping_pong_times, straggler_jitter
 
     topo = torchrun_topology()
     try:
         times = ping_pong_times(topo.rank, [int(s) for s in ns.sizes.split(",")], ns.repeats)
-        reduce = collective_mean_s()
-        exchange = collective_mean_s(all_to_all=True)
+        reduce, exchange = collective_means_s()
         jitter = straggler_jitter()
     finally:
         comm.destroy()

@@ -85,13 +85,24 @@ def ping_pong_times(rank: int, sizes: Sequence[int], repeats: int) -> list[float
 
 
 COLLECTIVE_BUSY_S = 0.001
-"""Compute each rank does before each timed collective of :func:`collective_mean_s` (a busy loop, seconds): in
+"""Compute each rank does before each timed collective of :func:`collective_times_s` (a busy loop, seconds): in
 training a collective follows compute, so the core goes from busy to waiting, as it does here."""
 COLLECTIVE_CALLS = 100
-"""Timed calls of :func:`collective_mean_s` (whatever the probe's size; ~0.2 s): a mean over a slow quarter of the
-calls needs many."""
+"""Timed calls of each block of :func:`collective_means_s` (whatever the probe's size; ~0.2-0.5 s): a mean over a
+slow quarter of the calls needs many."""
+COLLECTIVE_BLOCKS = 4
+"""Blocks of :data:`COLLECTIVE_CALLS` calls in which :func:`collective_means_s` times each kind of collective, the
+all-reduce's and the all-to-all's in turn. One block's mean moves with the state of a shared machine: 2026-12-02,
+this 2-core machine, the mean 1 KiB all-reduce after 1 ms of compute between two local processes took 0.48-5.35 ms
+per block of 100 calls (4 spawns x 5 blocks; the means of a spawn's 5 blocks 1.86-3.09 ms), and three probes
+timing one block each, within an hour, put ``network.per_collective_s`` at 0.16, 4.27 and 0.73 ms. Later, on a
+calmer machine, benchmarks/bench_probe_collective.py (6 spawns, both estimators from the same calls) gave 0.66-1.55
+ms from the first block alone and 0.58-0.85 ms from all 4 (max/min 2.35 -> 1.47; the first block was the slowest
+in 4 of 6 spawns), and three probes with 4 blocks 0.25, 0.37 and 0.41 ms. Not what training pays: dp's 0.74 MB
+all-reduces (DDP buckets) in three Cora runs that day took 2.0-2.4 ms on average from the last rank's arrival, so
+a calibration still fits this cost (``gnnplan calibrate``)."""
 COLLECTIVE_ELEMENTS = 256
-"""float32 elements of :func:`collective_mean_s`'s all-reduce (1 KiB; 128 per rank of two): many per rank, as in
+"""float32 elements of :func:`collective_times_s`'s all-reduce (1 KiB; 128 per rank of two): many per rank, as in
 every collective the executor makes. A one-element all-reduce is not representative: measured 2026-11-28 (trimmed
 means of 100 calls after 1 ms of compute), an 8-byte float64 all-reduce took 0.13-0.21 ms between two local
 processes and 0.18-0.36 ms between two emulated machines, while 16 B, 1 KiB and 64 KiB took 1.3-1.6 ms locally and
@@ -99,7 +110,7 @@ processes and 0.18-0.36 ms between two emulated machines, while 16 B, 1 KiB and 
 were measured while gloo's event-loop thread spun beside each call (before :mod:`executor.gloo_loop`); with it in
 ``SCHED_IDLE`` a 1 KiB all-reduce between two local processes took 0.32-0.47 ms (three probes, 2026-11-28)."""
 COLLECTIVE_BYTES = 4 * COLLECTIVE_ELEMENTS
-"""Bytes per rank of :func:`collective_mean_s`'s all-reduce."""
+"""Bytes per rank of :func:`collective_times_s`'s all-reduce."""
 
 
 def _busy_s(seconds: float) -> int:
@@ -111,19 +122,12 @@ def _busy_s(seconds: float) -> int:
     return readings
 
 
-def collective_mean_s(repeats: int = COLLECTIVE_CALLS, all_to_all: bool = False) -> float:
-    """Mean seconds of a :data:`COLLECTIVE_BYTES` gloo ``all_reduce`` (float32) of the joined process group, each
-    after :data:`COLLECTIVE_BUSY_S` of compute, over ``repeats`` calls after three warm-ups; the top and bottom 5%
-    are trimmed (:func:`scipy.stats.trim_mean`) so that a rare pause of the machine does not count. With
+def collective_times_s(repeats: int = COLLECTIVE_CALLS, all_to_all: bool = False) -> list[float]:
+    """Seconds of each of ``repeats`` :data:`COLLECTIVE_BYTES` gloo ``all_reduce`` calls (float32) of the joined
+    process group, each after :data:`COLLECTIVE_BUSY_S` of compute, after three untimed warm-ups. With
     ``all_to_all`` the call is an ``all_to_all_single`` of the same :data:`COLLECTIVE_ELEMENTS` per rank, an equal
     share to every rank (:func:`executor.comm.all_to_all_single`, as a feature pull and a gsplit shuffle call it).
-
-    The mean, not the median: an epoch sums its calls, so a per-call cost must be what a call costs on average
-    (1 KiB calls between two local processes were bimodal, 0.57 ms median and 1.37 ms mean, while gloo's
-    event-loop thread spun beside them, before :mod:`executor.gloo_loop`).
     """
-    import scipy.stats
-
     from gnnplan.executor import comm
 
     value = torch.ones(COLLECTIVE_ELEMENTS, dtype=torch.float32)
@@ -144,7 +148,36 @@ def collective_mean_s(repeats: int = COLLECTIVE_CALLS, all_to_all: bool = False)
         call()
         if i >= 3:
             times.append(time.perf_counter() - start)
-    return float(scipy.stats.trim_mean(times, 0.05))
+    return times
+
+
+def collective_means_s(blocks: int = COLLECTIVE_BLOCKS, repeats: int = COLLECTIVE_CALLS) -> tuple[float, float]:
+    """Mean seconds of a 1 KiB all-reduce and of a 1 KiB all-to-all call (:func:`collective_times_s`), each timed
+    in ``blocks`` blocks of ``repeats`` calls, an all-reduce block and an all-to-all block in turn, so that a slow
+    period of the machine falls on both alike; over all of a kind's calls the top and bottom 5% are trimmed
+    (:func:`scipy.stats.trim_mean`) so that a rare pause does not count.
+
+    The mean, not the median: an epoch sums its calls, so a per-call cost must be what a call costs on average
+    (1 KiB calls between two local processes were bimodal, 0.57 ms median and 1.37 ms mean, while gloo's
+    event-loop thread spun beside them, before :mod:`executor.gloo_loop`). Several blocks: one block's mean moves
+    with the machine's state far more than its calls vary within it (:data:`COLLECTIVE_BLOCKS`).
+
+    Returns:
+        (all_reduce_s, all_to_all_s).
+
+    Raises:
+        ValueError: ``blocks`` or ``repeats`` below 1.
+    """
+    import scipy.stats
+
+    if blocks < 1 or repeats < 1:
+        raise ValueError(f"blocks and repeats must be >= 1, got {blocks} and {repeats}")
+    reduce: list[float] = []
+    exchange: list[float] = []
+    for _ in range(blocks):
+        reduce += collective_times_s(repeats)
+        exchange += collective_times_s(repeats, all_to_all=True)
+    return float(scipy.stats.trim_mean(reduce, 0.05)), float(scipy.stats.trim_mean(exchange, 0.05))
 
 
 JITTER_SEGMENTS_S = (0.0005, 0.002, 0.008)

@@ -50,7 +50,13 @@ from gnnplan.executor.probe_calls import (
     split_costs,
 )
 from gnnplan.executor.probe_collectives import DDP_MODEL_DIMS, bucket_bytes, per_collective_s
-from gnnplan.executor.probe_io import COLLECTIVE_BUSY_S, COLLECTIVE_BYTES, COLLECTIVE_CALLS, jitter_source
+from gnnplan.executor.probe_io import (
+    COLLECTIVE_BLOCKS,
+    COLLECTIVE_BUSY_S,
+    COLLECTIVE_BYTES,
+    COLLECTIVE_CALLS,
+    jitter_source,
+)
 from gnnplan.executor.trace import Recorder, now
 
 PRIOR_FIELDS = ("network.bandwidth_bytes_per_s", "network.latency_s", "network.per_collective_s",
@@ -221,14 +227,16 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
         "network.per_collective_s": (
             f"measured by gnnplan probe on {date}: mean {COLLECTIVE_BYTES}-byte gloo all_reduce between 2 spawned "
             f"local processes, each call after {COLLECTIVE_BUSY_S:g} s of compute ({costs.all_reduce_s:.4g} s; "
-            f"executor.probe_io.collective_mean_s: {COLLECTIVE_CALLS} calls, 5% trimmed at each end; an 8-byte "
+            f"executor.probe_io.collective_means_s: {COLLECTIVE_BLOCKS} blocks of {COLLECTIVE_CALLS} calls in turn "
+            "with the all-to-all's, 5% trimmed at each end; an 8-byte "
             f"message one way: {costs.one_way_s:.4g} s, median of {sizes.message_repeats} rounds) minus its ring's "
             f"2 messages at network.latency_s ({latency:.4g} s) and its bytes at network.bandwidth_bytes_per_s, at "
             f"least {MIN_FIXED_S:g} s"),
         "network.per_all_to_all_s": (
             f"measured by gnnplan probe on {date}: mean {COLLECTIVE_BYTES}-byte gloo all_to_all_single (half to "
             f"the other rank) between 2 spawned local processes, each call after {COLLECTIVE_BUSY_S:g} s of "
-            f"compute ({costs.all_to_all_s:.4g} s; {COLLECTIVE_CALLS} calls, 5% trimmed at each end) minus its "
+            f"compute ({costs.all_to_all_s:.4g} s; {COLLECTIVE_BLOCKS} blocks of {COLLECTIVE_CALLS} calls, 5% trimmed "
+            "at each end) minus its "
             f"one message at network.latency_s and network.bandwidth_bytes_per_s, at least {MIN_FIXED_S:g} s"),
         "network.ddp_per_bucket_s": (
             f"measured by gnnplan probe on {date}: between 2 spawned local processes, a DDP model's one "

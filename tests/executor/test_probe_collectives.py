@@ -31,9 +31,9 @@ def test_a_collective_costs_what_its_messages_do_not(monkeypatch: pytest.MonkeyP
 
 
 def test_the_all_reduce_is_timed_after_compute_as_between_emulated_machines(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The rank program's all-reduce time is :func:`executor.probe_io.collective_mean_s` (the mean call after
-    compute, as ``probe --emulate`` measures it), not a median of back-to-back calls; the round trip stays a
-    median of its own rounds."""
+    """The rank program's all-reduce and all-to-all times are :func:`executor.probe_io.collective_means_s`'s (the
+    mean call after compute, as ``probe --emulate`` measures it), not a median of back-to-back calls; the round
+    trip stays a median of its own rounds."""
     from types import SimpleNamespace
 
     from gnnplan.executor import comm
@@ -42,7 +42,7 @@ def test_the_all_reduce_is_timed_after_compute_as_between_emulated_machines(monk
     monkeypatch.setattr(comm, "barrier", lambda: None)
     monkeypatch.setattr(comm, "send", lambda buf, peer: calls.append(f"send {peer}"))
     monkeypatch.setattr(comm, "recv", lambda buf, peer: calls.append(f"recv {peer}"))
-    monkeypatch.setattr(probe_collectives, "collective_mean_s", lambda all_to_all=False: 2e-4 if all_to_all else 4.2e-4)
+    monkeypatch.setattr(probe_collectives, "collective_means_s", lambda: (4.2e-4, 2e-4))
     monkeypatch.setattr(probe_collectives, "_ddp_bucket_times", lambda repeats: (3e-3, 1e-3))
     monkeypatch.setattr(probe_collectives, "straggler_jitter", lambda: (3e-5, 2e-4, 237))
     one_way, reduce, exchange, ddp, flat, *jitter = probe_collectives._collective_rank(SimpleNamespace(rank=0), None, 4)
@@ -74,7 +74,7 @@ def test_ddp_bucket_time_starts_at_the_last_ranks_launch() -> None:
 
 
 def test_the_timed_all_reduce_has_many_elements_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
-    """:func:`executor.probe_io.collective_mean_s` times a 1 KiB float32 all-reduce (128 elements per rank of two),
+    """:func:`executor.probe_io.collective_times_s` times a 1 KiB float32 all-reduce (128 elements per rank of two),
     not a one-element one (several times faster than any larger call here), each call after the busy loop, three
     warm-ups untimed."""
     import torch
@@ -86,7 +86,7 @@ def test_the_timed_all_reduce_has_many_elements_per_rank(monkeypatch: pytest.Mon
     monkeypatch.setattr(comm, "barrier", lambda: None)
     monkeypatch.setattr(comm, "all_reduce_", lambda t: seen.append((t.numel(), t.dtype)))
     monkeypatch.setattr(probe_io, "_busy_s", busy.append)
-    assert probe_io.collective_mean_s(7) >= 0
+    assert len(probe_io.collective_times_s(7)) == 7
     assert seen == [(256, torch.float32)] * 10 and busy == [probe_io.COLLECTIVE_BUSY_S] * 10
     assert probe_io.COLLECTIVE_BYTES == 1024
 
@@ -104,5 +104,34 @@ def test_the_timed_all_to_all_sends_an_equal_share_to_every_rank(monkeypatch: py
     monkeypatch.setattr(comm, "all_to_all_single",
                         lambda out, inp, out_splits, in_splits: seen.append((inp.numel(), out_splits, in_splits)))
     monkeypatch.setattr(probe_io, "_busy_s", busy.append)
-    assert probe_io.collective_mean_s(5, all_to_all=True) >= 0
+    assert len(probe_io.collective_times_s(5, all_to_all=True)) == 5
     assert seen == [(256, [128, 128], [128, 128])] * 8 and busy == [probe_io.COLLECTIVE_BUSY_S] * 8
+
+
+def test_collective_means_alternate_blocks_and_trim_over_all_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`executor.probe_io.collective_means_s` times the all-reduce and the all-to-all in alternating blocks
+    (a slow period falls on both) and trims 5% at each end over all of a kind's calls, not block by block: here
+    the all-reduce's third block is slow (10 ms a call against 1 ms), and the mean over the 4 x 10 calls keeps it,
+    trimming only the two slowest and two fastest calls (a per-block trim would drop nothing of a 10-call block,
+    and the old one-block probe saw 1 ms or 10 ms depending on the block)."""
+    import scipy.stats
+
+    from gnnplan.executor import probe_io
+
+    order: list[str] = []
+
+    def times(repeats: int, all_to_all: bool = False) -> list[float]:
+        order.append("all_to_all" if all_to_all else "all_reduce")
+        block = sum(k == "all_reduce" for k in order)
+        return [0.5e-3 + 1e-5 * i for i in range(repeats)] if all_to_all else \
+            [(10e-3 if block == 3 else 1e-3) + 1e-6 * i for i in range(repeats)]
+
+    monkeypatch.setattr(probe_io, "collective_times_s", times)
+    reduce, exchange = probe_io.collective_means_s(4, 10)
+    assert order == ["all_reduce", "all_to_all"] * 4
+    calls = [(10e-3 if b == 2 else 1e-3) + 1e-6 * i for b in range(4) for i in range(10)]
+    assert reduce == pytest.approx(float(scipy.stats.trim_mean(calls, 0.05)), rel=1e-12)
+    assert 3e-3 < reduce < 3.3e-3  # the slow block's 10 of 40 calls, 2 of them trimmed
+    assert exchange == pytest.approx(0.5e-3 + 4.5e-5, rel=1e-12)
+    with pytest.raises(ValueError, match="blocks and repeats"):
+        probe_io.collective_means_s(0, 10)
