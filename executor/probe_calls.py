@@ -7,11 +7,15 @@ or per-kernel launch cost covers (cluster fields ``host.sampler_call_s`` and ``g
   time at the measured ``host.sampling_edges_per_s_per_core`` is a small correction: per call, the median batch
   time minus its edges at that rate, divided by the layers.
 * ``gpu.graph_op_overhead_s``: DGL's ``SAGEConv(8, 4, "mean")`` forward and backward on a tiny block (its
-  aggregation is one ``update_all``, its gradient one more DGL call): the median time minus the
-  ``gpu.kernel_overhead_s`` of every kernel ``simulator.workload.model_cost`` lists for the layer forward and
-  (times ``gpu.backward_overhead_ratio``) of each of their gradients, divided by the two message-passing calls
-  (the way ``gpu.kernel_overhead_s`` itself is measured: a pass's time over the kernels the simulator counts for
-  it).
+  aggregation is one ``update_all``, its gradient one more DGL call), each pass followed by a control pass: the
+  same layer's dense kernels in plain torch (its weights; ``in > out``, so the projection of the sources first),
+  with the aggregation a dense (destinations x sources) matmul, one kernel as the aggregation is. The median of
+  the paired differences, divided by the two message-passing calls, is what a DGL call costs beyond a kernel's
+  launch, timed on the same machine state as the launches it is set against. Until 2026-12-02 the pass's median
+  time minus ``gpu.kernel_overhead_s`` for every kernel ``simulator.workload.model_cost`` lists (a separate
+  measurement) was used: a difference of two similar numbers, it came out at 1e-6 (the floor), 24, 50, 171, 277
+  and 330 us in six probes that day; the paired one gave 177-232 us in six runs of 50 pairs on one thread and
+  184-221 us on two (this 2-core machine, DGL 1.1.3).
 
 Both are at least :data:`MIN_FIXED_S` (a difference of timings). Source of the method: Hockney's alpha-beta
 decomposition (Parallel Computing 20(3), 1994) of a call's time into a fixed part and a per-item part, the fixed
@@ -127,34 +131,37 @@ def split_costs(num_vertices: int, edge_factor: int, fanouts: tuple[int, ...], n
     return rate, max(MIN_FIXED_S, (t_small - n_small / rate) / len(fanouts))
 
 
-def graph_op_overhead_s(kernel_overhead_s: float, backward_overhead_ratio: float, repeats: int) -> float:
-    """Fixed seconds of one DGL message-passing call beyond its kernel's launch (module docstring).
+def graph_op_overhead_s(repeats: int) -> float:
+    """Fixed seconds of one DGL message-passing call beyond its kernel's launch (module docstring), on the calling
+    thread pool.
 
     Args:
-        kernel_overhead_s: the probe's ``gpu.kernel_overhead_s`` (per forward kernel).
-        backward_overhead_ratio: the probe's ``gpu.backward_overhead_ratio`` (a gradient kernel's cost over it).
-        repeats: timed forward + backward passes (after three warm-up passes).
+        repeats: timed pairs of passes, DGL's layer and its dense control (after three warm-up pairs).
+
+    Returns:
+        The median paired difference over the two message-passing calls of a pass, at least :data:`MIN_FIXED_S`.
     """
     import dgl
-
-    from gnnplan.simulator.workload.model_cost import Block, LayerDims, layer_kernels
 
     graph = dgl.graph((torch.arange(8) % 6, torch.arange(8) % 4), num_nodes=6)
     torch.manual_seed(0)
     conv = dgl.nn.SAGEConv(GRAPH_OP_DIMS[0], GRAPH_OP_DIMS[1], "mean")
-    times, kernels = [], []
+    num_dst = 4
+    differences = []
     for i in range(repeats + 3):
-        block = dgl.to_block(graph, torch.arange(4))  # a fresh block, as every sampled batch is (no cached formats)
+        block = dgl.to_block(graph, torch.arange(num_dst))  # a fresh block, as every sampled batch is
         h = torch.randn(block.num_src_nodes(), GRAPH_OP_DIMS[0], requires_grad=True)
         start = time.perf_counter()
         conv(block, h).sum().backward()
+        layer_s = time.perf_counter() - start
+        mean = torch.full((num_dst, block.num_src_nodes()), 1.0 / block.num_src_nodes())
+        x = torch.randn(block.num_src_nodes(), GRAPH_OP_DIMS[0], requires_grad=True)
+        start = time.perf_counter()
+        (conv.fc_self(x[:num_dst]) + mean @ conv.fc_neigh(x)).sum().backward()  # the same kernels, no DGL call
+        control_s = time.perf_counter() - start
         if i >= 3:
-            times.append(time.perf_counter() - start)
-        kernels = layer_kernels("sage", LayerDims(*GRAPH_OP_DIMS),
-                                Block(block.num_src_nodes(), block.num_dst_nodes(), block.num_edges()), "sage0")
-    calls = 2 * sum(1 for k in kernels if k.graph_op)       # each aggregation forward and its gradient
-    launches = len(kernels) * (1.0 + backward_overhead_ratio) * kernel_overhead_s  # each kernel and its gradient
-    return max(MIN_FIXED_S, (float(np.median(times)) - launches) / calls)
+            differences.append(layer_s - control_s)
+    return max(MIN_FIXED_S, float(np.median(differences)) / 2.0)  # the aggregation and its gradient
 
 
 def dropout_elements_per_s(memory_bandwidth_bytes_per_s: float, repeats: int) -> float:

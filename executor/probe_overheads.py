@@ -196,8 +196,7 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
         handoff = sampler_handoff_s(sizes.rmat_vertices, sizes.rmat_edge_factor, tuple(sizes.sampling_fanouts),
                                     batch, num_batches)
         loop = iteration_overhead_s(LOOP_ITERATIONS, sizes.repeats)
-        graph_op = graph_op_overhead_s(float(data["gpu"]["kernel_overhead_s"]),
-                                       float(data["gpu"].get("backward_overhead_ratio", 1.0)), 10 * sizes.repeats)
+        graph_op = graph_op_overhead_s(10 * sizes.repeats)
         rng = dropout_elements_per_s(float(data["gpu"]["memory_bandwidth_bytes_per_s"]), 3 * sizes.repeats)
     with torch_threads(1):  # a sampler samples on one thread (executor.sampling)
         call = sampler_call_s(sizes.rmat_vertices, sizes.rmat_edge_factor, tuple(sizes.sampling_fanouts),
@@ -267,10 +266,10 @@ def add_overheads(data: dict[str, Any], sizes: Any, threads: int) -> dict[str, A
             f"{SPLIT_SEEDS[0]} seeds minus their items at host.split_items_per_s_per_core, per layer, at least "
             f"{MIN_FIXED_S:g} s (executor.probe_calls.split_costs)"),
         "gpu.graph_op_overhead_s": (
-            f"measured by gnnplan probe on {date}: median of {10 * sizes.repeats} forward + backward passes of "
-            f"DGL SAGEConv{GRAPH_OP_DIMS} on a fresh tiny block on {threads} thread(s), minus gpu.kernel_overhead_s "
-            "per kernel simulator.workload.model_cost lists for them (times gpu.backward_overhead_ratio for a "
-            "gradient), per DGL message-passing call (executor.probe_calls)"),
+            f"measured by gnnplan probe on {date}: median over {10 * sizes.repeats} pairs of the time of a forward "
+            f"+ backward pass of DGL SAGEConv{GRAPH_OP_DIMS} on a fresh tiny block minus that of the same dense "
+            f"kernels in plain torch with a dense matmul for the aggregation, on {threads} thread(s), per DGL "
+            "message-passing call (the aggregation and its gradient; executor.probe_calls.graph_op_overhead_s)"),
         "gpu.rng_elements_per_s": (
             f"measured by gnnplan probe on {date}: {DROPOUT_ELEMENTS} elements over the median of "
             f"{3 * sizes.repeats} torch.nn.Dropout(0.5) calls on {threads} thread(s) minus their memory-bound time "

@@ -84,8 +84,8 @@ class GpuSpec(_Spec):
         description="fixed time of one DGL message-passing call (update_all / apply_edges / edge_softmax: "
                     "DGL's Python dispatch, local scope, frame and format handling) beyond its kernel's "
                     "kernel_overhead_s, paid by each aggregation of a DGL layer forward and by its gradient; "
-                    "default 0 = not modelled; gnnplan probe measures it (executor.probe_overheads."
-                    "graph_op_overhead_s: 1.0-1.4 ms on the 2-core development machine, DGL 1.1.3)")
+                    "default 0 = not modelled; gnnplan probe measures it (executor.probe_calls."
+                    "graph_op_overhead_s: 0.18-0.23 ms on the 2-core development machine, DGL 1.1.3, 2026-12-02)")
     rng_elements_per_s: float | None = Field(
         default=None, gt=0,
         description="random numbers per second one worker draws for a dropout mask (Bernoulli), priced on top of "
