@@ -98,7 +98,9 @@ per block of 100 calls (4 spawns x 5 blocks; the means of a spawn's 5 blocks 1.8
 timing one block each, within an hour, put ``network.per_collective_s`` at 0.16, 4.27 and 0.73 ms. Later, on a
 calmer machine, benchmarks/bench_probe_collective.py (6 spawns, both estimators from the same calls) gave 0.66-1.55
 ms from the first block alone and 0.58-0.85 ms from all 4 (max/min 2.35 -> 1.47; the first block was the slowest
-in 4 of 6 spawns), and three probes with 4 blocks 0.25, 0.37 and 0.41 ms. Not what training pays: dp's 0.74 MB
+in 4 of 6 spawns), and three probes with 4 blocks 0.25, 0.37 and 0.41 ms; a fourth, while the hypervisor took
+1.4 s of CPU per 100 s from the idle machine (/proc/stat steal; 0.4 before), 4.48 ms: blocks average out a slow
+minute, not a slow hour. Not what training pays: dp's 0.74 MB
 all-reduces (DDP buckets) in three Cora runs that day took 2.0-2.4 ms on average from the last rank's arrival, so
 a calibration still fits this cost (``gnnplan calibrate``)."""
 COLLECTIVE_ELEMENTS = 256
