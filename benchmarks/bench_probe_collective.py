@@ -36,10 +36,8 @@ def _program(topo: Any, emit: Any, blocks: int) -> dict[str, list[list[float]]]:
 
 
 def main() -> int:
-    import scipy.stats
-
     from gnnplan.executor.launch import spawn
-    from gnnplan.executor.probe_io import COLLECTIVE_BLOCKS, COLLECTIVE_CALLS
+    from gnnplan.executor.probe_io import COLLECTIVE_BLOCKS, COLLECTIVE_BUSY_S, COLLECTIVE_CALLS, trimmed_mean_s
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spawns", type=int, default=6, help="process pairs, one after another")
@@ -47,16 +45,16 @@ def main() -> int:
     if args.spawns < 2:
         parser.error(f"--spawns: must be at least 2 (got {args.spawns})")
     print(f"{args.spawns} spawns of 2 local gloo processes; per spawn {COLLECTIVE_BLOCKS} blocks of "
-          f"{COLLECTIVE_CALLS} calls of each kind in turn, each call after 1 ms of compute", flush=True)
+          f"{COLLECTIVE_CALLS} calls of each kind in turn, each call after {1e3 * COLLECTIVE_BUSY_S:g} ms of compute",
+          flush=True)
     one, every, exchange = [], [], []
     for k in range(args.spawns):
-        times = spawn(_program, 2, (COLLECTIVE_BLOCKS,))
-        rank0 = times[0] if isinstance(times, list) else times
+        rank0 = spawn(_program, 2, (COLLECTIVE_BLOCKS,))  # rank 0's per-call times
         reduce_blocks = rank0["all_reduce"]
-        one.append(float(scipy.stats.trim_mean(reduce_blocks[0], 0.05)))
-        every.append(float(scipy.stats.trim_mean(np.concatenate(reduce_blocks), 0.05)))
-        exchange.append(float(scipy.stats.trim_mean(np.concatenate(rank0["all_to_all"]), 0.05)))
-        block_means = ", ".join(f"{1e3 * scipy.stats.trim_mean(b, 0.05):.2f}" for b in reduce_blocks)
+        one.append(trimmed_mean_s(reduce_blocks[0]))
+        every.append(trimmed_mean_s(np.concatenate(reduce_blocks)))
+        exchange.append(trimmed_mean_s(np.concatenate(rank0["all_to_all"])))
+        block_means = ", ".join(f"{1e3 * trimmed_mean_s(b):.2f}" for b in reduce_blocks)
         print(f"spawn {k}: all-reduce first block {1e3 * one[-1]:.3f} ms, all {COLLECTIVE_BLOCKS} blocks "
               f"{1e3 * every[-1]:.3f} ms (blocks {block_means}); all-to-all, all blocks {1e3 * exchange[-1]:.3f} ms",
               flush=True)

@@ -55,7 +55,13 @@ import numpy as np
 import torch
 
 from gnnplan.executor.probe_calls import MIN_FIXED_S
-from gnnplan.executor.probe_io import COLLECTIVE_BYTES, COLLECTIVE_CALLS, collective_means_s, straggler_jitter
+from gnnplan.executor.probe_io import (
+    COLLECTIVE_BYTES,
+    COLLECTIVE_CALLS,
+    collective_means_s,
+    straggler_jitter,
+    trimmed_mean_s,
+)
 from gnnplan.simulator.hardware.collectives import ring_all_reduce_time_s
 
 DDP_MODEL_DIMS = (1433, 128, 7)
@@ -95,14 +101,12 @@ def bucket_bytes() -> int:
 
 
 def _ddp_bucket_times(repeats: int) -> tuple[float, float]:
-    """Trimmed mean seconds (5% at each end, as :func:`executor.probe_io.collective_means_s`), over interleaved
+    """Trimmed mean seconds (:func:`executor.probe_io.trimmed_mean_s`, as the collectives'), over interleaved
     rounds after three warm-ups, of a DDP model's one gradient bucket (:class:`executor.ddp.GradientHook`, as the
     executor's ``all_reduce`` span starts) from its launch on the last rank to the return of ``backward``, and of
     a plain ``all_reduce`` of the same bytes after the same backward without DDP, from the last rank's call to its
     return (collective: every rank calls it). The ranks share one host's monotonic clock; the start times are
     max-reduced after the timed call."""
-    import scipy.stats
-
     from gnnplan.executor import comm, ddp
 
     torch.manual_seed(0)
@@ -131,7 +135,7 @@ def _ddp_bucket_times(repeats: int) -> tuple[float, float]:
         if i >= 3:
             bucket.append(ddp_s)
             flat.append(flat_s)
-    return float(scipy.stats.trim_mean(bucket, 0.05)), float(scipy.stats.trim_mean(flat, 0.05))
+    return trimmed_mean_s(bucket), trimmed_mean_s(flat)
 
 
 class CollectiveCosts(NamedTuple):
