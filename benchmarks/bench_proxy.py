@@ -122,7 +122,7 @@ from gnnplan.simulator.io import atomic_write_json  # noqa: E402
 from gnnplan.simulator.paths import cache_dir  # noqa: E402
 from gnnplan.simulator.workload.card_measures import derived_card  # noqa: E402
 from gnnplan.simulator.workload.cards import Card, card_from_dict, write_card  # noqa: E402
-from gnnplan.simulator.workload.datasets import dataset_key, load_dataset  # noqa: E402
+from gnnplan.simulator.workload.datasets import GraphData, dataset_key, load_dataset  # noqa: E402
 from gnnplan.simulator.workload.inference import INFERENCE_FORMAT  # noqa: E402
 from gnnplan.simulator.workload.proxy import max_relative_error, proxy_scale, proxy_spec  # noqa: E402
 from gnnplan.simulator.workload.proxy_pool import pooled_refs  # noqa: E402
@@ -169,16 +169,23 @@ def compare(name: str, measured: dict[str, float], estimated: dict[str, float]) 
 
 def relabelled(name: str, k: int) -> str:
     """Real graph ``name`` with its vertices renumbered by the seeded uniform random permutation ``perm`` of
-    relabeling ``k`` (vertex v becomes ``perm[v]``), as an OGB npz-layout folder under the cache, written once.
-    Edges (listed sorted by their new (src, dst)), feature rows, labels and the train/validation/test ids (sorted)
-    move with their vertices: the same graph, numbered otherwise."""
+    relabeling ``k`` (vertex v becomes ``perm[v]``), as an OGB npz-layout folder under the cache, written once
+    (:func:`write_numbered`): the same graph, numbered otherwise."""
     folder = cache_dir() / "bench_proxy" / "relabelled" / dataset_key(name) / f"{name}-relabel{k}"
-    if (folder / "split" / "relabelled" / "test.csv.gz").is_file():
-        return str(folder)
-    g = load_dataset(name)
-    perm = np.random.default_rng((RELABEL_SEED, k)).permutation(g.num_vertices).astype(np.int64)
+    if not (folder / "split" / "relabelled" / "test.csv.gz").is_file():
+        g = load_dataset(name)
+        perm = np.random.default_rng((RELABEL_SEED, k)).permutation(g.num_vertices).astype(np.int64)
+        write_numbered(folder, g, g.src, g.dst, perm)
+    return str(folder)
+
+
+def write_numbered(folder: Path, g: GraphData, src: np.ndarray, dst: np.ndarray, perm: np.ndarray) -> None:
+    """Write the graph of edges ``src -> dst`` on the vertices of ``g`` (a loaded dataset), vertex v numbered
+    ``perm[v]``, as an OGB npz-layout folder (split ``relabelled``), atomically: the folder appears whole or not at
+    all. Edges are listed sorted by their new (src, dst); ``g``'s feature rows, labels and train/validation/test ids
+    (sorted) move with their vertices."""
     old_of = np.argsort(perm)  # new id -> old id
-    src, dst = perm[g.src], perm[g.dst]
+    src, dst = perm[src], perm[dst]
     order = np.lexsort((dst, src))
     labels = g.labels[old_of].astype(np.float64)
     labels[labels < 0] = np.nan
@@ -187,7 +194,7 @@ def relabelled(name: str, k: int) -> str:
     (tmp / "raw").mkdir(parents=True)
     (tmp / "split" / "relabelled").mkdir(parents=True)
     np.savez_compressed(tmp / "raw" / "data.npz", edge_index=np.stack([src[order], dst[order]]),
-                        num_nodes_list=np.array([g.num_vertices]), num_edges_list=np.array([g.num_edges]),
+                        num_nodes_list=np.array([g.num_vertices]), num_edges_list=np.array([len(src)]),
                         node_feat=np.ascontiguousarray(np.asarray(g.features)[old_of], dtype=np.float32))
     np.savez(tmp / "raw" / "node-label.npz", node_label=labels[:, None])
     for part, ids in (("train", g.train_idx), ("valid", g.val_idx), ("test", g.test_idx)):
@@ -195,7 +202,6 @@ def relabelled(name: str, k: int) -> str:
             fh.write("".join(f"{v}\n" for v in np.sort(perm[ids]).tolist()))
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)
-    return str(folder)
 
 
 def measure_relabelled(name: str, batch: int) -> tuple[dict[str, float], dict[str, list[float]]]:

@@ -93,21 +93,22 @@ model's degree-dependent clustering, Orsini et al. 2015; bins 2, 3, 4-5, 6-9, 10
 moved the peer rows to 261 and the cuts to 0.0066, 0.0159, 0.0335, 0.0501 only: not kept.
 
 How far a block model can take those peer rows (2026-12-02, CiteSeer; hongtu's 8-worker METIS statistic of
-benchmarks/bench_proxy.py, medians): the real graph 289 (8 relabelings). The real graph randomised by double-edge swaps
-that keep its degrees, the card's Louvain block pair counts and each small component's edges inside it, the block
-model's own null model: 278 (-4%; 12 randomisations x 2 relabelings), and with its clustering closed back to the card's
-(:func:`simulator.workload.clustering.close_triangles`): 270 (-6.6%; 8 x 2). A proxy as good as the real graph's own
-null model would therefore sit about 7% low. The proxies (32 draws): the block model alone (no bridge share, clustering,
-assortativity or fine communities) 264, and randomised as the real graph was, 280 for 270 before (24 draws numbered
-without the permutation); as shipped 249. Taking one shaping away at a time: fine communities 257, clustering 264,
-bridge share 262, assortativity 251. Each moves the median by less than one draw's noise (the shipped proxy's single
-draws 195-335). Over the 15 pooled draws the statistic's median is 242; the draw nearest it would be -15.4%, and the
-medoid, draw 10, is 224. Two more tries, not kept. First, the bridge share dealt by the real graph's share of edge ends
-out at each degree (the try recorded in :mod:`simulator.workload.stub_labels`, repeated): peer rows 306 over 8 draws,
-but the 2- and 4-part cuts +24% and +47%, and bench_proxy.py ``--skip-rmat`` 81 of 86. Second, because the real graph's
-edges between heavily linked community pairs end on higher-degree vertices (median end degree 10 for pairs of 10 or more
-edges, 6 for single-edge pairs; Cora 7 and 5), a community's leaving labels were dealt heaviest pair first to its
-highest-degree leaving stubs: peer rows 244-254 (16 draws), the 2-part cut 0.0048-0.0057 for 0.0070.
+benchmarks/bench_proxy.py, medians): the real graph 286 (its 32 relabelings there). The real graph randomised by
+double-edge swaps that keep its degrees, the card's Louvain block pair counts and each small component's edges inside
+it, the block model's own null model: 273 (-4.5%), and with its clustering closed back to the card's
+(:func:`simulator.workload.clustering.close_triangles`): 272.5 (-4.7%) (benchmarks/bench_proxy_null.py, 8 randomisations
+each, where the product's estimate passes 85 of the 86 statistics and the nulls 78 and 81). A proxy as good as the real
+graph's own null model would therefore sit about 5% low. The proxies (32 draws): the block model alone (no bridge share,
+clustering, assortativity or fine communities) 264, and randomised as the real graph was, 280 for 270 before (24 draws
+numbered without the permutation); as shipped 249. Taking one shaping away at a time: fine communities 257, clustering
+264, bridge share 262, assortativity 251. Each moves the median by less than one draw's noise (the shipped proxy's
+single draws 195-335). Over the 15 pooled draws the statistic's median is 242; the draw nearest it would be -15.4%, and
+the medoid, draw 10, is 224. Two more tries, not kept. First, the bridge share dealt by the real graph's share of edge
+ends out at each degree (the try recorded in :mod:`simulator.workload.stub_labels`, repeated): peer rows 306 over 8
+draws, but the 2- and 4-part cuts +24% and +47%, and bench_proxy.py ``--skip-rmat`` 81 of 86. Second, because the real
+graph's edges between heavily linked community pairs end on higher-degree vertices (median end degree 10 for pairs of 10
+or more edges, 6 for single-edge pairs; Cora 7 and 5), a community's leaving labels were dealt heaviest pair first to
+its highest-degree leaving stubs: peer rows 244-254 (16 draws), the 2-part cut 0.0048-0.0057 for 0.0070.
 """
 
 from __future__ import annotations
