@@ -47,7 +47,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -150,10 +149,11 @@ def null_graph(name: str, kind: str, r: int) -> str:
     src, dst = np.concatenate([a, b]), np.concatenate([b, a])
     if kind == "+clustering":
         card = load_card(name)
-        assert card.clustering is not None, f"card:{name} has no clustering"
+        if card.clustering is None:
+            raise SystemExit(f"card:{name}: no clustering.average_clustering to close the triangles back to")
         src, dst = close_triangles(g.num_vertices, src, dst, card.clustering.average_clustering.value, rng,
                                    groups=comm, movable=largest)
-    write_numbered(Path(folder), g, src, dst, rng.permutation(g.num_vertices).astype(np.int64))
+    write_numbered(folder, g, src, dst, rng.permutation(g.num_vertices).astype(np.int64))
     return str(folder)
 
 

@@ -246,7 +246,7 @@ def louvain_blocks(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: in
 
 
 def louvain_of_largest(num_vertices: int, src: np.ndarray, dst: np.ndarray, seed: int = 0
-                        ) -> tuple[np.ndarray, np.ndarray, int]:
+                       ) -> tuple[np.ndarray, np.ndarray, int]:
     """(keep, comm, K): the (n,) bool mask of the largest connected component, the (n,) int64 Louvain community
     of every vertex (-1 outside it; the networkx run of :func:`louvain_blocks` on :func:`largest_component`, so
     the same community numbers) and the number of communities."""
