@@ -20,7 +20,8 @@ were measured with:
   :func:`simulator.workload.bridges.bridge_share`) and of the training vertices in the communities at most one hop
   from such a vertex (``train_near_bridge_fraction``, :func:`simulator.workload.bridges.near_bridge_vertices`);
 * ``degree.assortativity`` (Newman, PRL 89, 208701 (2002)) and ``clustering.average_clustering`` (Watts and
-  Strogatz, Nature 393, 440 (1998)); ``split.train_in_degree_histogram``.
+  Strogatz, Nature 393, 440 (1998)), with ``clustering.largest_component`` (the same over the largest component)
+  when the graph has other components; ``split.train_in_degree_histogram``.
 
 Louvain here is pure Python (networkx), and what limits the size of graph this measures: the whole structure of a
 5 x 10^5-vertex R-MAT graph (edge factor 8) took 8 min with generating it, Louvain alone on the 2 x 10^6-vertex
@@ -157,7 +158,10 @@ def structure_fields(num_vertices: int, src: np.ndarray, dst: np.ndarray, train_
                           "source": f"{text}: degree assortativity of the undirected simple graph"},
         "clustering": {"average_clustering": {"value": round(average_clustering(num_vertices, src, dst), 4),
                                               "source": f"{text}: average clustering coefficient (vertices of degree "
-                                                        "< 2 count 0)"}},
+                                                        "< 2 count 0)"},
+                       **({"largest_component": {"value": round(average_clustering(n_c, src_c, dst_c), 4),
+                                                 "source": f"{text}: the same over the largest connected component's "
+                                                           f"{n_c} vertices"}} if rows else {})},
         "train_in_degree_histogram": {"value": degree_histogram(in_deg[np.asarray(train_idx, dtype=np.int64)]),
                                       "source": f"{text}: degree_bins.degree_histogram of the training vertices' "
                                                 "in-degrees"},

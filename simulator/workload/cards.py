@@ -29,7 +29,8 @@ number nobody published, e.g. a degree exponent, must say so). Fields (:class:`C
   planted as separate pieces by a proxy drawn from a degree histogram (the communities then describe the
   largest component).
 * ``clustering`` (optional): the average clustering coefficient, reached by a proxy drawn from a degree
-  histogram through triangle closure.
+  histogram through triangle closure; with ``largest_component``, the largest component's own average, which the
+  proxy's largest component then reaches instead (its small components keep the triangles they were planted with).
 * ``split.train_in_degree_histogram`` (optional): the training vertices' in-degrees, when the split is not a
   uniform sample (the proxy's training vertices then match it).
 * ``metis_edge_cut`` (optional): published METIS k-way edge cuts of the graph, rows ``[parts, fraction]`` (the

@@ -129,8 +129,8 @@ def _same_pairs(label: np.ndarray, u: np.ndarray, w: np.ndarray, x: np.ndarray, 
 
 
 def close_triangles(num_vertices: int, src: np.ndarray, dst: np.ndarray, target: float, rng: np.random.Generator,
-                    groups: np.ndarray | None = None, movable: np.ndarray | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
+                    groups: np.ndarray | None = None, movable: np.ndarray | None = None,
+                    measured_on: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The graph rewired by degree-preserving triangle closure until its average clustering reaches ``target``
     (module docstring).
 
@@ -142,7 +142,10 @@ def close_triangles(num_vertices: int, src: np.ndarray, dst: np.ndarray, target:
         groups: (n,) int64 community of every vertex whose pair counts every swap keeps, or None.
         movable: (n,) bool vertices whose edges may be rewired (None: all): a swap's wedge is centred on one, and
             its other vertices are then in the same connected component (a proxy's largest component, whose
-            small components stay as planted); the average clustering is still over all vertices.
+            small components stay as planted).
+        measured_on: (n,) bool vertices the average clustering ``target`` is taken over (None: all): a proxy's
+            largest component when its card gives that component's own average
+            (``clustering.largest_component``).
 
     Returns:
         (src, dst) int64 both directions of every edge, sorted by (src, dst); the same degrees.
@@ -150,8 +153,9 @@ def close_triangles(num_vertices: int, src: np.ndarray, dst: np.ndarray, target:
     n = num_vertices
     adj = _adjacency(n, src, dst)
     deg = np.diff(adj.indptr)
-    local = local_clustering(adj)
-    current = float(local.mean())
+    over = np.ones(n, dtype=bool) if measured_on is None else np.asarray(measured_on, dtype=bool)
+    counted = max(int(over.sum()), 1)
+    current = float(local_clustering(adj)[over].mean()) if over.any() else 0.0
     degree_class = np.searchsorted(bin_edges(int(deg.max(initial=1))), deg, side="right") - 1
     candidates = np.flatnonzero((deg >= 2) & (True if movable is None else movable))
     proposals = max(16, int(PROPOSALS_PER_VERTEX * n))
@@ -188,7 +192,7 @@ def close_triangles(num_vertices: int, src: np.ndarray, dst: np.ndarray, target:
         # each swap adds ~gain triangles to u, w and their common neighbours: take only as many as the gap needs
         pairs = np.maximum(deg * (deg - 1) / 2.0, 1.0)
         per_swap = float(np.mean(gain * (1.0 / pairs[u] + 1.0 / pairs[w] + 1.0 / pairs[x] + 1.0 / pairs[y])) / 2.0)
-        need = (target - current) * n / max(per_swap, 1e-12)
+        need = (target - current) * counted / max(per_swap, 1e-12)
         take = int(min(len(u), max(1, np.ceil(need))))
         u, w, x, y = u[:take], w[:take], x[:take], y[:take]
         drop = sp.coo_matrix((np.ones(4 * take), (np.concatenate([u, x, w, y]), np.concatenate([x, u, y, w]))),
@@ -198,7 +202,7 @@ def close_triangles(num_vertices: int, src: np.ndarray, dst: np.ndarray, target:
         adj = (adj - drop + add).tocsr()
         adj.eliminate_zeros()
         adj.sort_indices()
-        current = float(local_clustering(adj).mean())
+        current = float(local_clustering(adj)[over].mean()) if over.any() else 0.0
     coo = sp.triu(adj, 1).tocoo()
     a, b = coo.row.astype(np.int64), coo.col.astype(np.int64)
     both = np.sort(np.concatenate([a * n + b, b * n + a]))

@@ -303,6 +303,9 @@ class DegreeSequenceSpec(SbmSpec):
         default=None, description="[i, j, edges] of the card's block model (planted in proportion)")
     assortativity: float | None = Field(default=None, gt=-1, lt=1, description="rewired to (None: as drawn)")
     average_clustering: float | None = Field(default=None, ge=0, lt=1, description="closed up to (None: as drawn)")
+    largest_component_clustering: float | None = Field(
+        default=None, ge=0, lt=1, description="the largest component's average clustering, closed up to instead of "
+                                              "average_clustering over all vertices (None: that)")
     block_train: tuple[int, ...] | None = Field(
         default=None, description="training vertices per block-model community, then outside the largest component")
     bridge_fraction: float | None = Field(
@@ -326,6 +329,8 @@ class DegreeSequenceSpec(SbmSpec):
                        if self.train_near_bridge_fraction is not None else ())
                     + (("hierarchical",) if self.hierarchical_mixing else ())
                     + (("C", self.average_clustering, CLOSURE_FORMAT) if self.average_clustering is not None else ())
+                    + (("CL", self.largest_component_clustering)
+                       if self.largest_component_clustering is not None else ())
                     + (("r", self.assortativity, CLOSURE_FORMAT) if self.assortativity is not None else ()))
         digest = hashlib.sha1(text.encode()).hexdigest()[:10]
         return f"{super()._generator_name()}-hist{digest}-of{self.source_vertices}"

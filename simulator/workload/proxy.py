@@ -264,6 +264,8 @@ def planted_spec(c: Card, n_p: int, seed: int, law_degrees: bool = False, hierar
             common.update(hierarchical_mixing=True)
         common.update(assortativity=None if c.degree.assortativity is None else c.degree.assortativity.value,
                       average_clustering=None if c.clustering is None else c.clustering.average_clustering.value)
+        if c.clustering is not None and c.clustering.largest_component is not None and c.components is not None:
+            common.update(largest_component_clustering=c.clustering.largest_component.value)
         if c.components is not None:  # planted beside the largest, as many per vertex as the card has
             rows = [(size, round(count * n_p / n)) for size, count in c.components.small_sizes.value]
             rows = [(int(size), int(count)) for size, count in rows if count > 0]

@@ -125,8 +125,10 @@ def shape(spec: DegreeSequenceSpec, src: np.ndarray, dst: np.ndarray, starts: np
                                         group, largest)
     for step in range(2 if connect and rewire else 1):
         if spec.average_clustering is not None:
-            src, dst = close_triangles(n_all, src, dst, spec.average_clustering,
-                                       np.random.default_rng((spec.seed, 6, step)), group, largest)
+            own = spec.largest_component_clustering  # the largest component's own average, where the card gives it
+            src, dst = close_triangles(n_all, src, dst, spec.average_clustering if own is None else own,
+                                       np.random.default_rng((spec.seed, 6, step)), group, largest,
+                                       measured_on=None if own is None else largest)
         if connect and rewire:
             src, dst = connect_largest(n_all, src, dst, largest, group, np.random.default_rng((spec.seed, 9, step)))
     return src, dst

@@ -82,6 +82,7 @@ def test_bundled_graph_cards_match_the_files(name: str) -> None:
         card_measures.louvain_train_near_bridge_fraction(g.num_vertices, g.src, g.dst, g.train_idx), 4)
     assert card.degree.assortativity.value == round(assortativity(g.num_vertices, g.src, g.dst), 4)
     assert card.clustering.average_clustering.value == round(average_clustering(g.num_vertices, g.src, g.dst), 4)
+    assert card.clustering.largest_component.value == round(average_clustering(*largest), 4)
 
 
 def test_published_sizes_of_papers100m() -> None:
