@@ -23,6 +23,12 @@ gsplit; the full-graph GCN of ``cora-gcn-full`` for neutronstar and hongtu; SGC 
 dataset replaced. Clusters: bench_proxy's 2 x 4 A100 on 200 Gb/s InfiniBand, and the HopGNN and NeutronStar
 testbeds (4 and 16 T4 machines on 10 and 6 Gb/s Ethernet), where remote inputs cost the most.
 
+Measured (2026-12-02, 16 relabelings, 8 draws), the proxies' largest component closed to its own clustering
+(simulator/workload/structure.py): epoch time 36/36 within 15% (median error 1.0%, max 10.2%), evaluation time 18/18
+(median 7.9%, max 10.4%: CiteSeer's on 4 T4 machines, 2.45 ms against 2.22), network bytes per epoch 36/36 (median 0.4%,
+max 9.9%); Cora's evaluation on 4 T4 machines, the miss below, +8.8% (1.64 ms against 1.51). The figures below are from
+before that change.
+
 Measured (2026-11-30, 16 relabelings, 8 draws; 36 (cluster, strategy) pairs on Cora and CiteSeer, 18 of them with an
 evaluation), the cards' statistics pooled over 15 proxy draws (simulator/workload/proxy_pool.py): epoch time 36/36
 within 15% (median error 0.8%, max 8.7%), evaluation time 15/18 (median 3.3%, max 15.6%: Cora's on 4 T4 machines,

@@ -60,39 +60,38 @@ over all of them, the noise floor of any one-draw estimate (2026-11-28: the real
 39-43 of 43 per relabeling on Cora, median 42, and 38-43 on CiteSeer, median 40; CiteSeer's METIS remote input
 fraction 8 of 32 relabelings, its hopgnn dp share 9).
 
-The product's estimate, compared in the tables, is R-MAT's one 10^5-vertex proxy (draw 0) and, for the cards of
-Cora and CiteSeer, smaller than that, the medoid of proxy draws 0-14 (``card:<name>``,
-simulator/workload/proxy_pool.py, its summary scalars the draws' medians; 2026-12-02: 128 of 129 within 15%, Cora 43,
-CiteSeer 42, R-MAT 43; 126, CiteSeer 40, with the medoid draw's summaries, 2026-11-30). ``--proxy-draws
-R`` (default :data:`PROXY_DRAWS`) also estimates every statistic on the single draws 0..R-1 (``card:<name>@K``;
-R-MAT's proxy at seed K) and prints, per graph, each statistic's estimate on draw 0, its min / mean / max over the
-draws and in how many draws it is within 15%, then each draw's count within 15% over all graphs (16 draws,
-2026-11-30, the cards giving their training vertices' share near the communities' boundaries,
-``communities.train_near_bridge_fraction``: 118-125 of 129, median 123; draw 0, the product's estimate before the
-small cards were pooled, 123), and whether the draws' range holds the measured
-value: the range ``--proxy-draws`` of simulate, tune and whatif reports is the draws' noise, and it held the
-measured value for 86 of the 129 statistics (Cora 33, CiteSeer 36, R-MAT 17 of 43); the others are biased beyond
-that noise. Without that share (earlier on 2026-11-30): 118-126, median 123, draw 0 124, 88 in range (Cora 33,
-CiteSeer 38); the share redraws the proxies' training vertices, so the draws' noise moves (Cora's draw 0 gsplit
-split inputs 80.7 -> 85.4 against 73.6 measured, now its one miss), and the bias it removes shows only over many
-draws and METIS seeds (benchmarks/bench_proxy_bias.py, the mean of 16 draws x 4 METIS seeds against the real
-graph's mean over its relabelings: CiteSeer's METIS remote input fraction -16.5% before, hopgnn's dp share -11.8%,
-both with METIS seed 0's partition counted twice; with it, over seeds 0, 2, 3 and 4, -11.0% and -4.4%, Cora's
--1.6% and -3.8%). Until the
-R-MAT card gave its Louvain communities (2026-11-30) R-MAT's default draw missed two of 43 (hopgnn's dp remote share
-+17%, the evaluation's remote sources +22%) and the 16 draws gave 119-127 (median 122, draw 0 122, 89 in range).
-Before the
-cards gave ``communities.bridge_fraction`` (2026-11-28): 117-125 per draw, median 122.5, draw 0 124, the range
-holding 77 (Cora 26, CiteSeer 33): the proxies' communities met at more vertices than the real ones, and their
-METIS cuts were biased (Cora's edge cut +17% on every draw, CiteSeer's remote input fraction -25% on average).
-The median of each statistic over the draws averages their noise out (what ``--proxy-draws R`` gives as its median):
-over 16 draws it is within 15% for 128 of the 129 (2026-11-30); the one miss, R-MAT's evaluation remote sources
-(0.00222 against 0.00178, +25%; without the communities 0.00227), is the proxy's bias. Over draws with METIS seed 0
-only, that median is itself noisy on the 2-part METIS statistics: over 16 draws x 4 METIS seeds CiteSeer's remote
-input fraction has its median 23.5% low (95% interval [0.035, 0.047], the measured 0.051) and its mean 11.0% low
-(bench_proxy_bias.py). The default draw's six misses are CiteSeer's five 2-part
-METIS statistics, a draw at the top of their spread (edge cut 0.0114 against 0.0068), and Cora's gsplit split
-inputs (+16.0%).
+The product's estimate, compared in the tables, is R-MAT's one 10^5-vertex proxy (draw 0) and, for the cards of Cora and
+CiteSeer, smaller than that, the medoid of proxy draws 0-14 (``card:<name>``, simulator/workload/proxy_pool.py, its
+summary scalars the draws' medians; 2026-12-02: 129 of 129 within 15%, 43 on each graph, since the proxies' largest
+component is closed to its own clustering, simulator/workload/structure.py; 128 before, CiteSeer's hongtu peer rows
+-21.7%; 126, CiteSeer 40, with the medoid draw's summaries, 2026-11-30). ``--proxy-draws R`` (default
+:data:`PROXY_DRAWS`) also estimates every statistic on the single draws 0..R-1 (``card:<name>@K``; R-MAT's proxy at seed
+K) and prints, per graph, each statistic's estimate on draw 0, its min / mean / max over the draws and in how many draws
+it is within 15%, then each draw's count within 15% over all graphs (16 draws, 2026-11-30, the cards giving their
+training vertices' share near the communities' boundaries, ``communities.train_near_bridge_fraction``: 118-125 of 129,
+median 123; draw 0, the product's estimate before the small cards were pooled, 123), and whether the draws' range holds
+the measured value: the range ``--proxy-draws`` of simulate, tune and whatif reports is the draws' noise, and it held
+the measured value for 86 of the 129 statistics (Cora 33, CiteSeer 36, R-MAT 17 of 43); the others are biased beyond
+that noise. Without that share (earlier on 2026-11-30): 118-126, median 123, draw 0 124, 88 in range (Cora 33, CiteSeer
+38); the share redraws the proxies' training vertices, so the draws' noise moves (Cora's draw 0 gsplit split inputs 80.7
+-> 85.4 against 73.6 measured, now its one miss), and the bias it removes shows only over many draws and METIS seeds
+(benchmarks/bench_proxy_bias.py, the mean of 16 draws x 4 METIS seeds against the real graph's mean over its
+relabelings: CiteSeer's METIS remote input fraction -16.5% before, hopgnn's dp share -11.8%, both with METIS seed 0's
+partition counted twice; with it, over seeds 0, 2, 3 and 4, -11.0% and -4.4%, Cora's -1.6% and -3.8%). Until the R-MAT
+card gave its Louvain communities (2026-11-30) R-MAT's default draw missed two of 43 (hopgnn's dp remote share +17%, the
+evaluation's remote sources +22%) and the 16 draws gave 119-127 (median 122, draw 0 122, 89 in range). Before the cards
+gave ``communities.bridge_fraction`` (2026-11-28): 117-125 per draw, median 122.5, draw 0 124, the range holding 77
+(Cora 26, CiteSeer 33): the proxies' communities met at more vertices than the real ones, and their METIS cuts were
+biased (Cora's edge cut +17% on every draw, CiteSeer's remote input fraction -25% on average). The median of each
+statistic over the draws averages their noise out (what ``--proxy-draws R`` gives as its median): over 16 draws it is
+within 15% for 128 of the 129 (2026-11-30); the one miss, R-MAT's evaluation remote sources (0.00222 against 0.00178,
++25%; without the communities 0.00227), is the proxy's bias. Over draws with METIS seed 0 only, that median is itself
+noisy on the 2-part METIS statistics: over 16 draws x 4 METIS seeds CiteSeer's remote input fraction has its median
+23.5% low (95% interval [0.035, 0.047], the measured 0.051) and its mean 11.0% low (bench_proxy_bias.py). The default
+draw's six misses are CiteSeer's five 2-part METIS statistics, a draw at the top of their spread (edge cut 0.0114
+against 0.0068), and Cora's gsplit split inputs (+16.0%). With the largest component closed to its own clustering
+(2026-12-02, 16 draws): 118-128 per draw, median 123, draw 0 122; the range holding 81 (Cora 32, CiteSeer 32, R-MAT 17);
+the median over the draws within 15% for 128 of the 129 (the same R-MAT miss).
 
 Run: ``python benchmarks/bench_proxy.py [--skip-rmat] [--proxy-draws R]``. Statistics are cached under
 ``$GNNPLAN_CACHE``; the first run generates the 2M-vertex graph (~4 min, ~3 GB peak) and partitions it with METIS.

@@ -58,6 +58,14 @@ community: 0.0046) against 0.0068, hongtu's peer rows 242 -> 177 (238) against 2
 real graphs' 86 within 15% fell from 83 to 80 (78 inside one community). The real graph is both richer in squares
 and harder to cut than its proxy; not kept.
 
+Measured again on 2026-12-02, after the proxies' largest component was closed to its own clustering rather than the
+whole graph's (simulator/workload/structure.py; the same 16 draws x METIS seeds 0, 2, 3 and 4; mean, median): CiteSeer's
+METIS remote input fraction 0.0494 (-10.3%), 0.0446 (-11.9%, its 95% interval [0.0387, 0.0515] now holding the real
+median); hopgnn's dp share 0.0484 (-3.5%), 0.0439 (-1.8%); hongtu's peer rows 276 (-3.3%), 272 (-4.9%); Cora's METIS
+remote input fraction 0.1254 (+1.4%), 0.1218 (-3.2%), hopgnn's dp share 0.1243 (-0.8%), 0.1197 (-5.7%), hongtu's peer
+rows 857.8 (-0.1%), 861.5 (+0.3%), the layer-0 input vertices 148.4 (+13.2%), 148.3 (+12.9%). Every median over the 64
+is within 15% on both graphs (43 of 43 each); 2 min 32 s for both graphs with the real graphs' relabelings cached.
+
 Run: ``python benchmarks/bench_proxy_bias.py [--draws 16] [--metis-seeds 4] [--graphs cora citeseer]`` (~4 min per
 graph the first time, 2 cores; cached after).
 """

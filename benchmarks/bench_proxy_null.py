@@ -28,15 +28,15 @@ degree in which community, which a card does not hold, so it is an upper bound o
 
 Measured (2026-12-02, 8 nulls of each kind; 2 min 59 s from an empty cache, the same table to the digit as a run that
 found the relabelings' statistics cached, 1 min 43 s): within 15% of the measured value, Cora ``blocks`` 36,
-``+clustering`` 39, the estimate 43 of 43; CiteSeer 42, 42 and 42; both graphs 78, 81 and 85 of 86. Cora's ``blocks``
-null misses 7 statistics and its ``+clustering`` null 4: layer 0's input vertices (METIS partition +18% and +12%, random
-+18% and +12%), the hit fraction of a 5% cache (+18% and +18.5%; random +17.5% and +19%), the METIS remote fraction
-(+28%, +27%), hopgnn's dp remote fraction (+32%, +27%) and gsplit's split inputs (+15%, +10%), where the estimate is
-within 14% on all of them [inferred: the proxy's fine communities and bridge share, which a null of the 29 communities
-lacks]. CiteSeer's ``blocks`` null misses the METIS remote fraction (-28%), its ``+clustering`` null hopgnn's dp remote
-fraction (+17.5%), and the estimate hongtu's peer rows (224 against 286, where the nulls give 273 and 272.5): that one
-miss is the proxy's, not the block model's, and each of the proxy's shapings lowers it
-(:mod:`simulator.workload.blockmodel`).
+``+clustering`` 39, the estimate 43 of 43; CiteSeer 42, 42 and 43; both graphs 78, 81 and 86 of 86 (the estimate 85
+before the proxies' largest component was closed to its own clustering, simulator/workload/structure.py, the same day).
+Cora's ``blocks`` null misses 7 statistics and its ``+clustering`` null 4: layer 0's input vertices (METIS partition
++18% and +12%, random +18% and +12%), the hit fraction of a 5% cache (+18% and +18.5%; random +17.5% and +19%), the
+METIS remote fraction (+28%, +27%), hopgnn's dp remote fraction (+32%, +27%) and gsplit's split inputs (+15%, +10%),
+where the estimate is within 14% on all of them [inferred: the proxy's fine communities and bridge share, which a null
+of the 29 communities lacks]. CiteSeer's ``blocks`` null misses the METIS remote fraction (-28%) and its ``+clustering``
+null hopgnn's dp remote fraction (+17.5%); hongtu's peer rows, 286 measured, are 273 and 272.5 on the nulls and 247
+estimated (224 before that change, the estimate's one miss: :mod:`simulator.workload.blockmodel`).
 
 Run: ``python benchmarks/bench_proxy_null.py [--nulls R]`` (default :data:`NULLS`). The null graphs are written
 once under ``<cache>/bench_proxy/null`` and their statistics cached; the real graphs' relabelings are

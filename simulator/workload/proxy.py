@@ -97,8 +97,9 @@ measured 0.0068), hongtu's peer rows and gsplit's split inputs; the rest move by
 ``--proxy-draws R`` of simulate, tune and whatif repeats a prediction over draws to show how much of it is the
 draw's (:func:`simulator.workload.proxy_draws.requested_draws`). Cora's and CiteSeer's cards, smaller than
 :data:`DEFAULT_PROXY_VERTICES`, are no longer estimated from this draw alone: ``card:<name>`` is the medoid of draws
-0-14 (:mod:`.proxy_pool`; 128 of 129 within 15% in the same benchmark, 126 before its summary scalars were the
-draws' medians, this draw alone 123)."""
+0-14 (:mod:`.proxy_pool`; 129 of 129 within 15% in the same benchmark since the largest component is closed to
+its own clustering, 2026-12-02: :mod:`.structure`; 128 before, 126 before its summary scalars were the draws'
+medians, this draw alone 123)."""
 PROXY_MIN_TRAIN_FRACTION = 0.25
 """Smallest training fraction of a proxy: per-batch statistics need every worker's share of training vertices to hold
 full batches (ogbn-papers100M trains on 1.1% of its vertices: 1,087 of a 10^5-vertex proxy); they do not depend on

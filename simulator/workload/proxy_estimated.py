@@ -112,11 +112,10 @@ def community_caveat(ref: object) -> str | None:
 
 
 BLOCK_MODEL_EFFECT = ("on Cora and CiteSeer, whose cards have a block model, 36 of 36 epoch times and network byte "
-                      "counts came within 15% of the real graph's predictions (max 8.7% and 9.5%) and 15 of 18 "
-                      "evaluation times (max 15.6%) (benchmarks/bench_card_epoch.py), and 85 of 86 statistics within "
-                      "15% of the real graph's (benchmarks/bench_proxy.py); METIS cuts CiteSeer's proxy less than the "
-                      "real graph at 8 and 16 parts (medians over 12 draws: 23% and 28% less), so hongtu's peer rows "
-                      "there came 22% low (2026-12-02, each card pooled over 15 proxy draws)")
+                      "counts came within 15% of the real graph's predictions (max 10.2% and 9.9%) and 18 of 18 "
+                      "evaluation times (max 10.4%) (benchmarks/bench_card_epoch.py), and 86 of 86 statistics within "
+                      "15% of the real graph's (max 13.6%, CiteSeer's hongtu peer rows; benchmarks/bench_proxy.py) "
+                      "(2026-12-02, each card pooled over 15 proxy draws)")
 """What a card with a block model did to the predictions and statistics of Cora and CiteSeer against their real
 graphs (the docstrings of benchmarks/bench_card_epoch.py and :mod:`simulator.workload.proxy_pool`): the accuracy a
 card derived with ``gnnplan card --structure louvain`` can expect, measured on the only two graphs bundled."""

@@ -12,18 +12,21 @@ measurements (:func:`medoid`): the one draw's whole result that lies nearest the
 medoid, unlike an element-wise median, is one graph's measurement, so what adds up in it still adds up (a batch's
 cache hits and local and remote misses), and a worker's numbers stay that worker's.
 
-Measured on the bundled graphs (2026-11-30). benchmarks/bench_proxy.py (the real graph's value the median over 32
-renumberings): the product's estimate is within 15% for 128 of the 129 statistics (Cora 43 of 43, CiteSeer 42, the
-2M-vertex R-MAT graph, one 10^5-vertex proxy, 43; 2026-12-02), against 123 for draw 0 alone (Cora 42, CiteSeer 38).
-CiteSeer's miss is hongtu's peer rows (224 against 286; the median of the 15 draws' is 242, -15%, and the mean over
-16 draws x 4 METIS seeds -10%: a bias of the proxy, benchmarks/bench_proxy_bias.py). Until 2026-12-01 the summary
-scalars (:data:`SUMMARY_FIELDS`) were the medoid draw's too, 126 of 129: CiteSeer also missed its 2-part METIS edge
-cut (0.0048 against 0.0068; the draws' median 0.0066) and hopgnn's dp remote share (0.028 against 0.045; median
-0.048); no prediction reads either. benchmarks/bench_card_epoch.py (predictions from the card against the real
-graph's, 36 epoch times, 18 evaluation times, 36 network byte counts): epoch 36/36 within 15% (median error 0.8%,
-max 8.7%), evaluation 15/18 (3.3%, max 15.6%), network bytes 36/36 (0.3%, max 9.5%), against 35/36 (0.6%, 26.4%),
-15/18 (7.4%, 41.9%) and 34/36 (0.3%, 55.9%) from draw 0 alone; the evaluation's misses are Cora's on 4 T4 machines,
-+15.6%, where every single draw is high too (1.59-1.89 ms against 1.51: a bias).
+Measured on the bundled graphs. benchmarks/bench_proxy.py (the real graph's value the median over 32 renumberings): the
+product's estimate is within 15% for 129 of the 129 statistics (Cora 43 of 43, CiteSeer 43, the 2M-vertex R-MAT graph,
+one 10^5-vertex proxy, 43; 2026-12-02, since the proxies' largest component is closed to its own clustering:
+:mod:`simulator.workload.structure`), against 123 for draw 0 alone (Cora 42, CiteSeer 38, 2026-11-30). Before that fix
+128: CiteSeer missed hongtu's peer rows (224 against 286; the median of the 15 draws' 242, -15%, and the mean over 16
+draws x 4 METIS seeds -10%: a bias of the proxy, benchmarks/bench_proxy_bias.py; now 247, -13.6%, the draws' median
+286.5 and that mean -3.3%). Until 2026-12-01 the summary scalars (:data:`SUMMARY_FIELDS`) were the medoid draw's too,
+126 of 129: CiteSeer also missed its 2-part METIS edge cut (0.0048 against 0.0068; the draws' median 0.0066) and
+hopgnn's dp remote share (0.028 against 0.045; median 0.048); no prediction reads either. benchmarks/bench_card_epoch.py
+(predictions from the card against the real graph's, 36 epoch times, 18 evaluation times, 36 network byte counts;
+2026-12-02): epoch 36/36 within 15% (median error 1.0%, max 10.2%), evaluation 18/18 (7.9%, max 10.4%), network bytes
+36/36 (0.4%, max 9.9%). On 2026-11-30, before the fix: 36/36 (0.8%, 8.7%), 15/18 (3.3%, 15.6%) and 36/36 (0.3%, 9.5%),
+against 35/36 (0.6%, 26.4%), 15/18 (7.4%, 41.9%) and 34/36 (0.3%, 55.9%) from draw 0 alone; the evaluation's misses were
+Cora's on 4 T4 machines, +15.6%, where every single draw was high too (1.59-1.89 ms against 1.51: a bias; +8.8% since,
+draws 1.61-1.88).
 
 Other distances were tried and not kept. The relative gap of each number (127 in bench_proxy: CiteSeer's METIS
 remote input fraction +61% and hopgnn's dp share -38%) weighs a field by how much it moves, not by how far this

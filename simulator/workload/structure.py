@@ -7,6 +7,19 @@ then the degree correlations are rewired (:mod:`simulator.workload.assortativity
 with those correlations kept (:mod:`simulator.workload.clustering`: 2K-preserving), and the few pieces the swaps
 cut off are joined again, after which triangles are closed once more (a join switches edges that may have been in
 triangles). Every step keeps the degrees, the communities' pair counts and the small components as planted.
+
+Triangles are closed in the largest component only, so the clustering it is closed to is the largest component's own
+where the card gives it (``clustering.largest_component``; spec field ``largest_component_clustering``), else the card's
+average over all vertices, which then has to be met with the small components' triangles as planted. Those hold fewer
+than a real graph's (CiteSeer's proxies 0.054-0.064 for 0.092, Cora's 0.097-0.110 for 0.275, draws 0-2), so that rule
+over-closed the largest component (0.184-0.191 for CiteSeer's 0.170, 0.253-0.254 for Cora's 0.238), and METIS found its
+finer partitions cheaper than the real graph's: CiteSeer's hongtu peer rows (8 METIS parts) came out 249 against 286 at
+the median of 32 draws, and its estimate 224 (-21.7%), bench_proxy.py's one miss. Closed to the largest component's own
+clustering (2026-12-02): the median over 16 draws 286.5, the estimate 247 (-13.6%); benchmarks/bench_proxy.py 129 of 129
+within 15% (128 before); benchmarks/bench_proxy_bias.py (16 draws x 4 METIS seeds) CiteSeer's peer rows -3.3% on the
+mean (-9.7% before), its METIS remote input fraction -10.3% (-11.0%) and hopgnn's dp share -3.5% (-4.4%), Cora's same
+two within 1.4%; benchmarks/bench_card_epoch.py epoch 36/36, evaluation 18/18 (15/18 before) and network bytes 36/36
+within 15% of the real graphs' predictions.
 """
 
 from __future__ import annotations
