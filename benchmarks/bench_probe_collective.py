@@ -1,14 +1,14 @@
 """How steady is ``gnnplan probe``'s collective fixed cost? One block of calls against the blocks the probe times.
 
-``network.per_collective_s`` and ``network.per_all_to_all_s`` come from the mean 1 KiB gloo all-reduce and
-all-to-all between two spawned local processes, each call after 1 ms of compute
-(:func:`executor.probe_io.collective_means_s`). Until 2026-12-02 the probe timed one block of
-:data:`~executor.probe_io.COLLECTIVE_CALLS` calls of each; now :data:`~executor.probe_io.COLLECTIVE_BLOCKS` blocks,
-the two kinds in turn. This runs ``--spawns`` pairs of processes; each times ``COLLECTIVE_BLOCKS`` blocks of each
-kind in turn (:func:`executor.probe_io.collective_times_s`, as the probe does) and reports both estimators from the
-same calls: the first all-reduce block alone (the baseline, the probe before) and all blocks (the probe now), each
-the 5%-trimmed mean. Printed: per spawn both all-reduce estimates and the all-to-all's, then over the spawns the
-range of each estimator and its max/min ratio (the smaller, the steadier the probe on this machine). No goal.
+``network.per_collective_s`` and ``network.per_all_to_all_s`` come from the mean 1 KiB gloo all-reduce and all-to-all
+between two spawned local processes, each call after 1 ms of compute (:func:`executor.probe_io.collective_means_s`).
+Until 2026-12-02 the probe timed one block of :data:`~executor.probe_io.COLLECTIVE_CALLS` calls of each; now
+:data:`~executor.probe_io.COLLECTIVE_BLOCKS` blocks, the two kinds in turn. This runs ``--spawns`` pairs of processes;
+each times ``COLLECTIVE_BLOCKS`` blocks of each kind in turn (:func:`executor.probe_io.collective_blocks_s`, the calls
+the probe averages) and reports both estimators from the same calls: the first all-reduce block alone (the baseline, the
+probe before) and all blocks (the probe now), each the 5%-trimmed mean. Printed: per spawn both all-reduce estimates and
+the all-to-all's, then over the spawns the range of each estimator and its max/min ratio (the smaller, the steadier the
+probe on this machine). No goal.
 
 Run: ``python benchmarks/bench_probe_collective.py [--spawns 6]`` (~3 s per spawn).
 """
@@ -25,14 +25,10 @@ import numpy as np
 os.environ.setdefault("DGLBACKEND", "pytorch")
 
 
-def _program(topo: Any, emit: Any, blocks: int) -> dict[str, list[list[float]]]:
-    from gnnplan.executor.probe_io import collective_times_s
+def _program(topo: Any, emit: Any, blocks: int) -> tuple[list[list[float]], list[list[float]]]:
+    from gnnplan.executor.probe_io import collective_blocks_s
 
-    out: dict[str, list[list[float]]] = {"all_reduce": [], "all_to_all": []}
-    for _ in range(blocks):
-        out["all_reduce"].append(collective_times_s())
-        out["all_to_all"].append(collective_times_s(all_to_all=True))
-    return out
+    return collective_blocks_s(blocks)  # the calls the probe times, block by block
 
 
 def main() -> int:
@@ -49,11 +45,10 @@ def main() -> int:
           flush=True)
     one, every, exchange = [], [], []
     for k in range(args.spawns):
-        rank0 = spawn(_program, 2, (COLLECTIVE_BLOCKS,))  # rank 0's per-call times
-        reduce_blocks = rank0["all_reduce"]
+        reduce_blocks, exchange_blocks = spawn(_program, 2, (COLLECTIVE_BLOCKS,))  # rank 0's per-call times
         one.append(trimmed_mean_s(reduce_blocks[0]))
         every.append(trimmed_mean_s(np.concatenate(reduce_blocks)))
-        exchange.append(trimmed_mean_s(np.concatenate(rank0["all_to_all"])))
+        exchange.append(trimmed_mean_s(np.concatenate(exchange_blocks)))
         block_means = ", ".join(f"{1e3 * trimmed_mean_s(b):.2f}" for b in reduce_blocks)
         print(f"spawn {k}: all-reduce first block {1e3 * one[-1]:.3f} ms, all {COLLECTIVE_BLOCKS} blocks "
               f"{1e3 * every[-1]:.3f} ms (blocks {block_means}); all-to-all, all blocks {1e3 * exchange[-1]:.3f} ms",

@@ -46,6 +46,7 @@ bench_proxy.py's, shared with it.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 
@@ -86,6 +87,13 @@ NULL_SEED = 20261202
 """Root seed: null r of graph ``name`` draws its swaps and numbering from ``default_rng((NULL_SEED, r))``."""
 NULL_FORMAT = 1
 """Version of the null graphs; part of their folder names."""
+
+
+@functools.lru_cache(maxsize=len(GRAPHS))
+def communities_of(name: str) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`communities` of bundled graph ``name``, computed once per process (one Louvain run serves every null
+    of the graph)."""
+    return communities(load_dataset(name))
 
 
 def communities(g: GraphData) -> tuple[np.ndarray, np.ndarray]:
@@ -144,7 +152,7 @@ def null_graph(name: str, kind: str, r: int) -> str:
         return str(folder)
     g = load_dataset(name)
     rng = np.random.default_rng((NULL_SEED, r))
-    comm, largest = communities(g)
+    comm, largest = communities_of(name)
     a, b = simple_edges(g.num_vertices, g.src, g.dst)
     a, b = block_null(a, b, comm, rng)
     src, dst = np.concatenate([a, b]), np.concatenate([b, a])

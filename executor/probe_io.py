@@ -187,16 +187,34 @@ def collective_means_s(blocks: int = COLLECTIVE_BLOCKS, repeats: int = COLLECTIV
         (all_reduce_s, all_to_all_s).
 
     Raises:
+        ValueError: ``blocks`` or ``repeats`` below 1 (:func:`collective_blocks_s`).
+    """
+    reduce, exchange = collective_blocks_s(blocks, repeats)
+    every_reduce = [t for block in reduce for t in block]
+    every_exchange = [t for block in exchange for t in block]
+    return trimmed_mean_s(every_reduce), trimmed_mean_s(every_exchange)
+
+
+def collective_blocks_s(blocks: int = COLLECTIVE_BLOCKS, repeats: int = COLLECTIVE_CALLS
+                        ) -> tuple[list[list[float]], list[list[float]]]:
+    """The calls :func:`collective_means_s` averages, block by block: ``blocks`` blocks of ``repeats`` timed 1 KiB
+    all-reduces and as many all-to-alls (:func:`collective_times_s`), an all-reduce block and an all-to-all block in
+    turn (benchmarks/bench_probe_collective.py sets one block's mean against all of them).
+
+    Returns:
+        (all-reduce seconds per block, all-to-all seconds per block): each ``blocks`` lists of ``repeats`` seconds.
+
+    Raises:
         ValueError: ``blocks`` or ``repeats`` below 1.
     """
     if blocks < 1 or repeats < 1:
         raise ValueError(f"blocks and repeats must be >= 1, got {blocks} and {repeats}")
-    reduce: list[float] = []
-    exchange: list[float] = []
+    reduce: list[list[float]] = []
+    exchange: list[list[float]] = []
     for _ in range(blocks):
-        reduce += collective_times_s(repeats)
-        exchange += collective_times_s(repeats, all_to_all=True)
-    return trimmed_mean_s(reduce), trimmed_mean_s(exchange)
+        reduce.append(collective_times_s(repeats))
+        exchange.append(collective_times_s(repeats, all_to_all=True))
+    return reduce, exchange
 
 
 JITTER_SEGMENTS_S = (0.0005, 0.002, 0.008)

@@ -108,12 +108,12 @@ ends out at each degree (the try recorded in :mod:`simulator.workload.stub_label
 draws, but the 2- and 4-part cuts +24% and +47%, and bench_proxy.py ``--skip-rmat`` 81 of 86. Second, because the real
 graph's edges between heavily linked community pairs end on higher-degree vertices (median end degree 10 for pairs of 10
 or more edges, 6 for single-edge pairs; Cora 7 and 5), a community's leaving labels were dealt heaviest pair first to
-its highest-degree leaving stubs: peer rows 244-254 (16 draws), the 2-part cut 0.0048-0.0057 for 0.0070. What it was,
-found the same day: the proxies' largest component was closed to the whole graph's average clustering, which the planted
-small components, holding fewer triangles than the real ones, left to it to meet (0.184-0.191 against the real
-component's 0.170). Closed to its own clustering (``clustering.largest_component``,
-:mod:`simulator.workload.structure`), the shipped proxy's peer rows have their median over 16 draws at 286.5 and the
-estimate at 247 (-13.6%); the figures above are from before.
+the edge ends of its highest-degree vertices among those leaving: peer rows 244-254 (16 draws), the 2-part cut
+0.0048-0.0057 for 0.0070. What it was, found the same day: the proxies' largest component was closed to the whole
+graph's average clustering, which the planted small components, holding fewer triangles than the real ones, left to it
+to meet (0.184-0.191 against the real component's 0.170). Closed to its own clustering
+(``clustering.largest_component``, :mod:`simulator.workload.structure`), the shipped proxy's peer rows have their median
+over 16 draws at 286.5 and the estimate at 247 (-13.6%); the figures above are from before.
 """
 
 from __future__ import annotations

@@ -155,7 +155,11 @@ def close_triangles(num_vertices: int, src: np.ndarray, dst: np.ndarray, target:
     deg = np.diff(adj.indptr)
     over = np.ones(n, dtype=bool) if measured_on is None else np.asarray(measured_on, dtype=bool)
     counted = max(int(over.sum()), 1)
-    current = float(local_clustering(adj)[over].mean()) if over.any() else 0.0
+
+    def average(a: sp.csr_matrix) -> float:  # the average clustering over the measured vertices
+        return float(local_clustering(a)[over].sum()) / counted
+
+    current = average(adj)
     degree_class = np.searchsorted(bin_edges(int(deg.max(initial=1))), deg, side="right") - 1
     candidates = np.flatnonzero((deg >= 2) & (True if movable is None else movable))
     proposals = max(16, int(PROPOSALS_PER_VERTEX * n))
@@ -202,7 +206,7 @@ def close_triangles(num_vertices: int, src: np.ndarray, dst: np.ndarray, target:
         adj = (adj - drop + add).tocsr()
         adj.eliminate_zeros()
         adj.sort_indices()
-        current = float(local_clustering(adj)[over].mean()) if over.any() else 0.0
+        current = average(adj)
     coo = sp.triu(adj, 1).tocoo()
     a, b = coo.row.astype(np.int64), coo.col.astype(np.int64)
     both = np.sort(np.concatenate([a * n + b, b * n + a]))
